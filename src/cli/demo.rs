@@ -1,0 +1,47 @@
+use anyhow::{Context, Result};
+use mcptape::demo;
+use std::path::PathBuf;
+
+/// Run the whole loop on the bundled demo server: record a session, play it back with no
+/// server, show a miss explained, and record a regressed build to show drift.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES)]
+pub struct Args {
+    /// Folder for the demo's tapes (default: a fresh folder under the system temp dir).
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct ServerArgs {
+    /// Which build of the demo server to run.
+    #[arg(long, value_enum, default_value = "healthy")]
+    variant: VariantArg,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum VariantArg {
+    Healthy,
+    Drifted,
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let dir = match a.dir {
+        Some(d) => d,
+        None => std::env::temp_dir().join(format!("mcptape-demo-{}", std::process::id())),
+    };
+    let exe = std::env::current_exe().context("locating the mcptape binary")?;
+    let ok = demo::run_demo(&exe, &dir)?;
+    Ok(if ok { mcptape::exit::OK } else { mcptape::exit::DRIFT })
+}
+
+pub fn server(a: ServerArgs) -> Result<i32> {
+    let variant = match a.variant {
+        VariantArg::Healthy => demo::server::Variant::Healthy,
+        VariantArg::Drifted => demo::server::Variant::Drifted,
+    };
+    let stdin = std::io::stdin().lock();
+    let stdout = std::io::stdout().lock();
+    demo::server::serve(variant, stdin, stdout)?;
+    Ok(mcptape::exit::OK)
+}

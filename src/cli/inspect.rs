@@ -1,0 +1,56 @@
+use anyhow::Result;
+use mcptape::inspect;
+use mcptape::tape::store;
+
+/// List the tapes in .mcptape/tapes (or $MCPTAPE_DIR/tapes).
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES)]
+pub struct LsArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Show the messages of a tape: direction, kind, method or tool, id, latency per exchange.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES)]
+pub struct ShowArgs {
+    /// Tape name or path.
+    #[arg(value_name = "TAPE")]
+    tape: String,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Which server of a multi-server tape (default: the first).
+    #[arg(long, value_name = "LABEL")]
+    server: Option<String>,
+}
+
+pub fn ls(a: LsArgs) -> Result<i32> {
+    let mut rows = Vec::new();
+    for r in inspect::ls()? {
+        match r {
+            Ok(row) => rows.push(row),
+            Err(e) => eprintln!("mcptape: skipping: {e}"),
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else if rows.is_empty() {
+        eprintln!("no tapes in {}", store::tapes_dir().display());
+    } else {
+        print!("{}", inspect::ls_table(&rows));
+    }
+    Ok(mcptape::exit::OK)
+}
+
+pub fn show(a: ShowArgs) -> Result<i32> {
+    let path = store::resolve(&a.tape)?;
+    let doc = inspect::show(&path, a.server.as_deref())?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{}", inspect::show_table(&doc));
+    }
+    Ok(mcptape::exit::OK)
+}

@@ -1,0 +1,117 @@
+//! Command-line surface: one file per subcommand, each turning its arguments into a config.
+
+mod demo;
+mod inspect;
+mod play;
+mod record;
+
+use clap::{Parser, Subcommand};
+use mcptape::exit;
+use mcptape::tape::TapeError;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0   success: recorded, everything served, same
+  1   misses or drift (play)
+  64  usage error
+  65  malformed tape, or a tape from a newer format version
+  66  tape not found
+  69  the server could not be started
+  70  internal error (a bug)
+  74  I/O error (writing the tape…)
+  record exits with the server's own exit code (128+N when a signal N ended it).";
+
+#[derive(Parser)]
+#[command(
+    name = "mcptape",
+    version,
+    about = "A tape recorder for the Model Context Protocol: record an MCP session, play it back as the server.",
+    after_help = EXIT_CODES,
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Record(record::Args),
+    Play(play::Args),
+    Ls(inspect::LsArgs),
+    Show(inspect::ShowArgs),
+    Demo(demo::Args),
+    /// The bundled demo MCP server (stdio), used by `mcptape demo`.
+    #[command(hide = true)]
+    DemoServer(demo::ServerArgs),
+}
+
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => exit::OK,
+                _ => exit::USAGE,
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Record(a) => record::run(a),
+        Command::Play(a) => play::run(a),
+        Command::Ls(a) => inspect::ls(a),
+        Command::Show(a) => inspect::show(a),
+        Command::Demo(a) => demo::run(a),
+        Command::DemoServer(a) => demo::server(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mcptape: error: {e:#}");
+            code_for(&e)
+        }
+    }
+}
+
+/// Exit code for an error that stopped a command.
+fn code_for(e: &anyhow::Error) -> i32 {
+    for cause in e.chain() {
+        if let Some(t) = cause.downcast_ref::<TapeError>() {
+            return match t {
+                TapeError::NotFound { .. } => exit::NO_INPUT,
+                TapeError::Io { .. } => exit::IO_ERR,
+                _ => exit::DATA_ERR,
+            };
+        }
+        if let Some(r) = cause.downcast_ref::<mcptape::record::RecordError>() {
+            return match r {
+                mcptape::record::RecordError::Spawn { .. } => exit::UNAVAILABLE,
+                mcptape::record::RecordError::Tape { .. } => exit::IO_ERR,
+            };
+        }
+        if cause.downcast_ref::<mcptape::tape::store::NameError>().is_some() {
+            return exit::USAGE;
+        }
+        if cause.downcast_ref::<std::io::Error>().is_some() {
+            return exit::IO_ERR;
+        }
+    }
+    exit::SOFTWARE
+}
+
+/// Prints tape warnings (torn last line, not closed) once, on stderr.
+fn warn_tape(path: &std::path::Path, warnings: &[mcptape::tape::Warning]) {
+    for w in warnings {
+        eprintln!("mcptape: warning: {}: {w}", path.display());
+    }
+}
+
+/// Parses a number of seconds (fractions allowed) for duration options.
+fn parse_secs(s: &str) -> Result<std::time::Duration, String> {
+    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(v.is_finite() && (0.0..=86_400.0 * 365.0).contains(&v)) {
+        return Err(format!("{s} is not a usable number of seconds"));
+    }
+    Ok(std::time::Duration::from_secs_f64(v))
+}

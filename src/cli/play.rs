@@ -1,0 +1,95 @@
+use anyhow::Result;
+use mcptape::play::{serve, ServeOptions};
+use mcptape::tape::{store, TapeIndex};
+use mcptape::wire::DEFAULT_MAX_MESSAGE;
+use std::mem::ManuallyDrop;
+use std::os::fd::FromRawFd;
+use std::time::Duration;
+
+/// Serve a tape as the MCP server over stdio: no server process, no side effects.
+///
+/// Requests are matched by content (method and canonical params, volatile fields ignored), the
+/// earliest unused recorded exchange first. A request that is not on the tape gets a JSON-RPC
+/// error naming the nearest recorded calls and the exact JSON differences (also on stderr), and
+/// play exits 1 at the end. A summary goes to stderr: served, missed, drifted, unused.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES)]
+pub struct Args {
+    /// Tape name or path.
+    #[arg(value_name = "TAPE")]
+    tape: String,
+    /// On a miss, serve the next unused recorded exchange of the same method instead (reported).
+    #[arg(long)]
+    lenient: bool,
+    /// Which server of a multi-server tape to play (default: the first).
+    #[arg(long, value_name = "LABEL")]
+    server: Option<String>,
+    /// Seconds to wait for the client's answer to a replayed server request (sampling,
+    /// elicitation, roots) before reporting it as drift.
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = super::parse_secs)]
+    answer_timeout: Duration,
+    /// Largest client message accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
+    max_message: usize,
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let path = store::resolve(&a.tape)?;
+    let index = TapeIndex::load(&path, a.server.as_deref())?;
+    super::warn_tape(&path, &index.warnings);
+    if let Some(label) = &a.server {
+        if !index.servers.iter().any(|s| &s.server == label) {
+            anyhow::bail!(mcptape::tape::TapeError::NotATape { path: path.clone(), why: format!("it has no server labelled {label:?}") });
+        }
+    }
+    let opts = ServeOptions { lenient: a.lenient, max_message: a.max_message, answer_timeout: a.answer_timeout };
+    // SAFETY: fds 0 and 1 are ours for the whole process; ManuallyDrop never closes them.
+    let stdin = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
+    let stdout = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
+    let exchanges = index.exchanges.clone();
+    let msgs = index.msgs.clone();
+    let report = serve(index, opts, FdIo(stdin), FdIo(stdout));
+
+    let mut summary = format!(
+        "mcptape play: served {}, missed {}, drifted {}",
+        report.served, report.missed, report.drifted
+    );
+    if report.lenient > 0 {
+        summary.push_str(&format!(", served leniently {}", report.lenient));
+    }
+    if report.rejected > 0 {
+        summary.push_str(&format!(", rejected {} unusable client lines", report.rejected));
+    }
+    if report.unused.is_empty() {
+        summary.push_str("; every recorded exchange was used");
+        eprintln!("{summary}");
+    } else {
+        eprintln!("{summary}; {} recorded exchanges never used:", report.unused.len());
+        for &u in report.unused.iter().take(20) {
+            let req = &msgs[exchanges[u].request];
+            eprintln!("  tape line {:>5}  {} (id {})", req.line, req.method.as_deref().unwrap_or("?"), req.id.as_deref().unwrap_or("-"));
+        }
+        if report.unused.len() > 20 {
+            eprintln!("  … and {} more", report.unused.len() - 20);
+        }
+    }
+    Ok(if report.missed > 0 || report.drifted > 0 { mcptape::exit::DRIFT } else { mcptape::exit::OK })
+}
+
+/// Raw fd I/O without std's stdin buffering or stdout line buffering.
+struct FdIo(ManuallyDrop<std::fs::File>);
+
+impl std::io::Read for FdIo {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        std::io::Read::read(&mut *self.0, buf)
+    }
+}
+
+impl std::io::Write for FdIo {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        std::io::Write::write(&mut *self.0, buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,56 @@
+use anyhow::Result;
+use mcptape::record::{record_stdio, RecordConfig};
+use mcptape::tape::{store, DEFAULT_SERVER};
+use mcptape::wire::DEFAULT_MAX_MESSAGE;
+use std::time::Duration;
+
+/// Record an MCP session: run the server, forward stdio both ways unchanged, tape every message.
+///
+/// Put it in front of the server in your client's config:
+///   "command": "mcptape", "args": ["record", "--tape", "my-server", "--", "npx", "-y", "server"]
+/// mcptape exits with the server's exit code; one summary line goes to stderr.
+#[derive(clap::Args)]
+#[command(visible_alias = "rec", after_help = super::EXIT_CODES)]
+pub struct Args {
+    /// Tape name (stored as .mcptape/tapes/NAME.jsonl, or under $MCPTAPE_DIR) or a path (with a
+    /// '/' or ending in .jsonl). Default: the server's name and the time.
+    #[arg(long, short = 't', value_name = "NAME|PATH")]
+    tape: Option<String>,
+    /// Largest message kept whole, in bytes; longer lines are forwarded but recorded as
+    /// `oversize` (length and first bytes).
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
+    max_message: usize,
+    /// After the client closes stdin, seconds the server has to exit before SIGTERM (then SIGKILL).
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = super::parse_secs)]
+    grace: Duration,
+    /// The server command and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "SERVER COMMAND")]
+    command: Vec<String>,
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let name = a.tape.unwrap_or_else(|| store::default_name(&a.command));
+    let tape = store::resolve(&name)?;
+    let cfg = RecordConfig {
+        tape,
+        command: a.command,
+        server_label: DEFAULT_SERVER.into(),
+        max_message: a.max_message,
+        grace: a.grace,
+    };
+    let out = record_stdio(&cfg)?;
+    let raw = if out.end.raw > 0 { format!(", {} non-JSON lines", out.end.raw) } else { String::new() };
+    eprintln!(
+        "mcptape: recorded {} messages ({} exchanges{raw}) to {}",
+        out.end.messages,
+        out.end.exchanges,
+        out.tape.display()
+    );
+    if let Some((dropped, err)) = out.write_failure {
+        eprintln!("mcptape: WARNING: the tape is INCOMPLETE: {dropped} lines could not be written ({err})");
+        if out.exit_code == 0 {
+            return Ok(mcptape::exit::IO_ERR);
+        }
+    }
+    Ok(out.exit_code)
+}

@@ -1,0 +1,257 @@
+//! `ls` and `show`: what is on the tapes, for humans (tables) and machines (JSON).
+
+use crate::tape::index::MsgMeta;
+use crate::tape::{store, End, Header, ServerDecl, TapeError, TapeIndex, TapeReader};
+use crate::wire::{Dir, Kind};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// One row of `mcptape ls`.
+#[derive(Debug, Serialize)]
+pub struct TapeSummary {
+    pub name: String,
+    pub path: PathBuf,
+    pub created: String,
+    pub server: String,
+    pub exchanges: u64,
+    pub messages: u64,
+    pub bytes: u64,
+    /// No closing line (recording interrupted or still running).
+    pub open: bool,
+}
+
+pub fn summarize(path: &Path) -> Result<TapeSummary, TapeError> {
+    let mut r = TapeReader::open(path)?;
+    let created = r.header().created.clone();
+    let mut server = String::new();
+    let mut end: Option<End> = None;
+    let (mut messages, mut exchanges) = (0u64, 0u64);
+    while let Some(item) = r.next()? {
+        match item.entry {
+            crate::tape::Entry::Server(d) if server.is_empty() => server = describe_server(&d),
+            crate::tape::Entry::Msg(m) => {
+                messages += 1;
+                if m.dir == Dir::S2C && matches!(m.kind, Kind::Response | Kind::Error) {
+                    exchanges += 1; // an estimate until the closing line gives the exact count
+                }
+            }
+            crate::tape::Entry::End(e) => end = Some(e),
+            _ => {}
+        }
+    }
+    let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    Ok(TapeSummary {
+        name,
+        path: path.to_path_buf(),
+        created,
+        server,
+        exchanges: end.as_ref().map(|e| e.exchanges).unwrap_or(exchanges),
+        messages,
+        bytes,
+        open: end.is_none(),
+    })
+}
+
+pub fn describe_server(d: &ServerDecl) -> String {
+    if let Some(cmd) = &d.command {
+        crate::record::shell_words(cmd)
+    } else if let Some(url) = &d.url {
+        url.clone()
+    } else {
+        d.transport.clone()
+    }
+}
+
+pub fn ls_table(rows: &[TapeSummary]) -> String {
+    let mut out = String::new();
+    let name_w = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    let _ = writeln!(out, "{:name_w$}  {:19}  {:>9}  {:>8}  {:>9}  SERVER", "NAME", "CREATED", "EXCHANGES", "MESSAGES", "SIZE");
+    for r in rows {
+        let created: String = r.created.replace('T', " ").chars().take(19).collect();
+        let open = if r.open { " (not closed)" } else { "" };
+        let _ = writeln!(
+            out,
+            "{:name_w$}  {:19}  {:>9}  {:>8}  {:>9}  {}{open}",
+            r.name,
+            created,
+            r.exchanges,
+            r.messages,
+            human_bytes(r.bytes),
+            r.server
+        );
+    }
+    out
+}
+
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// One message row of `mcptape show`.
+#[derive(Debug, Serialize)]
+pub struct ShowRow {
+    pub seq: u64,
+    pub line: u64,
+    pub t_us: u64,
+    pub dir: Dir,
+    pub kind: Kind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<serde_json::Value>,
+    /// The method, or for a response the method of the request it answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// The tool, prompt or resource the call is about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// On a response: microseconds since its request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ShowDoc {
+    pub tape: PathBuf,
+    pub header: Header,
+    pub servers: Vec<ServerDecl>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end: Option<End>,
+    pub warnings: Vec<String>,
+    pub exchanges: usize,
+    pub messages: Vec<ShowRow>,
+}
+
+pub fn show(path: &Path, server: Option<&str>) -> Result<ShowDoc, TapeError> {
+    let index = TapeIndex::load(path, server)?;
+    let mut method_of = vec![None; index.msgs.len()];
+    let mut target_of = vec![None; index.msgs.len()];
+    let mut latency_of = vec![None; index.msgs.len()];
+    for ex in &index.exchanges {
+        let req = &index.msgs[ex.request];
+        let target = call_target(&index, req);
+        target_of[ex.request] = target.clone();
+        if let Some(r) = ex.response {
+            method_of[r] = req.method.clone();
+            target_of[r] = target;
+            latency_of[r] = Some(index.msgs[r].t_us.saturating_sub(req.t_us));
+        }
+    }
+    let messages = index
+        .msgs
+        .iter()
+        .enumerate()
+        .map(|(i, m)| ShowRow {
+            seq: m.seq,
+            line: m.line,
+            t_us: m.t_us,
+            dir: m.dir,
+            kind: m.kind,
+            id: m.id.as_deref().and_then(|t| serde_json::from_str(t).ok()),
+            method: m.method.clone().or_else(|| method_of[i].clone()),
+            target: target_of[i].clone(),
+            latency_us: latency_of[i],
+        })
+        .collect();
+    Ok(ShowDoc {
+        tape: path.to_path_buf(),
+        header: index.header.clone(),
+        servers: index.servers.clone(),
+        end: index.end.clone(),
+        warnings: index.warnings.iter().map(|w| w.to_string()).collect(),
+        exchanges: index.exchanges.len(),
+        messages,
+    })
+}
+
+fn call_target(index: &TapeIndex, req: &MsgMeta) -> Option<String> {
+    let key = match req.method.as_deref()? {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
+        _ => return None,
+    };
+    let text = index.read_bytes(req).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    v.get("params")?.get(key)?.as_str().map(str::to_string)
+}
+
+pub fn show_table(doc: &ShowDoc) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "tape     {}", doc.tape.display());
+    let _ = writeln!(out, "created  {}  by {}", doc.header.created, doc.header.tool);
+    for s in &doc.servers {
+        let _ = writeln!(out, "server   {} ({}): {}", s.server, s.transport, describe_server(s));
+    }
+    match &doc.end {
+        Some(e) => {
+            let exit = match &e.exit {
+                Some(x) if x.code.is_some() => format!("exit code {}", x.code.unwrap_or_default()),
+                Some(x) if x.signal.is_some() => format!("signal {}", x.signal.unwrap_or_default()),
+                _ => "exit unknown".into(),
+            };
+            let _ = writeln!(
+                out,
+                "ended    after {:.3} s: {}, {exit}; {} messages, {} exchanges",
+                e.t_us as f64 / 1e6,
+                e.reason.as_deref().unwrap_or("-"),
+                e.messages,
+                e.exchanges
+            );
+        }
+        None => {
+            let _ = writeln!(out, "ended    (no closing line)");
+        }
+    }
+    for w in &doc.warnings {
+        let _ = writeln!(out, "warning  {w}");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{:>5}  {:>10}  {:3}  {:12}  {:32}  {:>6}  {:>10}", "SEQ", "TIME", "DIR", "KIND", "METHOD / TARGET", "ID", "LATENCY");
+    for r in &doc.messages {
+        let what = match (&r.method, &r.target) {
+            (Some(m), Some(t)) => format!("{m} {t}"),
+            (Some(m), None) => m.clone(),
+            (None, _) => String::new(),
+        };
+        let id = r.id.as_ref().map(|v| v.to_string()).unwrap_or_default();
+        let latency = r.latency_us.map(|us| format!("{:.2} ms", us as f64 / 1000.0)).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{:>5}  {:>8.3} s  {:^3}  {:12}  {:32}  {:>6}  {:>10}",
+            r.seq,
+            r.t_us as f64 / 1e6,
+            r.dir.arrow(),
+            r.kind.as_str(),
+            truncate(&what, 32),
+            truncate(&id, 6),
+            latency
+        );
+    }
+    out
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// All tapes in the store.
+pub fn ls() -> std::io::Result<Vec<Result<TapeSummary, TapeError>>> {
+    Ok(store::list()?.iter().map(|p| summarize(p)).collect())
+}

@@ -1,0 +1,116 @@
+//! Why a request was not on the tape, for the client (a JSON-RPC error) and for the human
+//! (stderr): what was asked, and the nearest recorded calls with the exact JSON differences.
+
+use crate::wire::canonical::{short, Difference};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+/// The JSON-RPC error code play answers a miss with (implementation-defined server error range).
+pub const MISS_CODE: i64 = -32099;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Near {
+    /// Tape line of the recorded request.
+    pub line: u64,
+    pub seq: u64,
+    /// Already served earlier in this session.
+    pub used: bool,
+    /// Differences, recorded (`left`) against asked (`right`).
+    pub differences: Vec<Difference>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum MissReason {
+    /// The tape has no call of this method at all.
+    MethodNotRecorded,
+    /// Calls of this method were recorded, none with these params.
+    NoMatch,
+    /// This exact call was recorded, but fewer times than asked: all its answers are used.
+    AllUsed { recorded: usize },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Miss {
+    pub method: String,
+    /// The params as matched (volatile fields removed).
+    pub asked: Value,
+    #[serde(flatten)]
+    pub reason: MissReason,
+    pub nearest: Vec<Near>,
+    /// Every method on the tape with its count.
+    pub recorded_methods: Vec<(String, usize)>,
+}
+
+impl Miss {
+    /// One line, for the JSON-RPC error message.
+    pub fn headline(&self) -> String {
+        let what = format!("{} {}", self.method, short(Some(&self.asked), 120));
+        match &self.reason {
+            MissReason::MethodNotRecorded => format!("mcptape: no recorded answer for {what}: the tape has no {} call", self.method),
+            MissReason::AllUsed { recorded } => format!(
+                "mcptape: no recorded answer for {what}: this call was recorded {recorded} time{} and every answer is used",
+                if *recorded == 1 { "" } else { "s" }
+            ),
+            MissReason::NoMatch => {
+                let mut s = format!("mcptape: no recorded answer for {what}");
+                if let Some(n) = self.nearest.first() {
+                    let diffs: Vec<String> = n
+                        .differences
+                        .iter()
+                        .take(3)
+                        .map(|d| format!("{} recorded {} asked {}", d.path, short(d.left.as_ref(), 40), short(d.right.as_ref(), 40)))
+                        .collect();
+                    let _ = write!(s, "; nearest (tape line {}): {}", n.line, diffs.join(", "));
+                }
+                s
+            }
+        }
+    }
+
+    /// The full explanation for stderr.
+    pub fn render(&self, client_id: &str) -> String {
+        let mut s = format!("{} (request id {client_id})\n", self.headline());
+        let _ = writeln!(s, "  asked:  {} {}", self.method, short(Some(&self.asked), 200));
+        match &self.reason {
+            MissReason::MethodNotRecorded => {
+                let list: Vec<String> = self.recorded_methods.iter().map(|(m, n)| format!("{m} ×{n}")).collect();
+                let _ = writeln!(s, "  the tape has: {}", if list.is_empty() { "no requests".into() } else { list.join(", ") });
+            }
+            MissReason::AllUsed { .. } | MissReason::NoMatch => {
+                for n in &self.nearest {
+                    let state = if n.used { "already used" } else { "unused" };
+                    if n.differences.is_empty() {
+                        let _ = writeln!(s, "  recorded at tape line {} ({state}): identical", n.line);
+                        continue;
+                    }
+                    let _ = writeln!(s, "  nearest recorded call, tape line {} ({state}):", n.line);
+                    let width = n.differences.iter().map(|d| d.path.len()).max().unwrap_or(0).min(40);
+                    for d in n.differences.iter().take(8) {
+                        let _ = writeln!(
+                            s,
+                            "    {:width$}  recorded {}  asked {}",
+                            d.path,
+                            short(d.left.as_ref(), 60),
+                            short(d.right.as_ref(), 60)
+                        );
+                    }
+                    if n.differences.len() > 8 {
+                        let _ = writeln!(s, "    … and {} more differences", n.differences.len() - 8);
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    /// The JSON-RPC error object sent to the client.
+    pub fn error_object(&self) -> Value {
+        json!({
+            "code": MISS_CODE,
+            "message": self.headline(),
+            "data": { "mcptape": self },
+        })
+    }
+}

@@ -1,0 +1,111 @@
+//! Which recorded exchange answers a request: same method and canonical params (volatile fields
+//! ignored), the earliest unconsumed first. Repeated identical calls get their recorded answers in
+//! order; parallel and reordered calls each find their own.
+
+use super::explain::{Miss, MissReason, Near};
+use crate::tape::index::match_key;
+use crate::tape::TapeIndex;
+use crate::wire::canonical::{canonical, differences};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+pub struct Matcher {
+    /// Unconsumed exchanges by match key, in recorded order.
+    by_key: HashMap<u64, VecDeque<usize>>,
+    consumed: Vec<bool>,
+}
+
+pub enum Outcome {
+    Hit(usize),
+    /// No match; `--lenient` served this other exchange of the same method instead.
+    Lenient(usize, Miss),
+    Miss(Miss),
+}
+
+impl Matcher {
+    pub fn new(index: &TapeIndex) -> Matcher {
+        let mut by_key: HashMap<u64, VecDeque<usize>> = HashMap::new();
+        for (i, ex) in index.exchanges.iter().enumerate() {
+            by_key.entry(ex.key).or_default().push_back(i);
+        }
+        Matcher { by_key, consumed: vec![false; index.exchanges.len()] }
+    }
+
+    pub fn take(&mut self, index: &TapeIndex, method: &str, params: Option<&Value>, lenient: bool) -> Outcome {
+        let (key, asked) = match_key(method, params);
+        let asked_text = canonical(&asked);
+        if let Some(queue) = self.by_key.get_mut(&key) {
+            // The hash finds candidates; the canonical text confirms (a collision is not a match).
+            let pos = queue.iter().position(|&ex| {
+                let req = &index.msgs[index.exchanges[ex].request];
+                req.method.as_deref() == Some(method)
+                    && index.request_match_params(req).map(|p| canonical(&p) == asked_text).unwrap_or(false)
+            });
+            if let Some(pos) = pos {
+                let ex = queue.remove(pos).expect("position is in range");
+                self.consumed[ex] = true;
+                return Outcome::Hit(ex);
+            }
+        }
+        let miss = self.explain(index, method, asked);
+        if lenient {
+            let next = index
+                .exchanges
+                .iter()
+                .enumerate()
+                .find(|(i, ex)| !self.consumed[*i] && index.msgs[ex.request].method.as_deref() == Some(method))
+                .map(|(i, _)| i);
+            if let Some(ex) = next {
+                self.consumed[ex] = true;
+                if let Some(q) = self.by_key.get_mut(&index.exchanges[ex].key) {
+                    q.retain(|&e| e != ex);
+                }
+                return Outcome::Lenient(ex, miss);
+            }
+        }
+        Outcome::Miss(miss)
+    }
+
+    /// Recorded exchanges never served, in recorded order.
+    pub fn unused(&self) -> Vec<usize> {
+        (0..self.consumed.len()).filter(|&i| !self.consumed[i]).collect()
+    }
+
+    fn explain(&self, index: &TapeIndex, method: &str, asked: Value) -> Miss {
+        let mut same_method = Vec::new();
+        let mut methods: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, ex) in index.exchanges.iter().enumerate() {
+            let req = &index.msgs[ex.request];
+            let m = req.method.clone().unwrap_or_default();
+            if m == method {
+                same_method.push(i);
+            }
+            *methods.entry(m).or_default() += 1;
+        }
+        let mut near: Vec<Near> = same_method
+            .iter()
+            .filter_map(|&i| {
+                let req = &index.msgs[index.exchanges[i].request];
+                let recorded = index.request_match_params(req).ok()?;
+                Some(Near {
+                    line: req.line,
+                    seq: req.seq,
+                    used: self.consumed[i],
+                    differences: differences(&recorded, &asked),
+                })
+            })
+            .collect();
+        let identical = near.iter().filter(|n| n.differences.is_empty()).count();
+        let reason = if same_method.is_empty() {
+            MissReason::MethodNotRecorded
+        } else if identical > 0 {
+            MissReason::AllUsed { recorded: identical }
+        } else {
+            MissReason::NoMatch
+        };
+        // Nearest first: fewest differing paths, then unused before used, then recorded order.
+        near.sort_by_key(|n| (n.differences.len(), n.used, n.seq));
+        near.truncate(3);
+        Miss { method: method.to_string(), asked, reason, nearest: near, recorded_methods: methods.into_iter().collect() }
+    }
+}

@@ -1,0 +1,381 @@
+//! The serving loop: mcptape is the server. Client messages come in on a reader thread, answers
+//! go out through one writer thread (one ordered queue, so nothing interleaves mid-line), and an
+//! exchange that must wait for the client (a server-initiated request) runs as its own task so
+//! the loop keeps serving.
+
+use super::explain::Miss;
+use super::matcher::{Matcher, Outcome};
+use crate::tape::index::{Exchange, MsgMeta};
+use crate::tape::TapeIndex;
+use crate::wire::canonical::{canonical, differences, short, Difference};
+use crate::wire::rewrite::{with_id, with_progress_token};
+use crate::wire::{classify, Frame, Framer, Kind};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Client messages read ahead of the serving loop. Small: the loop is fast, and a bounded queue
+/// pushes back on a client that floods us.
+const INPUT_QUEUE: usize = 64;
+/// Lines waiting for stdout. Bounded so a client that stops reading stops the loop, not memory.
+const OUTPUT_QUEUE: usize = 256;
+
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub lenient: bool,
+    pub max_message: usize,
+    /// How long to wait for the client's answer to a server-initiated request.
+    pub answer_timeout: Duration,
+}
+
+/// A difference between the client's answer to a replayed server request and the recorded one.
+#[derive(Debug, Clone)]
+pub struct Drift {
+    /// The server request's method (e.g. `sampling/createMessage`).
+    pub method: String,
+    /// Tape line of the recorded server request.
+    pub line: u64,
+    pub differences: Vec<Difference>,
+    /// Set when no answer came at all.
+    pub no_answer: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct PlayReport {
+    pub served: u64,
+    pub missed: u64,
+    pub lenient: u64,
+    pub drifted: u64,
+    pub misses: Vec<Miss>,
+    pub drifts: Vec<Drift>,
+    /// Exchanges never served, as indexes into `TapeIndex::exchanges`.
+    pub unused: Vec<usize>,
+    /// Client lines that were not requests play could answer (not JSON, batches…).
+    pub rejected: u64,
+}
+
+enum Incoming {
+    Line(Vec<u8>),
+    Oversize(u64),
+}
+
+struct Shared {
+    index: TapeIndex,
+    out: mpsc::Sender<Vec<u8>>,
+    /// Our server-request id → where the client's answer goes.
+    pending: Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>,
+    next_id: AtomicU64,
+    report: Mutex<PlayReport>,
+    opts: ServeOptions,
+}
+
+#[derive(serde::Deserialize)]
+struct Req {
+    #[serde(default)]
+    params: Option<Value>,
+}
+
+/// Serves `index` to the client on `input`/`output` until the client closes its side.
+pub fn serve<R, W>(index: TapeIndex, opts: ServeOptions, input: R, output: W) -> PlayReport
+where
+    R: Read + Send + 'static,
+    W: Write + Send + 'static,
+{
+    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("tokio runtime");
+    rt.block_on(serve_async(index, opts, input, output))
+}
+
+async fn serve_async<R, W>(index: TapeIndex, opts: ServeOptions, mut input: R, mut output: W) -> PlayReport
+where
+    R: Read + Send + 'static,
+    W: Write + Send + 'static,
+{
+    let (in_tx, mut in_rx) = mpsc::channel::<Incoming>(INPUT_QUEUE);
+    let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(OUTPUT_QUEUE);
+    let max = opts.max_message;
+    std::thread::Builder::new()
+        .name("play-stdin".into())
+        .spawn(move || {
+            let mut framer = Framer::new(max);
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut send = |f: Frame<'_>| {
+                let item = match f {
+                    Frame::Line(l) => Incoming::Line(l.bytes.to_vec()),
+                    Frame::Oversize { len, .. } => Incoming::Oversize(len),
+                };
+                let _ = in_tx.blocking_send(item);
+            };
+            loop {
+                match input.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => framer.push(&buf[..n], &mut send),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+            framer.finish(&mut send);
+        })
+        .expect("spawn thread");
+    let writer = std::thread::Builder::new()
+        .name("play-stdout".into())
+        .spawn(move || {
+            while let Some(line) = out_rx.blocking_recv() {
+                if output.write_all(&line).is_err() {
+                    break;
+                }
+                // Flush once the queue is empty: a burst goes out in few writes.
+                if out_rx.is_empty() && output.flush().is_err() {
+                    break;
+                }
+            }
+            let _ = output.flush();
+        })
+        .expect("spawn thread");
+
+    let mut matcher = Matcher::new(&index);
+    let shared = Arc::new(Shared {
+        index,
+        out: out_tx,
+        pending: Mutex::new(HashMap::new()),
+        next_id: AtomicU64::new(0),
+        report: Mutex::new(PlayReport::default()),
+        opts,
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut c2s: u64 = 0;
+    let mut next_standalone = 0usize;
+    emit_standalone(&shared, &mut tasks, &mut next_standalone, c2s).await;
+
+    while let Some(incoming) = in_rx.recv().await {
+        c2s += 1;
+        match incoming {
+            Incoming::Line(bytes) => handle(&shared, &mut matcher, &mut tasks, bytes).await,
+            Incoming::Oversize(len) => {
+                eprintln!("mcptape play: a client message of {len} bytes is over the size limit (--max-message): ignored");
+                shared.report.lock().expect("report lock").rejected += 1;
+            }
+        }
+        emit_standalone(&shared, &mut tasks, &mut next_standalone, c2s).await;
+        // Reap finished tasks so the set does not grow with the session.
+        while tasks.try_join_next().is_some() {}
+    }
+    // The client closed its side: let exchanges waiting on it finish (they time out on their own).
+    while tasks.join_next().await.is_some() {}
+    emit_standalone(&shared, &mut tasks, &mut next_standalone, u64::MAX).await;
+    while tasks.join_next().await.is_some() {}
+
+    let unused = matcher.unused();
+    let shared = match Arc::try_unwrap(shared) {
+        Ok(s) => s,
+        Err(_) => unreachable!("every task has finished"),
+    };
+    drop(shared.out);
+    let _ = writer.join();
+    let mut report = shared.report.into_inner().expect("report lock");
+    report.unused = unused;
+    report
+}
+
+async fn handle(shared: &Arc<Shared>, matcher: &mut Matcher, tasks: &mut tokio::task::JoinSet<()>, bytes: Vec<u8>) {
+    let c = classify(&bytes);
+    match c.kind {
+        Kind::Request => {
+            let id = c.id.expect("requests have ids");
+            let method = c.method.expect("requests have methods");
+            let params = serde_json::from_slice::<Req>(&bytes).ok().and_then(|r| r.params);
+            let token = params.as_ref().and_then(|p| p.get("_meta")).and_then(|m| m.get("progressToken")).map(canonical);
+            let outcome = matcher.take(&shared.index, &method, params.as_ref(), shared.opts.lenient);
+            let ex = match outcome {
+                Outcome::Hit(ex) => ex,
+                Outcome::Lenient(ex, miss) => {
+                    let line = shared.index.msgs[shared.index.exchanges[ex].request].line;
+                    eprintln!("mcptape play: --lenient: served tape line {line} instead.\n{}", miss.render(&id));
+                    shared.report.lock().expect("report lock").lenient += 1;
+                    ex
+                }
+                Outcome::Miss(_) if method == "ping" => {
+                    // Liveness is protocol, not behaviour: answer it even when it was not recorded.
+                    send(shared, format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#).into_bytes()).await;
+                    return;
+                }
+                Outcome::Miss(miss) => {
+                    eprint!("mcptape play: {}", miss.render(&id));
+                    let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
+                    let text = with_id(&msg.to_string(), &id).expect("our own JSON");
+                    send(shared, text.into_bytes()).await;
+                    let mut r = shared.report.lock().expect("report lock");
+                    r.missed += 1;
+                    r.misses.push(miss);
+                    return;
+                }
+            };
+            let exchange = shared.index.exchanges[ex].clone();
+            let waits = exchange.during.iter().any(|&m| shared.index.msgs[m].kind == Kind::Request);
+            if waits {
+                let shared = shared.clone();
+                tasks.spawn(async move { serve_exchange(&shared, &exchange, &id, token.as_deref()).await });
+            } else {
+                // Inline keeps the recorded order with the standalone messages that follow.
+                serve_exchange(shared, &exchange, &id, token.as_deref()).await;
+            }
+        }
+        Kind::Response | Kind::Error => {
+            let tx = c.id.and_then(|id| shared.pending.lock().expect("pending lock").remove(&id));
+            match tx {
+                Some(tx) => {
+                    let _ = tx.send(bytes);
+                }
+                None => eprintln!("mcptape play: the client answered a request mcptape did not send: {}", String::from_utf8_lossy(&bytes)),
+            }
+        }
+        Kind::Notification => {}
+        Kind::NotJson | Kind::Invalid | Kind::Batch | Kind::Oversize => {
+            let (code, text) = match c.kind {
+                Kind::NotJson => (-32700, "Parse error"),
+                Kind::Batch => (-32600, "Invalid Request: mcptape play does not serve JSON-RPC batches (removed from MCP in 2025-06-18)"),
+                _ => (-32600, "Invalid Request"),
+            };
+            eprintln!(
+                "mcptape play: {text}: {}{}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(200)]),
+                c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
+            );
+            let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
+            send(shared, msg.to_string().into_bytes()).await;
+            shared.report.lock().expect("report lock").rejected += 1;
+        }
+    }
+}
+
+/// Sends what the server sent during the exchange, then the response with the client's id.
+async fn serve_exchange(shared: &Shared, ex: &Exchange, client_id: &str, client_token: Option<&str>) {
+    let index = &shared.index;
+    for &m in &ex.during {
+        let meta = &index.msgs[m];
+        match meta.kind {
+            Kind::Notification if meta.method.as_deref() == Some("notifications/progress") => {
+                // Progress goes to the token of this client's request; no token, no progress asked.
+                let Some(token) = client_token else { continue };
+                if let Some(text) = read_text(index, meta) {
+                    match with_progress_token(&text, token) {
+                        Ok(t) => send(shared, t.into_bytes()).await,
+                        Err(_) => send(shared, text.into_bytes()).await,
+                    }
+                }
+            }
+            Kind::Request => server_request(shared, meta, ex.client_answers.get(&m).copied()).await,
+            Kind::Response | Kind::Error => {}
+            _ => {
+                if let Ok(bytes) = index.read_bytes(meta) {
+                    send(shared, bytes).await;
+                }
+            }
+        }
+    }
+    let Some(r) = ex.response else { return };
+    if let Some(text) = read_text(index, &index.msgs[r]) {
+        match with_id(&text, client_id) {
+            Ok(t) => send(shared, t.into_bytes()).await,
+            Err(e) => eprintln!("mcptape play: tape line {}: cannot rewrite the response id: {e}", index.msgs[r].line),
+        }
+        shared.report.lock().expect("report lock").served += 1;
+    }
+}
+
+/// Re-issues a recorded server request with a fresh id, awaits the client's answer and compares
+/// it with the recorded one.
+async fn server_request(shared: &Shared, meta: &MsgMeta, recorded_answer: Option<usize>) {
+    let index = &shared.index;
+    let Some(text) = read_text(index, meta) else { return };
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed).to_string();
+    let Ok(request) = with_id(&text, &id) else { return };
+    let (tx, rx) = oneshot::channel();
+    shared.pending.lock().expect("pending lock").insert(id.clone(), tx);
+    send(shared, request.into_bytes()).await;
+    let method = meta.method.clone().unwrap_or_default();
+    let answer = tokio::time::timeout(shared.opts.answer_timeout, rx).await;
+    let drift = match answer {
+        Ok(Ok(bytes)) => {
+            let got = answer_body(&bytes);
+            let want = recorded_answer.and_then(|a| read_text(index, &index.msgs[a])).map(|t| answer_body(t.as_bytes()));
+            match want {
+                Some(want) => {
+                    let diffs = differences(&want, &got);
+                    (!diffs.is_empty()).then_some(Drift { method, line: meta.line, differences: diffs, no_answer: false })
+                }
+                None => None, // nothing recorded to compare with
+            }
+        }
+        _ => {
+            shared.pending.lock().expect("pending lock").remove(&id);
+            Some(Drift { method, line: meta.line, differences: Vec::new(), no_answer: true })
+        }
+    };
+    if let Some(d) = drift {
+        if d.no_answer {
+            eprintln!("mcptape play: drift: the client did not answer {} (tape line {}) within {:?}", d.method, d.line, shared.opts.answer_timeout);
+        } else {
+            let lines: Vec<String> = d
+                .differences
+                .iter()
+                .take(8)
+                .map(|x| format!("    {}  recorded {}  got {}", x.path, short(x.left.as_ref(), 60), short(x.right.as_ref(), 60)))
+                .collect();
+            eprintln!("mcptape play: drift: the client's answer to {} (tape line {}) differs from the recording:\n{}", d.method, d.line, lines.join("\n"));
+        }
+        let mut r = shared.report.lock().expect("report lock");
+        r.drifted += 1;
+        r.drifts.push(d);
+    }
+}
+
+/// The part of a response that is compared: `result` or `error` (the id is ours, not theirs).
+fn answer_body(bytes: &[u8]) -> Value {
+    let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    match v {
+        Value::Object(mut m) => m.remove("result").map(|r| json!({"result": r})).or_else(|| m.remove("error").map(|e| json!({"error": e}))).unwrap_or(Value::Null),
+        _ => Value::Null,
+    }
+}
+
+async fn emit_standalone(shared: &Arc<Shared>, tasks: &mut tokio::task::JoinSet<()>, next: &mut usize, point: u64) {
+    let index = &shared.index;
+    while let Some(s) = index.standalone.get(*next).filter(|s| s.point <= point) {
+        *next += 1;
+        let meta = &index.msgs[s.msg];
+        match meta.kind {
+            Kind::Request => {
+                let (shared, msg, answer) = (shared.clone(), s.msg, s.client_answer);
+                tasks.spawn(async move {
+                    let meta = shared.index.msgs[msg].clone();
+                    server_request(&shared, &meta, answer).await
+                });
+            }
+            Kind::Response | Kind::Error => {}
+            _ => {
+                if let Ok(bytes) = index.read_bytes(meta) {
+                    send(shared, bytes).await;
+                }
+            }
+        }
+    }
+}
+
+fn read_text(index: &TapeIndex, meta: &MsgMeta) -> Option<String> {
+    match index.read_text(meta) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("mcptape play: tape line {}: {e}", meta.line);
+            None
+        }
+    }
+}
+
+async fn send(shared: &Shared, mut line: Vec<u8>) {
+    line.push(b'\n');
+    let _ = shared.out.send(line).await;
+}

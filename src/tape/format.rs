@@ -1,0 +1,124 @@
+//! Tape format v1: one JSON object per line, tagged by `type`. Documented in docs/tape-format.md;
+//! these are the serialization types. The writer puts `type` first on every line, which lets the
+//! reader recognise message lines without a second parse.
+
+use crate::wire::{Dir, Kind};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+
+pub const FORMAT_NAME: &str = "mcptape";
+/// A reader refuses a tape whose major version is newer than this.
+pub const VERSION: u32 = 1;
+/// Minor versions only add optional fields or line types, which older readers skip.
+pub const MINOR: u32 = 0;
+
+/// The label of the only server of a single-server tape.
+pub const DEFAULT_SERVER: &str = "default";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Header {
+    pub format: String,
+    pub version: u32,
+    #[serde(default)]
+    pub minor: u32,
+    /// Wall-clock start of the recording, RFC 3339 with microseconds, UTC.
+    pub created: String,
+    /// The program and version that wrote the tape.
+    pub tool: String,
+}
+
+/// Declares one server of the tape and how it was reached.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ServerDecl {
+    pub server: String,
+    pub transport: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    pub t_us: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ExitInfo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+}
+
+/// The closing line: counts, and how the session ended.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct End {
+    pub t_us: u64,
+    pub messages: u64,
+    pub exchanges: u64,
+    #[serde(default)]
+    pub c2s: u64,
+    #[serde(default)]
+    pub s2c: u64,
+    /// Lines that were not JSON-RPC messages (not JSON, invalid, oversize).
+    #[serde(default)]
+    pub raw: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<ExitInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Set when some messages could not be written (for example the disk filled up).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub incomplete: bool,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum OwnedLine<'a> {
+    Header(&'a Header),
+    Server(&'a ServerDecl),
+    End(&'a End),
+}
+
+#[derive(Deserialize)]
+pub(crate) struct TypeProbe<'a> {
+    #[serde(rename = "type", borrow)]
+    pub ty: Cow<'a, str>,
+}
+
+/// A message line as read back; borrowed from the line buffer.
+#[derive(Debug, Deserialize)]
+pub struct MsgLine<'a> {
+    pub seq: u64,
+    pub t_us: u64,
+    #[serde(borrow)]
+    pub server: Cow<'a, str>,
+    pub dir: Dir,
+    pub kind: Kind,
+    #[serde(borrow, default)]
+    pub id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub method: Option<Cow<'a, str>>,
+    /// The message verbatim, for JSON kinds.
+    #[serde(borrow, default)]
+    pub msg: Option<&'a RawValue>,
+    /// A non-JSON line that is valid UTF-8, as a string.
+    #[serde(borrow, default)]
+    pub text: Option<Cow<'a, str>>,
+    /// A non-JSON line that is not UTF-8, base64.
+    #[serde(borrow, default)]
+    pub b64: Option<Cow<'a, str>>,
+    /// Oversize lines: full length in bytes (`b64` holds the head).
+    #[serde(default)]
+    pub len: Option<u64>,
+    #[serde(default)]
+    pub crlf: bool,
+    #[serde(default = "yes")]
+    pub eol: bool,
+    #[serde(borrow, default)]
+    pub problem: Option<Cow<'a, str>>,
+}
+
+fn yes() -> bool {
+    true
+}

@@ -1,0 +1,210 @@
+//! The streaming tape reader: one line at a time, memory bounded by the longest line. A torn last
+//! line (a crash mid-write) and a missing closing line are reported, not fatal.
+
+use super::format::{End, Header, MsgLine, ServerDecl, TypeProbe, FORMAT_NAME, VERSION};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TapeError {
+    #[error("tape not found: {}", path.display())]
+    NotFound { path: PathBuf },
+    #[error("reading tape {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{}: line {line}: {message}", path.display())]
+    Malformed { path: PathBuf, line: u64, message: String },
+    #[error("{}: not an mcptape tape ({why})", path.display())]
+    NotATape { path: PathBuf, why: String },
+    #[error("{}: tape format version {version} is newer than this mcptape reads (up to {VERSION}); upgrade mcptape", path.display())]
+    TooNew { path: PathBuf, version: u32 },
+}
+
+/// Something about the tape worth saying that does not stop reading it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Warning {
+    /// The last line was cut off mid-write; it was skipped.
+    TornLastLine { line: u64, bytes: usize },
+    /// No closing line: the recording did not end cleanly (crash, SIGKILL, still running).
+    NotClosed,
+    /// A closing line was present but said some messages could not be written.
+    Incomplete,
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Warning::TornLastLine { line, bytes } => {
+                write!(f, "line {line} is torn ({bytes} bytes, no newline): the recording was cut off mid-write; read up to the line before")
+            }
+            Warning::NotClosed => f.write_str("the tape has no closing line: the recording did not end cleanly; everything before the cut is read"),
+            Warning::Incomplete => f.write_str("the recorder reported messages it could not write (tape marked incomplete)"),
+        }
+    }
+}
+
+/// One line of the tape, borrowed from the reader's buffer.
+#[derive(Debug)]
+pub enum Entry<'a> {
+    Server(ServerDecl),
+    Msg(MsgLine<'a>),
+    End(End),
+    /// A line type this version does not know (from a newer minor version): skipped.
+    Unknown,
+}
+
+/// An entry with where it came from.
+#[derive(Debug)]
+pub struct Item<'a> {
+    pub entry: Entry<'a>,
+    /// The whole line, as on disk.
+    pub raw: &'a [u8],
+    /// File offset of the line.
+    pub offset: u64,
+    /// 1-based line number.
+    pub line: u64,
+}
+
+impl Item<'_> {
+    /// File offset of a slice borrowed from this item's line.
+    pub fn offset_of(&self, part: &str) -> u64 {
+        self.offset + (part.as_ptr() as usize - self.raw.as_ptr() as usize) as u64
+    }
+}
+
+pub struct TapeReader {
+    input: BufReader<File>,
+    path: PathBuf,
+    header: Header,
+    buf: Vec<u8>,
+    /// 1-based number of the line in `buf`.
+    line: u64,
+    /// Byte offset of the line in `buf` within the file.
+    offset: u64,
+    next_offset: u64,
+    warnings: Vec<Warning>,
+    saw_end: bool,
+}
+
+impl TapeReader {
+    pub fn open(path: &Path) -> Result<TapeReader, TapeError> {
+        let file = File::open(path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => TapeError::NotFound { path: path.to_path_buf() },
+            _ => TapeError::Io { path: path.to_path_buf(), source: e },
+        })?;
+        let mut input = BufReader::with_capacity(256 * 1024, file);
+        let mut buf = Vec::new();
+        let n = input
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| TapeError::Io { path: path.to_path_buf(), source: e })?;
+        let not_a_tape = |why: String| TapeError::NotATape { path: path.to_path_buf(), why };
+        if n == 0 {
+            return Err(not_a_tape("the file is empty".into()));
+        }
+        let header: Header = match serde_json::from_slice::<TypeProbe<'_>>(&buf) {
+            Ok(p) if p.ty == "header" => serde_json::from_slice(&buf).map_err(|e| not_a_tape(format!("bad header: {e}")))?,
+            Ok(p) => return Err(not_a_tape(format!("first line is of type {:?}, expected \"header\"", p.ty))),
+            Err(_) => return Err(not_a_tape("the first line is not a JSON header".into())),
+        };
+        if header.format != FORMAT_NAME {
+            return Err(not_a_tape(format!("format is {:?}", header.format)));
+        }
+        if header.version > VERSION {
+            return Err(TapeError::TooNew { path: path.to_path_buf(), version: header.version });
+        }
+        Ok(TapeReader {
+            input,
+            path: path.to_path_buf(),
+            header,
+            buf,
+            line: 1,
+            offset: 0,
+            next_offset: n as u64,
+            warnings: Vec::new(),
+            saw_end: false,
+        })
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// 1-based line number of the entry last returned.
+    pub fn line(&self) -> u64 {
+        self.line
+    }
+
+    /// File offset of the line last returned.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Warnings so far (complete once `next` has returned `None`).
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    pub fn next(&mut self) -> Result<Option<Item<'_>>, TapeError> {
+        loop {
+            self.buf.clear();
+            self.offset = self.next_offset;
+            let n = self
+                .input
+                .read_until(b'\n', &mut self.buf)
+                .map_err(|e| TapeError::Io { path: self.path.clone(), source: e })?;
+            if n == 0 {
+                if !self.saw_end && !self.warnings.contains(&Warning::NotClosed) {
+                    self.warnings.push(Warning::NotClosed);
+                }
+                return Ok(None);
+            }
+            self.next_offset += n as u64;
+            self.line += 1;
+            if !self.buf.iter().all(|b| b.is_ascii_whitespace()) {
+                break;
+            }
+        }
+        // Disjoint field borrows: the entry borrows `buf` while the bookkeeping fields change.
+        let TapeReader { buf, warnings, saw_end, line, path, offset, .. } = self;
+        match parse_entry(buf) {
+            Ok(entry) => {
+                if let Entry::End(end) = &entry {
+                    *saw_end = true;
+                    if end.incomplete {
+                        warnings.push(Warning::Incomplete);
+                    }
+                }
+                Ok(Some(Item { entry, raw: buf, offset: *offset, line: *line }))
+            }
+            Err(_) if buf.last() != Some(&b'\n') => {
+                // Only the very last line can lack its newline: a write cut short.
+                warnings.push(Warning::TornLastLine { line: *line, bytes: buf.len() });
+                if !*saw_end {
+                    warnings.push(Warning::NotClosed);
+                }
+                Ok(None)
+            }
+            Err(message) => Err(TapeError::Malformed { path: path.clone(), line: *line, message }),
+        }
+    }
+}
+
+fn parse_entry(buf: &[u8]) -> Result<Entry<'_>, String> {
+    // The writer always puts `type` first; recognising message lines by prefix saves a parse.
+    if buf.starts_with(br#"{"type":"msg","#) {
+        return serde_json::from_slice(buf).map(Entry::Msg).map_err(|e| format!("bad msg line: {e}"));
+    }
+    let probe: TypeProbe<'_> = serde_json::from_slice(buf).map_err(|e| format!("not a JSON tape line: {e}"))?;
+    match probe.ty.as_ref() {
+        "msg" => serde_json::from_slice(buf).map(Entry::Msg).map_err(|e| format!("bad msg line: {e}")),
+        "server" => serde_json::from_slice(buf).map(Entry::Server).map_err(|e| format!("bad server line: {e}")),
+        "end" => serde_json::from_slice(buf).map(Entry::End).map_err(|e| format!("bad end line: {e}")),
+        "header" => Err("a second header line".into()),
+        _ => Ok(Entry::Unknown),
+    }
+}

@@ -1,0 +1,137 @@
+//! Named tapes: `NAME` means `<root>/tapes/NAME.jsonl`, where the root is `$MCPTAPE_DIR` or
+//! `./.mcptape`. Names cannot escape that folder. Anything that looks like a path is a path.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub const TAPES_DIR: &str = "tapes";
+pub const EXTENSION: &str = "jsonl";
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid tape name {name:?}: {why}")]
+pub struct NameError {
+    pub name: String,
+    pub why: &'static str,
+}
+
+/// The folder that holds `tapes/`.
+pub fn root() -> PathBuf {
+    match std::env::var_os("MCPTAPE_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(".mcptape"),
+    }
+}
+
+pub fn tapes_dir() -> PathBuf {
+    root().join(TAPES_DIR)
+}
+
+/// A tape argument is a path when it contains a path separator or ends in `.jsonl`;
+/// otherwise it is a name in the tape store.
+pub fn looks_like_path(arg: &str) -> bool {
+    arg.contains('/') || arg.contains(std::path::MAIN_SEPARATOR) || arg.ends_with(".jsonl") || arg == "." || arg == ".."
+}
+
+/// Checks a tape name: letters, digits, `.`, `_`, `-`; not starting with `.` or `-`; at most
+/// 128 characters. That keeps every name a plain file inside the tapes folder.
+pub fn validate_name(name: &str) -> Result<(), NameError> {
+    let err = |why| Err(NameError { name: name.to_string(), why });
+    if name.is_empty() {
+        return err("it is empty");
+    }
+    if name.len() > 128 {
+        return err("it is longer than 128 characters");
+    }
+    if name.starts_with('.') || name.starts_with('-') {
+        return err("it starts with '.' or '-'");
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) {
+        return err("only letters, digits, '.', '_' and '-' are allowed (use a path with '/' for anything else)");
+    }
+    Ok(())
+}
+
+/// Resolves a tape argument (name or path) to a file path.
+pub fn resolve(arg: &str) -> Result<PathBuf, NameError> {
+    if looks_like_path(arg) {
+        return Ok(PathBuf::from(arg));
+    }
+    validate_name(arg)?;
+    Ok(tapes_dir().join(format!("{arg}.{EXTENSION}")))
+}
+
+/// A default name for a new recording: the server program's name and the time.
+pub fn default_name(command: &[String]) -> String {
+    let program = command
+        .iter()
+        .map(|a| Path::new(a).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default())
+        .find(|a| !matches!(a.as_str(), "npx" | "node" | "python" | "python3" | "uv" | "uvx" | "-y" | "run" | "bunx" | "deno" | "sh" | "bash" | "env") && !a.starts_with('-'))
+        .unwrap_or_else(|| "session".into());
+    let clean: String = program
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .take(40)
+        .collect();
+    let clean = clean.trim_start_matches(['-', '.']).to_string();
+    let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let stamp: String = stamp.chars().filter(|c| c.is_ascii_digit()).collect();
+    let name = format!("{}-{}", if clean.is_empty() { "session" } else { &clean }, &stamp[..14.min(stamp.len())]);
+    name
+}
+
+/// Creates a folder (and parents) owner-only: tapes hold whatever crossed the wire.
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// The tapes in the store, sorted by name.
+pub fn list() -> io::Result<Vec<PathBuf>> {
+    let dir = tapes_dir();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == EXTENSION) && path.is_file() {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_cannot_escape() {
+        for bad in ["", ".hidden", "-x", "a b", "a\\b", "é", "a:b", &"x".repeat(129)] {
+            assert!(validate_name(bad).is_err(), "{bad:?} should be refused");
+        }
+        for good in ["demo", "my-server_2.v1", "A1"] {
+            assert!(validate_name(good).is_ok(), "{good:?} should be fine");
+        }
+        // Anything with a slash is a path, and is taken as given.
+        assert_eq!(resolve("../x").unwrap(), PathBuf::from("../x"));
+        assert_eq!(resolve("t.jsonl").unwrap(), PathBuf::from("t.jsonl"));
+        assert!(resolve("..").is_ok_and(|p| p == Path::new("..")));
+    }
+
+    #[test]
+    fn default_names_skip_launchers() {
+        let n = default_name(&["npx".into(), "-y".into(), "@modelcontextprotocol/server-memory".into()]);
+        assert!(n.starts_with("server-memory-"), "{n}");
+        validate_name(&n).unwrap();
+    }
+}

@@ -1,0 +1,244 @@
+//! The streaming tape writer. Every message is handed to the kernel (`write(2)`, no user-space
+//! buffer left behind) before the proxy forwards it, so a crash or SIGKILL of mcptape loses
+//! nothing that was forwarded. There is no whole-session buffering: memory is one line.
+
+use super::format::{End, ExitInfo, Header, OwnedLine, ServerDecl, FORMAT_NAME, MINOR, VERSION};
+use crate::wire::{classify, Dir, Frame, Kind};
+use base64::Engine as _;
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+pub struct TapeWriter {
+    file: File,
+    path: PathBuf,
+    start: Instant,
+    seq: u64,
+    pending: Vec<u8>,
+    counts: End,
+    /// Requests still waiting for an answer, by (direction of the request, id text).
+    open: HashSet<(Dir, String)>,
+    /// The first write error; once set, the tape is marked incomplete and writing stops.
+    failed: Option<io::Error>,
+    dropped: u64,
+}
+
+impl TapeWriter {
+    /// Creates (or truncates) the tape, owner-only, and writes the header line.
+    pub fn create(path: &Path) -> io::Result<TapeWriter> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            super::store::create_private_dir(dir)?;
+        }
+        let file = open_private(path)?;
+        let mut w = TapeWriter {
+            file,
+            path: path.to_path_buf(),
+            start: Instant::now(),
+            seq: 0,
+            pending: Vec::with_capacity(64 * 1024),
+            counts: End::default(),
+            open: HashSet::new(),
+            failed: None,
+            dropped: 0,
+        };
+        let header = Header {
+            format: FORMAT_NAME.into(),
+            version: VERSION,
+            minor: MINOR,
+            created: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
+            tool: format!("mcptape {}", env!("CARGO_PKG_VERSION")),
+        };
+        w.push_record(&OwnedLine::Header(&header));
+        w.commit()?;
+        Ok(w)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
+    /// Microseconds since the tape started.
+    pub fn elapsed_us(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.start).as_micros() as u64
+    }
+
+    pub fn declare_server(&mut self, mut decl: ServerDecl) -> io::Result<()> {
+        decl.t_us = self.elapsed_us(Instant::now());
+        self.push_record(&OwnedLine::Server(&decl));
+        self.commit()
+    }
+
+    /// Appends one framed message to the pending buffer (call `commit` to write it out).
+    pub fn message(&mut self, server: &str, dir: Dir, frame: &Frame<'_>, at: Instant) {
+        self.seq += 1;
+        let t_us = self.elapsed_us(at);
+        let p = &mut self.pending;
+        p.extend_from_slice(b"{\"type\":\"msg\",\"seq\":");
+        p.extend_from_slice(self.seq.to_string().as_bytes());
+        p.extend_from_slice(b",\"t_us\":");
+        p.extend_from_slice(t_us.to_string().as_bytes());
+        p.extend_from_slice(b",\"server\":");
+        push_json_str(p, server);
+        p.extend_from_slice(b",\"dir\":\"");
+        p.extend_from_slice(dir.as_str().as_bytes());
+        p.extend_from_slice(b"\",\"kind\":\"");
+        self.counts.messages += 1;
+        match dir {
+            Dir::C2S => self.counts.c2s += 1,
+            Dir::S2C => self.counts.s2c += 1,
+        }
+        match frame {
+            Frame::Oversize { len, head } => {
+                self.counts.raw += 1;
+                p.extend_from_slice(b"oversize\",\"len\":");
+                p.extend_from_slice(len.to_string().as_bytes());
+                p.extend_from_slice(b",\"b64\":\"");
+                p.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(head).as_bytes());
+                p.extend_from_slice(b"\"}\n");
+            }
+            Frame::Line(line) => {
+                let c = classify(line.bytes);
+                p.extend_from_slice(c.kind.as_str().as_bytes());
+                p.push(b'"');
+                if let Some(id) = &c.id {
+                    p.extend_from_slice(b",\"id\":");
+                    p.extend_from_slice(id.as_bytes());
+                }
+                if let Some(m) = &c.method {
+                    p.extend_from_slice(b",\"method\":");
+                    push_json_str(p, m);
+                }
+                if line.crlf {
+                    p.extend_from_slice(b",\"crlf\":true");
+                }
+                if line.unterminated {
+                    p.extend_from_slice(b",\"eol\":false");
+                }
+                if let Some(problem) = &c.problem {
+                    p.extend_from_slice(b",\"problem\":");
+                    push_json_str(p, problem);
+                }
+                if c.kind.is_json() {
+                    // Verbatim: the classifier has just validated these bytes as JSON.
+                    p.extend_from_slice(b",\"msg\":");
+                    p.extend_from_slice(line.bytes);
+                } else {
+                    self.counts.raw += 1;
+                    match std::str::from_utf8(line.bytes) {
+                        Ok(text) => {
+                            p.extend_from_slice(b",\"text\":");
+                            push_json_str(p, text);
+                        }
+                        Err(_) => {
+                            p.extend_from_slice(b",\"b64\":\"");
+                            p.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(line.bytes).as_bytes());
+                            p.push(b'"');
+                        }
+                    }
+                }
+                p.extend_from_slice(b"}\n");
+                self.track_exchange(dir, &c);
+            }
+        }
+    }
+
+    fn track_exchange(&mut self, dir: Dir, c: &classify::Classified) {
+        match (c.kind, &c.id) {
+            (Kind::Request, Some(id)) => {
+                self.open.insert((dir, id.clone()));
+            }
+            (Kind::Response | Kind::Error, Some(id)) => {
+                let req_dir = match dir {
+                    Dir::C2S => Dir::S2C,
+                    Dir::S2C => Dir::C2S,
+                };
+                if self.open.remove(&(req_dir, id.clone())) && req_dir == Dir::C2S {
+                    self.counts.exchanges += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Writes everything pending in one `write(2)`. After a failure the tape is marked
+    /// incomplete: the proxy keeps forwarding (the session matters more than the tape), the loss
+    /// is counted and reported loudly at the end.
+    pub fn commit(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        if self.failed.is_some() {
+            self.dropped += self.pending.iter().filter(|&&b| b == b'\n').count() as u64;
+            self.pending.clear();
+            return Ok(());
+        }
+        let result = self.file.write_all(&self.pending);
+        if let Err(e) = result {
+            self.dropped += self.pending.iter().filter(|&&b| b == b'\n').count() as u64;
+            self.pending.clear();
+            let msg = e.to_string();
+            self.failed = Some(e);
+            return Err(io::Error::other(format!("writing tape {}: {msg}", self.path.display())));
+        }
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// The first write error, if any.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.as_ref().map(|e| e.to_string())
+    }
+
+    /// Lines that could not be written.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    pub fn counts(&self) -> &End {
+        &self.counts
+    }
+
+    /// Writes the closing line and syncs the file. Returns the counts written.
+    pub fn finish(mut self, exit: Option<ExitInfo>, reason: Option<String>) -> io::Result<End> {
+        let mut end = self.counts.clone();
+        end.t_us = self.elapsed_us(Instant::now());
+        end.exit = exit;
+        end.reason = reason;
+        end.incomplete = self.failed.is_some();
+        if self.failed.is_some() {
+            // Try once more: a transient failure (space freed) still gets the tape closed.
+            self.failed = None;
+        }
+        self.push_record(&OwnedLine::End(&end));
+        self.commit()?;
+        self.file.sync_data()?;
+        Ok(end)
+    }
+
+    fn push_record(&mut self, line: &OwnedLine<'_>) {
+        serde_json::to_writer(&mut self.pending, line).expect("tape records serialize");
+        self.pending.push(b'\n');
+    }
+}
+
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(&mut *out, s).expect("strings serialize");
+}
+
+/// Opens a tape for writing with mode 0600: tapes hold whatever crossed the wire.
+pub(crate) fn open_private(path: &Path) -> io::Result<File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(path)
+}

@@ -1,0 +1,222 @@
+//! A bounded newline framer over a byte stream.
+//!
+//! The framer is push-based: the stdio relay forwards every chunk it reads unchanged and only
+//! *also* feeds it here, so framing can never alter, delay or drop a byte on the wire. The
+//! partial line lives in the struct, not in a future, so the framer is trivially cancel-safe.
+
+/// Default largest message kept whole: larger lines are forwarded but recorded as `oversize`.
+pub const DEFAULT_MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// How many leading bytes of an over-long line are kept for the record, to say what it was.
+pub const OVERSIZE_HEAD: usize = 256;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// One complete unit of the stream.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// A line without its terminator (`\n` or `\r\n`) and without a leading BOM.
+    Line(Line<'a>),
+    /// A line longer than the limit: forwarded, but only its length and head are kept.
+    Oversize { len: u64, head: Vec<u8> },
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub struct Line<'a> {
+    pub bytes: &'a [u8],
+    /// The line ended with `\r\n` rather than `\n`.
+    pub crlf: bool,
+    /// The stream ended without a terminator after this line (a torn last line).
+    pub unterminated: bool,
+    /// A UTF-8 byte-order mark preceded the line (only possible at the start of the stream).
+    pub bom: bool,
+}
+
+#[derive(Debug)]
+pub struct Framer {
+    buf: Vec<u8>,
+    max: usize,
+    /// Set while discarding the rest of an over-long line.
+    oversize: Option<(u64, Vec<u8>)>,
+    at_stream_start: bool,
+}
+
+impl Framer {
+    pub fn new(max: usize) -> Self {
+        Framer { buf: Vec::new(), max: max.max(1), oversize: None, at_stream_start: true }
+    }
+
+    /// Feeds one chunk; calls `emit` for every frame it completes, in order.
+    pub fn push(&mut self, mut chunk: &[u8], mut emit: impl FnMut(Frame<'_>)) {
+        while !chunk.is_empty() {
+            match memchr::memchr(b'\n', chunk) {
+                Some(pos) => {
+                    let (head, rest) = (&chunk[..pos], &chunk[pos + 1..]);
+                    chunk = rest;
+                    if let Some((len, kept)) = self.oversize.take() {
+                        emit(Frame::Oversize { len: len + head.len() as u64, head: kept });
+                        continue;
+                    }
+                    if self.buf.is_empty() {
+                        // Fast path: the whole line is inside this chunk, no copy.
+                        if head.len() > self.max {
+                            emit(Frame::Oversize {
+                                len: head.len() as u64,
+                                head: head[..OVERSIZE_HEAD.min(head.len())].to_vec(),
+                            });
+                        } else {
+                            let line = self.line(head, false);
+                            emit_line(line, &mut emit);
+                        }
+                    } else if self.buf.len() + head.len() > self.max {
+                        let len = (self.buf.len() + head.len()) as u64;
+                        let kept = take_head(&mut self.buf);
+                        emit(Frame::Oversize { len, head: kept });
+                    } else {
+                        let mut buf = std::mem::take(&mut self.buf);
+                        buf.extend_from_slice(head);
+                        let line = self.line(&buf, false);
+                        emit_line(line, &mut emit);
+                        buf.clear();
+                        self.buf = buf; // keep the allocation
+                    }
+                }
+                None => {
+                    self.stash(chunk);
+                    chunk = &[];
+                }
+            }
+        }
+    }
+
+    /// Ends the stream: a partial last line is emitted as unterminated.
+    pub fn finish(&mut self, mut emit: impl FnMut(Frame<'_>)) {
+        if let Some((len, head)) = self.oversize.take() {
+            emit(Frame::Oversize { len, head });
+        } else if !self.buf.is_empty() {
+            let buf = std::mem::take(&mut self.buf);
+            let line = self.line(&buf, true);
+            emit_line(line, &mut emit);
+        }
+    }
+
+    /// Bytes currently held for an incomplete line.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn stash(&mut self, part: &[u8]) {
+        if let Some((len, head)) = &mut self.oversize {
+            *len += part.len() as u64;
+            let room = OVERSIZE_HEAD.saturating_sub(head.len());
+            head.extend_from_slice(&part[..room.min(part.len())]);
+        } else if self.buf.len() + part.len() > self.max {
+            let len = (self.buf.len() + part.len()) as u64;
+            let mut head = take_head(&mut self.buf);
+            let room = OVERSIZE_HEAD.saturating_sub(head.len());
+            head.extend_from_slice(&part[..room.min(part.len())]);
+            self.oversize = Some((len, head));
+        } else {
+            self.buf.extend_from_slice(part);
+        }
+    }
+
+    fn line<'a>(&mut self, raw: &'a [u8], unterminated: bool) -> Line<'a> {
+        let mut bytes = raw;
+        let mut bom = false;
+        if std::mem::take(&mut self.at_stream_start) && bytes.starts_with(BOM) {
+            bytes = &bytes[BOM.len()..];
+            bom = true;
+        }
+        let mut crlf = false;
+        if !unterminated && bytes.last() == Some(&b'\r') {
+            bytes = &bytes[..bytes.len() - 1];
+            crlf = true;
+        }
+        Line { bytes, crlf, unterminated, bom }
+    }
+}
+
+fn emit_line(line: Line<'_>, emit: &mut impl FnMut(Frame<'_>)) {
+    // Blank lines carry no message; they are forwarded on the wire but not framed.
+    if line.bytes.iter().all(|b| b.is_ascii_whitespace()) && !line.bom {
+        return;
+    }
+    emit(Frame::Line(line));
+}
+
+fn take_head(buf: &mut Vec<u8>) -> Vec<u8> {
+    let head = buf[..OVERSIZE_HEAD.min(buf.len())].to_vec();
+    *buf = Vec::new(); // release the large allocation
+    head
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq)]
+    enum Owned {
+        Line(Vec<u8>, bool, bool, bool),
+        Over(u64, Vec<u8>),
+    }
+
+    fn run(max: usize, input: &[u8], chunk: usize) -> Vec<Owned> {
+        let mut f = Framer::new(max);
+        let mut out = Vec::new();
+        let mut push = |fr: Frame<'_>| {
+            out.push(match fr {
+                Frame::Line(l) => Owned::Line(l.bytes.to_vec(), l.crlf, l.unterminated, l.bom),
+                Frame::Oversize { len, head } => Owned::Over(len, head),
+            })
+        };
+        for c in input.chunks(chunk) {
+            f.push(c, &mut push);
+        }
+        f.finish(&mut push);
+        out
+    }
+
+    #[test]
+    fn frames_are_the_same_for_every_chunk_size() {
+        let input = b"\xEF\xBB\xBF{\"a\":1}\r\n\n{\"b\":2}\nnot json\n  \npartial";
+        let expected = vec![
+            Owned::Line(b"{\"a\":1}".to_vec(), true, false, true),
+            Owned::Line(b"{\"b\":2}".to_vec(), false, false, false),
+            Owned::Line(b"not json".to_vec(), false, false, false),
+            Owned::Line(b"partial".to_vec(), false, true, false),
+        ];
+        for chunk in 1..=input.len() {
+            assert_eq!(run(1024, input, chunk), expected, "chunk size {chunk}");
+        }
+    }
+
+    #[test]
+    fn over_long_lines_are_reported_with_length_and_head_then_framing_resumes() {
+        let mut input = vec![b'x'; 1000];
+        input.extend_from_slice(b"\n{\"ok\":true}\n");
+        input.extend(vec![b'y'; 700]); // over-long and unterminated
+        for chunk in [1, 7, 64, 333, 5000] {
+            let out = run(100, &input, chunk);
+            assert_eq!(out.len(), 3, "chunk size {chunk}");
+            assert_eq!(out[0], Owned::Over(1000, vec![b'x'; OVERSIZE_HEAD]));
+            assert_eq!(out[1], Owned::Line(b"{\"ok\":true}".to_vec(), false, false, false));
+            assert_eq!(out[2], Owned::Over(700, vec![b'y'; OVERSIZE_HEAD]));
+        }
+    }
+
+    #[test]
+    fn a_line_exactly_at_the_limit_is_kept() {
+        let mut input = vec![b'z'; 100];
+        input.push(b'\n');
+        for chunk in [1, 10, 101] {
+            assert_eq!(run(100, &input, chunk), vec![Owned::Line(vec![b'z'; 100], false, false, false)]);
+        }
+    }
+
+    #[test]
+    fn bom_only_counts_at_stream_start() {
+        let out = run(100, b"{}\n\xEF\xBB\xBF{}\n", 3);
+        assert_eq!(out[1], Owned::Line(b"\xEF\xBB\xBF{}".to_vec(), false, false, false));
+    }
+}

@@ -1,0 +1,37 @@
+//! The wire layer: framing a byte stream into messages, classifying them lightly, canonical JSON
+//! for matching, and the few byte-preserving rewrites play needs.
+
+pub mod canonical;
+pub mod classify;
+pub mod codec;
+pub mod rewrite;
+
+pub use classify::{classify, Classified, Kind};
+pub use codec::{Frame, Framer, Line, DEFAULT_MAX_MESSAGE};
+
+/// Which way a message travelled. Ids are scoped by direction: the server's own request ids can
+/// equal the client's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Dir {
+    /// Client to server.
+    #[serde(rename = "c2s")]
+    C2S,
+    /// Server to client.
+    #[serde(rename = "s2c")]
+    S2C,
+}
+
+impl Dir {
+    pub fn arrow(self) -> &'static str {
+        match self {
+            Dir::C2S => "→",
+            Dir::S2C => "←",
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dir::C2S => "c2s",
+            Dir::S2C => "s2c",
+        }
+    }
+}
