@@ -27,7 +27,7 @@ pub fn summarize(path: &Path) -> Result<TapeSummary, TapeError> {
     let mut server = String::new();
     let mut end: Option<End> = None;
     let (mut messages, mut exchanges) = (0u64, 0u64);
-    while let Some(item) = r.next()? {
+    while let Some(item) = r.next_item()? {
         match item.entry {
             crate::tape::Entry::Server(d) if server.is_empty() => server = describe_server(&d),
             crate::tape::Entry::Msg(m) => {
@@ -41,7 +41,10 @@ pub fn summarize(path: &Path) -> Result<TapeSummary, TapeError> {
         }
     }
     let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     Ok(TapeSummary {
         name,
         path: path.to_path_buf(),
@@ -67,7 +70,11 @@ pub fn describe_server(d: &ServerDecl) -> String {
 pub fn ls_table(rows: &[TapeSummary]) -> String {
     let mut out = String::new();
     let name_w = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
-    let _ = writeln!(out, "{:name_w$}  {:19}  {:>9}  {:>8}  {:>9}  SERVER", "NAME", "CREATED", "EXCHANGES", "MESSAGES", "SIZE");
+    let _ = writeln!(
+        out,
+        "{:name_w$}  {:19}  {:>9}  {:>8}  {:>9}  SERVER",
+        "NAME", "CREATED", "EXCHANGES", "MESSAGES", "SIZE"
+    );
     for r in rows {
         let created: String = r.created.replace('T', " ").chars().take(19).collect();
         let open = if r.open { " (not closed)" } else { "" };
@@ -189,9 +196,19 @@ fn call_target(index: &TapeIndex, req: &MsgMeta) -> Option<String> {
 pub fn show_table(doc: &ShowDoc) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "tape     {}", doc.tape.display());
-    let _ = writeln!(out, "created  {}  by {}", doc.header.created, doc.header.tool);
+    let _ = writeln!(
+        out,
+        "created  {}  by {}",
+        doc.header.created, doc.header.tool
+    );
     for s in &doc.servers {
-        let _ = writeln!(out, "server   {} ({}): {}", s.server, s.transport, describe_server(s));
+        let _ = writeln!(
+            out,
+            "server   {} ({}): {}",
+            s.server,
+            s.transport,
+            describe_server(s)
+        );
     }
     match &doc.end {
         Some(e) => {
@@ -217,7 +234,11 @@ pub fn show_table(doc: &ShowDoc) -> String {
         let _ = writeln!(out, "warning  {w}");
     }
     let _ = writeln!(out);
-    let _ = writeln!(out, "{:>5}  {:>10}  {:3}  {:12}  {:32}  {:>6}  {:>10}", "SEQ", "TIME", "DIR", "KIND", "METHOD / TARGET", "ID", "LATENCY");
+    let _ = writeln!(
+        out,
+        "{:>5}  {:>10}  {:3}  {:12}  {:32}  {:>6}  {:>10}",
+        "SEQ", "TIME", "DIR", "KIND", "METHOD / TARGET", "ID", "LATENCY"
+    );
     for r in &doc.messages {
         let what = match (&r.method, &r.target) {
             (Some(m), Some(t)) => format!("{m} {t}"),
@@ -225,7 +246,10 @@ pub fn show_table(doc: &ShowDoc) -> String {
             (None, _) => String::new(),
         };
         let id = r.id.as_ref().map(|v| v.to_string()).unwrap_or_default();
-        let latency = r.latency_us.map(|us| format!("{:.2} ms", us as f64 / 1000.0)).unwrap_or_default();
+        let latency = r
+            .latency_us
+            .map(|us| format!("{:.2} ms", us as f64 / 1000.0))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
             "{:>5}  {:>8.3} s  {:^3}  {:12}  {:32}  {:>6}  {:>10}",

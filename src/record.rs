@@ -64,7 +64,10 @@ enum Event {
 }
 
 pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
-    let tape_err = |source| RecordError::Tape { path: cfg.tape.clone(), source };
+    let tape_err = |source| RecordError::Tape {
+        path: cfg.tape.clone(),
+        source,
+    };
     let mut writer = TapeWriter::create(&cfg.tape).map_err(tape_err)?;
     let program = cfg.command.first().ok_or_else(|| RecordError::Spawn {
         command: String::new(),
@@ -82,7 +85,10 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
             // Nothing was recorded: leave no empty tape behind.
             drop(writer);
             let _ = std::fs::remove_file(&cfg.tape);
-            return Err(RecordError::Spawn { command: shell_words(&cfg.command), source });
+            return Err(RecordError::Spawn {
+                command: shell_words(&cfg.command),
+                source,
+            });
         }
     };
     let pid = child.id() as libc::pid_t;
@@ -91,7 +97,9 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
             server: cfg.server_label.clone(),
             transport: "stdio".into(),
             command: Some(cfg.command.clone()),
-            cwd: std::env::current_dir().ok().map(|d| d.display().to_string()),
+            cwd: std::env::current_dir()
+                .ok()
+                .map(|d| d.display().to_string()),
             url: None,
             t_us: 0,
         })
@@ -105,19 +113,33 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
 
     // Client → server.
     {
-        let (tape, warned, events, label, max) = (tape.clone(), warned.clone(), events.clone(), cfg.server_label.clone(), cfg.max_message);
+        let (tape, warned, events, label, max) = (
+            tape.clone(),
+            warned.clone(),
+            events.clone(),
+            cfg.server_label.clone(),
+            cfg.max_message,
+        );
         std::thread::Builder::new()
             .name("c2s".into())
             .spawn(move || {
                 // SAFETY: fd 0 is our stdin for the whole process life; ManuallyDrop never closes it.
                 let mut stdin = ManuallyDrop::new(unsafe { File::from_raw_fd(0) });
                 let mut forward = true;
-                relay(&mut *stdin, max, &tape, &warned, &label, Dir::C2S, |chunk| {
-                    if forward && child_in.write_all(chunk).is_err() {
-                        // The server closed its stdin (or died): keep recording what the client says.
-                        forward = false;
-                    }
-                });
+                relay(
+                    &mut *stdin,
+                    max,
+                    &tape,
+                    &warned,
+                    &label,
+                    Dir::C2S,
+                    |chunk| {
+                        if forward && child_in.write_all(chunk).is_err() {
+                            // The server closed its stdin (or died): keep recording what the client says.
+                            forward = false;
+                        }
+                    },
+                );
                 drop(child_in); // EOF for the server
                 let _ = events.send(Event::ClientClosed);
             })
@@ -125,19 +147,33 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
     }
     // Server → client.
     {
-        let (tape, warned, events, label, max) = (tape.clone(), warned.clone(), events.clone(), cfg.server_label.clone(), cfg.max_message);
+        let (tape, warned, events, label, max) = (
+            tape.clone(),
+            warned.clone(),
+            events.clone(),
+            cfg.server_label.clone(),
+            cfg.max_message,
+        );
         std::thread::Builder::new()
             .name("s2c".into())
             .spawn(move || {
                 // SAFETY: fd 1 is our stdout for the whole process life; ManuallyDrop never closes it.
                 let mut stdout = ManuallyDrop::new(unsafe { File::from_raw_fd(1) });
                 let mut forward = true;
-                relay(&mut child_out, max, &tape, &warned, &label, Dir::S2C, |chunk| {
-                    if forward && stdout.write_all(chunk).is_err() {
-                        // The client is gone: keep draining and recording the server.
-                        forward = false;
-                    }
-                });
+                relay(
+                    &mut child_out,
+                    max,
+                    &tape,
+                    &warned,
+                    &label,
+                    Dir::S2C,
+                    |chunk| {
+                        if forward && stdout.write_all(chunk).is_err() {
+                            // The client is gone: keep draining and recording the server.
+                            forward = false;
+                        }
+                    },
+                );
                 let _ = events.send(Event::ServerOutputClosed);
             })
             .expect("spawn thread");
@@ -153,8 +189,16 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
             .expect("spawn thread");
     }
     // Signals to mcptape go to the server; the session ends when the server does.
-    let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT])
-        .map_err(|e| RecordError::Tape { path: cfg.tape.clone(), source: e })?;
+    let mut signals = signal_hook::iterator::Signals::new([
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+    ])
+    .map_err(|e| RecordError::Tape {
+        path: cfg.tape.clone(),
+        source: e,
+    })?;
     let signal_handle = signals.handle();
     {
         let events = events.clone();
@@ -176,7 +220,9 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
     let status = loop {
         let event = match deadline {
             Some((at, _)) => inbox.recv_timeout(at.saturating_duration_since(Instant::now())),
-            None => inbox.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected),
+            None => inbox
+                .recv()
+                .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
         };
         match event {
             Ok(Event::ClientClosed) => {
@@ -283,7 +329,9 @@ fn relay(
 fn commit(w: &mut TapeWriter, warned: &AtomicBool) {
     if let Err(e) = w.commit() {
         if !warned.swap(true, Ordering::Relaxed) {
-            eprintln!("mcptape: WARNING: {e}; the session goes on, the tape will be marked incomplete");
+            eprintln!(
+                "mcptape: WARNING: {e}; the session goes on, the tape will be marked incomplete"
+            );
         }
     }
 }
@@ -291,8 +339,20 @@ fn commit(w: &mut TapeWriter, warned: &AtomicBool) {
 fn exit_info(st: &ExitStatus) -> (ExitInfo, i32) {
     use std::os::unix::process::ExitStatusExt;
     match (st.code(), st.signal()) {
-        (Some(code), _) => (ExitInfo { code: Some(code), signal: None }, code),
-        (None, Some(sig)) => (ExitInfo { code: None, signal: Some(sig) }, 128 + sig),
+        (Some(code), _) => (
+            ExitInfo {
+                code: Some(code),
+                signal: None,
+            },
+            code,
+        ),
+        (None, Some(sig)) => (
+            ExitInfo {
+                code: None,
+                signal: Some(sig),
+            },
+            128 + sig,
+        ),
         _ => (ExitInfo::default(), crate::exit::SOFTWARE),
     }
 }
@@ -301,7 +361,10 @@ fn exit_info(st: &ExitStatus) -> (ExitInfo, i32) {
 pub fn shell_words(cmd: &[String]) -> String {
     cmd.iter()
         .map(|a| {
-            if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c)) {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c))
+            {
                 a.clone()
             } else {
                 format!("'{}'", a.replace('\'', "'\\''"))

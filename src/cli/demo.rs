@@ -32,7 +32,11 @@ pub fn run(a: Args) -> Result<i32> {
     };
     let exe = std::env::current_exe().context("locating the mcptape binary")?;
     let ok = demo::run_demo(&exe, &dir)?;
-    Ok(if ok { mcptape::exit::OK } else { mcptape::exit::DRIFT })
+    Ok(if ok {
+        mcptape::exit::OK
+    } else {
+        mcptape::exit::DRIFT
+    })
 }
 
 pub fn server(a: ServerArgs) -> Result<i32> {

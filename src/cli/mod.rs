@@ -52,7 +52,9 @@ pub fn main() -> i32 {
         Err(e) => {
             let _ = e.print();
             return match e.kind() {
-                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => exit::OK,
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    exit::OK
+                }
                 _ => exit::USAGE,
             };
         }
@@ -90,7 +92,10 @@ fn code_for(e: &anyhow::Error) -> i32 {
                 mcptape::record::RecordError::Tape { .. } => exit::IO_ERR,
             };
         }
-        if cause.downcast_ref::<mcptape::tape::store::NameError>().is_some() {
+        if cause
+            .downcast_ref::<mcptape::tape::store::NameError>()
+            .is_some()
+        {
             return exit::USAGE;
         }
         if cause.downcast_ref::<std::io::Error>().is_some() {
@@ -109,7 +114,9 @@ fn warn_tape(path: &std::path::Path, warnings: &[mcptape::tape::Warning]) {
 
 /// Parses a number of seconds (fractions allowed) for duration options.
 fn parse_secs(s: &str) -> Result<std::time::Duration, String> {
-    let v: f64 = s.parse().map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
     if !(v.is_finite() && (0.0..=86_400.0 * 365.0).contains(&v)) {
         return Err(format!("{s} is not a usable number of seconds"));
     }

@@ -39,10 +39,17 @@ pub fn run(a: Args) -> Result<i32> {
     super::warn_tape(&path, &index.warnings);
     if let Some(label) = &a.server {
         if !index.servers.iter().any(|s| &s.server == label) {
-            anyhow::bail!(mcptape::tape::TapeError::NotATape { path: path.clone(), why: format!("it has no server labelled {label:?}") });
+            anyhow::bail!(mcptape::tape::TapeError::NotATape {
+                path: path.clone(),
+                why: format!("it has no server labelled {label:?}")
+            });
         }
     }
-    let opts = ServeOptions { lenient: a.lenient, max_message: a.max_message, answer_timeout: a.answer_timeout };
+    let opts = ServeOptions {
+        lenient: a.lenient,
+        max_message: a.max_message,
+        answer_timeout: a.answer_timeout,
+    };
     // SAFETY: fds 0 and 1 are ours for the whole process; ManuallyDrop never closes them.
     let stdin = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
     let stdout = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
@@ -58,22 +65,37 @@ pub fn run(a: Args) -> Result<i32> {
         summary.push_str(&format!(", served leniently {}", report.lenient));
     }
     if report.rejected > 0 {
-        summary.push_str(&format!(", rejected {} unusable client lines", report.rejected));
+        summary.push_str(&format!(
+            ", rejected {} unusable client lines",
+            report.rejected
+        ));
     }
     if report.unused.is_empty() {
         summary.push_str("; every recorded exchange was used");
         eprintln!("{summary}");
     } else {
-        eprintln!("{summary}; {} recorded exchanges never used:", report.unused.len());
+        eprintln!(
+            "{summary}; {} recorded exchanges never used:",
+            report.unused.len()
+        );
         for &u in report.unused.iter().take(20) {
             let req = &msgs[exchanges[u].request];
-            eprintln!("  tape line {:>5}  {} (id {})", req.line, req.method.as_deref().unwrap_or("?"), req.id.as_deref().unwrap_or("-"));
+            eprintln!(
+                "  tape line {:>5}  {} (id {})",
+                req.line,
+                req.method.as_deref().unwrap_or("?"),
+                req.id.as_deref().unwrap_or("-")
+            );
         }
         if report.unused.len() > 20 {
             eprintln!("  … and {} more", report.unused.len() - 20);
         }
     }
-    Ok(if report.missed > 0 || report.drifted > 0 { mcptape::exit::DRIFT } else { mcptape::exit::OK })
+    Ok(if report.missed > 0 || report.drifted > 0 {
+        mcptape::exit::DRIFT
+    } else {
+        mcptape::exit::OK
+    })
 }
 
 /// Raw fd I/O without std's stdin buffering or stdout line buffering.

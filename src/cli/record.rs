@@ -39,7 +39,11 @@ pub fn run(a: Args) -> Result<i32> {
         grace: a.grace,
     };
     let out = record_stdio(&cfg)?;
-    let raw = if out.end.raw > 0 { format!(", {} non-JSON lines", out.end.raw) } else { String::new() };
+    let raw = if out.end.raw > 0 {
+        format!(", {} non-JSON lines", out.end.raw)
+    } else {
+        String::new()
+    };
     eprintln!(
         "mcptape: recorded {} messages ({} exchanges{raw}) to {}",
         out.end.messages,

@@ -13,7 +13,8 @@ use std::process::{Command, Stdio};
 /// Runs record → play → a miss → drift, printing each step. Returns whether everything behaved
 /// as the demo expects (play identical to record, the miss explained, the drift seen).
 pub fn run_demo(exe: &Path, dir: &Path) -> Result<bool> {
-    crate::tape::store::create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+    crate::tape::store::create_private_dir(dir)
+        .with_context(|| format!("creating {}", dir.display()))?;
     let tape = dir.join("demo.jsonl");
     let drifted_tape = dir.join("demo-drifted.jsonl");
     let exe_s = exe.display().to_string();
@@ -21,9 +22,17 @@ pub fn run_demo(exe: &Path, dir: &Path) -> Result<bool> {
 
     println!("mcptape demo: the whole loop on the bundled \"weather desk\" MCP server\n");
     println!("1. record: a scripted client talks to the demo server through mcptape record");
-    println!("   $ mcptape record --tape {} -- mcptape demo-server", tape.display());
+    println!(
+        "   $ mcptape record --tape {} -- mcptape demo-server",
+        tape.display()
+    );
     let mut cmd = Command::new(exe);
-    cmd.arg("record").arg("--tape").arg(&tape).arg("--").arg(exe).arg("demo-server");
+    cmd.arg("record")
+        .arg("--tape")
+        .arg(&tape)
+        .arg("--")
+        .arg(exe)
+        .arg("demo-server");
     let recorded = client::run_session(cmd).context("recording the demo session")?;
     print_lines(&recorded.summary_lines());
 
@@ -33,11 +42,19 @@ pub fn run_demo(exe: &Path, dir: &Path) -> Result<bool> {
     cmd.arg("play").arg(&tape);
     let played = client::run_session(cmd).context("playing the demo tape")?;
     print_lines(&played.summary_lines());
-    let same = recorded.steps.iter().zip(&played.steps).filter(|(a, b)| same_step(a, b)).count();
+    let same = recorded
+        .steps
+        .iter()
+        .zip(&played.steps)
+        .filter(|(a, b)| same_step(a, b))
+        .count();
     if same == recorded.steps.len() && played.steps.len() == recorded.steps.len() {
         println!("   ✓ the client saw exactly what it saw against the real server ({same} of {same} steps identical)");
     } else {
-        println!("   ✗ only {same} of {} steps identical", recorded.steps.len());
+        println!(
+            "   ✗ only {same} of {} steps identical",
+            recorded.steps.len()
+        );
         ok = false;
     }
 
@@ -47,7 +64,11 @@ pub fn run_demo(exe: &Path, dir: &Path) -> Result<bool> {
     let (answer, stderr) = ask_play(exe, &tape, &asked)?;
     match answer.get("error") {
         Some(err) => {
-            println!("   ← error {}: {}", err["code"], err["message"].as_str().unwrap_or_default());
+            println!(
+                "   ← error {}: {}",
+                err["code"],
+                err["message"].as_str().unwrap_or_default()
+            );
             println!("   stderr of mcptape play:");
             print_lines(&stderr.lines().map(str::to_string).collect::<Vec<_>>());
         }
@@ -57,10 +78,20 @@ pub fn run_demo(exe: &Path, dir: &Path) -> Result<bool> {
         }
     }
 
-    println!("\n4. drift: the same session against a regressed build (its tools/list is byte-identical)");
-    println!("   $ mcptape record --tape {} -- mcptape demo-server --variant drifted", drifted_tape.display());
+    println!(
+        "\n4. drift: the same session against a regressed build (its tools/list is byte-identical)"
+    );
+    println!(
+        "   $ mcptape record --tape {} -- mcptape demo-server --variant drifted",
+        drifted_tape.display()
+    );
     let mut cmd = Command::new(exe);
-    cmd.arg("record").arg("--tape").arg(&drifted_tape).arg("--").arg(exe).args(["demo-server", "--variant", "drifted"]);
+    cmd.arg("record")
+        .arg("--tape")
+        .arg(&drifted_tape)
+        .arg("--")
+        .arg(exe)
+        .args(["demo-server", "--variant", "drifted"]);
     let drifted = client::run_session(cmd).context("recording the drifted demo session")?;
     let mut drifts = 0;
     for (a, b) in recorded.steps.iter().zip(&drifted.steps) {
@@ -111,7 +142,10 @@ fn ask_play(exe: &Path, tape: &Path, params: &Value) -> Result<(Value, String)> 
     let mut stdin = child.stdin.take().expect("piped");
     let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":client::CLIENT_PROTOCOL_VERSION,"capabilities":{},"clientInfo":{"name":"demo","version":"1"}}});
     let call = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":params});
-    writeln!(stdin, "{init}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n{call}")?;
+    writeln!(
+        stdin,
+        "{init}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n{call}"
+    )?;
     let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
     let mut answer = Value::Null;
     for line in lines.by_ref() {
@@ -123,7 +157,11 @@ fn ask_play(exe: &Path, tape: &Path, params: &Value) -> Result<(Value, String)> 
     }
     drop(stdin);
     let mut stderr = String::new();
-    child.stderr.take().expect("piped").read_to_string(&mut stderr)?;
+    child
+        .stderr
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stderr)?;
     child.wait()?;
     if answer.is_null() {
         bail!("mcptape play gave no answer to the call; its stderr:\n{stderr}");

@@ -48,13 +48,13 @@ impl Miss {
     pub fn headline(&self) -> String {
         let what = format!("{} {}", self.method, short(Some(&self.asked), 120));
         match &self.reason {
-            MissReason::MethodNotRecorded => format!("mcptape: no recorded answer for {what}: the tape has no {} call", self.method),
+            MissReason::MethodNotRecorded => format!("no recorded answer for {what}: the tape has no {} call", self.method),
             MissReason::AllUsed { recorded } => format!(
-                "mcptape: no recorded answer for {what}: this call was recorded {recorded} time{} and every answer is used",
+                "no recorded answer for {what}: this call was recorded {recorded} time{} and every answer is used",
                 if *recorded == 1 { "" } else { "s" }
             ),
             MissReason::NoMatch => {
-                let mut s = format!("mcptape: no recorded answer for {what}");
+                let mut s = format!("no recorded answer for {what}");
                 if let Some(n) = self.nearest.first() {
                     let diffs: Vec<String> = n
                         .differences
@@ -72,21 +72,49 @@ impl Miss {
     /// The full explanation for stderr.
     pub fn render(&self, client_id: &str) -> String {
         let mut s = format!("{} (request id {client_id})\n", self.headline());
-        let _ = writeln!(s, "  asked:  {} {}", self.method, short(Some(&self.asked), 200));
+        let _ = writeln!(
+            s,
+            "  asked:  {} {}",
+            self.method,
+            short(Some(&self.asked), 200)
+        );
         match &self.reason {
             MissReason::MethodNotRecorded => {
-                let list: Vec<String> = self.recorded_methods.iter().map(|(m, n)| format!("{m} ×{n}")).collect();
-                let _ = writeln!(s, "  the tape has: {}", if list.is_empty() { "no requests".into() } else { list.join(", ") });
+                let list: Vec<String> = self
+                    .recorded_methods
+                    .iter()
+                    .map(|(m, n)| format!("{m} ×{n}"))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "  the tape has: {}",
+                    if list.is_empty() {
+                        "no requests".into()
+                    } else {
+                        list.join(", ")
+                    }
+                );
             }
             MissReason::AllUsed { .. } | MissReason::NoMatch => {
                 for n in &self.nearest {
                     let state = if n.used { "already used" } else { "unused" };
                     if n.differences.is_empty() {
-                        let _ = writeln!(s, "  recorded at tape line {} ({state}): identical", n.line);
+                        let _ =
+                            writeln!(s, "  recorded at tape line {} ({state}): identical", n.line);
                         continue;
                     }
-                    let _ = writeln!(s, "  nearest recorded call, tape line {} ({state}):", n.line);
-                    let width = n.differences.iter().map(|d| d.path.len()).max().unwrap_or(0).min(40);
+                    let _ = writeln!(
+                        s,
+                        "  nearest recorded call, tape line {} ({state}):",
+                        n.line
+                    );
+                    let width = n
+                        .differences
+                        .iter()
+                        .map(|d| d.path.len())
+                        .max()
+                        .unwrap_or(0)
+                        .min(40);
                     for d in n.differences.iter().take(8) {
                         let _ = writeln!(
                             s,
@@ -97,7 +125,8 @@ impl Miss {
                         );
                     }
                     if n.differences.len() > 8 {
-                        let _ = writeln!(s, "    … and {} more differences", n.differences.len() - 8);
+                        let _ =
+                            writeln!(s, "    … and {} more differences", n.differences.len() - 8);
                     }
                 }
             }
@@ -109,7 +138,7 @@ impl Miss {
     pub fn error_object(&self) -> Value {
         json!({
             "code": MISS_CODE,
-            "message": self.headline(),
+            "message": format!("mcptape: {}", self.headline()),
             "data": { "mcptape": self },
         })
     }

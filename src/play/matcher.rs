@@ -28,10 +28,19 @@ impl Matcher {
         for (i, ex) in index.exchanges.iter().enumerate() {
             by_key.entry(ex.key).or_default().push_back(i);
         }
-        Matcher { by_key, consumed: vec![false; index.exchanges.len()] }
+        Matcher {
+            by_key,
+            consumed: vec![false; index.exchanges.len()],
+        }
     }
 
-    pub fn take(&mut self, index: &TapeIndex, method: &str, params: Option<&Value>, lenient: bool) -> Outcome {
+    pub fn take(
+        &mut self,
+        index: &TapeIndex,
+        method: &str,
+        params: Option<&Value>,
+        lenient: bool,
+    ) -> Outcome {
         let (key, asked) = match_key(method, params);
         let asked_text = canonical(&asked);
         if let Some(queue) = self.by_key.get_mut(&key) {
@@ -39,7 +48,10 @@ impl Matcher {
             let pos = queue.iter().position(|&ex| {
                 let req = &index.msgs[index.exchanges[ex].request];
                 req.method.as_deref() == Some(method)
-                    && index.request_match_params(req).map(|p| canonical(&p) == asked_text).unwrap_or(false)
+                    && index
+                        .request_match_params(req)
+                        .map(|p| canonical(&p) == asked_text)
+                        .unwrap_or(false)
             });
             if let Some(pos) = pos {
                 let ex = queue.remove(pos).expect("position is in range");
@@ -53,7 +65,9 @@ impl Matcher {
                 .exchanges
                 .iter()
                 .enumerate()
-                .find(|(i, ex)| !self.consumed[*i] && index.msgs[ex.request].method.as_deref() == Some(method))
+                .find(|(i, ex)| {
+                    !self.consumed[*i] && index.msgs[ex.request].method.as_deref() == Some(method)
+                })
                 .map(|(i, _)| i);
             if let Some(ex) = next {
                 self.consumed[ex] = true;
@@ -68,7 +82,9 @@ impl Matcher {
 
     /// Recorded exchanges never served, in recorded order.
     pub fn unused(&self) -> Vec<usize> {
-        (0..self.consumed.len()).filter(|&i| !self.consumed[i]).collect()
+        (0..self.consumed.len())
+            .filter(|&i| !self.consumed[i])
+            .collect()
     }
 
     fn explain(&self, index: &TapeIndex, method: &str, asked: Value) -> Miss {
@@ -99,13 +115,21 @@ impl Matcher {
         let reason = if same_method.is_empty() {
             MissReason::MethodNotRecorded
         } else if identical > 0 {
-            MissReason::AllUsed { recorded: identical }
+            MissReason::AllUsed {
+                recorded: identical,
+            }
         } else {
             MissReason::NoMatch
         };
         // Nearest first: fewest differing paths, then unused before used, then recorded order.
         near.sort_by_key(|n| (n.differences.len(), n.used, n.seq));
         near.truncate(3);
-        Miss { method: method.to_string(), asked, reason, nearest: near, recorded_methods: methods.into_iter().collect() }
+        Miss {
+            method: method.to_string(),
+            asked,
+            reason,
+            nearest: near,
+            recorded_methods: methods.into_iter().collect(),
+        }
     }
 }

@@ -73,23 +73,25 @@ struct Shared {
     opts: ServeOptions,
 }
 
-#[derive(serde::Deserialize)]
-struct Req {
-    #[serde(default)]
-    params: Option<Value>,
-}
-
 /// Serves `index` to the client on `input`/`output` until the client closes its side.
 pub fn serve<R, W>(index: TapeIndex, opts: ServeOptions, input: R, output: W) -> PlayReport
 where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().expect("tokio runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("tokio runtime");
     rt.block_on(serve_async(index, opts, input, output))
 }
 
-async fn serve_async<R, W>(index: TapeIndex, opts: ServeOptions, mut input: R, mut output: W) -> PlayReport
+async fn serve_async<R, W>(
+    index: TapeIndex,
+    opts: ServeOptions,
+    mut input: R,
+    mut output: W,
+) -> PlayReport
 where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
@@ -180,31 +182,49 @@ where
     report
 }
 
-async fn handle(shared: &Arc<Shared>, matcher: &mut Matcher, tasks: &mut tokio::task::JoinSet<()>, bytes: Vec<u8>) {
+async fn handle(
+    shared: &Arc<Shared>,
+    matcher: &mut Matcher,
+    tasks: &mut tokio::task::JoinSet<()>,
+    bytes: Vec<u8>,
+) {
     let c = classify(&bytes);
     match c.kind {
         Kind::Request => {
             let id = c.id.expect("requests have ids");
             let method = c.method.expect("requests have methods");
-            let params = serde_json::from_slice::<Req>(&bytes).ok().and_then(|r| r.params);
-            let token = params.as_ref().and_then(|p| p.get("_meta")).and_then(|m| m.get("progressToken")).map(canonical);
-            let outcome = matcher.take(&shared.index, &method, params.as_ref(), shared.opts.lenient);
+            let params = crate::tape::index::params_of(&bytes);
+            let token = params
+                .as_ref()
+                .and_then(|p| p.get("_meta"))
+                .and_then(|m| m.get("progressToken"))
+                .map(canonical);
+            let outcome =
+                matcher.take(&shared.index, &method, params.as_ref(), shared.opts.lenient);
             let ex = match outcome {
                 Outcome::Hit(ex) => ex,
                 Outcome::Lenient(ex, miss) => {
                     let line = shared.index.msgs[shared.index.exchanges[ex].request].line;
-                    eprintln!("mcptape play: --lenient: served tape line {line} instead.\n{}", miss.render(&id));
+                    eprintln!(
+                        "mcptape play: --lenient: served tape line {line} instead.\n{}",
+                        miss.render(&id)
+                    );
                     shared.report.lock().expect("report lock").lenient += 1;
                     ex
                 }
                 Outcome::Miss(_) if method == "ping" => {
                     // Liveness is protocol, not behaviour: answer it even when it was not recorded.
-                    send(shared, format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#).into_bytes()).await;
+                    send(
+                        shared,
+                        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#).into_bytes(),
+                    )
+                    .await;
                     return;
                 }
                 Outcome::Miss(miss) => {
                     eprint!("mcptape play: {}", miss.render(&id));
-                    let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
+                    let msg =
+                        json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
                     let text = with_id(&msg.to_string(), &id).expect("our own JSON");
                     send(shared, text.into_bytes()).await;
                     let mut r = shared.report.lock().expect("report lock");
@@ -214,22 +234,31 @@ async fn handle(shared: &Arc<Shared>, matcher: &mut Matcher, tasks: &mut tokio::
                 }
             };
             let exchange = shared.index.exchanges[ex].clone();
-            let waits = exchange.during.iter().any(|&m| shared.index.msgs[m].kind == Kind::Request);
+            let waits = exchange
+                .during
+                .iter()
+                .any(|&m| shared.index.msgs[m].kind == Kind::Request);
             if waits {
                 let shared = shared.clone();
-                tasks.spawn(async move { serve_exchange(&shared, &exchange, &id, token.as_deref()).await });
+                tasks.spawn(async move {
+                    serve_exchange(&shared, &exchange, &id, token.as_deref()).await
+                });
             } else {
                 // Inline keeps the recorded order with the standalone messages that follow.
                 serve_exchange(shared, &exchange, &id, token.as_deref()).await;
             }
         }
         Kind::Response | Kind::Error => {
-            let tx = c.id.and_then(|id| shared.pending.lock().expect("pending lock").remove(&id));
+            let tx =
+                c.id.and_then(|id| shared.pending.lock().expect("pending lock").remove(&id));
             match tx {
                 Some(tx) => {
                     let _ = tx.send(bytes);
                 }
-                None => eprintln!("mcptape play: the client answered a request mcptape did not send: {}", String::from_utf8_lossy(&bytes)),
+                None => eprintln!(
+                    "mcptape play: the client answered a request mcptape did not send: {}",
+                    String::from_utf8_lossy(&bytes)
+                ),
             }
         }
         Kind::Notification => {}
@@ -252,7 +281,12 @@ async fn handle(shared: &Arc<Shared>, matcher: &mut Matcher, tasks: &mut tokio::
 }
 
 /// Sends what the server sent during the exchange, then the response with the client's id.
-async fn serve_exchange(shared: &Shared, ex: &Exchange, client_id: &str, client_token: Option<&str>) {
+async fn serve_exchange(
+    shared: &Shared,
+    ex: &Exchange,
+    client_id: &str,
+    client_token: Option<&str>,
+) {
     let index = &shared.index;
     for &m in &ex.during {
         let meta = &index.msgs[m];
@@ -280,7 +314,10 @@ async fn serve_exchange(shared: &Shared, ex: &Exchange, client_id: &str, client_
     if let Some(text) = read_text(index, &index.msgs[r]) {
         match with_id(&text, client_id) {
             Ok(t) => send(shared, t.into_bytes()).await,
-            Err(e) => eprintln!("mcptape play: tape line {}: cannot rewrite the response id: {e}", index.msgs[r].line),
+            Err(e) => eprintln!(
+                "mcptape play: tape line {}: cannot rewrite the response id: {e}",
+                index.msgs[r].line
+            ),
         }
         shared.report.lock().expect("report lock").served += 1;
     }
@@ -290,40 +327,70 @@ async fn serve_exchange(shared: &Shared, ex: &Exchange, client_id: &str, client_
 /// it with the recorded one.
 async fn server_request(shared: &Shared, meta: &MsgMeta, recorded_answer: Option<usize>) {
     let index = &shared.index;
-    let Some(text) = read_text(index, meta) else { return };
+    let Some(text) = read_text(index, meta) else {
+        return;
+    };
     let id = shared.next_id.fetch_add(1, Ordering::Relaxed).to_string();
-    let Ok(request) = with_id(&text, &id) else { return };
+    let Ok(request) = with_id(&text, &id) else {
+        return;
+    };
     let (tx, rx) = oneshot::channel();
-    shared.pending.lock().expect("pending lock").insert(id.clone(), tx);
+    shared
+        .pending
+        .lock()
+        .expect("pending lock")
+        .insert(id.clone(), tx);
     send(shared, request.into_bytes()).await;
     let method = meta.method.clone().unwrap_or_default();
     let answer = tokio::time::timeout(shared.opts.answer_timeout, rx).await;
     let drift = match answer {
         Ok(Ok(bytes)) => {
             let got = answer_body(&bytes);
-            let want = recorded_answer.and_then(|a| read_text(index, &index.msgs[a])).map(|t| answer_body(t.as_bytes()));
+            let want = recorded_answer
+                .and_then(|a| read_text(index, &index.msgs[a]))
+                .map(|t| answer_body(t.as_bytes()));
             match want {
                 Some(want) => {
                     let diffs = differences(&want, &got);
-                    (!diffs.is_empty()).then_some(Drift { method, line: meta.line, differences: diffs, no_answer: false })
+                    (!diffs.is_empty()).then_some(Drift {
+                        method,
+                        line: meta.line,
+                        differences: diffs,
+                        no_answer: false,
+                    })
                 }
                 None => None, // nothing recorded to compare with
             }
         }
         _ => {
             shared.pending.lock().expect("pending lock").remove(&id);
-            Some(Drift { method, line: meta.line, differences: Vec::new(), no_answer: true })
+            Some(Drift {
+                method,
+                line: meta.line,
+                differences: Vec::new(),
+                no_answer: true,
+            })
         }
     };
     if let Some(d) = drift {
         if d.no_answer {
-            eprintln!("mcptape play: drift: the client did not answer {} (tape line {}) within {:?}", d.method, d.line, shared.opts.answer_timeout);
+            eprintln!(
+                "mcptape play: drift: the client did not answer {} (tape line {}) within {:?}",
+                d.method, d.line, shared.opts.answer_timeout
+            );
         } else {
             let lines: Vec<String> = d
                 .differences
                 .iter()
                 .take(8)
-                .map(|x| format!("    {}  recorded {}  got {}", x.path, short(x.left.as_ref(), 60), short(x.right.as_ref(), 60)))
+                .map(|x| {
+                    format!(
+                        "    {}  recorded {}  got {}",
+                        x.path,
+                        short(x.left.as_ref(), 60),
+                        short(x.right.as_ref(), 60)
+                    )
+                })
                 .collect();
             eprintln!("mcptape play: drift: the client's answer to {} (tape line {}) differs from the recording:\n{}", d.method, d.line, lines.join("\n"));
         }
@@ -337,12 +404,21 @@ async fn server_request(shared: &Shared, meta: &MsgMeta, recorded_answer: Option
 fn answer_body(bytes: &[u8]) -> Value {
     let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
     match v {
-        Value::Object(mut m) => m.remove("result").map(|r| json!({"result": r})).or_else(|| m.remove("error").map(|e| json!({"error": e}))).unwrap_or(Value::Null),
+        Value::Object(mut m) => m
+            .remove("result")
+            .map(|r| json!({"result": r}))
+            .or_else(|| m.remove("error").map(|e| json!({"error": e})))
+            .unwrap_or(Value::Null),
         _ => Value::Null,
     }
 }
 
-async fn emit_standalone(shared: &Arc<Shared>, tasks: &mut tokio::task::JoinSet<()>, next: &mut usize, point: u64) {
+async fn emit_standalone(
+    shared: &Arc<Shared>,
+    tasks: &mut tokio::task::JoinSet<()>,
+    next: &mut usize,
+    point: u64,
+) {
     let index = &shared.index;
     while let Some(s) = index.standalone.get(*next).filter(|s| s.point <= point) {
         *next += 1;

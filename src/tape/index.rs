@@ -86,7 +86,11 @@ pub struct TapeIndex {
 /// The match key of a request. `initialize` is matched leniently: who the client is and which
 /// protocol version it asks for are not drift, so its params take no part.
 pub fn match_key(method: &str, params: Option<&Value>) -> (u64, Value) {
-    let params = if method == "initialize" { Value::Null } else { match_params(params) };
+    let params = if method == "initialize" {
+        Value::Null
+    } else {
+        match_params(params)
+    };
     let mut h = std::collections::hash_map::DefaultHasher::new();
     method.hash(&mut h);
     canonical(&params).hash(&mut h);
@@ -99,9 +103,28 @@ struct ReqProbe {
     params: Option<Value>,
 }
 
+/// A message's params as a value. Params too deep for a `Value` (over serde_json's nesting limit)
+/// stand in as their exact text, so such a request still matches itself byte for byte.
+pub fn params_of(message: &[u8]) -> Option<Value> {
+    match serde_json::from_slice::<ReqProbe>(message) {
+        Ok(p) => p.params,
+        Err(_) => {
+            let obj: crate::wire::rewrite::RawObject<'_> = serde_json::from_slice(message).ok()?;
+            Some(Value::String(format!(
+                "(unparsed params) {}",
+                obj.get("params")?.get()
+            )))
+        }
+    }
+}
+
 fn progress_token(params: Option<&Value>, in_meta: bool) -> Option<String> {
     let p = params?;
-    let t = if in_meta { p.get("_meta")?.get("progressToken")? } else { p.get("progressToken")? };
+    let t = if in_meta {
+        p.get("_meta")?.get("progressToken")?
+    } else {
+        p.get("progressToken")?
+    };
     Some(canonical(t))
 }
 
@@ -115,7 +138,7 @@ impl TapeIndex {
         let mut chosen: Option<String> = server.map(str::to_string);
         let mut b = Builder::default();
         loop {
-            let item = match reader.next()? {
+            let item = match reader.next_item()? {
                 None => break,
                 Some(item) => item,
             };
@@ -133,15 +156,22 @@ impl TapeIndex {
                     if m.server != label.as_str() {
                         continue;
                     }
-                    let (meta, params) = meta_of(&item, m)
-                        .map_err(|message| TapeError::Malformed { path: path.to_path_buf(), line: item.line, message })?;
+                    let (meta, params) =
+                        meta_of(&item, m).map_err(|message| TapeError::Malformed {
+                            path: path.to_path_buf(),
+                            line: item.line,
+                            message,
+                        })?;
                     b.add(meta, params);
                 }
             }
         }
         let warnings = reader.warnings().to_vec();
         let server = chosen.unwrap_or_else(|| super::format::DEFAULT_SERVER.to_string());
-        let file = File::open(path).map_err(|e| TapeError::Io { path: path.to_path_buf(), source: e })?;
+        let file = File::open(path).map_err(|e| TapeError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
         Ok(TapeIndex {
             path: path.to_path_buf(),
             header,
@@ -186,8 +216,11 @@ impl TapeIndex {
     /// A request's params as they take part in matching.
     pub fn request_match_params(&self, m: &MsgMeta) -> io::Result<Value> {
         let text = self.read_bytes(m)?;
-        let probe: ReqProbe = serde_json::from_slice(&text).map_err(io::Error::other)?;
-        Ok(match_key(m.method.as_deref().unwrap_or_default(), probe.params.as_ref()).1)
+        Ok(match_key(
+            m.method.as_deref().unwrap_or_default(),
+            params_of(&text).as_ref(),
+        )
+        .1)
     }
 
     fn read_at(&self, offset: u64, len: u32) -> io::Result<Vec<u8>> {
@@ -203,7 +236,9 @@ fn meta_of(item: &Item<'_>, m: &MsgLine<'_>) -> Result<(MsgMeta, Option<Value>),
         let (offset, len) = span(raw.get());
         Body::Json { offset, len }
     } else if m.kind == Kind::Oversize {
-        Body::Oversize { len: m.len.unwrap_or(0) }
+        Body::Oversize {
+            len: m.len.unwrap_or(0),
+        }
     } else if m.text.is_some() || m.b64.is_some() {
         // Locate the string literal itself: re-scan the line for the field's raw value.
         let raw: RawFields<'_> = serde_json::from_slice(item.raw).map_err(|e| e.to_string())?;
@@ -222,10 +257,7 @@ fn meta_of(item: &Item<'_>, m: &MsgLine<'_>) -> Result<(MsgMeta, Option<Value>),
         return Err(format!("{} message has no body (msg, text or b64)", m.kind));
     };
     let params = match (m.dir, m.kind, m.msg) {
-        (_, Kind::Request | Kind::Notification, Some(raw)) => {
-            let p: ReqProbe = serde_json::from_str(raw.get()).map_err(|e| format!("message body: {e}"))?;
-            p.params
-        }
+        (_, Kind::Request | Kind::Notification, Some(raw)) => params_of(raw.get().as_bytes()),
         _ => None,
     };
     let meta = MsgMeta {
@@ -290,17 +322,21 @@ impl Builder {
                             self.open_by_token.insert(t, ex);
                         }
                     }
-                    (Kind::Response | Kind::Error, Some(id)) => match self.server_requests.remove(&id) {
-                        Some((Some(ex), req)) => {
-                            self.exchanges[ex].client_answers.insert(req, idx);
-                        }
-                        Some((None, req)) => {
-                            if let Some(s) = self.standalone.iter_mut().rev().find(|s| s.msg == req) {
-                                s.client_answer = Some(idx);
+                    (Kind::Response | Kind::Error, Some(id)) => {
+                        match self.server_requests.remove(&id) {
+                            Some((Some(ex), req)) => {
+                                self.exchanges[ex].client_answers.insert(req, idx);
                             }
+                            Some((None, req)) => {
+                                if let Some(s) =
+                                    self.standalone.iter_mut().rev().find(|s| s.msg == req)
+                                {
+                                    s.client_answer = Some(idx);
+                                }
+                            }
+                            None => {}
                         }
-                        None => {}
-                    },
+                    }
                     _ => {}
                 }
                 self.c2s_count += 1;
@@ -318,14 +354,19 @@ impl Builder {
                 }
                 (k, id) => {
                     let by_token = if method.as_deref() == Some("notifications/progress") {
-                        progress_token(params.as_ref(), false).and_then(|t| self.open_by_token.get(&t).copied())
+                        progress_token(params.as_ref(), false)
+                            .and_then(|t| self.open_by_token.get(&t).copied())
                     } else {
                         None
                     };
                     let ex = by_token.or_else(|| self.open.last().copied());
                     match ex {
                         Some(ex) => self.exchanges[ex].during.push(idx),
-                        None => self.standalone.push(Standalone { point: self.c2s_count, msg: idx, client_answer: None }),
+                        None => self.standalone.push(Standalone {
+                            point: self.c2s_count,
+                            msg: idx,
+                            client_answer: None,
+                        }),
                     }
                     if let (Kind::Request, Some(id)) = (k, id) {
                         self.server_requests.insert(id, (ex, idx));

@@ -11,3 +11,141 @@ pub use format::{End, ExitInfo, Header, ServerDecl, DEFAULT_SERVER};
 pub use index::TapeIndex;
 pub use reader::{Entry, Item, TapeError, TapeReader, Warning};
 pub use writer::TapeWriter;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Dir, Framer};
+    use std::io::Write;
+    use std::time::Instant;
+
+    fn write_session(path: &std::path::Path, lines: &[(Dir, &[u8])]) -> End {
+        let mut w = TapeWriter::create(path).unwrap();
+        w.declare_server(ServerDecl {
+            server: DEFAULT_SERVER.into(),
+            transport: "stdio".into(),
+            command: Some(vec!["srv".into()]),
+            cwd: None,
+            url: None,
+            t_us: 0,
+        })
+        .unwrap();
+        for (dir, bytes) in lines {
+            let mut f = Framer::new(1024);
+            f.push(bytes, |fr| {
+                w.message(DEFAULT_SERVER, *dir, &fr, Instant::now())
+            });
+            f.finish(|fr| w.message(DEFAULT_SERVER, *dir, &fr, Instant::now()));
+            w.commit().unwrap();
+        }
+        w.finish(
+            Some(ExitInfo {
+                code: Some(0),
+                signal: None,
+            }),
+            Some("test".into()),
+        )
+        .unwrap()
+    }
+
+    const SESSION: &[(Dir, &[u8])] = &[
+        (Dir::C2S, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"a\"}}\n"),
+        (Dir::S2C, b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n"),
+        (Dir::S2C, b"banner: not json\n"),
+        (Dir::S2C, b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"x\": \"\xe2\x82\xac\"}}\r\n"),
+        (Dir::C2S, b"{\"bad\":\"\xff\"}\n"),
+    ];
+
+    #[test]
+    fn round_trip_keeps_every_message_verbatim() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let end = write_session(&path, SESSION);
+        assert_eq!((end.messages, end.exchanges, end.raw), (5, 1, 2));
+        let index = TapeIndex::load(&path, None).unwrap();
+        assert!(index.warnings.is_empty(), "{:?}", index.warnings);
+        assert_eq!(index.msgs.len(), 5);
+        for (m, (_, raw)) in index.msgs.iter().zip(SESSION) {
+            let raw = raw.strip_suffix(b"\n").unwrap();
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            assert_eq!(index.read_bytes(m).unwrap(), raw, "line {}", m.line);
+        }
+        assert_eq!(index.exchanges.len(), 1);
+        assert_eq!(
+            index.exchanges[0].during.len(),
+            2,
+            "the notification and the banner"
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+                0o600
+            );
+        }
+    }
+
+    #[test]
+    fn a_torn_last_line_and_a_missing_end_are_warnings() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        write_session(&path, SESSION);
+        let text = std::fs::read(&path).unwrap();
+        // Drop the end line and cut the last message line in half.
+        let lines: Vec<&[u8]> = text.split_inclusive(|&b| b == b'\n').collect();
+        let mut cut = lines[..lines.len() - 2].concat();
+        let last = lines[lines.len() - 2];
+        cut.extend_from_slice(&last[..last.len() / 2]);
+        std::fs::write(&path, &cut).unwrap();
+        let index = TapeIndex::load(&path, None).unwrap();
+        assert_eq!(index.msgs.len(), 4);
+        assert!(
+            matches!(index.warnings[0], Warning::TornLastLine { line: 7, .. }),
+            "{:?}",
+            index.warnings
+        );
+        assert!(index.warnings.contains(&Warning::NotClosed));
+    }
+
+    #[test]
+    fn a_malformed_middle_line_is_an_error_naming_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        write_session(&path, SESSION);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let third = bytes
+            .iter()
+            .enumerate()
+            .filter(|(_, &b)| b == b'\n')
+            .nth(2)
+            .unwrap()
+            .0;
+        bytes.insert(third + 1, b'#');
+        std::fs::write(&path, &bytes).unwrap();
+        let err = TapeIndex::load(&path, None).err().expect("malformed");
+        assert!(matches!(err, TapeError::Malformed { line: 4, .. }), "{err}");
+        assert!(err.to_string().contains("line 4"), "{err}");
+    }
+
+    #[test]
+    fn newer_major_versions_are_refused_and_unknown_line_types_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut f = std::fs::File::create(&path).unwrap();
+        writeln!(
+            f,
+            r#"{{"type":"header","format":"mcptape","version":2,"created":"x","tool":"t"}}"#
+        )
+        .unwrap();
+        let err = TapeReader::open(&path).err().expect("too new");
+        assert!(matches!(err, TapeError::TooNew { version: 2, .. }));
+        let mut f = std::fs::File::create(&path).unwrap();
+        writeln!(f, r#"{{"type":"header","format":"mcptape","version":1,"minor":7,"created":"x","tool":"t"}}"#).unwrap();
+        writeln!(f, r#"{{"type":"hologram","x":1}}"#).unwrap();
+        writeln!(f, r#"{{"type":"end","t_us":1,"messages":0,"exchanges":0}}"#).unwrap();
+        let index = TapeIndex::load(&path, None).unwrap();
+        assert!(index.warnings.is_empty());
+        assert!(index.end.is_some());
+    }
+}

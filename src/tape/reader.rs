@@ -14,7 +14,11 @@ pub enum TapeError {
     #[error("reading tape {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
     #[error("{}: line {line}: {message}", path.display())]
-    Malformed { path: PathBuf, line: u64, message: String },
+    Malformed {
+        path: PathBuf,
+        line: u64,
+        message: String,
+    },
     #[error("{}: not an mcptape tape ({why})", path.display())]
     NotATape { path: PathBuf, why: String },
     #[error("{}: tape format version {version} is newer than this mcptape reads (up to {VERSION}); upgrade mcptape", path.display())]
@@ -90,28 +94,49 @@ pub struct TapeReader {
 impl TapeReader {
     pub fn open(path: &Path) -> Result<TapeReader, TapeError> {
         let file = File::open(path).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => TapeError::NotFound { path: path.to_path_buf() },
-            _ => TapeError::Io { path: path.to_path_buf(), source: e },
+            io::ErrorKind::NotFound => TapeError::NotFound {
+                path: path.to_path_buf(),
+            },
+            _ => TapeError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            },
         })?;
         let mut input = BufReader::with_capacity(256 * 1024, file);
         let mut buf = Vec::new();
         let n = input
             .read_until(b'\n', &mut buf)
-            .map_err(|e| TapeError::Io { path: path.to_path_buf(), source: e })?;
-        let not_a_tape = |why: String| TapeError::NotATape { path: path.to_path_buf(), why };
+            .map_err(|e| TapeError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+        let not_a_tape = |why: String| TapeError::NotATape {
+            path: path.to_path_buf(),
+            why,
+        };
         if n == 0 {
             return Err(not_a_tape("the file is empty".into()));
         }
         let header: Header = match serde_json::from_slice::<TypeProbe<'_>>(&buf) {
-            Ok(p) if p.ty == "header" => serde_json::from_slice(&buf).map_err(|e| not_a_tape(format!("bad header: {e}")))?,
-            Ok(p) => return Err(not_a_tape(format!("first line is of type {:?}, expected \"header\"", p.ty))),
+            Ok(p) if p.ty == "header" => {
+                serde_json::from_slice(&buf).map_err(|e| not_a_tape(format!("bad header: {e}")))?
+            }
+            Ok(p) => {
+                return Err(not_a_tape(format!(
+                    "first line is of type {:?}, expected \"header\"",
+                    p.ty
+                )))
+            }
             Err(_) => return Err(not_a_tape("the first line is not a JSON header".into())),
         };
         if header.format != FORMAT_NAME {
             return Err(not_a_tape(format!("format is {:?}", header.format)));
         }
         if header.version > VERSION {
-            return Err(TapeError::TooNew { path: path.to_path_buf(), version: header.version });
+            return Err(TapeError::TooNew {
+                path: path.to_path_buf(),
+                version: header.version,
+            });
         }
         Ok(TapeReader {
             input,
@@ -149,14 +174,17 @@ impl TapeReader {
         &self.warnings
     }
 
-    pub fn next(&mut self) -> Result<Option<Item<'_>>, TapeError> {
+    pub fn next_item(&mut self) -> Result<Option<Item<'_>>, TapeError> {
         loop {
             self.buf.clear();
             self.offset = self.next_offset;
             let n = self
                 .input
                 .read_until(b'\n', &mut self.buf)
-                .map_err(|e| TapeError::Io { path: self.path.clone(), source: e })?;
+                .map_err(|e| TapeError::Io {
+                    path: self.path.clone(),
+                    source: e,
+                })?;
             if n == 0 {
                 if !self.saw_end && !self.warnings.contains(&Warning::NotClosed) {
                     self.warnings.push(Warning::NotClosed);
@@ -170,7 +198,15 @@ impl TapeReader {
             }
         }
         // Disjoint field borrows: the entry borrows `buf` while the bookkeeping fields change.
-        let TapeReader { buf, warnings, saw_end, line, path, offset, .. } = self;
+        let TapeReader {
+            buf,
+            warnings,
+            saw_end,
+            line,
+            path,
+            offset,
+            ..
+        } = self;
         match parse_entry(buf) {
             Ok(entry) => {
                 if let Entry::End(end) = &entry {
@@ -179,17 +215,29 @@ impl TapeReader {
                         warnings.push(Warning::Incomplete);
                     }
                 }
-                Ok(Some(Item { entry, raw: buf, offset: *offset, line: *line }))
+                Ok(Some(Item {
+                    entry,
+                    raw: buf,
+                    offset: *offset,
+                    line: *line,
+                }))
             }
             Err(_) if buf.last() != Some(&b'\n') => {
                 // Only the very last line can lack its newline: a write cut short.
-                warnings.push(Warning::TornLastLine { line: *line, bytes: buf.len() });
+                warnings.push(Warning::TornLastLine {
+                    line: *line,
+                    bytes: buf.len(),
+                });
                 if !*saw_end {
                     warnings.push(Warning::NotClosed);
                 }
                 Ok(None)
             }
-            Err(message) => Err(TapeError::Malformed { path: path.clone(), line: *line, message }),
+            Err(message) => Err(TapeError::Malformed {
+                path: path.clone(),
+                line: *line,
+                message,
+            }),
         }
     }
 }
@@ -197,13 +245,22 @@ impl TapeReader {
 fn parse_entry(buf: &[u8]) -> Result<Entry<'_>, String> {
     // The writer always puts `type` first; recognising message lines by prefix saves a parse.
     if buf.starts_with(br#"{"type":"msg","#) {
-        return serde_json::from_slice(buf).map(Entry::Msg).map_err(|e| format!("bad msg line: {e}"));
+        return serde_json::from_slice(buf)
+            .map(Entry::Msg)
+            .map_err(|e| format!("bad msg line: {e}"));
     }
-    let probe: TypeProbe<'_> = serde_json::from_slice(buf).map_err(|e| format!("not a JSON tape line: {e}"))?;
+    let probe: TypeProbe<'_> =
+        serde_json::from_slice(buf).map_err(|e| format!("not a JSON tape line: {e}"))?;
     match probe.ty.as_ref() {
-        "msg" => serde_json::from_slice(buf).map(Entry::Msg).map_err(|e| format!("bad msg line: {e}")),
-        "server" => serde_json::from_slice(buf).map(Entry::Server).map_err(|e| format!("bad server line: {e}")),
-        "end" => serde_json::from_slice(buf).map(Entry::End).map_err(|e| format!("bad end line: {e}")),
+        "msg" => serde_json::from_slice(buf)
+            .map(Entry::Msg)
+            .map_err(|e| format!("bad msg line: {e}")),
+        "server" => serde_json::from_slice(buf)
+            .map(Entry::Server)
+            .map_err(|e| format!("bad server line: {e}")),
+        "end" => serde_json::from_slice(buf)
+            .map(Entry::End)
+            .map_err(|e| format!("bad end line: {e}")),
         "header" => Err("a second header line".into()),
         _ => Ok(Entry::Unknown),
     }

@@ -29,13 +29,22 @@ pub fn tapes_dir() -> PathBuf {
 /// A tape argument is a path when it contains a path separator or ends in `.jsonl`;
 /// otherwise it is a name in the tape store.
 pub fn looks_like_path(arg: &str) -> bool {
-    arg.contains('/') || arg.contains(std::path::MAIN_SEPARATOR) || arg.ends_with(".jsonl") || arg == "." || arg == ".."
+    arg.contains('/')
+        || arg.contains(std::path::MAIN_SEPARATOR)
+        || arg.ends_with(".jsonl")
+        || arg == "."
+        || arg == ".."
 }
 
 /// Checks a tape name: letters, digits, `.`, `_`, `-`; not starting with `.` or `-`; at most
 /// 128 characters. That keeps every name a plain file inside the tapes folder.
 pub fn validate_name(name: &str) -> Result<(), NameError> {
-    let err = |why| Err(NameError { name: name.to_string(), why });
+    let err = |why| {
+        Err(NameError {
+            name: name.to_string(),
+            why,
+        })
+    };
     if name.is_empty() {
         return err("it is empty");
     }
@@ -45,7 +54,10 @@ pub fn validate_name(name: &str) -> Result<(), NameError> {
     if name.starts_with('.') || name.starts_with('-') {
         return err("it starts with '.' or '-'");
     }
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) {
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
         return err("only letters, digits, '.', '_' and '-' are allowed (use a path with '/' for anything else)");
     }
     Ok(())
@@ -64,18 +76,50 @@ pub fn resolve(arg: &str) -> Result<PathBuf, NameError> {
 pub fn default_name(command: &[String]) -> String {
     let program = command
         .iter()
-        .map(|a| Path::new(a).file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default())
-        .find(|a| !matches!(a.as_str(), "npx" | "node" | "python" | "python3" | "uv" | "uvx" | "-y" | "run" | "bunx" | "deno" | "sh" | "bash" | "env") && !a.starts_with('-'))
+        .map(|a| {
+            Path::new(a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .find(|a| {
+            !matches!(
+                a.as_str(),
+                "npx"
+                    | "node"
+                    | "python"
+                    | "python3"
+                    | "uv"
+                    | "uvx"
+                    | "-y"
+                    | "run"
+                    | "bunx"
+                    | "deno"
+                    | "sh"
+                    | "bash"
+                    | "env"
+            ) && !a.starts_with('-')
+        })
         .unwrap_or_else(|| "session".into());
     let clean: String = program
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
         .take(40)
         .collect();
     let clean = clean.trim_start_matches(['-', '.']).to_string();
     let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let stamp: String = stamp.chars().filter(|c| c.is_ascii_digit()).collect();
-    let name = format!("{}-{}", if clean.is_empty() { "session" } else { &clean }, &stamp[..14.min(stamp.len())]);
+    let name = format!(
+        "{}-{}",
+        if clean.is_empty() { "session" } else { &clean },
+        &stamp[..14.min(stamp.len())]
+    );
     name
 }
 
@@ -116,7 +160,16 @@ mod tests {
 
     #[test]
     fn names_cannot_escape() {
-        for bad in ["", ".hidden", "-x", "a b", "a\\b", "é", "a:b", &"x".repeat(129)] {
+        for bad in [
+            "",
+            ".hidden",
+            "-x",
+            "a b",
+            "a\\b",
+            "é",
+            "a:b",
+            &"x".repeat(129),
+        ] {
             assert!(validate_name(bad).is_err(), "{bad:?} should be refused");
         }
         for good in ["demo", "my-server_2.v1", "A1"] {
@@ -130,7 +183,11 @@ mod tests {
 
     #[test]
     fn default_names_skip_launchers() {
-        let n = default_name(&["npx".into(), "-y".into(), "@modelcontextprotocol/server-memory".into()]);
+        let n = default_name(&[
+            "npx".into(),
+            "-y".into(),
+            "@modelcontextprotocol/server-memory".into(),
+        ]);
         assert!(n.starts_with("server-memory-"), "{n}");
         validate_name(&n).unwrap();
     }

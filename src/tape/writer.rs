@@ -99,7 +99,11 @@ impl TapeWriter {
                 p.extend_from_slice(b"oversize\",\"len\":");
                 p.extend_from_slice(len.to_string().as_bytes());
                 p.extend_from_slice(b",\"b64\":\"");
-                p.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(head).as_bytes());
+                p.extend_from_slice(
+                    base64::engine::general_purpose::STANDARD
+                        .encode(head)
+                        .as_bytes(),
+                );
                 p.extend_from_slice(b"\"}\n");
             }
             Frame::Line(line) => {
@@ -137,7 +141,11 @@ impl TapeWriter {
                         }
                         Err(_) => {
                             p.extend_from_slice(b",\"b64\":\"");
-                            p.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(line.bytes).as_bytes());
+                            p.extend_from_slice(
+                                base64::engine::general_purpose::STANDARD
+                                    .encode(line.bytes)
+                                    .as_bytes(),
+                            );
                             p.push(b'"');
                         }
                     }
@@ -184,7 +192,10 @@ impl TapeWriter {
             self.pending.clear();
             let msg = e.to_string();
             self.failed = Some(e);
-            return Err(io::Error::other(format!("writing tape {}: {msg}", self.path.display())));
+            return Err(io::Error::other(format!(
+                "writing tape {}: {msg}",
+                self.path.display()
+            )));
         }
         self.pending.clear();
         Ok(())

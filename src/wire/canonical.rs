@@ -79,7 +79,11 @@ fn diff_into(path: String, left: Option<&Value>, right: Option<&Value>, out: &mu
             }
         }
         (a, b) if a == b => {}
-        (a, b) => out.push(Difference { path, left: a.cloned(), right: b.cloned() }),
+        (a, b) => out.push(Difference {
+            path,
+            left: a.cloned(),
+            right: b.cloned(),
+        }),
     }
 }
 
@@ -91,7 +95,13 @@ fn child_path(parent: &str, key: &str) -> String {
     if simple {
         let _ = write!(p, ".{key}");
     } else {
-        let _ = write!(p, "[{}]", serde_json::to_string(key).expect("string serializes").replace('"', "'"));
+        let _ = write!(
+            p,
+            "[{}]",
+            serde_json::to_string(key)
+                .expect("string serializes")
+                .replace('"', "'")
+        );
     }
     p
 }
@@ -125,7 +135,8 @@ mod tests {
 
     #[test]
     fn volatile_meta_is_stripped() {
-        let p = json!({"name":"t","_meta":{"progressToken":7,"io.modelcontextprotocol/clientInfo":{}}});
+        let p =
+            json!({"name":"t","_meta":{"progressToken":7,"io.modelcontextprotocol/clientInfo":{}}});
         assert_eq!(match_params(Some(&p)), json!({"name":"t"}));
         let p = json!({"_meta":{"progressToken":7,"keep":1}});
         assert_eq!(match_params(Some(&p)), json!({"_meta":{"keep":1}}));
@@ -139,7 +150,10 @@ mod tests {
         let b = json!({"name":"add","arguments":{"a":1,"b":3},"list":[1]});
         let d = differences(&a, &b);
         let paths: Vec<_> = d.iter().map(|d| d.path.as_str()).collect();
-        assert_eq!(paths, ["$.arguments.b", "$.arguments['weird key']", "$.list[1]"]);
+        assert_eq!(
+            paths,
+            ["$.arguments.b", "$.arguments['weird key']", "$.list[1]"]
+        );
         assert_eq!(d[0].left, Some(json!(2)));
         assert_eq!(d[0].right, Some(json!(3)));
         assert_eq!(d[2].right, None);

@@ -73,16 +73,31 @@ struct Probe<'a> {
 }
 
 pub fn classify(bytes: &[u8]) -> Classified {
-    let not = |kind, problem: String| Classified { kind, id: None, method: None, problem: Some(problem) };
+    let not = |kind, problem: String| Classified {
+        kind,
+        id: None,
+        method: None,
+        problem: Some(problem),
+    };
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
-        Err(e) => return not(Kind::NotJson, format!("invalid UTF-8 at byte {}", e.valid_up_to())),
+        Err(e) => {
+            return not(
+                Kind::NotJson,
+                format!("invalid UTF-8 at byte {}", e.valid_up_to()),
+            )
+        }
     };
     match text.trim_start().as_bytes().first() {
         Some(b'{') => {}
         Some(b'[') => {
             return match serde_json::from_str::<&RawValue>(text) {
-                Ok(_) => Classified { kind: Kind::Batch, id: None, method: None, problem: None },
+                Ok(_) => Classified {
+                    kind: Kind::Batch,
+                    id: None,
+                    method: None,
+                    problem: None,
+                },
                 Err(e) => not(Kind::NotJson, e.to_string()),
             }
         }
@@ -121,7 +136,12 @@ pub fn classify(bytes: &[u8]) -> Classified {
             }
         }
     };
-    Classified { kind, id, method, problem: None }
+    Classified {
+        kind,
+        id,
+        method,
+        problem: None,
+    }
 }
 
 #[cfg(test)]
@@ -136,13 +156,34 @@ mod tests {
     #[test]
     fn kinds_ids_and_methods() {
         let s = |x: &str| Some(x.to_string());
-        assert_eq!(k(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), (Kind::Request, s("1"), s("ping")));
-        assert_eq!(k(br#"{"jsonrpc":"2.0","id":"a b","method":"x"}"#), (Kind::Request, s("\"a b\""), s("x")));
-        assert_eq!(k(br#"{"id":1.0,"method":"x"}"#), (Kind::Request, s("1.0"), s("x")));
-        assert_eq!(k(br#"{"method":"notifications/initialized"}"#), (Kind::Notification, None, s("notifications/initialized")));
-        assert_eq!(k(br#"{"id":7,"result":{}}"#), (Kind::Response, s("7"), None));
-        assert_eq!(k(br#"{"id":7,"error":{"code":-1,"message":"m"}}"#), (Kind::Error, s("7"), None));
-        assert_eq!(k(br#"{"id":null,"error":{"code":-32700,"message":"m"}}"#), (Kind::Error, None, None));
+        assert_eq!(
+            k(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            (Kind::Request, s("1"), s("ping"))
+        );
+        assert_eq!(
+            k(br#"{"jsonrpc":"2.0","id":"a b","method":"x"}"#),
+            (Kind::Request, s("\"a b\""), s("x"))
+        );
+        assert_eq!(
+            k(br#"{"id":1.0,"method":"x"}"#),
+            (Kind::Request, s("1.0"), s("x"))
+        );
+        assert_eq!(
+            k(br#"{"method":"notifications/initialized"}"#),
+            (Kind::Notification, None, s("notifications/initialized"))
+        );
+        assert_eq!(
+            k(br#"{"id":7,"result":{}}"#),
+            (Kind::Response, s("7"), None)
+        );
+        assert_eq!(
+            k(br#"{"id":7,"error":{"code":-1,"message":"m"}}"#),
+            (Kind::Error, s("7"), None)
+        );
+        assert_eq!(
+            k(br#"{"id":null,"error":{"code":-32700,"message":"m"}}"#),
+            (Kind::Error, None, None)
+        );
         assert_eq!(k(br#"[{"id":1,"method":"a"}]"#).0, Kind::Batch);
         assert_eq!(k(b"hello").0, Kind::NotJson);
         assert_eq!(k(b"{\"a\":").0, Kind::NotJson);
@@ -150,8 +191,18 @@ mod tests {
         assert_eq!(k(br#"{"method":5}"#).0, Kind::Invalid);
         assert_eq!(k(br#"{"x":1}"#).0, Kind::Invalid);
         assert_eq!(k(b"{\"method\":\"\xff\"}").0, Kind::NotJson);
+        // Deep nesting is valid JSON: classified without recursion (serde_json skips raw values
+        // iteratively), never a stack overflow.
         let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
-        assert_eq!(k(deep.as_bytes()).0, Kind::NotJson);
+        assert_eq!(k(deep.as_bytes()).0, Kind::Batch);
+        let deep = format!(
+            r#"{{"id":1,"method":"m","params":{}{}}}"#,
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
+        assert_eq!(k(deep.as_bytes()).0, Kind::Request);
+        let torn = "[".repeat(10_000);
+        assert_eq!(k(torn.as_bytes()).0, Kind::NotJson);
     }
 
     #[test]

@@ -43,7 +43,12 @@ pub struct Framer {
 
 impl Framer {
     pub fn new(max: usize) -> Self {
-        Framer { buf: Vec::new(), max: max.max(1), oversize: None, at_stream_start: true }
+        Framer {
+            buf: Vec::new(),
+            max: max.max(1),
+            oversize: None,
+            at_stream_start: true,
+        }
     }
 
     /// Feeds one chunk; calls `emit` for every frame it completes, in order.
@@ -54,7 +59,10 @@ impl Framer {
                     let (head, rest) = (&chunk[..pos], &chunk[pos + 1..]);
                     chunk = rest;
                     if let Some((len, kept)) = self.oversize.take() {
-                        emit(Frame::Oversize { len: len + head.len() as u64, head: kept });
+                        emit(Frame::Oversize {
+                            len: len + head.len() as u64,
+                            head: kept,
+                        });
                         continue;
                     }
                     if self.buf.is_empty() {
@@ -133,7 +141,12 @@ impl Framer {
             bytes = &bytes[..bytes.len() - 1];
             crlf = true;
         }
-        Line { bytes, crlf, unterminated, bom }
+        Line {
+            bytes,
+            crlf,
+            unterminated,
+            bom,
+        }
     }
 }
 
@@ -200,7 +213,10 @@ mod tests {
             let out = run(100, &input, chunk);
             assert_eq!(out.len(), 3, "chunk size {chunk}");
             assert_eq!(out[0], Owned::Over(1000, vec![b'x'; OVERSIZE_HEAD]));
-            assert_eq!(out[1], Owned::Line(b"{\"ok\":true}".to_vec(), false, false, false));
+            assert_eq!(
+                out[1],
+                Owned::Line(b"{\"ok\":true}".to_vec(), false, false, false)
+            );
             assert_eq!(out[2], Owned::Over(700, vec![b'y'; OVERSIZE_HEAD]));
         }
     }
@@ -210,13 +226,19 @@ mod tests {
         let mut input = vec![b'z'; 100];
         input.push(b'\n');
         for chunk in [1, 10, 101] {
-            assert_eq!(run(100, &input, chunk), vec![Owned::Line(vec![b'z'; 100], false, false, false)]);
+            assert_eq!(
+                run(100, &input, chunk),
+                vec![Owned::Line(vec![b'z'; 100], false, false, false)]
+            );
         }
     }
 
     #[test]
     fn bom_only_counts_at_stream_start() {
         let out = run(100, b"{}\n\xEF\xBB\xBF{}\n", 3);
-        assert_eq!(out[1], Owned::Line(b"\xEF\xBB\xBF{}".to_vec(), false, false, false));
+        assert_eq!(
+            out[1],
+            Owned::Line(b"\xEF\xBB\xBF{}".to_vec(), false, false, false)
+        );
     }
 }

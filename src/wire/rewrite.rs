@@ -19,7 +19,9 @@ impl<'de> serde::Deserialize<'de> for RawObject<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut out = Vec::new();
-                while let Some((k, v)) = map.next_entry::<std::borrow::Cow<'de, str>, &'de RawValue>()? {
+                while let Some((k, v)) =
+                    map.next_entry::<std::borrow::Cow<'de, str>, &'de RawValue>()?
+                {
                     out.push((k, v));
                 }
                 Ok(RawObject(out))
@@ -36,7 +38,14 @@ impl RawObject<'_> {
 
     /// Serializes back, replacing (or appending) `key` with `value` (raw JSON text).
     pub fn to_string_with(&self, key: &str, value: &str) -> String {
-        let mut out = String::with_capacity(self.0.iter().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + value.len() + 16);
+        let mut out = String::with_capacity(
+            self.0
+                .iter()
+                .map(|(k, v)| k.len() + v.get().len() + 4)
+                .sum::<usize>()
+                + value.len()
+                + 16,
+        );
         out.push('{');
         let mut replaced = false;
         for (i, (k, v)) in self.0.iter().enumerate() {
@@ -74,7 +83,9 @@ pub fn with_id(message: &str, id: &str) -> Result<String, serde_json::Error> {
 /// A `notifications/progress` message with `params.progressToken` replaced by `token`.
 pub fn with_progress_token(message: &str, token: &str) -> Result<String, serde_json::Error> {
     let obj: RawObject<'_> = serde_json::from_str(message)?;
-    let Some(params) = obj.get("params") else { return Ok(message.to_string()) };
+    let Some(params) = obj.get("params") else {
+        return Ok(message.to_string());
+    };
     let params: RawObject<'_> = serde_json::from_str(params.get())?;
     let new_params = params.to_string_with("progressToken", token);
     Ok(obj.to_string_with("params", &new_params))
@@ -87,12 +98,16 @@ mod tests {
     #[test]
     fn id_is_replaced_and_the_rest_kept_byte_for_byte() {
         let m = r#"{"jsonrpc":"2.0","id":3,"result":{"z": 1,  "a":[1, 2]}}"#;
-        assert_eq!(with_id(m, r#""abc""#).unwrap(), r#"{"jsonrpc":"2.0","id":"abc","result":{"z": 1,  "a":[1, 2]}}"#);
+        assert_eq!(
+            with_id(m, r#""abc""#).unwrap(),
+            r#"{"jsonrpc":"2.0","id":"abc","result":{"z": 1,  "a":[1, 2]}}"#
+        );
     }
 
     #[test]
     fn progress_token_is_replaced() {
-        let m = r#"{"method":"notifications/progress","params":{"progressToken":"r1","progress":1}}"#;
+        let m =
+            r#"{"method":"notifications/progress","params":{"progressToken":"r1","progress":1}}"#;
         assert_eq!(
             with_progress_token(m, "42").unwrap(),
             r#"{"method":"notifications/progress","params":{"progressToken":42,"progress":1}}"#
