@@ -147,12 +147,31 @@ pub fn show(path: &Path, server: Option<&str>) -> Result<ShowDoc, TapeError> {
     let mut latency_of = vec![None; index.msgs.len()];
     for ex in &index.exchanges {
         let req = &index.msgs[ex.request];
-        let target = call_target(&index, req);
+        let target = index.call_target(req);
         target_of[ex.request] = target.clone();
         if let Some(r) = ex.response {
             method_of[r] = req.method.clone();
             target_of[r] = target;
             latency_of[r] = Some(index.msgs[r].t_us.saturating_sub(req.t_us));
+        }
+        // The client's answers to server requests (sampling, roots…) carry that request's method.
+        for (&server_req, &answer) in &ex.client_answers {
+            method_of[answer] = index.msgs[server_req].method.clone();
+            latency_of[answer] = Some(
+                index.msgs[answer]
+                    .t_us
+                    .saturating_sub(index.msgs[server_req].t_us),
+            );
+        }
+    }
+    for s in &index.standalone {
+        if let Some(answer) = s.client_answer {
+            method_of[answer] = index.msgs[s.msg].method.clone();
+            latency_of[answer] = Some(
+                index.msgs[answer]
+                    .t_us
+                    .saturating_sub(index.msgs[s.msg].t_us),
+            );
         }
     }
     let messages = index
@@ -180,17 +199,6 @@ pub fn show(path: &Path, server: Option<&str>) -> Result<ShowDoc, TapeError> {
         exchanges: index.exchanges.len(),
         messages,
     })
-}
-
-fn call_target(index: &TapeIndex, req: &MsgMeta) -> Option<String> {
-    let key = match req.method.as_deref()? {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
-        _ => return None,
-    };
-    let text = index.read_bytes(req).ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
-    v.get("params")?.get(key)?.as_str().map(str::to_string)
 }
 
 pub fn show_table(doc: &ShowDoc) -> String {
@@ -236,7 +244,7 @@ pub fn show_table(doc: &ShowDoc) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:>5}  {:>10}  {:3}  {:12}  {:32}  {:>6}  {:>10}",
+        "{:>5}  {:>10}  {:3}  {:12}  {:44}  {:>6}  {:>10}",
         "SEQ", "TIME", "DIR", "KIND", "METHOD / TARGET", "ID", "LATENCY"
     );
     for r in &doc.messages {
@@ -252,12 +260,12 @@ pub fn show_table(doc: &ShowDoc) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{:>5}  {:>8.3} s  {:^3}  {:12}  {:32}  {:>6}  {:>10}",
+            "{:>5}  {:>8.3} s  {:^3}  {:12}  {:44}  {:>6}  {:>10}",
             r.seq,
             r.t_us as f64 / 1e6,
             r.dir.arrow(),
             r.kind.as_str(),
-            truncate(&what, 32),
+            truncate(&what, 44),
             truncate(&id, 6),
             latency
         );

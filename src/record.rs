@@ -6,7 +6,7 @@
 //! its own read costs less latency than a reactor hop.
 
 use crate::tape::{End, ExitInfo, ServerDecl, TapeWriter};
-use crate::wire::{Dir, Framer};
+use crate::wire::{Dir, Frame, Framer};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
@@ -312,7 +312,10 @@ fn relay(
         let chunk = &buf[..n];
         let mut guard = tape.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(w) = guard.as_mut() {
-            framer.push(chunk, |frame| w.message(label, dir, &frame, at));
+            framer.push(chunk, |frame| {
+                report_oversize(&frame, dir);
+                w.message(label, dir, &frame, at)
+            });
             commit(w, warned);
         }
         drop(guard);
@@ -321,8 +324,23 @@ fn relay(
     let at = Instant::now();
     let mut guard = tape.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(w) = guard.as_mut() {
-        framer.finish(|frame| w.message(label, dir, &frame, at));
+        framer.finish(|frame| {
+            report_oversize(&frame, dir);
+            w.message(label, dir, &frame, at)
+        });
         commit(w, warned);
+    }
+}
+
+fn report_oversize(frame: &Frame<'_>, dir: Dir) {
+    if let Frame::Oversize { len, .. } = frame {
+        let who = match dir {
+            Dir::C2S => "client",
+            Dir::S2C => "server",
+        };
+        eprintln!(
+            "mcptape: a {len}-byte {who} message is over --max-message: forwarded intact, recorded as `oversize` (length and first bytes only)"
+        );
     }
 }
 

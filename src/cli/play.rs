@@ -53,8 +53,6 @@ pub fn run(a: Args) -> Result<i32> {
     // SAFETY: fds 0 and 1 are ours for the whole process; ManuallyDrop never closes them.
     let stdin = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
     let stdout = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
-    let exchanges = index.exchanges.clone();
-    let msgs = index.msgs.clone();
     let report = serve(index, opts, FdIo(stdin), FdIo(stdout));
 
     let mut summary = format!(
@@ -78,14 +76,8 @@ pub fn run(a: Args) -> Result<i32> {
             "{summary}; {} recorded exchanges never used:",
             report.unused.len()
         );
-        for &u in report.unused.iter().take(20) {
-            let req = &msgs[exchanges[u].request];
-            eprintln!(
-                "  tape line {:>5}  {} (id {})",
-                req.line,
-                req.method.as_deref().unwrap_or("?"),
-                req.id.as_deref().unwrap_or("-")
-            );
+        for u in report.unused.iter().take(20) {
+            eprintln!("  tape line {:>5}  {}", u.line, u.what);
         }
         if report.unused.len() > 20 {
             eprintln!("  … and {} more", report.unused.len() - 20);

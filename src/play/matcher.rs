@@ -123,6 +123,9 @@ impl Matcher {
         };
         // Nearest first: fewest differing paths, then unused before used, then recorded order.
         near.sort_by_key(|n| (n.differences.len(), n.used, n.seq));
+        // Keep the nearest and those about as near; far-off calls are noise, not explanation.
+        let best = near.first().map(|n| n.differences.len()).unwrap_or(0);
+        near.retain(|n| n.differences.len() <= best + 1);
         near.truncate(3);
         Miss {
             method: method.to_string(),

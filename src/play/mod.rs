@@ -4,4 +4,4 @@ pub mod explain;
 pub mod matcher;
 pub mod serve;
 
-pub use serve::{serve, Drift, PlayReport, ServeOptions};
+pub use serve::{serve, Drift, PlayReport, ServeOptions, Unused};

@@ -52,10 +52,19 @@ pub struct PlayReport {
     pub drifted: u64,
     pub misses: Vec<Miss>,
     pub drifts: Vec<Drift>,
-    /// Exchanges never served, as indexes into `TapeIndex::exchanges`.
-    pub unused: Vec<usize>,
+    /// Exchanges never served, in recorded order.
+    pub unused: Vec<Unused>,
     /// Client lines that were not requests play could answer (not JSON, batches…).
     pub rejected: u64,
+}
+
+/// A recorded exchange that was never served.
+#[derive(Debug, Clone)]
+pub struct Unused {
+    /// Tape line of its request.
+    pub line: u64,
+    /// Method, target and arguments in short.
+    pub what: String,
 }
 
 enum Incoming {
@@ -170,7 +179,17 @@ where
     emit_standalone(&shared, &mut tasks, &mut next_standalone, u64::MAX).await;
     while tasks.join_next().await.is_some() {}
 
-    let unused = matcher.unused();
+    let unused: Vec<Unused> = matcher
+        .unused()
+        .into_iter()
+        .map(|ex| {
+            let req = &shared.index.msgs[shared.index.exchanges[ex].request];
+            Unused {
+                line: req.line,
+                what: shared.index.describe_request(req),
+            }
+        })
+        .collect();
     let shared = match Arc::try_unwrap(shared) {
         Ok(s) => s,
         Err(_) => unreachable!("every task has finished"),

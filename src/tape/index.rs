@@ -223,6 +223,35 @@ impl TapeIndex {
         .1)
     }
 
+    /// The tool, prompt or resource a request is about (`params.name` or `params.uri`).
+    pub fn call_target(&self, req: &MsgMeta) -> Option<String> {
+        let key = match req.method.as_deref()? {
+            "tools/call" | "prompts/get" => "name",
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => "uri",
+            _ => return None,
+        };
+        let params = params_of(&self.read_bytes(req).ok()?)?;
+        params.get(key)?.as_str().map(str::to_string)
+    }
+
+    /// A request in a few words for humans: method, target and arguments in short.
+    pub fn describe_request(&self, req: &MsgMeta) -> String {
+        let method = req.method.as_deref().unwrap_or("?");
+        let mut s = method.to_string();
+        if let Some(t) = self.call_target(req) {
+            s.push(' ');
+            s.push_str(&t);
+        }
+        if let Ok(text) = self.read_bytes(req) {
+            let args = params_of(&text).and_then(|p| p.get("arguments").cloned());
+            if let Some(args) = args {
+                s.push(' ');
+                s.push_str(&crate::wire::canonical::short(Some(&args), 60));
+            }
+        }
+        s
+    }
+
     fn read_at(&self, offset: u64, len: u32) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; len as usize];
         self.file.read_exact_at(&mut buf, offset)?;
