@@ -1,6 +1,5 @@
 //! `ls` and `show`: what is on the tapes, for humans (tables) and machines (JSON).
 
-use crate::tape::index::MsgMeta;
 use crate::tape::{store, End, Header, ServerDecl, TapeError, TapeIndex, TapeReader};
 use crate::wire::{Dir, Kind};
 use serde::Serialize;
