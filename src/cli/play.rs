@@ -62,6 +62,9 @@ pub fn run(a: Args) -> Result<i32> {
     if report.lenient > 0 {
         summary.push_str(&format!(", served leniently {}", report.lenient));
     }
+    if report.unanswered > 0 {
+        summary.push_str(&format!(", unanswered on the tape {}", report.unanswered));
+    }
     if report.rejected > 0 {
         summary.push_str(&format!(
             ", rejected {} unusable client lines",
@@ -83,11 +86,13 @@ pub fn run(a: Args) -> Result<i32> {
             eprintln!("  … and {} more", report.unused.len() - 20);
         }
     }
-    Ok(if report.missed > 0 || report.drifted > 0 {
-        mcptape::exit::DRIFT
-    } else {
-        mcptape::exit::OK
-    })
+    Ok(
+        if report.missed > 0 || report.drifted > 0 || report.unanswered > 0 {
+            mcptape::exit::DRIFT
+        } else {
+            mcptape::exit::OK
+        },
+    )
 }
 
 /// Raw fd I/O without std's stdin buffering or stdout line buffering.

@@ -13,7 +13,7 @@ use crate::wire::{classify, Frame, Framer, Kind};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -56,6 +56,9 @@ pub struct PlayReport {
     pub unused: Vec<Unused>,
     /// Client lines that were not requests play could answer (not JSON, batches…).
     pub rejected: u64,
+    /// Requests matched to a recorded exchange whose server never answered (it died mid-call,
+    /// or the tape was cut): the client got an error saying so.
+    pub unanswered: u64,
 }
 
 /// A recorded exchange that was never served.
@@ -78,6 +81,8 @@ struct Shared {
     /// Our server-request id → where the client's answer goes.
     pending: Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>,
     next_id: AtomicU64,
+    /// Set once the client closed its input.
+    closed: AtomicBool,
     report: Mutex<PlayReport>,
     opts: ServeOptions,
 }
@@ -153,6 +158,7 @@ where
         out: out_tx,
         pending: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(0),
+        closed: AtomicBool::new(false),
         report: Mutex::new(PlayReport::default()),
         opts,
     });
@@ -175,6 +181,10 @@ where
         while tasks.try_join_next().is_some() {}
     }
     // The client closed its side: let exchanges waiting on it finish (they time out on their own).
+    // The client closed its side: no answer to a server request can come any more. Dropping the
+    // waiters ends those exchanges now (reported as unanswered) rather than at the timeout.
+    shared.closed.store(true, Ordering::Relaxed);
+    shared.pending.lock().expect("pending lock").clear();
     while tasks.join_next().await.is_some() {}
     emit_standalone(&shared, &mut tasks, &mut next_standalone, u64::MAX).await;
     while tasks.join_next().await.is_some() {}
@@ -329,7 +339,27 @@ async fn serve_exchange(
             }
         }
     }
-    let Some(r) = ex.response else { return };
+    let Some(r) = ex.response else {
+        // Recorded without an answer: tell the client instead of leaving it waiting forever.
+        let line = index.msgs[ex.request].line;
+        let message = format!(
+            "mcptape: the recorded server never answered this request (tape line {line}): it exited or the recording was cut off before its response"
+        );
+        eprintln!(
+            "mcptape play: request id {client_id}: {}",
+            &message["mcptape: ".len()..]
+        );
+        let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": super::explain::MISS_CODE, "message": message}});
+        send(
+            shared,
+            with_id(&msg.to_string(), client_id)
+                .expect("our own JSON")
+                .into_bytes(),
+        )
+        .await;
+        shared.report.lock().expect("report lock").unanswered += 1;
+        return;
+    };
     if let Some(text) = read_text(index, &index.msgs[r]) {
         match with_id(&text, client_id) {
             Ok(t) => send(shared, t.into_bytes()).await,
@@ -393,9 +423,14 @@ async fn server_request(shared: &Shared, meta: &MsgMeta, recorded_answer: Option
     };
     if let Some(d) = drift {
         if d.no_answer {
+            let when = if shared.closed.load(Ordering::Relaxed) {
+                "before closing its input".to_string()
+            } else {
+                format!("within {:?}", shared.opts.answer_timeout)
+            };
             eprintln!(
-                "mcptape play: drift: the client did not answer {} (tape line {}) within {:?}",
-                d.method, d.line, shared.opts.answer_timeout
+                "mcptape play: drift: the client did not answer {} (tape line {}) {when}",
+                d.method, d.line
             );
         } else {
             let lines: Vec<String> = d

@@ -1,0 +1,10 @@
+//! The one integration-test binary: real processes over real pipes, real MCP peers.
+//! Peers are installed by `./scripts/test` (tests/peers); a missing peer is a failure that says
+//! how to install it, never a silent skip.
+
+mod harness;
+
+mod cli;
+mod peers;
+mod play;
+mod record;

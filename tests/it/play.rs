@@ -1,0 +1,680 @@
+//! `mcptape play` edge cases: record a real session, then play it with no server and check what
+//! the client gets, what stderr says, and the exit code.
+
+use crate::harness::*;
+use crate::record::{py, record};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn req(id: impl Into<Value>, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id.into(), "method": method, "params": params})
+}
+
+fn init_params() -> Value {
+    json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}})
+}
+
+/// `mcptape play TAPE FLAGS…` as a line client.
+fn play(tape: &Path, flags: &[&str]) -> LineClient {
+    let mut argv = play_cmd(tape);
+    argv.extend(flags.iter().map(|f| f.to_string()));
+    LineClient::spawn(&argv)
+}
+
+/// Sends `request` and returns (response, messages before it).
+fn ask(c: &mut LineClient, request: &Value) -> (Value, Vec<Value>) {
+    c.send(request);
+    c.recv_response(&request["id"])
+}
+
+/// `v` with its top-level `id` set to `id`.
+fn with_id(v: &Value, id: Value) -> Value {
+    let mut v = v.clone();
+    v["id"] = id;
+    v
+}
+
+/// 1-based tape line of the client request with this id.
+fn tape_line_of_request(tape: &Path, id: &Value) -> u64 {
+    let lines = tape_lines(tape);
+    let i = lines.iter().position(|l| {
+        l["type"] == "msg" && l["dir"] == "c2s" && l["kind"] == "request" && &l["id"] == id
+    });
+    i.expect("request on the tape") as u64 + 1
+}
+
+/// A recorded demo session: each request with the response and notifications the client saw.
+struct Demo {
+    tape: PathBuf,
+    _dir: tempfile::TempDir,
+    steps: Vec<(Value, Value, Vec<Value>)>,
+}
+
+impl Demo {
+    fn step(&self, method_or_tool: &str) -> &(Value, Value, Vec<Value>) {
+        self.steps
+            .iter()
+            .find(|(r, _, _)| {
+                r["params"]["name"] == method_or_tool || r["method"] == method_or_tool
+            })
+            .expect("a recorded step")
+    }
+}
+
+fn add_params(a: i64, b: i64) -> Value {
+    json!({"name": "add", "arguments": {"a": a, "b": b}})
+}
+
+fn forecast_params(token: Option<Value>) -> Value {
+    let mut p = json!({"name": "forecast", "arguments": {"city": "Lisbon", "days": 3}});
+    if let Some(t) = token {
+        p["_meta"] = json!({"progressToken": t});
+    }
+    p
+}
+
+fn lookup_params() -> Value {
+    json!({"name": "lookup_city", "arguments": {"name": "Lisbon"}})
+}
+
+fn record_demo() -> Demo {
+    let dir = tmp();
+    let tape = dir.path().join("demo.jsonl");
+    let mut c = record(&tape, &[], &demo_server("healthy"));
+    let requests = [
+        req(1, "initialize", init_params()),
+        req(2, "tools/list", json!({})),
+        req(3, "tools/call", add_params(2, 3)),
+        req(4, "tools/call", forecast_params(Some(json!("rec-tok")))),
+        req(5, "tools/call", lookup_params()),
+    ];
+    let mut steps = Vec::new();
+    for (i, r) in requests.into_iter().enumerate() {
+        let (resp, before) = ask(&mut c, &r);
+        assert!(resp.get("result").is_some(), "{resp}");
+        steps.push((r, resp, before));
+        if i == 0 {
+            c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        }
+    }
+    let (status, stderr) = c.finish();
+    assert!(status.success(), "{stderr}");
+    let progress = &steps[3].2;
+    assert_eq!(
+        progress
+            .iter()
+            .filter(|n| n["method"] == "notifications/progress")
+            .count(),
+        3,
+        "{progress:?}"
+    );
+    Demo {
+        tape,
+        _dir: dir,
+        steps,
+    }
+}
+
+#[test]
+fn play_answers_like_the_recording_with_the_clients_ids_and_progress_token() {
+    let demo = record_demo();
+    let mut c = play(&demo.tape, &[]);
+    let ids = ["init-901", "list-902", "add-903", "fc-904", "city-905"];
+    for (k, (recorded_req, recorded_resp, recorded_before)) in demo.steps.iter().enumerate() {
+        let mut r = with_id(recorded_req, json!(ids[k]));
+        if recorded_req["params"]["name"] == "forecast" {
+            r["params"]["_meta"]["progressToken"] = json!(4242);
+        }
+        let (resp, before) = ask(&mut c, &r);
+        assert_eq!(resp["id"], ids[k]);
+        assert_eq!(resp, with_id(recorded_resp, json!(ids[k])), "step {k}");
+        let expected: Vec<Value> = recorded_before
+            .iter()
+            .map(|n| {
+                let mut n = n.clone();
+                if n["method"] == "notifications/progress" {
+                    assert_eq!(n["params"]["progressToken"], "rec-tok");
+                    n["params"]["progressToken"] = json!(4242);
+                }
+                n
+            })
+            .collect();
+        assert_eq!(
+            before, expected,
+            "step {k}: notifications carry the client's token"
+        );
+        if k == 0 {
+            c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        }
+    }
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("served 5, missed 0, drifted 0; every recorded exchange was used"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn reordered_and_parallel_calls_match_by_content() {
+    let demo = record_demo();
+    let mut c = play(&demo.tape, &[]);
+    // Out of recorded order, all in flight before any answer is read.
+    let asked = [
+        req("a", "tools/call", lookup_params()),
+        req("b", "tools/call", add_params(2, 3)),
+        req("c", "tools/list", json!({})),
+    ];
+    for r in &asked {
+        c.send(r);
+    }
+    let mut answers = Vec::new();
+    while answers.len() < 3 {
+        let v = c.recv();
+        if v.get("id").is_some() {
+            answers.push(v);
+        }
+    }
+    for r in &asked {
+        let got = answers
+            .iter()
+            .find(|a| a["id"] == r["id"])
+            .expect("an answer per call");
+        let key = r["params"]["name"].as_str().unwrap_or("tools/list");
+        let recorded = &demo.step(key).1;
+        assert_eq!(got, &with_id(recorded, r["id"].clone()), "{key}");
+    }
+    let (status, stderr) = c.finish();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "unused exchanges are not a failure: {stderr}"
+    );
+    assert!(
+        stderr.contains("served 3, missed 0, drifted 0; 2 recorded exchanges never used:"),
+        "{stderr}"
+    );
+    let init_line = tape_line_of_request(&demo.tape, &json!(1));
+    assert!(
+        stderr.contains(&format!("tape line {init_line:>5}  initialize\n")),
+        "{stderr}"
+    );
+    let fc_line = tape_line_of_request(&demo.tape, &json!(4));
+    assert!(
+        stderr.contains(&format!(
+            "tape line {fc_line:>5}  tools/call forecast {{\"city\":\"Lisbon\",\"days\":3}}"
+        )),
+        "{stderr}"
+    );
+}
+
+/// `tools/call counter` answers 1, 2, 3… ; other requests get `{}`.
+const COUNTER: &str = r##"
+import sys, json
+n = 0
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    r = {}
+    if m["method"] == "tools/call":
+        n += 1
+        r = {"content": [{"type": "text", "text": str(n)}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
+    sys.stdout.flush()
+"##;
+
+fn counter_text(v: &Value) -> &str {
+    v["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a counter answer: {v}"))
+}
+
+#[test]
+fn repeated_identical_calls_get_their_answers_in_recorded_order() {
+    let dir = tmp();
+    let tape = dir.path().join("counter.jsonl");
+    let call = json!({"name": "counter", "arguments": {}});
+    let mut c = record(&tape, &[], &py(COUNTER, &[]));
+    let recorded: Vec<String> = (1..=3)
+        .map(|i| counter_text(&c.call(i, "tools/call", call.clone())).to_string())
+        .collect();
+    assert_eq!(recorded, ["1", "2", "3"]);
+    let (status, stderr) = c.finish();
+    assert!(status.success(), "{stderr}");
+
+    let mut c = play(&tape, &[]);
+    // All three in flight at once: still 1, 2, 3 in the order asked.
+    for id in ["x", "y", "z"] {
+        c.send(&req(id, "tools/call", call.clone()));
+    }
+    for (id, want) in [("x", "1"), ("y", "2"), ("z", "3")] {
+        let v = c.recv();
+        assert_eq!(v["id"], id);
+        assert_eq!(counter_text(&v), want);
+    }
+    // A fourth: every recorded answer is used.
+    let (v, _) = ask(&mut c, &req("w", "tools/call", call.clone()));
+    assert_eq!(v["error"]["code"], -32099, "{v}");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("this call was recorded 3 times and every answer is used"),
+        "{msg}"
+    );
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("served 3, missed 1, drifted 0; every recorded exchange was used"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_miss_names_the_nearest_call_and_its_differences() {
+    let demo = record_demo();
+    let add_line = tape_line_of_request(&demo.tape, &json!(3));
+    let mut c = play(&demo.tape, &[]);
+    let (v, before) = ask(&mut c, &req("m-1", "tools/call", add_params(2, 5)));
+    assert!(before.is_empty(), "{before:?}");
+    assert_eq!(v["id"], "m-1");
+    let err = &v["error"];
+    assert_eq!(err["code"], -32099);
+    let msg = err["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("mcptape: no recorded answer for tools/call"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!(
+            "nearest (tape line {add_line}): $.arguments.b recorded 3 asked 5"
+        )),
+        "{msg}"
+    );
+    let data = &err["data"]["mcptape"];
+    assert_eq!(data["reason"], "no_match");
+    assert_eq!(data["method"], "tools/call");
+    assert_eq!(data["asked"], add_params(2, 5));
+    assert_eq!(data["nearest"][0]["line"], add_line);
+    assert_eq!(data["nearest"][0]["used"], false);
+    assert_eq!(
+        data["nearest"][0]["differences"],
+        json!([{"path": "$.arguments.b", "left": 3, "right": 5}])
+    );
+
+    // An unknown method is a miss too, listing what the tape has.
+    let (v, _) = ask(&mut c, &req("m-2", "prompts/list", json!({})));
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("the tape has no prompts/list call"), "{msg}");
+    // A recorded call is still served after the misses.
+    let (v, _) = ask(&mut c, &req("m-3", "tools/call", add_params(2, 3)));
+    assert_eq!(v, with_id(&demo.step("add").1, json!("m-3")));
+
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("mcptape play: no recorded answer for tools/call"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("(request id \"m-1\")"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "nearest recorded call, tape line {add_line} (unused):"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("$.arguments.b  recorded 3  asked 5"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("the tape has: initialize ×1, tools/call ×3, tools/list ×1"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("served 1, missed 2, drifted 0; 4 recorded exchanges never used:"),
+        "{stderr}"
+    );
+    let fc_line = tape_line_of_request(&demo.tape, &json!(4));
+    assert!(
+        stderr.contains(&format!(
+            "tape line {fc_line:>5}  tools/call forecast {{\"city\":\"Lisbon\",\"days\":3}}"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn lenient_serves_the_next_unused_exchange_of_the_method() {
+    let demo = record_demo();
+    let add_line = tape_line_of_request(&demo.tape, &json!(3));
+    let mut c = play(&demo.tape, &["--lenient"]);
+    let (v, _) = ask(&mut c, &req("l-1", "tools/call", add_params(2, 5)));
+    assert_eq!(
+        v,
+        with_id(&demo.step("add").1, json!("l-1")),
+        "the first unused tools/call: add(2, 3)"
+    );
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("--lenient: served tape line {add_line} instead")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("$.arguments.b  recorded 3  asked 5"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("served 1, missed 0, drifted 0, served leniently 1"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn key_order_whitespace_and_progress_token_do_not_matter() {
+    let demo = record_demo();
+    let mut c = play(&demo.tape, &[]);
+    // Keys in another order, spaces and tabs everywhere.
+    c.send_raw(b"{ \"params\" :\t{ \"arguments\" : { \"b\" : 3 , \"a\" : 2 } , \"name\" : \"add\" } , \"method\" : \"tools/call\" , \"id\" : \"k-1\" , \"jsonrpc\" : \"2.0\" }\n");
+    let (v, _) = c.recv_response(&json!("k-1"));
+    assert_eq!(v, with_id(&demo.step("add").1, json!("k-1")));
+    // A progress token where none was recorded.
+    let mut p = lookup_params();
+    p["_meta"] = json!({"progressToken": "not-recorded"});
+    let (v, _) = ask(&mut c, &req("k-2", "tools/call", p));
+    assert_eq!(v, with_id(&demo.step("lookup_city").1, json!("k-2")));
+    // No progress token where one was recorded: served, and no progress is sent.
+    let (v, before) = ask(&mut c, &req("k-3", "tools/call", forecast_params(None)));
+    let (_, recorded, recorded_before) = demo.step("forecast");
+    assert_eq!(v, with_id(recorded, json!("k-3")));
+    let without_progress: Vec<Value> = recorded_before
+        .iter()
+        .filter(|n| n["method"] != "notifications/progress")
+        .cloned()
+        .collect();
+    assert_eq!(before, without_progress);
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("served 3, missed 0"), "{stderr}");
+}
+
+/// On `tools/call ask`, asks the client for a sampling (server ids 0, 1, …), waits for the
+/// answer, then responds with the sampled text.
+const SAMPLER: &str = r##"
+import sys, json
+def send(o):
+    sys.stdout.write(json.dumps(o) + "\n")
+    sys.stdout.flush()
+sid = 0
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    if m["method"] != "tools/call":
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {}})
+        continue
+    mine = sid
+    sid += 1
+    prompt = m["params"]["arguments"]["prompt"]
+    send({"jsonrpc": "2.0", "id": mine, "method": "sampling/createMessage",
+          "params": {"messages": [{"role": "user", "content": {"type": "text", "text": prompt}}], "maxTokens": 10}})
+    while True:
+        a = json.loads(sys.stdin.readline())
+        if a.get("id") == mine and "method" not in a:
+            break
+    text = a["result"]["content"]["text"]
+    send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": "sampled: " + text}]}})
+"##;
+
+fn sample_answer(id: &Value, text: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": {"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"}})
+}
+
+fn ask_params(prompt: &str) -> Value {
+    json!({"name": "ask", "arguments": {"prompt": prompt}})
+}
+
+/// Calls `ask(prompt)`, answers the server's sampling request with `answer`; returns the
+/// sampling request and the final response.
+fn ask_with_sampling(c: &mut LineClient, id: Value, prompt: &str, answer: &str) -> (Value, Value) {
+    c.send(&req(id.clone(), "tools/call", ask_params(prompt)));
+    let sampling = c.recv();
+    assert_eq!(sampling["method"], "sampling/createMessage", "{sampling}");
+    assert!(sampling.get("id").is_some(), "{sampling}");
+    c.send(&sample_answer(&sampling["id"], answer));
+    let (resp, before) = c.recv_response(&id);
+    assert!(before.is_empty(), "{before:?}");
+    (sampling, resp)
+}
+
+#[test]
+fn server_requests_are_reissued_and_a_different_answer_is_drift() {
+    let dir = tmp();
+    let tape = dir.path().join("sampling.jsonl");
+    let mut c = record(&tape, &[], &py(SAMPLER, &[]));
+    let (s1, r1) = ask_with_sampling(&mut c, json!(1), "first", "hello");
+    let (s2, r2) = ask_with_sampling(&mut c, json!(2), "second", "world");
+    assert_eq!((s1["id"].clone(), s2["id"].clone()), (json!(0), json!(1)));
+    assert_eq!(r2["result"]["content"][0]["text"], "sampled: world");
+    let list = c.call(3, "tools/list", json!({}));
+    let (status, stderr) = c.finish();
+    assert!(status.success(), "{stderr}");
+    let s2_line = tape_lines(&tape)
+        .iter()
+        .position(|l| l["dir"] == "s2c" && l["method"] == "sampling/createMessage" && l["id"] == 1)
+        .expect("the second sampling request on the tape") as u64
+        + 1;
+
+    let mut c = play(&tape, &[]);
+    // The second call first: play issues the sampling request with its own id, not the recorded 1.
+    c.send(&req("q-1", "tools/call", ask_params("second")));
+    let p1 = c.recv();
+    assert_eq!(p1["method"], "sampling/createMessage");
+    assert_eq!(p1["params"], s2["params"]);
+    assert_ne!(p1["id"], s2["id"], "a fresh id: {p1}");
+    // The answer is awaited: nothing comes before the client answers.
+    assert_eq!(
+        c.recv_raw(Duration::from_millis(300)),
+        None,
+        "play answered before the sampling answer"
+    );
+    // A different answer: drift.
+    c.send(&sample_answer(&p1["id"], "WORLD"));
+    let (v, before) = c.recv_response(&json!("q-1"));
+    assert!(before.is_empty(), "{before:?}");
+    assert_eq!(
+        v,
+        with_id(&r2, json!("q-1")),
+        "the recorded answer is served all the same"
+    );
+    // Serving continues: the first call, answered as recorded (no drift), with another fresh id.
+    let (p2, v) = ask_with_sampling(&mut c, json!("q-2"), "first", "hello");
+    assert_eq!(p2["params"], s1["params"]);
+    assert_ne!(p2["id"], p1["id"]);
+    assert_eq!(v, with_id(&r1, json!("q-2")));
+    let (v, _) = ask(&mut c, &req("q-3", "tools/list", json!({})));
+    assert_eq!(v, with_id(&list, json!("q-3")));
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(1), "drift fails play: {stderr}");
+    assert!(
+        stderr.contains(&format!("drift: the client's answer to sampling/createMessage (tape line {s2_line}) differs from the recording")),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("$.result.content.text  recorded \"world\"  got \"WORLD\""),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("drift:").count(),
+        1,
+        "only the changed answer drifted: {stderr}"
+    );
+    assert!(
+        stderr.contains("served 3, missed 0, drifted 1; every recorded exchange was used"),
+        "{stderr}"
+    );
+}
+
+/// Says something before any request, and again right after `notifications/initialized`.
+const EARLY: &str = r##"
+import sys, json
+def send(o):
+    sys.stdout.write(json.dumps(o) + "\n")
+    sys.stdout.flush()
+send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "early bird"}})
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
+    m = json.loads(line)
+    if m.get("method") == "notifications/initialized":
+        send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    elif "id" in m and "method" in m:
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "early", "version": "1"}}})
+"##;
+
+#[test]
+fn standalone_notifications_are_replayed_at_the_same_point() {
+    let dir = tmp();
+    let tape = dir.path().join("early.jsonl");
+    let mut c = record(&tape, &[], &py(EARLY, &[]));
+    let early = c.recv();
+    assert_eq!(early["params"]["data"], "early bird");
+    let init = c.call(1, "initialize", init_params());
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let changed = c.recv();
+    assert_eq!(changed["method"], "notifications/tools/list_changed");
+    let (status, stderr) = c.finish();
+    assert!(status.success(), "{stderr}");
+
+    let mut c = play(&tape, &[]);
+    // Before the client says anything.
+    assert_eq!(c.recv(), early);
+    c.send(&req("i-1", "initialize", init_params()));
+    assert_eq!(
+        c.recv(),
+        with_id(&init, json!("i-1")),
+        "the answer comes first, nothing before it"
+    );
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    assert_eq!(
+        c.recv(),
+        changed,
+        "after the client's second message, as recorded"
+    );
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}
+
+#[test]
+fn a_torn_tape_still_plays_and_bad_client_lines_get_parse_errors() {
+    let demo = record_demo();
+    let text = std::fs::read_to_string(&demo.tape).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert!(lines.pop().unwrap().starts_with("{\"type\":\"end\""));
+    let last = lines.pop().unwrap();
+    let torn_at = lines.len() + 1;
+    let mut torn = lines.join("\n");
+    torn.push('\n');
+    torn.push_str(&last[..last.len() / 2]);
+    std::fs::write(&demo.tape, torn).unwrap();
+
+    let mut c = play(&demo.tape, &[]);
+    c.send_raw(b"this is not json\n");
+    let v = c.recv();
+    assert_eq!(v["error"]["code"], -32700, "{v}");
+    assert_eq!(v["id"], Value::Null);
+    let (v, _) = ask(&mut c, &req(77, "tools/call", add_params(2, 3)));
+    assert_eq!(v, with_id(&demo.step("add").1, json!(77)));
+    c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\n");
+    let v = c.recv();
+    assert_eq!(v["error"]["code"], -32700, "{v}");
+    let (v, _) = ask(&mut c, &req(78, "tools/list", json!({})));
+    assert_eq!(v, with_id(&demo.step("tools/list").1, json!(78)));
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("line {torn_at} is torn")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the tape has no closing line"), "{stderr}");
+    assert!(
+        stderr.contains("mcptape play: Parse error: this is not json"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("rejected 2 unusable client lines"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn sixteen_mib_exchanges_play_back_intact() {
+    use crate::record::{big_request, big_response, big_session};
+    let dir = tmp();
+    big_session(dir.path(), &[]);
+    let mut c = play(&dir.path().join("t.jsonl"), &[]);
+    // The second recorded call first, under another id: matched by its 16 MiB params.
+    let mut asked: Value = serde_json::from_slice(&big_request(2)).unwrap();
+    asked["id"] = json!("big");
+    let mut line = serde_json::to_vec(&asked).unwrap();
+    line.push(b'\n');
+    c.send_raw(&line);
+    let got = c
+        .recv_raw(Duration::from_secs(120))
+        .expect("a 16 MiB answer");
+    let want =
+        String::from_utf8(big_response(2))
+            .unwrap()
+            .replacen("\"id\":2", "\"id\":\"big\"", 1);
+    assert!(
+        got == want.as_bytes(),
+        "served intact with the client's id ({} bytes)",
+        got.len()
+    );
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("served 1, missed 0, drifted 0; 1 recorded exchanges never used"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_request_the_recorded_server_never_answered_gets_an_error_not_silence() {
+    let dir = tmp();
+    let tape = dir.path().join("crash.jsonl");
+    // The server reads one request and dies without answering.
+    let mut rec = record(
+        &tape,
+        &[],
+        &["sh".to_string(), "-c".into(), "read -r l; exit 5".into()],
+    );
+    rec.send(&req(
+        1,
+        "tools/call",
+        json!({"name": "boom", "arguments": {}}),
+    ));
+    let (status, _) = rec.finish();
+    assert_eq!(status.code(), Some(5));
+
+    let mut c = play(&tape, &[]);
+    let (answer, _) = ask(
+        &mut c,
+        &req("x", "tools/call", json!({"name": "boom", "arguments": {}})),
+    );
+    assert_eq!(answer["id"], json!("x"));
+    assert_eq!(answer["error"]["code"], json!(-32099));
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("never answered this request"), "{message}");
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("unanswered on the tape 1"), "{stderr}");
+}

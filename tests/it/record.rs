@@ -1,0 +1,704 @@
+//! `mcptape record` edge cases, with real processes over real pipes: each test checks what the
+//! client saw and what the tape holds.
+
+use crate::harness::*;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::Duration;
+
+/// `python -u -c SCRIPT ARGS…` as a server command.
+pub(crate) fn py(script: &str, args: &[&str]) -> Vec<String> {
+    let mut v = vec![python(), "-u".into(), "-c".into(), script.into()];
+    v.extend(args.iter().map(|a| a.to_string()));
+    v
+}
+
+/// `sh -c SCRIPT` as a server command.
+fn sh(script: &str) -> Vec<String> {
+    vec!["sh".into(), "-c".into(), script.into()]
+}
+
+/// `mcptape record --tape TAPE FLAGS… -- SERVER…` as a line client.
+pub(crate) fn record(tape: &Path, flags: &[&str], server: &[String]) -> LineClient {
+    let mut argv = vec![s(bin()), "record".into(), "--tape".into(), s(tape)];
+    argv.extend(flags.iter().map(|f| f.to_string()));
+    argv.push("--".into());
+    argv.extend(server.iter().cloned());
+    LineClient::spawn(&argv)
+}
+
+/// Waits for the child to exit without closing its stdin first; returns (status, stderr).
+fn wait_exit(c: LineClient) -> (std::process::ExitStatus, String) {
+    // `finish` closes stdin, then waits: the child has exited (or is exiting) already, so closing
+    // stdin changes nothing.
+    c.finish()
+}
+
+fn end_line(tape: &Path) -> Value {
+    let lines = tape_lines(tape);
+    assert_eq!(lines[0]["type"], "header", "first tape line");
+    assert_eq!(lines[1]["type"], "server", "second tape line");
+    let last = lines.last().expect("tape lines").clone();
+    assert_eq!(
+        last["type"], "end",
+        "the tape is closed with an end line: {last}"
+    );
+    assert_eq!(lines.iter().filter(|l| l["type"] == "end").count(), 1);
+    last
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Replies to each line with the hex of the exact bytes received: id 1 with a CRLF line, the
+/// others with invalid UTF-8 inside the message. Starts with a non-JSON line on stdout.
+const HEX_ECHO: &str = r##"
+import sys, re
+out = sys.stdout.buffer
+out.write(b"server banner: not json\n"); out.flush()
+while True:
+    raw = sys.stdin.buffer.readline()
+    if not raw:
+        break
+    i = re.search(rb'"id":(\d+)', raw).group(1)
+    got = raw.hex().encode()
+    if i == b"1":
+        out.write(b'{"jsonrpc":"2.0","id":1,"result":{"got":"' + got + b'"}}\r\n')
+    else:
+        out.write(b'{"jsonrpc":"2.0","id":' + i + b',"result":{"got":"' + got + b'","bad":"\xff\xfe"}}\n')
+    out.flush()
+"##;
+
+#[test]
+fn bytes_are_forwarded_unchanged_both_ways() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(&tape, &[], &py(HEX_ECHO, &[]));
+
+    let banner = c.recv_raw(Duration::from_secs(30)).expect("the banner");
+    assert_eq!(banner, b"server banner: not json\n");
+
+    let crlf = br#"{"jsonrpc":"2.0","id":1,"method":"echo","params":{"x":1}}"#.to_vec();
+    let mut sent1 = crlf.clone();
+    sent1.extend_from_slice(b"\r\n");
+    c.send_raw(&sent1);
+    let got1 = c.recv_raw(Duration::from_secs(30)).expect("answer 1");
+    let want1 = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"got\":\"{}\"}}}}\r\n",
+        hex(&sent1)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&got1),
+        want1,
+        "the server got the CRLF line exactly, the client its CRLF answer"
+    );
+
+    let bad =
+        b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"echo\",\"params\":{\"s\":\"\xff\xc3(\"}}"
+            .to_vec();
+    let mut sent2 = bad.clone();
+    sent2.push(b'\n');
+    c.send_raw(&sent2);
+    let got2 = c.recv_raw(Duration::from_secs(30)).expect("answer 2");
+    let mut want2 = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{{\"got\":\"{}\",\"bad\":\"",
+        hex(&sent2)
+    )
+    .into_bytes();
+    want2.extend_from_slice(b"\xff\xfe\"}}\n");
+    assert_eq!(got2, want2, "invalid UTF-8 forwarded exactly both ways");
+
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("mcptape: recorded 5 messages"), "{stderr}");
+
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs.len(), 5, "{msgs:#?}");
+    let seqs: Vec<u64> = msgs.iter().map(|m| m["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5]);
+    // The banner: not JSON, kept as text.
+    assert_eq!(
+        (msgs[0]["dir"].as_str(), msgs[0]["kind"].as_str()),
+        (Some("s2c"), Some("not_json"))
+    );
+    assert_eq!(msgs[0]["text"], "server banner: not json");
+    assert!(msgs[0].get("msg").is_none());
+    // The CRLF request and answer: JSON, flagged crlf, stored verbatim.
+    assert_eq!(
+        (msgs[1]["dir"].as_str(), msgs[1]["kind"].as_str()),
+        (Some("c2s"), Some("request"))
+    );
+    assert_eq!(msgs[1]["id"], 1);
+    assert_eq!(msgs[1]["method"], "echo");
+    assert_eq!(msgs[1]["crlf"], true);
+    assert_eq!(
+        msgs[1]["msg"],
+        json!({"jsonrpc":"2.0","id":1,"method":"echo","params":{"x":1}})
+    );
+    assert_eq!(
+        (msgs[2]["dir"].as_str(), msgs[2]["kind"].as_str()),
+        (Some("s2c"), Some("response"))
+    );
+    assert_eq!(msgs[2]["crlf"], true);
+    assert_eq!(msgs[2]["msg"]["result"]["got"], hex(&sent1));
+    let text = std::fs::read_to_string(&tape).unwrap();
+    assert!(
+        text.contains(&format!(
+            ",\"msg\":{}}}\n",
+            String::from_utf8(crlf).unwrap()
+        )),
+        "verbatim request on the tape:\n{text}"
+    );
+    // Invalid UTF-8 both ways: not_json, base64 of the exact line.
+    assert_eq!(
+        (msgs[3]["dir"].as_str(), msgs[3]["kind"].as_str()),
+        (Some("c2s"), Some("not_json"))
+    );
+    assert_eq!(msgs[3]["b64"], b64(&bad));
+    assert!(
+        msgs[3]["problem"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("invalid UTF-8"),
+        "{}",
+        msgs[3]
+    );
+    assert_eq!(
+        (msgs[4]["dir"].as_str(), msgs[4]["kind"].as_str()),
+        (Some("s2c"), Some("not_json"))
+    );
+    assert_eq!(msgs[4]["b64"], b64(&want2[..want2.len() - 1]));
+
+    let end = end_line(&tape);
+    assert_eq!(
+        (
+            end["messages"].as_u64(),
+            end["c2s"].as_u64(),
+            end["s2c"].as_u64()
+        ),
+        (Some(5), Some(2), Some(3))
+    );
+    assert_eq!(end["raw"], 3);
+    assert_eq!(
+        end["exchanges"], 1,
+        "only the CRLF call was a JSON exchange"
+    );
+    assert_eq!(end["exit"], json!({"code": 0}));
+    assert_eq!(end["reason"], "the client closed stdin");
+}
+
+#[test]
+fn server_stderr_passes_through_and_its_exit_code_is_ours() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let server = sh(
+        r#"read -r line; printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{}}'; echo 'server says: oops' >&2; exit 3"#,
+    );
+    let mut c = record(&tape, &[], &server);
+    let r = c.call(1, "tools/list", json!({}));
+    assert_eq!(r, json!({"jsonrpc":"2.0","id":1,"result":{}}));
+    let (status, stderr) = wait_exit(c);
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("server says: oops\n"),
+        "the server's stderr reaches ours: {stderr}"
+    );
+    assert!(
+        stderr.contains("mcptape: recorded 2 messages (1 exchanges)"),
+        "{stderr}"
+    );
+    let end = end_line(&tape);
+    assert_eq!(end["exit"], json!({"code": 3}));
+    assert_eq!(end["exchanges"], 1);
+}
+
+#[test]
+fn a_server_killed_by_a_signal_gives_128_plus_n() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(
+        &tape,
+        &[],
+        &sh(r#"read -r line; echo 'dying' >&2; kill -KILL $$"#),
+    );
+    c.send(&json!({"jsonrpc":"2.0","id":1,"method":"ping"}));
+    assert_eq!(
+        c.recv_raw(Duration::from_secs(30)),
+        None,
+        "no answer, just EOF"
+    );
+    let (status, stderr) = wait_exit(c);
+    assert_eq!(status.code(), Some(128 + 9), "{stderr}");
+    assert!(stderr.contains("dying"), "{stderr}");
+    let end = end_line(&tape);
+    assert_eq!(end["exit"], json!({"signal": 9}));
+}
+
+#[test]
+fn a_server_that_exits_mid_call_leaves_a_closed_tape_with_the_request() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(&tape, &[], &sh("read -r line; exit 5"));
+    let req = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow"}});
+    c.send(&req);
+    assert_eq!(
+        c.recv_raw(Duration::from_secs(30)),
+        None,
+        "the server died without answering: EOF"
+    );
+    // mcptape exits with the server, though the client still holds stdin open.
+    let start = std::time::Instant::now();
+    while c.child.try_wait().expect("wait").is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "record did not exit after its server"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (status, stderr) = wait_exit(c);
+    assert_eq!(status.code(), Some(5), "{stderr}");
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs.len(), 1, "{msgs:#?}");
+    assert_eq!(msgs[0]["msg"], req);
+    assert_eq!(msgs[0]["kind"], "request");
+    let end = end_line(&tape);
+    assert_eq!(
+        (end["messages"].as_u64(), end["exchanges"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert_eq!(end["exit"], json!({"code": 5}));
+    assert_eq!(end["reason"], "the server exited");
+    let out = mcptape(&["show", "--json", &s(&tape)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["warnings"], json!([]), "a well-formed tape");
+}
+
+/// Answers every request with `{"ok": true}`; optionally says goodbye and exits 0 on SIGTERM.
+fn ok_server(handle_term: bool) -> Vec<String> {
+    let script = format!(
+        r##"
+import sys, json, signal
+if {handle_term}:
+    def bye(*a):
+        sys.stdout.write(json.dumps({{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":"bye"}}}}) + "\n")
+        sys.stdout.flush()
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, bye)
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
+    m = json.loads(line)
+    if "id" in m and "method" in m:
+        sys.stdout.write(json.dumps({{"jsonrpc":"2.0","id":m["id"],"result":{{"ok":True}}}}) + "\n")
+        sys.stdout.flush()
+"##,
+        handle_term = if handle_term { "True" } else { "False" }
+    );
+    py(&script, &[])
+}
+
+fn kill(pid: i32, sig: i32) {
+    // SAFETY: kill(2) on a child this test spawned and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill {pid} {sig}");
+}
+
+#[test]
+fn sigterm_is_forwarded_and_a_server_that_dies_of_it_gives_143() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(&tape, &[], &ok_server(false));
+    let r1 = c.call(1, "tools/list", json!({}));
+    let r2 = c.call(2, "tools/call", json!({"name": "x"}));
+    assert_eq!(r2["result"], json!({"ok": true}));
+    kill(c.pid(), libc::SIGTERM);
+    assert_eq!(
+        c.recv_raw(Duration::from_secs(30)),
+        None,
+        "stdout closes when the server is gone"
+    );
+    let (status, stderr) = wait_exit(c);
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    let msgs = tape_msgs(&tape);
+    let bodies: Vec<&Value> = msgs.iter().map(|m| &m["msg"]).collect();
+    assert_eq!(bodies.len(), 4, "{msgs:#?}");
+    assert_eq!(bodies[1], &r1);
+    assert_eq!(bodies[3], &r2);
+    let end = end_line(&tape);
+    assert_eq!(end["exit"], json!({"signal": libc::SIGTERM}));
+    assert_eq!(end["reason"], "SIGTERM forwarded to the server");
+    assert_eq!(end["messages"], 4);
+}
+
+#[test]
+fn sigterm_to_a_server_that_handles_it_gives_the_servers_exit_code() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(&tape, &[], &ok_server(true));
+    let r1 = c.call(1, "tools/call", json!({"name": "x"}));
+    assert_eq!(r1["result"], json!({"ok": true}));
+    kill(c.pid(), libc::SIGTERM);
+    // The server's last words still reach the client and the tape.
+    let bye = c.recv();
+    assert_eq!(bye["params"]["data"], "bye");
+    assert_eq!(c.recv_raw(Duration::from_secs(30)), None);
+    let (status, stderr) = wait_exit(c);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "record exits with the server's own code: {stderr}"
+    );
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs.len(), 3, "{msgs:#?}");
+    assert_eq!(msgs[2]["msg"], bye);
+    assert_eq!(msgs[2]["kind"], "notification");
+    let end = end_line(&tape);
+    assert_eq!(end["exit"], json!({"code": 0}));
+    assert_eq!(end["reason"], "SIGTERM forwarded to the server");
+}
+
+#[test]
+fn after_sigkill_the_tape_reads_up_to_the_last_forwarded_message() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(&tape, &[], &demo_server("healthy"));
+    c.initialize();
+    let r = c.call(
+        1,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+    );
+    assert_eq!(r["result"]["content"][0]["text"], "5");
+    kill(c.pid(), libc::SIGKILL);
+    let (status, _) = wait_exit(c);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+
+    let lines = tape_lines(&tape);
+    assert!(
+        lines.iter().all(|l| l["type"] != "end"),
+        "no end line after SIGKILL"
+    );
+    let msgs = tape_msgs(&tape);
+    assert_eq!(
+        msgs.len(),
+        5,
+        "initialize, its answer, initialized, the call, its answer: {msgs:#?}"
+    );
+    assert_eq!(
+        msgs[4]["msg"], r,
+        "the last message forwarded is on the tape"
+    );
+
+    let out = mcptape(&["show", "--json", &s(&tape)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warnings = doc["warnings"].to_string();
+    assert!(warnings.contains("no closing line"), "{warnings}");
+    assert_eq!(doc["messages"].as_array().unwrap().len(), 5);
+    assert_eq!(doc["exchanges"], 2);
+    let out = mcptape(&["show", &s(&tape)]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("(no closing line)") && table.contains("tools/call add"),
+        "{table}"
+    );
+}
+
+#[test]
+fn closing_stdin_gives_the_server_eof() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let server = py(
+        "import sys\nsys.stdin.read()\nsys.stderr.write('server saw EOF\\n')\nsys.exit(4)\n",
+        &[],
+    );
+    let c = record(&tape, &["--grace", "30"], &server);
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("server saw EOF"), "{stderr}");
+    let end = end_line(&tape);
+    assert_eq!(end["reason"], "the client closed stdin");
+    assert_eq!(end["exit"], json!({"code": 4}));
+}
+
+#[test]
+fn a_server_that_ignores_eof_is_terminated_after_the_grace_period() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let server = py("import sys, time\nsys.stdin.read()\nsys.stderr.write('server saw EOF\\n')\ntime.sleep(120)\n", &[]);
+    let c = record(&tape, &["--grace", "0.2"], &server);
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    assert!(stderr.contains("server saw EOF"), "{stderr}");
+    let end = end_line(&tape);
+    assert_eq!(end["exit"], json!({"signal": libc::SIGTERM}));
+    assert_eq!(
+        end["reason"],
+        "the server did not exit within the grace period after stdin closed: SIGTERM"
+    );
+}
+
+#[test]
+fn a_server_that_ignores_eof_and_sigterm_is_killed() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let server = py("import sys, time, signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nsys.stdin.read()\ntime.sleep(120)\n", &[]);
+    let c = record(&tape, &["--grace", "0.1"], &server);
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(128 + libc::SIGKILL), "{stderr}");
+    let end = end_line(&tape);
+    assert_eq!(end["exit"], json!({"signal": libc::SIGKILL}));
+    assert_eq!(
+        end["reason"],
+        "the server did not exit after SIGTERM: SIGKILL"
+    );
+}
+
+/// Reads one request line, saves its exact bytes to argv[1], answers with a result of `size`
+/// bytes of `y`; then the same once more (for a second request).
+const BIG: &str = r##"
+import sys
+size = int(sys.argv[2])
+for n in range(2):
+    line = sys.stdin.buffer.readline()
+    if not line:
+        break
+    with open(sys.argv[1] + str(n), "wb") as f:
+        f.write(line)
+    i = str(n + 1).encode()
+    sys.stdout.buffer.write(b'{"jsonrpc":"2.0","id":' + i + b',"result":{"blob":"' + b"y" * size + b'"}}\n')
+    sys.stdout.buffer.flush()
+"##;
+
+const MIB16: usize = 16 * 1024 * 1024;
+
+pub(crate) fn big_request(id: u64) -> Vec<u8> {
+    let mut line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"store","arguments":{{"blob":""#).into_bytes();
+    line.extend(std::iter::repeat_n(b'x', MIB16));
+    line.extend_from_slice(b"\"}}}\n");
+    line
+}
+
+pub(crate) fn big_response(id: u64) -> Vec<u8> {
+    let mut line = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"blob":""#).into_bytes();
+    line.extend(std::iter::repeat_n(b'y', MIB16));
+    line.extend_from_slice(b"\"}}\n");
+    line
+}
+
+/// Two 16 MiB calls through record; returns the tape's raw lines.
+pub(crate) fn big_session(dir: &Path, flags: &[&str]) -> Vec<Vec<u8>> {
+    let tape = dir.join("t.jsonl");
+    let seen = dir.join("seen");
+    let mut c = record(&tape, flags, &py(BIG, &[&s(&seen), &MIB16.to_string()]));
+    for id in 1..=2u64 {
+        let req = big_request(id);
+        c.send_raw(&req);
+        let got = c
+            .recv_raw(Duration::from_secs(120))
+            .expect("a 16 MiB answer");
+        assert!(
+            got == big_response(id),
+            "answer {id} forwarded intact ({} bytes)",
+            got.len()
+        );
+        let at_server = std::fs::read(format!("{}{}", seen.display(), id - 1)).unwrap();
+        assert!(
+            at_server == req,
+            "request {id} reached the server intact ({} bytes)",
+            at_server.len()
+        );
+    }
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let raw = std::fs::read(&tape).unwrap();
+    raw.split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+#[test]
+fn sixteen_mib_messages_each_way_are_forwarded_and_recorded_verbatim() {
+    let dir = tmp();
+    let lines = big_session(dir.path(), &[]);
+    assert_eq!(lines.len(), 2 + 4 + 1, "header, server, 4 messages, end");
+    for (i, (want, dir)) in [
+        (big_request(1), "c2s"),
+        (big_response(1), "s2c"),
+        (big_request(2), "c2s"),
+        (big_response(2), "s2c"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let line = &lines[2 + i];
+        let mut tail = b",\"msg\":".to_vec();
+        tail.extend_from_slice(&want[..want.len() - 1]);
+        tail.push(b'}');
+        assert!(line.ends_with(&tail), "message {i} recorded verbatim");
+        let head: Value = serde_json::from_slice(line).unwrap();
+        assert_eq!(head["dir"], dir);
+        assert!(
+            head["kind"] == "request" || head["kind"] == "response",
+            "{}",
+            head["kind"]
+        );
+    }
+    let end: Value = serde_json::from_slice(&lines[6]).unwrap();
+    assert_eq!(
+        (
+            end["type"].as_str(),
+            end["exchanges"].as_u64(),
+            end["raw"].as_u64()
+        ),
+        (Some("end"), Some(2), Some(0))
+    );
+}
+
+#[test]
+fn messages_over_max_message_are_recorded_as_oversize_and_forwarded_intact() {
+    let dir = tmp();
+    let lines = big_session(dir.path(), &["--max-message", "1048576"]);
+    assert_eq!(lines.len(), 7);
+    for (i, (want, dir)) in [
+        (big_request(1), "c2s"),
+        (big_response(1), "s2c"),
+        (big_request(2), "c2s"),
+        (big_response(2), "s2c"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let m: Value = serde_json::from_slice(&lines[2 + i]).unwrap();
+        assert_eq!(m["kind"], "oversize", "message {i}");
+        assert_eq!(m["dir"], dir);
+        assert_eq!(
+            m["len"].as_u64(),
+            Some(want.len() as u64 - 1),
+            "length without the newline"
+        );
+        assert_eq!(m["b64"], b64(&want[..256]), "the head of the line");
+        assert!(m.get("msg").is_none());
+    }
+    let end: Value = serde_json::from_slice(&lines[6]).unwrap();
+    assert_eq!(
+        (
+            end["type"].as_str(),
+            end["messages"].as_u64(),
+            end["raw"].as_u64()
+        ),
+        (Some("end"), Some(4), Some(4))
+    );
+}
+
+/// Reads `n` requests before answering any, then answers them last first.
+const REVERSE: &str = r##"
+import sys, json
+n = int(sys.argv[1])
+reqs = [json.loads(sys.stdin.readline()) for _ in range(n)]
+for m in reversed(reqs):
+    sys.stdout.write(json.dumps({"jsonrpc":"2.0","id":m["id"],"result":{"echo":m["params"]}}) + "\n")
+    sys.stdout.flush()
+sys.stdin.read()
+"##;
+
+#[test]
+fn parallel_calls_in_flight_are_forwarded_and_paired() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(&tape, &[], &py(REVERSE, &["4"]));
+    let reqs: Vec<Value> = (1..=4)
+        .map(|i| json!({"jsonrpc":"2.0","id":format!("r{i}"),"method":"tools/call","params":{"name":"t","arguments":{"i":i}}}))
+        .collect();
+    for r in &reqs {
+        c.send(r);
+    }
+    let answers: Vec<Value> = (0..4).map(|_| c.recv()).collect();
+    let ids: Vec<&str> = answers.iter().map(|a| a["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["r4", "r3", "r2", "r1"]);
+    for a in &answers {
+        let req = reqs.iter().find(|r| r["id"] == a["id"]).unwrap();
+        assert_eq!(a["result"]["echo"], req["params"]);
+    }
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let msgs = tape_msgs(&tape);
+    let on_tape: Vec<&Value> = msgs.iter().map(|m| &m["msg"]).collect();
+    let expected: Vec<&Value> = reqs.iter().chain(&answers).collect();
+    assert_eq!(on_tape, expected);
+    assert!(
+        msgs[..4].iter().all(|m| m["dir"] == "c2s") && msgs[4..].iter().all(|m| m["dir"] == "s2c")
+    );
+    let end = end_line(&tape);
+    assert_eq!(end["exchanges"], 4);
+    let out = mcptape(&["show", "--json", &s(&tape)]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["exchanges"], 4);
+}
+
+#[test]
+fn sigint_is_forwarded_too() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(&tape, &[], &ok_server(false));
+    c.call(1, "tools/list", json!({}));
+    kill(c.pid(), libc::SIGINT);
+    assert_eq!(c.recv_raw(Duration::from_secs(30)), None);
+    let (status, stderr) = wait_exit(c);
+    // Python dies of an uncaught KeyboardInterrupt by re-raising SIGINT.
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{stderr}");
+    assert!(stderr.contains("KeyboardInterrupt"), "{stderr}");
+    let end = end_line(&tape);
+    assert_eq!(end["exit"], json!({"signal": libc::SIGINT}));
+    assert_eq!(end["reason"], "SIGINT forwarded to the server");
+}
+
+/// Reads one request, waits for EOF, then answers it.
+const ANSWER_AFTER_EOF: &str = r##"
+import sys, json
+m = json.loads(sys.stdin.readline())
+sys.stdin.read()
+sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": {"late": True}}) + "\n")
+sys.stdout.flush()
+"##;
+
+#[test]
+fn an_answer_sent_after_the_client_closed_stdin_still_reaches_client_and_tape() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(&tape, &[], &py(ANSWER_AFTER_EOF, &[]));
+    c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}}));
+    c.close_stdin();
+    let v = c.recv();
+    assert_eq!(
+        v,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"late": true}})
+    );
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs.len(), 2);
+    assert_eq!(msgs[1]["msg"], v);
+    let end = end_line(&tape);
+    assert_eq!(end["exchanges"], 1);
+    assert_eq!(end["reason"], "the client closed stdin");
+}
