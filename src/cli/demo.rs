@@ -26,6 +26,10 @@ enum VariantArg {
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    // The demo prints as it goes; a closed pipe (`mcptape demo | head`) should end it quietly,
+    // as it does any Unix filter, rather than fail a print.
+    // SAFETY: setting a signal disposition to its default before any thread is spawned.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let dir = match a.dir {
         Some(d) => d,
         None => std::env::temp_dir().join(format!("mcptape-demo-{}", std::process::id())),

@@ -35,11 +35,11 @@ pub fn ls(a: LsArgs) -> Result<i32> {
         }
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        super::stdout(&format!("{}\n", serde_json::to_string_pretty(&rows)?))?;
     } else if rows.is_empty() {
         eprintln!("no tapes in {}", store::tapes_dir().display());
     } else {
-        print!("{}", inspect::ls_table(&rows));
+        super::stdout(&inspect::ls_table(&rows))?;
     }
     Ok(mcptape::exit::OK)
 }
@@ -48,9 +48,9 @@ pub fn show(a: ShowArgs) -> Result<i32> {
     let path = store::resolve(&a.tape)?;
     let doc = inspect::show(&path, a.server.as_deref())?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        super::stdout(&format!("{}\n", serde_json::to_string_pretty(&doc)?))?;
     } else {
-        print!("{}", inspect::show_table(&doc));
+        super::stdout(&inspect::show_table(&doc))?;
     }
     Ok(mcptape::exit::OK)
 }

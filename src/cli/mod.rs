@@ -122,3 +122,14 @@ fn parse_secs(s: &str) -> Result<std::time::Duration, String> {
     }
     Ok(std::time::Duration::from_secs_f64(v))
 }
+
+/// Writes requested output to stdout. A reader that went away (`mcptape show t | head`) is not an
+/// error: like ripgrep, a broken pipe ends the output quietly with success.
+fn stdout(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}

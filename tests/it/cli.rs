@@ -103,3 +103,27 @@ fn a_server_that_cannot_start_exits_69_and_leaves_no_tape() {
     );
     assert!(!tape.exists());
 }
+
+#[test]
+fn show_and_ls_into_a_closed_pipe_end_quietly() {
+    let dir = tmp();
+    let out = mcptape(&["demo", "--dir", &s(dir.path())]);
+    assert!(out.status.success());
+    let tape = s(dir.path().join("demo.jsonl"));
+    for args in [
+        vec!["show", tape.as_str()],
+        vec!["show", "--json", tape.as_str()],
+    ] {
+        let mut child = std::process::Command::new(bin())
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader is gone before mcptape writes
+        let out = wait_output(child, std::time::Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+    }
+}

@@ -137,11 +137,13 @@ pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
 }
 
 pub fn wait_output(mut child: Child, limit: Duration) -> Output {
-    let mut out = child.stdout.take().expect("stdout piped");
+    let out = child.stdout.take();
     let mut err = child.stderr.take().expect("stderr piped");
     let t1 = std::thread::spawn(move || {
         let mut b = Vec::new();
-        let _ = out.read_to_end(&mut b);
+        if let Some(mut out) = out {
+            let _ = out.read_to_end(&mut b);
+        }
         b
     });
     let t2 = std::thread::spawn(move || {
