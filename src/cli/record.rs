@@ -7,10 +7,15 @@ use std::time::Duration;
 /// Record an MCP session: run the server, forward stdio both ways unchanged, tape every message.
 ///
 /// Put it in front of the server in your client's config:
-///   "command": "mcptape", "args": ["record", "--tape", "my-server", "--", "npx", "-y", "server"]
+///
+///   "command": "mcptape",
+///   "args": ["record", "--tape", "my-server", "--", "npx", "-y", "some-mcp-server"]
+///
+/// Every message is on the tape before it is forwarded. Signals (INT, TERM, HUP, QUIT) go to the
+/// server; when the client closes stdin, the server gets EOF and --grace seconds to exit.
 /// mcptape exits with the server's exit code; one summary line goes to stderr.
 #[derive(clap::Args)]
-#[command(visible_alias = "rec", after_help = super::EXIT_CODES)]
+#[command(visible_alias = "rec", after_help = super::EXIT_CODES, verbatim_doc_comment)]
 pub struct Args {
     /// Tape name (stored as .mcptape/tapes/NAME.jsonl, or under $MCPTAPE_DIR) or a path (with a
     /// '/' or ending in .jsonl). Default: the server's name and the time.
