@@ -11,6 +11,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
+/// Buffer capacity kept between messages; anything larger is released after use.
+const KEEP_CAPACITY: usize = 1024 * 1024;
+
 pub struct TapeWriter {
     file: File,
     path: PathBuf,
@@ -198,6 +201,10 @@ impl TapeWriter {
             )));
         }
         self.pending.clear();
+        if self.pending.capacity() > KEEP_CAPACITY {
+            // One huge message should not pin its size in memory for the rest of the session.
+            self.pending.shrink_to(KEEP_CAPACITY);
+        }
         Ok(())
     }
 

@@ -10,6 +10,9 @@ pub const DEFAULT_MAX_MESSAGE: usize = 64 * 1024 * 1024;
 /// How many leading bytes of an over-long line are kept for the record, to say what it was.
 pub const OVERSIZE_HEAD: usize = 256;
 
+/// Line-buffer capacity kept between lines; a larger one (after a huge message) is released.
+const KEEP_CAPACITY: usize = 1024 * 1024;
+
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// One complete unit of the stream.
@@ -86,7 +89,9 @@ impl Framer {
                         let line = self.line(&buf, false);
                         emit_line(line, &mut emit);
                         buf.clear();
-                        self.buf = buf; // keep the allocation
+                        if buf.capacity() <= KEEP_CAPACITY {
+                            self.buf = buf; // keep a modest allocation for the next line
+                        }
                     }
                 }
                 None => {
