@@ -115,7 +115,7 @@ pub struct ShowRow {
     pub dir: Dir,
     pub kind: Kind,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<serde_json::Value>,
+    pub id: Option<Box<serde_json::value::RawValue>>,
     /// The method, or for a response the method of the request it answers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub method: Option<String>,
@@ -183,7 +183,11 @@ pub fn show(path: &Path, server: Option<&str>) -> Result<ShowDoc, TapeError> {
             t_us: m.t_us,
             dir: m.dir,
             kind: m.kind,
-            id: m.id.as_deref().and_then(|t| serde_json::from_str(t).ok()),
+            // Raw, so an id prints exactly as on the wire (a huge number stays that number).
+            id: m
+                .id
+                .as_deref()
+                .and_then(|t| serde_json::value::RawValue::from_string(t.to_string()).ok()),
             method: m.method.clone().or_else(|| method_of[i].clone()),
             target: target_of[i].clone(),
             latency_us: latency_of[i],
@@ -252,7 +256,10 @@ pub fn show_table(doc: &ShowDoc) -> String {
             (Some(m), None) => m.clone(),
             (None, _) => String::new(),
         };
-        let id = r.id.as_ref().map(|v| v.to_string()).unwrap_or_default();
+        let id =
+            r.id.as_ref()
+                .map(|v| v.get().to_string())
+                .unwrap_or_default();
         let latency = r
             .latency_us
             .map(|us| format!("{:.2} ms", us as f64 / 1000.0))

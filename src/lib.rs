@@ -5,6 +5,17 @@
 //! lists and shows tapes; [`demo`] is the bundled demo. The binary (`main.rs`, `cli/`) only parses
 //! arguments and maps results to exit codes ([`exit`]).
 
+/// A diagnostic line on stderr. Unlike `eprintln!`, a closed or broken stderr is not a panic:
+/// diagnostics must never stop a proxy from forwarding or a player from answering.
+#[macro_export]
+macro_rules! diag {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+pub mod compare;
 pub mod demo;
 pub mod exit;
 pub mod inspect;

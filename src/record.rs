@@ -40,10 +40,13 @@ pub struct RecordConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    #[error("could not start server `{command}`: {source}")]
-    Spawn { command: String, source: io::Error },
-    #[error("could not create tape {}: {source}", path.display())]
-    Tape { path: PathBuf, source: io::Error },
+    // `cause`, not `source`: the message includes it, and anyhow would print it a second time.
+    #[error("could not start server `{command}`: {cause}")]
+    Spawn { command: String, cause: io::Error },
+    #[error("could not write tape {}: {cause}", path.display())]
+    Tape { path: PathBuf, cause: io::Error },
+    #[error("could not set up signal forwarding: {cause}")]
+    Signals { cause: io::Error },
 }
 
 #[derive(Debug)]
@@ -64,31 +67,31 @@ enum Event {
 }
 
 pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
-    let tape_err = |source| RecordError::Tape {
+    let tape_err = |cause| RecordError::Tape {
         path: cfg.tape.clone(),
-        source,
+        cause,
     };
-    let mut writer = TapeWriter::create(&cfg.tape).map_err(tape_err)?;
     let program = cfg.command.first().ok_or_else(|| RecordError::Spawn {
         command: String::new(),
-        source: io::Error::new(io::ErrorKind::InvalidInput, "no server command given"),
+        cause: io::Error::new(io::ErrorKind::InvalidInput, "no server command given"),
     })?;
-    let spawned = Command::new(program)
+    // Spawn before touching the tape: a server that cannot start must not cost an existing tape.
+    let mut child = Command::new(program)
         .args(&cfg.command[1..])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .spawn();
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(source) => {
-            // Nothing was recorded: leave no empty tape behind.
-            drop(writer);
-            let _ = std::fs::remove_file(&cfg.tape);
-            return Err(RecordError::Spawn {
-                command: shell_words(&cfg.command),
-                source,
-            });
+        .spawn()
+        .map_err(|cause| RecordError::Spawn {
+            command: shell_words(&cfg.command),
+            cause,
+        })?;
+    let mut writer = match TapeWriter::create(&cfg.tape) {
+        Ok(w) => w,
+        Err(cause) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(tape_err(cause));
         }
     };
     let pid = child.id() as libc::pid_t;
@@ -195,10 +198,7 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
         libc::SIGHUP,
         libc::SIGQUIT,
     ])
-    .map_err(|e| RecordError::Tape {
-        path: cfg.tape.clone(),
-        source: e,
-    })?;
+    .map_err(|cause| RecordError::Signals { cause })?;
     let signal_handle = signals.handle();
     {
         let events = events.clone();
@@ -217,6 +217,7 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
 
     let mut deadline: Option<(Instant, i32)> = None; // when to send which signal
     let mut reason = None;
+    let mut output_closed = false;
     let status = loop {
         let event = match deadline {
             Some((at, _)) => inbox.recv_timeout(at.saturating_duration_since(Instant::now())),
@@ -229,7 +230,7 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
                 reason.get_or_insert("the client closed stdin");
                 deadline = Some((Instant::now() + cfg.grace, libc::SIGTERM));
             }
-            Ok(Event::ServerOutputClosed) => {}
+            Ok(Event::ServerOutputClosed) => output_closed = true,
             Ok(Event::ServerExited(status)) => break status,
             Ok(Event::Signal(sig)) => {
                 reason = Some(match sig {
@@ -258,12 +259,14 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
         }
     };
     signal_handle.close();
-    // Let the server's last words reach the tape.
+    // Let the server's last words reach the tape (unless its output already ended).
     let drain_until = Instant::now() + DRAIN_AFTER_EXIT;
-    loop {
-        match inbox.recv_timeout(drain_until.saturating_duration_since(Instant::now())) {
-            Ok(Event::ServerOutputClosed) | Err(_) => break,
-            Ok(_) => {}
+    if !output_closed {
+        loop {
+            match inbox.recv_timeout(drain_until.saturating_duration_since(Instant::now())) {
+                Ok(Event::ServerOutputClosed) | Err(_) => break,
+                Ok(_) => {}
+            }
         }
     }
     let (exit, exit_code) = match &status {
@@ -338,7 +341,7 @@ fn report_oversize(frame: &Frame<'_>, dir: Dir) {
             Dir::C2S => "client",
             Dir::S2C => "server",
         };
-        eprintln!(
+        crate::diag!(
             "mcptape: a {len}-byte {who} message is over --max-message: forwarded intact, recorded as `oversize` (length and first bytes only)"
         );
     }
@@ -347,7 +350,7 @@ fn report_oversize(frame: &Frame<'_>, dir: Dir) {
 fn commit(w: &mut TapeWriter, warned: &AtomicBool) {
     if let Err(e) = w.commit() {
         if !warned.swap(true, Ordering::Relaxed) {
-            eprintln!(
+            crate::diag!(
                 "mcptape: WARNING: {e}; the session goes on, the tape will be marked incomplete"
             );
         }

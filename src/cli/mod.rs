@@ -70,7 +70,7 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("mcptape: error: {e:#}");
+            mcptape::diag!("mcptape: error: {e:#}");
             code_for(&e)
         }
     }
@@ -90,6 +90,7 @@ fn code_for(e: &anyhow::Error) -> i32 {
             return match r {
                 mcptape::record::RecordError::Spawn { .. } => exit::UNAVAILABLE,
                 mcptape::record::RecordError::Tape { .. } => exit::IO_ERR,
+                _ => exit::SOFTWARE,
             };
         }
         if cause
@@ -108,7 +109,7 @@ fn code_for(e: &anyhow::Error) -> i32 {
 /// Prints tape warnings (torn last line, not closed) once, on stderr.
 fn warn_tape(path: &std::path::Path, warnings: &[mcptape::tape::Warning]) {
     for w in warnings {
-        eprintln!("mcptape: warning: {}: {w}", path.display());
+        mcptape::diag!("mcptape: warning: {}: {w}", path.display());
     }
 }
 

@@ -73,17 +73,17 @@ pub fn run(a: Args) -> Result<i32> {
     }
     if report.unused.is_empty() {
         summary.push_str("; every recorded exchange was used");
-        eprintln!("{summary}");
+        mcptape::diag!("{summary}");
     } else {
-        eprintln!(
+        mcptape::diag!(
             "{summary}; {} recorded exchanges never used:",
             report.unused.len()
         );
         for u in report.unused.iter().take(20) {
-            eprintln!("  tape line {:>5}  {}", u.line, u.what);
+            mcptape::diag!("  tape line {:>5}  {}", u.line, u.what);
         }
         if report.unused.len() > 20 {
-            eprintln!("  … and {} more", report.unused.len() - 20);
+            mcptape::diag!("  … and {} more", report.unused.len() - 20);
         }
     }
     Ok(

@@ -49,14 +49,14 @@ pub fn run(a: Args) -> Result<i32> {
     } else {
         String::new()
     };
-    eprintln!(
+    mcptape::diag!(
         "mcptape: recorded {} messages ({} exchanges{raw}) to {}",
         out.end.messages,
         out.end.exchanges,
         out.tape.display()
     );
     if let Some((dropped, err)) = out.write_failure {
-        eprintln!("mcptape: WARNING: the tape is INCOMPLETE: {dropped} lines could not be written ({err})");
+        mcptape::diag!("mcptape: WARNING: the tape is INCOMPLETE: {dropped} lines could not be written ({err})");
         if out.exit_code == 0 {
             return Ok(mcptape::exit::IO_ERR);
         }

@@ -3,15 +3,15 @@
 //! order; parallel and reordered calls each find their own.
 
 use super::explain::{Miss, MissReason, Near};
-use crate::tape::index::match_key;
+use crate::tape::index::{match_key, MatchKey};
 use crate::tape::TapeIndex;
-use crate::wire::canonical::{canonical, differences};
+use crate::wire::canonical::differences;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 pub struct Matcher {
     /// Unconsumed exchanges by match key, in recorded order.
-    by_key: HashMap<u64, VecDeque<usize>>,
+    by_key: HashMap<MatchKey, VecDeque<usize>>,
     consumed: Vec<bool>,
 }
 
@@ -24,7 +24,7 @@ pub enum Outcome {
 
 impl Matcher {
     pub fn new(index: &TapeIndex) -> Matcher {
-        let mut by_key: HashMap<u64, VecDeque<usize>> = HashMap::new();
+        let mut by_key: HashMap<MatchKey, VecDeque<usize>> = HashMap::new();
         for (i, ex) in index.exchanges.iter().enumerate() {
             by_key.entry(ex.key).or_default().push_back(i);
         }
@@ -42,22 +42,9 @@ impl Matcher {
         lenient: bool,
     ) -> Outcome {
         let (key, asked) = match_key(method, params);
-        let asked_text = canonical(&asked);
-        if let Some(queue) = self.by_key.get_mut(&key) {
-            // The hash finds candidates; the canonical text confirms (a collision is not a match).
-            let pos = queue.iter().position(|&ex| {
-                let req = &index.msgs[index.exchanges[ex].request];
-                req.method.as_deref() == Some(method)
-                    && index
-                        .request_match_params(req)
-                        .map(|p| canonical(&p) == asked_text)
-                        .unwrap_or(false)
-            });
-            if let Some(pos) = pos {
-                let ex = queue.remove(pos).expect("position is in range");
-                self.consumed[ex] = true;
-                return Outcome::Hit(ex);
-            }
+        if let Some(ex) = self.by_key.get_mut(&key).and_then(VecDeque::pop_front) {
+            self.consumed[ex] = true;
+            return Outcome::Hit(ex);
         }
         let miss = self.explain(index, method, asked);
         if lenient {

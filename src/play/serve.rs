@@ -5,18 +5,18 @@
 
 use super::explain::Miss;
 use super::matcher::{Matcher, Outcome};
-use crate::tape::index::{Exchange, MsgMeta};
+use crate::tape::index::MsgMeta;
 use crate::tape::TapeIndex;
-use crate::wire::canonical::{canonical, differences, short, Difference};
+use crate::wire::canonical::{differences, short, Difference};
 use crate::wire::rewrite::{with_id, with_progress_token};
 use crate::wire::{classify, Frame, Framer, Kind};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// Client messages read ahead of the serving loop. Small: the loop is fast, and a bounded queue
 /// pushes back on a client that floods us.
@@ -72,7 +72,8 @@ pub struct Unused {
 
 enum Incoming {
     Line(Vec<u8>),
-    Oversize(u64),
+    /// Length and first bytes of a message over the size limit.
+    Oversize(u64, Vec<u8>),
 }
 
 struct Shared {
@@ -81,8 +82,8 @@ struct Shared {
     /// Our server-request id → where the client's answer goes.
     pending: Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>,
     next_id: AtomicU64,
-    /// Set once the client closed its input.
-    closed: AtomicBool,
+    /// Turns true once the client closed its input: no answer can come any more.
+    closed: watch::Sender<bool>,
     report: Mutex<PlayReport>,
     opts: ServeOptions,
 }
@@ -121,7 +122,7 @@ where
             let mut send = |f: Frame<'_>| {
                 let item = match f {
                     Frame::Line(l) => Incoming::Line(l.bytes.to_vec()),
-                    Frame::Oversize { len, .. } => Incoming::Oversize(len),
+                    Frame::Oversize { len, head } => Incoming::Oversize(len, head),
                 };
                 let _ = in_tx.blocking_send(item);
             };
@@ -158,7 +159,7 @@ where
         out: out_tx,
         pending: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(0),
-        closed: AtomicBool::new(false),
+        closed: watch::channel(false).0,
         report: Mutex::new(PlayReport::default()),
         opts,
     });
@@ -171,8 +172,14 @@ where
         c2s += 1;
         match incoming {
             Incoming::Line(bytes) => handle(&shared, &mut matcher, &mut tasks, bytes).await,
-            Incoming::Oversize(len) => {
-                eprintln!("mcptape play: a client message of {len} bytes is over the size limit (--max-message): ignored");
+            Incoming::Oversize(len, head) => {
+                crate::diag!("mcptape play: a client message of {len} bytes is over the size limit (--max-message)");
+                // Answer it if its id can be read from its first bytes, so the client does not hang.
+                let id = leading_id(&head).unwrap_or_else(|| "null".into());
+                let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32600, "message": format!("Invalid Request: message of {len} bytes is over mcptape play's --max-message")}});
+                if let Ok(text) = with_id(&msg.to_string(), &id) {
+                    send(&shared, text.into_bytes()).await;
+                }
                 shared.report.lock().expect("report lock").rejected += 1;
             }
         }
@@ -180,10 +187,9 @@ where
         // Reap finished tasks so the set does not grow with the session.
         while tasks.try_join_next().is_some() {}
     }
-    // The client closed its side: let exchanges waiting on it finish (they time out on their own).
-    // The client closed its side: no answer to a server request can come any more. Dropping the
-    // waiters ends those exchanges now (reported as unanswered) rather than at the timeout.
-    shared.closed.store(true, Ordering::Relaxed);
+    // The client closed its side: no answer to a server request can come any more. Waiters see
+    // `closed` and end now (reported as unanswered) rather than at the timeout.
+    shared.closed.send_replace(true);
     shared.pending.lock().expect("pending lock").clear();
     while tasks.join_next().await.is_some() {}
     emit_standalone(&shared, &mut tasks, &mut next_standalone, u64::MAX).await;
@@ -223,18 +229,14 @@ async fn handle(
             let id = c.id.expect("requests have ids");
             let method = c.method.expect("requests have methods");
             let params = crate::tape::index::params_of(&bytes);
-            let token = params
-                .as_ref()
-                .and_then(|p| p.get("_meta"))
-                .and_then(|m| m.get("progressToken"))
-                .map(canonical);
+            let token = crate::tape::index::progress_token(params.as_ref(), true);
             let outcome =
                 matcher.take(&shared.index, &method, params.as_ref(), shared.opts.lenient);
             let ex = match outcome {
                 Outcome::Hit(ex) => ex,
                 Outcome::Lenient(ex, miss) => {
                     let line = shared.index.msgs[shared.index.exchanges[ex].request].line;
-                    eprintln!(
+                    crate::diag!(
                         "mcptape play: --lenient: served tape line {line} instead.\n{}",
                         miss.render(&id)
                     );
@@ -251,7 +253,7 @@ async fn handle(
                     return;
                 }
                 Outcome::Miss(miss) => {
-                    eprint!("mcptape play: {}", miss.render(&id));
+                    crate::diag!("mcptape play: {}", miss.render(&id).trim_end());
                     let msg =
                         json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
                     let text = with_id(&msg.to_string(), &id).expect("our own JSON");
@@ -262,19 +264,17 @@ async fn handle(
                     return;
                 }
             };
-            let exchange = shared.index.exchanges[ex].clone();
-            let waits = exchange
+            let waits = shared.index.exchanges[ex]
                 .during
                 .iter()
                 .any(|&m| shared.index.msgs[m].kind == Kind::Request);
             if waits {
                 let shared = shared.clone();
-                tasks.spawn(async move {
-                    serve_exchange(&shared, &exchange, &id, token.as_deref()).await
-                });
+                tasks
+                    .spawn(async move { serve_exchange(&shared, ex, &id, token.as_deref()).await });
             } else {
                 // Inline keeps the recorded order with the standalone messages that follow.
-                serve_exchange(shared, &exchange, &id, token.as_deref()).await;
+                serve_exchange(shared, ex, &id, token.as_deref()).await;
             }
         }
         Kind::Response | Kind::Error => {
@@ -284,7 +284,7 @@ async fn handle(
                 Some(tx) => {
                     let _ = tx.send(bytes);
                 }
-                None => eprintln!(
+                None => crate::diag!(
                     "mcptape play: the client answered a request mcptape did not send: {}",
                     String::from_utf8_lossy(&bytes)
                 ),
@@ -297,7 +297,7 @@ async fn handle(
                 Kind::Batch => (-32600, "Invalid Request: mcptape play does not serve JSON-RPC batches (removed from MCP in 2025-06-18)"),
                 _ => (-32600, "Invalid Request"),
             };
-            eprintln!(
+            crate::diag!(
                 "mcptape play: {text}: {}{}",
                 String::from_utf8_lossy(&bytes[..bytes.len().min(200)]),
                 c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
@@ -310,13 +310,9 @@ async fn handle(
 }
 
 /// Sends what the server sent during the exchange, then the response with the client's id.
-async fn serve_exchange(
-    shared: &Shared,
-    ex: &Exchange,
-    client_id: &str,
-    client_token: Option<&str>,
-) {
+async fn serve_exchange(shared: &Shared, ex: usize, client_id: &str, client_token: Option<&str>) {
     let index = &shared.index;
+    let ex = &index.exchanges[ex];
     for &m in &ex.during {
         let meta = &index.msgs[m];
         match meta.kind {
@@ -340,12 +336,17 @@ async fn serve_exchange(
         }
     }
     let Some(r) = ex.response else {
+        if ex.cancelled {
+            // The recorded client cancelled it and the server, as it should, never answered.
+            crate::diag!("mcptape play: request id {client_id}: cancelled by the client in the recording; no answer, as recorded");
+            return;
+        }
         // Recorded without an answer: tell the client instead of leaving it waiting forever.
         let line = index.msgs[ex.request].line;
         let message = format!(
             "mcptape: the recorded server never answered this request (tape line {line}): it exited or the recording was cut off before its response"
         );
-        eprintln!(
+        crate::diag!(
             "mcptape play: request id {client_id}: {}",
             &message["mcptape: ".len()..]
         );
@@ -363,7 +364,7 @@ async fn serve_exchange(
     if let Some(text) = read_text(index, &index.msgs[r]) {
         match with_id(&text, client_id) {
             Ok(t) => send(shared, t.into_bytes()).await,
-            Err(e) => eprintln!(
+            Err(e) => crate::diag!(
                 "mcptape play: tape line {}: cannot rewrite the response id: {e}",
                 index.msgs[r].line
             ),
@@ -376,6 +377,7 @@ async fn serve_exchange(
 /// it with the recorded one.
 async fn server_request(shared: &Shared, meta: &MsgMeta, recorded_answer: Option<usize>) {
     let index = &shared.index;
+    let mut closed = shared.closed.subscribe();
     let Some(text) = read_text(index, meta) else {
         return;
     };
@@ -384,16 +386,26 @@ async fn server_request(shared: &Shared, meta: &MsgMeta, recorded_answer: Option
         return;
     };
     let (tx, rx) = oneshot::channel();
+    let already_closed = *closed.borrow();
     shared
         .pending
         .lock()
         .expect("pending lock")
         .insert(id.clone(), tx);
-    send(shared, request.into_bytes()).await;
+    if !already_closed {
+        send(shared, request.into_bytes()).await;
+    }
     let method = meta.method.clone().unwrap_or_default();
-    let answer = tokio::time::timeout(shared.opts.answer_timeout, rx).await;
+    // A waiter registered after the main loop cleared `pending` is never dropped by it, so the
+    // close is watched here too. All three futures are cancel-safe (a oneshot receiver, a watch
+    // wait, a sleep): whichever loses is simply dropped.
+    let answer = tokio::select! {
+        a = rx => a.ok(),
+        _ = closed.wait_for(|c| *c) => None,
+        _ = tokio::time::sleep(shared.opts.answer_timeout) => None,
+    };
     let drift = match answer {
-        Ok(Ok(bytes)) => {
+        Some(bytes) => {
             let got = answer_body(&bytes);
             let want = recorded_answer
                 .and_then(|a| read_text(index, &index.msgs[a]))
@@ -423,14 +435,15 @@ async fn server_request(shared: &Shared, meta: &MsgMeta, recorded_answer: Option
     };
     if let Some(d) = drift {
         if d.no_answer {
-            let when = if shared.closed.load(Ordering::Relaxed) {
+            let when = if *shared.closed.borrow() {
                 "before closing its input".to_string()
             } else {
                 format!("within {:?}", shared.opts.answer_timeout)
             };
-            eprintln!(
+            crate::diag!(
                 "mcptape play: drift: the client did not answer {} (tape line {}) {when}",
-                d.method, d.line
+                d.method,
+                d.line
             );
         } else {
             let lines: Vec<String> = d
@@ -446,7 +459,7 @@ async fn server_request(shared: &Shared, meta: &MsgMeta, recorded_answer: Option
                     )
                 })
                 .collect();
-            eprintln!("mcptape play: drift: the client's answer to {} (tape line {}) differs from the recording:\n{}", d.method, d.line, lines.join("\n"));
+            crate::diag!("mcptape play: drift: the client's answer to {} (tape line {}) differs from the recording:\n{}", d.method, d.line, lines.join("\n"));
         }
         let mut r = shared.report.lock().expect("report lock");
         r.drifted += 1;
@@ -499,7 +512,7 @@ fn read_text(index: &TapeIndex, meta: &MsgMeta) -> Option<String> {
     match index.read_text(meta) {
         Ok(t) => Some(t),
         Err(e) => {
-            eprintln!("mcptape play: tape line {}: {e}", meta.line);
+            crate::diag!("mcptape play: tape line {}: {e}", meta.line);
             None
         }
     }
@@ -508,4 +521,15 @@ fn read_text(index: &TapeIndex, meta: &MsgMeta) -> Option<String> {
 async fn send(shared: &Shared, mut line: Vec<u8>) {
     line.push(b'\n');
     let _ = shared.out.send(line).await;
+}
+
+/// The id of a JSON-RPC message from its first bytes, when it comes early enough to be seen.
+fn leading_id(head: &[u8]) -> Option<String> {
+    static RE: std::sync::OnceLock<regex::bytes::Regex> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::bytes::Regex::new(r#"^\s*\{(?:\s*"(?:jsonrpc|method)"\s*:\s*"[^"\\]*"\s*,)*\s*"id"\s*:\s*(-?\d+|"[^"\\]{0,200}")"#)
+            .expect("valid regex")
+    });
+    let caps = re.captures(head)?;
+    String::from_utf8(caps.get(1)?.as_bytes().to_vec()).ok()
 }

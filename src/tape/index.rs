@@ -52,10 +52,18 @@ pub struct Exchange {
     /// Server request (index in `msgs`) → the client's recorded answer (index in `msgs`).
     pub client_answers: HashMap<usize, usize>,
     /// Hash of method and match params (volatile fields removed).
-    pub key: u64,
+    pub key: MatchKey,
     /// The request's `_meta.progressToken`, canonical JSON text.
     pub progress_token: Option<String>,
+    /// The client sent `notifications/cancelled` for it.
+    pub cancelled: bool,
 }
+
+/// A 128-bit hash of a request's method and match params: equal keys are taken as equal
+/// requests (a collision is as likely as two random UUIDs being equal), so matching needs no
+/// re-reading of the tape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MatchKey(u64, u64);
 
 /// A server message tied to no exchange, with the point of the conversation it came at.
 #[derive(Debug, Clone)]
@@ -78,23 +86,26 @@ pub struct TapeIndex {
     pub msgs: Vec<MsgMeta>,
     pub exchanges: Vec<Exchange>,
     pub standalone: Vec<Standalone>,
-    /// Client messages in the conversation.
-    pub c2s_count: u64,
     file: File,
 }
 
 /// The match key of a request. `initialize` is matched leniently: who the client is and which
 /// protocol version it asks for are not drift, so its params take no part.
-pub fn match_key(method: &str, params: Option<&Value>) -> (u64, Value) {
+pub fn match_key(method: &str, params: Option<&Value>) -> (MatchKey, Value) {
     let params = if method == "initialize" {
         Value::Null
     } else {
         match_params(params)
     };
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    method.hash(&mut h);
-    canonical(&params).hash(&mut h);
-    (h.finish(), params)
+    let text = canonical(&params);
+    let half = |seed: u8| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        seed.hash(&mut h);
+        method.hash(&mut h);
+        text.hash(&mut h);
+        h.finish()
+    };
+    (MatchKey(half(1), half(2)), params)
 }
 
 #[derive(serde::Deserialize)]
@@ -118,7 +129,9 @@ pub fn params_of(message: &[u8]) -> Option<Value> {
     }
 }
 
-fn progress_token(params: Option<&Value>, in_meta: bool) -> Option<String> {
+/// A progress token, canonical JSON text: the request's `_meta.progressToken` (`in_meta`), or a
+/// progress notification's `progressToken`.
+pub fn progress_token(params: Option<&Value>, in_meta: bool) -> Option<String> {
     let p = params?;
     let t = if in_meta {
         p.get("_meta")?.get("progressToken")?
@@ -170,7 +183,7 @@ impl TapeIndex {
         let server = chosen.unwrap_or_else(|| super::format::DEFAULT_SERVER.to_string());
         let file = File::open(path).map_err(|e| TapeError::Io {
             path: path.to_path_buf(),
-            source: e,
+            cause: e,
         })?;
         Ok(TapeIndex {
             path: path.to_path_buf(),
@@ -182,7 +195,6 @@ impl TapeIndex {
             msgs: b.msgs,
             exchanges: b.exchanges,
             standalone: b.standalone,
-            c2s_count: b.c2s_count,
             file,
         })
     }
@@ -344,6 +356,7 @@ impl Builder {
                             client_answers: HashMap::new(),
                             key,
                             progress_token: token.clone(),
+                            cancelled: false,
                         });
                         self.open.push(ex);
                         self.open_by_id.insert(id, ex);
@@ -364,6 +377,20 @@ impl Builder {
                                 }
                             }
                             None => {}
+                        }
+                    }
+                    (Kind::Notification, _)
+                        if method.as_deref() == Some("notifications/cancelled") =>
+                    {
+                        // The client gave up on a request: it stays pairable with a late answer,
+                        // but later server messages no longer belong to it.
+                        let target = params
+                            .as_ref()
+                            .and_then(|p| p.get("requestId"))
+                            .map(canonical);
+                        if let Some(&ex) = target.as_ref().and_then(|id| self.open_by_id.get(id)) {
+                            self.exchanges[ex].cancelled = true;
+                            self.open.retain(|&e| e != ex);
                         }
                     }
                     _ => {}

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 pub enum TapeError {
     #[error("tape not found: {}", path.display())]
     NotFound { path: PathBuf },
-    #[error("reading tape {}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    #[error("reading tape {}: {cause}", path.display())]
+    Io { path: PathBuf, cause: io::Error },
     #[error("{}: line {line}: {message}", path.display())]
     Malformed {
         path: PathBuf,
@@ -99,7 +99,7 @@ impl TapeReader {
             },
             _ => TapeError::Io {
                 path: path.to_path_buf(),
-                source: e,
+                cause: e,
             },
         })?;
         let mut input = BufReader::with_capacity(256 * 1024, file);
@@ -108,7 +108,7 @@ impl TapeReader {
             .read_until(b'\n', &mut buf)
             .map_err(|e| TapeError::Io {
                 path: path.to_path_buf(),
-                source: e,
+                cause: e,
             })?;
         let not_a_tape = |why: String| TapeError::NotATape {
             path: path.to_path_buf(),
@@ -159,16 +159,6 @@ impl TapeReader {
         &self.path
     }
 
-    /// 1-based line number of the entry last returned.
-    pub fn line(&self) -> u64 {
-        self.line
-    }
-
-    /// File offset of the line last returned.
-    pub fn offset(&self) -> u64 {
-        self.offset
-    }
-
     /// Warnings so far (complete once `next` has returned `None`).
     pub fn warnings(&self) -> &[Warning] {
         &self.warnings
@@ -183,7 +173,7 @@ impl TapeReader {
                 .read_until(b'\n', &mut self.buf)
                 .map_err(|e| TapeError::Io {
                     path: self.path.clone(),
-                    source: e,
+                    cause: e,
                 })?;
             if n == 0 {
                 if !self.saw_end && !self.warnings.contains(&Warning::NotClosed) {

@@ -25,6 +25,8 @@ pub struct TapeWriter {
     open: HashSet<(Dir, String)>,
     /// The first write error; once set, the tape is marked incomplete and writing stops.
     failed: Option<io::Error>,
+    /// Bytes of complete lines written so far.
+    good_len: u64,
     dropped: u64,
 }
 
@@ -44,6 +46,7 @@ impl TapeWriter {
             counts: End::default(),
             open: HashSet::new(),
             failed: None,
+            good_len: 0,
             dropped: 0,
         };
         let header = Header {
@@ -60,10 +63,6 @@ impl TapeWriter {
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    pub fn start(&self) -> Instant {
-        self.start
     }
 
     /// Microseconds since the tape started.
@@ -130,6 +129,9 @@ impl TapeWriter {
                 if let Some(problem) = &c.problem {
                     p.extend_from_slice(b",\"problem\":");
                     push_json_str(p, problem);
+                }
+                if c.kind == Kind::Invalid {
+                    self.counts.raw += 1;
                 }
                 if c.kind.is_json() {
                     // Verbatim: the classifier has just validated these bytes as JSON.
@@ -200,6 +202,7 @@ impl TapeWriter {
                 self.path.display()
             )));
         }
+        self.good_len += self.pending.len() as u64;
         self.pending.clear();
         if self.pending.capacity() > KEEP_CAPACITY {
             // One huge message should not pin its size in memory for the rest of the session.
@@ -218,10 +221,6 @@ impl TapeWriter {
         self.dropped
     }
 
-    pub fn counts(&self) -> &End {
-        &self.counts
-    }
-
     /// Writes the closing line and syncs the file. Returns the counts written.
     pub fn finish(mut self, exit: Option<ExitInfo>, reason: Option<String>) -> io::Result<End> {
         let mut end = self.counts.clone();
@@ -229,9 +228,13 @@ impl TapeWriter {
         end.exit = exit;
         end.reason = reason;
         end.incomplete = self.failed.is_some();
-        if self.failed.is_some() {
-            // Try once more: a transient failure (space freed) still gets the tape closed.
-            self.failed = None;
+        if self.failed.take().is_some() {
+            // A failed write may have left part of a line behind; cut back to the last complete
+            // line so the closing line starts on a line of its own. Then try once more: a
+            // transient failure (space freed) still gets the tape closed.
+            use std::io::Seek;
+            self.file.set_len(self.good_len)?;
+            self.file.seek(io::SeekFrom::Start(self.good_len))?;
         }
         self.push_record(&OwnedLine::End(&end));
         self.commit()?;

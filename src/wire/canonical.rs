@@ -87,7 +87,7 @@ fn diff_into(path: String, left: Option<&Value>, right: Option<&Value>, out: &mu
     }
 }
 
-fn child_path(parent: &str, key: &str) -> String {
+pub fn child_path(parent: &str, key: &str) -> String {
     let simple = !key.is_empty()
         && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !key.starts_with(|c: char| c.is_ascii_digit());

@@ -113,11 +113,6 @@ impl Framer {
         }
     }
 
-    /// Bytes currently held for an incomplete line.
-    pub fn pending(&self) -> usize {
-        self.buf.len()
-    }
-
     fn stash(&mut self, part: &[u8]) {
         if let Some((len, head)) = &mut self.oversize {
             *len += part.len() as u64;

@@ -127,3 +127,37 @@ fn show_and_ls_into_a_closed_pipe_end_quietly() {
         assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_server_that_cannot_start_does_not_cost_an_existing_tape() {
+    // Regression: the tape was truncated before the spawn, then removed when it failed.
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    std::fs::write(&tape, "precious\n").unwrap();
+    let out = mcptape(&["record", "--tape", &s(&tape), "--", "/nonexistent/server"]);
+    assert_eq!(out.status.code(), Some(69));
+    assert_eq!(std::fs::read_to_string(&tape).unwrap(), "precious\n");
+}
+
+#[test]
+fn show_json_keeps_ids_exactly() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let raw = r#"{"type":"msg","seq":1,"t_us":0,"server":"default","dir":"c2s","kind":"request","id":123456789012345678901234567890,"method":"ping","msg":{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}}"#;
+    std::fs::write(
+        &tape,
+        format!("{{\"type\":\"header\",\"format\":\"mcptape\",\"version\":1,\"created\":\"x\",\"tool\":\"t\"}}\n{raw}\n"),
+    )
+    .unwrap();
+    let out = mcptape(&["show", "--json", &s(&tape)]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\"id\": 123456789012345678901234567890"),
+        "{text}"
+    );
+    let out = mcptape(&["show", &s(&tape)]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("12345…"),
+        "ids are shown as written, cut to the column"
+    );
+}

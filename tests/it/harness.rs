@@ -338,3 +338,45 @@ pub fn mcptape(args: &[&str]) -> Output {
     c.args(args);
     run_with_timeout(c, Duration::from_secs(60))
 }
+
+/// Writes a tape by hand: a header, a server line, one `msg` line per (direction, message), and
+/// an `end` line if `closed`. For cases a real session cannot produce on demand.
+pub fn write_tape(path: &Path, msgs: &[(&str, Value)], closed: bool) {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    out.push_str(r#"{"type":"header","format":"mcptape","version":1,"minor":0,"created":"2026-01-01T00:00:00Z","tool":"test"}"#);
+    out.push('\n');
+    out.push_str(
+        r#"{"type":"server","server":"default","transport":"stdio","command":["x"],"t_us":0}"#,
+    );
+    out.push('\n');
+    for (i, (dir, m)) in msgs.iter().enumerate() {
+        let kind = if m.get("method").is_some() {
+            if m.get("id").is_some() {
+                "request"
+            } else {
+                "notification"
+            }
+        } else if m.get("error").is_some() {
+            "error"
+        } else {
+            "response"
+        };
+        let mut line = serde_json::json!({"type": "msg", "seq": i + 1, "t_us": i * 10, "server": "default", "dir": dir, "kind": kind, "msg": m});
+        if let Some(id) = m.get("id") {
+            line["id"] = id.clone();
+        }
+        if let Some(method) = m.get("method") {
+            line["method"] = method.clone();
+        }
+        let _ = writeln!(out, "{line}");
+    }
+    if closed {
+        let _ = writeln!(
+            out,
+            r#"{{"type":"end","t_us":1000,"messages":{},"exchanges":0}}"#,
+            msgs.len()
+        );
+    }
+    std::fs::write(path, out).expect("write tape");
+}

@@ -4,6 +4,7 @@
 use crate::harness::*;
 use crate::record::{py, record};
 use serde_json::{json, Value};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -677,4 +678,144 @@ fn a_request_the_recorded_server_never_answered_gets_an_error_not_silence() {
     let (status, stderr) = c.finish();
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("unanswered on the tape 1"), "{stderr}");
+}
+
+#[test]
+fn a_client_that_closes_while_a_server_request_waits_ends_play_at_once() {
+    // Regression: the waiter for the client's answer was registered after the main loop had
+    // dropped all waiters, so play sat out the whole --answer-timeout (here an hour: the
+    // harness's 30 s limit fails the test instead).
+    let dir = tmp();
+    let tape = dir.path().join("s.jsonl");
+    write_tape(
+        &tape,
+        &[
+            (
+                "c2s",
+                req(1, "tools/call", json!({"name": "ask", "arguments": {}})),
+            ),
+            (
+                "s2c",
+                req(
+                    0,
+                    "sampling/createMessage",
+                    json!({"messages": [], "maxTokens": 5}),
+                ),
+            ),
+            (
+                "c2s",
+                json!({"jsonrpc": "2.0", "id": 0, "result": {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}}),
+            ),
+            (
+                "s2c",
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "done"}]}}),
+            ),
+        ],
+        true,
+    );
+    let mut c = play(&tape, &["--answer-timeout", "3600"]);
+    c.send(&req(
+        7,
+        "tools/call",
+        json!({"name": "ask", "arguments": {}}),
+    ));
+    // Close at once: the exchange's task starts after play has seen the end of input.
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "did not answer sampling/createMessage (tape line 4) before closing its input"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_cancelled_request_is_replayed_without_an_error_and_later_notifications_keep_their_place() {
+    // Regression: `notifications/cancelled` did not close the exchange, so a later
+    // `list_changed` was bundled with the cancelled call and play reported it unanswered.
+    let dir = tmp();
+    let tape = dir.path().join("c.jsonl");
+    let slow = req(1, "tools/call", json!({"name": "slow", "arguments": {}}));
+    let list = req(2, "tools/list", json!({}));
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    write_tape(
+        &tape,
+        &[
+            ("c2s", slow.clone()),
+            (
+                "c2s",
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "timeout"}}),
+            ),
+            ("c2s", list.clone()),
+            (
+                "s2c",
+                json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": []}}),
+            ),
+            ("s2c", changed.clone()),
+        ],
+        true,
+    );
+    let mut c = play(&tape, &[]);
+    c.send(&slow);
+    c.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
+    );
+    let (answer, before) = ask(&mut c, &list);
+    assert_eq!(answer["result"], json!({"tools": []}));
+    assert!(
+        before.is_empty(),
+        "nothing comes before the tools/list answer: {before:?}"
+    );
+    assert_eq!(
+        c.recv(),
+        changed,
+        "the notification follows the answer, as recorded"
+    );
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("cancelled by the client in the recording"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_closed_stderr_does_not_stop_play_from_answering() {
+    // Regression: eprintln! panicked on a closed stderr, killing play mid-session.
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let list = req(1, "tools/list", json!({}));
+    write_tape(
+        &tape,
+        &[
+            ("c2s", list.clone()),
+            (
+                "s2c",
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}),
+            ),
+        ],
+        true,
+    );
+    let mut cmd = command(&play_cmd(&tape));
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stderr.take()); // stderr is a closed pipe from the start
+    let mut stdin = child.stdin.take().unwrap();
+    // A miss writes an explanation to stderr; then a hit must still be answered.
+    writeln!(stdin, "{}", req(9, "nope", json!({}))).unwrap();
+    writeln!(stdin, "{}", with_id(&list, json!(2))).unwrap();
+    drop(stdin);
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
+    let status = child.wait().unwrap();
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(lines[1]["result"], json!({"tools": []}));
+    assert_eq!(status.code(), Some(1), "a miss, and no panic (101)");
 }

@@ -1,0 +1,242 @@
+//! Classified differences between a recorded answer and another one (a second recording, or a
+//! live server's): each change has a kind, a JSONPath, and both values.
+
+use crate::wire::canonical::canonical;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What kind of difference; ordered from most to least severe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeKind {
+    /// No answer: timeout, crash, or the exchange is missing on one side.
+    MissingResponse,
+    /// A result became an error or the other way round, or the error code changed.
+    ErrorStatusChange,
+    /// A key added or removed, a type changed, items added or removed.
+    StructureChange,
+    /// The same items in another order.
+    OrderingChange,
+    /// A value changed.
+    ValueChange,
+}
+
+impl ChangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::MissingResponse => "missing-response",
+            ChangeKind::ErrorStatusChange => "error-status-change",
+            ChangeKind::StructureChange => "structure-change",
+            ChangeKind::OrderingChange => "ordering-change",
+            ChangeKind::ValueChange => "value-change",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    pub kind: ChangeKind,
+    /// JSONPath into the answer body (`$.result…` or `$.error…`).
+    pub path: String,
+    /// The recorded value (`None`: absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<Value>,
+    /// The other side's value (`None`: absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<Value>,
+}
+
+/// Classified changes from `recorded` to `observed` (both normalized answer bodies).
+pub fn changes(recorded: &Value, observed: &Value, allow_reorder: bool) -> Vec<Change> {
+    let mut out = Vec::new();
+    let (r_err, o_err) = (recorded.get("error"), observed.get("error"));
+    match (r_err, o_err) {
+        (None, None) => {}
+        (Some(a), Some(b)) => {
+            if a.get("code") != b.get("code") {
+                out.push(change(
+                    ChangeKind::ErrorStatusChange,
+                    "$.error.code".into(),
+                    a.get("code"),
+                    b.get("code"),
+                ));
+            }
+        }
+        _ => {
+            out.push(change(
+                ChangeKind::ErrorStatusChange,
+                "$".into(),
+                Some(recorded),
+                Some(observed),
+            ));
+            return out;
+        }
+    }
+    walk("$".into(), recorded, observed, allow_reorder, &mut out);
+    out.retain(|c| !(c.kind == ChangeKind::ValueChange && c.path == "$.error.code"));
+    out
+}
+
+fn change(
+    kind: ChangeKind,
+    path: String,
+    recorded: Option<&Value>,
+    observed: Option<&Value>,
+) -> Change {
+    Change {
+        kind,
+        path,
+        recorded: recorded.cloned(),
+        observed: observed.cloned(),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn walk(path: String, a: &Value, b: &Value, allow_reorder: bool, out: &mut Vec<Change>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, va) in x {
+                let p = crate::wire::canonical::child_path(&path, k);
+                match y.get(k) {
+                    Some(vb) => walk(p, va, vb, allow_reorder, out),
+                    None => out.push(change(ChangeKind::StructureChange, p, Some(va), None)),
+                }
+            }
+            for (k, vb) in y {
+                if !x.contains_key(k) {
+                    let p = crate::wire::canonical::child_path(&path, k);
+                    out.push(change(ChangeKind::StructureChange, p, None, Some(vb)));
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            let mut xs: Vec<(String, &Value)> = x.iter().map(|v| (canonical(v), v)).collect();
+            let mut ys: Vec<(String, &Value)> = y.iter().map(|v| (canonical(v), v)).collect();
+            let same_multiset = {
+                let mut a: Vec<&String> = xs.iter().map(|(c, _)| c).collect();
+                let mut b: Vec<&String> = ys.iter().map(|(c, _)| c).collect();
+                a.sort();
+                b.sort();
+                a == b
+            };
+            if same_multiset {
+                if !allow_reorder && xs.iter().map(|(c, _)| c).ne(ys.iter().map(|(c, _)| c)) {
+                    out.push(change(ChangeKind::OrderingChange, path, Some(a), Some(b)));
+                }
+                return;
+            }
+            if allow_reorder {
+                xs.sort_by(|p, q| p.0.cmp(&q.0));
+                ys.sort_by(|p, q| p.0.cmp(&q.0));
+            }
+            for i in 0..xs.len().max(ys.len()) {
+                let p = format!("{path}[{i}]");
+                match (xs.get(i), ys.get(i)) {
+                    (Some((_, va)), Some((_, vb))) => walk(p, va, vb, allow_reorder, out),
+                    (Some((_, va)), None) => {
+                        out.push(change(ChangeKind::StructureChange, p, Some(va), None))
+                    }
+                    (None, Some((_, vb))) => {
+                        out.push(change(ChangeKind::StructureChange, p, None, Some(vb)))
+                    }
+                    (None, None) => {}
+                }
+            }
+        }
+        (x, y) if type_name(x) != type_name(y) => {
+            out.push(change(ChangeKind::StructureChange, path, Some(x), Some(y)))
+        }
+        (x, y) if x != y => out.push(change(ChangeKind::ValueChange, path, Some(x), Some(y))),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kinds(a: Value, b: Value, reorder: bool) -> Vec<(ChangeKind, String)> {
+        changes(&a, &b, reorder)
+            .into_iter()
+            .map(|c| (c.kind, c.path))
+            .collect()
+    }
+
+    #[test]
+    fn each_kind_with_its_path() {
+        use ChangeKind::*;
+        assert_eq!(
+            kinds(
+                json!({"result": {"a": 1}}),
+                json!({"result": {"a": 2}}),
+                false
+            ),
+            [(ValueChange, "$.result.a".into())]
+        );
+        assert_eq!(
+            kinds(
+                json!({"result": {"a": 1}}),
+                json!({"result": {"b": 1}}),
+                false
+            ),
+            [
+                (StructureChange, "$.result.a".into()),
+                (StructureChange, "$.result.b".into())
+            ]
+        );
+        assert_eq!(
+            kinds(
+                json!({"result": {"a": 1}}),
+                json!({"result": {"a": "1"}}),
+                false
+            ),
+            [(StructureChange, "$.result.a".into())]
+        );
+        assert_eq!(
+            kinds(
+                json!({"result": {"l": [1, 2]}}),
+                json!({"result": {"l": [2, 1]}}),
+                false
+            ),
+            [(OrderingChange, "$.result.l".into())]
+        );
+        assert!(kinds(
+            json!({"result": {"l": [1, 2]}}),
+            json!({"result": {"l": [2, 1]}}),
+            true
+        )
+        .is_empty());
+        assert_eq!(
+            kinds(json!({"result": {}}), json!({"error": {"code": 1}}), false),
+            [(ErrorStatusChange, "$".into())]
+        );
+        assert_eq!(
+            kinds(
+                json!({"error": {"code": 1, "message": "a"}}),
+                json!({"error": {"code": 2, "message": "a"}}),
+                false
+            ),
+            [(ErrorStatusChange, "$.error.code".into())]
+        );
+        assert_eq!(
+            kinds(
+                json!({"result": {"l": [1]}}),
+                json!({"result": {"l": [1, 3]}}),
+                false
+            ),
+            [(StructureChange, "$.result.l[1]".into())]
+        );
+    }
+}

@@ -1,0 +1,8 @@
+//! Comparing answers: normalization, classified changes, tool-surface changes.
+
+pub mod diff_values;
+pub mod normalize;
+pub mod surface;
+
+pub use diff_values::{changes, Change, ChangeKind};
+pub use normalize::Normalizer;

@@ -1,0 +1,328 @@
+//! Normalization before comparing two answers: what legitimately changes from run to run is
+//! masked, ignored paths are removed, and JSON held inside text content is parsed so it is
+//! compared as JSON. Both sides go through the same normalizer.
+
+use regex::Regex;
+use serde_json::{Map, Value};
+use serde_json_path::JsonPath;
+use std::sync::OnceLock;
+
+/// Keys (compared lower-case, without `_` and `-`) whose values are timestamps: masked whatever
+/// their value (string, or a number in a plausible epoch range).
+pub const TIMESTAMP_KEYS: &[&str] = &[
+    "timestamp",
+    "time",
+    "date",
+    "datetime",
+    "createdat",
+    "updatedat",
+    "modifiedat",
+    "deletedat",
+    "expiresat",
+    "startedat",
+    "endedat",
+    "finishedat",
+    "lastmodified",
+    "lastupdated",
+    "ts",
+    "now",
+    "epoch",
+    "generatedat",
+    "servertime",
+];
+
+/// Keys whose values identify a session, request or trace rather than describe behaviour.
+pub const ID_KEYS: &[&str] = &[
+    "sessionid",
+    "requestid",
+    "traceid",
+    "spanid",
+    "correlationid",
+    "nonce",
+    "etag",
+    "requeststate",
+    "cursor",
+    "nextcursor",
+    "mcpsessionid",
+];
+
+pub const MASK_TIMESTAMP: &str = "<timestamp>";
+pub const MASK_UUID: &str = "<uuid>";
+pub const MASK_ID: &str = "<id>";
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid --ignore-path {path:?}: {message}")]
+pub struct PathError {
+    pub path: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Normalizer {
+    /// Mask timestamps, UUIDs and session/request ids (on unless `--no-auto-mask`).
+    pub auto_mask: bool,
+    /// RFC 9535 JSONPath queries whose nodes are removed before comparing.
+    pub ignore: Vec<(String, JsonPath)>,
+    /// Compare arrays as multisets.
+    pub allow_reorder: bool,
+}
+
+impl Normalizer {
+    pub fn new(
+        auto_mask: bool,
+        ignore_paths: &[String],
+        allow_reorder: bool,
+    ) -> Result<Normalizer, PathError> {
+        let mut ignore = Vec::new();
+        for p in ignore_paths {
+            let parsed = JsonPath::parse(p).map_err(|e| PathError {
+                path: p.clone(),
+                message: e.to_string(),
+            })?;
+            ignore.push((p.clone(), parsed));
+        }
+        Ok(Normalizer {
+            auto_mask,
+            ignore,
+            allow_reorder,
+        })
+    }
+
+    /// The comparable form of one answer body (`{"result": …}` or `{"error": …}`).
+    pub fn normalize(&self, mut v: Value) -> Value {
+        parse_embedded_json(&mut v, 0);
+        for (_, path) in &self.ignore {
+            remove_matches(&mut v, path);
+        }
+        if self.auto_mask {
+            mask(&mut v, None);
+        }
+        v
+    }
+}
+
+/// Text content that is itself JSON (an object or array) is replaced by the parsed value, so a
+/// changed field inside it is reported at its own path rather than as one changed string.
+fn parse_embedded_json(v: &mut Value, depth: usize) {
+    if depth > 64 {
+        return;
+    }
+    match v {
+        Value::Object(map) => {
+            let is_text_item = map.get("type").and_then(Value::as_str) == Some("text");
+            for (k, child) in map.iter_mut() {
+                if is_text_item && k == "text" {
+                    if let Value::String(s) = child {
+                        let t = s.trim_start();
+                        if t.starts_with('{') || t.starts_with('[') {
+                            if let Ok(parsed) = serde_json::from_str::<Value>(s) {
+                                *child = parsed;
+                                continue;
+                            }
+                        }
+                    }
+                }
+                parse_embedded_json(child, depth + 1);
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|i| parse_embedded_json(i, depth + 1)),
+        _ => {}
+    }
+}
+
+fn remove_matches(v: &mut Value, path: &JsonPath) {
+    // Locate first (immutable), then remove from the last location backwards so that earlier
+    // array indices stay valid.
+    let mut pointers: Vec<Vec<Step>> = path
+        .query_located(v)
+        .locations()
+        .map(|loc| {
+            loc.iter()
+                .map(|e| match e {
+                    serde_json_path::PathElement::Name(n) => Step::Key(n.to_string()),
+                    serde_json_path::PathElement::Index(i) => Step::Index(*i),
+                })
+                .collect()
+        })
+        .collect();
+    pointers.sort();
+    for p in pointers.iter().rev() {
+        remove_at(v, p);
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+fn remove_at(v: &mut Value, path: &[Step]) {
+    let Some((last, parents)) = path.split_last() else {
+        *v = Value::Null; // `$` itself: nothing left to compare
+        return;
+    };
+    let mut cur = v;
+    for step in parents {
+        cur = match (step, cur) {
+            (Step::Key(k), Value::Object(m)) => match m.get_mut(k) {
+                Some(c) => c,
+                None => return,
+            },
+            (Step::Index(i), Value::Array(a)) => match a.get_mut(*i) {
+                Some(c) => c,
+                None => return,
+            },
+            _ => return,
+        };
+    }
+    match (last, cur) {
+        (Step::Key(k), Value::Object(m)) => {
+            m.remove(k);
+        }
+        (Step::Index(i), Value::Array(a)) if *i < a.len() => {
+            a.remove(*i);
+        }
+        _ => {}
+    }
+}
+
+fn squash(key: &str) -> String {
+    key.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+fn timestamp_re() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(
+            r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b",
+        )
+        .expect("valid regex")
+    })
+}
+
+fn uuid_re() -> &'static Regex {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"(?i)\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+            .expect("valid regex")
+    })
+}
+
+/// Epoch seconds or milliseconds between 2001 and 2096.
+fn is_epoch(n: &serde_json::Number) -> bool {
+    let Some(f) = n.as_f64() else { return false };
+    (1.0e9..4.0e9).contains(&f) || (1.0e12..4.0e12).contains(&f)
+}
+
+fn mask(v: &mut Value, key: Option<&str>) {
+    let squashed = key.map(squash);
+    let role = squashed.as_deref().map(|k| {
+        if TIMESTAMP_KEYS.contains(&k) {
+            Some(MASK_TIMESTAMP)
+        } else if ID_KEYS.contains(&k) {
+            Some(MASK_ID)
+        } else {
+            None
+        }
+    });
+    match v {
+        Value::Object(map) => mask_map(map),
+        Value::Array(items) => items.iter_mut().for_each(|i| mask(i, None)),
+        Value::String(s) => {
+            if let Some(Some(m)) = role {
+                *s = m.to_string();
+                return;
+            }
+            if s.len() >= 10 && s.as_bytes().iter().any(u8::is_ascii_digit) {
+                let t = timestamp_re().replace_all(s, MASK_TIMESTAMP);
+                let u = uuid_re().replace_all(&t, MASK_UUID);
+                if u != s.as_str() {
+                    *s = u.into_owned();
+                }
+            }
+        }
+        Value::Number(n) => {
+            if role == Some(Some(MASK_TIMESTAMP)) && is_epoch(n) {
+                *v = Value::String(MASK_TIMESTAMP.into());
+            } else if role == Some(Some(MASK_ID)) {
+                *v = Value::String(MASK_ID.into());
+            }
+        }
+        _ => {}
+    }
+}
+
+fn mask_map(map: &mut Map<String, Value>) {
+    for (k, child) in map.iter_mut() {
+        mask(child, Some(k));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn masks_timestamps_uuids_and_ids() {
+        let n = Normalizer::new(true, &[], false).unwrap();
+        let v = n.normalize(json!({
+            "result": {
+                "createdAt": 1764480000, "updated_at": "yesterday", "count": 1764480000,
+                "sessionId": "abc", "note": "done at 2026-11-30T05:40:45.123Z by 123e4567-e89b-12d3-a456-426614174000",
+                "plain": "2026 was a year"
+            }
+        }));
+        assert_eq!(
+            v,
+            json!({"result": {
+                "createdAt": "<timestamp>", "updated_at": "<timestamp>", "count": 1764480000,
+                "sessionId": "<id>", "note": "done at <timestamp> by <uuid>", "plain": "2026 was a year"
+            }})
+        );
+        let off = Normalizer::new(false, &[], false).unwrap();
+        assert_eq!(
+            off.normalize(json!({"sessionId": "abc"})),
+            json!({"sessionId": "abc"})
+        );
+    }
+
+    #[test]
+    fn json_in_text_is_parsed_and_ignore_paths_removed() {
+        let n = Normalizer::new(
+            false,
+            &[
+                "$.result.content[*].text.population".into(),
+                "$..debug".into(),
+            ],
+            false,
+        )
+        .unwrap();
+        let v = n.normalize(json!({"result": {"content": [
+            {"type": "text", "text": "{\"name\":\"Lisbon\",\"population\":5}"},
+            {"type": "text", "text": "not json {"}
+        ], "debug": {"x": 1}}}));
+        assert_eq!(
+            v,
+            json!({"result": {"content": [
+                {"type": "text", "text": {"name": "Lisbon"}},
+                {"type": "text", "text": "not json {"}
+            ]}})
+        );
+    }
+
+    #[test]
+    fn bad_ignore_paths_are_refused() {
+        let e = Normalizer::new(false, &["$[".into()], false).unwrap_err();
+        assert!(
+            e.to_string().contains("invalid --ignore-path \"$[\""),
+            "{e}"
+        );
+    }
+}
