@@ -15,11 +15,14 @@ macro_rules! diag {
     }};
 }
 
+pub mod check;
 pub mod compare;
 pub mod demo;
+pub mod diff;
 pub mod exit;
 pub mod inspect;
 pub mod play;
 pub mod record;
+pub mod report;
 pub mod tape;
 pub mod wire;

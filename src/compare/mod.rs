@@ -6,3 +6,6 @@ pub mod surface;
 
 pub use diff_values::{changes, Change, ChangeKind};
 pub use normalize::Normalizer;
+pub mod tapes;
+
+pub use tapes::{compare_tapes, ExchangeComparison, ExchangeRef, Outcome, TapeComparison};

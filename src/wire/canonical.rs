@@ -16,9 +16,12 @@ pub const VOLATILE_META_KEYS: &[&str] = &[
     "io.modelcontextprotocol/clientInfo",
 ];
 
-/// Removes the volatile `_meta` keys (and `_meta` itself once empty) from request params.
+/// Removes the volatile `_meta` keys (and `_meta` itself once empty) from request params, and
+/// the 2026-07-28 era's `requestState`: opaque server state that a server may encrypt with a
+/// per-process key, so a retry of the same request carries a different one on every run.
 pub fn strip_volatile(params: &mut Value) {
     if let Value::Object(map) = params {
+        map.remove("requestState");
         let mut now_empty = false;
         if let Some(Value::Object(meta)) = map.get_mut("_meta") {
             for key in VOLATILE_META_KEYS {
@@ -138,6 +141,11 @@ mod tests {
         let p =
             json!({"name":"t","_meta":{"progressToken":7,"io.modelcontextprotocol/clientInfo":{}}});
         assert_eq!(match_params(Some(&p)), json!({"name":"t"}));
+        let p = json!({"name":"t","requestState":"v1.abc","inputResponses":{"k":1}});
+        assert_eq!(
+            match_params(Some(&p)),
+            json!({"name":"t","inputResponses":{"k":1}})
+        );
         let p = json!({"_meta":{"progressToken":7,"keep":1}});
         assert_eq!(match_params(Some(&p)), json!({"_meta":{"keep":1}}));
         assert_eq!(match_params(Some(&json!({}))), Value::Null);
