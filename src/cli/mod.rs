@@ -1,6 +1,8 @@
 //! Command-line surface: one file per subcommand, each turning its arguments into a config.
 
+mod check;
 mod demo;
+mod diff;
 mod inspect;
 mod play;
 mod record;
@@ -11,8 +13,9 @@ use mcptape::tape::TapeError;
 
 const EXIT_CODES: &str = "\
 Exit codes:
-  0   success: recorded, everything served, same
-  1   misses or drift (play)
+  0   success: recorded, everything served, same, gate passed
+  1   play: misses or drift; diff: output drift; check: gate failed
+  2   diff: structural drift
   64  usage error
   65  malformed tape, or a tape from a newer format version
   66  tape not found
@@ -38,6 +41,8 @@ struct Cli {
 enum Command {
     Record(record::Args),
     Play(play::Args),
+    Check(check::Args),
+    Diff(diff::Args),
     Ls(inspect::LsArgs),
     Show(inspect::ShowArgs),
     Demo(demo::Args),
@@ -62,6 +67,8 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Record(a) => record::run(a),
         Command::Play(a) => play::run(a),
+        Command::Check(a) => check::run(a),
+        Command::Diff(a) => diff::run(a),
         Command::Ls(a) => inspect::ls(a),
         Command::Show(a) => inspect::show(a),
         Command::Demo(a) => demo::run(a),
@@ -78,24 +85,46 @@ pub fn main() -> i32 {
 
 /// Exit code for an error that stopped a command.
 fn code_for(e: &anyhow::Error) -> i32 {
+    use mcptape::check::driver::DriveError;
+    use mcptape::check::CheckError;
+    use mcptape::record::RecordError;
+    let tape_code = |t: &TapeError| match t {
+        TapeError::NotFound { .. } => exit::NO_INPUT,
+        TapeError::Io { .. } => exit::IO_ERR,
+        _ => exit::DATA_ERR,
+    };
+    let drive_code = |d: &DriveError| match d {
+        DriveError::Spawn { .. } => exit::UNAVAILABLE,
+        DriveError::Tape { .. } => exit::IO_ERR,
+    };
     for cause in e.chain() {
         if let Some(t) = cause.downcast_ref::<TapeError>() {
-            return match t {
-                TapeError::NotFound { .. } => exit::NO_INPUT,
-                TapeError::Io { .. } => exit::IO_ERR,
-                _ => exit::DATA_ERR,
+            return tape_code(t);
+        }
+        if let Some(c) = cause.downcast_ref::<CheckError>() {
+            return match c {
+                CheckError::Tape(t) => tape_code(t),
+                CheckError::Drive(d) => drive_code(d),
+                CheckError::Update { .. } => exit::IO_ERR,
             };
         }
-        if let Some(r) = cause.downcast_ref::<mcptape::record::RecordError>() {
+        if let Some(d) = cause.downcast_ref::<DriveError>() {
+            return drive_code(d);
+        }
+        if let Some(r) = cause.downcast_ref::<RecordError>() {
             return match r {
-                mcptape::record::RecordError::Spawn { .. } => exit::UNAVAILABLE,
-                mcptape::record::RecordError::Tape { .. } => exit::IO_ERR,
+                RecordError::Spawn { .. } => exit::UNAVAILABLE,
+                RecordError::Tape { .. } => exit::IO_ERR,
                 _ => exit::SOFTWARE,
             };
         }
         if cause
             .downcast_ref::<mcptape::tape::store::NameError>()
             .is_some()
+            || cause
+                .downcast_ref::<mcptape::compare::normalize::PathError>()
+                .is_some()
+            || cause.downcast_ref::<UsageError>().is_some()
         {
             return exit::USAGE;
         }
@@ -134,3 +163,8 @@ fn stdout(text: &str) -> std::io::Result<()> {
         other => other,
     }
 }
+
+/// A usage problem found after parsing (exit 64).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);

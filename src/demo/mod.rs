@@ -114,6 +114,80 @@ pub fn run_demo(exe: &Path, dir: &Path) -> Result<bool> {
         println!("   ✗ expected drift, saw none");
         ok = false;
     }
+
+    let norm = crate::compare::Normalizer::new(true, &[], false)?;
+    let check_cfg = |variant: &str| crate::check::CheckConfig {
+        tape: tape.clone(),
+        command: vec![
+            exe_s.clone(),
+            "demo-server".into(),
+            "--variant".into(),
+            variant.into(),
+        ],
+        timeout: std::time::Duration::from_secs(10),
+        normalizer: norm.clone(),
+        latency: None,
+        min_grade: None,
+        fail_on_regression: true,
+        update: false,
+        max_message: crate::wire::DEFAULT_MAX_MESSAGE,
+        grace: std::time::Duration::from_secs(5),
+    };
+    println!("\n5. check: replay the recorded client side against the healthy build and grade it");
+    println!(
+        "   $ mcptape check {} -- mcptape demo-server",
+        tape.display()
+    );
+    let (healthy, _) = crate::check::check(&check_cfg("healthy"))?;
+    print_lines(
+        &crate::report::check_console(&healthy, false)
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>(),
+    );
+    if healthy.grade != crate::check::Grade::A || !healthy.gate.passed {
+        println!("   ✗ expected grade A");
+        ok = false;
+    }
+
+    println!("\n6. check the regressed build: same tools/list, different behaviour; the gate fails (exit 1)");
+    println!(
+        "   $ mcptape check {} -- mcptape demo-server --variant drifted",
+        tape.display()
+    );
+    let (regressed, _) = crate::check::check(&check_cfg("drifted"))?;
+    print_lines(
+        &crate::report::check_console(&regressed, false)
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>(),
+    );
+    let kinds = &regressed.regressions;
+    if regressed.gate.passed
+        || !kinds.contains_key(&crate::compare::ChangeKind::ValueChange)
+        || !kinds.contains_key(&crate::compare::ChangeKind::StructureChange)
+    {
+        println!("   ✗ expected a value change and a structure change");
+        ok = false;
+    }
+
+    println!("\n7. diff: the two recordings, aligned by content, down to the first drifted call (exit 1: output drift)");
+    println!(
+        "   $ mcptape diff {} {}",
+        tape.display(),
+        drifted_tape.display()
+    );
+    let (d, _) = crate::diff::diff(&tape, &drifted_tape, &norm)?;
+    print_lines(
+        &crate::report::diff_text(&d, false, false)
+            .lines()
+            .map(str::to_string)
+            .collect::<Vec<_>>(),
+    );
+    if d.verdict != crate::diff::Verdict::OutputDrift {
+        println!("   ✗ expected output drift");
+        ok = false;
+    }
     println!("\nTapes: {} and {}", tape.display(), drifted_tape.display());
     println!("Look inside: {exe_s} show {}", tape.display());
     Ok(ok)

@@ -1,0 +1,55 @@
+use anyhow::Result;
+use mcptape::compare::Normalizer;
+use mcptape::tape::store;
+
+/// Compare two recordings: exchanges aligned by content (reordered or parallel calls are not
+/// drift), answers compared after normalization, down to the first call that drifted.
+///
+/// Exit codes: 0 same, 1 output drift (same calls, different answers), 2 structural drift (calls
+/// on one side only, tools added or removed, a tool schema narrowed).
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
+pub struct Args {
+    /// The first tape (name or path).
+    #[arg(value_name = "A")]
+    a: String,
+    /// The second tape (name or path).
+    #[arg(value_name = "B")]
+    b: String,
+    /// Show every drift, not just the first.
+    #[arg(long)]
+    all: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    #[command(flatten)]
+    norm: super::check::NormArgs,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Text,
+    Json,
+    Markdown,
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let pa = store::resolve(&a.a)?;
+    let pb = store::resolve(&a.b)?;
+    let norm: Normalizer = a.norm.normalizer()?;
+    let (report, warnings) = mcptape::diff::diff(&pa, &pb, &norm)?;
+    for w in warnings {
+        mcptape::diag!("mcptape: warning: {w}");
+    }
+    let text = match a.format {
+        Format::Text => {
+            use std::io::IsTerminal;
+            let color = mcptape::report::use_color(std::io::stdout().is_terminal());
+            mcptape::report::diff_text(&report, a.all, color)
+        }
+        Format::Json => format!("{}\n", serde_json::to_string_pretty(&report)?),
+        Format::Markdown => mcptape::report::diff_markdown(&report),
+    };
+    super::stdout(&text)?;
+    Ok(report.verdict.exit_code())
+}

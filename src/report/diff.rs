@@ -1,0 +1,416 @@
+//! `mcptape diff` reports: console text and Markdown.
+
+use super::{
+    change_lines, md_code, md_value, plural, surface_breaking, surface_lines, surface_table, Style,
+    ARGS_WIDTH, MD_MAX_ROWS,
+};
+use crate::compare::{ChangeKind, ExchangeComparison, ExchangeRef, Outcome};
+use crate::diff::{DiffReport, Verdict};
+
+fn verdict_word(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Same => "same",
+        Verdict::OutputDrift => "output drift",
+        Verdict::StructuralDrift => "structural drift",
+    }
+}
+
+fn counts_line(r: &DiffReport) -> String {
+    format!(
+        "{} compared, {} drifted, {} only in A, {} only in B, {}",
+        r.compared,
+        r.drifts.len(),
+        r.only_in_a.len(),
+        r.only_in_b.len(),
+        plural(
+            r.tool_surface.len(),
+            "tool-surface change",
+            "tool-surface changes"
+        )
+    )
+}
+
+fn is_same(r: &DiffReport) -> bool {
+    r.verdict == Verdict::Same
+        && r.drifts.is_empty()
+        && r.only_in_a.is_empty()
+        && r.only_in_b.is_empty()
+        && r.tool_surface.is_empty()
+}
+
+fn lines_of(d: &ExchangeComparison) -> String {
+    match d.other_line {
+        Some(b) => format!("A line {}, B line {b}", d.exchange.line),
+        None => format!("A line {}", d.exchange.line),
+    }
+}
+
+/// Console text: the verdict and counts, the first drift (every drift with `all`), calls on one
+/// side only, tool-surface changes.
+pub fn diff_text(r: &DiffReport, all: bool, color: bool) -> String {
+    let st = Style::new(color);
+    if is_same(r) {
+        return format!(
+            "{}: {} and {} agree on {}\n",
+            st.bold_green("same"),
+            r.a,
+            r.b,
+            match r.compared {
+                0 => "everything (no exchanges)".to_string(),
+                1 => "the one exchange".to_string(),
+                n => format!("all {n} exchanges"),
+            }
+        );
+    }
+    let mut out: Vec<String> = Vec::new();
+    let word = verdict_word(r.verdict);
+    out.push(format!(
+        "{}  {} {} {}",
+        match r.verdict {
+            Verdict::Same => st.bold_green(word),
+            Verdict::OutputDrift => st.bold_yellow(word),
+            Verdict::StructuralDrift => st.bold_red(word),
+        },
+        r.a,
+        st.dim("→"),
+        r.b
+    ));
+    out.push(format!("  {}", counts_line(r)));
+
+    let kind_style = |k: ChangeKind, s: &str| match k {
+        ChangeKind::MissingResponse
+        | ChangeKind::ErrorStatusChange
+        | ChangeKind::StructureChange => st.red(s),
+        ChangeKind::OrderingChange | ChangeKind::ValueChange => st.yellow(s),
+    };
+    let n = r.drifts.len();
+    let shown = if all { n } else { n.min(1) };
+    for (i, d) in r.drifts.iter().take(shown).enumerate() {
+        out.push(String::new());
+        let title = if all && n > 1 {
+            format!("drift {} of {n}:", i + 1)
+        } else {
+            "first drift:".to_string()
+        };
+        out.push(format!(
+            "{} {}  {}",
+            st.bold(&title),
+            d.exchange.describe(ARGS_WIDTH),
+            st.dim(&format!("({})", lines_of(d)))
+        ));
+        if d.outcome == Outcome::Unanswered {
+            out.push(format!("  {}", st.red("B made the call but got no answer")));
+        }
+        out.extend(change_lines(&d.changes, "  ", st, kind_style));
+    }
+    if shown < n {
+        out.push(String::new());
+        out.push(st.dim(&format!(
+            "{} more {}; --all shows {}",
+            n - shown,
+            if n - shown == 1 { "drift" } else { "drifts" },
+            if n - shown == 1 { "it" } else { "them" }
+        )));
+    }
+
+    for (title, refs) in [("only in A", &r.only_in_a), ("only in B", &r.only_in_b)] {
+        if refs.is_empty() {
+            continue;
+        }
+        out.push(String::new());
+        out.push(st.bold_red(title));
+        out.extend(ref_lines(refs, st));
+    }
+
+    if !r.tool_surface.is_empty() {
+        out.push(String::new());
+        let title = "tool surface";
+        out.push(if r.tool_surface.iter().any(|t| surface_breaking(t.kind)) {
+            st.bold_red(title)
+        } else {
+            st.bold_yellow(title)
+        });
+        out.extend(surface_lines(&r.tool_surface, "  ", st));
+    }
+    let mut s = out.join("\n");
+    s.push('\n');
+    s
+}
+
+fn ref_lines(refs: &[ExchangeRef], st: Style) -> Vec<String> {
+    let label = |e: &ExchangeRef| format!("line {}", e.line);
+    let w = refs.iter().map(|e| label(e).len()).max().unwrap_or(0);
+    refs.iter()
+        .map(|e| {
+            format!(
+                "  {}  {}",
+                st.bold(&super::pad(&label(e), w)),
+                e.describe(ARGS_WIDTH)
+            )
+        })
+        .collect()
+}
+
+/// Markdown: the verdict and counts, every drift in a table, calls on one side only, tool
+/// surface changes.
+pub fn diff_markdown(r: &DiffReport) -> String {
+    let same = is_same(r);
+    let mut s = format!(
+        "## {} mcptape diff: {}\n\n{} → {}: {}.\n\n",
+        match r.verdict {
+            Verdict::Same => "✅",
+            Verdict::OutputDrift => "⚠️",
+            Verdict::StructuralDrift => "❌",
+        },
+        verdict_word(r.verdict),
+        md_code(&r.a),
+        md_code(&r.b),
+        counts_line(r)
+    );
+    if same {
+        return s;
+    }
+    if !r.drifts.is_empty() {
+        s.push_str("### Drifts\n\n");
+        s.push_str("| Exchange | Lines | Kind | Path | A | B |\n");
+        s.push_str("| --- | --- | --- | --- | --- | --- |\n");
+        let mut rows = 0;
+        let total: usize = r.drifts.iter().map(|d| d.changes.len().max(1)).sum();
+        'outer: for d in &r.drifts {
+            let name = md_code(&d.exchange.describe(ARGS_WIDTH));
+            let lines = match d.other_line {
+                Some(b) => format!("{} / {b}", d.exchange.line),
+                None => d.exchange.line.to_string(),
+            };
+            if d.changes.is_empty() {
+                if rows == MD_MAX_ROWS {
+                    break;
+                }
+                let what = if d.outcome == Outcome::Unanswered {
+                    format!(
+                        "{} | `$` | `…` | no answer",
+                        ChangeKind::MissingResponse.as_str()
+                    )
+                } else {
+                    " | | |".to_string()
+                };
+                s.push_str(&format!("| {name} | {lines} | {what} |\n"));
+                rows += 1;
+            }
+            for (i, c) in d.changes.iter().enumerate() {
+                if rows == MD_MAX_ROWS {
+                    break 'outer;
+                }
+                let (n, l) = if i == 0 {
+                    (name.as_str(), lines.as_str())
+                } else {
+                    ("", "")
+                };
+                s.push_str(&format!(
+                    "| {n} | {l} | {} | {} | {} | {} |\n",
+                    c.kind.as_str(),
+                    md_code(&c.path),
+                    md_value(c.recorded.as_ref()),
+                    md_value(c.observed.as_ref()),
+                ));
+                rows += 1;
+            }
+        }
+        if total > rows {
+            s.push_str(&format!(
+                "\n…and {} more (see `--format json`).\n",
+                plural(total - rows, "change", "changes")
+            ));
+        }
+        s.push('\n');
+    }
+    for (title, refs) in [("Only in A", &r.only_in_a), ("Only in B", &r.only_in_b)] {
+        if refs.is_empty() {
+            continue;
+        }
+        s.push_str(&format!(
+            "### {title}\n\n| Line | Exchange |\n| ---: | --- |\n"
+        ));
+        for e in refs.iter().take(MD_MAX_ROWS) {
+            s.push_str(&format!(
+                "| {} | {} |\n",
+                e.line,
+                md_code(&e.describe(ARGS_WIDTH))
+            ));
+        }
+        if refs.len() > MD_MAX_ROWS {
+            s.push_str(&format!("\n…and {} more.\n", refs.len() - MD_MAX_ROWS));
+        }
+        s.push('\n');
+    }
+    if !r.tool_surface.is_empty() {
+        s.push_str("### Tool surface\n\n");
+        s.push_str(&surface_table(&r.tool_surface));
+        s.push('\n');
+    }
+    s.truncate(s.trim_end().len());
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::surface::{SurfaceKind, ToolChange};
+    use crate::compare::Change;
+    use serde_json::json;
+
+    fn eref(line: u64, target: &str, args: serde_json::Value) -> ExchangeRef {
+        ExchangeRef {
+            method: "tools/call".into(),
+            target: Some(target.into()),
+            arguments: Some(args),
+            line,
+        }
+    }
+
+    fn drift(line: u64, other: u64, path: &str, a: i64, b: i64) -> ExchangeComparison {
+        ExchangeComparison {
+            exchange: eref(line, "add", json!({"a": a})),
+            outcome: Outcome::Changed,
+            other_line: Some(other),
+            changes: vec![Change {
+                kind: ChangeKind::ValueChange,
+                path: path.into(),
+                recorded: Some(json!(a)),
+                observed: Some(json!(b)),
+            }],
+            latency_us: None,
+            other_latency_us: None,
+        }
+    }
+
+    fn sample() -> DiffReport {
+        let mut second = drift(9, 11, "$.result.structuredContent.sum", 2, 5);
+        second.changes.push(Change {
+            kind: ChangeKind::StructureChange,
+            path: "$.result.isError".into(),
+            recorded: None,
+            observed: Some(json!(true)),
+        });
+        DiffReport {
+            a: "a.jsonl".into(),
+            b: "b.jsonl".into(),
+            verdict: Verdict::StructuralDrift,
+            compared: 12,
+            drifts: vec![
+                drift(7, 8, "$.result.content[0].text", 1, 3),
+                second,
+                drift(13, 15, "$.result.x", 4, 6),
+            ],
+            only_in_a: vec![eref(20, "gone", json!({"q": "x|y"}))],
+            only_in_b: vec![],
+            tool_surface: vec![
+                ToolChange {
+                    tool: "gone".into(),
+                    kind: SurfaceKind::Removed,
+                    details: vec![],
+                },
+                ToolChange {
+                    tool: "look".into(),
+                    kind: SurfaceKind::Widened,
+                    details: vec![
+                        "inputSchema: property `lang` added".into(),
+                        "outputSchema: property `z` added".into(),
+                    ],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn text_first_drift_and_more() {
+        let s = diff_text(&sample(), false, false);
+        let expected = "\
+structural drift  a.jsonl → b.jsonl
+  12 compared, 3 drifted, 1 only in A, 0 only in B, 2 tool-surface changes
+
+first drift: tools/call add {\"a\":1}  (A line 7, B line 8)
+  value-change  $.result.content[0].text  1  →  3
+
+2 more drifts; --all shows them
+
+only in A
+  line 20  tools/call gone {\"q\":\"x|y\"}
+
+tool surface
+  removed  gone
+  widened  look  inputSchema: property `lang` added
+                 outputSchema: property `z` added
+";
+        assert_eq!(s, expected);
+    }
+
+    #[test]
+    fn text_all_and_colour() {
+        let s = diff_text(&sample(), true, false);
+        assert!(
+            s.contains("drift 1 of 3: tools/call add {\"a\":1}  (A line 7, B line 8)\n"),
+            "{s}"
+        );
+        assert!(s.contains("drift 2 of 3: tools/call add {\"a\":2}  (A line 9, B line 11)\n  value-change      $.result.structuredContent.sum  2         →  5\n  structure-change  $.result.isError                (absent)  →  true\n"), "{s}");
+        assert!(s.contains("drift 3 of 3"), "{s}");
+        assert!(!s.contains("--all"), "{s}");
+        let c = diff_text(&sample(), false, true);
+        assert!(c.contains("\x1b[1;31mstructural drift\x1b[0m"), "{c}");
+    }
+
+    #[test]
+    fn same_is_one_line() {
+        let r = DiffReport {
+            a: "a.jsonl".into(),
+            b: "b.jsonl".into(),
+            verdict: Verdict::Same,
+            compared: 12,
+            drifts: vec![],
+            only_in_a: vec![],
+            only_in_b: vec![],
+            tool_surface: vec![],
+        };
+        assert_eq!(
+            diff_text(&r, false, false),
+            "same: a.jsonl and b.jsonl agree on all 12 exchanges\n"
+        );
+        let md = diff_markdown(&r);
+        assert!(md.starts_with("## ✅ mcptape diff: same\n"), "{md}");
+        assert!(!md.contains("###"), "{md}");
+    }
+
+    #[test]
+    fn unanswered_drift() {
+        let mut r = sample();
+        r.drifts = vec![ExchangeComparison {
+            exchange: eref(7, "slow", json!({})),
+            outcome: Outcome::Unanswered,
+            other_line: Some(8),
+            changes: vec![],
+            latency_us: None,
+            other_latency_us: None,
+        }];
+        let s = diff_text(&r, false, false);
+        assert!(s.contains("first drift: tools/call slow {}  (A line 7, B line 8)\n  B made the call but got no answer\n"), "{s}");
+        let md = diff_markdown(&r);
+        assert!(
+            md.contains(
+                "| `tools/call slow {}` | 7 / 8 | missing-response | `$` | `…` | no answer |\n"
+            ),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn markdown() {
+        let s = diff_markdown(&sample());
+        assert!(s.starts_with("## ❌ mcptape diff: structural drift\n\n`a.jsonl` → `b.jsonl`: 12 compared, 3 drifted, 1 only in A, 0 only in B, 2 tool-surface changes.\n"), "{s}");
+        assert!(s.contains("| `tools/call add {\"a\":2}` | 9 / 11 | value-change | `$.result.structuredContent.sum` | `2` | `5` |\n|  |  | structure-change | `$.result.isError` | *absent* | `true` |\n"), "{s}");
+        assert!(s.contains("### Only in A\n\n| Line | Exchange |\n| ---: | --- |\n| 20 | `tools/call gone {\"q\":\"x\\|y\"}` |\n"), "{s}");
+        assert!(s.contains("| `gone` | **removed** |  |\n"), "{s}");
+        assert!(s.contains("| `look` | widened | inputSchema: property `lang` added<br>outputSchema: property `z` added |\n"), "{s}");
+        assert!(!s.contains("### Only in B"), "{s}");
+    }
+}
