@@ -17,12 +17,14 @@ macro_rules! diag {
 
 pub mod check;
 pub mod compare;
+pub mod config;
 pub mod demo;
 pub mod diff;
 pub mod exit;
 pub mod inspect;
 pub mod play;
 pub mod record;
+pub mod redact;
 pub mod report;
 pub mod tape;
 pub mod wire;

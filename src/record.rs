@@ -5,7 +5,7 @@
 //! Plain threads, not async: a relay of two pipes is two blocking loops, and a thread waking on
 //! its own read costs less latency than a reactor hop.
 
-use crate::tape::{End, ExitInfo, ServerDecl, TapeWriter};
+use crate::tape::{End, ExitInfo, ServerDecl, TapeWriter, WriteOptions};
 use crate::wire::{Dir, Frame, Framer};
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -36,6 +36,10 @@ pub struct RecordConfig {
     pub max_message: usize,
     /// After the client closes stdin, how long the server has to exit by itself.
     pub grace: Duration,
+    /// Redaction rules (validated by the caller: see `Redactor::new`).
+    pub redact: crate::redact::RedactConfig,
+    /// Sign the tape's hash chain with this HMAC key.
+    pub signing_key: Option<Vec<u8>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -86,7 +90,11 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
             command: shell_words(&cfg.command),
             cause,
         })?;
-    let mut writer = match TapeWriter::create(&cfg.tape) {
+    let opts = WriteOptions {
+        redactor: crate::redact::Redactor::for_config(&cfg.redact),
+        signing_key: cfg.signing_key.clone(),
+    };
+    let mut writer = match TapeWriter::create(&cfg.tape, opts) {
         Ok(w) => w,
         Err(cause) => {
             let _ = child.kill();

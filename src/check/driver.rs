@@ -6,7 +6,7 @@
 
 use crate::record::shell_words;
 use crate::tape::index::{params_of, Exchange};
-use crate::tape::{ExitInfo, ServerDecl, TapeIndex, TapeWriter, DEFAULT_SERVER};
+use crate::tape::{ExitInfo, ServerDecl, TapeIndex, TapeWriter, WriteOptions, DEFAULT_SERVER};
 use crate::wire::canonical::canonical;
 use crate::wire::rewrite::{with_id, RawObject};
 use crate::wire::{classify, Dir, Frame, Framer, Kind};
@@ -29,6 +29,8 @@ pub struct DriveConfig {
     pub max_message: usize,
     /// After the last answer and closing the server's stdin, how long it has to exit.
     pub grace: Duration,
+    /// Redaction for the observed tape (it may become the baseline with `--update`).
+    pub redact: crate::redact::RedactConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +85,11 @@ pub fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, 
         path: cfg.observed_tape.clone(),
         cause,
     };
-    let mut writer = match TapeWriter::create(&cfg.observed_tape) {
+    let opts = WriteOptions {
+        redactor: crate::redact::Redactor::for_config(&cfg.redact),
+        signing_key: None,
+    };
+    let mut writer = match TapeWriter::create(&cfg.observed_tape, opts) {
         Ok(w) => w,
         Err(e) => {
             let _ = child.kill();

@@ -28,6 +28,7 @@ pub struct CheckConfig {
     pub update: bool,
     pub max_message: usize,
     pub grace: Duration,
+    pub redact: crate::redact::RedactConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +66,7 @@ pub fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError
         observed_tape: observed_path.clone(),
         max_message: cfg.max_message,
         grace: cfg.grace,
+        redact: cfg.redact.clone(),
     };
     let outcome = drive_stdio(&base, &drive)?;
     let observed = TapeIndex::load(&observed_path, None)?;
@@ -72,10 +74,15 @@ pub fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError
 
     let mut exchanges = Vec::with_capacity(cmp.exchanges.len());
     for (i, e) in cmp.exchanges.into_iter().enumerate() {
+        // A request that timed out is missing whatever arrived after the deadline.
+        // (Unless the recording had no answer either: then silence is what was recorded.)
+        let late = outcome.missing.contains_key(&i)
+            && e.latency_us.is_some()
+            && matches!(e.outcome, Outcome::Same | Outcome::Changed);
         let (status, changes, detail) = match e.outcome {
-            Outcome::Same => (Status::Pass, Vec::new(), None),
-            Outcome::Changed => (Status::Regression, e.changes, None),
-            Outcome::Absent | Outcome::Unanswered => {
+            Outcome::Same if !late => (Status::Pass, Vec::new(), None),
+            Outcome::Changed if !late => (Status::Regression, e.changes, None),
+            _ => {
                 let detail = outcome
                     .missing
                     .get(&i)

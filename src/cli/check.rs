@@ -57,6 +57,8 @@ pub struct Args {
     update: bool,
     #[command(flatten)]
     norm: NormArgs,
+    #[command(flatten)]
+    redact: super::RedactArgs,
     /// Largest message kept whole, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
     max_message: usize,
@@ -115,6 +117,7 @@ pub fn run(a: Args) -> Result<i32> {
         update: a.update,
         max_message: a.max_message,
         grace: Duration::from_secs(5),
+        redact: a.redact.config()?,
     };
     let (report, warnings) = check(&cfg)?;
     for w in warnings {

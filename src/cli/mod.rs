@@ -168,3 +168,66 @@ fn stdout(text: &str) -> std::io::Result<()> {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
+
+/// Redaction options shared by the commands that write tapes.
+#[derive(clap::Args)]
+pub struct RedactArgs {
+    /// Also redact: a KEY name, `re:REGEX`, or `path:JSONPATH` (repeatable). Adds to the built-in
+    /// rules and to `[redact]` in .mcptape/config.toml.
+    #[arg(long = "redact", value_name = "RULE")]
+    rules: Vec<String>,
+    /// Turn the built-in rules off (your own rules still apply).
+    #[arg(long)]
+    no_default_redaction: bool,
+}
+
+impl RedactArgs {
+    /// The validated redaction rules.
+    pub fn config(&self) -> anyhow::Result<mcptape::redact::RedactConfig> {
+        let project = mcptape::config::load().map_err(|e| UsageError(e.to_string()))?;
+        let cfg = project.redaction(self.no_default_redaction, &self.rules);
+        mcptape::redact::Redactor::new(&cfg).map_err(|e| UsageError(e.to_string()))?;
+        Ok(cfg)
+    }
+}
+
+/// Signing options: the HMAC key comes from --key-file or $MCPTAPE_SIGNING_KEY.
+#[derive(clap::Args)]
+pub struct SignArgs {
+    /// Sign the tape: an HMAC-SHA256 of its hash chain's head on the closing line. The key is
+    /// read from --key-file, else from $MCPTAPE_SIGNING_KEY.
+    #[arg(long)]
+    sign: bool,
+    /// A file holding the signing key (its bytes, trailing newline ignored).
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<std::path::PathBuf>,
+}
+
+impl SignArgs {
+    /// The key, when signing (or a key file) was asked for.
+    pub fn key(&self, required: bool) -> anyhow::Result<Option<Vec<u8>>> {
+        if let Some(f) = &self.key_file {
+            let mut k = std::fs::read(f)
+                .map_err(|e| UsageError(format!("reading key file {}: {e}", f.display())))?;
+            while k.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                k.pop();
+            }
+            if k.is_empty() {
+                return Err(UsageError(format!("key file {} is empty", f.display())).into());
+            }
+            return Ok(Some(k));
+        }
+        match std::env::var_os("MCPTAPE_SIGNING_KEY") {
+            Some(k) if !k.is_empty() => Ok(Some(k.into_encoded_bytes())),
+            _ if self.sign || required => Err(UsageError(
+                "signing needs a key: set MCPTAPE_SIGNING_KEY or pass --key-file FILE".into(),
+            )
+            .into()),
+            _ => Ok(None),
+        }
+    }
+
+    pub fn wants_signing(&self) -> bool {
+        self.sign
+    }
+}

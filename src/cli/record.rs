@@ -28,6 +28,10 @@ pub struct Args {
     /// After the client closes stdin, seconds the server has to exit before SIGTERM (then SIGKILL).
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = super::parse_secs)]
     grace: Duration,
+    #[command(flatten)]
+    redact: super::RedactArgs,
+    #[command(flatten)]
+    sign: super::SignArgs,
     /// The server command and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "SERVER COMMAND")]
     command: Vec<String>,
@@ -42,6 +46,12 @@ pub fn run(a: Args) -> Result<i32> {
         server_label: DEFAULT_SERVER.into(),
         max_message: a.max_message,
         grace: a.grace,
+        redact: a.redact.config()?,
+        signing_key: if a.sign.wants_signing() {
+            a.sign.key(true)?
+        } else {
+            None
+        },
     };
     let out = record_stdio(&cfg)?;
     let raw = if out.end.raw > 0 {

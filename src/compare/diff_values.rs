@@ -73,6 +73,22 @@ pub fn changes(recorded: &Value, observed: &Value, allow_reorder: bool) -> Vec<C
             return out;
         }
     }
+    // A tool reports failure in its result (`isError: true`), not as a JSON-RPC error: a tool
+    // that starts or stops failing is an error-status change too.
+    let is_error = |v: &Value| {
+        v.pointer("/result/isError")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
+    if is_error(recorded) != is_error(observed) {
+        out.push(change(
+            ChangeKind::ErrorStatusChange,
+            "$.result.isError".into(),
+            recorded.get("result"),
+            observed.get("result"),
+        ));
+        return out;
+    }
     walk("$".into(), recorded, observed, allow_reorder, &mut out);
     out.retain(|c| !(c.kind == ChangeKind::ValueChange && c.path == "$.error.code"));
     out
@@ -103,7 +119,41 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
+/// An array of objects that each have a distinct string `name` (or else `uri`): the field and the
+/// items by it.
+fn keyed(items: &[Value]) -> Option<(&'static str, Vec<(String, &Value)>)> {
+    if items.is_empty() {
+        return None;
+    }
+    for field in ["name", "uri"] {
+        let named: Option<Vec<(String, &Value)>> = items
+            .iter()
+            .map(|v| {
+                v.get(field)
+                    .and_then(Value::as_str)
+                    .map(|n| (n.to_string(), v))
+            })
+            .collect();
+        if let Some(named) = named {
+            let mut names: Vec<&String> = named.iter().map(|(n, _)| n).collect();
+            names.sort();
+            names.dedup();
+            if names.len() == named.len() {
+                return Some((field, named));
+            }
+        }
+    }
+    None
+}
+
 fn walk(path: String, a: &Value, b: &Value, allow_reorder: bool, out: &mut Vec<Change>) {
+    // A redacted value on either side stands for whatever the other side holds.
+    let marked = |v: &Value| v.as_str().is_some_and(crate::redact::has_marker);
+    if (marked(a) && crate::redact::wildcard_eq(a, b))
+        || (marked(b) && crate::redact::wildcard_eq(b, a))
+    {
+        return;
+    }
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             for (k, va) in x {
@@ -117,6 +167,56 @@ fn walk(path: String, a: &Value, b: &Value, allow_reorder: bool, out: &mut Vec<C
                 if !x.contains_key(k) {
                     let p = crate::wire::canonical::child_path(&path, k);
                     out.push(change(ChangeKind::StructureChange, p, None, Some(vb)));
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if keyed(x).is_some() && keyed(y).is_some() => {
+            // Lists of named things (tools, prompts, resources) line up by name, not position:
+            // a tool inserted in the middle is one addition, not every later tool changed.
+            let (field, xs) = keyed(x).expect("checked");
+            let (_, ys) = keyed(y).expect("checked");
+            let item_path = |name: &str| {
+                format!(
+                    "{path}[?@.{field}=={}]",
+                    serde_json::to_string(name)
+                        .unwrap_or_default()
+                        .replace('"', "'")
+                )
+            };
+            for (name, va) in &xs {
+                match ys.iter().find(|(n, _)| n == name) {
+                    Some((_, vb)) => walk(item_path(name), va, vb, allow_reorder, out),
+                    None => out.push(change(
+                        ChangeKind::StructureChange,
+                        item_path(name),
+                        Some(va),
+                        None,
+                    )),
+                }
+            }
+            for (name, vb) in &ys {
+                if !xs.iter().any(|(n, _)| n == name) {
+                    out.push(change(
+                        ChangeKind::StructureChange,
+                        item_path(name),
+                        None,
+                        Some(vb),
+                    ));
+                }
+            }
+            if !allow_reorder {
+                let common_x: Vec<&String> = xs
+                    .iter()
+                    .map(|(n, _)| n)
+                    .filter(|n| ys.iter().any(|(m, _)| m == *n))
+                    .collect();
+                let common_y: Vec<&String> = ys
+                    .iter()
+                    .map(|(n, _)| n)
+                    .filter(|n| xs.iter().any(|(m, _)| m == *n))
+                    .collect();
+                if common_x != common_y {
+                    out.push(change(ChangeKind::OrderingChange, path, Some(a), Some(b)));
                 }
             }
         }

@@ -132,6 +132,7 @@ pub fn run_demo(exe: &Path, dir: &Path) -> Result<bool> {
         update: false,
         max_message: crate::wire::DEFAULT_MAX_MESSAGE,
         grace: std::time::Duration::from_secs(5),
+        redact: crate::redact::RedactConfig::defaults(),
     };
     println!("\n5. check: replay the recorded client side against the healthy build and grade it");
     println!(

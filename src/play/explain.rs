@@ -18,6 +18,8 @@ pub struct Near {
     pub used: bool,
     /// Differences, recorded (`left`) against asked (`right`).
     pub differences: Vec<Difference>,
+    /// Redacted values on the tape that matched what was asked (wildcards, not differences).
+    pub wildcards: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -122,6 +124,14 @@ impl Miss {
                             d.path,
                             short(d.left.as_ref(), 60),
                             short(d.right.as_ref(), 60)
+                        );
+                    }
+                    if n.wildcards > 0 {
+                        let plural = if n.wildcards == 1 { "" } else { "s" };
+                        let _ = writeln!(
+                            s,
+                            "    ({} redacted value{plural} on the tape matched as wildcards)",
+                            n.wildcards
                         );
                     }
                     if n.differences.len() > 8 {

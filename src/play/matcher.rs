@@ -13,6 +13,8 @@ pub struct Matcher {
     /// Unconsumed exchanges by match key, in recorded order.
     by_key: HashMap<MatchKey, VecDeque<usize>>,
     consumed: Vec<bool>,
+    /// Redacts what the client asked before it is shown in an explanation.
+    display: Option<crate::redact::Redactor>,
 }
 
 pub enum Outcome {
@@ -31,6 +33,7 @@ impl Matcher {
         Matcher {
             by_key,
             consumed: vec![false; index.exchanges.len()],
+            display: crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults()).ok(),
         }
     }
 
@@ -44,6 +47,23 @@ impl Matcher {
         let (key, asked) = match_key(method, params);
         if let Some(ex) = self.by_key.get_mut(&key).and_then(VecDeque::pop_front) {
             self.consumed[ex] = true;
+            return Outcome::Hit(ex);
+        }
+        // A recorded request with redacted values matches a live one holding the real secret:
+        // the markers are wildcards.
+        let wild = index.exchanges.iter().enumerate().find(|(i, ex)| {
+            !self.consumed[*i]
+                && ex.redacted
+                && index.msgs[ex.request].method.as_deref() == Some(method)
+                && index
+                    .request_match_params(&index.msgs[ex.request])
+                    .is_ok_and(|recorded| crate::redact::wildcard_eq(&recorded, &asked))
+        });
+        if let Some((ex, _)) = wild {
+            self.consumed[ex] = true;
+            if let Some(q) = self.by_key.get_mut(&index.exchanges[ex].key) {
+                q.retain(|&e| e != ex);
+            }
             return Outcome::Hit(ex);
         }
         let miss = self.explain(index, method, asked);
@@ -75,6 +95,16 @@ impl Matcher {
     }
 
     fn explain(&self, index: &TapeIndex, method: &str, asked: Value) -> Miss {
+        // What the client asked may hold its secrets: explanations go to stderr and back to the
+        // client, so they show it redacted. Compare against the redacted form too.
+        let asked = match &self.display {
+            Some(r) => {
+                let mut wrapped = serde_json::json!({ "params": asked });
+                r.redact_value(&mut wrapped, &mut Vec::new());
+                wrapped["params"].take()
+            }
+            None => asked,
+        };
         let mut same_method = Vec::new();
         let mut methods: BTreeMap<String, usize> = BTreeMap::new();
         for (i, ex) in index.exchanges.iter().enumerate() {
@@ -90,11 +120,22 @@ impl Matcher {
             .filter_map(|&i| {
                 let req = &index.msgs[index.exchanges[i].request];
                 let recorded = index.request_match_params(req).ok()?;
+                // Redacted values on the tape match anything: not differences.
+                let (wild, real): (Vec<_>, Vec<_>) = differences(&recorded, &asked)
+                    .into_iter()
+                    .partition(|d| match (&d.left, &d.right) {
+                        (Some(l), Some(r)) => {
+                            l.as_str().is_some_and(crate::redact::has_marker)
+                                && crate::redact::wildcard_eq(l, r)
+                        }
+                        _ => false,
+                    });
                 Some(Near {
                     line: req.line,
                     seq: req.seq,
                     used: self.consumed[i],
-                    differences: differences(&recorded, &asked),
+                    differences: real,
+                    wildcards: wild.len(),
                 })
             })
             .collect();

@@ -11,7 +11,9 @@ pub const FORMAT_NAME: &str = "mcptape";
 /// A reader refuses a tape whose major version is newer than this.
 pub const VERSION: u32 = 1;
 /// Minor versions only add optional fields or line types, which older readers skip.
-pub const MINOR: u32 = 0;
+/// 1: the hash chain (`h` on every line after the header; `head` and `sig` on `end`) and
+/// `redacted` on message lines.
+pub const MINOR: u32 = 1;
 
 /// The label of the only server of a single-server tape.
 pub const DEFAULT_SERVER: &str = "default";
@@ -70,6 +72,12 @@ pub struct End {
     /// Set when some messages could not be written (for example the disk filled up).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub incomplete: bool,
+    /// The hash chain's head: the `h` of the line before this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<String>,
+    /// `hmac-sha256:<hex>` of `head`, when the tape was signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sig: Option<String>,
 }
 
 #[derive(Serialize)]

@@ -57,6 +57,8 @@ pub struct Exchange {
     pub progress_token: Option<String>,
     /// The client sent `notifications/cancelled` for it.
     pub cancelled: bool,
+    /// The request holds redacted values: play matches them as wildcards.
+    pub redacted: bool,
 }
 
 /// A 128-bit hash of a request's method and match params: equal keys are taken as equal
@@ -175,7 +177,10 @@ impl TapeIndex {
                             line: item.line,
                             message,
                         })?;
-                    b.add(meta, params);
+                    let redacted = m
+                        .msg
+                        .is_some_and(|raw| crate::redact::has_marker(raw.get()));
+                    b.add(meta, params, redacted);
                 }
             }
         }
@@ -337,7 +342,7 @@ struct Builder {
 }
 
 impl Builder {
-    fn add(&mut self, meta: MsgMeta, params: Option<Value>) {
+    fn add(&mut self, meta: MsgMeta, params: Option<Value>, redacted: bool) {
         let idx = self.msgs.len();
         let (dir, kind, id, method) = (meta.dir, meta.kind, meta.id.clone(), meta.method.clone());
         self.msgs.push(meta);
@@ -357,6 +362,7 @@ impl Builder {
                             key,
                             progress_token: token.clone(),
                             cancelled: false,
+                            redacted,
                         });
                         self.open.push(ex);
                         self.open_by_id.insert(id, ex);

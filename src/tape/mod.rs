@@ -1,6 +1,7 @@
 //! The tape: line types and version, the streaming writer and reader, the exchange index, and
 //! the named-tape store.
 
+pub mod chain;
 pub mod format;
 pub mod index;
 pub mod reader;
@@ -9,8 +10,8 @@ pub mod writer;
 
 pub use format::{End, ExitInfo, Header, ServerDecl, DEFAULT_SERVER};
 pub use index::TapeIndex;
-pub use reader::{Entry, Item, TapeError, TapeReader, Warning};
-pub use writer::TapeWriter;
+pub use reader::{Chain, Entry, Item, TapeError, TapeReader, Warning};
+pub use writer::{TapeWriter, WriteOptions};
 
 #[cfg(test)]
 mod tests {
@@ -20,7 +21,7 @@ mod tests {
     use std::time::Instant;
 
     fn write_session(path: &std::path::Path, lines: &[(Dir, &[u8])]) -> End {
-        let mut w = TapeWriter::create(path).unwrap();
+        let mut w = TapeWriter::create(path, WriteOptions::default()).unwrap();
         w.declare_server(ServerDecl {
             server: DEFAULT_SERVER.into(),
             transport: "stdio".into(),
@@ -141,7 +142,7 @@ mod tests {
         let err = TapeReader::open(&path).err().expect("too new");
         assert!(matches!(err, TapeError::TooNew { version: 2, .. }));
         let mut f = std::fs::File::create(&path).unwrap();
-        writeln!(f, r#"{{"type":"header","format":"mcptape","version":1,"minor":7,"created":"x","tool":"t"}}"#).unwrap();
+        writeln!(f, r#"{{"type":"header","format":"mcptape","version":1,"minor":0,"created":"x","tool":"t"}}"#).unwrap();
         writeln!(f, r#"{{"type":"hologram","x":1}}"#).unwrap();
         writeln!(f, r#"{{"type":"end","t_us":1,"messages":0,"exchanges":0}}"#).unwrap();
         let index = TapeIndex::load(&path, None).unwrap();

@@ -34,6 +34,19 @@ pub enum Warning {
     NotClosed,
     /// A closing line was present but said some messages could not be written.
     Incomplete,
+    /// The hash chain does not hold from this line on: the tape was edited after it was written.
+    ChainBroken { line: u64 },
+}
+
+/// Where the hash chain stands after the lines read so far.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Chain {
+    /// Every line so far linked; the current head.
+    Linked(String),
+    /// The tape has no chain (written before format 1.1).
+    Absent,
+    /// Broken at this line.
+    Broken(u64),
 }
 
 impl std::fmt::Display for Warning {
@@ -44,6 +57,7 @@ impl std::fmt::Display for Warning {
             }
             Warning::NotClosed => f.write_str("the tape has no closing line: the recording did not end cleanly; everything before the cut is read"),
             Warning::Incomplete => f.write_str("the recorder reported messages it could not write (tape marked incomplete)"),
+            Warning::ChainBroken { line } => write!(f, "the hash chain breaks at line {line}: the tape was changed after it was written (`mcptape verify` tells more)"),
         }
     }
 }
@@ -89,6 +103,7 @@ pub struct TapeReader {
     next_offset: u64,
     warnings: Vec<Warning>,
     saw_end: bool,
+    chain: Chain,
 }
 
 impl TapeReader {
@@ -138,6 +153,13 @@ impl TapeReader {
                 version: header.version,
             });
         }
+        // Tapes from format 1.1 on are chained from their header line.
+        let chain = if header.minor >= 1 {
+            let h = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            Chain::Linked(super::chain::start(h.strip_suffix(b"\r").unwrap_or(h)))
+        } else {
+            Chain::Absent
+        };
         Ok(TapeReader {
             input,
             path: path.to_path_buf(),
@@ -148,7 +170,13 @@ impl TapeReader {
             next_offset: n as u64,
             warnings: Vec::new(),
             saw_end: false,
+            chain,
         })
+    }
+
+    /// The hash chain as far as read.
+    pub fn chain(&self) -> &Chain {
+        &self.chain
     }
 
     pub fn header(&self) -> &Header {
@@ -195,10 +223,12 @@ impl TapeReader {
             line,
             path,
             offset,
+            chain,
             ..
         } = self;
         match parse_entry(buf) {
             Ok(entry) => {
+                advance_chain(chain, buf, *line, warnings);
                 if let Entry::End(end) = &entry {
                     *saw_end = true;
                     if end.incomplete {
@@ -254,4 +284,20 @@ fn parse_entry(buf: &[u8]) -> Result<Entry<'_>, String> {
         "header" => Err("a second header line".into()),
         _ => Ok(Entry::Unknown),
     }
+}
+
+fn advance_chain(chain: &mut Chain, raw: &[u8], line: u64, warnings: &mut Vec<Warning>) {
+    let stored = raw.strip_suffix(b"\n").unwrap_or(raw);
+    let stored = stored.strip_suffix(b"\r").unwrap_or(stored);
+    let next = match (&*chain, super::chain::split_h(stored)) {
+        (Chain::Broken(_), _) | (Chain::Absent, None) => return,
+        (Chain::Linked(prev), Some((without, h))) if super::chain::link(prev, &without) == h => {
+            Chain::Linked(h.to_string())
+        }
+        (Chain::Linked(_), _) | (Chain::Absent, Some(_)) => Chain::Broken(line),
+    };
+    if let Chain::Broken(l) = next {
+        warnings.push(Warning::ChainBroken { line: l });
+    }
+    *chain = next;
 }

@@ -1,8 +1,14 @@
 //! The streaming tape writer. Every message is handed to the kernel (`write(2)`, no user-space
 //! buffer left behind) before the proxy forwards it, so a crash or SIGKILL of mcptape loses
 //! nothing that was forwarded. There is no whole-session buffering: memory is one line.
+//!
+//! Before a message is written, the redactor takes out secrets (on by default). Every line after
+//! the header carries `h`, a SHA-256 chained to the line before; the closing line carries the
+//! head of the chain and, with a signing key, an HMAC of it.
 
+use super::chain;
 use super::format::{End, ExitInfo, Header, OwnedLine, ServerDecl, FORMAT_NAME, MINOR, VERSION};
+use crate::redact::Redactor;
 use crate::wire::{classify, Dir, Frame, Kind};
 use base64::Engine as _;
 use std::collections::HashSet;
@@ -28,11 +34,26 @@ pub struct TapeWriter {
     /// Bytes of complete lines written so far.
     good_len: u64,
     dropped: u64,
+    redactor: Option<Redactor>,
+    signing_key: Option<Vec<u8>>,
+    /// The chain's head: hex SHA-256 of the last line.
+    head: String,
+    /// One line being built, before it is sealed into `pending`.
+    line: Vec<u8>,
+}
+
+/// How a tape is written.
+#[derive(Default)]
+pub struct WriteOptions {
+    /// Secrets out before anything is written (`None`: redaction off).
+    pub redactor: Option<Redactor>,
+    /// Sign the chain's head with HMAC-SHA256.
+    pub signing_key: Option<Vec<u8>>,
 }
 
 impl TapeWriter {
     /// Creates (or truncates) the tape, owner-only, and writes the header line.
-    pub fn create(path: &Path) -> io::Result<TapeWriter> {
+    pub fn create(path: &Path, opts: WriteOptions) -> io::Result<TapeWriter> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             super::store::create_private_dir(dir)?;
         }
@@ -48,6 +69,10 @@ impl TapeWriter {
             failed: None,
             good_len: 0,
             dropped: 0,
+            redactor: opts.redactor,
+            signing_key: opts.signing_key,
+            head: String::new(),
+            line: Vec::new(),
         };
         let header = Header {
             format: FORMAT_NAME.into(),
@@ -56,7 +81,11 @@ impl TapeWriter {
             created: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
             tool: format!("mcptape {}", env!("CARGO_PKG_VERSION")),
         };
-        w.push_record(&OwnedLine::Header(&header));
+        let mut line =
+            serde_json::to_vec(&OwnedLine::Header(&header)).expect("tape records serialize");
+        w.head = chain::start(&line);
+        line.push(b'\n');
+        w.pending.extend_from_slice(&line);
         w.commit()?;
         Ok(w)
     }
@@ -80,7 +109,9 @@ impl TapeWriter {
     pub fn message(&mut self, server: &str, dir: Dir, frame: &Frame<'_>, at: Instant) {
         self.seq += 1;
         let t_us = self.elapsed_us(at);
-        let p = &mut self.pending;
+        let mut p = std::mem::take(&mut self.line);
+        p.clear();
+        let p = &mut p;
         p.extend_from_slice(b"{\"type\":\"msg\",\"seq\":");
         p.extend_from_slice(self.seq.to_string().as_bytes());
         p.extend_from_slice(b",\"t_us\":");
@@ -106,7 +137,7 @@ impl TapeWriter {
                         .encode(head)
                         .as_bytes(),
                 );
-                p.extend_from_slice(b"\"}\n");
+                p.extend_from_slice(b"\"}");
             }
             Frame::Line(line) => {
                 let c = classify(line.bytes);
@@ -134,15 +165,44 @@ impl TapeWriter {
                     self.counts.raw += 1;
                 }
                 if c.kind.is_json() {
-                    // Verbatim: the classifier has just validated these bytes as JSON.
-                    p.extend_from_slice(b",\"msg\":");
-                    p.extend_from_slice(line.bytes);
+                    // Verbatim unless a secret had to go: the classifier has just validated
+                    // these bytes as JSON, and the redactor's output is JSON too.
+                    match self
+                        .redactor
+                        .as_ref()
+                        .and_then(|r| r.redact_json(line.bytes))
+                    {
+                        Some((redacted, rules)) => {
+                            p.extend_from_slice(b",\"redacted\":");
+                            p.extend_from_slice(
+                                &serde_json::to_vec(&rules).expect("strings serialize"),
+                            );
+                            p.extend_from_slice(b",\"msg\":");
+                            p.extend_from_slice(&redacted);
+                        }
+                        None => {
+                            p.extend_from_slice(b",\"msg\":");
+                            p.extend_from_slice(line.bytes);
+                        }
+                    }
                 } else {
                     self.counts.raw += 1;
                     match std::str::from_utf8(line.bytes) {
                         Ok(text) => {
-                            p.extend_from_slice(b",\"text\":");
-                            push_json_str(p, text);
+                            match self.redactor.as_ref().and_then(|r| r.redact_text(text)) {
+                                Some((redacted, rules)) => {
+                                    p.extend_from_slice(b",\"redacted\":");
+                                    p.extend_from_slice(
+                                        &serde_json::to_vec(&rules).expect("strings serialize"),
+                                    );
+                                    p.extend_from_slice(b",\"text\":");
+                                    push_json_str(p, &redacted);
+                                }
+                                None => {
+                                    p.extend_from_slice(b",\"text\":");
+                                    push_json_str(p, text);
+                                }
+                            }
                         }
                         Err(_) => {
                             p.extend_from_slice(b",\"b64\":\"");
@@ -155,10 +215,25 @@ impl TapeWriter {
                         }
                     }
                 }
-                p.extend_from_slice(b"}\n");
+                p.push(b'}');
                 self.track_exchange(dir, &c);
             }
         }
+        let line = std::mem::take(p);
+        self.seal(&line);
+        self.line = line;
+        if self.line.capacity() > KEEP_CAPACITY {
+            self.line = Vec::new();
+        }
+    }
+
+    /// Chains one complete line (`{…}`, no newline) and appends it to `pending` with its `h`.
+    fn seal(&mut self, line: &[u8]) {
+        self.head = chain::link(&self.head, line);
+        self.pending.extend_from_slice(&line[..line.len() - 1]);
+        self.pending.extend_from_slice(b",\"h\":\"");
+        self.pending.extend_from_slice(self.head.as_bytes());
+        self.pending.extend_from_slice(b"\"}\n");
     }
 
     fn track_exchange(&mut self, dir: Dir, c: &classify::Classified) {
@@ -228,6 +303,11 @@ impl TapeWriter {
         end.exit = exit;
         end.reason = reason;
         end.incomplete = self.failed.is_some();
+        end.head = Some(self.head.clone());
+        end.sig = self
+            .signing_key
+            .as_deref()
+            .map(|k| chain::sign(k, &self.head));
         if self.failed.take().is_some() {
             // A failed write may have left part of a line behind; cut back to the last complete
             // line so the closing line starts on a line of its own. Then try once more: a
@@ -242,9 +322,9 @@ impl TapeWriter {
         Ok(end)
     }
 
-    fn push_record(&mut self, line: &OwnedLine<'_>) {
-        serde_json::to_writer(&mut self.pending, line).expect("tape records serialize");
-        self.pending.push(b'\n');
+    fn push_record(&mut self, record: &OwnedLine<'_>) {
+        let line = serde_json::to_vec(record).expect("tape records serialize");
+        self.seal(&line);
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod check_diff;
 mod cli;
 mod peers;
 mod play;

@@ -11,7 +11,16 @@ Usage:
 
 Everything this server answers is deterministic, except ``counter`` which deliberately returns
 1, 2, 3, ... per process, so identical repeated calls get different answers (a recorder replaying
-by request content alone must keep call order).
+by request content alone must keep call order), and ``now`` which returns the current time and a
+fresh UUID (volatile fields a checker must mask).
+
+Drift mode (``FIXTURE_DRIFT=1`` in the environment): the same ``tools/list``, different behaviour,
+for ``mcptape check`` tests: ``add`` answers a+b+1 (value change), ``weather`` adds a field to its
+structured output (structure change), ``echo`` fails with a JSON-RPC error (error-status change),
+``progress_steps`` fails as a tool error (``isError: true``), ``resources/list`` lists its resources
+in reverse order (ordering change), ``slow_echo`` sleeps 4 s longer (missing response under a short
+``--timeout``), ``counter`` makes the process exit without answering (a crash). Without the
+variable nothing changes.
 Diagnostics go to stderr only; stdout carries MCP messages only.
 """
 
@@ -19,13 +28,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
+import time
+import uuid
+from datetime import datetime, timezone
 from typing import Annotated
 
 from mcp_types import CreateMessageResult, SamplingMessage, TextContent
 from pydantic import BaseModel
 
 from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+
+DRIFT = os.environ.get("FIXTURE_DRIFT") == "1"
 
 mcp = MCPServer(
     name="mcptape-fixture",
@@ -41,12 +58,14 @@ _counter = 0
 @mcp.tool()
 def add(a: int, b: int) -> int:
     """Add two integers."""
-    return a + b
+    return a + b + 1 if DRIFT else a + b
 
 
 @mcp.tool()
 def echo(text: str) -> str:
     """Echo the text back."""
+    if DRIFT:
+        raise MCPError(code=-32603, message="echo is broken in this build")
     return f"echo: {text}"
 
 
@@ -54,6 +73,8 @@ def echo(text: str) -> str:
 def counter() -> int:
     """Return 1, 2, 3, ... : one more on every call, per server process."""
     global _counter
+    if DRIFT:
+        os._exit(3)  # a crash mid-call: the caller never gets an answer
     _counter += 1
     return _counter
 
@@ -61,7 +82,7 @@ def counter() -> int:
 @mcp.tool()
 async def slow_echo(text: str, delay_ms: int) -> str:
     """Sleep delay_ms milliseconds, then echo the text (for concurrency tests)."""
-    await asyncio.sleep(max(0, delay_ms) / 1000.0)
+    await asyncio.sleep(max(0, delay_ms) / 1000.0 + (4.0 if DRIFT else 0.0))
     return f"slow_echo: {text} after {delay_ms}ms"
 
 
@@ -77,15 +98,41 @@ _WEATHER = {
 }
 
 
+class _DriftedWeather(Weather):
+    # A subclass keeps its own fields on the wire: the published outputSchema is unchanged.
+    humidity_pct: int = 80
+
+
 @mcp.tool()
 def weather(city: str) -> Weather:
     """Structured output: a fixed weather report (outputSchema + structuredContent)."""
-    return _WEATHER.get(city, Weather(city=city, temperature_c=20.0, conditions="Unknown"))
+    w = _WEATHER.get(city, Weather(city=city, temperature_c=20.0, conditions="Unknown"))
+    return _DriftedWeather(**w.model_dump()) if DRIFT else w
+
+
+class Clock(BaseModel):
+    label: str
+    stamp: str
+    id: str
+    created_at: float
+
+
+@mcp.tool()
+def now() -> Clock:
+    """Volatile on purpose: the current time (ISO 8601 and epoch seconds) and a fresh UUID."""
+    return Clock(
+        label="fixture clock",
+        stamp=datetime.now(timezone.utc).isoformat(),
+        id=str(uuid.uuid4()),
+        created_at=time.time(),
+    )
 
 
 @mcp.tool()
 async def progress_steps(steps: int, ctx: Context) -> str:
     """Send `steps` progress notifications (progress 1..steps, total steps), then answer."""
+    if DRIFT:
+        raise ToolError("progress_steps is broken in this build")
     for i in range(1, steps + 1):
         await ctx.report_progress(i, steps, f"step {i}/{steps}")
         await asyncio.sleep(0.01)
@@ -108,16 +155,23 @@ def ask_llm(topic: str, answer: Annotated[CreateMessageResult, Resolve(_ask_llm)
     return f"llm said: {text} (model {answer.model})"
 
 
-@mcp.resource("fixture://greeting", name="greeting", mime_type="text/plain")
 def greeting() -> str:
     """A static text resource."""
     return "Hello from the mcptape fixture server."
 
 
-@mcp.resource("fixture://config", name="config", mime_type="application/json")
 def config() -> dict[str, object]:
     """A static JSON resource."""
     return {"name": "mcptape-fixture", "features": ["tools", "resources", "prompts"], "version": 1}
+
+
+# resources/list answers in registration order: drift mode registers them the other way round.
+_STATIC_RESOURCES = [
+    (greeting, "fixture://greeting", "greeting", "text/plain"),
+    (config, "fixture://config", "config", "application/json"),
+]
+for _fn, _uri, _name, _mime in reversed(_STATIC_RESOURCES) if DRIFT else _STATIC_RESOURCES:
+    mcp.resource(_uri, name=_name, mime_type=_mime)(_fn)
 
 
 @mcp.resource("fixture://items/{item_id}", name="item", mime_type="text/plain")

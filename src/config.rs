@@ -1,0 +1,94 @@
+//! Project settings in `.mcptape/config.toml` (or `$MCPTAPE_DIR/config.toml`):
+//!
+//! ```toml
+//! [redact]
+//! default = true                       # the built-in rules (false = only the rules below)
+//! keys = ["x-internal-token"]          # more sensitive keys
+//! patterns = ["corp-[0-9]{6}"]         # more regexes
+//! paths = ["$.params.arguments.pin"]   # RFC 9535 JSONPath over each message
+//! ```
+
+use crate::redact::RedactConfig;
+use serde::Deserialize;
+use std::path::PathBuf;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub redact: RedactSection,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactSection {
+    #[serde(default = "yes")]
+    pub default: bool,
+    #[serde(default)]
+    pub keys: Vec<String>,
+    #[serde(default)]
+    pub patterns: Vec<String>,
+    #[serde(default)]
+    pub paths: Vec<String>,
+}
+
+impl Default for RedactSection {
+    fn default() -> Self {
+        RedactSection {
+            default: true,
+            keys: Vec::new(),
+            patterns: Vec::new(),
+            paths: Vec::new(),
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {message}", path.display())]
+pub struct ConfigError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+pub fn path() -> PathBuf {
+    crate::tape::store::root().join("config.toml")
+}
+
+/// The project config; the defaults when there is no file.
+pub fn load() -> Result<Config, ConfigError> {
+    let path = path();
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+        Err(e) => {
+            return Err(ConfigError {
+                path,
+                message: e.to_string(),
+            })
+        }
+    };
+    toml::from_str(&text).map_err(|e| ConfigError {
+        path,
+        message: e.to_string(),
+    })
+}
+
+impl Config {
+    /// The redaction rules: the project's, then the command line's on top.
+    pub fn redaction(&self, no_defaults: bool, rules: &[String]) -> RedactConfig {
+        let mut cfg = RedactConfig {
+            defaults: self.redact.default && !no_defaults,
+            keys: self.redact.keys.clone(),
+            patterns: self.redact.patterns.clone(),
+            paths: self.redact.paths.clone(),
+        };
+        for r in rules {
+            cfg.add_rule(r);
+        }
+        cfg
+    }
+}

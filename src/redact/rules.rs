@@ -1,0 +1,80 @@
+//! The default redaction rules: sensitive keys, credential shapes, and what counts as a long
+//! high-entropy opaque string. Documented in docs/security.md; change both together.
+
+/// Keys whose string values are secrets, compared lower-case with `-` and `_` removed
+/// (`API_KEY`, `api-key` and `apiKey` are all `apikey`).
+pub const SENSITIVE_KEYS: &[&str] = &[
+    "authorization",
+    "proxyauthorization",
+    "apikey",
+    "xapikey",
+    "token",
+    "accesstoken",
+    "refreshtoken",
+    "idtoken",
+    "authtoken",
+    "sessiontoken",
+    "bearertoken",
+    "secret",
+    "clientsecret",
+    "secretkey",
+    "accesskey",
+    "awssecretaccesskey",
+    "password",
+    "passwd",
+    "passphrase",
+    "privatekey",
+    "cookie",
+    "setcookie",
+];
+
+/// Keys never touched by the default rules: protocol fields that look like secrets but are not,
+/// and whose change would break replay.
+pub const PROTOCOL_KEYS: &[&str] = &[
+    "progressToken",
+    "maxTokens",
+    "cursor",
+    "nextCursor",
+    "requestState",
+];
+
+/// Keys whose values are media (base64 images, audio, blobs): never taken for opaque secrets.
+pub const MEDIA_KEYS: &[&str] = &["data", "blob", "image", "audio", "icon", "src"];
+
+/// Credential shapes found anywhere inside strings: (rule name, regex).
+pub const SHAPES: &[(&str, &str)] = &[
+    (
+        "private-key",
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
+    ),
+    ("anthropic-key", r"\bsk-ant-[A-Za-z0-9_\-]{20,}"),
+    (
+        "openai-key",
+        r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",
+    ),
+    (
+        "github-token",
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})",
+    ),
+    ("slack-token", r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
+    ("aws-access-key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    ("google-api-key", r"\bAIza[0-9A-Za-z_\-]{35}"),
+    (
+        "jwt",
+        r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
+    ),
+];
+
+/// `Bearer x` / `Basic x` credentials: the scheme stays, the credential goes.
+pub const AUTH_SCHEME: &str = r"(?i)\b(bearer|basic|token)\s+([A-Za-z0-9._~+/=\-]{8,})";
+
+/// Secrets in URL query parameters: the name stays, the value goes.
+pub const URL_PARAM: &str = r"(?i)([?&](?:token|access_token|api_key|apikey|key|secret|password|sig|signature|auth)=)([^&\s#]{6,})";
+
+/// A whole string value is an opaque secret when it is this long…
+pub const ENTROPY_MIN_LEN: usize = 24;
+pub const ENTROPY_MAX_LEN: usize = 128;
+/// …made of token characters, mixes upper case, lower case and digits, and has at least this
+/// many bits of Shannon entropy per character. Hex (hashes, ids) tops out at 4.0 and UUIDs at
+/// about 3.9, so they stay; random base64 of that length is around 4.5–5.5.
+pub const ENTROPY_MIN_BITS: f64 = 4.2;
