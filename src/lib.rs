@@ -22,6 +22,7 @@ pub mod demo;
 pub mod diff;
 pub mod exit;
 pub mod inspect;
+pub mod integrity;
 pub mod play;
 pub mod record;
 pub mod redact;

@@ -4,6 +4,7 @@ mod check;
 mod demo;
 mod diff;
 mod inspect;
+mod integrity;
 mod play;
 mod record;
 
@@ -14,7 +15,8 @@ use mcptape::tape::TapeError;
 const EXIT_CODES: &str = "\
 Exit codes:
   0   success: recorded, everything served, same, gate passed
-  1   play: misses or drift; diff: output drift; check: gate failed
+  1   play: misses or drift; diff: output drift; check: gate failed;
+      verify: tampered or cut off; lint: secrets or problems found
   2   diff: structural drift
   64  usage error
   65  malformed tape, or a tape from a newer format version
@@ -44,6 +46,9 @@ enum Command {
     Check(check::Args),
     Diff(diff::Args),
     Ls(inspect::LsArgs),
+    Verify(integrity::VerifyArgs),
+    Redact(integrity::RedactArgs),
+    Lint(integrity::LintArgs),
     Show(inspect::ShowArgs),
     Demo(demo::Args),
     /// The bundled demo MCP server (stdio), used by `mcptape demo`.
@@ -70,6 +75,9 @@ pub fn main() -> i32 {
         Command::Check(a) => check::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Ls(a) => inspect::ls(a),
+        Command::Verify(a) => integrity::verify(a),
+        Command::Redact(a) => integrity::redact(a),
+        Command::Lint(a) => integrity::lint(a),
         Command::Show(a) => inspect::show(a),
         Command::Demo(a) => demo::run(a),
         Command::DemoServer(a) => demo::server(a),
@@ -110,6 +118,15 @@ fn code_for(e: &anyhow::Error) -> i32 {
         }
         if let Some(d) = cause.downcast_ref::<DriveError>() {
             return drive_code(d);
+        }
+        if let Some(r) = cause.downcast_ref::<mcptape::integrity::RedactError>() {
+            return match r {
+                mcptape::integrity::RedactError::Tape(t) => tape_code(t),
+                mcptape::integrity::RedactError::Write { .. } => exit::IO_ERR,
+            };
+        }
+        if cause.downcast_ref::<mcptape::redact::RuleError>().is_some() {
+            return exit::USAGE;
         }
         if let Some(r) = cause.downcast_ref::<RecordError>() {
             return match r {
@@ -224,6 +241,13 @@ impl SignArgs {
             )
             .into()),
             _ => Ok(None),
+        }
+    }
+
+    pub fn from_key_file(key_file: Option<std::path::PathBuf>) -> SignArgs {
+        SignArgs {
+            sign: false,
+            key_file,
         }
     }
 

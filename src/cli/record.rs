@@ -39,7 +39,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<i32> {
     let name = a.tape.unwrap_or_else(|| store::default_name(&a.command));
-    let tape = store::resolve(&name)?;
+    let tape = store::resolve_for_write(&name)?;
     let cfg = RecordConfig {
         tape,
         command: a.command,

@@ -278,15 +278,15 @@ async fn handle(
             }
         }
         Kind::Response | Kind::Error => {
-            let tx =
-                c.id.and_then(|id| shared.pending.lock().expect("pending lock").remove(&id));
+            let id = c.id.unwrap_or_else(|| "null".into());
+            let tx = shared.pending.lock().expect("pending lock").remove(&id);
             match tx {
                 Some(tx) => {
                     let _ = tx.send(bytes);
                 }
+                // Only the id: the answer itself may carry the client's secrets.
                 None => crate::diag!(
-                    "mcptape play: the client answered a request mcptape did not send: {}",
-                    String::from_utf8_lossy(&bytes)
+                    "mcptape play: the client answered a request mcptape did not send (id {id})"
                 ),
             }
         }
@@ -297,9 +297,14 @@ async fn handle(
                 Kind::Batch => (-32600, "Invalid Request: mcptape play does not serve JSON-RPC batches (removed from MCP in 2025-06-18)"),
                 _ => (-32600, "Invalid Request"),
             };
+            // Quoted with the redaction rules applied: it may hold the client's secrets.
+            let quoted = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
+            let quoted = crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults())
+                .ok()
+                .and_then(|r| r.redact_text(&quoted).map(|(t, _)| t))
+                .unwrap_or(quoted);
             crate::diag!(
-                "mcptape play: {text}: {}{}",
-                String::from_utf8_lossy(&bytes[..bytes.len().min(200)]),
+                "mcptape play: {text}: {quoted}{}",
                 c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
             );
             let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});

@@ -72,6 +72,22 @@ pub fn resolve(arg: &str) -> Result<PathBuf, NameError> {
     Ok(tapes_dir().join(format!("{arg}.{EXTENSION}")))
 }
 
+/// Resolves a tape argument for writing. A named tape that is a symbolic link is refused: a
+/// name must stay inside the tapes folder, and a link could point anywhere. (A path given
+/// explicitly is the user's choice and is followed.)
+pub fn resolve_for_write(arg: &str) -> Result<PathBuf, NameError> {
+    let path = resolve(arg)?;
+    if !looks_like_path(arg)
+        && std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink())
+    {
+        return Err(NameError {
+            name: arg.to_string(),
+            why: "the tape in the store is a symbolic link; give its path explicitly to write through it",
+        });
+    }
+    Ok(path)
+}
+
 /// A default name for a new recording: the server program's name and the time.
 pub fn default_name(command: &[String]) -> String {
     let program = command

@@ -1,0 +1,139 @@
+use anyhow::Result;
+use mcptape::integrity::{self, Verdict};
+use mcptape::tape::store;
+use std::path::PathBuf;
+
+/// Check that a tape is what was written: its hash chain from the header to the closing line,
+/// and with a key (--key-file or $MCPTAPE_SIGNING_KEY) its signature.
+///
+/// Exit codes: 0 intact; 1 tampered (the first line that does not hold is named), cut off (no
+/// closing line, or a torn last line), written without a chain, or a bad signature.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
+pub struct VerifyArgs {
+    #[arg(value_name = "TAPE")]
+    tape: String,
+    /// A file holding the signing key (else $MCPTAPE_SIGNING_KEY, if set).
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Take secrets out of an existing tape with the redaction rules (built-in, .mcptape/config.toml,
+/// --redact), and write it anew with a fresh hash chain. In place by default (atomically, the
+/// original kept as TAPE.bak), or to -o OUT.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
+pub struct RedactArgs {
+    #[arg(value_name = "TAPE")]
+    tape: String,
+    /// Write the redacted tape here instead of replacing TAPE.
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    rules: super::RedactArgs,
+    #[command(flatten)]
+    sign: super::SignArgs,
+}
+
+/// Look for secrets still in a tape (what the redaction rules would take out) and for format
+/// problems (torn or unclosed tape, broken hash chain, malformed lines).
+///
+/// Exit codes: 0 clean; 1 suspected secrets or problems found.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
+pub struct LintArgs {
+    #[arg(value_name = "TAPE")]
+    tape: String,
+    #[command(flatten)]
+    rules: super::RedactArgs,
+}
+
+pub fn verify(a: VerifyArgs) -> Result<i32> {
+    let path = store::resolve(&a.tape)?;
+    let sign = super::SignArgs::from_key_file(a.key_file);
+    let key = sign.key(false)?;
+    let report = integrity::verify(&path, key.as_deref())?;
+    if a.json {
+        super::stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
+    } else {
+        let sig = match report.signature {
+            "signed-valid" => "; signature valid",
+            "signed-unchecked" => "; signed (give the key with --key-file or $MCPTAPE_SIGNING_KEY to check the signature)",
+            "signed-invalid" => "; SIGNATURE DOES NOT MATCH (wrong key, or the tape was re-chained)",
+            _ => "; not signed",
+        };
+        let text = match &report.verdict {
+            Verdict::Intact => format!("intact: {} lines, hash chain holds to the closing line{sig}\n", report.lines),
+            Verdict::Tampered { line, reason } => format!("TAMPERED at line {line}: {reason}\n"),
+            Verdict::Cut { lines, reason } => format!("cut off after line {lines}: {reason}; the {lines} lines before are intact\n"),
+            Verdict::Unchained => "cannot verify: the tape has no hash chain (format 1.0); `mcptape redact` rewrites it with one\n".into(),
+        };
+        super::stdout(&format!("{}: {text}", path.display()))?;
+    }
+    Ok(if report.ok() {
+        mcptape::exit::OK
+    } else {
+        mcptape::exit::DRIFT
+    })
+}
+
+pub fn redact(a: RedactArgs) -> Result<i32> {
+    let path = store::resolve(&a.tape)?;
+    let cfg = a.rules.config()?;
+    let redactor = mcptape::redact::Redactor::new(&cfg)?;
+    let key = if a.sign.wants_signing() {
+        a.sign.key(true)?
+    } else {
+        None
+    };
+    let out = integrity::redact_tape(&path, a.output.as_deref(), &redactor, key.as_deref())?;
+    let backup = out
+        .backup
+        .map(|b| format!("; the original is kept as {b}"))
+        .unwrap_or_default();
+    mcptape::diag!(
+        "mcptape: redacted {} of {} messages; wrote {} with a fresh hash chain{backup}",
+        out.redacted,
+        out.messages,
+        out.output
+    );
+    Ok(mcptape::exit::OK)
+}
+
+pub fn lint(a: LintArgs) -> Result<i32> {
+    let path = store::resolve(&a.tape)?;
+    let cfg = a.rules.config()?;
+    let redactor = mcptape::redact::Redactor::new(&cfg)?;
+    let (findings, problems) = integrity::lint(&path, &redactor)?;
+    let mut text = String::new();
+    for f in &findings {
+        text.push_str(&format!(
+            "{}: line {}: suspected secret ({}) at {}\n",
+            path.display(),
+            f.line,
+            f.rule,
+            f.path
+        ));
+    }
+    for p in &problems {
+        text.push_str(&format!("{}: {p}\n", path.display()));
+    }
+    if findings.is_empty() && problems.is_empty() {
+        text.push_str(&format!("{}: clean\n", path.display()));
+    } else if !findings.is_empty() {
+        text.push_str(&format!(
+            "{} suspected secrets: `mcptape redact {}` takes them out\n",
+            findings.len(),
+            a.tape
+        ));
+    }
+    super::stdout(&text)?;
+    Ok(if findings.is_empty() && problems.is_empty() {
+        mcptape::exit::OK
+    } else {
+        mcptape::exit::DRIFT
+    })
+}
