@@ -28,4 +28,5 @@ pub mod record;
 pub mod redact;
 pub mod report;
 pub mod tape;
+pub mod transport;
 pub mod wire;

@@ -128,6 +128,14 @@ fn code_for(e: &anyhow::Error) -> i32 {
         if cause.downcast_ref::<mcptape::redact::RuleError>().is_some() {
             return exit::USAGE;
         }
+        if let Some(h) = cause.downcast_ref::<mcptape::record::http::HttpRecordError>() {
+            use mcptape::record::http::HttpRecordError as H;
+            return match h {
+                H::Upstream { .. } => exit::USAGE,
+                H::Listen { .. } => exit::UNAVAILABLE,
+                H::Tape { .. } => exit::IO_ERR,
+            };
+        }
         if let Some(r) = cause.downcast_ref::<RecordError>() {
             return match r {
                 RecordError::Spawn { .. } => exit::UNAVAILABLE,

@@ -32,12 +32,32 @@ pub struct Args {
     redact: super::RedactArgs,
     #[command(flatten)]
     sign: super::SignArgs,
+    /// Record an HTTP server instead: a reverse proxy for Streamable HTTP (and HTTP+SSE) in front
+    /// of this upstream URL, e.g. http://127.0.0.1:3001/mcp. The URL to give the client is
+    /// printed on stdout.
+    #[arg(long, value_name = "UPSTREAM", conflicts_with = "command")]
+    url: Option<String>,
+    /// Where the HTTP proxy listens (with --url). Loopback unless you name another address.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1:0",
+        requires = "url"
+    )]
+    listen: std::net::SocketAddr,
     /// The server command and its arguments (after `--`).
-    #[arg(last = true, required = true, value_name = "SERVER COMMAND")]
+    #[arg(
+        last = true,
+        required_unless_present = "url",
+        value_name = "SERVER COMMAND"
+    )]
     command: Vec<String>,
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    if let Some(url) = a.url.clone() {
+        return run_http(a, url);
+    }
     let name = a.tape.unwrap_or_else(|| store::default_name(&a.command));
     let tape = store::resolve_for_write(&name)?;
     let cfg = RecordConfig {
@@ -72,4 +92,47 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }
     Ok(out.exit_code)
+}
+
+fn run_http(a: Args, url: String) -> Result<i32> {
+    let name = a
+        .tape
+        .clone()
+        .unwrap_or_else(|| store::default_name(std::slice::from_ref(&url)));
+    let tape = store::resolve_for_write(&name)?;
+    if !a.listen.ip().is_loopback() {
+        mcptape::diag!("mcptape: WARNING: listening on {}, reachable from other machines; the proxy forwards to {url}", a.listen);
+    }
+    let cfg = mcptape::record::http::HttpRecordConfig {
+        tape,
+        upstream: url.clone(),
+        listen: a.listen,
+        server_label: DEFAULT_SERVER.into(),
+        redact: a.redact.config()?,
+        signing_key: if a.sign.wants_signing() {
+            a.sign.key(true)?
+        } else {
+            None
+        },
+        max_message: a.max_message,
+    };
+    let out = mcptape::record::http::record_http(&cfg, |public| {
+        // stdout carries only the URL (scripts read it); the human line goes to stderr.
+        let _ = super::stdout(&format!("{public}\n"));
+        mcptape::diag!(
+            "mcptape: recording {url} at {public} (tape {}); Ctrl-C to stop",
+            cfg.tape.display()
+        );
+    })?;
+    mcptape::diag!(
+        "mcptape: recorded {} messages ({} exchanges) to {}",
+        out.end.messages,
+        out.end.exchanges,
+        out.tape.display()
+    );
+    if let Some((dropped, err)) = out.write_failure {
+        mcptape::diag!("mcptape: WARNING: the tape is INCOMPLETE: {dropped} lines could not be written ({err})");
+        return Ok(mcptape::exit::IO_ERR);
+    }
+    Ok(mcptape::exit::OK)
 }

@@ -107,6 +107,18 @@ impl TapeWriter {
 
     /// Appends one framed message to the pending buffer (call `commit` to write it out).
     pub fn message(&mut self, server: &str, dir: Dir, frame: &Frame<'_>, at: Instant) {
+        self.message_with(server, dir, frame, at, None);
+    }
+
+    /// The same, with transport facts (`"http":{…}`) recorded beside the message.
+    pub fn message_with(
+        &mut self,
+        server: &str,
+        dir: Dir,
+        frame: &Frame<'_>,
+        at: Instant,
+        facts: Option<&serde_json::Value>,
+    ) {
         self.seq += 1;
         let t_us = self.elapsed_us(at);
         let mut p = std::mem::take(&mut self.line);
@@ -219,6 +231,12 @@ impl TapeWriter {
                 self.track_exchange(dir, &c);
             }
         }
+        if let Some(facts) = facts {
+            p.pop(); // the closing brace
+            p.extend_from_slice(b",\"http\":");
+            p.extend_from_slice(&serde_json::to_vec(facts).expect("a Value serializes"));
+            p.push(b'}');
+        }
         let line = std::mem::take(p);
         self.seal(&line);
         self.line = line;
@@ -252,6 +270,30 @@ impl TapeWriter {
             }
             _ => {}
         }
+    }
+
+    /// Appends a transport event line (`{"type":"event","what":…}`): an HTTP stream opened, a
+    /// session deleted, the upstream unreachable. Readers that do not know it skip it.
+    pub fn event(&mut self, server: &str, what: &str, details: serde_json::Value, at: Instant) {
+        // Built by hand so that `type` comes first, as on every line.
+        let mut line = format!(
+            "{{\"type\":\"event\",\"t_us\":{},\"server\":",
+            self.elapsed_us(at)
+        )
+        .into_bytes();
+        push_json_str(&mut line, server);
+        line.extend_from_slice(b",\"what\":");
+        push_json_str(&mut line, what);
+        if let serde_json::Value::Object(d) = details {
+            for (k, v) in d {
+                line.push(b',');
+                push_json_str(&mut line, &k);
+                line.push(b':');
+                line.extend_from_slice(&serde_json::to_vec(&v).expect("a Value serializes"));
+            }
+        }
+        line.push(b'}');
+        self.seal(&line);
     }
 
     /// Writes everything pending in one `write(2)`. After a failure the tape is marked

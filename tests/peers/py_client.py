@@ -300,7 +300,11 @@ async def run(scenario: str, mode: str, command: list[str]) -> tuple[dict[str, A
 async def run_with_env(
     scenario: str, mode: str, command: list[str], env: dict[str, str]
 ) -> tuple[dict[str, Any], list[str]]:
-    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+    # A single http(s) URL instead of a command: connect over Streamable HTTP.
+    if len(command) == 1 and command[0].startswith(("http://", "https://")):
+        params: Any = command[0]
+    else:
+        params = StdioServerParameters(command=command[0], args=command[1:], env=env)
     r = Recorder()
     client = Client(
         params,
@@ -336,7 +340,7 @@ async def run_with_env(
 def main() -> int:
     argv = sys.argv[1:]
     if "--" not in argv:
-        print("usage: py_client.py --scenario NAME [--mode legacy|2026-07-28|auto] -- <server command> [args...]",
+        print("usage: py_client.py --scenario NAME [--mode legacy|2026-07-28|auto] -- <server command> [args...] | <http URL>",
               file=sys.stderr)
         return 2
     split = argv.index("--")

@@ -1,0 +1,627 @@
+//! `mcptape record --url`: a reverse proxy for Streamable HTTP (and the older HTTP+SSE
+//! transport) that tapes every JSON-RPC message it forwards, with its HTTP facts beside it.
+//!
+//! Each POST body is one client message; each answer is either one JSON message or an SSE
+//! stream whose events are forwarded the moment each is complete (never held until the stream
+//! ends), after being taped. GET streams and DELETE pass through. Credentials (`Authorization`,
+//! cookies, API-key headers) are forwarded, never recorded: only the MCP headers are.
+
+use super::stdio::RecordOutcome;
+use crate::redact::{RedactConfig, Redactor};
+use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
+use crate::transport::sse::{self, SseParser};
+use crate::wire::{Dir, Frame, Line};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame as BodyFrame, Incoming};
+use hyper::header::{HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::{json, Map, Value};
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// SSE blocks waiting for a slow client. Bounded: a client that stops reading slows the
+/// upstream read down rather than growing memory.
+const STREAM_QUEUE: usize = 64;
+
+/// How long in-flight requests get to finish after Ctrl-C before the tape is closed.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// Request headers recorded as facts (lower-case). Everything else is forwarded but not taped.
+const RECORDED_HEADERS: &[&str] = &[
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+    "last-event-id",
+    "content-type",
+    "accept",
+];
+
+/// Hop-by-hop headers: meaningful for one connection only, never forwarded.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+];
+
+#[derive(Debug, Clone)]
+pub struct HttpRecordConfig {
+    pub tape: PathBuf,
+    /// The upstream MCP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+    pub upstream: String,
+    pub listen: SocketAddr,
+    pub server_label: String,
+    pub redact: RedactConfig,
+    pub signing_key: Option<Vec<u8>>,
+    pub max_message: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpRecordError {
+    #[error("invalid upstream URL {url:?}: {why}")]
+    Upstream { url: String, why: String },
+    #[error("could not listen on {addr}: {cause}")]
+    Listen { addr: SocketAddr, cause: io::Error },
+    #[error("could not write tape {}: {cause}", path.display())]
+    Tape { path: PathBuf, cause: io::Error },
+}
+
+type Tape = Arc<Mutex<Option<TapeWriter>>>;
+type RespBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+struct Proxy {
+    tape: Tape,
+    label: String,
+    upstream: Uri,
+    /// `http://127.0.0.1:PORT`: what clients see, for rewriting the legacy `endpoint` event.
+    public_origin: String,
+    upstream_origin: String,
+    local_port: u16,
+    client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    max_message: usize,
+}
+
+/// Runs the proxy until SIGINT/SIGTERM; `on_ready` gets the URL to give the client.
+pub fn record_http(
+    cfg: &HttpRecordConfig,
+    on_ready: impl FnOnce(&str),
+) -> Result<RecordOutcome, HttpRecordError> {
+    let upstream: Uri = cfg
+        .upstream
+        .parse()
+        .map_err(
+            |e: hyper::http::uri::InvalidUri| HttpRecordError::Upstream {
+                url: cfg.upstream.clone(),
+                why: e.to_string(),
+            },
+        )?;
+    match upstream.scheme_str() {
+        Some("http") => {}
+        Some("https") => {
+            return Err(HttpRecordError::Upstream {
+                url: cfg.upstream.clone(),
+                why: "https upstreams are not supported yet (plain http only)".into(),
+            })
+        }
+        _ => {
+            return Err(HttpRecordError::Upstream {
+                url: cfg.upstream.clone(),
+                why: "the URL must start with http://".into(),
+            })
+        }
+    }
+    let authority = upstream
+        .authority()
+        .ok_or_else(|| HttpRecordError::Upstream {
+            url: cfg.upstream.clone(),
+            why: "no host".into(),
+        })?
+        .clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|cause| HttpRecordError::Listen {
+            addr: cfg.listen,
+            cause,
+        })?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|cause| HttpRecordError::Listen {
+                addr: cfg.listen,
+                cause,
+            })?;
+        let local = listener
+            .local_addr()
+            .map_err(|cause| HttpRecordError::Listen {
+                addr: cfg.listen,
+                cause,
+            })?;
+        let tape_err = |cause| HttpRecordError::Tape {
+            path: cfg.tape.clone(),
+            cause,
+        };
+        let opts = WriteOptions {
+            redactor: Redactor::for_config(&cfg.redact),
+            signing_key: cfg.signing_key.clone(),
+        };
+        let mut writer = TapeWriter::create(&cfg.tape, opts).map_err(tape_err)?;
+        writer
+            .declare_server(ServerDecl {
+                server: cfg.server_label.clone(),
+                transport: "streamable_http".into(),
+                command: None,
+                cwd: None,
+                url: Some(cfg.upstream.clone()),
+                t_us: 0,
+            })
+            .map_err(tape_err)?;
+        let public_origin = format!("http://{local}");
+        let path = upstream.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        let proxy = Arc::new(Proxy {
+            tape: Arc::new(Mutex::new(Some(writer))),
+            label: cfg.server_label.clone(),
+            upstream: upstream.clone(),
+            upstream_origin: format!("http://{authority}"),
+            public_origin: public_origin.clone(),
+            local_port: local.port(),
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            max_message: cfg.max_message,
+        });
+        on_ready(&format!("{public_origin}{path}"));
+
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|cause| HttpRecordError::Listen {
+                addr: cfg.listen,
+                cause,
+            })?;
+        let mut connections = tokio::task::JoinSet::new();
+        let reason = loop {
+            tokio::select! {
+                // All three are cancel-safe: accept() loses no connection when another branch
+                // wins, and the signal streams keep their pending signals.
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else { continue };
+                    let proxy = proxy.clone();
+                    connections.spawn(async move {
+                        let service = hyper::service::service_fn(move |req| {
+                            let proxy = proxy.clone();
+                            async move { Ok::<_, Infallible>(proxy.handle(req).await) }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                    while connections.try_join_next().is_some() {}
+                }
+                _ = tokio::signal::ctrl_c() => break "SIGINT: recording stopped",
+                _ = sigterm.recv() => break "SIGTERM: recording stopped",
+            }
+        };
+        // Let requests in flight finish briefly; long-lived streams are cut.
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        connections.abort_all();
+        let writer = proxy
+            .tape
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .expect("the writer is taken once");
+        let dropped = writer.dropped();
+        let failure = writer.failure();
+        let tape = writer.path().to_path_buf();
+        let end = writer.finish(None, Some(reason.into())).map_err(tape_err)?;
+        Ok(RecordOutcome {
+            tape,
+            end,
+            exit_code: 0,
+            write_failure: failure.map(|f| (dropped, f)),
+        })
+    })
+}
+
+impl Proxy {
+    async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
+        if let Some(resp) = self.refuse(&req) {
+            return resp;
+        }
+        let (parts, body) = req.into_parts();
+        let facts_in = request_facts(&parts.method, &parts.headers, parts.uri.path());
+        let body = match Limited::collect(body, self.max_message).await {
+            Ok(b) => b,
+            Err(why) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &why),
+        };
+        match parts.method {
+            Method::POST if !body.is_empty() => self.tape_message(Dir::C2S, &body, &facts_in),
+            Method::GET | Method::DELETE => self.tape_event(
+                &format!("http-{}", parts.method.as_str().to_ascii_lowercase()),
+                facts_in.clone(),
+            ),
+            _ => {}
+        }
+        // The upstream request: same method, path and query, headers minus hop-by-hop ones.
+        let pq = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        let uri: Uri = match format!("{}{pq}", self.upstream_origin).parse() {
+            Ok(u) => u,
+            Err(_) => return plain(StatusCode::BAD_REQUEST, "bad request path"),
+        };
+        let mut up = Request::builder().method(parts.method.clone()).uri(uri);
+        for (name, value) in &parts.headers {
+            if !HOP_BY_HOP.contains(&name.as_str()) {
+                up = up.header(name, value);
+            }
+        }
+        if let Some(a) = self.upstream.authority() {
+            up = up.header(hyper::header::HOST, a.as_str());
+        }
+        let up = match up.body(Full::new(body.clone())) {
+            Ok(r) => r,
+            Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
+        };
+        let resp = match self.client.request(up).await {
+            Ok(r) => r,
+            Err(e) => {
+                let why = format!(
+                    "mcptape: the upstream {} did not answer: {}",
+                    self.upstream,
+                    error_chain(&e)
+                );
+                self.tape_event("upstream-error", json!({ "error": why }));
+                crate::diag!("{why}");
+                return jsonrpc_error(StatusCode::BAD_GATEWAY, &body, &why);
+            }
+        };
+        let (rparts, rbody) = resp.into_parts();
+        let content_type = rparts
+            .headers
+            .get(hyper::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let mut facts = facts_in;
+        facts.insert("status".into(), json!(rparts.status.as_u16()));
+        if let Some(sid) = rparts
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            facts.insert("session".into(), json!(sid));
+        }
+        if !content_type.is_empty() {
+            facts.insert("content_type".into(), json!(content_type));
+        }
+        let mut out = Response::builder().status(rparts.status);
+        for (name, value) in &rparts.headers {
+            if !HOP_BY_HOP.contains(&name.as_str()) {
+                out = out.header(name, value);
+            }
+        }
+        if content_type.starts_with("text/event-stream") {
+            facts.insert(
+                "stream".into(),
+                json!(if parts.method == Method::GET {
+                    "get"
+                } else {
+                    "post"
+                }),
+            );
+            let (tx, rx) = mpsc::channel::<Bytes>(STREAM_QUEUE);
+            let proxy = self.clone_handle();
+            tokio::spawn(async move { proxy.pump_sse(rbody, facts, tx).await });
+            return out
+                .body(ChannelBody { rx }.boxed())
+                .unwrap_or_else(|_| plain(StatusCode::BAD_GATEWAY, "bad upstream headers"));
+        }
+        let body = match Limited::collect(rbody, self.max_message).await {
+            Ok(b) => b,
+            Err(why) => {
+                self.tape_event("upstream-error", json!({ "error": why }));
+                return jsonrpc_error(StatusCode::BAD_GATEWAY, &body, &format!("mcptape: {why}"));
+            }
+        };
+        if !body.is_empty() {
+            if content_type.starts_with("application/json") {
+                self.tape_message(Dir::S2C, &body, &facts);
+            } else if !rparts.status.is_success() {
+                facts.insert(
+                    "body".into(),
+                    json!(String::from_utf8_lossy(&body[..body.len().min(512)])),
+                );
+                self.tape_event("http-error", Value::Object(facts));
+            }
+        }
+        out.body(Full::new(body).map_err(|never| match never {}).boxed())
+            .unwrap_or_else(|_| plain(StatusCode::BAD_GATEWAY, "bad upstream headers"))
+    }
+
+    /// Forwards an SSE answer event by event: each complete block is taped, then sent on.
+    async fn pump_sse(
+        self: Arc<Self>,
+        mut body: Incoming,
+        facts: Map<String, Value>,
+        tx: mpsc::Sender<Bytes>,
+    ) {
+        let mut parser = SseParser::new(self.max_message);
+        loop {
+            let frame = match body.frame().await {
+                Some(Ok(f)) => f,
+                Some(Err(e)) => {
+                    self.tape_event(
+                        "upstream-error",
+                        json!({ "error": format!("the SSE stream broke: {e}") }),
+                    );
+                    break;
+                }
+                None => break,
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            for block in parser.push(&data) {
+                let bytes = self.take_block(block, &facts);
+                if tx.send(bytes).await.is_err() {
+                    // The client went away: what passed is on the tape; stop reading upstream.
+                    self.tape_event("client-gone", json!({ "stream": facts.get("stream") }));
+                    return;
+                }
+            }
+        }
+        if let Some(rest) = parser.finish() {
+            let _ = tx.send(Bytes::from(rest.raw)).await;
+        }
+    }
+
+    /// Tapes the message in an SSE block (if any) and returns the bytes to forward.
+    fn take_block(&self, block: sse::Block, facts: &Map<String, Value>) -> Bytes {
+        let Some(ev) = &block.event else {
+            return Bytes::from(block.raw);
+        };
+        let mut f = facts.clone();
+        if let Some(id) = &ev.id {
+            f.insert("event_id".into(), json!(id));
+        }
+        if let Some(name) = &ev.event {
+            f.insert("event".into(), json!(name));
+        }
+        // HTTP+SSE (2024-11-05): the `endpoint` event tells the client where to POST. An
+        // absolute URL pointing at the upstream is rewritten to point at the proxy.
+        if ev.event.as_deref() == Some("endpoint") {
+            let data = ev.data.clone().unwrap_or_default();
+            self.tape_event("sse-endpoint", json!({ "endpoint": data }));
+            if let Some(rest) = data.strip_prefix(&self.upstream_origin) {
+                let rewritten = format!("{}{rest}", self.public_origin);
+                return Bytes::from(sse::encode(Some("endpoint"), ev.id.as_deref(), &rewritten));
+            }
+            return Bytes::from(block.raw);
+        }
+        match &ev.data {
+            Some(data) if !data.trim().is_empty() => {
+                self.tape_message(Dir::S2C, data.as_bytes(), &f)
+            }
+            _ => {
+                if ev.id.is_some() || ev.retry.is_some() {
+                    // A priming event (an id with no data) or a retry hint: a fact for resumption.
+                    f.insert("retry".into(), json!(ev.retry));
+                    self.tape_event("sse-priming", Value::Object(f));
+                }
+            }
+        }
+        Bytes::from(block.raw)
+    }
+
+    fn tape_message(&self, dir: Dir, bytes: &[u8], facts: &Map<String, Value>) {
+        let bytes = trim_ascii(bytes);
+        let line = Line {
+            bytes,
+            crlf: false,
+            unterminated: false,
+            bom: false,
+        };
+        let facts = Value::Object(facts.clone());
+        let mut guard = self.tape.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = guard.as_mut() {
+            w.message_with(
+                &self.label,
+                dir,
+                &Frame::Line(line),
+                Instant::now(),
+                Some(&facts),
+            );
+            if let Err(e) = w.commit() {
+                crate::diag!("mcptape: WARNING: {e}; the tape will be marked incomplete");
+            }
+        }
+    }
+
+    fn tape_event(&self, what: &str, details: impl Into<Value>) {
+        let mut guard = self.tape.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = guard.as_mut() {
+            w.event(&self.label, what, details.into(), Instant::now());
+            let _ = w.commit();
+        }
+    }
+
+    /// DNS-rebinding and cross-site protection: a browser page must not reach the proxy.
+    fn refuse(&self, req: &Request<Incoming>) -> Option<Response<RespBody>> {
+        let local_host = |h: &str| {
+            let host = h.rsplit_once(':').map(|(h, _)| h).unwrap_or(h);
+            matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+        };
+        if let Some(origin) = req
+            .headers()
+            .get(hyper::header::ORIGIN)
+            .and_then(|v| v.to_str().ok())
+        {
+            let host = origin.split_once("://").map(|(_, h)| h).unwrap_or(origin);
+            if !local_host(host) {
+                return Some(plain(
+                    StatusCode::FORBIDDEN,
+                    &format!("mcptape: Origin {origin} is not allowed"),
+                ));
+            }
+        }
+        if let Some(host) = req
+            .headers()
+            .get(hyper::header::HOST)
+            .and_then(|v| v.to_str().ok())
+        {
+            let port_ok = host
+                .rsplit_once(':')
+                .is_none_or(|(_, p)| p == self.local_port.to_string());
+            if !local_host(host) || !port_ok {
+                return Some(plain(
+                    StatusCode::FORBIDDEN,
+                    &format!("mcptape: Host {host} is not allowed"),
+                ));
+            }
+        }
+        None
+    }
+
+    fn clone_handle(&self) -> Arc<Proxy> {
+        Arc::new(Proxy {
+            tape: self.tape.clone(),
+            label: self.label.clone(),
+            upstream: self.upstream.clone(),
+            public_origin: self.public_origin.clone(),
+            upstream_origin: self.upstream_origin.clone(),
+            local_port: self.local_port,
+            client: self.client.clone(),
+            max_message: self.max_message,
+        })
+    }
+}
+
+fn request_facts(method: &Method, headers: &HeaderMap, path: &str) -> Map<String, Value> {
+    let mut f = Map::new();
+    f.insert("method".into(), json!(method.as_str()));
+    f.insert("path".into(), json!(path));
+    for name in RECORDED_HEADERS {
+        if let Some(v) = headers.get(*name).and_then(|v| v.to_str().ok()) {
+            f.insert(name.replace('-', "_"), json!(v));
+        }
+    }
+    f
+}
+
+fn trim_ascii(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|c| !c.is_ascii_whitespace())
+        .unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map(|i| i + 1)
+        .unwrap_or(start);
+    &b[start..end]
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+fn plain(status: StatusCode, text: &str) -> Response<RespBody> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(text.to_string()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// A JSON-RPC error for the request in `body` (its id if it had one), so the client sees why.
+fn jsonrpc_error(status: StatusCode, body: &[u8], message: &str) -> Response<RespBody> {
+    let id = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .unwrap_or(Value::Null);
+    let msg = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": message}});
+    let mut r = Response::new(
+        Full::new(Bytes::from(msg.to_string()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Reads a whole body, refusing more than `max` bytes.
+struct Limited;
+
+impl Limited {
+    async fn collect(mut body: Incoming, max: usize) -> Result<Bytes, String> {
+        let mut buf = bytes::BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| format!("reading a body: {e}"))?;
+            if let Ok(d) = frame.into_data() {
+                if buf.len() + d.len() > max {
+                    return Err(format!("a body over --max-message ({max} bytes)"));
+                }
+                buf.extend_from_slice(&d);
+            }
+        }
+        Ok(buf.freeze())
+    }
+}
+
+/// A response body fed by a channel: each SSE block goes out as soon as it is sent.
+struct ChannelBody {
+    rx: mpsc::Receiver<Bytes>,
+}
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<BodyFrame<Bytes>, Infallible>>> {
+        self.rx
+            .poll_recv(cx)
+            .map(|b| b.map(|b| Ok(BodyFrame::data(b))))
+    }
+}

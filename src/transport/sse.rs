@@ -1,0 +1,225 @@
+//! An incremental Server-Sent Events parser that keeps each event's raw bytes, so a proxy can
+//! forward events exactly as they came, the moment each one is complete, while reading them.
+//! Follows the WHATWG event-stream rules: `\n`, `\r\n` or `\r` line ends; a blank line ends an
+//! event; `data` lines joined with `\n`; comment lines (`:`) carry nothing; a leading BOM is
+//! skipped. The partial block lives in the struct, so feeding is cancel-safe.
+
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Event {
+    /// `event:` (absent means "message").
+    pub event: Option<String>,
+    /// `data:` lines joined with `\n`; `None` when the block had no data field.
+    pub data: Option<String>,
+    pub id: Option<String>,
+    pub retry: Option<u64>,
+}
+
+/// One complete block of the stream: its exact bytes, and the event in it (none for a block of
+/// only comments, such as a heartbeat).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    pub raw: Vec<u8>,
+    pub event: Option<Event>,
+}
+
+#[derive(Debug, Default)]
+pub struct SseParser {
+    buf: Vec<u8>,
+    started: bool,
+    /// Where the scan for a blank line resumes in `buf`.
+    scanned: usize,
+    /// Refuse to hold more than this for one incomplete block.
+    max: usize,
+}
+
+impl SseParser {
+    pub fn new(max_block: usize) -> SseParser {
+        SseParser {
+            max: max_block.max(1024),
+            ..SseParser::default()
+        }
+    }
+
+    /// Feeds bytes; returns the blocks they complete, in order. A block over the size limit is
+    /// returned as is (raw, no event) so the proxy forwards it and moves on.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<Block> {
+        self.buf.extend_from_slice(chunk);
+        if !self.started && self.buf.len() >= 3 {
+            self.started = true;
+            if self.buf.starts_with(b"\xEF\xBB\xBF") {
+                self.buf.drain(..3);
+            }
+        }
+        let mut out = Vec::new();
+        loop {
+            match find_block_end(&self.buf, self.scanned) {
+                Some(end) => {
+                    let raw: Vec<u8> = self.buf.drain(..end).collect();
+                    self.scanned = 0;
+                    let event = parse_block(&raw);
+                    out.push(Block { raw, event });
+                }
+                None => {
+                    // Resume near the end next time (a terminator may straddle chunks).
+                    self.scanned = self.buf.len().saturating_sub(3);
+                    if self.buf.len() > self.max {
+                        let raw = std::mem::take(&mut self.buf);
+                        self.scanned = 0;
+                        out.push(Block { raw, event: None });
+                    }
+                    break;
+                }
+            }
+        }
+        out
+    }
+
+    /// The stream ended: whatever is left (an unfinished event is not dispatched, per the spec).
+    pub fn finish(&mut self) -> Option<Block> {
+        if self.buf.is_empty() {
+            return None;
+        }
+        self.scanned = 0;
+        Some(Block {
+            raw: std::mem::take(&mut self.buf),
+            event: None,
+        })
+    }
+}
+
+/// The end (exclusive) of the first block in `buf`: just past a blank line.
+fn find_block_end(buf: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < buf.len() {
+        // A line end at i: \r\n, \n or \r. A block ends when a line end follows a line end.
+        let first = match (buf[i], buf.get(i + 1)) {
+            (b'\r', Some(b'\n')) => 2,
+            (b'\r', None) => return None, // might be \r\n split across chunks
+            (b'\r', _) | (b'\n', _) => 1,
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let j = i + first;
+        match (buf.get(j), buf.get(j + 1)) {
+            (Some(b'\r'), Some(b'\n')) => return Some(j + 2),
+            (Some(b'\r'), None) => return None,
+            (Some(b'\r'), _) | (Some(b'\n'), _) => return Some(j + 1),
+            (None, _) => return None,
+            _ => i = j,
+        }
+    }
+    None
+}
+
+fn parse_block(raw: &[u8]) -> Option<Event> {
+    let text = String::from_utf8_lossy(raw);
+    let mut ev = Event::default();
+    let mut data: Vec<&str> = Vec::new();
+    let mut any = false;
+    for line in text.split(['\n', '\r']) {
+        if line.is_empty() || line.starts_with(':') {
+            continue;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        any = true;
+        match field {
+            "data" => data.push(value),
+            "event" => ev.event = Some(value.to_string()),
+            "id" if !value.contains('\0') => ev.id = Some(value.to_string()),
+            "retry" => ev.retry = value.parse().ok(),
+            _ => {}
+        }
+    }
+    if !any {
+        return None;
+    }
+    if !data.is_empty() {
+        ev.data = Some(data.join("\n"));
+    }
+    Some(ev)
+}
+
+/// One SSE event as bytes: `id`, `event`, then `data` lines, then a blank line.
+pub fn encode(event: Option<&str>, id: Option<&str>, data: &str) -> Vec<u8> {
+    let mut out = String::new();
+    if let Some(id) = id {
+        out.push_str("id: ");
+        out.push_str(id);
+        out.push('\n');
+    }
+    if let Some(e) = event {
+        out.push_str("event: ");
+        out.push_str(e);
+        out.push('\n');
+    }
+    for line in data.split('\n') {
+        out.push_str("data: ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push('\n');
+    out.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all(input: &[u8], chunk: usize) -> Vec<Block> {
+        let mut p = SseParser::new(1 << 20);
+        let mut out = Vec::new();
+        for c in input.chunks(chunk) {
+            out.extend(p.push(c));
+        }
+        out.extend(p.finish());
+        out
+    }
+
+    #[test]
+    fn events_are_the_same_for_every_chunking() {
+        let input = b"\xEF\xBB\xBF: heartbeat\n\nid: 1\nevent: message\ndata: {\"a\":\ndata: 1}\n\nid: 2\r\ndata:x\r\n\r\nretry: 3000\rid: prime\rdata:\r\r: trailing";
+        for chunk in 1..=input.len() {
+            let blocks = all(input, chunk);
+            assert_eq!(blocks.len(), 5, "chunk {chunk}: {blocks:?}");
+            assert_eq!(blocks[0].event, None, "a comment-only block");
+            assert_eq!(blocks[0].raw, b": heartbeat\n\n");
+            let e1 = blocks[1].event.clone().unwrap();
+            assert_eq!(
+                (e1.id.as_deref(), e1.event.as_deref(), e1.data.as_deref()),
+                (Some("1"), Some("message"), Some("{\"a\":\n1}"))
+            );
+            assert_eq!(
+                blocks[1].raw,
+                b"id: 1\nevent: message\ndata: {\"a\":\ndata: 1}\n\n"
+            );
+            assert_eq!(blocks[2].event.clone().unwrap().data.as_deref(), Some("x"));
+            let e3 = blocks[3].event.clone().unwrap();
+            assert_eq!(
+                (e3.retry, e3.id.as_deref(), e3.data.as_deref()),
+                (Some(3000), Some("prime"), Some(""))
+            );
+            assert_eq!(
+                blocks[4].raw, b": trailing",
+                "the unfinished tail is handed back raw"
+            );
+            let joined: Vec<u8> = blocks.iter().flat_map(|b| b.raw.clone()).collect();
+            assert_eq!(joined, &input[3..], "every byte is accounted for");
+        }
+    }
+
+    #[test]
+    fn encode_round_trips() {
+        let bytes = encode(Some("message"), Some("7"), "line1\nline2");
+        let blocks = all(&bytes, 3);
+        let e = blocks[0].event.clone().unwrap();
+        assert_eq!(
+            (e.event.as_deref(), e.id.as_deref(), e.data.as_deref()),
+            (Some("message"), Some("7"), Some("line1\nline2"))
+        );
+    }
+}
