@@ -28,6 +28,10 @@ pub struct Args {
     /// elicitation, roots) before reporting it as drift.
     #[arg(long, value_name = "SECS", default_value = "30", value_parser = super::parse_secs)]
     answer_timeout: Duration,
+    /// Serve over Streamable HTTP on this address (e.g. 127.0.0.1:8931; port 0 picks one)
+    /// instead of stdio. The URL to give the client is printed on stdout; Ctrl-C stops.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
     /// Largest client message accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
     max_message: usize,
@@ -50,10 +54,29 @@ pub fn run(a: Args) -> Result<i32> {
         max_message: a.max_message,
         answer_timeout: a.answer_timeout,
     };
-    // SAFETY: fds 0 and 1 are ours for the whole process; ManuallyDrop never closes them.
-    let stdin = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
-    let stdout = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
-    let report = serve(index, opts, FdIo(stdin), FdIo(stdout));
+    let report = match a.listen {
+        Some(addr) => {
+            if !addr.ip().is_loopback() {
+                mcptape::diag!(
+                    "mcptape: WARNING: listening on {addr}, reachable from other machines"
+                );
+            }
+            mcptape::play::http::serve_http(index, opts, addr, |url| {
+                let _ = super::stdout(&format!("{url}\n"));
+                mcptape::diag!(
+                    "mcptape play: serving {} at {url}; Ctrl-C to stop",
+                    path.display()
+                );
+            })
+            .map_err(|e| super::UsageError(format!("could not listen on {addr}: {e}")))?
+        }
+        None => {
+            // SAFETY: fds 0 and 1 are ours for the whole process; ManuallyDrop never closes them.
+            let stdin = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
+            let stdout = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
+            serve(index, opts, FdIo(stdin), FdIo(stdout))
+        }
+    };
 
     let mut summary = format!(
         "mcptape play: served {}, missed {}, drifted {}",

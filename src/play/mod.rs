@@ -1,6 +1,7 @@
 //! `mcptape play`: serve a tape as the server.
 
 pub mod explain;
+pub mod http;
 pub mod matcher;
 pub mod serve;
 

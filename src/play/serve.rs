@@ -76,16 +76,17 @@ enum Incoming {
     Oversize(u64, Vec<u8>),
 }
 
-struct Shared {
-    index: TapeIndex,
-    out: mpsc::Sender<Vec<u8>>,
+pub(crate) struct Shared {
+    pub(crate) index: Arc<TapeIndex>,
+    /// Where messages not tied to a request go (stdout; over HTTP, the session's GET stream).
+    pub(crate) out: mpsc::Sender<Vec<u8>>,
     /// Our server-request id → where the client's answer goes.
-    pending: Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>,
-    next_id: AtomicU64,
+    pub(crate) pending: Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>,
+    pub(crate) next_id: AtomicU64,
     /// Turns true once the client closed its input: no answer can come any more.
-    closed: watch::Sender<bool>,
-    report: Mutex<PlayReport>,
-    opts: ServeOptions,
+    pub(crate) closed: watch::Sender<bool>,
+    pub(crate) report: Mutex<PlayReport>,
+    pub(crate) opts: ServeOptions,
 }
 
 /// Serves `index` to the client on `input`/`output` until the client closes its side.
@@ -155,7 +156,7 @@ where
 
     let mut matcher = Matcher::new(&index);
     let shared = Arc::new(Shared {
-        index,
+        index: Arc::new(index),
         out: out_tx,
         pending: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(0),
@@ -178,7 +179,7 @@ where
                 let id = leading_id(&head).unwrap_or_else(|| "null".into());
                 let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32600, "message": format!("Invalid Request: message of {len} bytes is over mcptape play's --max-message")}});
                 if let Ok(text) = with_id(&msg.to_string(), &id) {
-                    send(&shared, text.into_bytes()).await;
+                    send(&shared.out, text.into_bytes()).await;
                 }
                 shared.report.lock().expect("report lock").rejected += 1;
             }
@@ -246,7 +247,7 @@ async fn handle(
                 Outcome::Miss(_) if method == "ping" => {
                     // Liveness is protocol, not behaviour: answer it even when it was not recorded.
                     send(
-                        shared,
+                        &shared.out,
                         format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#).into_bytes(),
                     )
                     .await;
@@ -257,7 +258,7 @@ async fn handle(
                     let msg =
                         json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
                     let text = with_id(&msg.to_string(), &id).expect("our own JSON");
-                    send(shared, text.into_bytes()).await;
+                    send(&shared.out, text.into_bytes()).await;
                     let mut r = shared.report.lock().expect("report lock");
                     r.missed += 1;
                     r.misses.push(miss);
@@ -270,11 +271,12 @@ async fn handle(
                 .any(|&m| shared.index.msgs[m].kind == Kind::Request);
             if waits {
                 let shared = shared.clone();
-                tasks
-                    .spawn(async move { serve_exchange(&shared, ex, &id, token.as_deref()).await });
+                tasks.spawn(async move {
+                    serve_exchange(&shared, &shared.out, ex, &id, token.as_deref()).await
+                });
             } else {
                 // Inline keeps the recorded order with the standalone messages that follow.
-                serve_exchange(shared, ex, &id, token.as_deref()).await;
+                serve_exchange(shared, &shared.out, ex, &id, token.as_deref()).await;
             }
         }
         Kind::Response | Kind::Error => {
@@ -308,14 +310,20 @@ async fn handle(
                 c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
             );
             let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
-            send(shared, msg.to_string().into_bytes()).await;
+            send(&shared.out, msg.to_string().into_bytes()).await;
             shared.report.lock().expect("report lock").rejected += 1;
         }
     }
 }
 
 /// Sends what the server sent during the exchange, then the response with the client's id.
-async fn serve_exchange(shared: &Shared, ex: usize, client_id: &str, client_token: Option<&str>) {
+pub(crate) async fn serve_exchange(
+    shared: &Shared,
+    out: &mpsc::Sender<Vec<u8>>,
+    ex: usize,
+    client_id: &str,
+    client_token: Option<&str>,
+) {
     let index = &shared.index;
     let ex = &index.exchanges[ex];
     for &m in &ex.during {
@@ -326,16 +334,18 @@ async fn serve_exchange(shared: &Shared, ex: usize, client_id: &str, client_toke
                 let Some(token) = client_token else { continue };
                 if let Some(text) = read_text(index, meta) {
                     match with_progress_token(&text, token) {
-                        Ok(t) => send(shared, t.into_bytes()).await,
-                        Err(_) => send(shared, text.into_bytes()).await,
+                        Ok(t) => send(out, t.into_bytes()).await,
+                        Err(_) => send(out, text.into_bytes()).await,
                     }
                 }
             }
-            Kind::Request => server_request(shared, meta, ex.client_answers.get(&m).copied()).await,
+            Kind::Request => {
+                server_request(shared, out, meta, ex.client_answers.get(&m).copied()).await
+            }
             Kind::Response | Kind::Error => {}
             _ => {
                 if let Ok(bytes) = index.read_bytes(meta) {
-                    send(shared, bytes).await;
+                    send(out, bytes).await;
                 }
             }
         }
@@ -357,7 +367,7 @@ async fn serve_exchange(shared: &Shared, ex: usize, client_id: &str, client_toke
         );
         let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": super::explain::MISS_CODE, "message": message}});
         send(
-            shared,
+            out,
             with_id(&msg.to_string(), client_id)
                 .expect("our own JSON")
                 .into_bytes(),
@@ -368,7 +378,7 @@ async fn serve_exchange(shared: &Shared, ex: usize, client_id: &str, client_toke
     };
     if let Some(text) = read_text(index, &index.msgs[r]) {
         match with_id(&text, client_id) {
-            Ok(t) => send(shared, t.into_bytes()).await,
+            Ok(t) => send(out, t.into_bytes()).await,
             Err(e) => crate::diag!(
                 "mcptape play: tape line {}: cannot rewrite the response id: {e}",
                 index.msgs[r].line
@@ -380,7 +390,12 @@ async fn serve_exchange(shared: &Shared, ex: usize, client_id: &str, client_toke
 
 /// Re-issues a recorded server request with a fresh id, awaits the client's answer and compares
 /// it with the recorded one.
-async fn server_request(shared: &Shared, meta: &MsgMeta, recorded_answer: Option<usize>) {
+pub(crate) async fn server_request(
+    shared: &Shared,
+    out: &mpsc::Sender<Vec<u8>>,
+    meta: &MsgMeta,
+    recorded_answer: Option<usize>,
+) {
     let index = &shared.index;
     let mut closed = shared.closed.subscribe();
     let Some(text) = read_text(index, meta) else {
@@ -398,7 +413,7 @@ async fn server_request(shared: &Shared, meta: &MsgMeta, recorded_answer: Option
         .expect("pending lock")
         .insert(id.clone(), tx);
     if !already_closed {
-        send(shared, request.into_bytes()).await;
+        send(out, request.into_bytes()).await;
     }
     let method = meta.method.clone().unwrap_or_default();
     // A waiter registered after the main loop cleared `pending` is never dropped by it, so the
@@ -500,13 +515,13 @@ async fn emit_standalone(
                 let (shared, msg, answer) = (shared.clone(), s.msg, s.client_answer);
                 tasks.spawn(async move {
                     let meta = shared.index.msgs[msg].clone();
-                    server_request(&shared, &meta, answer).await
+                    server_request(&shared, &shared.out, &meta, answer).await
                 });
             }
             Kind::Response | Kind::Error => {}
             _ => {
                 if let Ok(bytes) = index.read_bytes(meta) {
-                    send(shared, bytes).await;
+                    send(&shared.out, bytes).await;
                 }
             }
         }
@@ -523,9 +538,9 @@ fn read_text(index: &TapeIndex, meta: &MsgMeta) -> Option<String> {
     }
 }
 
-async fn send(shared: &Shared, mut line: Vec<u8>) {
+pub(crate) async fn send(out: &mpsc::Sender<Vec<u8>>, mut line: Vec<u8>) {
     line.push(b'\n');
-    let _ = shared.out.send(line).await;
+    let _ = out.send(line).await;
 }
 
 /// The id of a JSON-RPC message from its first bytes, when it comes early enough to be seen.

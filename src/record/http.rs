@@ -9,11 +9,12 @@
 use super::stdio::RecordOutcome;
 use crate::redact::{RedactConfig, Redactor};
 use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
+use crate::transport::http::{collect, plain, refuse_foreign, ChannelBody, RespBody};
 use crate::transport::sse::{self, SseParser};
 use crate::wire::{Dir, Frame, Line};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Frame as BodyFrame, Incoming};
+use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
@@ -23,9 +24,7 @@ use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -85,7 +84,6 @@ pub enum HttpRecordError {
 }
 
 type Tape = Arc<Mutex<Option<TapeWriter>>>;
-type RespBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 struct Proxy {
     tape: Tape,
@@ -249,7 +247,7 @@ impl Proxy {
         }
         let (parts, body) = req.into_parts();
         let facts_in = request_facts(&parts.method, &parts.headers, parts.uri.path());
-        let body = match Limited::collect(body, self.max_message).await {
+        let body = match collect(body, self.max_message).await {
             Ok(b) => b,
             Err(why) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &why),
         };
@@ -338,7 +336,7 @@ impl Proxy {
                 .body(ChannelBody { rx }.boxed())
                 .unwrap_or_else(|_| plain(StatusCode::BAD_GATEWAY, "bad upstream headers"));
         }
-        let body = match Limited::collect(rbody, self.max_message).await {
+        let body = match collect(rbody, self.max_message).await {
             Ok(b) => b,
             Err(why) => {
                 self.tape_event("upstream-error", json!({ "error": why }));
@@ -469,39 +467,7 @@ impl Proxy {
 
     /// DNS-rebinding and cross-site protection: a browser page must not reach the proxy.
     fn refuse(&self, req: &Request<Incoming>) -> Option<Response<RespBody>> {
-        let local_host = |h: &str| {
-            let host = h.rsplit_once(':').map(|(h, _)| h).unwrap_or(h);
-            matches!(host, "127.0.0.1" | "localhost" | "[::1]")
-        };
-        if let Some(origin) = req
-            .headers()
-            .get(hyper::header::ORIGIN)
-            .and_then(|v| v.to_str().ok())
-        {
-            let host = origin.split_once("://").map(|(_, h)| h).unwrap_or(origin);
-            if !local_host(host) {
-                return Some(plain(
-                    StatusCode::FORBIDDEN,
-                    &format!("mcptape: Origin {origin} is not allowed"),
-                ));
-            }
-        }
-        if let Some(host) = req
-            .headers()
-            .get(hyper::header::HOST)
-            .and_then(|v| v.to_str().ok())
-        {
-            let port_ok = host
-                .rsplit_once(':')
-                .is_none_or(|(_, p)| p == self.local_port.to_string());
-            if !local_host(host) || !port_ok {
-                return Some(plain(
-                    StatusCode::FORBIDDEN,
-                    &format!("mcptape: Host {host} is not allowed"),
-                ));
-            }
-        }
-        None
+        refuse_foreign(req.headers(), self.local_port).map(|why| plain(StatusCode::FORBIDDEN, &why))
     }
 
     fn clone_handle(&self) -> Arc<Proxy> {
@@ -554,20 +520,6 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-fn plain(status: StatusCode, text: &str) -> Response<RespBody> {
-    let mut r = Response::new(
-        Full::new(Bytes::from(text.to_string()))
-            .map_err(|never| match never {})
-            .boxed(),
-    );
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
 /// A JSON-RPC error for the request in `body` (its id if it had one), so the client sees why.
 fn jsonrpc_error(status: StatusCode, body: &[u8], message: &str) -> Response<RespBody> {
     let id = serde_json::from_slice::<Value>(body)
@@ -586,42 +538,4 @@ fn jsonrpc_error(status: StatusCode, body: &[u8], message: &str) -> Response<Res
         HeaderValue::from_static("application/json"),
     );
     r
-}
-
-/// Reads a whole body, refusing more than `max` bytes.
-struct Limited;
-
-impl Limited {
-    async fn collect(mut body: Incoming, max: usize) -> Result<Bytes, String> {
-        let mut buf = bytes::BytesMut::new();
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| format!("reading a body: {e}"))?;
-            if let Ok(d) = frame.into_data() {
-                if buf.len() + d.len() > max {
-                    return Err(format!("a body over --max-message ({max} bytes)"));
-                }
-                buf.extend_from_slice(&d);
-            }
-        }
-        Ok(buf.freeze())
-    }
-}
-
-/// A response body fed by a channel: each SSE block goes out as soon as it is sent.
-struct ChannelBody {
-    rx: mpsc::Receiver<Bytes>,
-}
-
-impl Body for ChannelBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<BodyFrame<Bytes>, Infallible>>> {
-        self.rx
-            .poll_recv(cx)
-            .map(|b| b.map(|b| Ok(BodyFrame::data(b))))
-    }
 }

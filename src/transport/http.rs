@@ -1,0 +1,97 @@
+//! Pieces shared by the HTTP proxy (`record --url`) and the HTTP player (`play --listen`).
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::header::{HeaderMap, HeaderValue};
+use hyper::{Response, StatusCode};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::sync::mpsc;
+
+pub type RespBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// DNS-rebinding and cross-site protection for a listener on loopback: a foreign `Origin`, or a
+/// `Host` that is not this loopback address and port, gets 403. Returns why, when refused.
+pub fn refuse_foreign(headers: &HeaderMap, local_port: u16) -> Option<String> {
+    let local_host = |h: &str| {
+        let host = h.rsplit_once(':').map(|(h, _)| h).unwrap_or(h);
+        matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+    };
+    if let Some(origin) = headers
+        .get(hyper::header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+    {
+        let host = origin.split_once("://").map(|(_, h)| h).unwrap_or(origin);
+        if !local_host(host) {
+            return Some(format!("mcptape: Origin {origin} is not allowed"));
+        }
+    }
+    if let Some(host) = headers
+        .get(hyper::header::HOST)
+        .and_then(|v| v.to_str().ok())
+    {
+        let port_ok = host
+            .rsplit_once(':')
+            .is_none_or(|(_, p)| p == local_port.to_string());
+        if !local_host(host) || !port_ok {
+            return Some(format!("mcptape: Host {host} is not allowed"));
+        }
+    }
+    None
+}
+
+pub fn full(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<RespBody> {
+    let mut r = Response::new(
+        Full::new(body.into())
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type),
+    );
+    r
+}
+
+pub fn plain(status: StatusCode, text: &str) -> Response<RespBody> {
+    full(status, "text/plain; charset=utf-8", text.to_string())
+}
+
+/// Reads a whole body, refusing more than `max` bytes.
+pub async fn collect(mut body: Incoming, max: usize) -> Result<Bytes, String> {
+    let mut buf = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| format!("reading a body: {e}"))?;
+        if let Ok(d) = frame.into_data() {
+            if buf.len() + d.len() > max {
+                return Err(format!("a body over --max-message ({max} bytes)"));
+            }
+            buf.extend_from_slice(&d);
+        }
+    }
+    Ok(buf.freeze())
+}
+
+/// A response body fed by a channel: each chunk goes out as soon as it is sent.
+pub struct ChannelBody {
+    pub rx: mpsc::Receiver<Bytes>,
+}
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.rx.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
