@@ -41,7 +41,7 @@ pub enum DriveError {
     Tape { path: PathBuf, cause: io::Error },
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct DriveOutcome {
     /// Baseline exchange → why it got no answer.
     pub missing: HashMap<usize, String>,
@@ -58,7 +58,7 @@ enum Event {
 }
 
 /// One client message of the baseline to send, in recorded order.
-enum Step {
+pub(crate) enum Step {
     Request { exchange: usize, msg: usize },
     Notification { msg: usize },
 }
@@ -210,7 +210,7 @@ pub fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, 
 
 /// The client messages to send, in recorded order: requests and notifications (answers to server
 /// requests are given when the live server asks; stray non-JSON lines are not replayed).
-fn plan(base: &TapeIndex) -> Vec<Step> {
+pub(crate) fn plan(base: &TapeIndex) -> Vec<Step> {
     let by_request: HashMap<usize, usize> = base
         .exchanges
         .iter()
@@ -369,7 +369,7 @@ impl Run<'_> {
 }
 
 /// `params.requestState` replaced by `state` (raw JSON text).
-fn with_request_state(message: &str, state: &str) -> Option<String> {
+pub(crate) fn with_request_state(message: &str, state: &str) -> Option<String> {
     let obj: RawObject<'_> = serde_json::from_str(message).ok()?;
     let params: RawObject<'_> = serde_json::from_str(obj.get("params")?.get()).ok()?;
     params.get("requestState")?;
@@ -399,13 +399,13 @@ fn write_client(tape: &SharedWriter, stdin: &SharedStdin, bytes: &[u8]) -> bool 
 }
 
 /// The client's recorded answers to server-initiated requests, by method, in recorded order.
-struct RecordedAnswers {
+pub(crate) struct RecordedAnswers {
     /// Method → (canonical params of the recorded server request, the client's answer text).
     by_method: HashMap<String, VecDeque<(String, String)>>,
 }
 
 impl RecordedAnswers {
-    fn new(base: &TapeIndex) -> RecordedAnswers {
+    pub(crate) fn new(base: &TapeIndex) -> RecordedAnswers {
         let mut pairs: Vec<(usize, usize)> = base
             .exchanges
             .iter()
@@ -440,7 +440,7 @@ impl RecordedAnswers {
 
     /// The recorded answer for a live server request: the same params first, else the next one
     /// of the same method.
-    fn take(&mut self, method: &str, params: &str) -> Option<String> {
+    pub(crate) fn take(&mut self, method: &str, params: &str) -> Option<String> {
         let q = self.by_method.get_mut(method)?;
         let pos = q.iter().position(|(p, _)| p == params).unwrap_or(0);
         q.remove(pos).map(|(_, a)| a)

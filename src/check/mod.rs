@@ -3,6 +3,7 @@
 
 pub mod driver;
 pub mod grade;
+pub mod http_driver;
 pub mod report;
 
 pub use report::{CheckReport, CheckedExchange, Gate, Grade, LatencyRule, Status};
@@ -18,7 +19,10 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct CheckConfig {
     pub tape: PathBuf,
+    /// The server to start (stdio)…
     pub command: Vec<String>,
+    /// …or the URL of a running Streamable HTTP server.
+    pub url: Option<String>,
     pub timeout: Duration,
     pub normalizer: Normalizer,
     pub latency: Option<LatencyRule>,
@@ -37,6 +41,8 @@ pub enum CheckError {
     Tape(#[from] TapeError),
     #[error(transparent)]
     Drive(#[from] DriveError),
+    #[error(transparent)]
+    HttpDrive(#[from] http_driver::HttpDriveError),
     #[error("updating the baseline {}: {cause}", path.display())]
     Update {
         path: PathBuf,
@@ -68,7 +74,10 @@ pub fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError
         grace: cfg.grace,
         redact: cfg.redact.clone(),
     };
-    let outcome = drive_stdio(&base, &drive)?;
+    let outcome = match &cfg.url {
+        Some(url) => http_driver::drive_http(&base, url, cfg.timeout, &observed_path, &cfg.redact)?,
+        None => drive_stdio(&base, &drive)?,
+    };
     let observed = TapeIndex::load(&observed_path, None)?;
     let cmp = compare_tapes(&base, &observed, &cfg.normalizer);
 
@@ -132,7 +141,7 @@ pub fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError
         !(cfg.fail_on_regression && failing) && cfg.min_grade.is_none_or(|min| grade <= min);
     let mut report = CheckReport {
         tape: cfg.tape.display().to_string(),
-        server: shell_words(&cfg.command),
+        server: cfg.url.clone().unwrap_or_else(|| shell_words(&cfg.command)),
         grade,
         score,
         capped,

@@ -62,8 +62,15 @@ pub struct Args {
     /// Largest message kept whole, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
     max_message: usize,
+    /// Check a running Streamable HTTP server at this URL instead of starting one.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    url: Option<String>,
     /// The server command and its arguments (after `--`).
-    #[arg(last = true, required = true, value_name = "SERVER COMMAND")]
+    #[arg(
+        last = true,
+        required_unless_present = "url",
+        value_name = "SERVER COMMAND"
+    )]
     command: Vec<String>,
 }
 
@@ -105,6 +112,7 @@ pub fn run(a: Args) -> Result<i32> {
     let cfg = CheckConfig {
         tape,
         command: a.command,
+        url: a.url,
         timeout: a.timeout,
         normalizer: a.norm.normalizer()?,
         latency: a.compare_latency.map(|factor| LatencyRule {

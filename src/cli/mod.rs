@@ -113,6 +113,10 @@ fn code_for(e: &anyhow::Error) -> i32 {
             return match c {
                 CheckError::Tape(t) => tape_code(t),
                 CheckError::Drive(d) => drive_code(d),
+                CheckError::HttpDrive(mcptape::check::http_driver::HttpDriveError::Url {
+                    ..
+                }) => exit::USAGE,
+                CheckError::HttpDrive(_) => exit::IO_ERR,
                 CheckError::Update { .. } => exit::IO_ERR,
             };
         }

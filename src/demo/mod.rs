@@ -124,6 +124,7 @@ pub fn run_demo(exe: &Path, dir: &Path) -> Result<bool> {
             "--variant".into(),
             variant.into(),
         ],
+        url: None,
         timeout: std::time::Duration::from_secs(10),
         normalizer: norm.clone(),
         latency: None,
