@@ -12,8 +12,8 @@ pub const FORMAT_NAME: &str = "mcptape";
 pub const VERSION: u32 = 1;
 /// Minor versions only add optional fields or line types, which older readers skip.
 /// 1: the hash chain (`h` on every line after the header; `head` and `sig` on `end`) and
-/// `redacted` on message lines.
-pub const MINOR: u32 = 1;
+/// `redacted` on message lines. 2: `http` facts on message lines, and `event` lines.
+pub const MINOR: u32 = 2;
 
 /// The label of the only server of a single-server tape.
 pub const DEFAULT_SERVER: &str = "default";
