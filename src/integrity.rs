@@ -31,13 +31,15 @@ pub struct VerifyReport {
     /// Lines read (header included).
     pub lines: u64,
     pub head: Option<String>,
-    /// `signed-valid`, `signed-unchecked` (no key given), `signed-invalid`, `unsigned`.
+    /// `signed-valid`, `signed-unchecked` (no key given), `signed-invalid`, `unsigned`, or
+    /// `unsigned-with-key` (a key was given, so a signature was expected: a failure).
     pub signature: &'static str,
 }
 
 impl VerifyReport {
     pub fn ok(&self) -> bool {
-        self.verdict == Verdict::Intact && self.signature != "signed-invalid"
+        self.verdict == Verdict::Intact
+            && !matches!(self.signature, "signed-invalid" | "unsigned-with-key")
     }
 }
 
@@ -98,15 +100,19 @@ pub fn verify(path: &Path, key: Option<&[u8]>) -> Result<VerifyReport, TapeError
             }
         }
     });
-    let (head, sig) = match &end {
-        Some((e, _, _)) => (e.head.clone(), e.sig.clone()),
-        None => (None, None),
-    };
-    let signature = match (&sig, key, &head) {
-        (None, _, _) => "unsigned",
-        (Some(_), None, _) => "signed-unchecked",
-        (Some(s), Some(k), Some(h)) if *s == chain::sign(k, h) => "signed-valid",
-        (Some(_), Some(_), _) => "signed-invalid",
+    let head = end.as_ref().and_then(|(e, _, _)| e.head.clone());
+    let signature = match (end.as_ref().map(|(e, _, _)| e), key) {
+        (Some(e), None) if e.sig.is_some() => "signed-unchecked",
+        (Some(e), Some(k)) if e.sig.is_some() => {
+            let expected = head.as_deref().map(|h| chain::sign(k, h, e));
+            if e.sig == expected {
+                "signed-valid"
+            } else {
+                "signed-invalid"
+            }
+        }
+        (_, Some(_)) => "unsigned-with-key",
+        (_, None) => "unsigned",
     };
     Ok(VerifyReport {
         tape: path.display().to_string(),
@@ -220,7 +226,7 @@ pub fn redact_tape(
     let mut r = TapeReader::open(path)?;
     let mut header = r.header().clone();
     header.minor = header.minor.max(crate::tape::format::MINOR);
-    let mut file = crate::tape::writer::open_private(&staging).map_err(werr)?;
+    let mut file = crate::tape::writer::open_own(&staging).map_err(werr)?;
     let mut buf = serde_json::to_vec(&OwnedLine::Header(&header)).expect("tape records serialize");
     let mut head = chain::start(&buf);
     buf.push(b'\n');
@@ -239,7 +245,8 @@ pub fn redact_tape(
             Entry::End(e) => {
                 let mut e = e.clone();
                 e.head = Some(head.clone());
-                e.sig = signing_key.map(|k| chain::sign(k, &head));
+                e.sig = None;
+                e.sig = signing_key.map(|k| chain::sign(k, &head, &e));
                 serde_json::to_vec(&OwnedLine::End(&e)).expect("tape records serialize")
             }
             Entry::Msg(m) => {
@@ -304,7 +311,7 @@ pub fn redact_tape(
         let mut b = path.as_os_str().to_owned();
         b.push(".bak");
         let b = PathBuf::from(b);
-        std::fs::copy(path, &b).map_err(|cause| RedactError::Write {
+        crate::tape::writer::copy_own(path, &b).map_err(|cause| RedactError::Write {
             path: b.clone(),
             cause,
         })?;

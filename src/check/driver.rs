@@ -101,7 +101,11 @@ pub fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, 
         .declare_server(ServerDecl {
             server: DEFAULT_SERVER.into(),
             transport: "stdio".into(),
-            command: Some(cfg.command.clone()),
+            // The command line can hold secrets too (`--api-key …`, `TOKEN=…`).
+            command: Some(match crate::redact::Redactor::for_config(&cfg.redact) {
+                Some(r) => r.redact_argv(&cfg.command),
+                None => cfg.command.clone(),
+            }),
             cwd: std::env::current_dir()
                 .ok()
                 .map(|d| d.display().to_string()),

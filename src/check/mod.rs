@@ -181,8 +181,8 @@ fn update_baseline(tape: &Path, observed: &Path) -> std::io::Result<PathBuf> {
     let mut staging = tape.as_os_str().to_owned();
     staging.push(".new");
     let staging = PathBuf::from(staging);
-    std::fs::copy(observed, &staging)?;
-    std::fs::copy(tape, &backup)?;
+    crate::tape::writer::copy_own(observed, &staging)?;
+    crate::tape::writer::copy_own(tape, &backup)?;
     std::fs::rename(&staging, tape)?;
     Ok(backup)
 }

@@ -26,7 +26,7 @@ pub struct VerifyArgs {
 /// original kept as TAPE.bak), or to -o OUT.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
-pub struct RedactArgs {
+pub struct RedactCmdArgs {
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Write the redacted tape here instead of replacing TAPE.
@@ -62,7 +62,8 @@ pub fn verify(a: VerifyArgs) -> Result<i32> {
         let sig = match report.signature {
             "signed-valid" => "; signature valid",
             "signed-unchecked" => "; signed (give the key with --key-file or $MCPTAPE_SIGNING_KEY to check the signature)",
-            "signed-invalid" => "; SIGNATURE DOES NOT MATCH (wrong key, or the tape was re-chained)",
+            "signed-invalid" => "; SIGNATURE DOES NOT MATCH (wrong key, or the tape was changed and re-chained)",
+            "unsigned-with-key" => "; NOT SIGNED, though a key was given (a signed tape whose signature was removed?)",
             _ => "; not signed",
         };
         let text = match &report.verdict {
@@ -80,7 +81,7 @@ pub fn verify(a: VerifyArgs) -> Result<i32> {
     })
 }
 
-pub fn redact(a: RedactArgs) -> Result<i32> {
+pub fn redact(a: RedactCmdArgs) -> Result<i32> {
     let path = store::resolve(&a.tape)?;
     let cfg = a.rules.config()?;
     let redactor = mcptape::redact::Redactor::new(&cfg)?;

@@ -47,7 +47,7 @@ enum Command {
     Diff(diff::Args),
     Ls(inspect::LsArgs),
     Verify(integrity::VerifyArgs),
-    Redact(integrity::RedactArgs),
+    Redact(integrity::RedactCmdArgs),
     Lint(integrity::LintArgs),
     Show(inspect::ShowArgs),
     Demo(demo::Args),
@@ -215,7 +215,12 @@ impl RedactArgs {
     pub fn config(&self) -> anyhow::Result<mcptape::redact::RedactConfig> {
         let project = mcptape::config::load().map_err(|e| UsageError(e.to_string()))?;
         let cfg = project.redaction(self.no_default_redaction, &self.rules);
-        mcptape::redact::Redactor::new(&cfg).map_err(|e| UsageError(e.to_string()))?;
+        mcptape::redact::Redactor::new(&cfg).map_err(|e| {
+            UsageError(format!(
+                "{e} (rules come from --redact and {})",
+                mcptape::config::path().display()
+            ))
+        })?;
         Ok(cfg)
     }
 }

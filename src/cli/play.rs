@@ -53,6 +53,10 @@ pub fn run(a: Args) -> Result<i32> {
         lenient: a.lenient,
         max_message: a.max_message,
         answer_timeout: a.answer_timeout,
+        // Explanations quote what the client asked: with the project's redaction rules applied.
+        display_rules: mcptape::config::load()
+            .map_err(|e| super::UsageError(e.to_string()))?
+            .redaction(false, &[]),
     };
     let report = match a.listen {
         Some(addr) => {

@@ -376,7 +376,10 @@ impl Player {
                 report: Mutex::new(PlayReport::default()),
                 opts: self.opts.clone(),
             }),
-            matcher: tokio::sync::Mutex::new(Matcher::new(&self.index)),
+            matcher: tokio::sync::Mutex::new(Matcher::with_display_rules(
+                &self.index,
+                &self.opts.display_rules,
+            )),
             c2s: AtomicU64::new(0),
             next_standalone: Mutex::new(0),
             get: Mutex::new(GetStream::default()),

@@ -26,6 +26,11 @@ pub enum Outcome {
 
 impl Matcher {
     pub fn new(index: &TapeIndex) -> Matcher {
+        Matcher::with_display_rules(index, &crate::redact::RedactConfig::defaults())
+    }
+
+    /// A matcher whose miss explanations redact what the client asked with these rules.
+    pub fn with_display_rules(index: &TapeIndex, rules: &crate::redact::RedactConfig) -> Matcher {
         let mut by_key: HashMap<MatchKey, VecDeque<usize>> = HashMap::new();
         for (i, ex) in index.exchanges.iter().enumerate() {
             by_key.entry(ex.key).or_default().push_back(i);
@@ -33,7 +38,7 @@ impl Matcher {
         Matcher {
             by_key,
             consumed: vec![false; index.exchanges.len()],
-            display: crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults()).ok(),
+            display: crate::redact::Redactor::for_config(rules),
         }
     }
 

@@ -30,6 +30,8 @@ pub struct ServeOptions {
     pub max_message: usize,
     /// How long to wait for the client's answer to a server-initiated request.
     pub answer_timeout: Duration,
+    /// The redaction rules applied to what a client asked before it is quoted in an explanation.
+    pub display_rules: crate::redact::RedactConfig,
 }
 
 /// A difference between the client's answer to a replayed server request and the recorded one.
@@ -154,7 +156,7 @@ where
         })
         .expect("spawn thread");
 
-    let mut matcher = Matcher::new(&index);
+    let mut matcher = Matcher::with_display_rules(&index, &opts.display_rules);
     let shared = Arc::new(Shared {
         index: Arc::new(index),
         out: out_tx,

@@ -107,7 +107,11 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
         .declare_server(ServerDecl {
             server: cfg.server_label.clone(),
             transport: "stdio".into(),
-            command: Some(cfg.command.clone()),
+            // The command line can hold secrets too (`--api-key …`, `TOKEN=…`).
+            command: Some(match crate::redact::Redactor::for_config(&cfg.redact) {
+                Some(r) => r.redact_argv(&cfg.command),
+                None => cfg.command.clone(),
+            }),
             cwd: std::env::current_dir()
                 .ok()
                 .map(|d| d.display().to_string()),

@@ -98,6 +98,8 @@ pub struct Redactor {
     shapes: Vec<(String, Regex)>,
     auth_scheme: Regex,
     url_param: Regex,
+    url_credentials: Regex,
+    assignment: Regex,
     paths: Vec<(String, JsonPath)>,
     prefilter: regex::bytes::RegexSet,
 }
@@ -158,6 +160,17 @@ impl Redactor {
         if cfg.defaults {
             pre.push(rules::AUTH_SCHEME.to_string());
             pre.push(rules::URL_PARAM.to_string());
+            pre.push(rules::URL_CREDENTIALS.to_string());
+            pre.push(rules::ASSIGNMENT.to_string());
+            // Keys ending in a sensitive word, also inside embedded JSON (`\"db_password\":`).
+            let suffixes: Vec<String> = rules::SENSITIVE_SUFFIXES
+                .iter()
+                .map(|k| regex::escape(k))
+                .collect();
+            pre.push(format!(
+                r#"(?i)[a-z0-9_\-]*(?:{})\\?"\s*:"#,
+                suffixes.join("|")
+            ));
         }
         let prefilter = regex::bytes::RegexSet::new(&pre).map_err(|e| RuleError::Regex {
             pattern: pre.join(" | "),
@@ -170,6 +183,8 @@ impl Redactor {
             shapes,
             auth_scheme: Regex::new(rules::AUTH_SCHEME).expect("built-in regex"),
             url_param: Regex::new(rules::URL_PARAM).expect("built-in regex"),
+            url_credentials: Regex::new(rules::URL_CREDENTIALS).expect("built-in regex"),
+            assignment: Regex::new(rules::ASSIGNMENT).expect("built-in regex"),
             paths,
             prefilter,
         })
@@ -221,9 +236,17 @@ impl Redactor {
     pub fn redact_value(&self, v: &mut Value, found: &mut Vec<Finding>) {
         match v {
             Value::Object(map) => {
-                for key in ["params", "result", "error"] {
-                    if let Some(child) = map.get_mut(key) {
-                        self.walk(child, Some(key), &format!("$.{key}"), found);
+                // Everything but the envelope: `params`/`result`/`error` of a JSON-RPC message,
+                // and every field of JSON that is not one (a log line on stdout, say).
+                for (key, child) in map.iter_mut() {
+                    if matches!(key.as_str(), "jsonrpc" | "id" | "method") {
+                        continue;
+                    }
+                    let path = crate::wire::canonical::child_path("$", key);
+                    if self.is_sensitive_key(key) {
+                        self.redact_all_strings(child, key, &path, found);
+                    } else {
+                        self.walk(child, Some(key), &path, found);
                     }
                 }
             }
@@ -263,13 +286,72 @@ impl Redactor {
         }
     }
 
-    /// Redacts a non-JSON line (a server's log line on stdout, say): shapes only.
+    /// A command line with its secrets out: each argument as text (shapes, assignments such as
+    /// `TOKEN=…` or `--api-key=…`), and the argument after a flag named like a sensitive key
+    /// (`--password hunter2`).
+    pub fn redact_argv(&self, argv: &[String]) -> Vec<String> {
+        let mut out = Vec::with_capacity(argv.len());
+        let mut secret_next = false;
+        for arg in argv {
+            if secret_next && !arg.starts_with('-') {
+                out.push(self.marker("argument", arg));
+                secret_next = false;
+                continue;
+            }
+            secret_next = false;
+            let flag = arg.trim_start_matches('-');
+            if arg.starts_with('-') && !flag.contains('=') && self.is_sensitive_key(flag) {
+                secret_next = true;
+            }
+            let assign = arg
+                .split_once('=')
+                .filter(|(k, _)| self.is_sensitive_key(k.trim_start_matches('-')));
+            match assign {
+                Some((k, v)) if !v.is_empty() => {
+                    out.push(format!("{k}={}", self.marker("argument", v)))
+                }
+                _ => out.push(
+                    self.redact_text(arg)
+                        .map(|(t, _)| t)
+                        .unwrap_or_else(|| arg.clone()),
+                ),
+            }
+        }
+        out
+    }
+
+    /// Redacts a line that is not UTF-8: what can be read of it is redacted as text, and when a
+    /// secret is found the line is kept as that redacted text (the secret matters more than the
+    /// exact bytes). `None`: nothing found, keep the bytes.
+    pub fn redact_bytes(&self, bytes: &[u8]) -> Option<(String, Vec<String>)> {
+        self.redact_text(&String::from_utf8_lossy(bytes))
+    }
+
+    /// Redacts a non-JSON line (a server's log line on stdout, say): shapes, schemes, URL
+    /// credentials and parameters, `name = value` assignments, and `"key": "value"` pairs of
+    /// sensitive keys in JSON-looking text that did not parse (a cut-off line).
     pub fn redact_text(&self, text: &str) -> Option<(String, Vec<String>)> {
         if !self.prefilter.is_match(text.as_bytes()) {
             return None;
         }
         let mut found = Vec::new();
-        let out = self.scrub(text, "$", &mut found);
+        let mut out = self.scrub(text, "$", &mut found);
+        let kv = key_value_re();
+        if kv.is_match(&out) {
+            out = kv
+                .replace_all(&out, |c: &regex::Captures<'_>| {
+                    if !self.is_sensitive_key(&c[1]) || c[3].starts_with(MARKER_PREFIX) {
+                        return c[0].to_string();
+                    }
+                    let rule = format!("key:{}", c[1].to_ascii_lowercase());
+                    found.push(Finding {
+                        rule: rule.clone(),
+                        path: "$".into(),
+                    });
+                    format!("\"{}\"{}\"{}\"", &c[1], &c[2], self.marker(&rule, &c[3]))
+                })
+                .into_owned();
+        }
         (!found.is_empty()).then(|| (out, found.into_iter().map(|f| f.rule).collect()))
     }
 
@@ -321,7 +403,7 @@ impl Redactor {
             if rules::PROTOCOL_KEYS.contains(&k.as_str()) {
                 continue;
             }
-            if self.keys.contains(&squash(k)) {
+            if self.is_sensitive_key(k) {
                 self.redact_all_strings(child, k, &child_path, found);
                 continue;
             }
@@ -330,8 +412,23 @@ impl Redactor {
     }
 
     /// Every string under a sensitive key goes, whatever it looks like.
+    fn is_sensitive_key(&self, key: &str) -> bool {
+        let k = squash(key);
+        self.keys.contains(&k)
+            || (self.defaults && rules::SENSITIVE_SUFFIXES.iter().any(|s| k.ends_with(s)))
+    }
+
     fn redact_all_strings(&self, v: &mut Value, key: &str, path: &str, found: &mut Vec<Finding>) {
         match v {
+            Value::Number(n) => {
+                let rule = format!("key:{}", key.to_ascii_lowercase());
+                let secret = n.to_string();
+                *v = Value::String(self.marker(&rule, &secret));
+                found.push(Finding {
+                    rule,
+                    path: path.to_string(),
+                });
+            }
             Value::String(s) if !s.is_empty() && !is_marker(s) => {
                 let rule = format!("key:{}", key.to_ascii_lowercase());
                 *s = self.marker(&rule, s);
@@ -388,6 +485,26 @@ impl Redactor {
                     })
                     .into_owned();
             }
+            if self.url_credentials.is_match(&out) {
+                out = self
+                    .url_credentials
+                    .replace_all(&out, |c: &regex::Captures<'_>| {
+                        if c[2].starts_with(MARKER_PREFIX) {
+                            return c[0].to_string();
+                        }
+                        found.push(Finding {
+                            rule: "url-credentials".into(),
+                            path: path.to_string(),
+                        });
+                        format!(
+                            "{}{}{}",
+                            &c[1],
+                            self.marker("url-credentials", &c[2]),
+                            &c[3]
+                        )
+                    })
+                    .into_owned();
+            }
             if self.url_param.is_match(&out) {
                 out = self
                     .url_param
@@ -404,6 +521,29 @@ impl Redactor {
                     .into_owned();
             }
         }
+        if self.assignment.is_match(&out) {
+            // Not inside a marker already written (`[REDACTED:aws-access-key:…]`).
+            let spans: Vec<(usize, usize)> = marker_re()
+                .find_iter(&out)
+                .map(|m| (m.start(), m.end()))
+                .collect();
+            out = self
+                .assignment
+                .replace_all(&out, |c: &regex::Captures<'_>| {
+                    let at = c.get(0).map_or(0, |m| m.start());
+                    if c[3].starts_with(MARKER_PREFIX)
+                        || spans.iter().any(|&(a, b)| a <= at && at < b)
+                    {
+                        return c[0].to_string();
+                    }
+                    found.push(Finding {
+                        rule: "assignment".into(),
+                        path: path.to_string(),
+                    });
+                    format!("{}{}{}", &c[1], &c[2], self.marker("assignment", &c[3]))
+                })
+                .into_owned();
+        }
         out
     }
 }
@@ -419,6 +559,20 @@ pub fn is_high_entropy(s: &str) -> bool {
         .iter()
         .all(|b| b.is_ascii_alphanumeric() || b"+/=_-.".contains(b))
     {
+        return false;
+    }
+    if rules::NOT_SECRET_PREFIXES.iter().any(|p| s.starts_with(p)) {
+        return false;
+    }
+    // A path or file name (`docs/Architecture-Overview-2024.md`) is not a token.
+    let file_like = s.rsplit_once('.').is_some_and(|(_, ext)| {
+        (1..=5).contains(&ext.len()) && ext.bytes().all(|b| b.is_ascii_alphabetic())
+    });
+    if s.contains('/') && file_like {
+        return false;
+    }
+    let digits = bytes.iter().filter(|b| b.is_ascii_digit()).count();
+    if (digits as f64) < rules::ENTROPY_MIN_DIGITS * n as f64 {
         return false;
     }
     let (upper, lower, digit) = (
@@ -449,7 +603,8 @@ fn has_entropy_candidate(bytes: &[u8]) -> bool {
     let mut run = 0usize;
     let mut in_run = false;
     for (i, &b) in bytes.iter().enumerate() {
-        if b == b'"' {
+        // `\"` closes a string inside embedded JSON as `"` does.
+        if b == b'"' || (b == b'\\' && bytes.get(i + 1) == Some(&b'"')) {
             if in_run && (rules::ENTROPY_MIN_LEN..=rules::ENTROPY_MAX_LEN).contains(&run) {
                 return true;
             }
@@ -664,6 +819,13 @@ pub fn strip_marker_hashes(v: &mut Value) {
         Value::Object(map) => map.values_mut().for_each(strip_marker_hashes),
         _ => {}
     }
+}
+
+fn key_value_re() -> &'static Regex {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r#""([A-Za-z0-9_\-]{2,64})"(\s*:\s*)"([^"\\]{1,4096})""#).expect("valid regex")
+    })
 }
 
 fn marker_re() -> &'static Regex {

@@ -28,6 +28,19 @@ pub const SENSITIVE_KEYS: &[&str] = &[
     "setcookie",
 ];
 
+/// A key that *ends* in one of these (after squashing) is sensitive too: `db_password`,
+/// `api_token`, `github_token`, `x-auth-token`, `stripe_secret_key`.
+pub const SENSITIVE_SUFFIXES: &[&str] = &[
+    "password",
+    "passwd",
+    "secret",
+    "secretkey",
+    "token",
+    "apikey",
+    "accesskey",
+    "privatekey",
+];
+
 /// Keys never touched by the default rules: protocol fields that look like secrets but are not,
 /// and whose change would break replay.
 pub const PROTOCOL_KEYS: &[&str] = &[
@@ -63,7 +76,20 @@ pub const SHAPES: &[(&str, &str)] = &[
         "jwt",
         r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
     ),
+    (
+        "stripe-key",
+        r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",
+    ),
+    ("npm-token", r"\bnpm_[A-Za-z0-9]{36}\b"),
+    ("huggingface-token", r"\bhf_[A-Za-z0-9]{30,}"),
+    ("gitlab-token", r"\bglpat-[A-Za-z0-9_\-]{20,}"),
 ];
+
+/// Credentials inside URLs (`scheme://user:password@host`): the password goes.
+pub const URL_CREDENTIALS: &str = r"(?i)\b([a-z][a-z0-9+.\-]*://[^/\s:@]+:)([^@\s/]+)(@)";
+
+/// `name = value` / `name: value` in prose or config text, for sensitive names.
+pub const ASSIGNMENT: &str = r#"(?i)\b([a-z0-9_\-]*(?:password|passwd|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key))(["']?\s*[:=]\s*["']?)([^\s"',;]{6,})"#;
 
 /// `Bearer x` / `Basic x` credentials: the scheme stays, the credential goes.
 pub const AUTH_SCHEME: &str = r"(?i)\b(bearer|basic|token)\s+([A-Za-z0-9._~+/=\-]{8,})";
@@ -78,3 +104,18 @@ pub const ENTROPY_MAX_LEN: usize = 128;
 /// many bits of Shannon entropy per character. Hex (hashes, ids) tops out at 4.0 and UUIDs at
 /// about 3.9, so they stay; random base64 of that length is around 4.5–5.5.
 pub const ENTROPY_MIN_BITS: f64 = 4.2;
+/// …with digits making up at least this share of it (random base62 is about 16 %; words and
+/// identifiers such as `TheQuickBrownFox2Jumps` or `msg_01XFDUDYJgAACz…` have far fewer).
+pub const ENTROPY_MIN_DIGITS: f64 = 0.08;
+/// Prefixes of strings that look random but are not secrets: base64 of PNG, JPEG, GIF and WebP
+/// data, and subresource-integrity hashes.
+pub const NOT_SECRET_PREFIXES: &[&str] = &[
+    "iVBORw0KGgo",
+    "/9j/",
+    "R0lGOD",
+    "UklGR",
+    "sha1-",
+    "sha256-",
+    "sha384-",
+    "sha512-",
+];

@@ -33,9 +33,18 @@ pub fn link(prev: &str, line_without_h: &[u8]) -> String {
     hex(&h.finalize())
 }
 
-pub fn sign(key: &[u8], head: &str) -> String {
+/// The signature of a closing line: an HMAC over the chain's head and the closing line itself
+/// (serialized without `sig` and `h`), so neither the lines before nor the counts and exit status
+/// on the closing line can change unnoticed.
+pub fn sign(key: &[u8], head: &str, end: &super::format::End) -> String {
+    let mut unsigned = end.clone();
+    unsigned.sig = None;
+    let line = serde_json::to_vec(&super::format::OwnedLine::End(&unsigned))
+        .expect("tape records serialize");
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
     mac.update(head.as_bytes());
+    mac.update(b"\n");
+    mac.update(&line);
     format!("{SIG_PREFIX}{}", hex(&mac.finalize().into_bytes()))
 }
 
@@ -74,6 +83,6 @@ mod tests {
         assert_eq!(without, line);
         assert_eq!(got, h);
         assert!(split_h(br#"{"type":"msg"}"#).is_none());
-        assert!(sign(b"k", &h).starts_with(SIG_PREFIX));
+        assert!(sign(b"k", &h, &Default::default()).starts_with(SIG_PREFIX));
     }
 }

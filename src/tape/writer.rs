@@ -143,6 +143,16 @@ impl TapeWriter {
                 self.counts.raw += 1;
                 p.extend_from_slice(b"oversize\",\"len\":");
                 p.extend_from_slice(len.to_string().as_bytes());
+                // The head is cut mid-message: redacted as text, since it cannot parse as JSON.
+                let redacted = self.redactor.as_ref().and_then(|r| r.redact_bytes(head));
+                let head: &[u8] = match &redacted {
+                    Some((text, rules)) => {
+                        p.extend_from_slice(b",\"redacted\":");
+                        p.extend_from_slice(&serde_json::to_vec(rules).expect("strings serialize"));
+                        text.as_bytes()
+                    }
+                    None => head,
+                };
                 p.extend_from_slice(b",\"b64\":\"");
                 p.extend_from_slice(
                     base64::engine::general_purpose::STANDARD
@@ -216,15 +226,31 @@ impl TapeWriter {
                                 }
                             }
                         }
-                        Err(_) => {
-                            p.extend_from_slice(b",\"b64\":\"");
-                            p.extend_from_slice(
-                                base64::engine::general_purpose::STANDARD
-                                    .encode(line.bytes)
-                                    .as_bytes(),
-                            );
-                            p.push(b'"');
-                        }
+                        Err(_) => match self
+                            .redactor
+                            .as_ref()
+                            .and_then(|r| r.redact_bytes(line.bytes))
+                        {
+                            // A secret in a line that is not UTF-8: the secret goes, and with it
+                            // the exact bytes (kept as the redacted, lossily decoded text).
+                            Some((text, rules)) => {
+                                p.extend_from_slice(b",\"redacted\":");
+                                p.extend_from_slice(
+                                    &serde_json::to_vec(&rules).expect("strings serialize"),
+                                );
+                                p.extend_from_slice(b",\"text\":");
+                                push_json_str(p, &text);
+                            }
+                            None => {
+                                p.extend_from_slice(b",\"b64\":\"");
+                                p.extend_from_slice(
+                                    base64::engine::general_purpose::STANDARD
+                                        .encode(line.bytes)
+                                        .as_bytes(),
+                                );
+                                p.push(b'"');
+                            }
+                        },
                     }
                 }
                 p.push(b'}');
@@ -346,10 +372,11 @@ impl TapeWriter {
         end.reason = reason;
         end.incomplete = self.failed.is_some();
         end.head = Some(self.head.clone());
+        end.sig = None;
         end.sig = self
             .signing_key
             .as_deref()
-            .map(|k| chain::sign(k, &self.head));
+            .map(|k| chain::sign(k, &self.head, &end));
         if self.failed.take().is_some() {
             // A failed write may have left part of a line behind; cut back to the last complete
             // line so the closing line starts on a line of its own. Then try once more: a
@@ -383,5 +410,42 @@ pub(crate) fn open_private(path: &Path) -> io::Result<File> {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(0o600);
     }
-    opts.open(path)
+    let file = opts.open(path)?;
+    // `mode` applies only when the file is created: an existing tape is made private too.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
+}
+
+/// Opens a file mcptape names itself (a staging file, a backup) for writing, refusing to
+/// follow a symbolic link someone left at that name.
+pub(crate) fn open_own(path: &Path) -> io::Result<File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600).custom_flags(libc::O_NOFOLLOW);
+    }
+    opts.open(path).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            io::Error::other(format!(
+                "{} is a symbolic link; refusing to write through it",
+                path.display()
+            ))
+        } else {
+            e
+        }
+    })
+}
+
+/// Copies `from` to `to` (a name mcptape chose), never through a symbolic link at `to`.
+pub(crate) fn copy_own(from: &Path, to: &Path) -> io::Result<()> {
+    let mut src = File::open(from)?;
+    let mut dst = open_own(to)?;
+    io::copy(&mut src, &mut dst)?;
+    dst.sync_data()
 }

@@ -9,3 +9,4 @@ mod cli;
 mod peers;
 mod play;
 mod record;
+mod security;

@@ -1,0 +1,1611 @@
+//! Issue 5: secrets never reach the tape, tapes are tamper-evident, files stay private. Sessions
+//! are recorded through `mcptape record` with a small inline Python server; the tape file's bytes
+//! (and anything base64 inside it) are searched for every secret.
+
+use crate::harness::*;
+use crate::record::py;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+// --- the corpus ------------------------------------------------------------------------------
+
+// Secrets the server produces.
+const OPENAI: &str = "sk-proj-T3stK3y0penAI4bcdEFGH1jklMNOPqrstUVwx";
+const ANTHROPIC: &str = "sk-ant-api03-Zq8RtY5uIoP2lKjHgFdSaMnBvCx7zQw3eR4tY6uI8oP0-AbCdEfAA";
+const GITHUB: &str = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+const GITHUB_PAT: &str =
+    "github_pat_11ABCDEFG0aBcDeFgHiJkL_mNoPqRsTuVwXyZ0123456789abcdefghijABCDEFGHIJKLMNOPQRSTU";
+const SLACK: &str = "xoxb-2048163264-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx";
+const AWS: &str = "AKIAZ7Q2W3E4R5T6Y7U8";
+const AWS_LOG: &str = "AKIAQ3EGRTYUIOPLKJHG";
+const GOOGLE: &str = "AIzaSyB1cD2eF3gH4iJ5kL6mN7oP8qR9sT0uVwX";
+const JWT: &str = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c";
+const PEM_BODY: [&str; 2] = [
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun",
+    "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK",
+];
+const URL_TOKEN: &str = "Ur1T0k3nValue42";
+const PW_IN_JSON: &str = "correct-horse-battery-staple-99";
+const SC_API: &str = "structured-api-key-0042";
+const SC_SECRET: &str = "structured-secret-0043";
+
+// Secrets the client sends.
+const C_API: &str = "client-api-key-123";
+const C_PW: &str = "hunter2-pw-xyz";
+const C_BEARER: &str = "abcDEF123ghiJKL456";
+const C_NESTED: &str = "nested-access-token-789";
+const C_ARR: [&str; 2] = ["array-secret-one-1", "array-secret-two-2"];
+const C_COOKIE: [&str; 2] = ["sid=cookie-value-one", "pref=cookie-value-two"];
+const C_CURL_BEARER: &str = "curlBearerCred77.xyz";
+
+// Ordinary content that must survive.
+const SMALL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+const UUID: &str = "123e4567-e89b-12d3-a456-426614174000";
+const PROSE: &str =
+    "The quick brown fox jumps over the lazy dog; the build finished in 42 seconds.";
+const PROGRESS_TOKEN: &str = "Zk9vQmFyMTIzNDU2Nzg5MEFCQ0RFRmdoaWprbA";
+
+fn pem() -> String {
+    format!(
+        "-----BEGIN RSA PRIVATE KEY-----\n{}\n{}\n-----END RSA PRIVATE KEY-----",
+        PEM_BODY[0], PEM_BODY[1]
+    )
+}
+
+fn url() -> String {
+    format!("https://files.example.test/v1/export?token={URL_TOKEN}&page=2")
+}
+
+fn banner() -> String {
+    format!("log: connecting to s3 with {AWS_LOG}")
+}
+
+fn sha_hex() -> String {
+    hex(&Sha256::digest(b"mcptape"))
+}
+
+/// A long base64 image (deterministic bytes, so `+` and `/` occur).
+fn image_b64() -> String {
+    let mut x: u32 = 0x1234_5678;
+    let bytes: Vec<u8> = (0..3000)
+        .map(|_| {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (x >> 24) as u8
+        })
+        .collect();
+    b64(&bytes)
+}
+
+fn server_secrets() -> Vec<String> {
+    let mut v: Vec<String> = [
+        OPENAI, ANTHROPIC, GITHUB, GITHUB_PAT, SLACK, AWS, AWS_LOG, GOOGLE, JWT, URL_TOKEN,
+        PW_IN_JSON, SC_API, SC_SECRET,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend(PEM_BODY.iter().map(|s| s.to_string()));
+    v
+}
+
+fn client_secrets() -> Vec<String> {
+    let mut v: Vec<String> = [C_API, C_PW, C_BEARER, C_NESTED, C_CURL_BEARER]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    v.extend(C_ARR.iter().map(|s| s.to_string()));
+    v.extend(C_COOKIE.iter().map(|s| s.to_string()));
+    v
+}
+
+/// The result of `tools/call leak`: every server-side secret, and ordinary content.
+fn leak_result() -> Value {
+    let texts = [
+        format!("Your OpenAI key is {OPENAI}. Anthropic: {ANTHROPIC}. GitHub: {GITHUB} and {GITHUB_PAT}. Slack: {SLACK}. AWS: {AWS}. Google: {GOOGLE}."),
+        format!("session {JWT}"),
+        pem(),
+        format!("download from {}", url()),
+        json!({"user": "alice", "password": PW_IN_JSON, "note": "fine"}).to_string(),
+        format!("again: {OPENAI}"),
+        PROSE.to_string(),
+    ];
+    let mut content: Vec<Value> = texts
+        .iter()
+        .map(|t| json!({"type": "text", "text": t}))
+        .collect();
+    content.push(json!({"type": "image", "data": image_b64(), "mimeType": "image/png"}));
+    content.push(json!({"type": "image", "data": SMALL_PNG, "mimeType": "image/png"}));
+    content.push(json!({"type": "resource", "resource": {"uri": "file:///logo.png", "mimeType": "image/png", "blob": SMALL_PNG}}));
+    json!({
+        "content": content,
+        "structuredContent": {
+            "apiKey": SC_API,
+            "credentials": {"secret": SC_SECRET},
+            "sha256": sha_hex(),
+            "uuid": UUID,
+            "summary": PROSE,
+        }
+    })
+}
+
+/// The arguments of `tools/call echo`, holding the client's secrets (and some ordinary values
+/// that only user rules touch).
+fn client_args(api: &str, bearer: &str, curl_bearer: &str) -> Value {
+    json!({
+        "apiKey": api,
+        "password": C_PW,
+        "headers": {"Authorization": format!("Bearer {bearer}"), "Accept": "application/json"},
+        "nested": {"level2": {"access_token": C_NESTED}},
+        "items": [{"name": "a", "secret": C_ARR[0]}, {"name": "b", "secret": C_ARR[1]}],
+        "cookie": C_COOKIE,
+        "note": format!("curl -H 'Authorization: Bearer {curl_bearer}' https://example.test"),
+        "query": "plain words",
+        "X_Internal_Id": "internal-id-555",
+        "ticket": "ticket corp-123456 opened",
+        "pin": 987_654_321,
+    })
+}
+
+fn echo_params(api: &str, bearer: &str, curl_bearer: &str) -> Value {
+    json!({"name": "echo", "arguments": client_args(api, bearer, curl_bearer), "_meta": {"progressToken": PROGRESS_TOKEN}})
+}
+
+/// A line server: first writes `lines` (base64, so they can be any bytes) to stdout, then
+/// answers `initialize`, `tools/call NAME` with `tools[NAME]` (else echoes the arguments in
+/// structuredContent), anything else with `{}`.
+const SERVER: &str = r##"
+import sys, json, base64
+S = json.load(open(sys.argv[1]))
+out = sys.stdout.buffer
+for b in S.get("lines", []):
+    out.write(base64.b64decode(b) + b"\n")
+    out.flush()
+for line in sys.stdin.buffer:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    if not isinstance(m, dict) or "id" not in m or "method" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+             "serverInfo": {"name": "corpus", "version": "1"}}
+    elif m["method"] == "tools/call":
+        p = m["params"]
+        r = S.get("tools", {}).get(p["name"])
+        if r is None:
+            r = {"content": [{"type": "text", "text": "ok"}],
+                 "structuredContent": {"echo": p.get("arguments", {})}}
+    else:
+        r = {}
+    out.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}).encode() + b"\n")
+    out.flush()
+"##;
+
+/// The server command for a config `{"lines": [b64…], "tools": {name: result}}`. The config
+/// goes in a file in `home`: the command line is recorded on the tape.
+fn server(home: &Path, cfg: &Value) -> Vec<String> {
+    let text = cfg.to_string();
+    let file = home.join(format!(
+        "server-{}.json",
+        &hex(&Sha256::digest(&text))[..12]
+    ));
+    std::fs::write(&file, text).expect("write server config");
+    py(SERVER, &[&s(&file)])
+}
+
+/// The corpus server: the banner with an AWS key, and the `leak` tool.
+fn corpus_server(home: &Path) -> Vec<String> {
+    server(
+        home,
+        &json!({"lines": [b64(banner().as_bytes())], "tools": {"leak": leak_result()}}),
+    )
+}
+
+/// The corpus session's calls: echo twice (equal secrets), then leak.
+fn corpus_calls() -> Vec<(&'static str, Value)> {
+    vec![
+        ("tools/call", echo_params(C_API, C_BEARER, C_CURL_BEARER)),
+        ("tools/call", echo_params(C_API, C_BEARER, C_CURL_BEARER)),
+        ("tools/call", json!({"name": "leak", "arguments": {}})),
+    ]
+}
+
+// --- helpers ---------------------------------------------------------------------------------
+
+/// Play replays the corpus server's log line, as it is on the tape: redacted.
+fn replayed_banner(c: &mut LineClient) {
+    let line = c
+        .recv_raw(std::time::Duration::from_secs(30))
+        .expect("the replayed log line");
+    let line = text(&line);
+    assert!(
+        line.starts_with("log: connecting to s3 with [REDACTED:aws-access-key:"),
+        "{line}"
+    );
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().expect("exited, not killed by a signal")
+}
+
+/// A hermetic `mcptape` command: run in `home`, its store `home/.mcptape`, no inherited key.
+fn cmd(home: &Path, env: &[(&str, &str)]) -> Command {
+    let mut c = Command::new(bin());
+    c.current_dir(home)
+        .env("MCPTAPE_DIR", home.join(".mcptape"))
+        .env_remove("MCPTAPE_SIGNING_KEY")
+        .env("NO_COLOR", "1");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+fn mt(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = cmd(home, env);
+    c.args(args);
+    run_with_timeout(c, std::time::Duration::from_secs(60))
+}
+
+fn spawn_record(
+    home: &Path,
+    tape: &str,
+    flags: &[&str],
+    server: &[String],
+    env: &[(&str, &str)],
+) -> LineClient {
+    let mut c = cmd(home, env);
+    c.args(["record", "--tape", tape]).args(flags).arg("--");
+    c.args(server);
+    LineClient::spawn_cmd(c)
+}
+
+/// What the client saw in a recorded session.
+struct Session {
+    /// The server's startup lines (raw, with their newline).
+    startup: Vec<Vec<u8>>,
+    /// The response to each call, in order.
+    responses: Vec<Value>,
+    stderr: String,
+}
+
+/// Reads `startup` lines, initializes, makes the calls (ids 1, 2, …), closes; exit 0 expected.
+fn drive(mut c: LineClient, startup: usize, calls: &[(&str, Value)]) -> Session {
+    let startup = (0..startup)
+        .map(|_| {
+            c.recv_raw(std::time::Duration::from_secs(30))
+                .expect("a startup line")
+        })
+        .collect();
+    let init = c.initialize();
+    assert!(init.get("result").is_some(), "{init}");
+    let responses = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (method, params))| c.call(i as i64 + 1, method, params.clone()))
+        .collect();
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    Session {
+        startup,
+        responses,
+        stderr,
+    }
+}
+
+/// Records the corpus session into `tape` (a path or name) with `flags`.
+fn record_corpus(home: &Path, tape: &str, flags: &[&str], env: &[(&str, &str)]) -> Session {
+    let c = spawn_record(home, tape, flags, &corpus_server(home), env);
+    drive(c, 1, &corpus_calls())
+}
+
+/// The tape's bytes as text, plus every base64 payload on it decoded: what a reader of the file
+/// could recover.
+fn haystack(tape: &Path) -> String {
+    let raw = std::fs::read(tape).expect("read tape");
+    let mut out = text(&raw);
+    for l in tape_lines(tape) {
+        if let Some(b) = l["b64"].as_str() {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b)
+                .expect("b64 field");
+            out.push('\n');
+            out.push_str(&text(&bytes));
+        }
+    }
+    out
+}
+
+fn assert_absent(tape: &Path, secrets: &[String]) {
+    let hay = haystack(tape);
+    let leaked: Vec<&String> = secrets
+        .iter()
+        .filter(|s| hay.contains(s.as_str()))
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "secrets on the tape {}: {leaked:?}\n{hay}",
+        tape.display()
+    );
+}
+
+fn marker_re() -> regex::Regex {
+    regex::Regex::new(r"\[REDACTED:([a-z0-9:_\-]+):([0-9a-f]{8})\]").expect("regex")
+}
+
+/// The markers inside a string, in order.
+fn markers(s: &str) -> Vec<String> {
+    marker_re()
+        .find_iter(s)
+        .map(|m| m.as_str().to_string())
+        .collect()
+}
+
+fn is_marker_of(v: &Value, rule: &str) -> bool {
+    v.as_str().is_some_and(|s| {
+        s.starts_with(&format!("[REDACTED:{rule}:")) && markers(s).len() == 1 && s.ends_with(']')
+    })
+}
+
+/// The msg line of a request (`c2s`) or response (`s2c`) with this id.
+fn msg_line(tape: &Path, dir: &str, id: i64) -> Value {
+    tape_msgs(tape)
+        .into_iter()
+        .find(|l| l["dir"] == dir && l["id"] == json!(id))
+        .unwrap_or_else(|| panic!("no {dir} line with id {id} on the tape"))
+}
+
+fn redacted_rules(line: &Value) -> Vec<String> {
+    line["redacted"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no `redacted` field: {line}"))
+        .iter()
+        .map(|r| r.as_str().expect("rule names").to_string())
+        .collect()
+}
+
+fn assert_rules(line: &Value, want: &[&str]) {
+    let got = redacted_rules(line);
+    let missing: Vec<&&str> = want
+        .iter()
+        .filter(|w| !got.iter().any(|g| g == *w))
+        .collect();
+    assert!(missing.is_empty(), "rules {missing:?} missing from {got:?}");
+}
+
+// --- 1, 2: the corpus -------------------------------------------------------------------------
+
+#[test]
+fn no_secret_of_the_corpus_reaches_the_tape_and_ordinary_content_survives() {
+    assert_eq!(GOOGLE.len(), 39, "a Google API key is 39 characters");
+    let dir = tmp();
+    let tape = dir.path().join("corpus.jsonl");
+    record_corpus(dir.path(), &s(&tape), &[], &[]);
+
+    let mut all = server_secrets();
+    all.extend(client_secrets());
+    assert_absent(&tape, &all);
+    let raw = std::fs::read_to_string(&tape).unwrap();
+    for rule in [
+        "openai-key",
+        "anthropic-key",
+        "github-token",
+        "slack-token",
+        "aws-access-key",
+        "google-api-key",
+        "jwt",
+        "private-key",
+        "url-param",
+        "bearer",
+        "key:apikey",
+        "key:password",
+        "key:authorization",
+        "key:access_token",
+        "key:secret",
+        "key:cookie",
+    ] {
+        assert!(
+            raw.contains(&format!("[REDACTED:{rule}:")),
+            "no {rule} marker:\n{raw}"
+        );
+    }
+
+    // The client's request: every secret under its key, the `redacted` field naming the rules.
+    let req = msg_line(&tape, "c2s", 1);
+    assert_rules(
+        &req,
+        &[
+            "key:apikey",
+            "key:password",
+            "key:authorization",
+            "key:access_token",
+            "key:secret",
+            "key:cookie",
+            "bearer",
+        ],
+    );
+    let a = &req["msg"]["params"]["arguments"];
+    assert!(is_marker_of(&a["apiKey"], "key:apikey"), "{a}");
+    assert!(is_marker_of(&a["password"], "key:password"), "{a}");
+    assert!(
+        is_marker_of(&a["headers"]["Authorization"], "key:authorization"),
+        "{a}"
+    );
+    assert_eq!(a["headers"]["Accept"], "application/json");
+    assert!(
+        is_marker_of(&a["nested"]["level2"]["access_token"], "key:access_token"),
+        "{a}"
+    );
+    assert!(is_marker_of(&a["items"][0]["secret"], "key:secret"), "{a}");
+    assert_eq!(a["items"][1]["name"], "b");
+    assert!(is_marker_of(&a["cookie"][0], "key:cookie"), "{a}");
+    assert!(is_marker_of(&a["cookie"][1], "key:cookie"), "{a}");
+    let note = a["note"].as_str().unwrap();
+    assert!(
+        note.starts_with("curl -H 'Authorization: Bearer [REDACTED:bearer:")
+            && note.ends_with("]' https://example.test"),
+        "{note}"
+    );
+    // Ordinary request content, untouched.
+    assert_eq!(a["query"], "plain words");
+    assert_eq!(a["X_Internal_Id"], "internal-id-555");
+    assert_eq!(a["ticket"], "ticket corp-123456 opened");
+    assert_eq!(a["pin"], 987_654_321);
+    assert_eq!(
+        req["msg"]["params"]["_meta"]["progressToken"], PROGRESS_TOKEN,
+        "a progress token is protocol, not a secret"
+    );
+    assert_eq!(req["msg"]["params"]["name"], "echo");
+    assert_eq!(req["method"], "tools/call");
+
+    // Equal secrets, equal markers: across the two requests and in the echoed answer.
+    let req2 = msg_line(&tape, "c2s", 2);
+    assert_eq!(req2["msg"]["params"]["arguments"], *a);
+    let echo = &msg_line(&tape, "s2c", 1)["msg"]["result"]["structuredContent"]["echo"];
+    assert_eq!(
+        echo["apiKey"], a["apiKey"],
+        "the echoed key: the same marker"
+    );
+    assert_eq!(echo["password"], a["password"]);
+    assert_ne!(
+        a["items"][0]["secret"], a["items"][1]["secret"],
+        "different secrets, different markers"
+    );
+
+    // The server's answer.
+    let resp = msg_line(&tape, "s2c", 3);
+    assert_rules(
+        &resp,
+        &[
+            "openai-key",
+            "anthropic-key",
+            "github-token",
+            "slack-token",
+            "aws-access-key",
+            "google-api-key",
+            "jwt",
+            "private-key",
+            "url-param",
+            "key:password",
+            "key:apikey",
+            "key:secret",
+        ],
+    );
+    let result = &resp["msg"]["result"];
+    let texts: Vec<&str> = result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect();
+    let first = markers(texts[0]);
+    let rules: Vec<String> = first
+        .iter()
+        .map(|m| marker_re().captures(m).unwrap()[1].to_string())
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            "openai-key",
+            "anthropic-key",
+            "github-token",
+            "github-token",
+            "slack-token",
+            "aws-access-key",
+            "google-api-key"
+        ],
+        "{}",
+        texts[0]
+    );
+    assert!(texts[0].starts_with("Your OpenAI key is [REDACTED:openai-key:"));
+    assert_eq!(
+        markers(texts[5]),
+        [first[0].clone()],
+        "the same key twice: the same marker"
+    );
+    assert!(
+        texts[1].starts_with("session [REDACTED:jwt:"),
+        "{}",
+        texts[1]
+    );
+    assert!(
+        is_marker_of(&json!(texts[2]), "private-key"),
+        "{}",
+        texts[2]
+    );
+    assert!(
+        texts[3].starts_with(
+            "download from https://files.example.test/v1/export?token=[REDACTED:url-param:"
+        ) && texts[3].ends_with("]&page=2"),
+        "{}",
+        texts[3]
+    );
+    let inner: Value = serde_json::from_str(texts[4]).expect("JSON inside a string stays JSON");
+    assert!(is_marker_of(&inner["password"], "key:password"), "{inner}");
+    assert_eq!(inner["user"], "alice");
+    assert_eq!(texts[6], PROSE);
+    // Media, hashes, ids, prose: untouched.
+    assert_eq!(result["content"][7]["data"], image_b64());
+    assert_eq!(result["content"][8]["data"], SMALL_PNG);
+    assert_eq!(result["content"][9]["resource"]["blob"], SMALL_PNG);
+    let sc = &result["structuredContent"];
+    assert!(is_marker_of(&sc["apiKey"], "key:apikey"), "{sc}");
+    assert!(
+        is_marker_of(&sc["credentials"]["secret"], "key:secret"),
+        "{sc}"
+    );
+    assert_eq!(sc["sha256"], sha_hex());
+    assert_eq!(sc["uuid"], UUID);
+    assert_eq!(sc["summary"], PROSE);
+    assert!(raw.contains(&image_b64()), "the image is on the tape whole");
+
+    // The server's log line on stdout.
+    let log = tape_msgs(&tape)
+        .into_iter()
+        .find(|l| l["kind"] == "not_json")
+        .expect("the log line on the tape");
+    assert_eq!(log["dir"], "s2c");
+    let t = log["text"].as_str().unwrap();
+    assert!(
+        t.starts_with("log: connecting to s3 with [REDACTED:aws-access-key:") && t.ends_with(']'),
+        "{t}"
+    );
+    assert_eq!(redacted_rules(&log), ["aws-access-key"]);
+    // Lines with nothing to redact carry no `redacted` field.
+    let init = msg_line(&tape, "c2s", 0);
+    assert!(init.get("redacted").is_none(), "{init}");
+}
+
+#[test]
+fn the_client_gets_the_real_unredacted_bytes() {
+    let dir = tmp();
+    let tape = dir.path().join("corpus.jsonl");
+    let seen = record_corpus(dir.path(), &s(&tape), &[], &[]);
+    assert_eq!(seen.startup, [format!("{}\n", banner()).into_bytes()]);
+    for r in &seen.responses[..2] {
+        assert_eq!(
+            r["result"]["structuredContent"]["echo"],
+            client_args(C_API, C_BEARER, C_CURL_BEARER),
+            "the server got the client's real arguments"
+        );
+    }
+    assert_eq!(seen.responses[2]["result"], leak_result());
+    assert!(seen.stderr.contains("mcptape: recorded"), "{}", seen.stderr);
+    let mut all = server_secrets();
+    all.extend(client_secrets());
+    assert!(
+        !all.iter().any(|s| seen.stderr.contains(s.as_str())),
+        "no secret in mcptape's own output: {}",
+        seen.stderr
+    );
+    assert_absent(&tape, &all);
+}
+
+// --- 3: rules ----------------------------------------------------------------------------------
+
+#[test]
+fn no_default_redaction_records_secrets_as_they_are() {
+    let dir = tmp();
+    let tape = dir.path().join("plain.jsonl");
+    record_corpus(dir.path(), &s(&tape), &["--no-default-redaction"], &[]);
+    let hay = haystack(&tape);
+    let mut all = server_secrets();
+    all.extend(client_secrets());
+    for secret in &all {
+        assert!(hay.contains(secret.as_str()), "{secret} not recorded as is");
+    }
+    assert!(!hay.contains("[REDACTED:"), "{hay}");
+    assert!(tape_msgs(&tape).iter().all(|l| l.get("redacted").is_none()));
+}
+
+/// The user rules (`x-internal-id`, `corp-NNNNNN`, `$.params.arguments.pin`) applied to the
+/// echo request; the built-in rules still on unless `defaults` is false.
+fn assert_user_rules(tape: &Path, defaults: bool) {
+    let req = msg_line(tape, "c2s", 1);
+    let a = &req["msg"]["params"]["arguments"];
+    assert!(
+        is_marker_of(&a["X_Internal_Id"], "key:x_internal_id"),
+        "{a}"
+    );
+    let ticket = a["ticket"].as_str().unwrap();
+    assert!(
+        ticket.starts_with("ticket [REDACTED:user-regex:") && ticket.ends_with("] opened"),
+        "{ticket}"
+    );
+    assert!(is_marker_of(&a["pin"], "user-path"), "{a}");
+    assert_rules(&req, &["key:x_internal_id", "user-regex", "user-path"]);
+    let hay = haystack(tape);
+    assert!(!hay.contains("internal-id-555"), "{hay}");
+    assert!(!hay.contains("corp-123456"), "{hay}");
+    if defaults {
+        assert!(is_marker_of(&a["apiKey"], "key:apikey"), "{a}");
+        let mut all = server_secrets();
+        all.extend(client_secrets());
+        assert_absent(tape, &all);
+    } else {
+        assert_eq!(a["apiKey"], C_API, "built-in rules off");
+        assert!(hay.contains(OPENAI));
+    }
+}
+
+#[test]
+fn redact_flags_add_rules() {
+    let dir = tmp();
+    let tape = dir.path().join("flags.jsonl");
+    record_corpus(
+        dir.path(),
+        &s(&tape),
+        &[
+            "--redact",
+            "x-internal-id",
+            "--redact",
+            "re:corp-[0-9]{6}",
+            "--redact",
+            "path:$.params.arguments.pin",
+        ],
+        &[],
+    );
+    assert_user_rules(&tape, true);
+
+    let tape2 = dir.path().join("flags-only.jsonl");
+    record_corpus(
+        dir.path(),
+        &s(&tape2),
+        &[
+            "--no-default-redaction",
+            "--redact",
+            "x-internal-id",
+            "--redact",
+            "re:corp-[0-9]{6}",
+            "--redact",
+            "path:$.params.arguments.pin",
+        ],
+        &[],
+    );
+    assert_user_rules(&tape2, false);
+}
+
+#[test]
+fn project_config_adds_rules() {
+    let dir = tmp();
+    let store = dir.path().join(".mcptape");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::write(
+        store.join("config.toml"),
+        "[redact]\nkeys = [\"x-internal-id\"]\npatterns = [\"corp-[0-9]{6}\"]\npaths = [\"$.params.arguments.pin\"]\n",
+    )
+    .unwrap();
+    let tape = dir.path().join("cfg.jsonl");
+    record_corpus(dir.path(), &s(&tape), &[], &[]);
+    assert_user_rules(&tape, true);
+
+    std::fs::write(
+        store.join("config.toml"),
+        "[redact]\ndefault = false\nkeys = [\"x-internal-id\"]\npatterns = [\"corp-[0-9]{6}\"]\npaths = [\"$.params.arguments.pin\"]\n",
+    )
+    .unwrap();
+    let tape2 = dir.path().join("cfg-only.jsonl");
+    record_corpus(dir.path(), &s(&tape2), &[], &[]);
+    assert_user_rules(&tape2, false);
+}
+
+#[test]
+fn invalid_rules_are_usage_errors() {
+    let dir = tmp();
+    let home = dir.path();
+    let srv = corpus_server(home);
+    let tape = dir.path().join("never.jsonl");
+    let tape_s = s(&tape);
+    let record_with = |flags: &[&str]| {
+        let mut args = vec!["record", "--tape", &tape_s];
+        args.extend_from_slice(flags);
+        args.push("--");
+        args.extend(srv.iter().map(String::as_str));
+        mt(dir.path(), &args, &[])
+    };
+    let out = record_with(&["--redact", "re:(unclosed"]);
+    assert_eq!(code(&out), 64, "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("invalid redaction regex") && err.contains("(unclosed"),
+        "{err}"
+    );
+    assert!(!tape.exists(), "nothing recorded with a bad rule");
+
+    let out = record_with(&["--redact", "path:$[unclosed"]);
+    assert_eq!(code(&out), 64, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("invalid redaction path"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // In the project config too, and for lint and redact.
+    let store = dir.path().join(".mcptape");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::write(
+        store.join("config.toml"),
+        "[redact]\npatterns = [\"[z-a]\"]\n",
+    )
+    .unwrap();
+    let out = record_with(&[]);
+    assert_eq!(code(&out), 64, "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("invalid redaction regex"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!tape.exists());
+    std::fs::remove_file(store.join("config.toml")).unwrap();
+    let some = dir.path().join("some.jsonl");
+    write_tape(&some, &[], true);
+    for cmd in ["lint", "redact"] {
+        let out = mt(dir.path(), &[cmd, &s(&some), "--redact", "re:("], &[]);
+        assert_eq!(code(&out), 64, "{cmd}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("invalid redaction regex"));
+    }
+}
+
+// --- 4: play with real secrets ------------------------------------------------------------------
+
+#[test]
+fn a_redacted_tape_plays_for_a_client_sending_real_secrets() {
+    let dir = tmp();
+    let tape = dir.path().join("corpus.jsonl");
+    record_corpus(dir.path(), &s(&tape), &[], &[]);
+    let recorded: Vec<Value> = (1..=3)
+        .map(|id| msg_line(&tape, "s2c", id)["msg"].clone())
+        .collect();
+
+    let play = |home: &Path| {
+        let mut c = cmd(home, &[]);
+        c.args(["play", &s(&tape)]);
+        LineClient::spawn_cmd(c)
+    };
+    let mut c = play(dir.path());
+    replayed_banner(&mut c);
+    c.initialize();
+    // The very secrets recorded, then other real values.
+    let r1 = c.call(
+        11,
+        "tools/call",
+        echo_params(C_API, C_BEARER, C_CURL_BEARER),
+    );
+    let r2 = c.call(
+        12,
+        "tools/call",
+        echo_params(
+            "another-real-key-999",
+            "zzzOtherBearer000",
+            "otherCurlCred12345",
+        ),
+    );
+    let r3 = c.call(13, "tools/call", json!({"name": "leak", "arguments": {}}));
+    for (r, (rec, id)) in [r1, r2, r3].iter().zip(recorded.iter().zip([11, 12, 13])) {
+        let mut want = rec.clone();
+        want["id"] = json!(id);
+        assert_eq!(r, &want, "answered as recorded");
+    }
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("missed 0, drifted 0"), "{stderr}");
+
+    // A miss (a non-secret argument differs): the explanation shows no secret of the client.
+    let mut c = play(dir.path());
+    replayed_banner(&mut c);
+    c.initialize();
+    let mut p = echo_params("yet-another-real-key", "missBearer4242", "missCurlCred4242");
+    p["arguments"]["query"] = json!("different words");
+    let r = c.call(21, "tools/call", p);
+    assert!(r.get("error").is_some(), "{r}");
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    for secret in ["yet-another-real-key", "missBearer4242", "missCurlCred4242"] {
+        assert!(!stderr.contains(secret), "{secret} on stderr:\n{stderr}");
+        assert!(
+            !r.to_string().contains(secret),
+            "{secret} in the error: {r}"
+        );
+    }
+    assert!(stderr.contains("different words"), "{stderr}");
+    assert!(stderr.contains("matched as wildcards"), "{stderr}");
+}
+
+// --- 5: tampering ------------------------------------------------------------------------------
+
+/// A small clean session (no startup line): initialize, echo {"city": "Lisbon"}.
+fn record_small(home: &Path, tape: &Path, flags: &[&str], env: &[(&str, &str)]) {
+    let c = spawn_record(home, &s(tape), flags, &server(home, &json!({})), env);
+    drive(
+        c,
+        0,
+        &[(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"city": "Lisbon"}}),
+        )],
+    );
+}
+
+fn lines_of(tape: &Path) -> Vec<String> {
+    std::fs::read_to_string(tape)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn write_lines(path: &Path, lines: &[String]) {
+    let mut t = lines.join("\n");
+    t.push('\n');
+    std::fs::write(path, t).unwrap();
+}
+
+/// 1-based number of the first line containing `needle`.
+fn line_with(lines: &[String], needle: &str) -> usize {
+    lines
+        .iter()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle}"))
+        + 1
+}
+
+/// `mcptape verify` → (exit code, stdout).
+fn verify(home: &Path, tape: &Path, flags: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let tape_s = s(tape);
+    let mut args = vec!["verify", &tape_s];
+    args.extend_from_slice(flags);
+    let out = mt(home, &args, env);
+    (code(&out), text(&out.stdout))
+}
+
+fn verify_json(home: &Path, tape: &Path) -> Value {
+    let out = mt(home, &["verify", &s(tape), "--json"], &[]);
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("verify --json ({e}): {}", text(&out.stdout)))
+}
+
+#[test]
+fn verify_detects_each_kind_of_tampering() {
+    let dir = tmp();
+    let home = dir.path();
+    let tape = home.join("t.jsonl");
+    record_small(home, &tape, &[], &[]);
+    let lines = lines_of(&tape);
+    let n = lines.len();
+    assert!(
+        lines[n - 1].starts_with(r#"{"type":"end""#),
+        "{}",
+        lines[n - 1]
+    );
+    let (c, out) = verify(home, &tape, &[], &[]);
+    assert_eq!(c, 0, "{out}");
+    assert!(out.contains("intact"), "{out}");
+    assert!(out.contains("not signed"), "{out}");
+    assert_eq!(verify_json(home, &tape)["verdict"], "intact");
+
+    let req = line_with(&lines, "\"Lisbon\"");
+    let case = |name: &str, edited: Vec<String>| -> PathBuf {
+        let p = home.join(format!("{name}.jsonl"));
+        write_lines(&p, &edited);
+        p
+    };
+
+    // One byte edited in a msg line (still valid JSON).
+    let mut l = lines.clone();
+    l[req - 1] = l[req - 1].replacen("Lisbon", "Lisbom", 1);
+    let p = case("byte", l);
+    let (c, out) = verify(home, &p, &[], &[]);
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains(&format!("TAMPERED at line {req}")), "{out}");
+    let j = verify_json(home, &p);
+    assert_eq!(
+        (j["verdict"].as_str(), j["line"].as_u64()),
+        (Some("tampered"), Some(req as u64))
+    );
+
+    // A byte edited in the chain hash itself.
+    let mut l = lines.clone();
+    let last = l[req - 1].pop().unwrap();
+    let q = l[req - 1].pop().unwrap();
+    let h = l[req - 1].pop().unwrap();
+    l[req - 1].push(if h == '0' { '1' } else { '0' });
+    l[req - 1].push(q);
+    l[req - 1].push(last);
+    let (c, out) = verify(home, &case("hash", l), &[], &[]);
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains(&format!("TAMPERED at line {req}")), "{out}");
+
+    // A line deleted.
+    let mut l = lines.clone();
+    l.remove(req - 1);
+    let (c, out) = verify(home, &case("deleted", l), &[], &[]);
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains(&format!("TAMPERED at line {req}")), "{out}");
+
+    // Two lines swapped.
+    let mut l = lines.clone();
+    l.swap(req - 1, req);
+    let (c, out) = verify(home, &case("swapped", l), &[], &[]);
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains(&format!("TAMPERED at line {req}")), "{out}");
+
+    // The end line edited.
+    let mut l = lines.clone();
+    l[n - 1] = l[n - 1].replacen("\"messages\":", "\"messages\":1", 1);
+    let (c, out) = verify(home, &case("end-edited", l), &[], &[]);
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains(&format!("TAMPERED at line {n}")), "{out}");
+
+    // A line appended after the end line.
+    let mut l = lines.clone();
+    l.push(lines[req - 1].clone());
+    let (c, out) = verify(home, &case("appended", l), &[], &[]);
+    assert_eq!(c, 1, "{out}");
+    assert!(
+        out.contains(&format!("TAMPERED at line {}", n + 1)),
+        "{out}"
+    );
+
+    // The end line cut off.
+    let l = lines[..n - 1].to_vec();
+    let p = case("cut", l);
+    let (c, out) = verify(home, &p, &[], &[]);
+    assert_eq!(c, 1, "{out}");
+    assert!(
+        out.contains(&format!("cut off after line {}", n - 1)) && out.contains("no closing line"),
+        "{out}"
+    );
+    assert_eq!(verify_json(home, &p)["verdict"], "cut");
+
+    // A torn last line: the end line half written, no newline.
+    let mut t = lines[..n - 1].join("\n");
+    t.push('\n');
+    t.push_str(&lines[n - 1][..lines[n - 1].len() / 2]);
+    let p = home.join("torn.jsonl");
+    std::fs::write(&p, t).unwrap();
+    let (c, out) = verify(home, &p, &[], &[]);
+    assert_eq!(c, 1, "{out}");
+    assert!(
+        out.contains(&format!("line {n} is torn")) && out.contains("cut off"),
+        "{out}"
+    );
+
+    // A tape that never had a chain (format 1.0, written by hand): cannot be verified.
+    let old = home.join("old.jsonl");
+    write_tape(&old, &[], true);
+    let (c, out) = verify(home, &old, &[], &[]);
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("no hash chain"), "{out}");
+}
+
+/// Recomputes every `h` (and the end line's `head`) as someone who edited the tape would; the
+/// end line's `sig` is kept unless `strip_sig`.
+fn rechain(lines: &[String], strip_sig: bool) -> Vec<String> {
+    let head_re = regex::Regex::new(r#""head":"[0-9a-f]{64}""#).unwrap();
+    let sig_re = regex::Regex::new(r#","sig":"hmac-sha256:[0-9a-f]{64}""#).unwrap();
+    let mut head = hex(&Sha256::digest(lines[0].as_bytes()));
+    let mut out = vec![lines[0].clone()];
+    for line in &lines[1..] {
+        let cut = line.len() - r#","h":""}"#.len() - 64;
+        assert!(line[cut..].starts_with(r#","h":""#), "{line}");
+        let mut without = format!("{}}}", &line[..cut]);
+        if without.starts_with(r#"{"type":"end""#) {
+            without = head_re
+                .replace(&without, format!(r#""head":"{head}""#).as_str())
+                .into_owned();
+            if strip_sig {
+                without = sig_re.replace(&without, "").into_owned();
+            }
+        }
+        let mut h = Sha256::new();
+        h.update(head.as_bytes());
+        h.update(without.as_bytes());
+        head = hex(&h.finalize());
+        out.push(format!(
+            "{},\"h\":\"{head}\"}}",
+            &without[..without.len() - 1]
+        ));
+    }
+    out
+}
+
+#[test]
+fn signed_tapes_verify_with_the_key_only() {
+    let dir = tmp();
+    let home = dir.path();
+    let key = home.join("key");
+    std::fs::write(&key, "s3cret-signing-key\n").unwrap();
+    let wrong = home.join("wrong");
+    std::fs::write(&wrong, "not-the-key\n").unwrap();
+    let tape = home.join("signed.jsonl");
+    record_small(home, &tape, &["--sign", "--key-file", &s(&key)], &[]);
+    let lines = lines_of(&tape);
+    assert!(
+        lines.last().unwrap().contains("\"sig\":\"hmac-sha256:"),
+        "{}",
+        lines.last().unwrap()
+    );
+
+    let (c, out) = verify(home, &tape, &["--key-file", &s(&key)], &[]);
+    assert_eq!(c, 0, "{out}");
+    assert!(
+        out.contains("intact") && out.contains("signature valid"),
+        "{out}"
+    );
+    let (c, out) = verify(
+        home,
+        &tape,
+        &[],
+        &[("MCPTAPE_SIGNING_KEY", "s3cret-signing-key")],
+    );
+    assert_eq!(c, 0, "{out}");
+    assert!(
+        out.contains("signature valid"),
+        "the key from the environment: {out}"
+    );
+    let (c, out) = verify(home, &tape, &["--key-file", &s(&wrong)], &[]);
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("SIGNATURE DOES NOT MATCH"), "{out}");
+    let (c, out) = verify(home, &tape, &[], &[]);
+    assert_eq!(c, 0, "without a key the chain is checked: {out}");
+    assert!(out.contains("signed (give the key"), "{out}");
+
+    // Signed with the key from the environment.
+    let tape_env = home.join("signed-env.jsonl");
+    record_small(
+        home,
+        &tape_env,
+        &["--sign"],
+        &[("MCPTAPE_SIGNING_KEY", "s3cret-signing-key")],
+    );
+    let (c, out) = verify(home, &tape_env, &["--key-file", &s(&key)], &[]);
+    assert_eq!(c, 0, "{out}");
+    assert!(out.contains("signature valid"), "{out}");
+
+    // --sign without a key: a usage error, nothing recorded.
+    let nokey = home.join("nokey.jsonl");
+    let mut args = vec!["record", "--sign", "--tape"];
+    let nokey_s = s(&nokey);
+    args.push(&nokey_s);
+    args.push("--");
+    let srv = server(home, &json!({}));
+    args.extend(srv.iter().map(String::as_str));
+    let out = mt(home, &args, &[]);
+    assert_eq!(code(&out), 64, "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("signing needs a key"));
+
+    // Re-chained by someone without the key: the chain holds, the signature does not.
+    let req = line_with(&lines, "\"Lisbon\"");
+    let mut edited = lines.clone();
+    edited[req - 1] = edited[req - 1].replacen("Lisbon", "Paris!", 1);
+    let forged = home.join("forged.jsonl");
+    write_lines(&forged, &rechain(&edited, false));
+    let (c, out) = verify(home, &forged, &[], &[]);
+    assert_eq!(
+        c, 0,
+        "the re-chained tape's chain holds (that is what signing is for): {out}"
+    );
+    let (c, out) = verify(home, &forged, &["--key-file", &s(&key)], &[]);
+    assert_eq!(c, 1, "{out}");
+    assert!(out.contains("SIGNATURE DOES NOT MATCH"), "{out}");
+    // The re-chaining itself is right: unchanged lines re-chain to the same tape.
+    assert_eq!(rechain(&lines, false), lines);
+}
+
+#[test]
+fn a_signed_tape_with_its_signature_stripped_fails_verification_with_the_key() {
+    let dir = tmp();
+    let home = dir.path();
+    let key = home.join("key");
+    std::fs::write(&key, "s3cret-signing-key\n").unwrap();
+    let tape = home.join("signed.jsonl");
+    record_small(home, &tape, &["--sign", "--key-file", &s(&key)], &[]);
+    let mut lines = lines_of(&tape);
+    let req = line_with(&lines, "\"Lisbon\"");
+    lines[req - 1] = lines[req - 1].replacen("Lisbon", "Paris!", 1);
+    let forged = home.join("stripped.jsonl");
+    write_lines(&forged, &rechain(&lines, true));
+    assert!(!std::fs::read_to_string(&forged)
+        .unwrap()
+        .contains("\"sig\""));
+    // Whoever checks with the key expects a signature: an unsigned tape is not authentic.
+    let (c, out) = verify(home, &forged, &["--key-file", &s(&key)], &[]);
+    assert_eq!(
+        c, 1,
+        "an edited tape, re-chained and stripped of its signature, passes `verify --key-file`: {out}"
+    );
+}
+
+#[test]
+fn the_signature_covers_the_closing_line() {
+    let dir = tmp();
+    let home = dir.path();
+    let key = home.join("key");
+    std::fs::write(&key, "s3cret-signing-key\n").unwrap();
+    let tape = home.join("signed.jsonl");
+    record_small(home, &tape, &["--sign", "--key-file", &s(&key)], &[]);
+    let mut lines = lines_of(&tape);
+    let n = lines.len();
+    // The recording's exit code (or message counts, or `incomplete`) forged on the end line,
+    // and only that line's `h` recomputed.
+    assert!(
+        lines[n - 1].contains("\"exit\":{\"code\":0}"),
+        "{}",
+        lines[n - 1]
+    );
+    lines[n - 1] = lines[n - 1].replacen("\"exit\":{\"code\":0}", "\"exit\":{\"code\":3}", 1);
+    let forged = home.join("forged-end.jsonl");
+    write_lines(&forged, &rechain(&lines, false));
+    let (c, out) = verify(home, &forged, &["--key-file", &s(&key)], &[]);
+    assert_eq!(
+        c, 1,
+        "the closing line was edited and re-hashed, yet `verify --key-file` passes: {out}"
+    );
+}
+
+// --- 6: redact and lint ------------------------------------------------------------------------
+
+#[test]
+fn redact_takes_secrets_out_of_an_existing_tape_and_lint_finds_them() {
+    let dir = tmp();
+    let home = dir.path();
+    let tape = home.join("plain.jsonl");
+    record_corpus(home, &s(&tape), &["--no-default-redaction"], &[]);
+    let original = std::fs::read(&tape).unwrap();
+    let lines = lines_of(&tape);
+    let mut all = server_secrets();
+    all.extend(client_secrets());
+
+    // lint on the original: exit 1, naming lines and rules.
+    let out = mt(home, &["lint", &s(&tape)], &[]);
+    assert_eq!(code(&out), 1, "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    let req = line_with(&lines, "\"id\":1,\"method\":\"tools/call\"");
+    let resp = line_with(&lines, "\"Your OpenAI key is");
+    let log = line_with(&lines, "\"kind\":\"not_json\"");
+    for (line, rule) in [
+        (req, "key:apikey"),
+        (req, "key:authorization"),
+        (req, "bearer"),
+        (resp, "openai-key"),
+        (resp, "private-key"),
+        (resp, "jwt"),
+        (resp, "key:password"),
+        (log, "aws-access-key"),
+    ] {
+        assert!(
+            report.contains(&format!("line {line}: suspected secret ({rule})")),
+            "line {line} {rule}:\n{report}"
+        );
+    }
+    assert!(report.contains("mcptape redact"), "{report}");
+    assert!(
+        !all.iter().any(|s| report.contains(s.as_str())),
+        "lint quotes no secret:\n{report}"
+    );
+
+    // redact -o: a new file, the original untouched.
+    let out_path = home.join("out.jsonl");
+    let out = mt(home, &["redact", &s(&tape), "-o", &s(&out_path)], &[]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(std::fs::read(&tape).unwrap(), original);
+    assert_absent(&out_path, &all);
+
+    // redact in place: the original kept as .bak.
+    let out = mt(home, &["redact", &s(&tape)], &[]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains(".bak"), "{err}");
+    let bak = home.join("plain.jsonl.bak");
+    assert_eq!(
+        std::fs::read(&bak).unwrap(),
+        original,
+        "the backup is the original"
+    );
+    assert_absent(&tape, &all);
+    let raw = std::fs::read_to_string(&tape).unwrap();
+    for rule in [
+        "openai-key",
+        "private-key",
+        "key:apikey",
+        "aws-access-key",
+        "bearer",
+    ] {
+        assert!(
+            raw.contains(&format!("[REDACTED:{rule}:")),
+            "{rule}:\n{raw}"
+        );
+    }
+    assert_rules(&msg_line(&tape, "c2s", 1), &["key:apikey", "bearer"]);
+    assert_eq!(
+        tape_lines(&tape).len(),
+        lines.len(),
+        "the same lines, redacted"
+    );
+    assert_eq!(
+        msg_line(&tape, "s2c", 3)["msg"]["result"]["content"][7]["data"],
+        image_b64()
+    );
+
+    for t in [&tape, &out_path] {
+        let (c, out) = verify(home, t, &[], &[]);
+        assert_eq!(c, 0, "a fresh chain: {out}");
+        assert!(out.contains("intact"), "{out}");
+        let out = mt(home, &["lint", &s(t)], &[]);
+        assert_eq!(code(&out), 0, "{}", text(&out.stdout));
+        assert!(text(&out.stdout).contains("clean"), "{}", text(&out.stdout));
+    }
+
+    // A redacted tape plays.
+    let mut c = {
+        let mut c = cmd(home, &[]);
+        c.args(["play", &s(&tape)]);
+        LineClient::spawn_cmd(c)
+    };
+    replayed_banner(&mut c);
+    c.initialize();
+    let r = c.call(1, "tools/call", echo_params(C_API, C_BEARER, C_CURL_BEARER));
+    assert!(r.get("result").is_some(), "{r}");
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}
+
+// --- 7: warnings on a broken chain -------------------------------------------------------------
+
+#[test]
+fn play_and_check_warn_on_a_broken_chain_but_still_work() {
+    let dir = tmp();
+    let home = dir.path();
+    let tape = home.join("t.jsonl");
+    record_small(home, &tape, &[], &[]);
+    // Edit the timing of the answer: a change that touches no content.
+    let mut lines = lines_of(&tape);
+    let resp = line_with(&lines, "\"structuredContent\"");
+    let re = regex::Regex::new(r#""t_us":(\d+)"#).unwrap();
+    let t: u64 = re.captures(&lines[resp - 1]).unwrap()[1].parse().unwrap();
+    lines[resp - 1] = re
+        .replace(&lines[resp - 1], format!("\"t_us\":{}", t + 1).as_str())
+        .into_owned();
+    write_lines(&tape, &lines);
+    let (c, out) = verify(home, &tape, &[], &[]);
+    assert_eq!(c, 1, "{out}");
+
+    let mut c = {
+        let mut c = cmd(home, &[]);
+        c.args(["play", &s(&tape)]);
+        LineClient::spawn_cmd(c)
+    };
+    c.initialize();
+    let r = c.call(
+        1,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"city": "Lisbon"}}),
+    );
+    assert_eq!(
+        r["result"]["structuredContent"]["echo"],
+        json!({"city": "Lisbon"})
+    );
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("the hash chain breaks at line {resp}")),
+        "{stderr}"
+    );
+
+    let mut args = vec!["check".to_string(), s(&tape), "--".into()];
+    args.extend(server(home, &json!({})));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = mt(home, &args, &[]);
+    let err = text(&out.stderr);
+    assert_eq!(code(&out), 0, "{err}\n{}", text(&out.stdout));
+    assert!(err.contains("hash chain"), "{err}");
+}
+
+// --- 8: files ----------------------------------------------------------------------------------
+
+#[cfg(unix)]
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[cfg(unix)]
+#[test]
+fn tapes_are_private_and_a_symlinked_name_is_refused() {
+    let dir = tmp();
+    let home = dir.path();
+    record_small(home, Path::new("named"), &[], &[]);
+    let store = home.join(".mcptape");
+    let named = store.join("tapes/named.jsonl");
+    assert!(named.is_file());
+    assert_eq!(mode(&store), 0o700, ".mcptape/");
+    assert_eq!(mode(&store.join("tapes")), 0o700, ".mcptape/tapes/");
+    assert_eq!(mode(&named), 0o600, "a named tape");
+    // A path tape in a new folder.
+    let deep = home.join("new/dir/t.jsonl");
+    record_small(home, &deep, &[], &[]);
+    assert_eq!(mode(&deep), 0o600);
+    assert_eq!(mode(&home.join("new/dir")), 0o700);
+    // What redact writes.
+    let out = mt(
+        home,
+        &["redact", "named", "-o", &s(home.join("r.jsonl"))],
+        &[],
+    );
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(mode(&home.join("r.jsonl")), 0o600);
+    let out = mt(home, &["redact", "named"], &[]);
+    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    assert_eq!(mode(&named), 0o600);
+    assert_eq!(mode(&store.join("tapes/named.jsonl.bak")), 0o600);
+
+    // A named tape that is a symbolic link: refused, the target untouched.
+    let victim = home.join("victim.txt");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let link = store.join("tapes/evil.jsonl");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let dangling = store.join("tapes/dangling.jsonl");
+    let nowhere = home.join("nowhere.txt");
+    std::os::unix::fs::symlink(&nowhere, &dangling).unwrap();
+    let srv = server(home, &json!({}));
+    for name in ["evil", "dangling"] {
+        let mut args = vec!["record", "--tape", name, "--"];
+        args.extend(srv.iter().map(String::as_str));
+        let out = mt(home, &args, &[]);
+        let err = text(&out.stderr);
+        assert_eq!(code(&out), 64, "{name}: {err}");
+        assert!(err.contains("symbolic link"), "{err}");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(!nowhere.exists(), "nothing created through a dangling link");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+#[cfg(unix)]
+#[test]
+fn redact_does_not_write_through_links_beside_a_named_tape() {
+    // A cloned repository can hold symbolic links in .mcptape/tapes: the backup and the
+    // staging file of an in-place redact must not write through them.
+    let dir = tmp();
+    let home = dir.path();
+    record_small(home, Path::new("a"), &[], &[]);
+    record_small(home, Path::new("b"), &[], &[]);
+    let tapes = home.join(".mcptape/tapes");
+    let victim_bak = home.join("victim-bak.txt");
+    let victim_tmp = home.join("victim-tmp.txt");
+    std::fs::write(&victim_bak, "precious\n").unwrap();
+    std::fs::write(&victim_tmp, "precious\n").unwrap();
+    std::os::unix::fs::symlink(&victim_bak, tapes.join("a.jsonl.bak")).unwrap();
+    std::os::unix::fs::symlink(&victim_tmp, tapes.join("b.jsonl.redact-tmp")).unwrap();
+    let out_a = mt(home, &["redact", "a"], &[]);
+    let out_b = mt(home, &["redact", "b"], &[]);
+    for out in [&out_a, &out_b] {
+        assert!(
+            matches!(code(out), 0 | 64 | 74),
+            "redact either works or refuses: exit {}: {}",
+            code(out),
+            text(&out.stderr)
+        );
+    }
+    let bak = std::fs::read_to_string(&victim_bak).unwrap();
+    let tmp = std::fs::read_to_string(&victim_tmp).unwrap();
+    assert!(
+        bak == "precious\n" && tmp == "precious\n",
+        "files outside the store overwritten through links: via a.jsonl.bak (exit {}) → {:?}…; \
+         via b.jsonl.redact-tmp (exit {}) → {:?}…",
+        code(&out_a),
+        &bak[..bak.len().min(60)],
+        code(&out_b),
+        &tmp[..tmp.len().min(60)],
+    );
+}
+
+// --- secrets in unusual frames -----------------------------------------------------------------
+
+/// Records a session whose server first writes `lines`, then answers `tools`; returns the tape.
+fn record_lines(
+    home: &Path,
+    name: &str,
+    lines: &[Vec<u8>],
+    tools: Value,
+    calls: &[(&str, Value)],
+    flags: &[&str],
+) -> PathBuf {
+    let tape = home.join(format!("{name}.jsonl"));
+    let cfg = json!({"lines": lines.iter().map(|l| b64(l)).collect::<Vec<_>>(), "tools": tools});
+    let c = spawn_record(home, &s(&tape), flags, &server(home, &cfg), &[]);
+    drive(c, lines.len(), calls);
+    tape
+}
+
+#[test]
+fn a_json_log_line_that_is_not_json_rpc_is_redacted() {
+    // A server logging structured JSON to stdout by mistake: valid JSON, not JSON-RPC.
+    let dir = tmp();
+    let log = json!({"level": "info", "msg": format!("using key {AWS}"), "apiKey": C_API, "auth": format!("Bearer {C_BEARER}")});
+    let tape = record_lines(
+        dir.path(),
+        "jsonlog",
+        &[log.to_string().into_bytes()],
+        json!({}),
+        &[],
+        &[],
+    );
+    let line = tape_msgs(&tape)
+        .into_iter()
+        .find(|l| l["seq"] == 1)
+        .unwrap();
+    assert_eq!(line["kind"], "invalid", "{line}");
+    assert_absent(
+        &tape,
+        &[AWS.to_string(), C_API.to_string(), C_BEARER.to_string()],
+    );
+}
+
+#[test]
+fn a_log_line_that_is_not_utf8_is_redacted() {
+    let dir = tmp();
+    let mut log = format!("warn: key {AWS} for ").into_bytes();
+    log.extend_from_slice(b"caf\xe9");
+    let tape = record_lines(dir.path(), "latin1", &[log], json!({}), &[], &[]);
+    let line = tape_msgs(&tape)
+        .into_iter()
+        .find(|l| l["seq"] == 1)
+        .unwrap();
+    assert_eq!(line["kind"], "not_json", "{line}");
+    assert_absent(&tape, &[AWS.to_string()]);
+}
+
+#[test]
+fn the_head_of_an_oversize_line_is_redacted() {
+    let dir = tmp();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": {"apiKey": C_API, "text": format!("key {OPENAI}"), "pad": "x".repeat(600)}}});
+    let tape = record_lines(
+        dir.path(),
+        "oversize",
+        &[note.to_string().into_bytes()],
+        json!({}),
+        &[],
+        &["--max-message", "400"],
+    );
+    let line = tape_msgs(&tape)
+        .into_iter()
+        .find(|l| l["seq"] == 1)
+        .unwrap();
+    assert_eq!(line["kind"], "oversize", "{line}");
+    assert_absent(&tape, &[C_API.to_string(), OPENAI.to_string()]);
+}
+
+#[test]
+fn an_opaque_token_inside_json_inside_a_string_is_redacted_like_one_outside() {
+    // The same opaque token is redacted as a value of structuredContent; inside a text that
+    // holds JSON (and nothing else that looks secret), it must be too.
+    let dir = tmp();
+    let token = "Zk9vQmFyMTIzNDU2Nzg5MEFCQ0RFRmdoaWprbA";
+    let tools = json!({
+        "direct": {"content": [], "structuredContent": {"session": token}},
+        "embedded": {"content": [{"type": "text", "text": json!({"session": token}).to_string()}]},
+    });
+    let tape = record_lines(
+        dir.path(),
+        "embedded",
+        &[],
+        tools,
+        &[
+            ("tools/call", json!({"name": "direct", "arguments": {}})),
+            ("tools/call", json!({"name": "embedded", "arguments": {}})),
+        ],
+        &[],
+    );
+    let direct = msg_line(&tape, "s2c", 1);
+    assert!(
+        is_marker_of(
+            &direct["msg"]["result"]["structuredContent"]["session"],
+            "high-entropy"
+        ),
+        "{direct}"
+    );
+    let embedded = msg_line(&tape, "s2c", 2);
+    assert!(
+        !embedded.to_string().contains(token),
+        "the token inside JSON inside a string reached the tape: {embedded}"
+    );
+}
+
+#[test]
+fn play_explanations_apply_the_projects_own_rules() {
+    // A project rule redacts `tenant-key` on the tape; a miss explanation must not print the
+    // client's real value of it either.
+    let dir = tmp();
+    let home = dir.path();
+    let store = home.join(".mcptape");
+    std::fs::create_dir_all(&store).unwrap();
+    std::fs::write(
+        store.join("config.toml"),
+        "[redact]\nkeys = [\"tenant-key\"]\n",
+    )
+    .unwrap();
+    let tape = record_lines(
+        home,
+        "tenant",
+        &[],
+        json!({}),
+        &[(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"tenant-key": "tenant-value-1111", "q": "a"}}),
+        )],
+        &[],
+    );
+    assert_absent(&tape, &["tenant-value-1111".to_string()]);
+    let mut c = {
+        let mut c = cmd(home, &[]);
+        c.args(["play", &s(&tape)]);
+        LineClient::spawn_cmd(c)
+    };
+    c.initialize();
+    let r = c.call(
+        5,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"tenant-key": "tenant-value-2222", "q": "b"}}),
+    );
+    assert!(r.get("error").is_some(), "{r}");
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        !stderr.contains("tenant-value-2222"),
+        "the client's secret on stderr:\n{stderr}"
+    );
+}
+
+#[test]
+fn secrets_on_the_server_command_line_are_redacted() {
+    // `record -- env GITHUB_TOKEN=… server --api-key …`: the command line is on the tape too.
+    let dir = tmp();
+    let home = dir.path();
+    let mut srv = vec!["env".to_string(), format!("GITHUB_TOKEN={GITHUB}")];
+    srv.extend(server(home, &json!({})));
+    srv.extend(["--api-key".to_string(), OPENAI.to_string()]);
+    let tape = home.join("argv.jsonl");
+    let c = spawn_record(home, &s(&tape), &[], &srv, &[]);
+    drive(c, 0, &[]);
+    assert_absent(&tape, &[GITHUB.to_string(), OPENAI.to_string()]);
+}
