@@ -5,8 +5,9 @@
 //! check run is itself a recording, and `--update` simply keeps it.
 
 use crate::record::shell_words;
+use crate::record::stdio::{start_stdio_server, StartError};
 use crate::tape::index::{params_of, Exchange};
-use crate::tape::{ExitInfo, ServerDecl, TapeIndex, TapeWriter, WriteOptions, DEFAULT_SERVER};
+use crate::tape::{ExitInfo, TapeIndex, TapeWriter, WriteOptions, DEFAULT_SERVER};
 use crate::wire::canonical::canonical;
 use crate::wire::rewrite::{with_id, RawObject};
 use crate::wire::{classify, Dir, Frame, Framer, Kind};
@@ -14,7 +15,7 @@ use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::ChildStdin;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -67,20 +68,6 @@ type SharedWriter = Arc<Mutex<Option<TapeWriter>>>;
 type SharedStdin = Arc<Mutex<Option<ChildStdin>>>;
 
 pub fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, DriveError> {
-    let program = cfg.command.first().ok_or_else(|| DriveError::Spawn {
-        command: String::new(),
-        cause: io::Error::new(io::ErrorKind::InvalidInput, "no server command given"),
-    })?;
-    let mut child = Command::new(program)
-        .args(&cfg.command[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|cause| DriveError::Spawn {
-            command: shell_words(&cfg.command),
-            cause,
-        })?;
     let tape_err = |cause| DriveError::Tape {
         path: cfg.observed_tape.clone(),
         cause,
@@ -89,30 +76,21 @@ pub fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, 
         redactor: crate::redact::Redactor::for_config(&cfg.redact),
         signing_key: None,
     };
-    let mut writer = match TapeWriter::create(&cfg.observed_tape, opts) {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(tape_err(e));
-        }
-    };
-    writer
-        .declare_server(ServerDecl {
-            server: DEFAULT_SERVER.into(),
-            transport: "stdio".into(),
-            // The command line can hold secrets too (`--api-key …`, `TOKEN=…`).
-            command: Some(match crate::redact::Redactor::for_config(&cfg.redact) {
-                Some(r) => r.redact_argv(&cfg.command),
-                None => cfg.command.clone(),
-            }),
-            cwd: std::env::current_dir()
-                .ok()
-                .map(|d| d.display().to_string()),
-            url: None,
-            t_us: 0,
-        })
-        .map_err(tape_err)?;
+    let (mut child, writer) = start_stdio_server(
+        &cfg.command,
+        DEFAULT_SERVER,
+        &cfg.observed_tape,
+        opts,
+        &cfg.redact,
+    )
+    .map_err(|e| match e {
+        StartError::Spawn(cause) => DriveError::Spawn {
+            command: shell_words(&cfg.command),
+            cause,
+        },
+        StartError::Tape(cause) => tape_err(cause),
+    })?;
+    crate::record::stdio::ignore_sigxfsz();
     let tape: SharedWriter = Arc::new(Mutex::new(Some(writer)));
     let stdin: SharedStdin = Arc::new(Mutex::new(child.stdin.take()));
     let stdout = child.stdout.take().expect("stdout is piped");

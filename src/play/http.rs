@@ -90,9 +90,11 @@ pub fn serve_http(
             all: Mutex::new(Vec::new()),
             local_port: local.port(),
         });
+        // The signal streams exist before the URL is given out, so no signal is lost or fatal.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut sigint = signal(SignalKind::interrupt())?;
+        let mut sigterm = signal(SignalKind::terminate())?;
         on_ready(&format!("http://{local}{path}"));
-        let mut sigterm =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut connections = tokio::task::JoinSet::new();
         loop {
             tokio::select! {
@@ -111,7 +113,7 @@ pub fn serve_http(
                     });
                     while connections.try_join_next().is_some() {}
                 }
-                _ = tokio::signal::ctrl_c() => break,
+                _ = sigint.recv() => break,
                 _ = sigterm.recv() => break,
             }
         }

@@ -303,8 +303,14 @@ async fn handle(
             };
             // Quoted with the redaction rules applied: it may hold the client's secrets.
             let quoted = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
-            let quoted = crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults())
-                .ok()
+            // One redactor for the whole session: building one compiles its regexes.
+            static QUOTE: std::sync::OnceLock<Option<crate::redact::Redactor>> =
+                std::sync::OnceLock::new();
+            let quoted = QUOTE
+                .get_or_init(|| {
+                    crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults()).ok()
+                })
+                .as_ref()
                 .and_then(|r| r.redact_text(&quoted).map(|(t, _)| t))
                 .unwrap_or(quoted);
             crate::diag!(

@@ -141,6 +141,7 @@ pub fn record_http(
             addr: cfg.listen,
             cause,
         })?;
+    super::stdio::ignore_sigxfsz();
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
@@ -185,18 +186,21 @@ pub fn record_http(
             client: Client::builder(TokioExecutor::new()).build_http(),
             max_message: cfg.max_message,
         });
+        // The signal streams exist before the URL is given out: a signal that arrives after that
+        // is never lost, and never takes the default action (death, with the tape unclosed).
+        use tokio::signal::unix::{signal, SignalKind};
+        let listen_err = |cause| HttpRecordError::Listen {
+            addr: cfg.listen,
+            cause,
+        };
+        let mut sigint = signal(SignalKind::interrupt()).map_err(listen_err)?;
+        let mut sigterm = signal(SignalKind::terminate()).map_err(listen_err)?;
         on_ready(&format!("{public_origin}{path}"));
-
-        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(|cause| HttpRecordError::Listen {
-                addr: cfg.listen,
-                cause,
-            })?;
         let mut connections = tokio::task::JoinSet::new();
         let reason = loop {
             tokio::select! {
                 // All three are cancel-safe: accept() loses no connection when another branch
-                // wins, and the signal streams keep their pending signals.
+                // wins, and the signal streams (created once, above) keep pending signals.
                 accepted = listener.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
                     let proxy = proxy.clone();
@@ -211,7 +215,7 @@ pub fn record_http(
                     });
                     while connections.try_join_next().is_some() {}
                 }
-                _ = tokio::signal::ctrl_c() => break "SIGINT: recording stopped",
+                _ = sigint.recv() => break "SIGINT: recording stopped",
                 _ = sigterm.recv() => break "SIGTERM: recording stopped",
             }
         };
@@ -435,6 +439,19 @@ impl Proxy {
 
     fn tape_message(&self, dir: Dir, bytes: &[u8], facts: &Map<String, Value>) {
         let bytes = trim_ascii(bytes);
+        // A tape line holds one message: an HTTP body or a multi-line SSE `data:` may hold line
+        // breaks, which in valid JSON can only be whitespace between tokens, so they become
+        // spaces. (Over stdio a message never contains one.)
+        let flat: Vec<u8>;
+        let bytes = if bytes.iter().any(|&b| b == b'\n' || b == b'\r') {
+            flat = bytes
+                .iter()
+                .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
+                .collect();
+            &flat[..]
+        } else {
+            bytes
+        };
         let line = Line {
             bytes,
             crlf: false,

@@ -3,6 +3,6 @@
 //! reverse proxy in front of an upstream URL).
 
 pub mod http;
-mod stdio;
+pub(crate) mod stdio;
 
 pub use stdio::{record_stdio, shell_words, RecordConfig, RecordError, RecordOutcome};

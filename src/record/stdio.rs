@@ -75,50 +75,26 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
         path: cfg.tape.clone(),
         cause,
     };
-    let program = cfg.command.first().ok_or_else(|| RecordError::Spawn {
-        command: String::new(),
-        cause: io::Error::new(io::ErrorKind::InvalidInput, "no server command given"),
-    })?;
-    // Spawn before touching the tape: a server that cannot start must not cost an existing tape.
-    let mut child = Command::new(program)
-        .args(&cfg.command[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|cause| RecordError::Spawn {
-            command: shell_words(&cfg.command),
-            cause,
-        })?;
     let opts = WriteOptions {
         redactor: crate::redact::Redactor::for_config(&cfg.redact),
         signing_key: cfg.signing_key.clone(),
     };
-    let mut writer = match TapeWriter::create(&cfg.tape, opts) {
-        Ok(w) => w,
-        Err(cause) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(tape_err(cause));
-        }
-    };
+    let (mut child, writer) = start_stdio_server(
+        &cfg.command,
+        &cfg.server_label,
+        &cfg.tape,
+        opts,
+        &cfg.redact,
+    )
+    .map_err(|e| match e {
+        StartError::Spawn(cause) => RecordError::Spawn {
+            command: shell_words(&cfg.command),
+            cause,
+        },
+        StartError::Tape(cause) => tape_err(cause),
+    })?;
+    ignore_sigxfsz();
     let pid = child.id() as libc::pid_t;
-    writer
-        .declare_server(ServerDecl {
-            server: cfg.server_label.clone(),
-            transport: "stdio".into(),
-            // The command line can hold secrets too (`--api-key …`, `TOKEN=…`).
-            command: Some(match crate::redact::Redactor::for_config(&cfg.redact) {
-                Some(r) => r.redact_argv(&cfg.command),
-                None => cfg.command.clone(),
-            }),
-            cwd: std::env::current_dir()
-                .ok()
-                .map(|d| d.display().to_string()),
-            url: None,
-            t_us: 0,
-        })
-        .map_err(tape_err)?;
     let tape = Arc::new(Mutex::new(Some(writer)));
     let warned = Arc::new(AtomicBool::new(false));
     let (events, inbox) = mpsc::channel::<Event>();
@@ -301,6 +277,69 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
         exit_code,
         write_failure: failure.map(|f| (dropped, f)),
     })
+}
+
+/// A file-size limit (RLIMIT_FSIZE) must show up as a failed write — the tape marked incomplete,
+/// the loss reported — not as SIGXFSZ killing mcptape silently mid-session. Called after the
+/// server is spawned, so the server keeps the default disposition.
+pub(crate) fn ignore_sigxfsz() {
+    // SAFETY: setting a signal's disposition to "ignore" has no other effect.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+}
+
+pub(crate) enum StartError {
+    Spawn(io::Error),
+    Tape(io::Error),
+}
+
+/// Starts a stdio server (stdin and stdout piped, stderr passed through) and then opens its tape
+/// with the server declared — in that order, so a server that cannot start costs no existing
+/// tape. Shared by `record` and `check`.
+pub(crate) fn start_stdio_server(
+    command: &[String],
+    label: &str,
+    tape: &std::path::Path,
+    opts: WriteOptions,
+    redact: &crate::redact::RedactConfig,
+) -> Result<(std::process::Child, TapeWriter), StartError> {
+    let program = command.first().ok_or_else(|| {
+        StartError::Spawn(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "no server command given",
+        ))
+    })?;
+    let mut child = Command::new(program)
+        .args(&command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(StartError::Spawn)?;
+    let declared = TapeWriter::create(tape, opts).and_then(|mut w| {
+        w.declare_server(ServerDecl {
+            server: label.to_string(),
+            transport: "stdio".into(),
+            // The command line can hold secrets too (`--api-key …`, `TOKEN=…`).
+            command: Some(match crate::redact::Redactor::for_config(redact) {
+                Some(r) => r.redact_argv(command),
+                None => command.to_vec(),
+            }),
+            cwd: std::env::current_dir()
+                .ok()
+                .map(|d| d.display().to_string()),
+            url: None,
+            t_us: 0,
+        })?;
+        Ok(w)
+    });
+    match declared {
+        Ok(w) => Ok((child, w)),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(StartError::Tape(e))
+        }
+    }
 }
 
 /// Reads `input` to EOF; each chunk's complete messages go to the tape first, then the chunk is

@@ -220,7 +220,20 @@ impl Redactor {
         if !self.may_need(bytes) {
             return None;
         }
-        let mut v: Value = serde_json::from_slice(bytes).ok()?;
+        let mut v: Value = match serde_json::from_slice(bytes) {
+            Ok(v) => v,
+            // Too deep for a Value (serde_json stops at 128 levels): redact it as text. Markers
+            // hold no quote or backslash, so the result is still the same JSON shape; it is
+            // checked (without recursion) before it is used.
+            Err(_) => {
+                let text = std::str::from_utf8(bytes).ok()?;
+                let (out, rules) = self.redact_text(text)?;
+                return match serde_json::from_str::<&serde_json::value::RawValue>(&out) {
+                    Ok(_) => Some((out.into_bytes(), rules)),
+                    Err(_) => Some((serde_json::to_vec(&out).expect("strings serialize"), rules)),
+                };
+            }
+        };
         let mut found = Vec::new();
         self.redact_value(&mut v, &mut found);
         if found.is_empty() {

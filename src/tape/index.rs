@@ -8,7 +8,7 @@ use crate::wire::canonical::{canonical, match_params};
 use crate::wire::{Dir, Kind};
 use base64::Engine as _;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::io;
@@ -335,7 +335,9 @@ struct Builder {
     c2s_count: u64,
     /// Open exchanges in opening order.
     open: Vec<usize>,
-    open_by_id: HashMap<String, usize>,
+    /// Open exchanges by request id; a list, first in first out, because a client may (wrongly)
+    /// reuse an id while an earlier request with it is still open.
+    open_by_id: HashMap<String, VecDeque<usize>>,
     open_by_token: HashMap<String, usize>,
     /// Server request id → (exchange, or None when standalone; message index).
     server_requests: HashMap<String, (Option<usize>, usize)>,
@@ -365,7 +367,7 @@ impl Builder {
                             redacted,
                         });
                         self.open.push(ex);
-                        self.open_by_id.insert(id, ex);
+                        self.open_by_id.entry(id).or_default().push_back(ex);
                         if let Some(t) = token {
                             self.open_by_token.insert(t, ex);
                         }
@@ -394,7 +396,11 @@ impl Builder {
                             .as_ref()
                             .and_then(|p| p.get("requestId"))
                             .map(canonical);
-                        if let Some(&ex) = target.as_ref().and_then(|id| self.open_by_id.get(id)) {
+                        if let Some(&ex) = target
+                            .as_ref()
+                            .and_then(|id| self.open_by_id.get(id))
+                            .and_then(|q| q.front())
+                        {
                             self.exchanges[ex].cancelled = true;
                             self.open.retain(|&e| e != ex);
                         }
@@ -404,8 +410,14 @@ impl Builder {
                 self.c2s_count += 1;
             }
             Dir::S2C => match (kind, id) {
-                (Kind::Response | Kind::Error, Some(id)) if self.open_by_id.contains_key(&id) => {
-                    let ex = self.open_by_id.remove(&id).expect("checked");
+                (Kind::Response | Kind::Error, Some(id))
+                    if self.open_by_id.get(&id).is_some_and(|q| !q.is_empty()) =>
+                {
+                    let queue = self.open_by_id.get_mut(&id).expect("checked");
+                    let ex = queue.pop_front().expect("checked");
+                    if queue.is_empty() {
+                        self.open_by_id.remove(&id);
+                    }
                     self.exchanges[ex].response = Some(idx);
                     self.open.retain(|&e| e != ex);
                     if let Some(t) = self.exchanges[ex].progress_token.clone() {

@@ -11,7 +11,7 @@ use super::format::{End, ExitInfo, Header, OwnedLine, ServerDecl, FORMAT_NAME, M
 use crate::redact::Redactor;
 use crate::wire::{classify, Dir, Frame, Kind};
 use base64::Engine as _;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -28,7 +28,7 @@ pub struct TapeWriter {
     pending: Vec<u8>,
     counts: End,
     /// Requests still waiting for an answer, by (direction of the request, id text).
-    open: HashSet<(Dir, String)>,
+    open: HashMap<(Dir, String), u32>,
     /// The first write error; once set, the tape is marked incomplete and writing stops.
     failed: Option<io::Error>,
     /// Bytes of complete lines written so far.
@@ -65,7 +65,7 @@ impl TapeWriter {
             seq: 0,
             pending: Vec::with_capacity(64 * 1024),
             counts: End::default(),
-            open: HashSet::new(),
+            open: HashMap::new(),
             failed: None,
             good_len: 0,
             dropped: 0,
@@ -283,14 +283,23 @@ impl TapeWriter {
     fn track_exchange(&mut self, dir: Dir, c: &classify::Classified) {
         match (c.kind, &c.id) {
             (Kind::Request, Some(id)) => {
-                self.open.insert((dir, id.clone()));
+                *self.open.entry((dir, id.clone())).or_default() += 1;
             }
             (Kind::Response | Kind::Error, Some(id)) => {
                 let req_dir = match dir {
                     Dir::C2S => Dir::S2C,
                     Dir::S2C => Dir::C2S,
                 };
-                if self.open.remove(&(req_dir, id.clone())) && req_dir == Dir::C2S {
+                let key = (req_dir, id.clone());
+                let was_open = match self.open.get_mut(&key) {
+                    Some(n) if *n > 1 => {
+                        *n -= 1;
+                        true
+                    }
+                    Some(_) => self.open.remove(&key).is_some(),
+                    None => false,
+                };
+                if was_open && req_dir == Dir::C2S {
                     self.counts.exchanges += 1;
                 }
             }

@@ -61,7 +61,8 @@ impl Framer {
                 Some(pos) => {
                     let (head, rest) = (&chunk[..pos], &chunk[pos + 1..]);
                     chunk = rest;
-                    if let Some((len, kept)) = self.oversize.take() {
+                    if let Some((len, mut kept)) = self.oversize.take() {
+                        fill_head(&mut kept, head);
                         emit(Frame::Oversize {
                             len: len + head.len() as u64,
                             head: kept,
@@ -81,7 +82,8 @@ impl Framer {
                         }
                     } else if self.buf.len() + head.len() > self.max {
                         let len = (self.buf.len() + head.len()) as u64;
-                        let kept = take_head(&mut self.buf);
+                        let mut kept = take_head(&mut self.buf);
+                        fill_head(&mut kept, head);
                         emit(Frame::Oversize { len, head: kept });
                     } else {
                         let mut buf = std::mem::take(&mut self.buf);
@@ -116,13 +118,11 @@ impl Framer {
     fn stash(&mut self, part: &[u8]) {
         if let Some((len, head)) = &mut self.oversize {
             *len += part.len() as u64;
-            let room = OVERSIZE_HEAD.saturating_sub(head.len());
-            head.extend_from_slice(&part[..room.min(part.len())]);
+            fill_head(head, part);
         } else if self.buf.len() + part.len() > self.max {
             let len = (self.buf.len() + part.len()) as u64;
             let mut head = take_head(&mut self.buf);
-            let room = OVERSIZE_HEAD.saturating_sub(head.len());
-            head.extend_from_slice(&part[..room.min(part.len())]);
+            fill_head(&mut head, part);
             self.oversize = Some((len, head));
         } else {
             self.buf.extend_from_slice(part);
@@ -156,6 +156,13 @@ fn emit_line(line: Line<'_>, emit: &mut impl FnMut(Frame<'_>)) {
         return;
     }
     emit(Frame::Line(line));
+}
+
+/// Tops the kept head of an over-long line up to `OVERSIZE_HEAD` bytes from `more`, so the head
+/// is the same however reads split the line.
+fn fill_head(kept: &mut Vec<u8>, more: &[u8]) {
+    let room = OVERSIZE_HEAD.saturating_sub(kept.len());
+    kept.extend_from_slice(&more[..room.min(more.len())]);
 }
 
 fn take_head(buf: &mut Vec<u8>) -> Vec<u8> {
@@ -218,6 +225,20 @@ mod tests {
                 Owned::Line(b"{\"ok\":true}".to_vec(), false, false, false)
             );
             assert_eq!(out[2], Owned::Over(700, vec![b'y'; OVERSIZE_HEAD]));
+        }
+    }
+
+    #[test]
+    fn the_kept_head_does_not_depend_on_chunking() {
+        // Regression (found by fuzzing): the bytes of the last chunk before the newline were
+        // left out of the head when the line was short of OVERSIZE_HEAD.
+        let input = b"0123456789\n";
+        for chunk in 1..=input.len() {
+            assert_eq!(
+                run(4, input, chunk),
+                vec![Owned::Over(10, b"0123456789".to_vec())],
+                "chunk size {chunk}"
+            );
         }
     }
 
