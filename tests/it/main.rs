@@ -6,7 +6,10 @@ mod harness;
 
 mod check_diff;
 mod cli;
+mod http;
 mod peers;
 mod play;
+mod properties;
 mod record;
+mod reliability;
 mod security;

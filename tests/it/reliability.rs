@@ -1,0 +1,1246 @@
+//! Issue 7, stdio: faults (the server dies early, the client leaves with answers pending, the
+//! disk fills, 64 MiB messages, half a line, a stalled peer) and bad input (invalid UTF-8,
+//! truncated JSON, 10,000-deep nesting, non-objects, batches, odd ids, bad tapes, hostile names).
+//! docs/reliability.md states each promise and names the test that shows it.
+
+use crate::harness::*;
+use crate::record::{py, record};
+use serde_json::{json, Value};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+// --- helpers ---------------------------------------------------------------------------------
+
+fn sh(script: &str) -> Vec<String> {
+    vec!["sh".into(), "-c".into(), script.into()]
+}
+
+fn end_of(tape: &Path) -> Value {
+    let lines = raw_lines(tape);
+    let last: Value = serde_json::from_slice(lines.last().expect("tape lines")).expect("JSON");
+    assert_eq!(last["type"], "end", "the tape is closed: {last}");
+    last
+}
+
+/// The tape's `msg` lines, read with the crate's own reader (which, unlike a `Value`, takes
+/// 10,000-deep messages): dir, kind, problem, text, b64, eol and the raw `msg` text.
+fn reader_msgs(tape: &Path) -> Vec<Value> {
+    use mcptape::tape::{Entry, TapeReader};
+    let mut r = TapeReader::open(tape).expect("a tape");
+    let mut out = Vec::new();
+    while let Some(item) = r.next_item().expect("readable") {
+        if let Entry::Msg(m) = item.entry {
+            out.push(json!({
+                "seq": m.seq,
+                "dir": m.dir.as_str(),
+                "kind": m.kind.as_str(),
+                "problem": m.problem.as_deref(),
+                "text": m.text.as_deref(),
+                "b64": m.b64.as_deref(),
+                "eol": m.eol,
+                "msg": m.msg.map(|v| v.get().to_string()),
+            }));
+        }
+    }
+    out
+}
+
+/// The next line from a player that is JSON (recorded non-JSON lines are replayed as they were).
+fn recv_json(c: &mut LineClient) -> Value {
+    loop {
+        let l = c
+            .recv_raw(Duration::from_secs(30))
+            .expect("a line within 30 s");
+        if let Ok(v) = serde_json::from_slice(&l) {
+            return v;
+        }
+    }
+}
+
+/// `mcptape ARGS…` with `MCPTAPE_DIR` set, to completion.
+fn mcptape_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    let mut c = Command::new(bin());
+    c.env("MCPTAPE_DIR", dir).args(args);
+    run_with_timeout(c, Duration::from_secs(60))
+}
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Waits for a spawned mcptape to exit by itself (stdin still open).
+fn wait_self_exit(c: &mut LineClient, limit: Duration) {
+    let start = Instant::now();
+    while c.child.try_wait().expect("wait").is_none() {
+        assert!(
+            start.elapsed() < limit,
+            "mcptape did not exit within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The raw bytes of each line of a file (terminator removed).
+fn raw_lines(path: &Path) -> Vec<Vec<u8>> {
+    std::fs::read(path)
+        .expect("read")
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
+/// The verbatim message bytes spliced into a raw `msg` tape line (between `"msg":` and `,"h":`).
+fn spliced_msg(line: &[u8]) -> &[u8] {
+    let start = line
+        .windows(7)
+        .position(|w| w == b",\"msg\":")
+        .expect("a msg field")
+        + 7;
+    let end = line.len() - (b",\"h\":\"".len() + 64 + 2);
+    &line[start..end]
+}
+
+/// A raw-bytes responder: reads requests, takes each top-level `"id":` text exactly as sent
+/// (the client writes it first), and answers `{"k": n}` (n = the request's 0-based index).
+/// With `rev N` it reads N requests before answering them last first; with `now` at once.
+/// Batches (`[`…) get a batch answer; lines it cannot read get nothing.
+const RAW_RESPONDER: &str = r##"
+import sys, re
+out = sys.stdout.buffer
+mode = sys.argv[1]; n = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+ID = re.compile(rb'^\{"id":(-?[0-9][0-9.eE+-]*|"[^"\\]*")')
+pending = []; k = 0
+for raw in iter(sys.stdin.buffer.readline, b''):
+    if raw.startswith(b'['):
+        out.write(b'[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"nope"}}]\n'); out.flush()
+        continue
+    m = ID.match(raw)
+    if not m or b'"method"' not in raw:
+        continue
+    pending.append((m.group(1), k)); k += 1
+    if mode == "now" or len(pending) == n:
+        for i, j in (reversed(pending) if mode == "rev" else pending):
+            out.write(b'{"id":' + i + b',"jsonrpc":"2.0","result":{"k":' + str(j).encode() + b'}}\n')
+        out.flush(); pending = []
+"##;
+
+fn responder(mode: &str, n: usize) -> Vec<String> {
+    py(RAW_RESPONDER, &[mode, &n.to_string()])
+}
+
+/// A request line with the id first and written exactly as given.
+fn raw_request(id: &str, method: &str, params: &str) -> Vec<u8> {
+    format!(r#"{{"id":{id},"jsonrpc":"2.0","method":"{method}","params":{params}}}"#).into_bytes()
+}
+
+fn line(mut bytes: Vec<u8>) -> Vec<u8> {
+    bytes.push(b'\n');
+    bytes
+}
+
+// --- faults ----------------------------------------------------------------------------------
+
+#[test]
+fn a_server_that_exits_before_the_handshake_leaves_a_closed_tape_and_its_exit_code() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    // The server prints a banner and a diagnostic, then dies before reading anything.
+    let mut c = record(
+        &tape,
+        &[],
+        &sh("echo 'starting…'; echo 'fatal: no API key' >&2; exit 3"),
+    );
+    assert_eq!(
+        c.recv_raw(Duration::from_secs(30)).as_deref(),
+        Some(&b"starting\xe2\x80\xa6\n"[..]),
+        "the banner is forwarded"
+    );
+    assert_eq!(c.recv_raw(Duration::from_secs(30)), None, "then EOF");
+    wait_self_exit(&mut c, Duration::from_secs(30));
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(3), "the server's exit code: {stderr}");
+    assert!(
+        stderr.contains("fatal: no API key"),
+        "server stderr passes: {stderr}"
+    );
+    assert!(stderr.contains("mcptape: recorded 1 messages"), "{stderr}");
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(
+        (&msgs[0]["kind"], &msgs[0]["text"]),
+        (&json!("not_json"), &json!("starting…"))
+    );
+    let end = end_of(&tape);
+    assert_eq!(end["exit"], json!({"code": 3}));
+    assert_eq!(end["reason"], "the server exited");
+    assert_eq!(
+        (end["messages"].as_u64(), end["raw"].as_u64()),
+        (Some(1), Some(1))
+    );
+
+    // Played back, the handshake is a miss that says what the tape holds: no hang, exit 1.
+    let mut p = LineClient::spawn(&play_cmd(&tape));
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"it","version":"1"}}});
+    p.send(&init);
+    // The recorded banner is replayed first, as on the wire.
+    let v = recv_json(&mut p);
+    assert_eq!(v["id"], 0);
+    assert!(v["error"]["message"].is_string(), "{v}");
+    let (status, stderr) = p.finish();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+}
+
+/// Reads requests until EOF, waits a moment, then answers them all (last first).
+const ANSWER_ALL_AFTER_EOF: &str = r##"
+import sys, json, time
+reqs = [json.loads(l) for l in sys.stdin]
+time.sleep(0.5)
+for m in reversed(reqs):
+    sys.stdout.write(json.dumps({"jsonrpc":"2.0","id":m["id"],"result":{"n":m["params"]["n"]}}) + "\n")
+    sys.stdout.flush()
+"##;
+
+#[test]
+fn answers_pending_when_the_client_closes_stdin_are_forwarded_and_recorded() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(&tape, &["--grace", "10"], &py(ANSWER_ALL_AFTER_EOF, &[]));
+    for i in 1..=3 {
+        c.send(&json!({"jsonrpc":"2.0","id":i,"method":"tools/call","params":{"n":i}}));
+    }
+    c.close_stdin();
+    let got: Vec<Value> = (0..3).map(|_| c.recv()).collect();
+    let ids: Vec<i64> = got.iter().map(|v| v["id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, [3, 2, 1], "every pending answer reaches the client");
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs.len(), 6);
+    let answers: Vec<&Value> = msgs[3..].iter().map(|m| &m["msg"]).collect();
+    assert_eq!(answers, got.iter().collect::<Vec<_>>());
+    let end = end_of(&tape);
+    assert_eq!(end["exchanges"], 3);
+    assert_eq!(end["reason"], "the client closed stdin");
+    assert_eq!(end["exit"], json!({"code": 0}));
+}
+
+/// Ignores EOF; on SIGTERM answers what is pending, then exits 0.
+const ANSWER_ON_SIGTERM: &str = r##"
+import sys, json, signal, os
+reqs = []
+def bye(*a):
+    for m in reqs:
+        sys.stdout.write(json.dumps({"jsonrpc":"2.0","id":m["id"],"result":{"bye":True}}) + "\n")
+    sys.stdout.flush()
+    os._exit(0)
+signal.signal(signal.SIGTERM, bye)
+for l in sys.stdin:
+    reqs.append(json.loads(l))
+signal.pause()
+"##;
+
+#[test]
+fn answers_a_server_gives_when_the_grace_period_ends_are_still_recorded() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(&tape, &["--grace", "0.5"], &py(ANSWER_ON_SIGTERM, &[]));
+    c.send(&json!({"jsonrpc":"2.0","id":"a","method":"tools/call","params":{}}));
+    c.send(&json!({"jsonrpc":"2.0","id":"b","method":"tools/call","params":{}}));
+    c.close_stdin();
+    let a = c.recv();
+    let b = c.recv();
+    assert_eq!((&a["id"], &b["id"]), (&json!("a"), &json!("b")));
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs.len(), 4, "{msgs:#?}");
+    assert_eq!((&msgs[2]["msg"], &msgs[3]["msg"]), (&a, &b));
+    let end = end_of(&tape);
+    assert_eq!(end["exchanges"], 2);
+    assert_eq!(
+        end["reason"],
+        "the server did not exit within the grace period after stdin closed: SIGTERM"
+    );
+}
+
+/// `mcptape record` with RLIMIT_FSIZE (and optionally SIGXFSZ ignored, as inherited dispositions
+/// survive exec), against the raw responder.
+fn record_with_fsize(tape: &Path, limit: u64, ignore_xfsz: bool) -> LineClient {
+    let mut argv = vec![
+        s(bin()),
+        "record".into(),
+        "--tape".into(),
+        s(tape),
+        "--".into(),
+    ];
+    argv.extend(responder("now", 1));
+    let mut cmd = command(&argv);
+    // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let rl = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if ignore_xfsz {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            }
+            Ok(())
+        });
+    }
+    LineClient::spawn_cmd(cmd)
+}
+
+/// A small call, a 64 KiB call (the tape cannot take it), another small call: every answer must
+/// reach the client. Returns the answers.
+fn session_past_the_limit(c: &mut LineClient) -> Vec<Vec<u8>> {
+    let big = format!(r#"{{"blob":"{}"}}"#, "x".repeat(64 * 1024));
+    let mut answers = Vec::new();
+    for (id, params) in [("1", "{}"), ("2", big.as_str()), ("3", "{}")] {
+        c.send_raw(&line(raw_request(id, "tools/call", params)));
+        let a = c
+            .recv_raw(Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("answer {id} forwarded although the tape is full"));
+        assert!(
+            a.starts_with(format!(r#"{{"id":{id},"#).as_bytes()),
+            "{}",
+            String::from_utf8_lossy(&a)
+        );
+        answers.push(a);
+    }
+    answers
+}
+
+/// The promised disk-full outcome: session kept, loss loud on stderr, exit 74, tape closed and
+/// marked incomplete, its written lines intact.
+fn assert_loud_incomplete(tape: &Path, status: std::process::ExitStatus, stderr: &str) {
+    assert_eq!(
+        status.code(),
+        Some(74),
+        "server exited 0 but lines were lost: exit 74; stderr:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("mcptape: WARNING: writing tape"),
+        "the first failure is reported when it happens: {stderr}"
+    );
+    assert!(
+        stderr.contains("the tape is INCOMPLETE: 4 lines could not be written"),
+        "the loss is counted at the end: {stderr}"
+    );
+    let lines = tape_lines(tape);
+    let msgs: Vec<&Value> = lines.iter().filter(|l| l["type"] == "msg").collect();
+    assert_eq!(
+        msgs.len(),
+        2,
+        "the first exchange is on the tape: {msgs:#?}"
+    );
+    let end = lines.last().unwrap();
+    assert_eq!(
+        end["type"], "end",
+        "the tape is closed on a line of its own"
+    );
+    assert_eq!(end["incomplete"], true);
+    assert_eq!(end["messages"], 6, "counts cover what crossed the wire");
+    let out = mcptape(&["show", "--json", &s(tape)]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        doc["warnings"].to_string().contains("could not write"),
+        "readers say the tape is incomplete: {doc}"
+    );
+}
+
+#[test]
+fn a_write_error_keeps_the_session_and_marks_the_tape_incomplete_loudly() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record_with_fsize(&tape, 16 * 1024, true);
+    session_past_the_limit(&mut c);
+    let (status, stderr) = c.finish();
+    assert!(stderr.contains("File too large"), "{stderr}");
+    assert_loud_incomplete(&tape, status, &stderr);
+}
+
+#[test]
+
+fn a_file_size_limit_with_the_default_sigxfsz_is_not_a_silent_death() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record_with_fsize(&tape, 16 * 1024, false);
+    session_past_the_limit(&mut c);
+    let (status, stderr) = c.finish();
+    assert_loud_incomplete(&tape, status, &stderr);
+}
+
+/// A 64 KiB tmpfs, unmounted on drop.
+struct SmallFs(tempfile::TempDir);
+
+impl SmallFs {
+    fn mount() -> SmallFs {
+        let d = tmp();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(d.path())
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "mounting a 64 KiB tmpfs needs root (the dev machines and CI are): {}",
+            stderr_of(&out)
+        );
+        SmallFs(d)
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn a_full_filesystem_keeps_the_session_and_marks_the_tape_incomplete_loudly() {
+    let fs = SmallFs::mount();
+    let tape = fs.0.path().join("t.jsonl");
+    // Leave a little room: the header, the first exchange and the closing line fit.
+    std::fs::write(fs.0.path().join("filler"), vec![0u8; 56 * 1024]).unwrap();
+    let mut argv = vec![
+        s(bin()),
+        "record".into(),
+        "--tape".into(),
+        s(&tape),
+        "--".into(),
+    ];
+    argv.extend(responder("now", 1));
+    let mut c = LineClient::spawn(&argv);
+    session_past_the_limit(&mut c);
+    let (status, stderr) = c.finish();
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert_loud_incomplete(&tape, status, &stderr);
+}
+
+#[test]
+fn no_room_even_for_the_closing_line_is_an_error_not_silence() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    // No limit at first (SIGXFSZ ignored); once the first exchange is on the tape, the limit is
+    // set 50 bytes past its end with prlimit(1): the next call and the closing line cannot fit.
+    let mut c = record_with_fsize(&tape, libc::RLIM_INFINITY, true);
+    c.send_raw(&line(raw_request("1", "tools/call", "{}")));
+    assert!(c.recv_raw(Duration::from_secs(30)).is_some());
+    let size = std::fs::metadata(&tape).unwrap().len();
+    let limit = format!("--fsize={}", size + 50);
+    let st = Command::new("prlimit")
+        .args(["--pid", &c.pid().to_string(), &limit])
+        .status()
+        .expect("run prlimit");
+    assert!(st.success(), "prlimit");
+    c.send_raw(&line(raw_request("2", "tools/call", "{}")));
+    assert!(
+        c.recv_raw(Duration::from_secs(30)).is_some(),
+        "still forwarded"
+    );
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(74), "{stderr}");
+    assert!(
+        stderr.contains("mcptape: WARNING: writing tape"),
+        "the first loss is reported: {stderr}"
+    );
+    assert!(
+        stderr.contains("mcptape: error: could not write tape")
+            && stderr.contains("File too large"),
+        "the failed close is an error: {stderr}"
+    );
+    // The failed closing line may be left torn: readers skip it and say so.
+    let out = mcptape(&["show", "--json", &s(&tape)]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        doc["warnings"].to_string().contains("no closing line"),
+        "the tape itself says it is cut off: {doc}"
+    );
+}
+
+const MIB64: usize = 64 * 1024 * 1024;
+
+/// Answers one request with a line of exactly 64 MiB holding the SHA-256 of what it received.
+const BIG_ANSWER: &str = r##"
+import sys, hashlib
+raw = sys.stdin.buffer.readline()
+sha = hashlib.sha256(raw).hexdigest().encode()
+pre = b'{"id":1,"jsonrpc":"2.0","result":{"sha":"' + sha + b'","blob":"'
+post = b'"}}'
+n = int(sys.argv[1])
+sys.stdout.buffer.write(pre + b'y' * (n - len(pre) - len(post)) + post + b'\n')
+sys.stdout.buffer.flush()
+sys.stdin.buffer.read()
+"##;
+
+#[test]
+fn a_64_mib_message_each_way_is_forwarded_and_recorded_verbatim() {
+    use sha2::Digest as _;
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(&tape, &[], &py(BIG_ANSWER, &[&MIB64.to_string()]));
+    let pre = br#"{"id":1,"jsonrpc":"2.0","method":"tools/call","params":{"name":"big","arguments":{"blob":""#;
+    let post = br#""}}}"#;
+    let mut req = pre.to_vec();
+    req.resize(MIB64 - post.len(), b'x');
+    req.extend_from_slice(post);
+    assert_eq!(req.len(), MIB64, "exactly the default --max-message");
+    let sent = line(req.clone());
+    c.send_raw(&sent);
+    let got = c
+        .recv_raw(Duration::from_secs(120))
+        .expect("a 64 MiB answer");
+    assert_eq!(got.len(), MIB64 + 1);
+    let sha = format!("{:x}", sha2::Sha256::digest(&sent));
+    assert!(
+        got.starts_with(format!(r#"{{"id":1,"jsonrpc":"2.0","result":{{"sha":"{sha}""#).as_bytes()),
+        "the request reached the server intact"
+    );
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let lines = raw_lines(&tape);
+    assert_eq!(lines.len(), 5, "header, server, 2 messages, end");
+    assert!(
+        spliced_msg(&lines[2]) == &req[..],
+        "request recorded verbatim"
+    );
+    assert!(
+        spliced_msg(&lines[3]) == &got[..got.len() - 1],
+        "answer recorded verbatim"
+    );
+    let end: Value = serde_json::from_slice(&lines[4]).unwrap();
+    assert_eq!(
+        (end["exchanges"].as_u64(), end["raw"].as_u64()),
+        (Some(1), Some(0))
+    );
+}
+
+#[test]
+fn a_server_that_writes_half_a_line_and_exits_is_recorded_as_a_torn_line() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(
+        &tape,
+        &[],
+        &sh(r#"read -r l; printf '{"jsonrpc":"2.0","id":1,"result":{"te'; exit 0"#),
+    );
+    c.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}));
+    assert_eq!(
+        c.recv_raw(Duration::from_secs(30)).as_deref(),
+        Some(&br#"{"jsonrpc":"2.0","id":1,"result":{"te"#[..]),
+        "the half line is forwarded as it came"
+    );
+    wait_self_exit(&mut c, Duration::from_secs(30));
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs.len(), 2);
+    let torn = &msgs[1];
+    assert_eq!(torn["kind"], "not_json");
+    assert_eq!(torn["eol"], false);
+    assert_eq!(torn["text"], r#"{"jsonrpc":"2.0","id":1,"result":{"te"#);
+    assert!(torn["problem"].as_str().unwrap().contains("EOF"), "{torn}");
+    let end = end_of(&tape);
+    assert_eq!(
+        (end["exchanges"].as_u64(), end["raw"].as_u64()),
+        (Some(0), Some(1))
+    );
+
+    // Play: the torn answer is no answer; the client is told so instead of waiting.
+    let mut p = LineClient::spawn(&play_cmd(&tape));
+    p.send(&json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{}}));
+    let v = loop {
+        // The recorded half line is replayed first, as it was sent.
+        let v = recv_json(&mut p);
+        if v.get("id") == Some(&json!(5)) {
+            break v;
+        }
+    };
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("never answered"),
+        "{v}"
+    );
+    let (status, _) = p.finish();
+    assert_eq!(status.code(), Some(1));
+}
+
+#[test]
+fn record_waits_for_a_stalled_server() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = record(
+        &tape,
+        &[],
+        &sh(
+            r#"read -r l; sleep 3; echo '{"jsonrpc":"2.0","id":1,"result":{"late":true}}'; cat >/dev/null"#,
+        ),
+    );
+    c.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}));
+    assert_eq!(c.recv_raw(Duration::from_secs(2)), None, "nothing yet");
+    assert!(
+        c.child.try_wait().unwrap().is_none(),
+        "record has no timeout of its own"
+    );
+    assert_eq!(c.recv()["result"]["late"], true);
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(end_of(&tape)["exchanges"], 1);
+}
+
+/// A tape: the handshake, then one tools/call.
+fn handshake_and_call(tape: &Path) {
+    write_tape(
+        tape,
+        &[
+            (
+                "c2s",
+                json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}),
+            ),
+            (
+                "s2c",
+                json!({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}),
+            ),
+            (
+                "c2s",
+                json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+            ),
+            (
+                "c2s",
+                json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{}}}),
+            ),
+            (
+                "s2c",
+                json!({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"done"}]}}),
+            ),
+        ],
+        true,
+    );
+}
+
+/// Answers initialize, then never answers anything and ignores EOF.
+const STALLS: &str = r##"
+import sys, json, time
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("method") == "initialize":
+        sys.stdout.write(json.dumps({"jsonrpc":"2.0","id":m["id"],"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}) + "\n")
+        sys.stdout.flush()
+while True:
+    time.sleep(1)
+"##;
+
+#[test]
+fn check_times_out_on_a_stalled_server_and_kills_it() {
+    let dir = tmp();
+    let tape = dir.path().join("base.jsonl");
+    handshake_and_call(&tape);
+    let start = Instant::now();
+    let mut cmd = Command::new(bin());
+    cmd.args(["check", &s(&tape), "--timeout", "1", "--json", "-", "--"])
+        .args(py(STALLS, &[]));
+    let out = run_with_timeout(cmd, Duration::from_secs(60));
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "bounded: --timeout, then the 5 s grace, then SIGKILL ({:?})",
+        start.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let r: mcptape::check::CheckReport = serde_json::from_slice(&out.stdout).unwrap();
+    let call = r
+        .exchanges
+        .iter()
+        .find(|e| e.exchange.method == "tools/call")
+        .expect("the call is in the report");
+    assert_eq!(call.status, mcptape::check::Status::Missing, "{call:#?}");
+}
+
+#[test]
+fn play_does_not_wait_forever_for_a_stalled_client() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    // During the call the server asked the client for a sample; the client answered.
+    write_tape(
+        &tape,
+        &[
+            (
+                "c2s",
+                json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ask"}}),
+            ),
+            (
+                "s2c",
+                json!({"jsonrpc":"2.0","id":0,"method":"sampling/createMessage","params":{"messages":[]}}),
+            ),
+            (
+                "c2s",
+                json!({"jsonrpc":"2.0","id":0,"result":{"content":{"type":"text","text":"hi"}}}),
+            ),
+            (
+                "s2c",
+                json!({"jsonrpc":"2.0","id":1,"result":{"content":[]}}),
+            ),
+        ],
+        true,
+    );
+    let mut p = LineClient::spawn(&[
+        s(bin()),
+        "play".into(),
+        s(&tape),
+        "--answer-timeout".into(),
+        "1".into(),
+    ]);
+    p.send(&json!({"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"ask"}}));
+    let start = Instant::now();
+    let asked = p.recv();
+    assert_eq!(asked["method"], "sampling/createMessage");
+    // The client never answers: after --answer-timeout the call is answered anyway.
+    let v = p.recv();
+    assert_eq!(v, json!({"jsonrpc":"2.0","id":"c","result":{"content":[]}}));
+    assert!(start.elapsed() < Duration::from_secs(10));
+    let (status, stderr) = p.finish();
+    assert_eq!(status.code(), Some(1), "drift: {stderr}");
+    assert!(
+        stderr.contains("did not answer sampling/createMessage"),
+        "{stderr}"
+    );
+}
+
+// --- bad input -------------------------------------------------------------------------------
+
+#[test]
+fn bad_client_lines_are_forwarded_byte_for_byte_and_recorded_with_their_problem() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    // `cat` sends every line straight back: what the client gets must be what it sent.
+    let mut c = record(&tape, &[], &["cat".to_string()]);
+    let deep_array = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"s\":\"\xff\xfe\"}}".to_vec(),
+            "not_json",
+        ),
+        (br#"{"jsonrpc":"2.0","id":2,"method":"#.to_vec(), "not_json"),
+        (b"42".to_vec(), "invalid"),
+        (br#""a string""#.to_vec(), "invalid"),
+        (b"null".to_vec(), "invalid"),
+        (br#"{"jsonrpc":"2.0","x":1}"#.to_vec(), "invalid"),
+        (
+            br#"[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/x"}]"#.to_vec(),
+            "batch",
+        ),
+        (deep_array.clone().into_bytes(), "batch"),
+        ("[".repeat(10_000).into_bytes(), "not_json"),
+    ];
+    for (bytes, _) in &cases {
+        let sent = line(bytes.clone());
+        c.send_raw(&sent);
+        let back = c.recv_raw(Duration::from_secs(30)).expect("echoed back");
+        assert!(
+            back == sent,
+            "forwarded unchanged both ways: {}",
+            String::from_utf8_lossy(bytes)
+                .chars()
+                .take(80)
+                .collect::<String>()
+        );
+    }
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let msgs = reader_msgs(&tape);
+    assert_eq!(msgs.len(), cases.len() * 2);
+    for (i, (bytes, kind)) in cases.iter().enumerate() {
+        for m in &msgs[2 * i..2 * i + 2] {
+            assert_eq!(
+                m["kind"],
+                *kind,
+                "case {i}: {}",
+                m.to_string().chars().take(200).collect::<String>()
+            );
+            if *kind == "not_json" {
+                assert!(m["problem"].is_string(), "case {i} names its problem");
+                let stored = match (m["text"].as_str(), m["b64"].as_str()) {
+                    (Some(t), _) => t.as_bytes().to_vec(),
+                    (None, Some(b)) => {
+                        use base64::Engine as _;
+                        base64::engine::general_purpose::STANDARD.decode(b).unwrap()
+                    }
+                    _ => panic!("case {i}: no body"),
+                };
+                assert!(stored == *bytes, "case {i} kept exactly");
+            }
+        }
+    }
+    assert!(msgs[0]["problem"]
+        .as_str()
+        .unwrap()
+        .contains("invalid UTF-8 at byte 52"));
+    // JSON kinds are spliced verbatim (the 10,000-deep array too).
+    let lines = raw_lines(&tape);
+    for (i, (bytes, kind)) in cases.iter().enumerate() {
+        if *kind != "not_json" {
+            assert!(
+                spliced_msg(&lines[2 + 2 * i]) == &bytes[..],
+                "case {i} verbatim"
+            );
+        }
+    }
+    let end = end_of(&tape);
+    assert_eq!(
+        end["raw"],
+        2 * (3 + 4),
+        "not_json and invalid lines count as raw"
+    );
+}
+
+#[test]
+fn bad_client_lines_to_play_get_an_error_each_and_play_goes_on() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    handshake_and_call(&tape);
+    let mut p = LineClient::spawn(&[
+        s(bin()),
+        "play".into(),
+        s(&tape),
+        "--max-message".into(),
+        "65536".into(),
+    ]);
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let over = format!(
+        r#"{{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{{"x":"{}"}}}}"#,
+        "z".repeat(70_000)
+    );
+    let cases: Vec<(Vec<u8>, i64, &str, Value)> = vec![
+        (
+            b"{\"id\":1,\"method\":\"x\",\"s\":\"\xff\"}".to_vec(),
+            -32700,
+            "Parse error",
+            Value::Null,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":2,"method":"#.to_vec(),
+            -32700,
+            "Parse error",
+            Value::Null,
+        ),
+        (b"42".to_vec(), -32600, "Invalid Request", Value::Null),
+        (
+            b"[1,2]".to_vec(),
+            -32600,
+            "does not serve JSON-RPC batches",
+            Value::Null,
+        ),
+        (
+            deep.into_bytes(),
+            -32600,
+            "does not serve JSON-RPC batches",
+            Value::Null,
+        ),
+        (
+            "{".repeat(10_000).into_bytes(),
+            -32700,
+            "Parse error",
+            Value::Null,
+        ),
+        (
+            over.into_bytes(),
+            -32600,
+            "over mcptape play's --max-message",
+            json!(99),
+        ),
+    ];
+    for (bytes, code, text, id) in &cases {
+        p.send_raw(&line(bytes.clone()));
+        let v = p.recv();
+        assert_eq!(v["error"]["code"], *code, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(text),
+            "{v}"
+        );
+        assert_eq!(v["id"], *id);
+    }
+    // Still serving.
+    let v = p.call(7, "tools/call", json!({"name":"slow","arguments":{}}));
+    assert_eq!(v["result"]["content"][0]["text"], "done");
+    let (status, stderr) = p.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("rejected {} unusable client lines", cases.len())),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_10000_deep_request_and_answer_go_through_record_and_play() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    // Answers with the request's params as its result, byte for byte.
+    let echo = py(
+        r##"
+import sys, re
+for raw in iter(sys.stdin.buffer.readline, b''):
+    i = re.match(rb'\{"id":(\d+)', raw).group(1)
+    p = raw[raw.index(b'"params":') + 9:].rstrip(b'\n')[:-1]
+    sys.stdout.buffer.write(b'{"id":' + i + b',"jsonrpc":"2.0","result":' + p + b'}\n'); sys.stdout.buffer.flush()
+"##,
+        &[],
+    );
+    let deep = format!(
+        r#"{{"name":"deep","arguments":{{"x":{}{}{}}}}}"#,
+        r#"{"a":["#.repeat(5_000),
+        "1",
+        "]}".repeat(5_000)
+    );
+    let mut c = record(&tape, &[], &echo);
+    let req = raw_request("1", "tools/call", &deep);
+    c.send_raw(&line(req.clone()));
+    let got = c.recv_raw(Duration::from_secs(30)).expect("answer");
+    let want = format!(r#"{{"id":1,"jsonrpc":"2.0","result":{deep}}}"#);
+    assert!(got == line(want.clone().into_bytes()), "forwarded intact");
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let lines = raw_lines(&tape);
+    assert!(spliced_msg(&lines[2]) == &req[..]);
+    assert!(spliced_msg(&lines[3]) == want.as_bytes());
+    assert_eq!(end_of(&tape)["exchanges"], 1, "paired");
+
+    let mut p = LineClient::spawn(&play_cmd(&tape));
+    p.send_raw(&line(raw_request("\"again\"", "tools/call", &deep)));
+    let got = p.recv_raw(Duration::from_secs(30)).expect("served");
+    let want = format!(r#"{{"id":"again","jsonrpc":"2.0","result":{deep}}}"#);
+    assert!(
+        got == line(want.into_bytes()),
+        "matched and served verbatim"
+    );
+    let (status, stderr) = p.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+}
+
+#[test]
+
+fn a_secret_nested_deeper_than_serde_jsons_limit_is_still_redacted() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let secret = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789";
+    let deep = format!(
+        r#"{{"x":{}{{"api_key":"{secret}"}}{}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let mut c = record(&tape, &[], &["cat".to_string()]);
+    c.send_raw(&line(raw_request("1", "tools/call", &deep)));
+    c.recv_raw(Duration::from_secs(30)).expect("echo");
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let text = std::fs::read_to_string(&tape).unwrap();
+    assert!(!text.contains(secret), "the secret reached the tape");
+}
+
+#[test]
+fn huge_negative_fractional_and_duplicate_ids_are_paired_in_record() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let ids = [
+        "123456789012345678901234567890",
+        "-7",
+        "1.5",
+        "1.0",
+        "1",
+        "1e3",
+        "\"1\"",
+        "-0",
+    ];
+    let mut c = record(&tape, &[], &responder("rev", ids.len()));
+    for (k, id) in ids.iter().enumerate() {
+        c.send_raw(&line(raw_request(
+            id,
+            "tools/call",
+            &format!(r#"{{"k":{k}}}"#),
+        )));
+    }
+    for (k, id) in ids.iter().enumerate().rev() {
+        let a = c.recv_raw(Duration::from_secs(30)).expect("answer");
+        assert_eq!(
+            String::from_utf8(a).unwrap(),
+            format!("{{\"id\":{id},\"jsonrpc\":\"2.0\",\"result\":{{\"k\":{k}}}}}\n"),
+            "ids cross the proxy exactly"
+        );
+    }
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let lines = raw_lines(&tape);
+    for (k, id) in ids.iter().enumerate() {
+        let l = String::from_utf8_lossy(&lines[2 + k]);
+        assert!(
+            l.contains(&format!(",\"id\":{id},")),
+            "id text kept exactly: {l}"
+        );
+    }
+    assert_eq!(
+        end_of(&tape)["exchanges"],
+        ids.len() as u64,
+        "1, 1.0, \"1\" and 1e3 are distinct ids"
+    );
+    // The index pairs each answer with its own request (by the answer's k).
+    let index = mcptape::tape::TapeIndex::load(&tape, None).unwrap();
+    assert_eq!(index.exchanges.len(), ids.len());
+    for ex in &index.exchanges {
+        let req = index.read_text(&index.msgs[ex.request]).unwrap();
+        let resp = index
+            .read_text(&index.msgs[ex.response.expect("answered")])
+            .unwrap();
+        let k = |t: &str| {
+            t[t.find("\"k\":").unwrap() + 4..]
+                .split('}')
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(k(&req), k(&resp), "{req} ↔ {resp}");
+    }
+}
+
+#[test]
+
+fn duplicate_in_flight_ids_are_paired_first_in_first_out() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    // Two calls with id 7 in flight, answered in order (k 0 then k 1).
+    let mut c = record(&tape, &[], &responder("fwd", 2));
+    c.send_raw(&line(raw_request("7", "tools/call", r#"{"k":0}"#)));
+    c.send_raw(&line(raw_request("7", "tools/call", r#"{"k":1}"#)));
+    for k in 0..2 {
+        let a = c.recv_raw(Duration::from_secs(30)).expect("answer");
+        assert_eq!(
+            String::from_utf8(a).unwrap(),
+            format!("{{\"id\":7,\"jsonrpc\":\"2.0\",\"result\":{{\"k\":{k}}}}}\n")
+        );
+    }
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert_eq!(tape_msgs(&tape).len(), 4, "all four on the tape");
+    let index = mcptape::tape::TapeIndex::load(&tape, None).unwrap();
+    let pairs: Vec<(u64, Option<u64>)> = index
+        .exchanges
+        .iter()
+        .map(|e| {
+            (
+                index.msgs[e.request].seq,
+                e.response.map(|r| index.msgs[r].seq),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pairs,
+        [(1, Some(3)), (2, Some(4))],
+        "first answer to the first request"
+    );
+    assert_eq!(end_of(&tape)["exchanges"], 2);
+}
+
+#[test]
+fn play_echoes_odd_client_ids_exactly() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    write_tape(
+        &tape,
+        &[
+            (
+                "c2s",
+                json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"k":0}}),
+            ),
+            ("s2c", json!({"jsonrpc":"2.0","id":1,"result":{"k":0}})),
+            (
+                "c2s",
+                json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"k":0}}),
+            ),
+            ("s2c", json!({"jsonrpc":"2.0","id":2,"result":{"k":0}})),
+        ],
+        true,
+    );
+    let ids = [
+        "123456789012345678901234567890",
+        "-7",
+        "1.5",
+        "1e3",
+        "-0.0",
+        "\"\\u00e9 x\"",
+    ];
+    let mut p = LineClient::spawn(&play_cmd(&tape));
+    for id in ids {
+        // Served or missed (there are only two recorded calls): the id comes back as sent.
+        p.send_raw(&line(raw_request(id, "tools/call", r#"{"k":0}"#)));
+        let got = String::from_utf8(p.recv_raw(Duration::from_secs(30)).expect("answer")).unwrap();
+        assert!(got.contains(&format!("\"id\":{id}")), "{id}: {got}");
+    }
+    // Duplicate in-flight ids: both answered, each with that id.
+    p.send_raw(&line(raw_request("7", "ping", "{}")));
+    p.send_raw(&line(raw_request("7", "ping", "{}")));
+    for _ in 0..2 {
+        assert_eq!(p.recv(), json!({"jsonrpc":"2.0","id":7,"result":{}}));
+    }
+    let (status, stderr) = p.finish();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "misses after the two recorded calls: {stderr}"
+    );
+    assert!(stderr.contains("served 2"), "{stderr}");
+}
+
+/// A valid tape with a defect spliced in at line `at` (1-based), as text.
+fn tape_with(dir: &Path, name: &str, at: usize, bad: &[u8]) -> std::path::PathBuf {
+    let good = dir.join("good.jsonl");
+    handshake_and_call(&good);
+    let mut lines = raw_lines(&good);
+    lines.insert(at - 1, bad.to_vec());
+    let mut bytes = lines.join(&b'\n');
+    bytes.push(b'\n');
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn bad_tapes_are_refused_with_the_line_named_and_exit_65() {
+    let dir = tmp();
+    let deep = format!(
+        r#"{{"type":"msg","seq":9,"t_us":0,"server":"default","dir":"c2s","kind":"request","id":9,"method":"m","msg":{{"id":9,"method":"m","params":{}{}}},"x":{}{}}}"#,
+        "[".repeat(10_000),
+        "]".repeat(10_000),
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("utf8", b"{\"type\":\"msg\",\"seq\":9,\"t_us\":0,\"server\":\"default\",\"dir\":\"c2s\",\"kind\":\"not_json\",\"text\":\"\xff\"}".to_vec()),
+        ("truncated", br#"{"type":"msg","seq":9,"t_us":0,"server":"def"#.to_vec()),
+        ("not-object", b"42".to_vec()),
+        ("array", b"[1,2,3]".to_vec()),
+        ("no-body", br#"{"type":"msg","seq":9,"t_us":0,"server":"default","dir":"c2s","kind":"request"}"#.to_vec()),
+        ("bad-kind", br#"{"type":"msg","seq":9,"t_us":0,"server":"default","dir":"up","kind":"request","msg":{}}"#.to_vec()),
+        ("second-header", br#"{"type":"header","format":"mcptape","version":1,"created":"x","tool":"t"}"#.to_vec()),
+    ];
+    for (name, bad) in &cases {
+        let tape = tape_with(dir.path(), &format!("{name}.jsonl"), 4, bad);
+        for cmd in [vec!["show"], vec!["play"], vec!["verify"], vec!["lint"]] {
+            let mut args: Vec<String> = cmd.iter().map(|a| a.to_string()).collect();
+            args.push(s(&tape));
+            let a: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = mcptape(&a);
+            let err = stderr_of(&out);
+            assert!(
+                out.status.code() == Some(65)
+                    || (cmd[0] != "show" && cmd[0] != "play" && out.status.code() == Some(1)),
+                "{name} {cmd:?}: exit {:?}\n{err}",
+                out.status.code()
+            );
+            assert!(!err.contains("panicked"), "{name} {cmd:?}: {err}");
+            if cmd[0] == "show" || cmd[0] == "play" {
+                assert!(
+                    err.contains("line 4"),
+                    "{name} {cmd:?} names the line: {err}"
+                );
+            }
+        }
+    }
+    // A 10,000-deep message (and unknown field) on a tape line is no defect: read, no crash.
+    let tape = tape_with(dir.path(), "deep.jsonl", 4, deep.as_bytes());
+    let out = mcptape(&["show", "--json", &s(&tape)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["exchanges"], 3, "the deep request is indexed");
+}
+
+#[test]
+fn duplicate_sequence_numbers_do_not_break_reading() {
+    let dir = tmp();
+    let good = dir.path().join("good.jsonl");
+    handshake_and_call(&good);
+    // Every msg line gets seq 1: seq is informational; lines are taken in file order.
+    let text = std::fs::read_to_string(&good).unwrap();
+    let re = regex::Regex::new(r#""seq":\d+"#).unwrap();
+    let dup = dir.path().join("dup.jsonl");
+    std::fs::write(&dup, re.replace_all(&text, r#""seq":1"#).as_ref()).unwrap();
+    let out = mcptape(&["show", "--json", &s(&dup)]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["exchanges"], 2, "{doc}");
+    let mut p = LineClient::spawn(&play_cmd(&dup));
+    p.initialize();
+    let v = p.call(5, "tools/call", json!({"name":"slow","arguments":{}}));
+    assert_eq!(v["result"]["content"][0]["text"], "done");
+    let (status, stderr) = p.finish();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let out = mcptape(&["diff", &s(&good), &s(&dup)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+}
+
+#[test]
+fn hostile_tape_names_are_refused_by_every_command_before_anything_runs() {
+    let dir = tmp();
+    let marker = dir.path().join("server-ran");
+    let server = sh(&format!("touch {}", s(&marker)));
+    let long = "x".repeat(129);
+    for name in [
+        "",
+        ".hidden",
+        "-rf",
+        "a b",
+        "x:y",
+        "é",
+        "a\nb",
+        "a\\b",
+        "$(id)",
+        long.as_str(),
+    ] {
+        // `--tape=NAME` and `-- NAME`: a name starting with '-' still reaches the name check.
+        let flag = format!("--tape={name}");
+        let mut rec = vec!["record", flag.as_str(), "--"];
+        rec.extend(server.iter().map(String::as_str));
+        for args in [
+            rec,
+            vec!["play", "--", name],
+            vec!["show", "--", name],
+            vec!["verify", "--", name],
+        ] {
+            let out = mcptape_in(dir.path(), &args);
+            assert_eq!(
+                out.status.code(),
+                Some(64),
+                "{name:?} {args:?}: {}",
+                stderr_of(&out)
+            );
+            assert!(stderr_of(&out).contains("invalid tape name"), "{name:?}");
+        }
+    }
+    assert!(!marker.exists(), "the server never started");
+    // A named tape that is a symbolic link is not written through.
+    let tapes = dir.path().join("tapes");
+    std::fs::create_dir_all(&tapes).unwrap();
+    let target = dir.path().join("elsewhere.txt");
+    std::fs::write(&target, "keep me").unwrap();
+    std::os::unix::fs::symlink(&target, tapes.join("evil.jsonl")).unwrap();
+    let mut args = vec!["record", "--tape", "evil", "--"];
+    args.extend(server.iter().map(String::as_str));
+    let out = mcptape_in(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(64), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("symbolic link"));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
+    assert!(!marker.exists());
+    // `..` is a path (a folder): refused as unwritable, exit 74, nothing created.
+    let mut args = vec!["record", "--tape", "..", "--"];
+    args.extend(server.iter().map(String::as_str));
+    let out = mcptape_in(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(74), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("could not write tape"));
+}
