@@ -1,0 +1,29 @@
+//! The tape reader and index: arbitrary bytes as a tape file load or fail with an error, never
+//! a panic; every indexed body reads back.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use mcptape::tape::TapeIndex;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+fn path() -> &'static PathBuf {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        std::env::temp_dir().join(format!("mcptape-fuzz-{}.jsonl", std::process::id()))
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let p = path();
+    std::fs::write(p, data).expect("write the temp tape");
+    if let Ok(index) = TapeIndex::load(p, None) {
+        for m in &index.msgs {
+            let _ = index.read_bytes(m);
+            if m.kind == mcptape::wire::Kind::Request {
+                let _ = index.request_match_params(m);
+                let _ = index.describe_request(m);
+            }
+        }
+    }
+});
