@@ -1,0 +1,309 @@
+//! The results of one run: printed as tables, written as JSON, and judged against issue 6's
+//! targets (ratios within the run).
+
+use crate::scenarios::{Latency, Memory, Startup, Throughput, ToolRun, Who, MIB};
+use serde::Serialize;
+
+#[derive(Debug, Default, Serialize)]
+pub struct Results {
+    pub mode: String,
+    pub pinned_cpu: Option<usize>,
+    pub mcptape: String,
+    pub started: String,
+    pub plan: Option<crate::scenarios::Plan>,
+    pub latency: Vec<Latency>,
+    pub pipelined: Vec<Throughput>,
+    pub large: Vec<Throughput>,
+    pub memory: Vec<Memory>,
+    pub big_tape_record_secs: Option<f64>,
+    pub startup: Vec<Startup>,
+    pub tools: Vec<ToolRun>,
+    pub targets: Vec<Target>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    pub name: String,
+    pub measured: String,
+    pub limit: String,
+    pub met: bool,
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / MIB as f64)
+}
+
+fn opt_mib(bytes: Option<u64>) -> String {
+    bytes.map(mib).unwrap_or_else(|| "-".into())
+}
+
+fn find<T>(rows: &[T], who: Who, of: impl Fn(&T) -> Who) -> Option<&T> {
+    rows.iter().find(|r| of(r) == who)
+}
+
+impl Results {
+    pub fn judge(&mut self) {
+        let mut t = Vec::new();
+        let lat = |w| find(&self.latency, w, |r| r.target).map(|r| r.p50_us);
+        if let (Some(d), Some(r), Some(m)) = (lat(Who::Direct), lat(Who::Relay), lat(Who::Record)) {
+            let ratio = (m - d) / (r - d);
+            t.push(Target {
+                name: "record: extra p50 over direct vs the relay's extra".into(),
+                measured: format!("{:.1} µs vs {:.1} µs = {ratio:.2}×", m - d, r - d),
+                limit: "≤ 1.50×".into(),
+                met: ratio <= 1.5,
+            });
+        }
+        let thr = |rows: &[Throughput], w, size| {
+            rows.iter()
+                .find(|r| r.target == w && r.size == size)
+                .map(|r| r.mb_per_s)
+        };
+        if let (Some(r), Some(m)) = (
+            thr(&self.pipelined, Who::Relay, 1024),
+            thr(&self.pipelined, Who::Record, 1024),
+        ) {
+            t.push(ratio_target(
+                "record: pipelined throughput vs relay",
+                m,
+                r,
+                0.9,
+            ));
+        }
+        if let (Some(r), Some(m)) = (
+            thr(&self.large, Who::Relay, 8 * MIB),
+            thr(&self.large, Who::Record, 8 * MIB),
+        ) {
+            t.push(ratio_target("record: 8 MiB MB/s vs relay", m, r, 0.9));
+        }
+        for row in self.large.iter().filter(|r| r.target == Who::Record) {
+            if let Some(peak) = row.peak_rss {
+                let limit = 16 * MIB as u64 + 2 * (row.size as u64 + 1);
+                t.push(Target {
+                    name: format!("record: peak memory, {} MiB messages", row.size / MIB),
+                    measured: mib(peak),
+                    limit: format!("≤ {}", mib(limit)),
+                    met: peak <= limit,
+                });
+            }
+        }
+        if let Some(m) = find(&self.memory, Who::Record, |r| r.target) {
+            let limit = 16 * MIB as u64 + 2 * 257;
+            t.push(Target {
+                name: format!("record: peak memory over {} messages", m.messages),
+                measured: mib(m.peak_rss),
+                limit: format!("≤ {}", mib(limit)),
+                met: m.peak_rss <= limit,
+            });
+            // Flat: the late part of the session holds no more than the early part plus 1 MiB
+            // (allocator noise), however long the session runs.
+            let growth = m.rss_late as i64 - m.rss_early as i64;
+            t.push(Target {
+                name: "record: memory flat across the session".into(),
+                measured: format!(
+                    "{} early → {} late ({:+.2} MiB)",
+                    mib(m.rss_early),
+                    mib(m.rss_late),
+                    growth as f64 / MIB as f64
+                ),
+                limit: "growth ≤ 1 MiB".into(),
+                met: growth <= MIB as i64,
+            });
+        }
+        if let (Some(d), Some(p)) = (lat(Who::Direct), lat(Who::Play)) {
+            t.push(Target {
+                name: "play: p50 vs the direct server's p50".into(),
+                measured: format!("{p:.1} µs vs {d:.1} µs = {:.2}×", p / d),
+                limit: "≤ 1.00×".into(),
+                met: p <= d,
+            });
+        }
+        if let Some(s) = self
+            .startup
+            .iter()
+            .find(|s| s.what == "mcptape play, big tape")
+        {
+            t.push(Target {
+                name: format!("play: start-up on {} exchanges", s.exchanges),
+                measured: format!("{:.0} ms", s.median_ms),
+                limit: "≤ 300 ms".into(),
+                met: s.median_ms <= 300.0 && s.exchanges >= 100_000,
+                // (a quick run's smaller tape says nothing about 100k: not met, run the full mode)
+            });
+        }
+        for r in &self.tools {
+            t.push(Target {
+                name: format!("{}: MB/s of tape", r.what),
+                measured: if r.correct {
+                    format!("{:.0} MB/s", r.mb_per_s)
+                } else {
+                    format!("WRONG: exit {}", r.exit)
+                },
+                limit: "≥ 100 MB/s".into(),
+                met: r.correct && r.mb_per_s >= 100.0,
+            });
+        }
+        self.targets = t;
+    }
+
+    pub fn print(&self) {
+        println!(
+            "mcptape bench ({} mode, {}), {}",
+            self.mode,
+            match self.pinned_cpu {
+                Some(c) => format!("pinned to CPU {c}"),
+                None => "unpinned".into(),
+            },
+            self.mcptape
+        );
+        if !self.latency.is_empty() {
+            let d = find(&self.latency, Who::Direct, |r| r.target).map(|r| r.p50_us);
+            let r = find(&self.latency, Who::Relay, |r| r.target).map(|r| r.p50_us);
+            println!("\nSequential latency, 1 KiB tools/call round trips");
+            println!(
+                "  {:<20} {:>7} {:>9} {:>9} {:>9} {:>11} {:>9} {:>10}",
+                "target", "calls", "p50 µs", "p90 µs", "p99 µs", "extra p50", "×relay+", "peak RSS"
+            );
+            for l in &self.latency {
+                let extra = d.map(|d| l.p50_us - d);
+                let vs = match (extra, r.zip(d)) {
+                    (Some(e), Some((r, d))) if l.target != Who::Direct => {
+                        format!("{:.2}", e / (r - d))
+                    }
+                    _ => "-".into(),
+                };
+                println!(
+                    "  {:<20} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>11} {:>9} {:>10}",
+                    l.target.label(),
+                    l.calls,
+                    l.p50_us,
+                    l.p90_us,
+                    l.p99_us,
+                    extra.map_or("-".into(), |e| format!("{e:+.1}")),
+                    vs,
+                    opt_mib(l.peak_rss)
+                );
+            }
+        }
+        self.print_throughput("Pipelined, 64 in flight, 1 KiB answers", &self.pipelined);
+        let mut sizes: Vec<usize> = self.large.iter().map(|r| r.size).collect();
+        sizes.dedup();
+        for size in sizes {
+            let rows: Vec<Throughput> = self
+                .large
+                .iter()
+                .filter(|r| r.size == size)
+                .cloned()
+                .collect();
+            self.print_throughput(&format!("Large answers, {} MiB each", size / MIB), &rows);
+        }
+        if !self.memory.is_empty() {
+            println!("\nLong session: memory (VmHWM peak; VmRSS early 5–25 %, late 80–100 %)");
+            println!(
+                "  {:<20} {:>9} {:>8} {:>10} {:>10} {:>10} {:>10}",
+                "target", "messages", "secs", "peak", "early", "late", "tape"
+            );
+            for m in &self.memory {
+                println!(
+                    "  {:<20} {:>9} {:>8.1} {:>10} {:>10} {:>10} {:>10}",
+                    m.target.label(),
+                    m.messages,
+                    m.secs,
+                    mib(m.peak_rss),
+                    mib(m.rss_early),
+                    mib(m.rss_late),
+                    opt_mib(m.tape_bytes)
+                );
+            }
+        }
+        if !self.startup.is_empty() {
+            println!("\nStart-up: process start to the answer to initialize");
+            println!(
+                "  {:<28} {:>9} {:>10} {:>9} {:>9} {:>9}",
+                "what", "exchanges", "tape", "median ms", "min ms", "max ms"
+            );
+            for s in &self.startup {
+                println!(
+                    "  {:<28} {:>9} {:>10} {:>9.1} {:>9.1} {:>9.1}",
+                    s.what,
+                    s.exchanges,
+                    mib(s.tape_bytes),
+                    s.median_ms,
+                    s.min_ms,
+                    s.max_ms
+                );
+            }
+        }
+        if !self.tools.is_empty() {
+            println!("\ndiff (both tapes read) and check (baseline tape, live server)");
+            println!(
+                "  {:<8} {:>10} {:>8} {:>9} {:>6} {:>10}",
+                "command", "tape", "secs", "MB/s", "exit", "peak RSS"
+            );
+            for r in &self.tools {
+                println!(
+                    "  {:<8} {:>10} {:>8.2} {:>9.0} {:>6} {:>10}",
+                    r.what,
+                    mib(r.tape_bytes),
+                    r.secs,
+                    r.mb_per_s,
+                    r.exit,
+                    mib(r.peak_rss)
+                );
+            }
+        }
+        if !self.targets.is_empty() {
+            println!("\nTargets (issue 6)");
+            for t in &self.targets {
+                println!(
+                    "  {:<7} {:<52} {:<36} {}",
+                    if t.met { "met" } else { "MISSED" },
+                    t.name,
+                    t.measured,
+                    t.limit
+                );
+            }
+        }
+        for n in &self.notes {
+            println!("note: {n}");
+        }
+    }
+
+    fn print_throughput(&self, title: &str, rows: &[Throughput]) {
+        if rows.is_empty() {
+            return;
+        }
+        let d = find(rows, Who::Direct, |r| r.target).map(|r| r.mb_per_s);
+        let r = find(rows, Who::Relay, |r| r.target).map(|r| r.mb_per_s);
+        println!("\n{title}");
+        println!(
+            "  {:<20} {:>7} {:>10} {:>9} {:>8} {:>8} {:>10}",
+            "target", "calls", "calls/s", "MB/s", "×direct", "×relay", "peak RSS"
+        );
+        for row in rows {
+            let ratio =
+                |base: Option<f64>| base.map_or("-".into(), |b| format!("{:.2}", row.mb_per_s / b));
+            println!(
+                "  {:<20} {:>7} {:>10.0} {:>9.1} {:>8} {:>8} {:>10}",
+                row.target.label(),
+                row.calls,
+                row.calls_per_s,
+                row.mb_per_s,
+                ratio(d),
+                ratio(r),
+                opt_mib(row.peak_rss)
+            );
+        }
+    }
+}
+
+fn ratio_target(name: &str, measured: f64, relay: f64, min: f64) -> Target {
+    let ratio = measured / relay;
+    Target {
+        name: name.into(),
+        measured: format!("{measured:.1} vs {relay:.1} MB/s = {ratio:.2}×"),
+        limit: format!("≥ {min:.2}×"),
+        met: ratio >= min,
+    }
+}

@@ -1,0 +1,533 @@
+//! The scenarios. Each starts every target afresh, drives the same session through it and keeps
+//! the figures; the targets run one after the other within a round, rounds interleave them so a
+//! slow moment of this noisy machine does not land on one target only.
+
+use crate::client::{self, Conn};
+use crate::mem::{Sample, Sampler};
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub const KIB: usize = 1024;
+pub const MIB: usize = 1024 * 1024;
+
+/// How long a target has to exit after EOF on its stdin.
+const GRACE: Duration = Duration::from_secs(30);
+
+/// What sits between the client and the bench server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Who {
+    /// The bench server itself.
+    Direct,
+    /// `bench --relay`: two threads copying bytes, the floor for any proxy.
+    Relay,
+    /// `mcptape record` in front of the server.
+    Record,
+    /// `mcptape play` of the tape the `Record` run of the same scenario wrote: no server.
+    Play,
+    /// `agent-vcr mcp-stdio --mode record` (PyPI `localab-vcr`).
+    Peer,
+    /// `agent-vcr mcp-stdio --mode replay` of the peer's tape.
+    PeerReplay,
+}
+
+impl Who {
+    pub fn label(self) -> &'static str {
+        match self {
+            Who::Direct => "direct",
+            Who::Relay => "relay",
+            Who::Record => "mcptape record",
+            Who::Play => "mcptape play",
+            Who::Peer => "localab-vcr record",
+            Who::PeerReplay => "localab-vcr replay",
+        }
+    }
+    pub fn is_peer(self) -> bool {
+        matches!(self, Who::Peer | Who::PeerReplay)
+    }
+}
+
+/// Sizes of one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub rounds: usize,
+    pub warmup: usize,
+    pub latency_calls: usize,
+    pub pipelined_calls: usize,
+    pub large: Vec<(usize, usize)>,
+    pub memory_messages: usize,
+    pub big_tape_exchanges: usize,
+    pub startup_runs: usize,
+    /// The peer writes its tape in O(n) per event (it re-reads the whole tape on every write):
+    /// it gets smaller sessions, stated beside its rows.
+    pub peer_calls: usize,
+    pub peer_large: bool,
+}
+
+impl Plan {
+    pub fn quick() -> Plan {
+        Plan {
+            rounds: 1,
+            warmup: 200,
+            latency_calls: 2_000,
+            pipelined_calls: 20_000,
+            large: vec![(8 * MIB, 3), (64 * MIB, 1)],
+            memory_messages: 200_000,
+            big_tape_exchanges: 20_000,
+            startup_runs: 3,
+            peer_calls: 300,
+            peer_large: false,
+        }
+    }
+    pub fn full() -> Plan {
+        Plan {
+            rounds: 3,
+            warmup: 500,
+            latency_calls: 10_000,
+            pipelined_calls: 100_000,
+            large: vec![(8 * MIB, 12), (64 * MIB, 3)],
+            memory_messages: 1_000_000,
+            big_tape_exchanges: 100_000,
+            startup_runs: 7,
+            peer_calls: 500,
+            peer_large: true,
+        }
+    }
+}
+
+pub struct Env {
+    pub bench: PathBuf,
+    pub mcptape: PathBuf,
+    /// The peer's `agent-vcr` executable, when it installed.
+    pub peer: Option<PathBuf>,
+    pub work: PathBuf,
+    pub plan: Plan,
+}
+
+impl Env {
+    pub fn server(&self) -> Vec<String> {
+        vec![self.bench.display().to_string(), "--serve".into()]
+    }
+
+    fn tape(&self, scenario: &str, who: Who) -> PathBuf {
+        let stem = if who.is_peer() { "peer" } else { "mcptape" };
+        self.work.join(format!("{scenario}-{stem}.jsonl"))
+    }
+
+    pub fn command(&self, who: Who, tape: &Path) -> Vec<String> {
+        let tape = tape.display().to_string();
+        let mcptape = self.mcptape.display().to_string();
+        let peer = || {
+            self.peer
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        };
+        let mut cmd: Vec<String> = match who {
+            Who::Direct => return self.server(),
+            Who::Relay => vec![self.bench.display().to_string(), "--relay".into()],
+            Who::Record => vec![mcptape, "record".into(), "--tape".into(), tape],
+            Who::Play => return vec![mcptape, "play".into(), tape],
+            Who::Peer | Who::PeerReplay => vec![
+                peer(),
+                "mcp-stdio".into(),
+                "--server".into(),
+                "bench".into(),
+                "--tape".into(),
+                tape,
+                "--mode".into(),
+                if who == Who::Peer { "record" } else { "replay" }.into(),
+            ],
+        };
+        cmd.push("--".into());
+        cmd.extend(self.server());
+        cmd
+    }
+
+    /// Starts `who` for `scenario` (a recording target starts on a fresh tape).
+    pub fn spawn(&self, scenario: &str, who: Who) -> Result<Conn> {
+        let tape = self.tape(scenario, who);
+        if matches!(who, Who::Record | Who::Peer) {
+            let _ = std::fs::remove_file(&tape);
+            let _ = std::fs::remove_file(tape.with_extension("jsonl.lock"));
+        }
+        let stderr = self.work.join(format!(
+            "{scenario}-{}.stderr",
+            who.label().replace(' ', "-")
+        ));
+        Conn::spawn(who.label(), &self.command(who, &tape), &self.work, &stderr)
+    }
+
+    /// The targets of a scenario, in run order (a recorder before its player).
+    pub fn targets(&self, with_play: bool, with_peer: bool) -> Vec<Who> {
+        let mut v = vec![Who::Direct, Who::Relay, Who::Record];
+        if with_play {
+            v.push(Who::Play);
+        }
+        if with_peer && self.peer.is_some() {
+            v.push(Who::Peer);
+            if with_play {
+                v.push(Who::PeerReplay);
+            }
+        }
+        v
+    }
+
+    fn calls_for(&self, who: Who, calls: usize) -> usize {
+        if who.is_peer() {
+            calls.min(self.plan.peer_calls)
+        } else {
+            calls
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    pub target: Who,
+    pub calls: usize,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub peak_rss: Option<u64>,
+}
+
+/// Sequential 1 KiB `tools/call` round trips.
+pub fn latency(env: &Env) -> Result<Vec<Latency>> {
+    let whos = env.targets(true, true);
+    let mut samples: Vec<Vec<u64>> = vec![Vec::new(); whos.len()];
+    let mut peaks: Vec<Option<u64>> = vec![None; whos.len()];
+    for _ in 0..env.plan.rounds {
+        for (i, &who) in whos.iter().enumerate() {
+            let calls = env.calls_for(who, env.plan.latency_calls);
+            let warm = env.plan.warmup.min(calls / 4);
+            let mut c = env.spawn("latency", who)?;
+            c.handshake()?;
+            let t = client::sequential(&mut c, 1, warm + calls, KIB)?;
+            peaks[i] = peaks[i].max(c.peak_rss());
+            c.finish(GRACE)?;
+            samples[i].extend_from_slice(&t[warm..]);
+        }
+    }
+    Ok(whos
+        .iter()
+        .zip(samples.iter_mut())
+        .zip(peaks)
+        .map(|((&who, s), peak)| {
+            s.sort_unstable();
+            Latency {
+                target: who,
+                calls: s.len(),
+                p50_us: pct(s, 50.0),
+                p90_us: pct(s, 90.0),
+                p99_us: pct(s, 99.0),
+                peak_rss: peak,
+            }
+        })
+        .collect())
+}
+
+fn pct(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i] as f64 / 1000.0
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Throughput {
+    pub target: Who,
+    /// Answer size (bytes per response line).
+    pub size: usize,
+    pub calls: usize,
+    pub secs: f64,
+    pub calls_per_s: f64,
+    pub mb_per_s: f64,
+    pub peak_rss: Option<u64>,
+}
+
+/// 1 KiB calls, `client::WINDOW` in flight. Rounds are kept apart; the best round counts
+/// (throughput is limited from above, noise only lowers it).
+pub fn pipelined(env: &Env) -> Result<Vec<Throughput>> {
+    let whos = env.targets(true, true);
+    let mut best: Vec<Option<Throughput>> = vec![None; whos.len()];
+    for _ in 0..env.plan.rounds {
+        for (i, &who) in whos.iter().enumerate() {
+            let calls = env.calls_for(who, env.plan.pipelined_calls);
+            let mut c = env.spawn("pipelined", who)?;
+            c.handshake()?;
+            let (took, bytes) = client::pipelined(&mut c, 1, calls, KIB, None)?;
+            let peak = c.peak_rss();
+            c.finish(GRACE)?;
+            let secs = took.as_secs_f64();
+            let t = Throughput {
+                target: who,
+                size: KIB,
+                calls,
+                secs,
+                calls_per_s: calls as f64 / secs,
+                mb_per_s: bytes as f64 / secs / 1e6,
+                peak_rss: peak,
+            };
+            if best[i]
+                .as_ref()
+                .is_none_or(|b| b.calls_per_s < t.calls_per_s)
+            {
+                best[i] = Some(t);
+            }
+        }
+    }
+    Ok(best.into_iter().flatten().collect())
+}
+
+/// Large answers, one at a time, for each size of the plan.
+pub fn large(env: &Env) -> Result<Vec<Throughput>> {
+    let mut out = Vec::new();
+    for &(size, calls) in &env.plan.large {
+        let with_peer = env.plan.peer_large || size <= 8 * MIB;
+        for who in env.targets(true, with_peer) {
+            let calls = if who.is_peer() { calls.min(2) } else { calls };
+            let scenario = format!("large{}m", size / MIB);
+            let mut c = env.spawn(&scenario, who)?;
+            c.handshake()?;
+            let took = client::large(&mut c, 1, calls, size)?;
+            let peak = c.peak_rss();
+            c.finish(GRACE)?;
+            let secs = took.as_secs_f64();
+            out.push(Throughput {
+                target: who,
+                size,
+                calls,
+                secs,
+                calls_per_s: calls as f64 / secs,
+                mb_per_s: (size as f64 + 1.0) * calls as f64 / secs / 1e6,
+                peak_rss: peak,
+            });
+        }
+        let _ = std::fs::remove_file(env.tape(&format!("large{}m", size / MIB), Who::Record));
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Memory {
+    pub target: Who,
+    pub messages: usize,
+    pub secs: f64,
+    /// Peak RSS over the whole session (VmHWM).
+    pub peak_rss: u64,
+    /// Largest RSS sampled in the first and in the last fifth of the session (after the first
+    /// 5 %, so start-up is not counted as growth).
+    pub rss_early: u64,
+    pub rss_late: u64,
+    pub samples: usize,
+    pub tape_bytes: Option<u64>,
+}
+
+/// Answer size in the memory session: small, so the session is about message count.
+const MEMORY_SIZE: usize = 256;
+
+/// A long session: `memory_messages` messages (half requests, half answers), pipelined, the
+/// target's memory sampled every 20 ms.
+pub fn memory(env: &Env) -> Result<Vec<Memory>> {
+    let mut out = Vec::new();
+    let calls = env.plan.memory_messages / 2;
+    for who in [Who::Relay, Who::Record] {
+        let mut c = env.spawn("memory", who)?;
+        c.handshake()?;
+        let progress = Arc::new(AtomicU64::new(0));
+        let sampler = Sampler::start(c.pid(), progress.clone(), Duration::from_millis(20));
+        let (took, _) = client::pipelined(&mut c, 1, calls, MEMORY_SIZE, Some(&progress))?;
+        let peak = c.peak_rss().unwrap_or(0);
+        let samples = sampler.stop();
+        c.finish(GRACE)?;
+        let tape = env.tape("memory", who);
+        let tape_bytes = (who == Who::Record)
+            .then(|| std::fs::metadata(&tape).map(|m| m.len()).ok())
+            .flatten();
+        let _ = std::fs::remove_file(&tape);
+        let window = |from: f64, to: f64| -> u64 {
+            let lo = (calls as f64 * from) as u64;
+            let hi = (calls as f64 * to) as u64;
+            samples
+                .iter()
+                .filter(|s: &&Sample| s.done >= lo && s.done <= hi)
+                .map(|s| s.rss)
+                .max()
+                .unwrap_or(0)
+        };
+        out.push(Memory {
+            target: who,
+            messages: calls * 2,
+            secs: took.as_secs_f64(),
+            peak_rss: peak.max(samples.iter().map(|s| s.hwm).max().unwrap_or(0)),
+            rss_early: window(0.05, 0.25),
+            rss_late: window(0.80, 1.0),
+            samples: samples.len(),
+            tape_bytes,
+        });
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Startup {
+    pub what: String,
+    pub exchanges: usize,
+    pub tape_bytes: u64,
+    pub runs: usize,
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolRun {
+    pub what: String,
+    pub tape_bytes: u64,
+    pub secs: f64,
+    pub mb_per_s: f64,
+    pub exit: i32,
+    pub peak_rss: u64,
+    /// The exit status was the right one (0: the same session recorded twice).
+    pub correct: bool,
+}
+
+/// Records the same `big_tape_exchanges` session twice; returns both tapes.
+pub fn big_tapes(env: &Env) -> Result<(PathBuf, PathBuf, f64)> {
+    let n = env.plan.big_tape_exchanges;
+    let mut tapes = Vec::new();
+    let mut secs = 0.0;
+    for name in ["big-a", "big-b"] {
+        let mut c = env.spawn(name, Who::Record)?;
+        c.handshake()?;
+        let (took, _) = client::pipelined(&mut c, 1, n, KIB, None)?;
+        secs = took.as_secs_f64();
+        c.finish(GRACE)?;
+        tapes.push(env.tape(name, Who::Record));
+    }
+    let b = tapes.pop().expect("two tapes");
+    let a = tapes.pop().expect("two tapes");
+    Ok((a, b, secs))
+}
+
+/// Time from starting a target to its answer to `initialize`.
+pub fn startup(env: &Env, big: &Path) -> Result<Vec<Startup>> {
+    let mut out = Vec::new();
+    let small = env.tape("latency", Who::Record);
+    let cases: Vec<(String, Vec<String>, usize, u64)> = vec![
+        ("direct server".into(), env.server(), 0, 0),
+        (
+            "mcptape play, latency tape".into(),
+            env.command(Who::Play, &small),
+            // initialize and the last round's calls
+            1 + env.plan.warmup.min(env.plan.latency_calls / 4) + env.plan.latency_calls,
+            file_len(&small),
+        ),
+        (
+            "mcptape play, big tape".into(),
+            env.command(Who::Play, big),
+            1 + env.plan.big_tape_exchanges,
+            file_len(big),
+        ),
+    ];
+    for (what, cmd, exchanges, tape_bytes) in cases {
+        let mut times = Vec::new();
+        for _ in 0..env.plan.startup_runs {
+            let stderr = env.work.join("startup.stderr");
+            let mut c = Conn::spawn(&what, &cmd, &env.work, &stderr)?;
+            times.push(c.handshake()?.as_secs_f64() * 1000.0);
+            // Play reports the exchanges left unused; that is expected here.
+            c.finish_any(GRACE)?;
+        }
+        times.sort_by(f64::total_cmp);
+        out.push(Startup {
+            what,
+            exchanges,
+            tape_bytes,
+            runs: times.len(),
+            median_ms: times[times.len() / 2],
+            min_ms: times[0],
+            max_ms: times[times.len() - 1],
+        });
+    }
+    Ok(out)
+}
+
+fn file_len(p: &Path) -> u64 {
+    std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
+}
+
+/// `mcptape diff A B` and `mcptape check A -- server` on the big tapes.
+pub fn tools(env: &Env, a: &Path, b: &Path) -> Result<Vec<ToolRun>> {
+    let mcptape = env.mcptape.display().to_string();
+    let (a_s, b_s) = (a.display().to_string(), b.display().to_string());
+    let mut check = vec![mcptape.clone(), "check".into(), a_s.clone(), "--".into()];
+    check.extend(env.server());
+    let runs = [
+        (
+            "diff",
+            vec![mcptape.clone(), "diff".into(), a_s.clone(), b_s],
+            file_len(a) + file_len(b),
+        ),
+        ("check", check, file_len(a)),
+    ];
+    let mut out = Vec::new();
+    for (what, cmd, bytes) in runs {
+        let (secs, exit, rss) = run_timed(&cmd, &env.work, &env.work.join(format!("{what}.out")))?;
+        out.push(ToolRun {
+            what: what.into(),
+            tape_bytes: bytes,
+            secs,
+            mb_per_s: bytes as f64 / secs / 1e6,
+            exit,
+            peak_rss: rss,
+            correct: exit == 0,
+        });
+    }
+    Ok(out)
+}
+
+/// Runs `cmd` to completion; returns seconds, exit code and peak RSS (bytes, from wait4).
+fn run_timed(cmd: &[String], cwd: &Path, out: &Path) -> Result<(f64, i32, u64)> {
+    let stdout = std::fs::File::create(out)?;
+    let stderr = stdout.try_clone()?;
+    let t0 = Instant::now();
+    let child = Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr)
+        .spawn()
+        .with_context(|| format!("starting {}", cmd.join(" ")))?;
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not yet reaped (std never waits on its own).
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let secs = t0.elapsed().as_secs_f64();
+    if r != pid {
+        bail!("wait4: {}", std::io::Error::last_os_error());
+    }
+    let exit = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    };
+    Ok((secs, exit, usage.ru_maxrss as u64 * 1024))
+}
+
+/// Streamable HTTP: the same latency and throughput through `mcptape record --url` against
+/// the server directly. Not measured yet: it lands with the HTTP transport (issue 6, third
+/// bullet). It will need an HTTP mode of the bench server (`--serve-http ADDR`) and an HTTP
+/// client in `client.rs`; the rows then go into `Latency`/`Throughput` with two more `Who`s.
+pub fn http(_env: &Env) -> Option<String> {
+    Some("Streamable HTTP (record --url): not measured yet, comes with the HTTP transport".into())
+}

@@ -1,0 +1,96 @@
+//! `bench --serve`: a minimal, fast stdio MCP server. It answers `initialize`, `ping`,
+//! `tools/list` and `tools/call` of `echo`, reads through a large buffer and writes its answers
+//! in one `write(2)` whenever no more input is already waiting, so a pipelined client is answered
+//! in batches and a sequential one at once.
+
+use crate::proto;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsFd;
+
+#[derive(Deserialize)]
+struct Request<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    method: Option<&'a str>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    name: &'a str,
+    arguments: Args,
+}
+
+#[derive(Deserialize)]
+struct Args {
+    n: u64,
+    size: usize,
+}
+
+pub fn run() -> anyhow::Result<()> {
+    let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+    let mut stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let mut input = BufReader::with_capacity(1 << 20, stdin);
+    let mut line = Vec::new();
+    let mut out = Vec::with_capacity(1 << 20);
+    loop {
+        line.clear();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            break;
+        }
+        answer(trim(&line), &mut out);
+        if input.buffer().is_empty() && !out.is_empty() {
+            stdout.write_all(&out)?;
+            out.clear();
+            if out.capacity() > 16 << 20 {
+                out.shrink_to(1 << 20);
+            }
+        }
+    }
+    stdout.write_all(&out)?;
+    Ok(())
+}
+
+fn trim(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+fn answer(line: &[u8], out: &mut Vec<u8>) {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    let req: Request<'_> = match serde_json::from_slice(line) {
+        Ok(r) => r,
+        Err(e) => {
+            out.extend(proto::error_result("null", -32700, &e.to_string()));
+            out.push(b'\n');
+            return;
+        }
+    };
+    let Some(id) = req.id.map(RawValue::get) else {
+        return; // a notification
+    };
+    match req.method.unwrap_or_default() {
+        "initialize" => out.extend(proto::initialize_result(id)),
+        "ping" => out.extend(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#).bytes()),
+        "tools/list" => out.extend(proto::tools_list_result(id)),
+        "tools/call" => {
+            match req
+                .params
+                .map(|p| serde_json::from_str::<CallParams<'_>>(p.get()))
+            {
+                Some(Ok(p)) if p.name == proto::TOOL => {
+                    proto::call_result(out, id, p.arguments.n, p.arguments.size)
+                }
+                _ => out.extend(proto::error_result(id, -32602, "unknown tool or arguments")),
+            }
+        }
+        m => out.extend(proto::error_result(id, -32601, &format!("no method {m}"))),
+    }
+    out.push(b'\n');
+}
