@@ -145,7 +145,7 @@ SSE_HEAD = [
     ('"params":{"level":"info","data":"split"}}\n', 0.1),
     ("\n", 0.05),
     ('id: ev-3\ndata: {"jsonrpc":"2.0","method":"notifications/message",\n'
-     'data: "params":{"level":"info","data":"multi-line"}}\n\n', 0.0),
+     'data: "params":{"level":"info","data":"multi-line","token":"s3cr3t-sse-token-value"}}\n\n', 0.0),
 ]
 
 class H(BaseHTTPRequestHandler):
@@ -1028,7 +1028,7 @@ fn crafted_sse(rid: i64) -> String {
         "\"params\":{\"level\":\"info\",\"data\":\"split\"}}\n",
         "\n",
         "id: ev-3\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\n",
-        "data: \"params\":{\"level\":\"info\",\"data\":\"multi-line\"}}\n\n",
+        "data: \"params\":{\"level\":\"info\",\"data\":\"multi-line\",\"token\":\"s3cr3t-sse-token-value\"}}\n\n",
         &format!(
             "id: ev-4\nevent: message\ndata: {{\"jsonrpc\":\"2.0\",\"id\":{rid},\"result\":{{\"ok\":true}}}}\n\n"
         ),
@@ -1135,6 +1135,18 @@ fn sse_events_pass_byte_exact_and_each_before_the_stream_ends() {
         .find(|m| m["msg"]["params"]["data"] == "multi-line")
         .expect("the multi-line data event is on the tape");
     assert_eq!(multi["http"]["event_id"], "ev-3", "{multi}");
+    // A secret in an SSE frame reached the client (the byte-exact check above) but not the tape.
+    let bytes = std::fs::read_to_string(&tape).unwrap();
+    assert!(
+        !bytes.contains("s3cr3t-sse-token-value"),
+        "the SSE secret is on the tape"
+    );
+    assert!(
+        multi["msg"]["params"]["token"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("[REDACTED:key:token:")),
+        "{multi}"
+    );
 }
 
 #[test]
