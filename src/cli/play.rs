@@ -32,6 +32,15 @@ pub struct Args {
     /// instead of stdio. The URL to give the client is printed on stdout; Ctrl-C stops.
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
+    /// With --listen: `streamable-http` (the default), or `sse` for clients of the older HTTP+SSE
+    /// transport (GET /sse for the event stream, POST to the endpoint it names).
+    #[arg(
+        long,
+        value_enum,
+        default_value = "streamable-http",
+        requires = "listen"
+    )]
+    transport: Transport,
     /// Largest client message accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
     max_message: usize,
@@ -65,13 +74,19 @@ pub fn run(a: Args) -> Result<i32> {
                     "mcptape: WARNING: listening on {addr}, reachable from other machines"
                 );
             }
-            mcptape::play::http::serve_http(index, opts, addr, |url| {
-                let _ = super::stdout(&format!("{url}\n"));
-                mcptape::diag!(
-                    "mcptape play: serving {} at {url}; Ctrl-C to stop",
-                    path.display()
-                );
-            })
+            mcptape::play::http::serve_http(
+                index,
+                opts,
+                addr,
+                a.transport == Transport::Sse,
+                |url| {
+                    let _ = super::stdout(&format!("{url}\n"));
+                    mcptape::diag!(
+                        "mcptape play: serving {} at {url}; Ctrl-C to stop",
+                        path.display()
+                    );
+                },
+            )
             .map_err(|e| super::UsageError(format!("could not listen on {addr}: {e}")))?
         }
         None => {
@@ -138,4 +153,10 @@ impl std::io::Write for FdIo {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Transport {
+    StreamableHttp,
+    Sse,
 }

@@ -52,7 +52,14 @@ struct GetStream {
     waiting: VecDeque<Vec<u8>>,
 }
 
+enum Answer {
+    Exchange(usize, Option<String>),
+    Now(String),
+}
+
 struct Player {
+    /// Serve the older HTTP+SSE transport (2024-11-05) instead of Streamable HTTP.
+    legacy: bool,
     index: Arc<TapeIndex>,
     opts: ServeOptions,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
@@ -66,6 +73,7 @@ pub fn serve_http(
     index: TapeIndex,
     opts: ServeOptions,
     listen: SocketAddr,
+    legacy: bool,
     on_ready: impl FnOnce(&str),
 ) -> std::io::Result<PlayReport> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -83,12 +91,14 @@ pub fn serve_http(
             .map(|u| u.path().to_string())
             .filter(|p| p != "/")
             .unwrap_or_else(|| "/mcp".into());
+        let path = if legacy { "/sse".to_string() } else { path };
         let player = Arc::new(Player {
             index: Arc::new(index),
             opts,
             sessions: Mutex::new(HashMap::new()),
             all: Mutex::new(Vec::new()),
             local_port: local.port(),
+            legacy,
         });
         // The signal streams exist before the URL is given out, so no signal is lost or fatal.
         use tokio::signal::unix::{signal, SignalKind};
@@ -126,6 +136,9 @@ impl Player {
     async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
         if let Some(why) = refuse_foreign(req.headers(), self.local_port) {
             return plain(StatusCode::FORBIDDEN, &why);
+        }
+        if self.legacy {
+            return self.handle_legacy(req).await;
         }
         let session_id = req
             .headers()
@@ -233,6 +246,44 @@ impl Player {
         response
     }
 
+    /// What answers a request: a recorded exchange to replay, or one line right away (a miss
+    /// explained, an unrecorded ping).
+    async fn answer(&self, session: &Arc<Session>, body: &[u8], id: &str, method: &str) -> Answer {
+        let params = crate::tape::index::params_of(body);
+        let token = crate::tape::index::progress_token(params.as_ref(), true);
+        let outcome = session.matcher.lock().await.take(
+            &self.index,
+            method,
+            params.as_ref(),
+            self.opts.lenient,
+        );
+        match outcome {
+            Outcome::Hit(ex) => Answer::Exchange(ex, token),
+            Outcome::Lenient(ex, miss) => {
+                let line = self.index.msgs[self.index.exchanges[ex].request].line;
+                crate::diag!(
+                    "mcptape play: --lenient: served tape line {line} instead.\n{}",
+                    miss.render(id).trim_end()
+                );
+                session.shared.report.lock().expect("report lock").lenient += 1;
+                Answer::Exchange(ex, token)
+            }
+            Outcome::Miss(_) if method == "ping" => {
+                Answer::Now(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#))
+            }
+            Outcome::Miss(miss) => {
+                crate::diag!("mcptape play: {}", miss.render(id).trim_end());
+                let msg =
+                    json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
+                let text = with_id(&msg.to_string(), id).unwrap_or_default();
+                let mut r = session.shared.report.lock().expect("report lock");
+                r.missed += 1;
+                r.misses.push(miss);
+                Answer::Now(text)
+            }
+        }
+    }
+
     async fn request(
         &self,
         session: &Arc<Session>,
@@ -240,42 +291,9 @@ impl Player {
         id: String,
         method: String,
     ) -> Response<RespBody> {
-        let params = crate::tape::index::params_of(body);
-        let token = crate::tape::index::progress_token(params.as_ref(), true);
-        let outcome = session.matcher.lock().await.take(
-            &self.index,
-            &method,
-            params.as_ref(),
-            self.opts.lenient,
-        );
-        let ex = match outcome {
-            Outcome::Hit(ex) => ex,
-            Outcome::Lenient(ex, miss) => {
-                let line = self.index.msgs[self.index.exchanges[ex].request].line;
-                crate::diag!(
-                    "mcptape play: --lenient: served tape line {line} instead.\n{}",
-                    miss.render(&id).trim_end()
-                );
-                session.shared.report.lock().expect("report lock").lenient += 1;
-                ex
-            }
-            Outcome::Miss(_) if method == "ping" => {
-                return full(
-                    StatusCode::OK,
-                    "application/json",
-                    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#),
-                );
-            }
-            Outcome::Miss(miss) => {
-                crate::diag!("mcptape play: {}", miss.render(&id).trim_end());
-                let msg =
-                    json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
-                let text = with_id(&msg.to_string(), &id).unwrap_or_default();
-                let mut r = session.shared.report.lock().expect("report lock");
-                r.missed += 1;
-                r.misses.push(miss);
-                return full(StatusCode::OK, "application/json", text);
-            }
+        let (ex, token) = match self.answer(session, body, &id, &method).await {
+            Answer::Exchange(ex, token) => (ex, token),
+            Answer::Now(line) => return full(StatusCode::OK, "application/json", line),
         };
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(STREAM_QUEUE);
         let shared = session.shared.clone();
@@ -312,6 +330,85 @@ impl Player {
             }
         });
         sse_response(brx)
+    }
+
+    /// HTTP+SSE (2024-11-05): GET opens a session's event stream, whose first event names the
+    /// URL to POST to; every POST is answered 202 and its answers go out on that stream.
+    async fn handle_legacy(&self, req: Request<Incoming>) -> Response<RespBody> {
+        match *req.method() {
+            Method::GET => {
+                let id = new_session_id();
+                let session = self.open_session(&id);
+                let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+                let endpoint = format!("/message?sessionId={id}");
+                let _ = tx
+                    .send(Bytes::from(sse::encode(Some("endpoint"), None, &endpoint)))
+                    .await;
+                session.get.lock().expect("get lock").tx = Some(tx);
+                sse_response(rx)
+            }
+            Method::POST => {
+                let id = req
+                    .uri()
+                    .query()
+                    .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("sessionId=")))
+                    .map(str::to_string);
+                let Some(session) = id.as_deref().and_then(|id| {
+                    self.sessions
+                        .lock()
+                        .expect("sessions lock")
+                        .get(id)
+                        .cloned()
+                }) else {
+                    return plain(StatusCode::NOT_FOUND, "mcptape play: unknown sessionId");
+                };
+                let body = match collect(req.into_body(), self.opts.max_message).await {
+                    Ok(b) => b,
+                    Err(why) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &why),
+                };
+                let count = session.c2s.fetch_add(1, Ordering::Relaxed) + 1;
+                let c = classify(&body);
+                match c.kind {
+                    Kind::Request => {
+                        let (id, method) = (c.id.unwrap_or_default(), c.method.unwrap_or_default());
+                        match self.answer(&session, &body, &id, &method).await {
+                            Answer::Now(line) => {
+                                serve::send(&session.shared.out, line.into_bytes()).await
+                            }
+                            Answer::Exchange(ex, token) => {
+                                let shared = session.shared.clone();
+                                tokio::spawn(async move {
+                                    serve::serve_exchange(
+                                        &shared,
+                                        &shared.out,
+                                        ex,
+                                        &id,
+                                        token.as_deref(),
+                                    )
+                                    .await
+                                });
+                            }
+                        }
+                    }
+                    Kind::Response | Kind::Error => {
+                        let id = c.id.unwrap_or_else(|| "null".into());
+                        if let Some(tx) = session
+                            .shared
+                            .pending
+                            .lock()
+                            .expect("pending lock")
+                            .remove(&id)
+                        {
+                            let _ = tx.send(body.to_vec());
+                        }
+                    }
+                    _ => {}
+                }
+                self.emit_standalone(&session, count).await;
+                plain(StatusCode::ACCEPTED, "Accepted")
+            }
+            _ => plain(StatusCode::METHOD_NOT_ALLOWED, "mcptape play: GET or POST"),
+        }
     }
 
     /// Messages the recording had tied to no request, at the same point of the conversation.

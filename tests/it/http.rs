@@ -92,6 +92,11 @@ fn peers_dir() -> PathBuf {
 
 /// server-everything `streamableHttp` on a free loopback port; its URL is `http://…/mcp`.
 fn everything_http(dir: &Path) -> (Proc, String) {
+    everything_http_mode(dir, "streamableHttp", "/mcp")
+}
+
+/// server-everything in an HTTP `mode` (`streamableHttp` or `sse`), forced onto loopback.
+fn everything_http_mode(dir: &Path, mode: &str, path: &str) -> (Proc, String) {
     let bin = peers_dir().join("node_modules/.bin/mcp-server-everything");
     assert!(
         bin.exists(),
@@ -104,15 +109,15 @@ fn everything_http(dir: &Path) -> (Proc, String) {
     cmd.arg("--require")
         .arg(peers_dir().join("loopback.js"))
         .arg(entry)
-        .arg("streamableHttp")
+        .arg(mode)
         .env("PORT", port.to_string());
     let mut p = Proc::spawn(
-        "server-everything streamableHttp",
+        &format!("server-everything {mode}"),
         cmd,
-        dir.join("everything.log"),
+        dir.join(format!("everything-{mode}.log")),
     );
     p.wait_listening(port);
-    (p, format!("http://127.0.0.1:{port}/mcp"))
+    (p, format!("http://127.0.0.1:{port}{path}"))
 }
 
 /// The Python SDK fixture server over Streamable HTTP (loopback); its URL is `http://…/mcp`.
@@ -1266,4 +1271,70 @@ fn sigint_right_after_the_url_stops_record_and_play_cleanly() {
     for _ in 0..5 {
         Served::play(&tape).stop();
     }
+}
+
+// --- The older HTTP+SSE transport (2024-11-05) ----------------------------------------------
+
+#[test]
+fn the_legacy_sse_transport_records_and_replays_over_stdio_and_over_sse() {
+    let dir = tmp();
+    // server-everything's `sse` mode: GET /sse, whose `endpoint` event names the POST URL.
+    let (tape, recorded, direct) = {
+        let (_server, upstream) = everything_http_mode(dir.path(), "sse", "/sse");
+        let direct = py_ok(
+            "everything",
+            "legacy",
+            std::slice::from_ref(&upstream),
+            "direct over SSE",
+        );
+        let tape = dir.path().join("sse.jsonl");
+        let rec = Served::spawn(&["record", "--url", &upstream, "--tape", &s(&tape)]);
+        assert!(rec.url.ends_with("/sse"), "proxy URL {}", rec.url);
+        let recorded = py_ok(
+            "everything",
+            "legacy",
+            std::slice::from_ref(&rec.url),
+            "through record --url (SSE)",
+        );
+        rec.stop();
+        (tape, recorded, direct)
+    };
+    assert_same(
+        &without_handshake_list_changed(&direct),
+        &without_handshake_list_changed(&recorded),
+        "through the proxy",
+    );
+    let lines = tape_lines(&tape);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "event" && l["what"] == "sse-endpoint"),
+        "the endpoint event is on the tape"
+    );
+    assert!(
+        lines.iter().any(|l| l["type"] == "msg"
+            && l["method"] == "sampling/createMessage"
+            && l["http"]["stream"] == "get"),
+        "server messages came over the GET stream"
+    );
+    replay_stdio(&tape, dir.path(), "everything", "legacy", &recorded);
+    // And served as a legacy SSE server.
+    let play = Served::spawn(&[
+        "play",
+        &s(&tape),
+        "--listen",
+        "127.0.0.1:0",
+        "--transport",
+        "sse",
+    ]);
+    assert!(play.url.ends_with("/sse"), "play URL {}", play.url);
+    let replayed = py_ok(
+        "everything",
+        "legacy",
+        std::slice::from_ref(&play.url),
+        "against play --transport sse",
+    );
+    let err = play.stop();
+    assert_same(&recorded, &replayed, "through play over HTTP+SSE");
+    assert_clean_play(&err);
 }

@@ -303,6 +303,11 @@ async def run_with_env(
     # A single http(s) URL instead of a command: connect over Streamable HTTP.
     if len(command) == 1 and command[0].startswith(("http://", "https://")):
         params: Any = command[0]
+        if command[0].rstrip("/").endswith("/sse"):
+            # The older HTTP+SSE transport (2024-11-05): GET /sse, then POST to its endpoint.
+            from mcp.client.sse import sse_client
+
+            params = sse_client(command[0])
     else:
         params = StdioServerParameters(command=command[0], args=command[1:], env=env)
     r = Recorder()
