@@ -136,6 +136,12 @@ async fn with_timeout<T>(
 }
 
 async fn run(args: Args) -> Result<Value, String> {
+    // A single http:// URL instead of a command: Streamable HTTP.
+    if args.command.len() == 1 && args.command[0].starts_with("http://") {
+        let transport =
+            rmcp::transport::StreamableHttpClientTransport::from_uri(args.command[0].clone());
+        return run_with(transport, &args).await;
+    }
     let mut cmd = tokio::process::Command::new(&args.command[0]);
     cmd.args(&args.command[1..]);
     // Server stderr is inherited: it ends up with our diagnostics.
@@ -143,7 +149,14 @@ async fn run(args: Args) -> Result<Value, String> {
         .stderr(std::process::Stdio::inherit())
         .spawn()
         .map_err(|e| format!("failed to spawn server {:?}: {e}", args.command[0]))?;
+    run_with(transport, &args).await
+}
 
+async fn run_with<T, E, A>(transport: T, args: &Args) -> Result<Value, String>
+where
+    T: rmcp::transport::IntoTransport<rmcp::RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
     let mut config = ClientConfig::default();
     if let Some(v) = &args.protocol_version {
         config.protocol_version = serde_json::from_value::<ProtocolVersion>(json!(v))
@@ -173,7 +186,7 @@ async fn run(args: Args) -> Result<Value, String> {
     .await?
     .map_err(|e| format!("initialize failed: {e}"))?;
 
-    let result = session(&client, &args).await;
+    let result = session(&client, args).await;
 
     // Clean shutdown: cancels the service loop, which closes the transport
     // (closes the child's stdin, waits for it to exit, then SIGTERM/kill).

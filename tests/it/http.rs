@@ -1338,3 +1338,52 @@ fn the_legacy_sse_transport_records_and_replays_over_stdio_and_over_sse() {
     assert_same(&recorded, &replayed, "through play over HTTP+SSE");
     assert_clean_play(&err);
 }
+
+// --- The official Rust SDK's client over Streamable HTTP -------------------------------------
+
+#[test]
+fn an_rmcp_client_through_the_proxy_and_against_play_sees_the_same() {
+    let dir = tmp();
+    let rmcp = |url: &str| -> Value {
+        let mut cmd = Command::new(rmcp_client());
+        cmd.args([
+            "--call",
+            "echo",
+            r#"{"message":"hello tape"}"#,
+            "--call",
+            "get-sum",
+            r#"{"a":2,"b":3}"#,
+            "--list-resources",
+            "--",
+            url,
+        ]);
+        let out = run_with_timeout(cmd, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "rmcp_client against {url}: {}",
+            text(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("rmcp_client prints JSON")
+    };
+    let tape = dir.path().join("rmcp.jsonl");
+    let (direct, recorded) = {
+        let (_server, upstream) = everything_http(dir.path());
+        let direct = rmcp(&upstream);
+        let rec = Served::record(&upstream, &tape);
+        let recorded = rmcp(&rec.url);
+        rec.stop();
+        (direct, recorded)
+    };
+    assert_eq!(direct, recorded, "the proxy is transparent to rmcp");
+    assert!(
+        tape_msgs(&tape)
+            .iter()
+            .any(|m| m["method"] == "tools/call" && m["http"]["mcp_session_id"].is_string()),
+        "rmcp's calls are on the tape with their session"
+    );
+    let play = Served::play(&tape);
+    let replayed = rmcp(&play.url);
+    let err = play.stop();
+    assert_eq!(recorded, replayed, "play answers rmcp as the server did");
+    assert_clean_play(&err);
+}
