@@ -140,6 +140,13 @@ fn code_for(e: &anyhow::Error) -> i32 {
                 H::Tape { .. } => exit::IO_ERR,
             };
         }
+        if let Some(b) = cause.downcast_ref::<mcptape::record::bridge::BridgeError>() {
+            use mcptape::record::bridge::BridgeError as B;
+            return match b {
+                B::Spawn { .. } | B::Listen { .. } => exit::UNAVAILABLE,
+                B::Tape { .. } => exit::IO_ERR,
+            };
+        }
         if let Some(r) = cause.downcast_ref::<RecordError>() {
             return match r {
                 RecordError::Spawn { .. } => exit::UNAVAILABLE,

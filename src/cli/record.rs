@@ -37,14 +37,11 @@ pub struct Args {
     /// printed on stdout.
     #[arg(long, value_name = "UPSTREAM", conflicts_with = "command")]
     url: Option<String>,
-    /// Where the HTTP proxy listens (with --url). Loopback unless you name another address.
-    #[arg(
-        long,
-        value_name = "ADDR",
-        default_value = "127.0.0.1:0",
-        requires = "url"
-    )]
-    listen: std::net::SocketAddr,
+    /// Serve over Streamable HTTP on this address: with --url, where the proxy listens (default
+    /// 127.0.0.1 with a free port); with a server command, put that stdio server behind HTTP
+    /// while recording it (a bridge). Loopback unless you name another address.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
     /// The server command and its arguments (after `--`).
     #[arg(
         last = true,
@@ -57,6 +54,9 @@ pub struct Args {
 pub fn run(a: Args) -> Result<i32> {
     if let Some(url) = a.url.clone() {
         return run_http(a, url);
+    }
+    if let Some(addr) = a.listen {
+        return run_bridge(a, addr);
     }
     let name = a.tape.unwrap_or_else(|| store::default_name(&a.command));
     let tape = store::resolve_for_write(&name)?;
@@ -100,13 +100,16 @@ fn run_http(a: Args, url: String) -> Result<i32> {
         .clone()
         .unwrap_or_else(|| store::default_name(std::slice::from_ref(&url)));
     let tape = store::resolve_for_write(&name)?;
-    if !a.listen.ip().is_loopback() {
-        mcptape::diag!("mcptape: WARNING: listening on {}, reachable from other machines; the proxy forwards to {url}", a.listen);
+    let listen = a
+        .listen
+        .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    if !listen.ip().is_loopback() {
+        mcptape::diag!("mcptape: WARNING: listening on {listen}, reachable from other machines; the proxy forwards to {url}");
     }
     let cfg = mcptape::record::http::HttpRecordConfig {
         tape,
         upstream: url.clone(),
-        listen: a.listen,
+        listen,
         server_label: DEFAULT_SERVER.into(),
         redact: a.redact.config()?,
         signing_key: if a.sign.wants_signing() {
@@ -121,6 +124,50 @@ fn run_http(a: Args, url: String) -> Result<i32> {
         let _ = super::stdout(&format!("{public}\n"));
         mcptape::diag!(
             "mcptape: recording {url} at {public} (tape {}); Ctrl-C to stop",
+            cfg.tape.display()
+        );
+    })?;
+    mcptape::diag!(
+        "mcptape: recorded {} messages ({} exchanges) to {}",
+        out.end.messages,
+        out.end.exchanges,
+        out.tape.display()
+    );
+    if let Some((dropped, err)) = out.write_failure {
+        mcptape::diag!("mcptape: WARNING: the tape is INCOMPLETE: {dropped} lines could not be written ({err})");
+        return Ok(mcptape::exit::IO_ERR);
+    }
+    Ok(mcptape::exit::OK)
+}
+
+fn run_bridge(a: Args, listen: std::net::SocketAddr) -> Result<i32> {
+    let name = a
+        .tape
+        .clone()
+        .unwrap_or_else(|| store::default_name(&a.command));
+    let tape = store::resolve_for_write(&name)?;
+    if !listen.ip().is_loopback() {
+        mcptape::diag!("mcptape: WARNING: listening on {listen}, reachable from other machines");
+    }
+    let cfg = mcptape::record::bridge::BridgeConfig {
+        tape,
+        command: a.command.clone(),
+        listen,
+        server_label: DEFAULT_SERVER.into(),
+        redact: a.redact.config()?,
+        signing_key: if a.sign.wants_signing() {
+            a.sign.key(true)?
+        } else {
+            None
+        },
+        max_message: a.max_message,
+        grace: a.grace,
+    };
+    let out = mcptape::record::bridge::record_bridge(&cfg, |public| {
+        let _ = super::stdout(&format!("{public}\n"));
+        mcptape::diag!(
+            "mcptape: serving `{}` at {public} while recording (tape {}); Ctrl-C to stop",
+            mcptape::record::shell_words(&cfg.command),
             cfg.tape.display()
         );
     })?;

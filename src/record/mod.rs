@@ -2,6 +2,7 @@
 //! Over stdio (`stdio`: the server is a child process) or Streamable HTTP / HTTP+SSE (`http`: a
 //! reverse proxy in front of an upstream URL).
 
+pub mod bridge;
 pub mod http;
 pub(crate) mod stdio;
 
