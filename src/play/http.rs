@@ -63,8 +63,12 @@ struct Player {
     index: Arc<TapeIndex>,
     opts: ServeOptions,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
-    /// Every session ever opened, for the final report.
+    /// Every open session, for the final report (a deleted one is folded into `done`).
     all: Mutex<Vec<Arc<Session>>>,
+    /// The reports of deleted sessions, and which exchanges they used.
+    done: Mutex<(PlayReport, Vec<bool>)>,
+    /// One redactor for every session's miss explanations (it is costly to build).
+    display: Option<Arc<crate::redact::Redactor>>,
     local_port: u16,
 }
 
@@ -92,9 +96,13 @@ pub fn serve_http(
             .filter(|p| p != "/")
             .unwrap_or_else(|| "/mcp".into());
         let path = if legacy { "/sse".to_string() } else { path };
+        let display = crate::redact::Redactor::for_config(&opts.display_rules).map(Arc::new);
+        let used = vec![false; index.exchanges.len()];
         let player = Arc::new(Player {
             index: Arc::new(index),
             opts,
+            done: Mutex::new((PlayReport::default(), used)),
+            display,
             sessions: Mutex::new(HashMap::new()),
             all: Mutex::new(Vec::new()),
             local_port: local.port(),
@@ -182,6 +190,7 @@ impl Player {
                 match removed {
                     Some(s) => {
                         s.shared.closed.send_replace(true);
+                        self.retire(&s);
                         plain(StatusCode::OK, "")
                     }
                     None => plain(StatusCode::NOT_FOUND, "mcptape: unknown session"),
@@ -297,7 +306,10 @@ impl Player {
         };
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(STREAM_QUEUE);
         let shared = session.shared.clone();
-        let streamed = !self.index.exchanges[ex].during.is_empty();
+        // SSE when the recording answered over SSE, or the exchange carries more than its answer.
+        let exchange = &self.index.exchanges[ex];
+        let streamed = !exchange.during.is_empty()
+            || exchange.response.is_some_and(|r| self.index.msgs[r].sse);
         tokio::spawn(async move {
             serve::serve_exchange(&shared, &tx, ex, &id, token.as_deref()).await
         });
@@ -475,9 +487,9 @@ impl Player {
                 report: Mutex::new(PlayReport::default()),
                 opts: self.opts.clone(),
             }),
-            matcher: tokio::sync::Mutex::new(Matcher::with_display_rules(
+            matcher: tokio::sync::Mutex::new(Matcher::with_display(
                 &self.index,
-                &self.opts.display_rules,
+                self.display.clone(),
             )),
             c2s: AtomicU64::new(0),
             next_standalone: Mutex::new(0),
@@ -519,27 +531,12 @@ impl Player {
 
     /// Every session's report added up, with the exchanges no session used.
     fn report(&self) -> PlayReport {
-        let mut total = PlayReport::default();
-        let all = self.all.lock().expect("all lock");
-        let mut used = vec![false; self.index.exchanges.len()];
-        for s in all.iter() {
-            let r = s.shared.report.lock().expect("report lock");
-            total.served += r.served;
-            total.missed += r.missed;
-            total.lenient += r.lenient;
-            total.drifted += r.drifted;
-            total.rejected += r.rejected;
-            total.unanswered += r.unanswered;
-            total.misses.extend(r.misses.iter().cloned());
-            total.drifts.extend(r.drifts.iter().cloned());
-            if let Ok(m) = s.matcher.try_lock() {
-                let unused = m.unused();
-                for (i, u) in used.iter_mut().enumerate() {
-                    if !unused.contains(&i) {
-                        *u = true;
-                    }
-                }
-            }
+        let (mut total, mut used) = {
+            let done = self.done.lock().expect("done lock");
+            (clone_report(&done.0), done.1.clone())
+        };
+        for s in self.all.lock().expect("all lock").iter() {
+            fold(&mut total, &mut used, s);
         }
         total.unused = (0..used.len())
             .filter(|&i| !used[i])
@@ -552,6 +549,17 @@ impl Player {
             })
             .collect();
         total
+    }
+
+    /// A deleted session's report joins the total, and the session itself goes.
+    fn retire(&self, session: &Arc<Session>) {
+        self.all
+            .lock()
+            .expect("all lock")
+            .retain(|s| !Arc::ptr_eq(s, session));
+        let mut done = self.done.lock().expect("done lock");
+        let (total, used) = &mut *done;
+        fold(total, used, session);
     }
 }
 
@@ -579,4 +587,39 @@ fn new_session_id() -> String {
         let _ = std::io::Read::read_exact(&mut f, &mut b);
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Adds a session's report and the exchanges it used to a running total.
+fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
+    let r = s.shared.report.lock().expect("report lock");
+    total.served += r.served;
+    total.missed += r.missed;
+    total.lenient += r.lenient;
+    total.drifted += r.drifted;
+    total.rejected += r.rejected;
+    total.unanswered += r.unanswered;
+    total.misses.extend(r.misses.iter().cloned());
+    total.drifts.extend(r.drifts.iter().cloned());
+    if let Ok(m) = s.matcher.try_lock() {
+        let unused: std::collections::HashSet<usize> = m.unused().into_iter().collect();
+        for (i, u) in used.iter_mut().enumerate() {
+            if !unused.contains(&i) {
+                *u = true;
+            }
+        }
+    }
+}
+
+fn clone_report(r: &PlayReport) -> PlayReport {
+    PlayReport {
+        served: r.served,
+        missed: r.missed,
+        lenient: r.lenient,
+        drifted: r.drifted,
+        misses: r.misses.clone(),
+        drifts: r.drifts.clone(),
+        unused: Vec::new(),
+        rejected: r.rejected,
+        unanswered: r.unanswered,
+    }
 }

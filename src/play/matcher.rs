@@ -14,7 +14,7 @@ pub struct Matcher {
     by_key: HashMap<MatchKey, VecDeque<usize>>,
     consumed: Vec<bool>,
     /// Redacts what the client asked before it is shown in an explanation.
-    display: Option<crate::redact::Redactor>,
+    display: Option<std::sync::Arc<crate::redact::Redactor>>,
 }
 
 pub enum Outcome {
@@ -31,6 +31,18 @@ impl Matcher {
 
     /// A matcher whose miss explanations redact what the client asked with these rules.
     pub fn with_display_rules(index: &TapeIndex, rules: &crate::redact::RedactConfig) -> Matcher {
+        Matcher::with_display(
+            index,
+            crate::redact::Redactor::for_config(rules).map(std::sync::Arc::new),
+        )
+    }
+
+    /// A matcher sharing an already built display redactor (building one compiles its regexes:
+    /// an HTTP player opening a session per `initialize` builds it once).
+    pub fn with_display(
+        index: &TapeIndex,
+        display: Option<std::sync::Arc<crate::redact::Redactor>>,
+    ) -> Matcher {
         let mut by_key: HashMap<MatchKey, VecDeque<usize>> = HashMap::new();
         for (i, ex) in index.exchanges.iter().enumerate() {
             by_key.entry(ex.key).or_default().push_back(i);
@@ -38,7 +50,7 @@ impl Matcher {
         Matcher {
             by_key,
             consumed: vec![false; index.exchanges.len()],
-            display: crate::redact::Redactor::for_config(rules),
+            display,
         }
     }
 

@@ -125,6 +125,16 @@ pub struct MsgLine<'a> {
     pub eol: bool,
     #[serde(borrow, default)]
     pub problem: Option<Cow<'a, str>>,
+    /// HTTP tapes: the transport facts (only what readers use is parsed).
+    #[serde(borrow, default)]
+    pub http: Option<HttpFacts<'a>>,
+}
+
+/// The part of a message's `http` facts that readers use.
+#[derive(Debug, Default, Deserialize)]
+pub struct HttpFacts<'a> {
+    #[serde(borrow, default)]
+    pub content_type: Option<Cow<'a, str>>,
 }
 
 fn yes() -> bool {

@@ -39,6 +39,8 @@ pub struct MsgMeta {
     pub id: Option<String>,
     pub method: Option<String>,
     pub body: Body,
+    /// Recorded over HTTP inside an SSE stream.
+    pub sse: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -315,6 +317,11 @@ fn meta_of(item: &Item<'_>, m: &MsgLine<'_>) -> Result<(MsgMeta, Option<Value>),
         id: m.id.map(|r| r.get().to_string()),
         method: m.method.as_ref().map(|s| s.to_string()),
         body,
+        sse: m
+            .http
+            .as_ref()
+            .and_then(|h| h.content_type.as_deref())
+            .is_some_and(|c| c.starts_with("text/event-stream")),
     };
     Ok((meta, params))
 }
