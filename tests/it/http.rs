@@ -1387,3 +1387,41 @@ fn an_rmcp_client_through_the_proxy_and_against_play_sees_the_same() {
     assert_eq!(recorded, replayed, "play answers rmcp as the server did");
     assert_clean_play(&err);
 }
+
+// --- A stdio server behind HTTP while recording (the bridge) ---------------------------------
+
+#[test]
+fn a_stdio_server_behind_http_records_and_replays() {
+    let dir = tmp();
+    let direct = py_ok("everything", "legacy", &everything(), "direct over stdio");
+    let tape = dir.path().join("bridge.jsonl");
+    let mut args = vec![
+        "record".to_string(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--tape".into(),
+        s(&tape),
+        "--".into(),
+    ];
+    args.extend(everything());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let bridge = Served::spawn(&args);
+    let through = py_ok(
+        "everything",
+        "legacy",
+        std::slice::from_ref(&bridge.url),
+        "through the bridge",
+    );
+    bridge.stop();
+    assert_same(
+        &without_handshake_list_changed(&direct),
+        &without_handshake_list_changed(&through),
+        "through the bridge",
+    );
+    assert_eq!(
+        tape_lines(&tape)[1]["transport"],
+        "stdio",
+        "the tape is of the stdio server"
+    );
+    replay_stdio(&tape, dir.path(), "everything", "legacy", &through);
+}

@@ -7,6 +7,7 @@ mod harness;
 mod check_diff;
 mod cli;
 mod http;
+mod load;
 mod peers;
 mod play;
 mod properties;
