@@ -510,6 +510,17 @@ fn request_facts(method: &Method, headers: &HeaderMap, path: &str) -> Map<String
             f.insert(name.replace('-', "_"), json!(v));
         }
     }
+    // The 2026-07-28 era's `Mcp-Param-<Name>` headers (params mirrored for routing).
+    let params: Map<String, Value> = headers
+        .iter()
+        .filter_map(|(k, v)| {
+            let name = k.as_str().strip_prefix("mcp-param-")?;
+            Some((name.to_string(), json!(v.to_str().ok()?)))
+        })
+        .collect();
+    if !params.is_empty() {
+        f.insert("mcp_params".into(), Value::Object(params));
+    }
     f
 }
 
