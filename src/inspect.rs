@@ -125,6 +125,9 @@ pub struct ShowRow {
     /// On a response: microseconds since its request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<u64>,
+    /// On a 2026-07-28 retry (`inputResponses`): the tape line of the request it continues.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_of_line: Option<u64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -144,9 +147,13 @@ pub fn show(path: &Path, server: Option<&str>) -> Result<ShowDoc, TapeError> {
     let mut method_of = vec![None; index.msgs.len()];
     let mut target_of = vec![None; index.msgs.len()];
     let mut latency_of = vec![None; index.msgs.len()];
+    let mut retry_of = vec![None; index.msgs.len()];
     for ex in &index.exchanges {
         let req = &index.msgs[ex.request];
         let target = index.call_target(req);
+        retry_of[ex.request] = ex
+            .retry_of
+            .map(|r| index.msgs[index.exchanges[r].request].line);
         target_of[ex.request] = target.clone();
         if let Some(r) = ex.response {
             method_of[r] = req.method.clone();
@@ -191,6 +198,7 @@ pub fn show(path: &Path, server: Option<&str>) -> Result<ShowDoc, TapeError> {
             method: m.method.clone().or_else(|| method_of[i].clone()),
             target: target_of[i].clone(),
             latency_us: latency_of[i],
+            retry_of_line: retry_of[i],
         })
         .collect();
     Ok(ShowDoc {
@@ -251,11 +259,14 @@ pub fn show_table(doc: &ShowDoc) -> String {
         "SEQ", "TIME", "DIR", "KIND", "METHOD / TARGET", "ID", "LATENCY"
     );
     for r in &doc.messages {
-        let what = match (&r.method, &r.target) {
+        let mut what = match (&r.method, &r.target) {
             (Some(m), Some(t)) => format!("{m} {t}"),
             (Some(m), None) => m.clone(),
             (None, _) => String::new(),
         };
+        if let Some(line) = r.retry_of_line {
+            what = format!("{what} (retry of line {line})");
+        }
         let id =
             r.id.as_ref()
                 .map(|v| v.get().to_string())

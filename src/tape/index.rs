@@ -61,6 +61,11 @@ pub struct Exchange {
     pub cancelled: bool,
     /// The request holds redacted values: play matches them as wildcards.
     pub redacted: bool,
+    /// Its answer was a 2026-07-28 `input_required` result: the client retries it.
+    pub input_required: bool,
+    /// This request is the retry (with `inputResponses`) of that earlier exchange: the two are
+    /// one multi-round-trip call.
+    pub retry_of: Option<usize>,
 }
 
 /// A 128-bit hash of a request's method and match params: equal keys are taken as equal
@@ -182,7 +187,16 @@ impl TapeIndex {
                     let redacted = m
                         .msg
                         .is_some_and(|raw| crate::redact::has_marker(raw.get()));
-                    b.add(meta, params, redacted);
+                    // Cheap first, exact second: only a candidate answer is parsed.
+                    let input_required = m.kind == Kind::Response
+                        && m.msg.is_some_and(|raw| {
+                            raw.get().contains("\"input_required\"")
+                                && serde_json::from_str::<Value>(raw.get()).is_ok_and(|v| {
+                                    v.pointer("/result/resultType").and_then(Value::as_str)
+                                        == Some("input_required")
+                                })
+                        });
+                    b.add(meta, params, redacted, input_required);
                 }
             }
         }
@@ -348,10 +362,12 @@ struct Builder {
     open_by_token: HashMap<String, usize>,
     /// Server request id → (exchange, or None when standalone; message index).
     server_requests: HashMap<String, (Option<usize>, usize)>,
+    /// Exchange → its request's `params.name`, for linking multi-round-trip retries.
+    request_names: HashMap<usize, Option<Value>>,
 }
 
 impl Builder {
-    fn add(&mut self, meta: MsgMeta, params: Option<Value>, redacted: bool) {
+    fn add(&mut self, meta: MsgMeta, params: Option<Value>, redacted: bool, input_required: bool) {
         let idx = self.msgs.len();
         let (dir, kind, id, method) = (meta.dir, meta.kind, meta.id.clone(), meta.method.clone());
         self.msgs.push(meta);
@@ -363,6 +379,24 @@ impl Builder {
                         let (key, _) = match_key(&method, params.as_ref());
                         let token = progress_token(params.as_ref(), true);
                         let ex = self.exchanges.len();
+                        // A retry carrying `inputResponses` continues the latest exchange of the
+                        // same call that asked for input.
+                        let retry_of = params
+                            .as_ref()
+                            .filter(|p| p.get("inputResponses").is_some())
+                            .and_then(|p| {
+                                let name = p.get("name");
+                                (0..ex).rev().find(|&e| {
+                                    let prev = &self.exchanges[e];
+                                    prev.input_required
+                                        && self.msgs[prev.request].method.as_deref()
+                                            == Some(method.as_str())
+                                        && self.request_names.get(&e).map(|n| n.as_ref())
+                                            == Some(name)
+                                })
+                            });
+                        self.request_names
+                            .insert(ex, params.as_ref().and_then(|p| p.get("name").cloned()));
                         self.exchanges.push(Exchange {
                             request: idx,
                             response: None,
@@ -372,6 +406,8 @@ impl Builder {
                             progress_token: token.clone(),
                             cancelled: false,
                             redacted,
+                            input_required: false,
+                            retry_of,
                         });
                         self.open.push(ex);
                         self.open_by_id.entry(id).or_default().push_back(ex);
@@ -426,6 +462,7 @@ impl Builder {
                         self.open_by_id.remove(&id);
                     }
                     self.exchanges[ex].response = Some(idx);
+                    self.exchanges[ex].input_required = input_required;
                     self.open.retain(|&e| e != ex);
                     if let Some(t) = self.exchanges[ex].progress_token.clone() {
                         if self.open_by_token.get(&t) == Some(&ex) {

@@ -711,3 +711,38 @@ fn play_starts_no_server_process() {
     let (status, err) = c.finish();
     assert!(status.success(), "{err}");
 }
+
+#[test]
+fn a_multi_round_trip_call_is_shown_as_linked_exchanges() {
+    // The 2026-07-28 era: `ask_llm` answers `input_required`; the client retries the same call
+    // with `inputResponses`. The tape keeps both exchanges; `show` links the retry to the first.
+    let dir = tmp();
+    let tape = dir.path().join("mrtr.jsonl");
+    let (_, out) = py_client(
+        "pyserver",
+        "2026-07-28",
+        &record_cmd(&tape, &py_server()),
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = mcptape(&["show", "--json", &s(&tape)]);
+    let doc: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("show --json");
+    let rows = doc["messages"].as_array().expect("rows");
+    let first = rows
+        .iter()
+        .find(|r| {
+            r["target"] == "ask_llm" && r["kind"] == "request" && r.get("retry_of_line").is_none()
+        })
+        .expect("the first ask_llm call");
+    let retry = rows
+        .iter()
+        .find(|r| {
+            r["target"] == "ask_llm" && r["kind"] == "request" && r.get("retry_of_line").is_some()
+        })
+        .expect("the retry is linked");
+    assert_eq!(retry["retry_of_line"], first["line"], "{retry}");
+}
