@@ -234,7 +234,7 @@ pub fn show_table(doc: &ShowDoc) -> String {
             let exit = match &e.exit {
                 Some(x) if x.code.is_some() => format!("exit code {}", x.code.unwrap_or_default()),
                 Some(x) if x.signal.is_some() => format!("signal {}", x.signal.unwrap_or_default()),
-                _ => "exit unknown".into(),
+                _ => "no exit status (an HTTP server is not mcptape's child)".into(),
             };
             let _ = writeln!(
                 out,

@@ -359,6 +359,10 @@ pub(crate) async fn serve_exchange(
         }
     }
     let Some(r) = ex.response else {
+        // A `subscriptions/listen` stream has no answer: it runs until the client closes it.
+        if index.msgs[ex.request].method.as_deref() == Some("subscriptions/listen") {
+            return;
+        }
         if ex.cancelled {
             // The recorded client cancelled it and the server, as it should, never answered.
             crate::diag!("mcptape play: request id {client_id}: cancelled by the client in the recording; no answer, as recorded");

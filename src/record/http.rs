@@ -11,7 +11,7 @@ use crate::redact::{RedactConfig, Redactor};
 use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
 use crate::transport::http::{collect, plain, refuse_foreign, ChannelBody, RespBody};
 use crate::transport::sse::{self, SseParser};
-use crate::wire::{Dir, Frame, Line};
+use crate::wire::{Dir, Frame, Kind, Line};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -255,6 +255,16 @@ impl Proxy {
             Ok(b) => b,
             Err(why) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &why),
         };
+        let mut facts_in = facts_in;
+        // The request a POST carried: what its answer stream (and everything on it) belongs to.
+        if parts.method == Method::POST {
+            let c = crate::wire::classify(&body);
+            if let (Kind::Request, Some(id)) = (c.kind, c.id) {
+                if let Ok(v) = serde_json::from_str::<Value>(&id) {
+                    facts_in.insert("request_id".into(), v);
+                }
+            }
+        }
         match parts.method {
             Method::POST if !body.is_empty() => self.tape_message(Dir::C2S, &body, &facts_in),
             Method::GET | Method::DELETE => self.tape_event(

@@ -135,6 +135,12 @@ pub struct MsgLine<'a> {
 pub struct HttpFacts<'a> {
     #[serde(borrow, default)]
     pub content_type: Option<Cow<'a, str>>,
+    /// The id of the request whose POST carried this message or whose answer stream it came on.
+    #[serde(borrow, default)]
+    pub request_id: Option<&'a RawValue>,
+    /// `post` or `get`: which stream a server message came on.
+    #[serde(borrow, default)]
+    pub stream: Option<Cow<'a, str>>,
 }
 
 fn yes() -> bool {

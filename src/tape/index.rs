@@ -41,6 +41,8 @@ pub struct MsgMeta {
     pub body: Body,
     /// Recorded over HTTP inside an SSE stream.
     pub sse: bool,
+    /// HTTP: the request (id text) whose answer stream this server message came on.
+    pub stream_of: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -336,6 +338,12 @@ fn meta_of(item: &Item<'_>, m: &MsgLine<'_>) -> Result<(MsgMeta, Option<Value>),
             .as_ref()
             .and_then(|h| h.content_type.as_deref())
             .is_some_and(|c| c.starts_with("text/event-stream")),
+        stream_of: m
+            .http
+            .as_ref()
+            .filter(|h| m.dir == Dir::S2C && h.stream.as_deref() == Some("post"))
+            .and_then(|h| h.request_id)
+            .map(|r| r.get().to_string()),
     };
     Ok((meta, params))
 }
@@ -370,6 +378,7 @@ impl Builder {
     fn add(&mut self, meta: MsgMeta, params: Option<Value>, redacted: bool, input_required: bool) {
         let idx = self.msgs.len();
         let (dir, kind, id, method) = (meta.dir, meta.kind, meta.id.clone(), meta.method.clone());
+        let stream_of = meta.stream_of.clone();
         self.msgs.push(meta);
         match dir {
             Dir::C2S => {
@@ -471,7 +480,13 @@ impl Builder {
                     }
                 }
                 (k, id) => {
-                    let by_token = if method.as_deref() == Some("notifications/progress") {
+                    // Over HTTP the stream says whose message it is; then the progress token; then
+                    // the request most recently opened.
+                    let by_stream = stream_of
+                        .and_then(|rid| self.open_by_id.get(&rid).and_then(|q| q.front().copied()));
+                    let by_token = if by_stream.is_some() {
+                        by_stream
+                    } else if method.as_deref() == Some("notifications/progress") {
                         progress_token(params.as_ref(), false)
                             .and_then(|t| self.open_by_token.get(&t).copied())
                     } else {

@@ -1425,3 +1425,30 @@ fn a_stdio_server_behind_http_records_and_replays() {
     );
     replay_stdio(&tape, dir.path(), "everything", "legacy", &through);
 }
+
+// --- 2026-07-28 `subscriptions/listen` --------------------------------------------------------
+
+#[test]
+fn a_subscriptions_listen_stream_is_recorded_and_replayed_over_http() {
+    let dir = tmp();
+    let (tape, recorded) = {
+        let (_server, upstream) = py_server_http(dir.path());
+        record_py(&upstream, dir.path(), "listen", "2026-07-28", |_| {})
+    };
+    let msgs = tape_msgs(&tape);
+    let listen = msgs
+        .iter()
+        .find(|m| m["method"] == "subscriptions/listen")
+        .expect("the listen request");
+    let changed = msgs
+        .iter()
+        .find(|m| m["method"] == "notifications/tools/list_changed")
+        .expect("the change notification is on the tape");
+    assert_eq!(
+        changed["http"]["request_id"], listen["id"],
+        "it came on the listen stream: {changed}"
+    );
+    let events = &recorded["steps"][2];
+    assert_eq!(events["result"]["event"], "ToolsListChanged", "{recorded}");
+    replay_http(&tape, "listen", "2026-07-28", &recorded);
+}

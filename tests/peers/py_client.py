@@ -38,7 +38,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 
 MODES = ("legacy", "2026-07-28", "auto")
-SCENARIOS = ("everything", "memory", "pyserver", "parallel")
+SCENARIOS = ("everything", "memory", "pyserver", "parallel", "listen")
 STEP_TIMEOUT_S = 60.0
 TOTAL_TIMEOUT_S = 240.0
 
@@ -279,7 +279,22 @@ async def scenario_parallel(c: Client, r: Recorder) -> None:
         await r.step(f"parallel slow_echo #{i} {json.dumps(a, sort_keys=True)}", done)
 
 
+async def scenario_listen(c: Client, r: Recorder) -> None:
+    """2026-07-28 only: a `subscriptions/listen` stream sees the change a tool call announces."""
+    await r.step("list_tools", lambda: c.list_tools(), shape=tool_names)
+    async with c.listen(tools_list_changed=True) as sub:
+        events = sub.__aiter__()
+        await r.step("call touch_tools", lambda: c.call_tool("touch_tools", {}))
+
+        async def first_event() -> Any:
+            ev = await asyncio.wait_for(events.__anext__(), STEP_TIMEOUT_S)
+            return {"event": type(ev).__name__}
+
+        await r.step("listen: first event", first_event, shape=lambda x: x)
+
+
 SCENARIO_FNS = {
+    "listen": scenario_listen,
     "everything": scenario_everything,
     "memory": scenario_memory,
     "pyserver": scenario_pyserver,

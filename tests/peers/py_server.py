@@ -129,6 +129,13 @@ def now() -> Clock:
 
 
 @mcp.tool()
+async def touch_tools(ctx: Context) -> str:
+    """Announce a tools list change to `subscriptions/listen` subscribers (2026-07-28)."""
+    await ctx.notify_tools_changed()
+    return "announced"
+
+
+@mcp.tool()
 async def progress_steps(steps: int, ctx: Context) -> str:
     """Send `steps` progress notifications (progress 1..steps, total steps), then answer."""
     if DRIFT:
