@@ -172,6 +172,14 @@ class H(BaseHTTPRequestHandler):
             self.send_response(204)
             self.end_headers()
             return
+        last = self.headers.get("Last-Event-ID")
+        if last is not None:
+            # Resumption: the stream picks up after the event the client last saw.
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.w('id: resumed-1\ndata: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"resumed after %s"}}\n\n' % last)
+            return
         self.send_response(405)
         self.end_headers()
 
@@ -1451,4 +1459,78 @@ fn a_subscriptions_listen_stream_is_recorded_and_replayed_over_http() {
     let events = &recorded["steps"][2];
     assert_eq!(events["result"]["event"], "ToolsListChanged", "{recorded}");
     replay_http(&tape, "listen", "2026-07-28", &recorded);
+}
+
+#[test]
+fn last_event_id_resumption_passes_through() {
+    let dir = tmp();
+    let (_up, base) = edge_upstream(dir.path());
+    let tape = dir.path().join("resume.jsonl");
+    let rec = Served::record(&format!("{base}/mcp"), &tape);
+    let (status, body) = http(
+        &rec.url,
+        "GET",
+        &[("Accept", "text/event-stream"), ("Last-Event-ID", "ev-2")],
+        b"",
+    );
+    rec.stop();
+    assert_eq!(status, 200, "{}", text(&body));
+    assert!(
+        text(&body).contains("resumed after ev-2"),
+        "the header reached the upstream: {}",
+        text(&body)
+    );
+    let lines = tape_lines(&tape);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["what"] == "http-get" && l["last_event_id"] == "ev-2"),
+        "the resumption is on the tape"
+    );
+    assert!(
+        lines.iter().any(|l| l["type"] == "msg"
+            && l["http"]["stream"] == "get"
+            && l["http"]["event_id"] == "resumed-1"),
+        "the resumed stream's message is on the tape"
+    );
+}
+
+// --- check --url ------------------------------------------------------------------------------
+
+#[test]
+fn check_drives_a_running_http_server_in_both_eras() {
+    let dir = tmp();
+    for mode in ["legacy", "2026-07-28"] {
+        // Recorded over stdio; checked against the same server running over HTTP.
+        let tape = dir.path().join(format!("check-{mode}.jsonl"));
+        let (_, out) = py_client("pyserver", mode, &record_cmd(&tape, &py_server()), &[]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let (_server, url) = py_server_http(dir.path());
+        let report = dir.path().join(format!("report-{mode}.json"));
+        let out = mcptape(&["check", &s(&tape), "--url", &url, "--json", &s(&report)]);
+        let r: mcptape::check::CheckReport =
+            serde_json::from_slice(&std::fs::read(&report).expect("report"))
+                .expect("a check report");
+        // `counter` counts per server process and this one is fresh: its answers match.
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{mode}: {}\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        assert_eq!(
+            r.grade,
+            mcptape::check::Grade::A,
+            "{mode}: {}",
+            text(&out.stdout)
+        );
+        assert_eq!(r.server, url);
+        assert!(
+            r.exchanges
+                .iter()
+                .all(|e| e.status == mcptape::check::Status::Pass),
+            "{mode}"
+        );
+    }
 }
