@@ -1534,3 +1534,108 @@ fn check_drives_a_running_http_server_in_both_eras() {
         );
     }
 }
+
+#[test]
+fn play_answers_over_sse_or_json_as_the_recording_did() {
+    // Recorded: one answer that came as JSON, one that came as an SSE stream (with nothing but
+    // the answer on it). Play keeps each one's form.
+    let dir = tmp();
+    let (_up, base) = edge_upstream(dir.path());
+    let tape = dir.path().join("forms.jsonl");
+    let rec = Served::record(&format!("{base}/mcp"), &tape);
+    let json_req = json!({"jsonrpc": "2.0", "id": 1, "method": "edge/json"});
+    let (status, _) = http(
+        &rec.url,
+        "POST",
+        &post_headers(&[]),
+        json_req.to_string().as_bytes(),
+    );
+    assert_eq!(status, 200);
+    rec.stop();
+    // Mark the JSON answer as if it had come on an SSE stream, as many servers answer.
+    let lines: Vec<Value> = tape_lines(&tape);
+    let mut sse_copy = None;
+    for l in lines.iter() {
+        if l["type"] == "msg" && l["dir"] == "s2c" {
+            let mut m = l.clone();
+            m["http"]["content_type"] = json!("text/event-stream");
+            m["http"]["stream"] = json!("post");
+            sse_copy = Some(m);
+        }
+    }
+    let sse_line = sse_copy.expect("the recorded answer");
+    let mut req2 = lines
+        .iter()
+        .find(|l| l["type"] == "msg" && l["dir"] == "c2s")
+        .expect("request")
+        .clone();
+    req2["msg"]["id"] = json!(2);
+    req2["id"] = json!(2);
+    req2["msg"]["params"] = json!({"form": "sse"});
+    let mut resp2 = sse_line;
+    resp2["msg"]["id"] = json!(2);
+    resp2["id"] = json!(2);
+    // A hand-made tape (no hash chain) with both forms.
+    let msgs: Vec<(&str, Value)> = vec![
+        (
+            "c2s",
+            lines
+                .iter()
+                .find(|l| l["type"] == "msg" && l["dir"] == "c2s")
+                .unwrap()["msg"]
+                .clone(),
+        ),
+        (
+            "s2c",
+            lines
+                .iter()
+                .find(|l| l["type"] == "msg" && l["dir"] == "s2c")
+                .unwrap()["msg"]
+                .clone(),
+        ),
+    ];
+    write_tape(&tape, &msgs, true);
+    // Append the SSE exchange with its http facts.
+    let mut text = std::fs::read_to_string(&tape).unwrap();
+    let end = text.lines().last().unwrap().to_string();
+    text = text.replace(&format!("{end}\n"), "");
+    text.push_str(&format!("{}\n{}\n{end}\n", req2, resp2));
+    std::fs::write(&tape, text).unwrap();
+
+    let play = Served::play(&tape);
+    let mut a = http_open(
+        &play.url,
+        "POST",
+        &post_headers(&[]),
+        json_req.to_string().as_bytes(),
+    );
+    assert_eq!(
+        a.header("content-type"),
+        Some("application/json"),
+        "recorded as JSON, played as JSON"
+    );
+    let _ = a.body();
+    let req = json!({"jsonrpc": "2.0", "id": 7, "method": "edge/json", "params": {"form": "sse"}});
+    let mut b = http_open(
+        &play.url,
+        "POST",
+        &post_headers(&[]),
+        req.to_string().as_bytes(),
+    );
+    assert_eq!(
+        b.header("content-type"),
+        Some("text/event-stream"),
+        "recorded over SSE, played over SSE"
+    );
+    let body = text_of(&b.body());
+    assert!(
+        body.contains("data: ") && body.contains("\"id\":7"),
+        "{body}"
+    );
+    let err = play.stop();
+    assert_clean_play(&err);
+}
+
+fn text_of(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
