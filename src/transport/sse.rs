@@ -44,12 +44,21 @@ impl SseParser {
     /// returned as is (raw, no event) so the proxy forwards it and moves on.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<Block> {
         self.buf.extend_from_slice(chunk);
-        if !self.started && self.buf.len() >= 3 {
+        if !self.started {
+            // A BOM counts only at the very start: wait for three bytes before deciding, so that
+            // how the stream is split cannot change what is parsed.
+            if self.buf.len() < 3 {
+                return Vec::new();
+            }
             self.started = true;
             if self.buf.starts_with(b"\xEF\xBB\xBF") {
                 self.buf.drain(..3);
             }
         }
+        self.blocks()
+    }
+
+    fn blocks(&mut self) -> Vec<Block> {
         let mut out = Vec::new();
         loop {
             match find_block_end(&self.buf, self.scanned) {
@@ -76,6 +85,19 @@ impl SseParser {
 
     /// The stream ended: whatever is left (an unfinished event is not dispatched, per the spec).
     pub fn finish(&mut self) -> Option<Block> {
+        if !self.started {
+            self.started = true;
+            let mut held = self.blocks();
+            if let Some(b) = held.pop() {
+                // Only possible for a stream under three bytes: one block at most.
+                let mut raw = b.raw;
+                raw.extend(std::mem::take(&mut self.buf));
+                return Some(Block {
+                    raw,
+                    event: b.event,
+                });
+            }
+        }
         if self.buf.is_empty() {
             return None;
         }
@@ -178,6 +200,18 @@ mod tests {
         }
         out.extend(p.finish());
         out
+    }
+
+    #[test]
+    fn a_bom_counts_only_at_the_very_start_whatever_the_chunking() {
+        // Regression: with a first chunk under three bytes completing a block, a BOM later in
+        // the stream was taken for a leading one.
+        let input = b"\n\n\xEF\xBB\xBFdata: x\n\n";
+        let whole = all(input, input.len());
+        for chunk in 1..=input.len() {
+            assert_eq!(all(input, chunk), whole, "chunk {chunk}");
+        }
+        assert_eq!(all(b"\n\n", 1).len(), 1);
     }
 
     #[test]
