@@ -151,25 +151,8 @@ pub fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, 
 
     // Close the server's stdin and give it the grace period to exit.
     stdin.lock().unwrap_or_else(|p| p.into_inner()).take();
-    let deadline = Instant::now() + cfg.grace;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break Some(st),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Ok(None) => {
-                let _ = child.kill();
-                break child.wait().ok();
-            }
-            Err(_) => break None,
-        }
-    };
-    let exit = status.map(|st| {
-        use std::os::unix::process::ExitStatusExt;
-        ExitInfo {
-            code: st.code(),
-            signal: st.signal(),
-        }
-    });
+    let ended = crate::record::stdio::wait_with_grace(&mut child, cfg.grace);
+    let exit = ended.as_ref().map(|(info, _)| info.clone());
     // Let the reader take the server's last words to the tape, then close it.
     let deadline = Instant::now() + Duration::from_secs(2);
     while !reader.is_finished() && Instant::now() < deadline {

@@ -74,6 +74,12 @@ pub fn run(a: Args) -> Result<i32> {
         },
     };
     let out = record_stdio(&cfg)?;
+    Ok(report(out))
+}
+
+/// The summary line on stderr, and the exit code: the server's (0 over HTTP), or 74 when the
+/// tape lost lines and the server exited 0 (so a failing tape never passes silently).
+fn report(out: mcptape::record::RecordOutcome) -> i32 {
     let raw = if out.end.raw > 0 {
         format!(", {} non-JSON lines", out.end.raw)
     } else {
@@ -88,10 +94,10 @@ pub fn run(a: Args) -> Result<i32> {
     if let Some((dropped, err)) = out.write_failure {
         mcptape::diag!("mcptape: WARNING: the tape is INCOMPLETE: {dropped} lines could not be written ({err})");
         if out.exit_code == 0 {
-            return Ok(mcptape::exit::IO_ERR);
+            return mcptape::exit::IO_ERR;
         }
     }
-    Ok(out.exit_code)
+    out.exit_code
 }
 
 fn run_http(a: Args, url: String) -> Result<i32> {
@@ -127,17 +133,7 @@ fn run_http(a: Args, url: String) -> Result<i32> {
             cfg.tape.display()
         );
     })?;
-    mcptape::diag!(
-        "mcptape: recorded {} messages ({} exchanges) to {}",
-        out.end.messages,
-        out.end.exchanges,
-        out.tape.display()
-    );
-    if let Some((dropped, err)) = out.write_failure {
-        mcptape::diag!("mcptape: WARNING: the tape is INCOMPLETE: {dropped} lines could not be written ({err})");
-        return Ok(mcptape::exit::IO_ERR);
-    }
-    Ok(mcptape::exit::OK)
+    Ok(report(out))
 }
 
 fn run_bridge(a: Args, listen: std::net::SocketAddr) -> Result<i32> {
@@ -171,15 +167,5 @@ fn run_bridge(a: Args, listen: std::net::SocketAddr) -> Result<i32> {
             cfg.tape.display()
         );
     })?;
-    mcptape::diag!(
-        "mcptape: recorded {} messages ({} exchanges) to {}",
-        out.end.messages,
-        out.end.exchanges,
-        out.tape.display()
-    );
-    if let Some((dropped, err)) = out.write_failure {
-        mcptape::diag!("mcptape: WARNING: the tape is INCOMPLETE: {dropped} lines could not be written ({err})");
-        return Ok(mcptape::exit::IO_ERR);
-    }
-    Ok(mcptape::exit::OK)
+    Ok(report(out))
 }

@@ -8,7 +8,9 @@
 use super::matcher::{Matcher, Outcome};
 use super::serve::{self, PlayReport, ServeOptions, Shared};
 use crate::tape::TapeIndex;
-use crate::transport::http::{collect, full, plain, refuse_foreign, ChannelBody, RespBody};
+use crate::transport::http::{
+    accept_until, collect, full, plain, refuse_foreign, ChannelBody, RespBody, StopSignals,
+};
 use crate::transport::sse;
 use crate::wire::rewrite::with_id;
 use crate::wire::{classify, Kind};
@@ -17,10 +19,8 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -108,33 +108,16 @@ pub fn serve_http(
             local_port: local.port(),
             legacy,
         });
-        // The signal streams exist before the URL is given out, so no signal is lost or fatal.
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut sigint = signal(SignalKind::interrupt())?;
-        let mut sigterm = signal(SignalKind::terminate())?;
+        let mut signals = StopSignals::new()?;
         on_ready(&format!("http://{local}{path}"));
-        let mut connections = tokio::task::JoinSet::new();
-        loop {
-            tokio::select! {
-                // Cancel-safe: accept() loses no connection, the signal streams keep theirs.
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
-                    let player = player.clone();
-                    connections.spawn(async move {
-                        let service = hyper::service::service_fn(move |req| {
-                            let player = player.clone();
-                            async move { Ok::<_, Infallible>(player.handle(req).await) }
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                    });
-                    while connections.try_join_next().is_some() {}
-                }
-                _ = sigint.recv() => break,
-                _ = sigterm.recv() => break,
+        let handler = {
+            let player = player.clone();
+            move |req| {
+                let player = player.clone();
+                async move { player.handle(req).await }
             }
-        }
+        };
+        let (_, mut connections) = accept_until(&listener, handler, signals.recv()).await;
         connections.abort_all();
         Ok(player.report())
     })

@@ -6,8 +6,10 @@
 
 use super::stdio::{ignore_sigxfsz, shell_words, start_stdio_server, RecordOutcome, StartError};
 use crate::redact::{RedactConfig, Redactor};
-use crate::tape::{ExitInfo, TapeWriter, WriteOptions};
-use crate::transport::http::{collect, plain, refuse_foreign, ChannelBody, RespBody};
+use crate::tape::{TapeWriter, WriteOptions};
+use crate::transport::http::{
+    accept_until, collect, plain, refuse_foreign, ChannelBody, RespBody, StopSignals,
+};
 use crate::transport::sse;
 use crate::wire::{classify, Dir, Frame, Framer, Kind};
 use bytes::Bytes;
@@ -15,9 +17,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -108,8 +108,16 @@ pub fn record_bridge(
     let stdout = child.stdout.take().expect("stdout is piped");
     let stdin = child.stdin.take();
     let served = rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(cfg.listen).await.map_err(|cause| BridgeError::Listen { addr: cfg.listen, cause })?;
-        let local = listener.local_addr().map_err(|cause| BridgeError::Listen { addr: cfg.listen, cause })?;
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|cause| BridgeError::Listen {
+                addr: cfg.listen,
+                cause,
+            })?;
+        let local = listener.local_addr().map_err(|cause| BridgeError::Listen {
+            addr: cfg.listen,
+            cause,
+        })?;
         let bridge = Arc::new(Bridge {
             tape: Mutex::new(Some(writer)),
             label: cfg.server_label.clone(),
@@ -136,59 +144,35 @@ pub fn record_bridge(
                 }
             })
         };
-        use tokio::signal::unix::{signal, SignalKind};
-        let listen_err = |cause| BridgeError::Listen { addr: cfg.listen, cause };
-        let mut sigint = signal(SignalKind::interrupt()).map_err(listen_err)?;
-        let mut sigterm = signal(SignalKind::terminate()).map_err(listen_err)?;
+        let mut signals = StopSignals::new().map_err(|cause| BridgeError::Listen {
+            addr: cfg.listen,
+            cause,
+        })?;
         on_ready(&format!("http://{local}/mcp"));
-        let mut connections = tokio::task::JoinSet::new();
-        let reason = loop {
-            tokio::select! {
-                // Cancel-safe: accept() loses no connection; the signal streams keep theirs.
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
-                    let bridge = bridge.clone();
-                    connections.spawn(async move {
-                        let service = hyper::service::service_fn(move |req| {
-                            let bridge = bridge.clone();
-                            async move { Ok::<_, Infallible>(bridge.handle(req).await) }
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
-                    });
-                    while connections.try_join_next().is_some() {}
-                }
-                // The router ends when the server's output does (the reader drops its sender).
-                _ = &mut router => break "the server's output ended",
-                _ = sigint.recv() => break "SIGINT: recording stopped",
-                _ = sigterm.recv() => break "SIGTERM: recording stopped",
+        let handler = {
+            let bridge = bridge.clone();
+            move |req| {
+                let bridge = bridge.clone();
+                async move { bridge.handle(req).await }
             }
         };
+        // The router ends when the server's output does (the reader drops its sender).
+        let stop = async {
+            tokio::select! {
+                _ = &mut router => "the server's output ended".to_string(),
+                s = signals.recv() => format!("{s}: recording stopped"),
+            }
+        };
+        let (reason, mut connections) = accept_until(&listener, handler, stop).await;
         connections.abort_all();
         // EOF for the server, as over stdio.
         bridge.stdin.lock().expect("stdin lock").take();
         Ok::<_, BridgeError>((reason, bridge))
     })?;
     let (reason, bridge) = served;
-    let deadline = Instant::now() + cfg.grace;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break Some(st),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            Ok(None) => {
-                let _ = child.kill();
-                break child.wait().ok();
-            }
-            Err(_) => break None,
-        }
-    };
-    let exit = status.map(|st| {
-        use std::os::unix::process::ExitStatusExt;
-        ExitInfo {
-            code: st.code(),
-            signal: st.signal(),
-        }
-    });
-    let exit_code = exit.as_ref().and_then(|e| e.code).unwrap_or(0);
+    let ended = crate::record::stdio::wait_with_grace(&mut child, cfg.grace);
+    let exit = ended.as_ref().map(|(info, _)| info.clone());
+    let exit_code = ended.map(|(_, code)| code).unwrap_or(0);
     let writer = bridge
         .tape
         .lock()
@@ -198,7 +182,7 @@ pub fn record_bridge(
     let dropped = writer.dropped();
     let failure = writer.failure();
     let tape = writer.path().to_path_buf();
-    let end = writer.finish(exit, Some(reason.into())).map_err(tape_err)?;
+    let end = writer.finish(exit, Some(reason)).map_err(tape_err)?;
     Ok(RecordOutcome {
         tape,
         end,

@@ -9,7 +9,9 @@
 use super::stdio::RecordOutcome;
 use crate::redact::{RedactConfig, Redactor};
 use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
-use crate::transport::http::{collect, plain, refuse_foreign, ChannelBody, RespBody};
+use crate::transport::http::{
+    accept_until, collect, plain, refuse_foreign, ChannelBody, RespBody, StopSignals,
+};
 use crate::transport::sse::{self, SseParser};
 use crate::wire::{Dir, Frame, Kind, Line};
 use bytes::Bytes;
@@ -18,9 +20,8 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Map, Value};
-use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -188,37 +189,20 @@ pub fn record_http(
         });
         // The signal streams exist before the URL is given out: a signal that arrives after that
         // is never lost, and never takes the default action (death, with the tape unclosed).
-        use tokio::signal::unix::{signal, SignalKind};
-        let listen_err = |cause| HttpRecordError::Listen {
+        let mut signals = StopSignals::new().map_err(|cause| HttpRecordError::Listen {
             addr: cfg.listen,
             cause,
-        };
-        let mut sigint = signal(SignalKind::interrupt()).map_err(listen_err)?;
-        let mut sigterm = signal(SignalKind::terminate()).map_err(listen_err)?;
+        })?;
         on_ready(&format!("{public_origin}{path}"));
-        let mut connections = tokio::task::JoinSet::new();
-        let reason = loop {
-            tokio::select! {
-                // All three are cancel-safe: accept() loses no connection when another branch
-                // wins, and the signal streams (created once, above) keep pending signals.
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
-                    let proxy = proxy.clone();
-                    connections.spawn(async move {
-                        let service = hyper::service::service_fn(move |req| {
-                            let proxy = proxy.clone();
-                            async move { Ok::<_, Infallible>(proxy.handle(req).await) }
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
-                    });
-                    while connections.try_join_next().is_some() {}
-                }
-                _ = sigint.recv() => break "SIGINT: recording stopped",
-                _ = sigterm.recv() => break "SIGTERM: recording stopped",
+        let handler = {
+            let proxy = proxy.clone();
+            move |req| {
+                let proxy = proxy.clone();
+                async move { proxy.handle(req).await }
             }
         };
+        let (signal, mut connections) = accept_until(&listener, handler, signals.recv()).await;
+        let reason = format!("{signal}: recording stopped");
         // Let requests in flight finish briefly; long-lived streams are cut.
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
             while connections.join_next().await.is_some() {}
@@ -234,7 +218,7 @@ pub fn record_http(
         let dropped = writer.dropped();
         let failure = writer.failure();
         let tape = writer.path().to_path_buf();
-        let end = writer.finish(None, Some(reason.into())).map_err(tape_err)?;
+        let end = writer.finish(None, Some(reason)).map_err(tape_err)?;
         Ok(RecordOutcome {
             tape,
             end,

@@ -408,7 +408,28 @@ fn commit(w: &mut TapeWriter, warned: &AtomicBool) {
     }
 }
 
-fn exit_info(st: &ExitStatus) -> (ExitInfo, i32) {
+/// After the server's stdin is closed: waits up to `grace` for it to exit, then kills it.
+/// Returns how it ended and the exit code mcptape should pass on (128+n for a signal).
+pub(crate) fn wait_with_grace(
+    child: &mut std::process::Child,
+    grace: Duration,
+) -> Option<(ExitInfo, i32)> {
+    let deadline = Instant::now() + grace;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                let _ = child.kill();
+                break child.wait().ok();
+            }
+            Err(_) => break None,
+        }
+    };
+    status.map(|st| exit_info(&st))
+}
+
+pub(crate) fn exit_info(st: &ExitStatus) -> (ExitInfo, i32) {
     use std::os::unix::process::ExitStatusExt;
     match (st.code(), st.signal()) {
         (Some(code), _) => (

@@ -95,3 +95,66 @@ impl Body for ChannelBody {
         self.rx.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
     }
 }
+
+/// The signals that stop an HTTP listener, created before its URL is given out: a signal that
+/// arrives after that is never lost, and never takes its default action (death, tape unclosed).
+pub struct StopSignals {
+    sigint: tokio::signal::unix::Signal,
+    sigterm: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    pub fn new() -> std::io::Result<StopSignals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(StopSignals {
+            sigint: signal(SignalKind::interrupt())?,
+            sigterm: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// Waits for SIGINT or SIGTERM and names it. Cancel-safe: the streams keep pending signals.
+    pub async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.sigint.recv() => "SIGINT",
+            _ = self.sigterm.recv() => "SIGTERM",
+        }
+    }
+}
+
+/// Serves HTTP/1 connections with `handle` until `stop` completes, then returns its output with
+/// the connections still open (the caller decides how long they get).
+pub async fn accept_until<H, Fut, S>(
+    listener: &tokio::net::TcpListener,
+    handle: H,
+    stop: S,
+) -> (S::Output, tokio::task::JoinSet<()>)
+where
+    H: Fn(hyper::Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<RespBody>> + Send + 'static,
+    S: std::future::Future,
+{
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(stop);
+    let out = loop {
+        tokio::select! {
+            // Cancel-safe: accept() loses no connection when `stop` wins, and `stop` is pinned
+            // outside the loop so its progress is kept between turns.
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let handle = handle.clone();
+                connections.spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let fut = handle(req);
+                        async move { Ok::<_, Infallible>(fut.await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+                while connections.try_join_next().is_some() {}
+            }
+            out = &mut stop => break out,
+        }
+    };
+    (out, connections)
+}
