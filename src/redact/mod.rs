@@ -348,12 +348,14 @@ impl Redactor {
             return None;
         }
         let mut found = Vec::new();
-        let mut out = self.scrub(text, "$", &mut found);
+        // Whole values under sensitive keys first: a shape or assignment rule matching only part
+        // of such a value must not leave the rest of it behind.
+        let mut out = text.to_string();
         let kv = key_value_re();
         if kv.is_match(&out) {
             out = kv
                 .replace_all(&out, |c: &regex::Captures<'_>| {
-                    if !self.is_sensitive_key(&c[1]) || c[3].starts_with(MARKER_PREFIX) {
+                    if !self.is_sensitive_key(&c[1]) || is_marker(&c[3]) {
                         return c[0].to_string();
                     }
                     let rule = format!("key:{}", c[1].to_ascii_lowercase());
@@ -365,6 +367,7 @@ impl Redactor {
                 })
                 .into_owned();
         }
+        out = self.scrub(&out, "$", &mut found);
         (!found.is_empty()).then(|| (out, found.into_iter().map(|f| f.rule).collect()))
     }
 
@@ -794,6 +797,18 @@ mod tests {
             ..Default::default()
         })
         .is_err());
+    }
+
+    #[test]
+    fn a_value_under_a_sensitive_key_goes_whole_in_text() {
+        // Found by fuzzing: in text (a line that is not valid JSON), the assignment rule took
+        // `api_key":"sk-…` only up to a comma and left the rest of the secret behind.
+        let r = Redactor::new(&RedactConfig::defaults()).unwrap();
+        let (t, _) = r
+            .redact_text("{\"api_key\":\"sk-\u{10}defghijklmn,pqrstuvwxyz012345\"}")
+            .unwrap();
+        assert!(!t.contains("pqrstuvwxyz012345"), "{t}");
+        assert!(t.contains("\"api_key\":\"[REDACTED:key:api_key:"), "{t}");
     }
 
     #[test]
