@@ -190,7 +190,7 @@ impl Player {
         let c = classify(&body);
         let is_init = c.kind == Kind::Request && c.method.as_deref() == Some("initialize");
         let (session, new_id) = if is_init {
-            let id = new_session_id();
+            let id = crate::transport::http::session_id();
             (self.open_session(&id), Some(id))
         } else {
             match self.session(session_id.as_deref()) {
@@ -332,7 +332,7 @@ impl Player {
     async fn handle_legacy(&self, req: Request<Incoming>) -> Response<RespBody> {
         match *req.method() {
             Method::GET => {
-                let id = new_session_id();
+                let id = crate::transport::http::session_id();
                 let session = self.open_session(&id);
                 let (tx, rx) = mpsc::channel(STREAM_QUEUE);
                 let endpoint = format!("/message?sessionId={id}");
@@ -562,14 +562,6 @@ fn sse_response(rx: mpsc::Receiver<Bytes>) -> Response<RespBody> {
 fn trim_nl(line: &[u8]) -> &str {
     let s = std::str::from_utf8(line).unwrap_or("");
     s.trim_end_matches(['\n', '\r'])
-}
-
-fn new_session_id() -> String {
-    let mut b = [0u8; 16];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = std::io::Read::read_exact(&mut f, &mut b);
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Adds a session's report and the exchanges it used to a running total.

@@ -123,7 +123,7 @@ pub fn record_bridge(
             label: cfg.server_label.clone(),
             stdin: Mutex::new(stdin),
             routes: Mutex::new(Routes::default()),
-            session: new_id(),
+            session: crate::transport::http::session_id(),
             local_port: local.port(),
             max_message: cfg.max_message,
         });
@@ -228,7 +228,7 @@ impl Bridge {
             .iter()
             .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
             .collect();
-        let line = trim(&line).to_vec();
+        let line = line.trim_ascii().to_vec();
         let c = classify(&line);
         let stream = if c.kind == Kind::Request {
             let (tx, rx) = mpsc::channel(STREAM_QUEUE);
@@ -368,25 +368,4 @@ fn sse_response(rx: mpsc::Receiver<Bytes>, session: Option<String>) -> Response<
         r.headers_mut().insert("mcp-session-id", s);
     }
     r
-}
-
-fn trim(b: &[u8]) -> &[u8] {
-    let start = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let end = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map(|i| i + 1)
-        .unwrap_or(start);
-    &b[start..end]
-}
-
-fn new_id() -> String {
-    let mut b = [0u8; 16];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        let _ = f.read_exact(&mut b);
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }

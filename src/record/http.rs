@@ -432,7 +432,7 @@ impl Proxy {
     }
 
     fn tape_message(&self, dir: Dir, bytes: &[u8], facts: &Map<String, Value>) {
-        let bytes = trim_ascii(bytes);
+        let bytes = bytes.trim_ascii();
         // A tape line holds one message: an HTTP body or a multi-line SSE `data:` may hold line
         // breaks, which in valid JSON can only be whitespace between tokens, so they become
         // spaces. (Over stdio a message never contains one.)
@@ -516,19 +516,6 @@ fn request_facts(method: &Method, headers: &HeaderMap, path: &str) -> Map<String
         f.insert("mcp_params".into(), Value::Object(params));
     }
     f
-}
-
-fn trim_ascii(b: &[u8]) -> &[u8] {
-    let start = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let end = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map(|i| i + 1)
-        .unwrap_or(start);
-    &b[start..end]
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

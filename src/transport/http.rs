@@ -158,3 +158,12 @@ where
     };
     (out, connections)
 }
+
+/// A fresh random session id: 32 hex digits from the OS.
+pub fn session_id() -> String {
+    let mut b = [0u8; 16];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = std::io::Read::read_exact(&mut f, &mut b);
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
