@@ -4,9 +4,10 @@
 //! HMAC with a random per-tape key that is never stored: equal secrets stay equal within a tape
 //! (so a replayed session still lines up), and nothing about them can be learned from it.
 //!
-//! A cheap byte-level prefilter decides whether a message needs the full JSON walk, so the
-//! common message costs one regex-set scan, not a parse.
+//! A cheap byte-level prefilter (`prefilter.rs`) decides whether a message needs the full JSON
+//! walk, so the common message costs a scan at memory speed, not a parse.
 
+mod prefilter;
 pub mod rules;
 
 use hmac::{Hmac, Mac};
@@ -101,7 +102,7 @@ pub struct Redactor {
     url_credentials: Regex,
     assignment: Regex,
     paths: Vec<(String, JsonPath)>,
-    prefilter: regex::bytes::RegexSet,
+    prefilter: prefilter::Prefilter,
 }
 
 fn squash(key: &str) -> String {
@@ -172,10 +173,13 @@ impl Redactor {
                 suffixes.join("|")
             ));
         }
-        let prefilter = regex::bytes::RegexSet::new(&pre).map_err(|e| RuleError::Regex {
+        let regex_err = |e: regex::Error| RuleError::Regex {
             pattern: pre.join(" | "),
             message: e.to_string(),
-        })?;
+        };
+        let full = regex::bytes::RegexSet::new(&pre).map_err(regex_err)?;
+        let prefilter =
+            prefilter::Prefilter::new(&keys, cfg.defaults, &cfg.patterns, full).map_err(regex_err)?;
         Ok(Redactor {
             key,
             defaults: cfg.defaults,
@@ -209,8 +213,8 @@ impl Redactor {
     /// Whether the message might hold a secret (cheap; false means certainly not).
     fn may_need(&self, bytes: &[u8]) -> bool {
         !self.paths.is_empty()
-            || self.prefilter.is_match(bytes)
-            || (self.defaults && has_entropy_candidate(bytes))
+            || self.prefilter.may_match(bytes)
+            || (self.defaults && prefilter::has_entropy_candidate(bytes))
     }
 
     /// The redacted message, or `None` when nothing had to change (the bytes stay verbatim).
@@ -344,7 +348,7 @@ impl Redactor {
     /// credentials and parameters, `name = value` assignments, and `"key": "value"` pairs of
     /// sensitive keys in JSON-looking text that did not parse (a cut-off line).
     pub fn redact_text(&self, text: &str) -> Option<(String, Vec<String>)> {
-        if !self.prefilter.is_match(text.as_bytes()) {
+        if !self.prefilter.may_match(text.as_bytes()) {
             return None;
         }
         let mut found = Vec::new();
@@ -615,26 +619,6 @@ pub fn is_high_entropy(s: &str) -> bool {
 }
 
 /// A quoted run of token characters of candidate length somewhere in the bytes.
-fn has_entropy_candidate(bytes: &[u8]) -> bool {
-    let mut run = 0usize;
-    let mut in_run = false;
-    for (i, &b) in bytes.iter().enumerate() {
-        // `\"` closes a string inside embedded JSON as `"` does.
-        if b == b'"' || (b == b'\\' && bytes.get(i + 1) == Some(&b'"')) {
-            if in_run && (rules::ENTROPY_MIN_LEN..=rules::ENTROPY_MAX_LEN).contains(&run) {
-                return true;
-            }
-            in_run = i + 1 < bytes.len();
-            run = 0;
-        } else if in_run && (b.is_ascii_alphanumeric() || b"+/=_-.".contains(&b)) {
-            run += 1;
-        } else {
-            in_run = false;
-        }
-    }
-    false
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
