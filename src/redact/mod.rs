@@ -178,8 +178,8 @@ impl Redactor {
             message: e.to_string(),
         };
         let full = regex::bytes::RegexSet::new(&pre).map_err(regex_err)?;
-        let prefilter =
-            prefilter::Prefilter::new(&keys, cfg.defaults, &cfg.patterns, full).map_err(regex_err)?;
+        let prefilter = prefilter::Prefilter::new(&keys, cfg.defaults, &cfg.patterns, full)
+            .map_err(regex_err)?;
         Ok(Redactor {
             key,
             defaults: cfg.defaults,

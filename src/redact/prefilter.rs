@@ -58,6 +58,9 @@ pub(crate) struct Prefilter {
     full: regex::bytes::RegexSet,
     /// A user key has characters outside `[a-z0-9]`: the name runs cannot find it.
     exotic_keys: bool,
+    /// The last two bytes of every sensitive name (keys and suffixes), as a bit set indexed
+    /// by `b1 << 8 | b2`: most names are ruled out by one lookup. `None` when a name is shorter.
+    endings: Option<Box<[u64; 1024]>>,
     /// `-----BEGIN`, built once (a `Finder` has set-up cost).
     pem: memchr::memmem::Finder<'static>,
 }
@@ -81,10 +84,31 @@ impl Prefilter {
         } else {
             Some(regex::bytes::RegexSet::new(user_patterns)?)
         };
+        let suffixes: &[&str] = if defaults {
+            rules::SENSITIVE_SUFFIXES
+        } else {
+            &[]
+        };
+        let names = keys
+            .iter()
+            .map(String::as_str)
+            .chain(suffixes.iter().copied());
+        let mut endings = Some(Box::new([0u64; 1024]));
+        for name in names {
+            match (name.as_bytes(), endings.as_mut()) {
+                ([.., a, b], Some(set)) => {
+                    let i = (*a as usize) << 8 | *b as usize;
+                    set[i / 64] |= 1 << (i % 64);
+                }
+                _ => endings = None,
+            }
+        }
         Ok(Prefilter {
-            exotic_keys: keys
-                .iter()
-                .any(|k| !k.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())),
+            endings,
+            exotic_keys: keys.iter().any(|k| {
+                !k.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            }),
             keys: keys.clone(),
             defaults,
             shapes,
@@ -107,8 +131,7 @@ impl Prefilter {
         {
             return true;
         }
-        self.defaults
-            && (self.pem.find(bytes).is_some() || self.runs_hit(bytes))
+        self.defaults && (self.pem.find(bytes).is_some() || self.runs_hit(bytes))
     }
 
     /// A `:` or `=` at `at`: is the name in front of it sensitive, or is it a URL with
@@ -157,24 +180,29 @@ impl Prefilter {
             }
         }
         let squashed = std::str::from_utf8(&squashed[..n]).expect("ASCII");
-        if self.keys.contains(squashed) {
+        if self.sensitive_name(squashed) {
             return true;
         }
-        if !self.defaults {
-            return false;
-        }
-        if rules::SENSITIVE_SUFFIXES
-            .iter()
-            .any(|s| squashed.ends_with(s))
-        {
-            return true;
-        }
-        sep == b'='
+        self.defaults
+            && sep == b'='
             && start > 0
             && matches!(bytes[start - 1], b'?' | b'&')
-            && URL_PARAM_NAMES
-                .iter()
-                .any(|p| name.eq_ignore_ascii_case(p))
+            && URL_PARAM_NAMES.iter().any(|p| name.eq_ignore_ascii_case(p))
+    }
+
+    /// Whether a squashed name is a sensitive key or ends in a sensitive word.
+    fn sensitive_name(&self, squashed: &str) -> bool {
+        if let (Some(set), [.., a, b]) = (&self.endings, squashed.as_bytes()) {
+            let i = (*a as usize) << 8 | *b as usize;
+            if set[i / 64] & (1 << (i % 64)) == 0 {
+                return false;
+            }
+        }
+        self.keys.contains(squashed)
+            || (self.defaults
+                && rules::SENSITIVE_SUFFIXES
+                    .iter()
+                    .any(|s| squashed.ends_with(s)))
     }
 
     /// Runs of token characters long enough to be a credential: a shape inside one, a scheme
@@ -439,18 +467,65 @@ mod tests {
             // Sensitive names in any case, with separators anywhere.
             (
                 proptest::sample::select(vec![
-                    "password", "api_key", "apiKey", "X-Api-Key", "token", "access_token",
-                    "db_password", "client-secret", "Authorization", "cookie", "key", "sig",
-                    "auth", "passphrase", "private_key", "AWS_SECRET_ACCESS_KEY", "name",
+                    "password",
+                    "api_key",
+                    "apiKey",
+                    "X-Api-Key",
+                    "token",
+                    "access_token",
+                    "db_password",
+                    "client-secret",
+                    "Authorization",
+                    "cookie",
+                    "key",
+                    "sig",
+                    "auth",
+                    "passphrase",
+                    "private_key",
+                    "AWS_SECRET_ACCESS_KEY",
+                    "name",
                 ]),
                 any::<bool>(),
             )
-                .prop_map(|(k, upper)| if upper { k.to_uppercase() } else { k.to_string() }),
+                .prop_map(|(k, upper)| if upper {
+                    k.to_uppercase()
+                } else {
+                    k.to_string()
+                }),
             proptest::sample::select(vec![
-                "\"", "\\\"", ":", "=", " ", "\t", "'", "?", "&", "@", "://", "https://",
-                "user:", "Bearer ", "basic\t", "TOKEN  ", "sk-ant-", "sk-", "ghp_", "xoxb-",
-                "AKIA", "eyJ", ".", "sk_live_", "npm_", "hf_", "glpat-", "-----BEGIN RSA PRIVATE KEY-----",
-                "-----END RSA PRIVATE KEY-----", "{", "}", ",", "\\n",
+                "\"",
+                "\\\"",
+                ":",
+                "=",
+                " ",
+                "\t",
+                "'",
+                "?",
+                "&",
+                "@",
+                "://",
+                "https://",
+                "user:",
+                "Bearer ",
+                "basic\t",
+                "TOKEN  ",
+                "sk-ant-",
+                "sk-",
+                "ghp_",
+                "xoxb-",
+                "AKIA",
+                "eyJ",
+                ".",
+                "sk_live_",
+                "npm_",
+                "hf_",
+                "glpat-",
+                "-----BEGIN RSA PRIVATE KEY-----",
+                "-----END RSA PRIVATE KEY-----",
+                "{",
+                "}",
+                ",",
+                "\\n",
             ])
             .prop_map(str::to_string),
             "[A-Za-z0-9_-]{1,40}",

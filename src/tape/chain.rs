@@ -14,12 +14,11 @@ pub const SIG_PREFIX: &str = "hmac-sha256:";
 
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
+    let mut out = Vec::with_capacity(bytes.len() * 2);
     for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
+        out.extend_from_slice(&[DIGITS[(b >> 4) as usize], DIGITS[(b & 15) as usize]]);
     }
-    s
+    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
 pub fn start(header_line: &[u8]) -> String {
@@ -27,9 +26,16 @@ pub fn start(header_line: &[u8]) -> String {
 }
 
 pub fn link(prev: &str, line_without_h: &[u8]) -> String {
+    link_parts(prev, &[line_without_h])
+}
+
+/// The same, for a line given in consecutive parts (hashed where they lie, not copied).
+pub fn link_parts(prev: &str, parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     h.update(prev.as_bytes());
-    h.update(line_without_h);
+    for part in parts {
+        h.update(part);
+    }
     hex(&h.finalize())
 }
 

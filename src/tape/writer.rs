@@ -27,8 +27,9 @@ pub struct TapeWriter {
     seq: u64,
     pending: Vec<u8>,
     counts: End,
-    /// Requests still waiting for an answer, by (direction of the request, id text).
-    open: HashMap<(Dir, String), u32>,
+    /// Requests still waiting for an answer, by id text: `[client's, server's]`. One map per
+    /// direction so that an answer is looked up by `&str`, without building a key.
+    open: [HashMap<String, u32>; 2],
     /// The first write error; once set, the tape is marked incomplete and writing stops.
     failed: Option<io::Error>,
     /// Bytes of complete lines written so far.
@@ -38,9 +39,16 @@ pub struct TapeWriter {
     signing_key: Option<Vec<u8>>,
     /// The chain's head: hex SHA-256 of the last line.
     head: String,
-    /// One line being built, before it is sealed into `pending`.
-    line: Vec<u8>,
+    /// The end of a line whose body is written straight from the caller's buffer.
+    tail: Vec<u8>,
+    /// A write error from a message written out at once (a big one), for the next `commit`.
+    unreported: Option<io::Error>,
 }
+
+/// A message body at least this large is not copied into `pending`: the line is written with
+/// `writev` as (pending + line head, body, line end), hashed in those parts. This saves two
+/// copies of a large message and keeps memory at about one copy of it.
+const BIG_BODY: usize = 64 * 1024;
 
 /// How a tape is written.
 #[derive(Default)]
@@ -65,14 +73,15 @@ impl TapeWriter {
             seq: 0,
             pending: Vec::with_capacity(64 * 1024),
             counts: End::default(),
-            open: HashMap::new(),
+            open: [HashMap::new(), HashMap::new()],
             failed: None,
             good_len: 0,
             dropped: 0,
             redactor: opts.redactor,
             signing_key: opts.signing_key,
             head: String::new(),
-            line: Vec::new(),
+            tail: Vec::new(),
+            unreported: None,
         };
         let header = Header {
             format: FORMAT_NAME.into(),
@@ -81,11 +90,10 @@ impl TapeWriter {
             created: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
             tool: format!("mcptape {}", env!("CARGO_PKG_VERSION")),
         };
-        let mut line =
-            serde_json::to_vec(&OwnedLine::Header(&header)).expect("tape records serialize");
-        w.head = chain::start(&line);
-        line.push(b'\n');
-        w.pending.extend_from_slice(&line);
+        serde_json::to_writer(&mut w.pending, &OwnedLine::Header(&header))
+            .expect("tape records serialize");
+        w.head = chain::start(&w.pending);
+        w.pending.push(b'\n');
         w.commit()?;
         Ok(w)
     }
@@ -121,13 +129,17 @@ impl TapeWriter {
     ) {
         self.seq += 1;
         let t_us = self.elapsed_us(at);
-        let mut p = std::mem::take(&mut self.line);
-        p.clear();
+        // The line is built in place at the end of `pending` (no separate line buffer to copy).
+        let start = self.pending.len();
+        let mut p = std::mem::take(&mut self.pending);
         let p = &mut p;
+        // A large body stays where it is (the framer's buffer, or the redacted copy).
+        let mut big: Option<std::borrow::Cow<'_, [u8]>> = None;
+        let mut num = itoa::Buffer::new();
         p.extend_from_slice(b"{\"type\":\"msg\",\"seq\":");
-        p.extend_from_slice(self.seq.to_string().as_bytes());
+        p.extend_from_slice(num.format(self.seq).as_bytes());
         p.extend_from_slice(b",\"t_us\":");
-        p.extend_from_slice(t_us.to_string().as_bytes());
+        p.extend_from_slice(num.format(t_us).as_bytes());
         p.extend_from_slice(b",\"server\":");
         push_json_str(p, server);
         p.extend_from_slice(b",\"dir\":\"");
@@ -159,7 +171,7 @@ impl TapeWriter {
                         .encode(head)
                         .as_bytes(),
                 );
-                p.extend_from_slice(b"\"}");
+                p.push(b'"');
             }
             Frame::Line(line) => {
                 let c = classify(line.bytes);
@@ -200,11 +212,19 @@ impl TapeWriter {
                                 &serde_json::to_vec(&rules).expect("strings serialize"),
                             );
                             p.extend_from_slice(b",\"msg\":");
-                            p.extend_from_slice(&redacted);
+                            if redacted.len() >= BIG_BODY {
+                                big = Some(redacted.into());
+                            } else {
+                                p.extend_from_slice(&redacted);
+                            }
                         }
                         None => {
                             p.extend_from_slice(b",\"msg\":");
-                            p.extend_from_slice(line.bytes);
+                            if line.bytes.len() >= BIG_BODY {
+                                big = Some(line.bytes.into());
+                            } else {
+                                p.extend_from_slice(line.bytes);
+                            }
                         }
                     }
                 } else {
@@ -253,53 +273,65 @@ impl TapeWriter {
                         },
                     }
                 }
-                p.push(b'}');
-                self.track_exchange(dir, &c);
+                self.track_exchange(dir, c);
             }
         }
+        self.pending = std::mem::take(p);
+        // What follows the body: the transport facts and the closing brace.
+        let mut tail = std::mem::take(&mut self.tail);
+        tail.clear();
+        let end = if big.is_some() {
+            &mut tail
+        } else {
+            &mut self.pending
+        };
         if let Some(facts) = facts {
-            p.pop(); // the closing brace
-            p.extend_from_slice(b",\"http\":");
-            p.extend_from_slice(&serde_json::to_vec(facts).expect("a Value serializes"));
-            p.push(b'}');
+            end.extend_from_slice(b",\"http\":");
+            serde_json::to_writer(&mut *end, facts).expect("a Value serializes");
         }
-        let line = std::mem::take(p);
-        self.seal(&line);
-        self.line = line;
-        if self.line.capacity() > KEEP_CAPACITY {
-            self.line = Vec::new();
+        end.push(b'}');
+        match big {
+            None => self.seal_pending(start),
+            Some(body) => {
+                self.head = chain::link_parts(&self.head, &[&self.pending[start..], &body, &tail]);
+                tail.pop();
+                push_h(&mut tail, &self.head);
+                if let Err(e) = self.write_out(&[&body, &tail]) {
+                    self.unreported.get_or_insert(e);
+                }
+            }
         }
+        self.tail = tail;
     }
 
-    /// Chains one complete line (`{…}`, no newline) and appends it to `pending` with its `h`.
-    fn seal(&mut self, line: &[u8]) {
-        self.head = chain::link(&self.head, line);
-        self.pending.extend_from_slice(&line[..line.len() - 1]);
-        self.pending.extend_from_slice(b",\"h\":\"");
-        self.pending.extend_from_slice(self.head.as_bytes());
-        self.pending.extend_from_slice(b"\"}\n");
+    /// Chains the complete line at `pending[start..]` (`{…}`, no newline) and gives it its `h`.
+    fn seal_pending(&mut self, start: usize) {
+        self.head = chain::link(&self.head, &self.pending[start..]);
+        self.pending.pop(); // the closing brace
+        push_h(&mut self.pending, &self.head);
     }
 
-    fn track_exchange(&mut self, dir: Dir, c: &classify::Classified) {
-        match (c.kind, &c.id) {
+    fn track_exchange(&mut self, dir: Dir, c: classify::Classified) {
+        let side = |d: Dir| match d {
+            Dir::C2S => 0,
+            Dir::S2C => 1,
+        };
+        match (c.kind, c.id) {
             (Kind::Request, Some(id)) => {
-                *self.open.entry((dir, id.clone())).or_default() += 1;
+                *self.open[side(dir)].entry(id).or_default() += 1;
             }
             (Kind::Response | Kind::Error, Some(id)) => {
-                let req_dir = match dir {
-                    Dir::C2S => Dir::S2C,
-                    Dir::S2C => Dir::C2S,
-                };
-                let key = (req_dir, id.clone());
-                let was_open = match self.open.get_mut(&key) {
+                // The request went the other way.
+                let open = &mut self.open[1 - side(dir)];
+                let was_open = match open.get_mut(id.as_str()) {
                     Some(n) if *n > 1 => {
                         *n -= 1;
                         true
                     }
-                    Some(_) => self.open.remove(&key).is_some(),
+                    Some(_) => open.remove(id.as_str()).is_some(),
                     None => false,
                 };
-                if was_open && req_dir == Dir::C2S {
+                if was_open && dir == Dir::S2C {
                     self.counts.exchanges += 1;
                 }
             }
@@ -311,41 +343,63 @@ impl TapeWriter {
     /// session deleted, the upstream unreachable. Readers that do not know it skip it.
     pub fn event(&mut self, server: &str, what: &str, details: serde_json::Value, at: Instant) {
         // Built by hand so that `type` comes first, as on every line.
-        let mut line = format!(
-            "{{\"type\":\"event\",\"t_us\":{},\"server\":",
-            self.elapsed_us(at)
-        )
-        .into_bytes();
-        push_json_str(&mut line, server);
+        let start = self.pending.len();
+        let t_us = self.elapsed_us(at);
+        let line = &mut self.pending;
+        line.extend_from_slice(
+            format!("{{\"type\":\"event\",\"t_us\":{t_us},\"server\":").as_bytes(),
+        );
+        push_json_str(line, server);
         line.extend_from_slice(b",\"what\":");
-        push_json_str(&mut line, what);
+        push_json_str(line, what);
         if let serde_json::Value::Object(d) = details {
             for (k, v) in d {
                 line.push(b',');
-                push_json_str(&mut line, &k);
+                push_json_str(line, &k);
                 line.push(b':');
-                line.extend_from_slice(&serde_json::to_vec(&v).expect("a Value serializes"));
+                serde_json::to_writer(&mut *line, &v).expect("a Value serializes");
             }
         }
         line.push(b'}');
-        self.seal(&line);
+        self.seal_pending(start);
     }
 
     /// Writes everything pending in one `write(2)`. After a failure the tape is marked
     /// incomplete: the proxy keeps forwarding (the session matters more than the tape), the loss
     /// is counted and reported loudly at the end.
     pub fn commit(&mut self) -> io::Result<()> {
-        if self.pending.is_empty() {
+        if let Some(e) = self.unreported.take() {
+            self.write_out(&[])?;
+            return Err(e);
+        }
+        self.write_out(&[])
+    }
+
+    /// Writes `pending` and then `more` (the rest of a line whose big body was not copied) in
+    /// one `writev(2)`, all or nothing as far as the tape's accounting goes.
+    fn write_out(&mut self, more: &[&[u8]]) -> io::Result<()> {
+        if self.pending.is_empty() && more.iter().all(|m| m.is_empty()) {
             return Ok(());
         }
+        let lines = |pending: &[u8]| {
+            pending.iter().filter(|&&b| b == b'\n').count() as u64
+                + more
+                    .iter()
+                    .map(|m| memchr::memchr_iter(b'\n', m).count() as u64)
+                    .sum::<u64>()
+        };
         if self.failed.is_some() {
-            self.dropped += self.pending.iter().filter(|&&b| b == b'\n').count() as u64;
+            self.dropped += lines(&self.pending);
             self.pending.clear();
             return Ok(());
         }
-        let result = self.file.write_all(&self.pending);
+        let mut parts: Vec<io::IoSlice<'_>> = Vec::with_capacity(1 + more.len());
+        parts.push(io::IoSlice::new(&self.pending));
+        parts.extend(more.iter().map(|m| io::IoSlice::new(m)));
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let result = write_all_vectored(&mut self.file, &mut parts);
         if let Err(e) = result {
-            self.dropped += self.pending.iter().filter(|&&b| b == b'\n').count() as u64;
+            self.dropped += lines(&self.pending);
             self.pending.clear();
             let msg = e.to_string();
             self.failed = Some(e);
@@ -354,11 +408,14 @@ impl TapeWriter {
                 self.path.display()
             )));
         }
-        self.good_len += self.pending.len() as u64;
+        self.good_len += len as u64;
         self.pending.clear();
         if self.pending.capacity() > KEEP_CAPACITY {
             // One huge message should not pin its size in memory for the rest of the session.
             self.pending.shrink_to(KEEP_CAPACITY);
+        }
+        if self.tail.capacity() > KEEP_CAPACITY {
+            self.tail = Vec::new();
         }
         Ok(())
     }
@@ -401,9 +458,31 @@ impl TapeWriter {
     }
 
     fn push_record(&mut self, record: &OwnedLine<'_>) {
-        let line = serde_json::to_vec(record).expect("tape records serialize");
-        self.seal(&line);
+        let start = self.pending.len();
+        serde_json::to_writer(&mut self.pending, record).expect("tape records serialize");
+        self.seal_pending(start);
     }
+}
+
+/// Ends a line with its chain hash: `,"h":"<hex>"}` and the newline.
+fn push_h(out: &mut Vec<u8>, head: &str) {
+    out.extend_from_slice(b",\"h\":\"");
+    out.extend_from_slice(head.as_bytes());
+    out.extend_from_slice(b"\"}\n");
+}
+
+/// `write_all` over several buffers (std's `write_all_vectored` is not stable yet).
+fn write_all_vectored(file: &mut File, mut parts: &mut [io::IoSlice<'_>]) -> io::Result<()> {
+    io::IoSlice::advance_slices(&mut parts, 0); // drop leading empty slices
+    while !parts.is_empty() {
+        match file.write_vectored(parts) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => io::IoSlice::advance_slices(&mut parts, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn push_json_str(out: &mut Vec<u8>, s: &str) {
