@@ -147,7 +147,7 @@ impl Prefilter {
         }
         // Back over blanks, one quote (`"`, `'`) and the backslash escaping it (`\"`).
         let mut end = at;
-        while end > 0 && bytes[end - 1].is_ascii_whitespace_or_vt() {
+        while end > 0 && is_blank(bytes[end - 1]) {
             end -= 1;
         }
         if end > 0 && matches!(bytes[end - 1], b'"' | b'\'') {
@@ -310,7 +310,7 @@ fn token_mask(window: &[u8; 64]) -> u64 {
 /// `start`.
 fn follows_scheme(bytes: &[u8], start: usize) -> bool {
     let mut end = start;
-    while end > 0 && bytes[end - 1].is_ascii_whitespace_or_vt() {
+    while end > 0 && is_blank(bytes[end - 1]) {
         end -= 1;
     }
     if end == start {
@@ -342,16 +342,10 @@ fn is_token_byte(b: u8) -> bool {
         || b == b'-'
 }
 
-trait AsciiBlank {
-    fn is_ascii_whitespace_or_vt(self) -> bool;
-}
-
-impl AsciiBlank for u8 {
-    /// The regex `\s` on ASCII: space, `\t`, `\n`, `\v`, `\f`, `\r` (`u8::is_ascii_whitespace`
-    /// leaves out `\v`).
-    fn is_ascii_whitespace_or_vt(self) -> bool {
-        matches!(self, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
-    }
+/// The regex `\s` on ASCII: space, `\t`, `\n`, `\v`, `\f`, `\r` (`u8::is_ascii_whitespace`
+/// leaves out `\v`).
+fn is_blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
 }
 
 /// Whether a quoted string of 24–128 token characters (an opaque-secret candidate for the
