@@ -5,10 +5,12 @@
 //! cargo build --release && cargo run --release --example bench -- [--quick] [--pin CPU] [--json FILE]
 //! ```
 //!
-//! The binary is also the server (`--serve`) and the relay (`--relay -- CMD…`) it measures: it
-//! re-spawns itself. See docs/performance.md for what each scenario measures.
+//! The binary is also the server (`--serve`, `--serve-http ADDR`) and the relays (`--relay --
+//! CMD…`, `--relay-http URL`) it measures: it re-spawns itself. See docs/performance.md for what each scenario measures.
 
 mod client;
+mod http;
+mod http_client;
 mod mem;
 mod proto;
 mod relay;
@@ -42,7 +44,8 @@ struct Args {
     /// Skip the PyPI peer localab-vcr (otherwise installed into a venv under target/).
     #[arg(long)]
     no_peer: bool,
-    /// Run only these scenarios (repeatable): latency, pipelined, large, memory, startup, tools.
+    /// Run only these scenarios (repeatable): latency, pipelined, large, memory, startup, tools,
+    /// http.
     #[arg(long, value_name = "SCENARIO")]
     only: Vec<String>,
     /// Keep the work directory (tapes, stderr of every target) and print its path.
@@ -57,6 +60,7 @@ const SCENARIOS: &[&str] = &[
     "memory",
     "startup",
     "tools",
+    "http",
 ];
 
 fn main() {
@@ -64,6 +68,8 @@ fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let code = match argv.get(1).map(String::as_str) {
         Some("--serve") => report_err(serve::run().map(|()| 0)),
+        Some("--serve-http") => report_err(http::serve(argv.get(2).map_or("", String::as_str))),
+        Some("--relay-http") => report_err(http::relay(argv.get(2).map_or("", String::as_str))),
         Some("--relay") => {
             let cmd = argv.get(3..).unwrap_or_default();
             report_err(relay::run(cmd))
@@ -180,8 +186,11 @@ fn run(args: Args) -> Result<i32> {
             results.tools = scenarios::tools(&env, &a, &b).context("diff and check")?;
         }
     }
-    if let Some(note) = scenarios::http(&env) {
-        results.notes.push(note);
+    if want("http") {
+        step("Streamable HTTP");
+        let (latency, pipelined) = scenarios::http(&env).context("Streamable HTTP")?;
+        results.http_latency = latency;
+        results.http_pipelined = pipelined;
     }
     results.judge();
     results.print();

@@ -18,6 +18,10 @@ pub struct Results {
     pub big_tape_record_secs: Option<f64>,
     pub startup: Vec<Startup>,
     pub tools: Vec<ToolRun>,
+    /// Streamable HTTP (`POST /mcp`): sequential 1 KiB calls on one connection.
+    pub http_latency: Vec<Latency>,
+    /// Streamable HTTP: 1 KiB calls over 64 keep-alive connections.
+    pub http_pipelined: Vec<Throughput>,
     pub targets: Vec<Target>,
     pub notes: Vec<String>,
 }
@@ -157,36 +161,17 @@ impl Results {
             },
             self.mcptape
         );
-        if !self.latency.is_empty() {
-            let d = find(&self.latency, Who::Direct, |r| r.target).map(|r| r.p50_us);
-            let r = find(&self.latency, Who::Relay, |r| r.target).map(|r| r.p50_us);
-            println!("\nSequential latency, 1 KiB tools/call round trips");
-            println!(
-                "  {:<20} {:>7} {:>9} {:>9} {:>9} {:>11} {:>9} {:>10}",
-                "target", "calls", "p50 µs", "p90 µs", "p99 µs", "extra p50", "×relay+", "peak RSS"
-            );
-            for l in &self.latency {
-                let extra = d.map(|d| l.p50_us - d);
-                let vs = match (extra, r.zip(d)) {
-                    (Some(e), Some((r, d))) if l.target != Who::Direct => {
-                        format!("{:.2}", e / (r - d))
-                    }
-                    _ => "-".into(),
-                };
-                println!(
-                    "  {:<20} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>11} {:>9} {:>10}",
-                    l.target.label(),
-                    l.calls,
-                    l.p50_us,
-                    l.p90_us,
-                    l.p99_us,
-                    extra.map_or("-".into(), |e| format!("{e:+.1}")),
-                    vs,
-                    opt_mib(l.peak_rss)
-                );
-            }
-        }
-        self.print_throughput("Pipelined, 64 in flight, 1 KiB answers", &self.pipelined);
+        let stdio = (Who::Direct, Who::Relay);
+        print_latency(
+            "Sequential latency, 1 KiB tools/call round trips",
+            &self.latency,
+            stdio,
+        );
+        print_throughput(
+            "Pipelined, 64 in flight, 1 KiB answers",
+            &self.pipelined,
+            stdio,
+        );
         let mut sizes: Vec<usize> = self.large.iter().map(|r| r.size).collect();
         sizes.dedup();
         for size in sizes {
@@ -196,7 +181,11 @@ impl Results {
                 .filter(|r| r.size == size)
                 .cloned()
                 .collect();
-            self.print_throughput(&format!("Large answers, {} MiB each", size / MIB), &rows);
+            print_throughput(
+                &format!("Large answers, {} MiB each", size / MIB),
+                &rows,
+                stdio,
+            );
         }
         if !self.memory.is_empty() {
             println!("\nLong session: memory (VmHWM peak; VmRSS early 5–25 %, late 80–100 %)");
@@ -253,6 +242,17 @@ impl Results {
                 );
             }
         }
+        let http = (Who::HttpDirect, Who::HttpRelay);
+        print_latency(
+            "Streamable HTTP: sequential latency, 1 KiB tools/call POSTs on one connection",
+            &self.http_latency,
+            http,
+        );
+        print_throughput(
+            "Streamable HTTP: 64 keep-alive connections in flight, 1 KiB answers",
+            &self.http_pipelined,
+            http,
+        );
         if !self.targets.is_empty() {
             println!("\nTargets (issue 6)");
             for t in &self.targets {
@@ -269,32 +269,66 @@ impl Results {
             println!("note: {n}");
         }
     }
+}
 
-    fn print_throughput(&self, title: &str, rows: &[Throughput]) {
-        if rows.is_empty() {
-            return;
-        }
-        let d = find(rows, Who::Direct, |r| r.target).map(|r| r.mb_per_s);
-        let r = find(rows, Who::Relay, |r| r.target).map(|r| r.mb_per_s);
-        println!("\n{title}");
+/// A latency table; `base` is (direct, relay): *extra* is over direct, ×relay+ its ratio to the
+/// relay's extra.
+fn print_latency(title: &str, rows: &[Latency], base: (Who, Who)) {
+    if rows.is_empty() {
+        return;
+    }
+    let d = find(rows, base.0, |r| r.target).map(|r| r.p50_us);
+    let r = find(rows, base.1, |r| r.target).map(|r| r.p50_us);
+    println!("\n{title}");
+    println!(
+        "  {:<20} {:>7} {:>9} {:>9} {:>9} {:>11} {:>9} {:>10}",
+        "target", "calls", "p50 µs", "p90 µs", "p99 µs", "extra p50", "×relay+", "peak RSS"
+    );
+    for l in rows {
+        let extra = d.map(|d| l.p50_us - d);
+        let vs = match (extra, r.zip(d)) {
+            (Some(e), Some((r, d))) if l.target != base.0 => format!("{:.2}", e / (r - d)),
+            _ => "-".into(),
+        };
         println!(
-            "  {:<20} {:>7} {:>10} {:>9} {:>8} {:>8} {:>10}",
-            "target", "calls", "calls/s", "MB/s", "×direct", "×relay", "peak RSS"
+            "  {:<20} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>11} {:>9} {:>10}",
+            l.target.label(),
+            l.calls,
+            l.p50_us,
+            l.p90_us,
+            l.p99_us,
+            extra.map_or("-".into(), |e| format!("{e:+.1}")),
+            vs,
+            opt_mib(l.peak_rss)
         );
-        for row in rows {
-            let ratio =
-                |base: Option<f64>| base.map_or("-".into(), |b| format!("{:.2}", row.mb_per_s / b));
-            println!(
-                "  {:<20} {:>7} {:>10.0} {:>9.1} {:>8} {:>8} {:>10}",
-                row.target.label(),
-                row.calls,
-                row.calls_per_s,
-                row.mb_per_s,
-                ratio(d),
-                ratio(r),
-                opt_mib(row.peak_rss)
-            );
-        }
+    }
+}
+
+/// A throughput table; `base` is (direct, relay), the rows' ratios are to theirs.
+fn print_throughput(title: &str, rows: &[Throughput], base: (Who, Who)) {
+    if rows.is_empty() {
+        return;
+    }
+    let d = find(rows, base.0, |r| r.target).map(|r| r.mb_per_s);
+    let r = find(rows, base.1, |r| r.target).map(|r| r.mb_per_s);
+    println!("\n{title}");
+    println!(
+        "  {:<20} {:>7} {:>10} {:>9} {:>8} {:>8} {:>10}",
+        "target", "calls", "calls/s", "MB/s", "×direct", "×relay", "peak RSS"
+    );
+    for row in rows {
+        let ratio =
+            |base: Option<f64>| base.map_or("-".into(), |b| format!("{:.2}", row.mb_per_s / b));
+        println!(
+            "  {:<20} {:>7} {:>10.0} {:>9.1} {:>8} {:>8} {:>10}",
+            row.target.label(),
+            row.calls,
+            row.calls_per_s,
+            row.mb_per_s,
+            ratio(d),
+            ratio(r),
+            opt_mib(row.peak_rss)
+        );
     }
 }
 

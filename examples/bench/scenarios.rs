@@ -3,6 +3,7 @@
 //! slow moment of this noisy machine does not land on one target only.
 
 use crate::client::{self, Conn};
+use crate::http_client::{self, Served, Stop};
 use crate::mem::{Sample, Sampler};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -33,6 +34,14 @@ pub enum Who {
     Peer,
     /// `agent-vcr mcp-stdio --mode replay` of the peer's tape.
     PeerReplay,
+    /// `bench --serve-http`: the bench server over Streamable HTTP.
+    HttpDirect,
+    /// `bench --relay-http`: a TCP byte relay in front of it, the floor for any HTTP proxy.
+    HttpRelay,
+    /// `mcptape record --url` in front of it.
+    HttpRecord,
+    /// `mcptape play --listen` of the tape the `HttpRecord` run of the same scenario wrote.
+    HttpPlay,
 }
 
 impl Who {
@@ -44,6 +53,10 @@ impl Who {
             Who::Play => "mcptape play",
             Who::Peer => "localab-vcr record",
             Who::PeerReplay => "localab-vcr replay",
+            Who::HttpDirect => "http direct",
+            Who::HttpRelay => "http relay",
+            Who::HttpRecord => "http record --url",
+            Who::HttpPlay => "http play --listen",
         }
     }
     pub fn is_peer(self) -> bool {
@@ -129,6 +142,9 @@ impl Env {
         };
         let mut cmd: Vec<String> = match who {
             Who::Direct => return self.server(),
+            Who::HttpDirect | Who::HttpRelay | Who::HttpRecord | Who::HttpPlay => {
+                unreachable!("HTTP targets are started by Env::spawn_http")
+            }
             Who::Relay => vec![self.bench.display().to_string(), "--relay".into()],
             Who::Record => vec![mcptape, "record".into(), "--tape".into(), tape],
             Who::Play => return vec![mcptape, "play".into(), tape],
@@ -524,10 +540,170 @@ fn run_timed(cmd: &[String], cwd: &Path, out: &Path) -> Result<(f64, i32, u64)> 
     Ok((secs, exit, usage.ru_maxrss as u64 * 1024))
 }
 
-/// Streamable HTTP: the same latency and throughput through `mcptape record --url` against
-/// the server directly. Not measured yet: it lands with the HTTP transport (issue 6, third
-/// bullet). It will need an HTTP mode of the bench server (`--serve-http ADDR`) and an HTTP
-/// client in `client.rs`; the rows then go into `Latency`/`Throughput` with two more `Who`s.
-pub fn http(_env: &Env) -> Option<String> {
-    Some("Streamable HTTP (record --url): not measured yet, comes with the HTTP transport".into())
+/// A Streamable HTTP target: the process the client talks to, the bench server behind it
+/// (for a proxy) and the tape `record` writes.
+pub struct HttpTarget {
+    front: Served,
+    upstream: Option<Served>,
+    tape: Option<PathBuf>,
+}
+
+impl HttpTarget {
+    fn url(&self) -> String {
+        self.front.url.clone()
+    }
+
+    /// Stops the target (every process must exit 0) and checks that the tape, if any, holds
+    /// `messages` messages and was closed.
+    fn finish(self, messages: usize) -> Result<()> {
+        let name = self.front.name.clone();
+        self.front.finish(GRACE)?;
+        if let Some(up) = self.upstream {
+            up.finish(GRACE)?;
+        }
+        if let Some(tape) = &self.tape {
+            let n = http_client::tape_messages(tape)?;
+            if n != messages {
+                bail!("{name}: the tape holds {n} messages, {messages} crossed the wire");
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Env {
+    /// Starts `who` (an HTTP target) for `scenario`.
+    pub fn spawn_http(&self, scenario: &str, who: Who) -> Result<HttpTarget> {
+        let bench = self.bench.display().to_string();
+        let mcptape = self.mcptape.display().to_string();
+        let tape = self.work.join(format!("{scenario}-http.jsonl"));
+        let stderr = |w: Who| {
+            self.work
+                .join(format!("{scenario}-{}.stderr", w.label().replace(' ', "-")))
+        };
+        let start = |w: Who, cmd: Vec<String>, stop| {
+            Served::spawn(w.label(), &cmd, &self.work, &stderr(w), stop)
+        };
+        let server = || {
+            start(
+                Who::HttpDirect,
+                vec![bench.clone(), "--serve-http".into(), "127.0.0.1:0".into()],
+                Stop::CloseStdin,
+            )
+        };
+        let (front, upstream, tape) = match who {
+            Who::HttpDirect => (server()?, None, None),
+            Who::HttpRelay => {
+                let up = server()?;
+                let cmd = vec![bench.clone(), "--relay-http".into(), up.url.clone()];
+                (start(who, cmd, Stop::CloseStdin)?, Some(up), None)
+            }
+            Who::HttpRecord => {
+                let _ = std::fs::remove_file(&tape);
+                let _ = std::fs::remove_file(tape.with_extension("jsonl.lock"));
+                let up = server()?;
+                let cmd = vec![
+                    mcptape,
+                    "record".into(),
+                    "--url".into(),
+                    up.url.clone(),
+                    "--listen".into(),
+                    "127.0.0.1:0".into(),
+                    "--tape".into(),
+                    tape.display().to_string(),
+                ];
+                (start(who, cmd, Stop::Interrupt)?, Some(up), Some(tape))
+            }
+            Who::HttpPlay => {
+                let cmd = vec![
+                    mcptape,
+                    "play".into(),
+                    tape.display().to_string(),
+                    "--listen".into(),
+                    "127.0.0.1:0".into(),
+                ];
+                (start(who, cmd, Stop::Interrupt)?, None, None)
+            }
+            _ => bail!("{} is not an HTTP target", who.label()),
+        };
+        Ok(HttpTarget {
+            front,
+            upstream,
+            tape,
+        })
+    }
+}
+
+/// The HTTP targets, in run order (the recorder before its player).
+const HTTP_TARGETS: [Who; 4] = [
+    Who::HttpDirect,
+    Who::HttpRelay,
+    Who::HttpRecord,
+    Who::HttpPlay,
+];
+
+/// Messages on the tape of an HTTP session of `calls` calls: the handshake's three, two per call.
+fn http_messages(calls: usize) -> usize {
+    3 + 2 * calls
+}
+
+/// Streamable HTTP: the latency and pipelined scenarios over `POST /mcp`, straight to the bench
+/// server, through a TCP relay, through `mcptape record --url` and served by `mcptape play
+/// --listen`. Every answer is checked, `record` must exit 0 and its tape hold every message.
+pub fn http(env: &Env) -> Result<(Vec<Latency>, Vec<Throughput>)> {
+    let n = HTTP_TARGETS.len();
+    let mut samples: Vec<Vec<u64>> = vec![Vec::new(); n];
+    let mut peaks: Vec<Option<u64>> = vec![None; n];
+    let mut best: Vec<Option<Throughput>> = vec![None; n];
+    for _ in 0..env.plan.rounds {
+        for (i, &who) in HTTP_TARGETS.iter().enumerate() {
+            let calls = env.plan.latency_calls;
+            let warm = env.plan.warmup.min(calls / 4);
+            let t = env.spawn_http("latency", who)?;
+            let times = http_client::sequential(who.label(), &t.url(), warm + calls, KIB)?;
+            peaks[i] = peaks[i].max(t.front.peak_rss());
+            t.finish(http_messages(warm + calls))?;
+            samples[i].extend_from_slice(&times[warm..]);
+        }
+        for (i, &who) in HTTP_TARGETS.iter().enumerate() {
+            let calls = env.plan.pipelined_calls;
+            let t = env.spawn_http("pipelined", who)?;
+            let (took, bytes) = http_client::pipelined(who.label(), &t.url(), calls, KIB)?;
+            let peak = t.front.peak_rss();
+            t.finish(http_messages(calls))?;
+            let secs = took.as_secs_f64();
+            let row = Throughput {
+                target: who,
+                size: KIB,
+                calls,
+                secs,
+                calls_per_s: calls as f64 / secs,
+                mb_per_s: bytes as f64 / secs / 1e6,
+                peak_rss: peak,
+            };
+            if best[i]
+                .as_ref()
+                .is_none_or(|b| b.calls_per_s < row.calls_per_s)
+            {
+                best[i] = Some(row);
+            }
+        }
+    }
+    let latency = HTTP_TARGETS
+        .iter()
+        .zip(samples.iter_mut())
+        .zip(peaks)
+        .map(|((&who, s), peak)| {
+            s.sort_unstable();
+            Latency {
+                target: who,
+                calls: s.len(),
+                p50_us: pct(s, 50.0),
+                p90_us: pct(s, 90.0),
+                p99_us: pct(s, 99.0),
+                peak_rss: peak,
+            }
+        })
+        .collect();
+    Ok((latency, best.into_iter().flatten().collect()))
 }

@@ -55,27 +55,30 @@ pub fn run() -> anyhow::Result<()> {
     Ok(())
 }
 
-fn trim(line: &[u8]) -> &[u8] {
+pub fn trim(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-fn answer(line: &[u8], out: &mut Vec<u8>) {
+/// Appends the answer line to `line` (nothing for a notification); true when `line` was an
+/// `initialize` request (the HTTP server then hands out a session id).
+pub fn answer(line: &[u8], out: &mut Vec<u8>) -> bool {
     if line.iter().all(u8::is_ascii_whitespace) {
-        return;
+        return false;
     }
     let req: Request<'_> = match serde_json::from_slice(line) {
         Ok(r) => r,
         Err(e) => {
             out.extend(proto::error_result("null", -32700, &e.to_string()));
             out.push(b'\n');
-            return;
+            return false;
         }
     };
     let Some(id) = req.id.map(RawValue::get) else {
-        return; // a notification
+        return false; // a notification
     };
-    match req.method.unwrap_or_default() {
+    let method = req.method.unwrap_or_default();
+    match method {
         "initialize" => out.extend(proto::initialize_result(id)),
         "ping" => out.extend(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#).bytes()),
         "tools/list" => out.extend(proto::tools_list_result(id)),
@@ -93,4 +96,5 @@ fn answer(line: &[u8], out: &mut Vec<u8>) {
         m => out.extend(proto::error_result(id, -32601, &format!("no method {m}"))),
     }
     out.push(b'\n');
+    method == "initialize"
 }

@@ -52,8 +52,9 @@ pub struct DriveOutcome {
 }
 
 enum Event {
-    /// A response or error from the server, by its id text.
-    Answer(String, Vec<u8>),
+    /// The responses and errors of one read from the server, in order: their id texts, and the
+    /// message itself when it may carry a `requestState` to keep (see `may_hold_state`).
+    Answers(Vec<(String, Option<Vec<u8>>)>),
     /// The server's stdout ended.
     Gone,
 }
@@ -118,6 +119,7 @@ pub fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, 
         missing: HashMap::new(),
         gone: false,
         states: HashMap::new(),
+        out: Vec::new(),
     };
     // Requests whose recorded answer came before a step must be answered before it is sent.
     let mut by_answer: Vec<(usize, usize)> = base
@@ -142,6 +144,7 @@ pub fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, 
             Step::Notification { msg } => run.send_raw(msg),
         }
     }
+    run.flush();
     run.wait_for(|r| r.pending.is_empty());
     let run_error = run
         .gone
@@ -211,6 +214,11 @@ struct Run<'a> {
     /// The latest `requestState` the live server gave, by (method, target): a multi-round-trip
     /// retry must carry the live server's state, not the recorded one.
     states: HashMap<(String, Option<String>), String>,
+    /// Client messages taped but not yet written to the server. They go out in one write when
+    /// the driver is about to wait: nothing is waited for between them, so what overlapped in
+    /// the recording still overlaps, at one system call (and one server wake-up) per batch
+    /// rather than per message.
+    out: Vec<u8>,
 }
 
 impl Run<'_> {
@@ -226,19 +234,22 @@ impl Run<'_> {
             self.done[exchange] = true;
             return;
         };
-        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let text = String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         let id = self.next_id.to_string();
         self.next_id += 1;
         let mut out = with_id(&text, &id).unwrap_or(text);
-        let method = meta.method.clone().unwrap_or_default();
-        let target = self.base.call_target(meta);
-        if let Some(state) = self.states.get(&(method, target)) {
-            out = with_request_state(&out, state).unwrap_or(out);
+        // The target costs a read and a parse of the request: only looked up when some live
+        // state is kept (multi-round-trip servers).
+        if !self.states.is_empty() {
+            let method = meta.method.clone().unwrap_or_default();
+            let target = self.base.call_target(meta);
+            if let Some(state) = self.states.get(&(method, target)) {
+                out = with_request_state(&out, state).unwrap_or(out);
+            }
         }
         self.pending.insert(id, (exchange, Instant::now()));
-        if !write_client(self.tape, self.stdin, out.as_bytes()) {
-            self.server_gone();
-        }
+        self.queue(out.as_bytes());
     }
 
     fn send_raw(&mut self, msg: usize) {
@@ -246,15 +257,47 @@ impl Run<'_> {
             return;
         }
         if let Ok(bytes) = self.base.read_bytes(&self.base.msgs[msg]) {
-            if !write_client(self.tape, self.stdin, &bytes) {
-                self.server_gone();
-            }
+            self.queue(&bytes);
+        }
+    }
+
+    /// Tapes a client message and queues it for the server (see `out`).
+    fn queue(&mut self, bytes: &[u8]) {
+        let start = self.out.len();
+        self.out.extend_from_slice(bytes);
+        self.out.push(b'\n');
+        tape_client(self.tape, &self.out[start..]);
+        // Batches stay well under a pipe's capacity, so one write never holds the server's
+        // stdin much longer than a single message did.
+        if self.out.len() >= FLUSH_AT {
+            self.flush();
+        }
+    }
+
+    /// Writes the queued client messages to the server (their tape lines first).
+    fn flush(&mut self) {
+        if self.out.is_empty() {
+            return;
+        }
+        commit(self.tape);
+        let sent = write_stdin(self.stdin, &self.out);
+        self.out.clear();
+        if self.out.capacity() > OUT_KEEP {
+            self.out.shrink_to(OUT_KEEP);
+        }
+        if !sent {
+            self.server_gone();
         }
     }
 
     /// Handles events until `cond` holds, timing out requests as their deadlines pass.
     fn wait_for(&mut self, cond: impl Fn(&Run<'_>) -> bool) {
         while !cond(self) {
+            // About to wait: what is queued goes out first (an answer may depend on it).
+            self.flush();
+            if cond(self) {
+                return;
+            }
             if self.pending.is_empty() && self.gone {
                 return;
             }
@@ -273,10 +316,14 @@ impl Run<'_> {
                     .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
             };
             match event {
-                Ok(Event::Answer(id, bytes)) => {
-                    if let Some((ex, _)) = self.pending.remove(&id) {
-                        self.done[ex] = true;
-                        self.note_state(ex, &bytes);
+                Ok(Event::Answers(answers)) => {
+                    for (id, bytes) in answers {
+                        if let Some((ex, _)) = self.pending.remove(&id) {
+                            self.done[ex] = true;
+                            if let Some(bytes) = bytes {
+                                self.note_state(ex, &bytes);
+                            }
+                        }
                     }
                 }
                 Ok(Event::Gone) | Err(mpsc::RecvTimeoutError::Disconnected) => self.server_gone(),
@@ -341,26 +388,56 @@ pub(crate) fn with_request_state(message: &str, state: &str) -> Option<String> {
     Some(obj.to_string_with("params", &params.to_string_with("requestState", state)))
 }
 
+/// Queued client messages are written once they reach this size (bytes), waiting or not.
+const FLUSH_AT: usize = 16 * 1024;
+
+/// The queued client messages kept in memory between batches, at most (bytes).
+const OUT_KEEP: usize = 1 << 20;
+
 /// Tapes a client message, then writes it to the server. False when the server's stdin is gone.
 fn write_client(tape: &SharedWriter, stdin: &SharedStdin, bytes: &[u8]) -> bool {
     let mut line = Vec::with_capacity(bytes.len() + 1);
     line.extend_from_slice(bytes);
     line.push(b'\n');
-    {
-        let mut guard = tape.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(w) = guard.as_mut() {
-            let mut framer = Framer::new(usize::MAX);
-            framer.push(&line, |f| {
-                w.message(DEFAULT_SERVER, Dir::C2S, &f, Instant::now())
-            });
-            let _ = w.commit();
-        }
+    tape_client(tape, &line);
+    commit(tape);
+    write_stdin(stdin, &line)
+}
+
+/// Puts a client line (with its newline) on the tape, not yet committed to the file.
+fn tape_client(tape: &SharedWriter, line: &[u8]) {
+    let mut guard = tape.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(w) = guard.as_mut() {
+        let mut framer = Framer::new(usize::MAX);
+        framer.push(line, |f| {
+            w.message(DEFAULT_SERVER, Dir::C2S, &f, Instant::now())
+        });
     }
+}
+
+/// Writes the tape lines taken so far to the file.
+fn commit(tape: &SharedWriter) {
+    let mut guard = tape.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(w) = guard.as_mut() {
+        let _ = w.commit();
+    }
+}
+
+/// False when the server's stdin is gone.
+fn write_stdin(stdin: &SharedStdin, bytes: &[u8]) -> bool {
     let mut guard = stdin.lock().unwrap_or_else(|p| p.into_inner());
     match guard.as_mut() {
-        Some(s) => s.write_all(&line).and_then(|()| s.flush()).is_ok(),
+        Some(s) => s.write_all(bytes).and_then(|()| s.flush()).is_ok(),
         None => false,
     }
+}
+
+/// Whether an answer may hold `"resultType":"input_required"` (whose `requestState` the driver
+/// keeps): only those are passed to the driver whole. An escape (`\u`) could spell the words
+/// differently, so a message with one is passed too.
+fn may_hold_state(line: &[u8]) -> bool {
+    memchr::memmem::find(line, b"input_required").is_some()
+        || memchr::memmem::find(line, b"\\u").is_some()
 }
 
 /// The client's recorded answers to server-initiated requests, by method, in recorded order.
@@ -422,19 +499,22 @@ fn read_server(
 ) {
     let mut framer = Framer::new(max);
     let mut buf = vec![0u8; 64 * 1024];
-    let mut handle = |frame: Frame<'_>| {
+    // The answers of one read go to the driver together, after the read's tape lines are
+    // committed: one hand-off per read rather than per answer.
+    let mut batch: Vec<(String, Option<Vec<u8>>)> = Vec::new();
+    let handle = |frame: Frame<'_>, batch: &mut Vec<(String, Option<Vec<u8>>)>| {
         {
             let mut guard = tape.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(w) = guard.as_mut() {
                 w.message(DEFAULT_SERVER, Dir::S2C, &frame, Instant::now());
-                let _ = w.commit();
             }
         }
         let Frame::Line(line) = frame else { return };
         let c = classify(line.bytes);
         match (c.kind, c.id) {
             (Kind::Response | Kind::Error, Some(id)) => {
-                let _ = events.send(Event::Answer(id, line.bytes.to_vec()));
+                let bytes = may_hold_state(line.bytes).then(|| line.bytes.to_vec());
+                batch.push((id, bytes));
             }
             (Kind::Request, Some(id)) => {
                 let method = c.method.unwrap_or_default();
@@ -456,14 +536,205 @@ fn read_server(
             _ => {}
         }
     };
+    let deliver = |batch: &mut Vec<(String, Option<Vec<u8>>)>| {
+        commit(tape);
+        if !batch.is_empty() {
+            let _ = events.send(Event::Answers(std::mem::take(batch)));
+        }
+    };
     loop {
         match stdout.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => framer.push(&buf[..n], &mut handle),
+            Ok(n) => {
+                framer.push(&buf[..n], |f| handle(f, &mut batch));
+                deliver(&mut batch);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => break,
         }
     }
-    framer.finish(&mut handle);
+    framer.finish(|f| handle(f, &mut batch));
+    deliver(&mut batch);
     let _ = events.send(Event::Gone);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tape::ServerDecl;
+    use crate::wire::Line;
+
+    #[test]
+    fn only_answers_that_may_hold_a_state_are_passed_whole() {
+        assert!(may_hold_state(
+            br#"{"id":1,"result":{"resultType":"input_required","requestState":"s"}}"#
+        ));
+        // The same words spelled with an escape.
+        assert!(may_hold_state(
+            br#"{"id":1,"result":{"resultType":"input\u005frequired","requestState":"s"}}"#
+        ));
+        assert!(!may_hold_state(
+            br#"{"id":1,"result":{"content":[{"type":"text","text":"hi"}]}}"#
+        ));
+    }
+
+    /// A stateful server: the first `ask` gets `input_required` with a live state, the retry
+    /// echoes the state it carries; anything else gets an empty result.
+    const SERVER: &str = r#"
+import sys, json
+n = 0
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    p = m.get("params") or {}
+    if p.get("name") == "ask" and p.get("requestState") is None:
+        n += 1
+        r = {"resultType": "input_required", "requestState": "live-%d" % n}
+    elif p.get("name") == "ask":
+        r = {"content": [{"type": "text", "text": "state " + p["requestState"]}]}
+    else:
+        r = {"content": []}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+"#;
+
+    fn write_tape(path: &std::path::Path, msgs: &[(Dir, &str)]) {
+        let mut w = TapeWriter::create(path, WriteOptions::default()).unwrap();
+        w.declare_server(ServerDecl {
+            server: DEFAULT_SERVER.into(),
+            transport: "stdio".into(),
+            command: Some(vec!["python3".into()]),
+            cwd: None,
+            url: None,
+            t_us: 0,
+        })
+        .unwrap();
+        for (dir, m) in msgs {
+            let line = Line {
+                bytes: m.as_bytes(),
+                crlf: false,
+                unterminated: false,
+                bom: false,
+            };
+            w.message(DEFAULT_SERVER, *dir, &Frame::Line(line), Instant::now());
+        }
+        w.finish(None, None).unwrap();
+    }
+
+    /// Requests that overlapped in the recording are queued together; past `FLUSH_AT` bytes
+    /// they go out without waiting, and every one is sent once, in recorded order.
+    #[test]
+    fn a_large_overlapping_batch_goes_out_in_parts_and_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let base_path = dir.path().join("base.jsonl");
+        let pad = "x".repeat(1000);
+        let n = 40; // 40 KB of requests: more than two FLUSH_AT batches
+        let requests: Vec<String> = (1..=n)
+            .map(|i| {
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"plain","arguments":{{"pad":"{pad}","i":{i}}}}}}}"#
+                )
+            })
+            .collect();
+        let answers: Vec<String> = (1..=n)
+            .map(|i| format!(r#"{{"jsonrpc":"2.0","id":{i},"result":{{"content":[]}}}}"#))
+            .collect();
+        let mut msgs: Vec<(Dir, &str)> = requests.iter().map(|r| (Dir::C2S, r.as_str())).collect();
+        msgs.extend(answers.iter().map(|a| (Dir::S2C, a.as_str())));
+        write_tape(&base_path, &msgs);
+        let base = TapeIndex::load(&base_path, None).unwrap();
+        let observed_path = dir.path().join("observed.jsonl");
+        let cfg = DriveConfig {
+            command: vec!["python3".into(), "-c".into(), SERVER.into()],
+            timeout: Duration::from_secs(30),
+            observed_tape: observed_path.clone(),
+            max_message: 1 << 20,
+            grace: Duration::from_secs(5),
+            redact: Default::default(),
+        };
+        let outcome = drive_stdio(&base, &cfg).unwrap();
+        assert!(outcome.missing.is_empty(), "{:?}", outcome.missing);
+        let text = std::fs::read_to_string(&observed_path).unwrap();
+        let sent: Vec<i64> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v["type"] == "msg" && v["dir"] == "c2s")
+            .map(|v| v["msg"]["params"]["arguments"]["i"].as_i64().unwrap())
+            .collect();
+        assert_eq!(sent, (1..=n as i64).collect::<Vec<_>>());
+    }
+
+    /// Plain answers skip the state bookkeeping; an `input_required` answer still has its live
+    /// state carried into the retry, and a notification after the last answer still goes out.
+    #[test]
+    fn live_request_state_is_carried_and_queued_messages_all_go_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let base_path = dir.path().join("base.jsonl");
+        write_tape(
+            &base_path,
+            &[
+                (
+                    Dir::C2S,
+                    r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"plain","arguments":{}}}"#,
+                ),
+                (
+                    Dir::S2C,
+                    r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#,
+                ),
+                (
+                    Dir::C2S,
+                    r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ask","arguments":{}}}"#,
+                ),
+                (
+                    Dir::S2C,
+                    r#"{"jsonrpc":"2.0","id":2,"result":{"resultType":"input_required","requestState":"rec-1"}}"#,
+                ),
+                (
+                    Dir::C2S,
+                    r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ask","arguments":{},"requestState":"rec-1"}}"#,
+                ),
+                (
+                    Dir::S2C,
+                    r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"state rec-1"}]}}"#,
+                ),
+                (
+                    Dir::C2S,
+                    r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}"#,
+                ),
+            ],
+        );
+        let base = TapeIndex::load(&base_path, None).unwrap();
+        let observed_path = dir.path().join("observed.jsonl");
+        let cfg = DriveConfig {
+            command: vec!["python3".into(), "-c".into(), SERVER.into()],
+            timeout: Duration::from_secs(30),
+            observed_tape: observed_path.clone(),
+            max_message: 1 << 20,
+            grace: Duration::from_secs(5),
+            redact: Default::default(),
+        };
+        let outcome = drive_stdio(&base, &cfg).unwrap();
+        assert!(outcome.missing.is_empty(), "{:?}", outcome.missing);
+        assert!(outcome.run_error.is_none(), "{:?}", outcome.run_error);
+        let text = std::fs::read_to_string(&observed_path).unwrap();
+        let msgs: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v["type"] == "msg")
+            .map(|v| v["msg"].clone())
+            .collect();
+        let retry = msgs
+            .iter()
+            .find(|m| m["params"]["requestState"].is_string())
+            .expect("the retry was sent");
+        assert_eq!(retry["params"]["requestState"], "live-1");
+        assert!(msgs
+            .iter()
+            .any(|m| m["result"]["content"][0]["text"] == "state live-1"));
+        assert_eq!(
+            msgs.last().unwrap()["method"],
+            "notifications/cancelled",
+            "{msgs:?}"
+        );
+    }
 }

@@ -1,7 +1,9 @@
-//! The serving loop: mcptape is the server. Client messages come in on a reader thread, answers
-//! go out through one writer thread (one ordered queue, so nothing interleaves mid-line), and an
-//! exchange that must wait for the client (a server-initiated request) runs as its own task so
-//! the loop keeps serving.
+//! The serving loop: mcptape is the server. One thread reads the client's messages and answers
+//! each at once, writing to stdout itself: no hand-off to another thread on the way, which is
+//! what a call costs on a busy machine. An exchange that must wait for the client (a
+//! server-initiated request) runs as its own task on a runtime thread, so the loop keeps serving;
+//! its messages go out through a queue written by that thread. Both write whole lines under one
+//! lock, so nothing interleaves mid-line.
 
 use super::explain::Miss;
 use super::matcher::{Matcher, Outcome};
@@ -10,18 +12,18 @@ use crate::tape::TapeIndex;
 use crate::wire::canonical::{differences, short, Difference};
 use crate::wire::rewrite::{with_id, with_progress_token};
 use crate::wire::{classify, Frame, Framer, Kind};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::future::Future;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
-/// Client messages read ahead of the serving loop. Small: the loop is fast, and a bounded queue
-/// pushes back on a client that floods us.
-const INPUT_QUEUE: usize = 64;
-/// Lines waiting for stdout. Bounded so a client that stops reading stops the loop, not memory.
+/// The tasks' lines waiting for stdout. Bounded so a client that stops reading stops the tasks,
+/// not memory.
 const OUTPUT_QUEUE: usize = 256;
 
 #[derive(Debug, Clone)]
@@ -72,12 +74,6 @@ pub struct Unused {
     pub what: String,
 }
 
-enum Incoming {
-    Line(Vec<u8>),
-    /// Length and first bytes of a message over the size limit.
-    Oversize(u64, Vec<u8>),
-}
-
 pub(crate) struct Shared {
     pub(crate) index: Arc<TapeIndex>,
     /// Where messages not tied to a request go (stdout; over HTTP, the session's GET stream).
@@ -91,8 +87,59 @@ pub(crate) struct Shared {
     pub(crate) opts: ServeOptions,
 }
 
+/// Where an exchange's messages go, one whole line at a time: a queue (the tasks that wait for
+/// the client, HTTP streams) or straight to stdout (the serving loop).
+pub(crate) trait Sink: Sync {
+    /// Sends one message; the line terminator is added here.
+    fn emit(&self, line: Vec<u8>) -> impl Future<Output = ()> + Send;
+}
+
+impl Sink for mpsc::Sender<Vec<u8>> {
+    fn emit(&self, line: Vec<u8>) -> impl Future<Output = ()> + Send {
+        send(self, line)
+    }
+}
+
+/// stdout, written by the serving loop directly and by the queue of the tasks' messages. Each
+/// line is written under the lock, so lines never interleave.
+struct Output<W: Write> {
+    w: std::io::BufWriter<W>,
+    /// A write failed (the client closed its end of our stdout): nothing more can be delivered.
+    broken: bool,
+}
+
+impl<W: Write> Output<W> {
+    fn write(&mut self, parts: &[&[u8]]) {
+        if !self.broken && parts.iter().any(|p| self.w.write_all(p).is_err()) {
+            self.broken = true;
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.broken && self.w.flush().is_err() {
+            self.broken = true;
+        }
+    }
+}
+
+/// The serving loop's sink: writes at once, on the loop's thread (no hand-off to another thread,
+/// which on a busy machine costs a wake-up and a context switch per message). Buffered: the
+/// loop flushes before it waits for more input.
+struct Direct<W: Write>(Arc<Mutex<Output<W>>>);
+
+impl<W: Write + Send> Sink for Direct<W> {
+    fn emit(&self, line: Vec<u8>) -> impl Future<Output = ()> + Send {
+        self.0.lock().expect("output lock").write(&[&line, b"\n"]);
+        std::future::ready(())
+    }
+}
+
 /// Serves `index` to the client on `input`/`output` until the client closes its side.
-pub fn serve<R, W>(index: TapeIndex, opts: ServeOptions, input: R, output: W) -> PlayReport
+///
+/// The calling thread reads the client's messages and answers each at once, writing to `output`
+/// itself. Only an exchange that must wait for the client (a server-initiated request) runs as a
+/// task, on a runtime thread that also writes the tasks' messages.
+pub fn serve<R, W>(index: TapeIndex, opts: ServeOptions, mut input: R, output: W) -> PlayReport
 where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
@@ -101,192 +148,211 @@ where
         .enable_time()
         .build()
         .expect("tokio runtime");
-    rt.block_on(serve_async(index, opts, input, output))
+    let rt_handle = rt.handle().clone();
+    let output = Arc::new(Mutex::new(Output {
+        w: std::io::BufWriter::with_capacity(64 * 1024, output),
+        broken: false,
+    }));
+    let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(OUTPUT_QUEUE);
+    let queue_output = output.clone();
+    let tasks_thread = std::thread::Builder::new()
+        .name("play-tasks".into())
+        .spawn(move || rt.block_on(write_queue(out_rx, queue_output)))
+        .expect("spawn thread");
+
+    let mut serving = Loop {
+        matcher: Matcher::with_display_rules(&index, &opts.display_rules),
+        shared: Arc::new(Shared {
+            index: Arc::new(index),
+            out: out_tx,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            closed: watch::channel(false).0,
+            report: Mutex::new(PlayReport::default()),
+            opts,
+        }),
+        direct: Direct(output.clone()),
+        rt: rt_handle,
+        tasks: tokio::task::JoinSet::new(),
+        c2s: 0,
+        next_standalone: 0,
+    };
+    serving.standalone(0);
+    output.lock().expect("output lock").flush();
+
+    let mut framer = Framer::new(serving.shared.opts.max_message);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match input.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => framer.push(&buf[..n], |f| serving.frame(f)),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+        // Everything this read brought is answered: out before waiting for more.
+        output.lock().expect("output lock").flush();
+    }
+    framer.finish(|f| serving.frame(f));
+    let report = serving.finish();
+    // `finish` dropped the queue's last sender: the runtime thread ends once it wrote the rest.
+    let _ = tasks_thread.join();
+    output.lock().expect("output lock").flush();
+    report
 }
 
-async fn serve_async<R, W>(
-    index: TapeIndex,
-    opts: ServeOptions,
-    mut input: R,
-    mut output: W,
-) -> PlayReport
-where
-    R: Read + Send + 'static,
-    W: Write + Send + 'static,
-{
-    let (in_tx, mut in_rx) = mpsc::channel::<Incoming>(INPUT_QUEUE);
-    let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(OUTPUT_QUEUE);
-    let max = opts.max_message;
-    std::thread::Builder::new()
-        .name("play-stdin".into())
-        .spawn(move || {
-            let mut framer = Framer::new(max);
-            let mut buf = vec![0u8; 64 * 1024];
-            let mut send = |f: Frame<'_>| {
-                let item = match f {
-                    Frame::Line(l) => Incoming::Line(l.bytes.to_vec()),
-                    Frame::Oversize { len, head } => Incoming::Oversize(len, head),
-                };
-                let _ = in_tx.blocking_send(item);
-            };
-            loop {
-                match input.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => framer.push(&buf[..n], &mut send),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(_) => break,
-                }
-            }
-            framer.finish(&mut send);
-        })
-        .expect("spawn thread");
-    let writer = std::thread::Builder::new()
-        .name("play-stdout".into())
-        .spawn(move || {
-            while let Some(line) = out_rx.blocking_recv() {
-                if output.write_all(&line).is_err() {
-                    break;
-                }
-                // Flush once the queue is empty: a burst goes out in few writes.
-                if out_rx.is_empty() && output.flush().is_err() {
-                    break;
-                }
-            }
-            let _ = output.flush();
-        })
-        .expect("spawn thread");
+/// Writes the tasks' messages, flushing once the queue is empty: a burst goes out in few writes.
+async fn write_queue<W: Write>(mut rx: mpsc::Receiver<Vec<u8>>, out: Arc<Mutex<Output<W>>>) {
+    while let Some(line) = rx.recv().await {
+        let mut out = out.lock().expect("output lock");
+        out.write(&[&line]);
+        if rx.is_empty() {
+            out.flush();
+        }
+    }
+}
 
-    let mut matcher = Matcher::with_display_rules(&index, &opts.display_rules);
-    let shared = Arc::new(Shared {
-        index: Arc::new(index),
-        out: out_tx,
-        pending: Mutex::new(HashMap::new()),
-        next_id: AtomicU64::new(0),
-        closed: watch::channel(false).0,
-        report: Mutex::new(PlayReport::default()),
-        opts,
-    });
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut c2s: u64 = 0;
-    let mut next_standalone = 0usize;
-    emit_standalone(&shared, &mut tasks, &mut next_standalone, c2s).await;
+/// The serving loop's state: it runs on the thread that reads the client.
+struct Loop<W: Write + Send + 'static> {
+    shared: Arc<Shared>,
+    matcher: Matcher,
+    direct: Direct<W>,
+    rt: tokio::runtime::Handle,
+    tasks: tokio::task::JoinSet<()>,
+    /// Client messages seen so far.
+    c2s: u64,
+    next_standalone: usize,
+}
 
-    while let Some(incoming) = in_rx.recv().await {
-        c2s += 1;
-        match incoming {
-            Incoming::Line(bytes) => handle(&shared, &mut matcher, &mut tasks, bytes).await,
-            Incoming::Oversize(len, head) => {
+impl<W: Write + Send + 'static> Loop<W> {
+    fn frame(&mut self, f: Frame<'_>) {
+        self.c2s += 1;
+        match f {
+            Frame::Line(l) => self.message(l.bytes),
+            Frame::Oversize { len, head } => {
                 crate::diag!("mcptape play: a client message of {len} bytes is over the size limit (--max-message)");
                 // Answer it if its id can be read from its first bytes, so the client does not hang.
                 let id = leading_id(&head).unwrap_or_else(|| "null".into());
                 let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32600, "message": format!("Invalid Request: message of {len} bytes is over mcptape play's --max-message")}});
                 if let Ok(text) = with_id(&msg.to_string(), &id) {
-                    send(&shared.out, text.into_bytes()).await;
+                    now(&self.rt, self.direct.emit(text.into_bytes()));
                 }
-                shared.report.lock().expect("report lock").rejected += 1;
+                self.shared.report.lock().expect("report lock").rejected += 1;
             }
         }
-        emit_standalone(&shared, &mut tasks, &mut next_standalone, c2s).await;
+        self.standalone(self.c2s);
         // Reap finished tasks so the set does not grow with the session.
-        while tasks.try_join_next().is_some() {}
+        while self.tasks.try_join_next().is_some() {}
     }
-    // The client closed its side: no answer to a server request can come any more. Waiters see
-    // `closed` and end now (reported as unanswered) rather than at the timeout.
-    shared.closed.send_replace(true);
-    shared.pending.lock().expect("pending lock").clear();
-    while tasks.join_next().await.is_some() {}
-    emit_standalone(&shared, &mut tasks, &mut next_standalone, u64::MAX).await;
-    while tasks.join_next().await.is_some() {}
 
-    let unused: Vec<Unused> = matcher
-        .unused()
-        .into_iter()
-        .map(|ex| {
-            let req = &shared.index.msgs[shared.index.exchanges[ex].request];
-            Unused {
-                line: req.line,
-                what: shared.index.describe_request(req),
-            }
-        })
-        .collect();
-    let shared = match Arc::try_unwrap(shared) {
-        Ok(s) => s,
-        Err(_) => unreachable!("every task has finished"),
-    };
-    drop(shared.out);
-    let _ = writer.join();
-    let mut report = shared.report.into_inner().expect("report lock");
-    report.unused = unused;
-    report
+    fn message(&mut self, bytes: &[u8]) {
+        let Loop {
+            shared,
+            matcher,
+            direct,
+            rt,
+            tasks,
+            ..
+        } = self;
+        now(rt, handle(shared, matcher, direct, rt, tasks, bytes));
+    }
+
+    /// Sends the standalone messages due once `point` client messages were seen.
+    fn standalone(&mut self, point: u64) {
+        let Loop {
+            shared,
+            direct,
+            rt,
+            tasks,
+            next_standalone,
+            ..
+        } = self;
+        now(
+            rt,
+            emit_standalone(shared, direct, rt, tasks, next_standalone, point),
+        );
+    }
+
+    /// The client closed its side: waits for the tasks, sends what is left, and reports.
+    fn finish(mut self) -> PlayReport {
+        // No answer to a server request can come any more. Waiters see `closed` and end now
+        // (reported as unanswered) rather than at the timeout.
+        self.shared.closed.send_replace(true);
+        self.shared.pending.lock().expect("pending lock").clear();
+        self.join_tasks();
+        self.standalone(u64::MAX);
+        self.join_tasks();
+
+        let Loop {
+            shared, matcher, ..
+        } = self;
+        let unused: Vec<Unused> = matcher
+            .unused()
+            .into_iter()
+            .map(|ex| {
+                let req = &shared.index.msgs[shared.index.exchanges[ex].request];
+                Unused {
+                    line: req.line,
+                    what: shared.index.describe_request(req),
+                }
+            })
+            .collect();
+        let shared = match Arc::try_unwrap(shared) {
+            Ok(s) => s,
+            Err(_) => unreachable!("every task has finished"),
+        };
+        // Dropping the last sender ends the queue's writer, and with it the runtime thread.
+        drop(shared.out);
+        let mut report = shared.report.into_inner().expect("report lock");
+        report.unused = unused;
+        report
+    }
+
+    fn join_tasks(&mut self) {
+        let tasks = &mut self.tasks;
+        self.rt
+            .block_on(async { while tasks.join_next().await.is_some() {} });
+    }
 }
 
-async fn handle(
+/// Runs one step of the serving loop to its end on this thread. Writing to the direct sink never
+/// waits and anything that waits for the client runs as a task, so one poll finishes it; the
+/// runtime's `block_on` is only the fallback.
+fn now<F: Future>(rt: &tokio::runtime::Handle, fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    match fut
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => rt.block_on(fut),
+    }
+}
+
+async fn handle<W: Write + Send + 'static>(
     shared: &Arc<Shared>,
     matcher: &mut Matcher,
+    direct: &Direct<W>,
+    rt: &tokio::runtime::Handle,
     tasks: &mut tokio::task::JoinSet<()>,
-    bytes: Vec<u8>,
+    bytes: &[u8],
 ) {
-    let c = classify(&bytes);
+    if let Some((id, method, params)) = parse_request(bytes) {
+        return request(shared, matcher, direct, rt, tasks, id, method, params).await;
+    }
+    let c = classify(bytes);
     match c.kind {
         Kind::Request => {
             let id = c.id.expect("requests have ids");
             let method = c.method.expect("requests have methods");
-            let params = crate::tape::index::params_of(&bytes);
-            let token = crate::tape::index::progress_token(params.as_ref(), true);
-            let outcome =
-                matcher.take(&shared.index, &method, params.as_ref(), shared.opts.lenient);
-            let ex = match outcome {
-                Outcome::Hit(ex) => ex,
-                Outcome::Lenient(ex, miss) => {
-                    let line = shared.index.msgs[shared.index.exchanges[ex].request].line;
-                    crate::diag!(
-                        "mcptape play: --lenient: served tape line {line} instead.\n{}",
-                        miss.render(&id)
-                    );
-                    shared.report.lock().expect("report lock").lenient += 1;
-                    ex
-                }
-                Outcome::Miss(_) if method == "ping" => {
-                    // Liveness is protocol, not behaviour: answer it even when it was not recorded.
-                    send(
-                        &shared.out,
-                        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#).into_bytes(),
-                    )
-                    .await;
-                    return;
-                }
-                Outcome::Miss(miss) => {
-                    crate::diag!("mcptape play: {}", miss.render(&id).trim_end());
-                    let msg =
-                        json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
-                    let text = with_id(&msg.to_string(), &id).expect("our own JSON");
-                    send(&shared.out, text.into_bytes()).await;
-                    let mut r = shared.report.lock().expect("report lock");
-                    r.missed += 1;
-                    r.misses.push(miss);
-                    return;
-                }
-            };
-            let waits = shared.index.exchanges[ex]
-                .during
-                .iter()
-                .any(|&m| shared.index.msgs[m].kind == Kind::Request);
-            if waits {
-                let shared = shared.clone();
-                tasks.spawn(async move {
-                    serve_exchange(&shared, &shared.out, ex, &id, token.as_deref()).await
-                });
-            } else {
-                // Inline keeps the recorded order with the standalone messages that follow.
-                serve_exchange(shared, &shared.out, ex, &id, token.as_deref()).await;
-            }
+            let params = crate::tape::index::params_of(bytes);
+            request(shared, matcher, direct, rt, tasks, id, method, params).await;
         }
         Kind::Response | Kind::Error => {
             let id = c.id.unwrap_or_else(|| "null".into());
             let tx = shared.pending.lock().expect("pending lock").remove(&id);
             match tx {
                 Some(tx) => {
-                    let _ = tx.send(bytes);
+                    let _ = tx.send(bytes.to_vec());
                 }
                 // Only the id: the answer itself may carry the client's secrets.
                 None => crate::diag!(
@@ -318,16 +384,99 @@ async fn handle(
                 c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
             );
             let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
-            send(&shared.out, msg.to_string().into_bytes()).await;
+            direct.emit(msg.to_string().into_bytes()).await;
             shared.report.lock().expect("report lock").rejected += 1;
         }
     }
 }
 
+/// Serves a client request: the recorded exchange that matches it, or an explanation of the miss.
+#[allow(clippy::too_many_arguments)]
+async fn request<W: Write + Send + 'static>(
+    shared: &Arc<Shared>,
+    matcher: &mut Matcher,
+    direct: &Direct<W>,
+    rt: &tokio::runtime::Handle,
+    tasks: &mut tokio::task::JoinSet<()>,
+    id: String,
+    method: String,
+    params: Option<Value>,
+) {
+    let token = crate::tape::index::progress_token(params.as_ref(), true);
+
+    let outcome = matcher.take(&shared.index, &method, params.as_ref(), shared.opts.lenient);
+    let ex = match outcome {
+        Outcome::Hit(ex) => ex,
+        Outcome::Lenient(ex, miss) => {
+            let line = shared.index.msgs[shared.index.exchanges[ex].request].line;
+            crate::diag!(
+                "mcptape play: --lenient: served tape line {line} instead.\n{}",
+                miss.render(&id)
+            );
+            shared.report.lock().expect("report lock").lenient += 1;
+            ex
+        }
+        Outcome::Miss(_) if method == "ping" => {
+            // Liveness is protocol, not behaviour: answer it even when it was not recorded.
+            direct
+                .emit(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#).into_bytes())
+                .await;
+            return;
+        }
+        Outcome::Miss(miss) => {
+            crate::diag!("mcptape play: {}", miss.render(&id).trim_end());
+            let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
+            let text = with_id(&msg.to_string(), &id).expect("our own JSON");
+            direct.emit(text.into_bytes()).await;
+            let mut r = shared.report.lock().expect("report lock");
+            r.missed += 1;
+            r.misses.push(miss);
+            return;
+        }
+    };
+    let waits = shared.index.exchanges[ex]
+        .during
+        .iter()
+        .any(|&m| shared.index.msgs[m].kind == Kind::Request);
+    if waits {
+        let shared = shared.clone();
+        tasks.spawn_on(
+            async move { serve_exchange(&shared, &shared.out, ex, &id, token.as_deref()).await },
+            rt,
+        );
+    } else {
+        // Inline keeps the recorded order with the standalone messages that follow.
+        serve_exchange(shared, direct, ex, &id, token.as_deref()).await;
+    }
+}
+
+/// What serving a request needs (id text, method, params) in one parse of it. `None` for
+/// anything else, and for a request this cannot read (params too deep for a `Value`…): the
+/// general path classifies those.
+fn parse_request(bytes: &[u8]) -> Option<(String, String, Option<Value>)> {
+    #[derive(serde::Deserialize)]
+    struct Probe<'a> {
+        #[serde(borrow, default)]
+        id: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        method: Option<std::borrow::Cow<'a, str>>,
+        #[serde(default)]
+        params: Option<Value>,
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    // A struct also deserializes from an array: only an object is a request.
+    if text.trim_start().as_bytes().first() != Some(&b'{') {
+        return None;
+    }
+    let p: Probe<'_> = serde_json::from_str(text).ok()?;
+    // `"id": null` reads as None, as in `classify`: no usable id, not a request.
+    Some((p.id?.get().to_owned(), p.method?.into_owned(), p.params))
+}
+
 /// Sends what the server sent during the exchange, then the response with the client's id.
-pub(crate) async fn serve_exchange(
+pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
     shared: &Shared,
-    out: &mpsc::Sender<Vec<u8>>,
+    out: &O,
     ex: usize,
     client_id: &str,
     client_token: Option<&str>,
@@ -342,8 +491,8 @@ pub(crate) async fn serve_exchange(
                 let Some(token) = client_token else { continue };
                 if let Some(text) = read_text(index, meta) {
                     match with_progress_token(&text, token) {
-                        Ok(t) => send(out, t.into_bytes()).await,
-                        Err(_) => send(out, text.into_bytes()).await,
+                        Ok(t) => out.emit(t.into_bytes()).await,
+                        Err(_) => out.emit(text.into_bytes()).await,
                     }
                 }
             }
@@ -353,7 +502,7 @@ pub(crate) async fn serve_exchange(
             Kind::Response | Kind::Error => {}
             _ => {
                 if let Ok(bytes) = index.read_bytes(meta) {
-                    send(out, bytes).await;
+                    out.emit(bytes).await;
                 }
             }
         }
@@ -378,8 +527,7 @@ pub(crate) async fn serve_exchange(
             &message["mcptape: ".len()..]
         );
         let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": super::explain::MISS_CODE, "message": message}});
-        send(
-            out,
+        out.emit(
             with_id(&msg.to_string(), client_id)
                 .expect("our own JSON")
                 .into_bytes(),
@@ -389,8 +537,8 @@ pub(crate) async fn serve_exchange(
         return;
     };
     if let Some(text) = read_text(index, &index.msgs[r]) {
-        match with_id(&text, client_id) {
-            Ok(t) => send(out, t.into_bytes()).await,
+        match response_with_id(&text, client_id) {
+            Ok(t) => out.emit(t.into_bytes()).await,
             Err(e) => crate::diag!(
                 "mcptape play: tape line {}: cannot rewrite the response id: {e}",
                 index.msgs[r].line
@@ -402,9 +550,9 @@ pub(crate) async fn serve_exchange(
 
 /// Re-issues a recorded server request with a fresh id, awaits the client's answer and compares
 /// it with the recorded one.
-pub(crate) async fn server_request(
+pub(crate) async fn server_request<O: Sink + ?Sized>(
     shared: &Shared,
-    out: &mpsc::Sender<Vec<u8>>,
+    out: &O,
     meta: &MsgMeta,
     recorded_answer: Option<usize>,
 ) {
@@ -425,7 +573,7 @@ pub(crate) async fn server_request(
         .expect("pending lock")
         .insert(id.clone(), tx);
     if !already_closed {
-        send(out, request.into_bytes()).await;
+        out.emit(request.into_bytes()).await;
     }
     let method = meta.method.clone().unwrap_or_default();
     // A waiter registered after the main loop cleared `pending` is never dropped by it, so the
@@ -512,8 +660,10 @@ fn answer_body(bytes: &[u8]) -> Value {
     }
 }
 
-async fn emit_standalone(
+async fn emit_standalone<W: Write + Send + 'static>(
     shared: &Arc<Shared>,
+    direct: &Direct<W>,
+    rt: &tokio::runtime::Handle,
     tasks: &mut tokio::task::JoinSet<()>,
     next: &mut usize,
     point: u64,
@@ -525,18 +675,124 @@ async fn emit_standalone(
         match meta.kind {
             Kind::Request => {
                 let (shared, msg, answer) = (shared.clone(), s.msg, s.client_answer);
-                tasks.spawn(async move {
-                    let meta = shared.index.msgs[msg].clone();
-                    server_request(&shared, &shared.out, &meta, answer).await
-                });
+                tasks.spawn_on(
+                    async move {
+                        let meta = shared.index.msgs[msg].clone();
+                        server_request(&shared, &shared.out, &meta, answer).await
+                    },
+                    rt,
+                );
             }
             Kind::Response | Kind::Error => {}
             _ => {
                 if let Ok(bytes) = index.read_bytes(meta) {
-                    send(&shared.out, bytes).await;
+                    direct.emit(bytes).await;
                 }
             }
         }
+    }
+}
+
+/// A recorded response with the client's id: the bytes `with_id` gives, found cheaply when
+/// `splice_id` can.
+fn response_with_id(text: &str, id: &str) -> Result<String, serde_json::Error> {
+    match splice_id(text, id) {
+        Some(t) => Ok(t),
+        None => with_id(text, id),
+    }
+}
+
+/// `message` with its top-level `id` value replaced by `id`, without parsing the values: when
+/// the top level is compact (no whitespace between its tokens), no key holds an escape and there
+/// is exactly one `id`, `with_id` rewrites nothing but the id's bytes, so a splice gives the same
+/// text. `None` when that does not hold (then `with_id` does it). Only structure is followed:
+/// the message is a tape body, validated when the tape was loaded.
+fn splice_id(message: &str, id: &str) -> Option<String> {
+    let b = message.as_bytes();
+    if b.first() != Some(&b'{') || b.last() != Some(&b'}') {
+        return None;
+    }
+    let mut i = 1;
+    let mut span = None;
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None; // also `{}`: no id, `with_id` appends one
+        }
+        let end = i + 1 + memchr::memchr2(b'"', b'\\', &b[i + 1..])?;
+        if b[end] != b'"' {
+            return None; // an escaped key: `with_id` writes it back unescaped
+        }
+        let key = &b[i + 1..end];
+        i = end + 1;
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        let start = i + 1;
+        i = skip_value(b, start)?;
+        if key == b"id" {
+            if span.is_some() {
+                return None;
+            }
+            span = Some((start, i));
+        }
+        match b.get(i) {
+            Some(b',') => i += 1,
+            Some(b'}') if i == b.len() - 1 => break,
+            _ => return None,
+        }
+    }
+    let (start, end) = span?;
+    // One more byte: the line terminator is appended to this buffer.
+    let mut out = String::with_capacity(b.len() - (end - start) + id.len() + 1);
+    out.push_str(&message[..start]);
+    out.push_str(id);
+    out.push_str(&message[end..]);
+    Some(out)
+}
+
+/// The end of the JSON value at `i` (which must start right there).
+fn skip_value(b: &[u8], mut i: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => skip_string(b, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            loop {
+                match *b.get(i)? {
+                    b'"' => {
+                        i = skip_string(b, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            // A number, `true`, `false` or `null`: no whitespace may follow it at the top level.
+            let len = b[i..]
+                .iter()
+                .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'.' | b'+' | b'-')))?;
+            (len > 0).then_some(i + len)
+        }
+    }
+}
+
+/// The end of the JSON string at `i` (its opening quote).
+fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        j += memchr::memchr2(b'"', b'\\', b.get(j..)?)?;
+        if b[j] == b'"' {
+            return Some(j + 1);
+        }
+        j += 2; // an escape: the next byte is taken with it
     }
 }
 
@@ -564,4 +820,82 @@ fn leading_id(head: &[u8]) -> Option<String> {
     });
     let caps = re.captures(head)?;
     String::from_utf8(caps.get(1)?.as_bytes().to_vec()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_id_splice_gives_what_with_id_gives_or_steps_aside() {
+        let spliced = [
+            r#"{"jsonrpc":"2.0","id":3,"result":{"z": 1,  "a":[1, 2]}}"#,
+            r#"{"id":"a\"b\\","result":{"content":[{"type":"text","text":"x\"}{]["}]}}"#,
+            r#"{"result":{"id":7,"nested":{"id":8}},"jsonrpc":"2.0","id":-1.5e3}"#,
+            r#"{"jsonrpc":"2.0","error":{"code":-32601,"message":"no"},"id":null}"#,
+            r#"{"id":true,"result":[{"a":"\\"},"{",[]]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"text":"é ü \u00e9 ✓"}}"#,
+        ];
+        for m in spliced {
+            for id in ["42", r#""q-1""#, r#"{"odd":[1]}"#] {
+                let want = with_id(m, id).unwrap();
+                assert_eq!(splice_id(m, id).as_deref(), Some(want.as_str()), "{m}");
+                assert_eq!(response_with_id(m, id).unwrap(), want, "{m}");
+            }
+        }
+        // Where a splice would not give with_id's bytes: with_id serves them.
+        let aside = [
+            r#"{"jsonrpc": "2.0", "id": 3, "result": {}}"#,
+            r#"{"jsonrpc":"2.0","id":3 ,"result":{}}"#,
+            r#" {"id":3,"result":{}}"#,
+            r#"{"id":3,"result":{}} "#,
+            r#"{"i\u0064":3,"result":{}}"#,
+            r#"{"id":1,"id":2}"#,
+            r#"{"result":{}}"#,
+            r#"{}"#,
+            r#"{"id":3,"result":{"a":1}"#,
+            r#"{"id":"unterminated}"#,
+        ];
+        for m in aside {
+            assert_eq!(splice_id(m, "9"), None, "{m}");
+            if let Ok(want) = with_id(m, "9") {
+                assert_eq!(response_with_id(m, "9").unwrap(), want, "{m}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_request_is_read_in_one_parse_and_anything_else_goes_the_general_way() {
+        let (id, method, params) = parse_request(
+            br#"{"jsonrpc":"2.0","id":"a\"b","method":"tools/call","params":{"x":1}}"#,
+        )
+        .unwrap();
+        assert_eq!((id.as_str(), method.as_str()), (r#""a\"b""#, "tools/call"));
+        assert_eq!(params, Some(json!({"x": 1})));
+        let (_, _, params) = parse_request(br#"{"id":1,"method":"ping","params":null}"#).unwrap();
+        assert_eq!(params, None);
+        for other in [
+            &br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#[..],
+            br#"{"jsonrpc":"2.0","id":null,"method":"x"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            br#"[{"id":1,"method":"x"}]"#,
+            br#"{"id":1,"method":5}"#,
+            br#"{"id":1,"id":2,"method":"x"}"#,
+            b"{\"id\":1,\"method\":\"\xff\"}",
+            b"not json",
+        ] {
+            assert!(
+                parse_request(other).is_none(),
+                "{}",
+                String::from_utf8_lossy(other)
+            );
+        }
+        // Too deep for a Value: the general path reads its params as text.
+        let deep = format!(
+            r#"{{"id":1,"method":"x","params":{}{}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert!(parse_request(deep.as_bytes()).is_none());
+    }
 }

@@ -819,3 +819,148 @@ fn a_closed_stderr_does_not_stop_play_from_answering() {
     assert_eq!(lines[1]["result"], json!({"tools": []}));
     assert_eq!(status.code(), Some(1), "a miss, and no panic (101)");
 }
+
+/// `n=I` for plain call I (recorded id I + 1) as the recorded server answered it.
+fn plain_answer(i: usize) -> Value {
+    json!({"jsonrpc": "2.0", "id": i + 1, "result": {"content": [{"type": "text", "text": format!("n={i}")}]}})
+}
+
+#[test]
+fn pipelined_plain_calls_around_a_server_request_a_miss_and_progress_all_get_their_answers_in_order(
+) {
+    // Plain calls are answered at once by the reading thread; the exchange with a server
+    // request waits for the client as a task, beside them.
+    let dir = tmp();
+    let tape = dir.path().join("mixed.jsonl");
+    let plain = |i: usize| {
+        (
+            req(
+                i + 1,
+                "tools/call",
+                json!({"name": "add", "arguments": {"n": i}}),
+            ),
+            plain_answer(i),
+        )
+    };
+    let mut msgs: Vec<(&str, Value)> = vec![
+        ("c2s", req(0, "initialize", init_params())),
+        (
+            "s2c",
+            json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "t", "version": "1"}}}),
+        ),
+    ];
+    for i in 0..100 {
+        let (q, a) = plain(i);
+        msgs.extend([("c2s", q), ("s2c", a)]);
+    }
+    let sampling = json!({"jsonrpc": "2.0", "id": 0, "method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}});
+    let asked = json!({"name": "ask", "arguments": {"prompt": "hi"}});
+    let asked_answer = json!({"jsonrpc": "2.0", "id": 1000, "result": {"content": [{"type": "text", "text": "sampled: yo"}]}});
+    let slow = json!({"name": "slow", "arguments": {}, "_meta": {"progressToken": "rec"}});
+    let slow_answer = json!({"jsonrpc": "2.0", "id": 1001, "result": {"content": []}});
+    msgs.extend([
+        ("c2s", req(1000, "tools/call", asked.clone())),
+        ("s2c", sampling.clone()),
+        ("c2s", sample_answer(&json!(0), "yo")),
+        ("s2c", asked_answer.clone()),
+        ("c2s", req(1001, "tools/call", slow.clone())),
+        ("s2c", json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "rec", "progress": 1}})),
+        ("s2c", slow_answer.clone()),
+    ]);
+    for i in 100..200 {
+        let (q, a) = plain(i);
+        msgs.extend([("c2s", q), ("s2c", a)]);
+    }
+    write_tape(&tape, &msgs, true);
+
+    // Everything in one write, the calls out of their recorded order around the slow ones.
+    let mut c = play(&tape, &[]);
+    let mut batch = vec![req("i", "initialize", init_params())];
+    let mut order = vec![json!("i")];
+    let mut add = |id: Value, r: Value, batch: &mut Vec<Value>| {
+        order.push(id);
+        batch.push(r);
+    };
+    for i in (0..100).rev() {
+        let q = req(
+            format!("c-{i}"),
+            "tools/call",
+            json!({"name": "add", "arguments": {"n": i}}),
+        );
+        add(json!(format!("c-{i}")), q, &mut batch);
+    }
+    batch.push(req("a", "tools/call", asked));
+    add(
+        json!("m"),
+        req("m", "tools/call", json!({"name": "nope", "arguments": {}})),
+        &mut batch,
+    );
+    let mut slow_asked = slow;
+    slow_asked["_meta"]["progressToken"] = json!(77);
+    add(json!("p"), req("p", "tools/call", slow_asked), &mut batch);
+    for i in 100..200 {
+        let q = req(
+            format!("c-{i}"),
+            "tools/call",
+            json!({"name": "add", "arguments": {"n": i}}),
+        );
+        add(json!(format!("c-{i}")), q, &mut batch);
+    }
+    let mut bytes = Vec::new();
+    for r in &batch {
+        bytes.extend(serde_json::to_vec(r).unwrap());
+        bytes.push(b'\n');
+    }
+    c.send_raw(&bytes);
+
+    // The answers, the sampling request answered as it comes; the "ask" answer set aside.
+    let mut answered = Vec::new();
+    let mut sampled = None;
+    let mut asked_got = None;
+    while answered.len() < order.len() || asked_got.is_none() {
+        let v = c.recv();
+        if v["method"] == "sampling/createMessage" {
+            assert!(sampled.is_none(), "one sampling request: {v}");
+            assert_eq!(v["params"], sampling["params"]);
+            c.send(&sample_answer(&v["id"], "yo"));
+            sampled = Some(v);
+        } else if v["id"] == "a" {
+            assert!(
+                sampled.is_some(),
+                "the answer after the sampling request: {v}"
+            );
+            asked_got = Some(v);
+        } else {
+            answered.push(v);
+        }
+    }
+    assert_eq!(asked_got.unwrap(), with_id(&asked_answer, json!("a")));
+    // Progress right before its answer, with the client's token; the rest in the asked order.
+    let at = answered.iter().position(|v| v["id"] == "p").unwrap();
+    assert_eq!(answered[at - 1]["method"], "notifications/progress");
+    assert_eq!(answered[at - 1]["params"]["progressToken"], 77);
+    answered.remove(at - 1);
+    let ids: Vec<&Value> = answered.iter().map(|v| &v["id"]).collect();
+    assert_eq!(ids, order.iter().collect::<Vec<_>>());
+    for v in &answered {
+        let Some(i) = v["id"].as_str().and_then(|s| s.strip_prefix("c-")) else {
+            continue;
+        };
+        let i: usize = i.parse().unwrap();
+        assert_eq!(v, &with_id(&plain_answer(i), v["id"].clone()));
+    }
+    assert_eq!(answered[0]["result"]["serverInfo"]["name"], "t");
+    assert_eq!(
+        answered[101]["error"]["code"], -32099,
+        "the miss: {}",
+        answered[101]
+    );
+    assert_eq!(answered[102], with_id(&slow_answer, json!("p")));
+
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(1), "the miss fails play: {stderr}");
+    assert!(
+        stderr.contains("served 203, missed 1, drifted 0; every recorded exchange was used"),
+        "{stderr}"
+    );
+}
