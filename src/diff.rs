@@ -1,7 +1,7 @@
 //! `mcptape diff`: two recordings, aligned by content, down to the first call that drifted.
 
 use crate::compare::surface::{SurfaceKind, ToolChange};
-use crate::compare::{compare_tapes, ExchangeComparison, ExchangeRef, Normalizer, Outcome};
+use crate::compare::{compare_tapes_drift, ExchangeComparison, ExchangeRef, Normalizer, Outcome};
 use crate::tape::{TapeError, TapeIndex};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -58,10 +58,11 @@ pub fn diff(
             warnings.push(format!("{}: {w}", p.display()));
         }
     }
-    let cmp = compare_tapes(&a, &b, norm);
+    // Only drifts are reported: the exchanges answered the same are counted, not listed.
+    let (cmp, same) = compare_tapes_drift(&a, &b, norm);
     let mut drifts = Vec::new();
     let mut only_in_a = Vec::new();
-    let mut compared = 0;
+    let mut compared = same;
     for e in cmp.exchanges {
         match e.outcome {
             Outcome::Absent => only_in_a.push(e.exchange),

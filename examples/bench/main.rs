@@ -148,6 +148,9 @@ fn run(args: Args) -> Result<i32> {
     let work = tempfile::Builder::new()
         .prefix("mcptape-bench-")
         .tempdir()?;
+    // Every mcptape the bench starts keeps its index cache in the work directory, not the
+    // user's (the start-up scenario measures cold and warm starts).
+    std::env::set_var("XDG_CACHE_HOME", work.path().join("cache"));
     let env = Env {
         bench: std::env::current_exe()?,
         mcptape,

@@ -129,11 +129,17 @@ impl Results {
             .find(|s| s.what == "mcptape play, big tape")
         {
             t.push(Target {
-                name: format!("play: start-up on {} exchanges", s.exchanges),
+                name: format!("play: start-up on {} exchanges, warm", s.exchanges),
                 measured: format!("{:.0} ms", s.median_ms),
                 limit: "≤ 300 ms".into(),
                 met: s.median_ms <= 300.0 && s.exchanges >= 100_000,
                 // (a quick run's smaller tape says nothing about 100k: not met, run the full mode)
+            });
+            t.push(Target {
+                name: format!("play: start-up on {} exchanges, cold", s.exchanges),
+                measured: format!("{:.0} ms", s.cold_ms),
+                limit: "≤ 300 ms".into(),
+                met: s.cold_ms <= 300.0 && s.exchanges >= 100_000,
             });
         }
         for r in &self.tools {
@@ -209,15 +215,16 @@ impl Results {
         if !self.startup.is_empty() {
             println!("\nStart-up: process start to the answer to initialize");
             println!(
-                "  {:<28} {:>9} {:>10} {:>9} {:>9} {:>9}",
-                "what", "exchanges", "tape", "median ms", "min ms", "max ms"
+                "  {:<28} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9}",
+                "what", "exchanges", "tape", "cold ms", "median ms", "min ms", "max ms"
             );
             for s in &self.startup {
                 println!(
-                    "  {:<28} {:>9} {:>10} {:>9.1} {:>9.1} {:>9.1}",
+                    "  {:<28} {:>9} {:>10} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
                     s.what,
                     s.exchanges,
                     mib(s.tape_bytes),
+                    s.cold_ms,
                     s.median_ms,
                     s.min_ms,
                     s.max_ms

@@ -48,7 +48,12 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<i32> {
     let path = store::resolve(&a.tape)?;
-    let index = TapeIndex::load(&path, a.server.as_deref())?;
+    // The hash chain is checked on a background thread while play serves: a broken chain is
+    // still reported on stderr (and waited for before exit), but start-up does not wait for it.
+    let warn_path = path.clone();
+    let (index, chain) = TapeIndex::load_deferred(&path, a.server.as_deref(), move |w| {
+        super::warn_tape(&warn_path, &[w]);
+    })?;
     super::warn_tape(&path, &index.warnings);
     if let Some(label) = &a.server {
         if !index.servers.iter().any(|s| &s.server == label) {
@@ -97,6 +102,7 @@ pub fn run(a: Args) -> Result<i32> {
         }
     };
 
+    chain.wait();
     let mut summary = format!(
         "mcptape play: served {}, missed {}, drifted {}",
         report.served, report.missed, report.drifted

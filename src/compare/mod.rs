@@ -8,4 +8,6 @@ pub use diff_values::{changes, Change, ChangeKind};
 pub use normalize::Normalizer;
 pub mod tapes;
 
-pub use tapes::{compare_tapes, ExchangeComparison, ExchangeRef, Outcome, TapeComparison};
+pub use tapes::{
+    compare_tapes, compare_tapes_drift, ExchangeComparison, ExchangeRef, Outcome, TapeComparison,
+};

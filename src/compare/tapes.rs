@@ -81,9 +81,17 @@ pub struct TapeComparison {
 
 /// The answer body as compared: `{"result": …}` or `{"error": …}`; `None` without an answer.
 pub fn answer_body(index: &TapeIndex, ex: usize) -> Option<Value> {
+    body_of(&answer_bytes(index, ex)?)
+}
+
+/// The answer's bytes as recorded; `None` without an answer (or when it cannot be read).
+fn answer_bytes(index: &TapeIndex, ex: usize) -> Option<Vec<u8>> {
     let r = index.exchanges[ex].response?;
-    let bytes = index.read_bytes(&index.msgs[r]).ok()?;
-    let v: Value = serde_json::from_slice(&bytes).ok()?;
+    index.read_bytes(&index.msgs[r]).ok()
+}
+
+fn body_of(bytes: &[u8]) -> Option<Value> {
+    let v: Value = serde_json::from_slice(bytes).ok()?;
     let Value::Object(mut m) = v else { return None };
     if let Some(e) = m.remove("error") {
         return Some(serde_json::json!({ "error": e }));
@@ -97,7 +105,7 @@ pub fn exchange_ref(index: &TapeIndex, ex: usize) -> ExchangeRef {
     let params = index.read_bytes(req).ok().and_then(|b| params_of(&b));
     ExchangeRef {
         method: req.method.clone().unwrap_or_default(),
-        target: index.call_target(req),
+        target: crate::tape::index::target_of(req.method.as_deref(), params.as_ref()),
         arguments: params
             .and_then(|p| p.get("arguments").cloned())
             .filter(|a| a.as_object().is_none_or(|o| !o.is_empty())),
@@ -135,15 +143,41 @@ pub fn align(a: &TapeIndex, b: &TapeIndex) -> (Vec<Option<usize>>, Vec<usize>) {
 }
 
 pub fn compare_tapes(a: &TapeIndex, b: &TapeIndex, norm: &Normalizer) -> TapeComparison {
+    compare(a, b, norm, true).0
+}
+
+/// Like `compare_tapes`, but the exchanges whose answers are the same are only counted, not
+/// listed (`diff` reports only what drifted): the count is returned beside the comparison.
+/// Answers recorded byte for byte the same are then not parsed at all.
+pub fn compare_tapes_drift(
+    a: &TapeIndex,
+    b: &TapeIndex,
+    norm: &Normalizer,
+) -> (TapeComparison, usize) {
+    compare(a, b, norm, false)
+}
+
+fn compare(
+    a: &TapeIndex,
+    b: &TapeIndex,
+    norm: &Normalizer,
+    keep_same: bool,
+) -> (TapeComparison, usize) {
     let (pairs, rest) = align(a, b);
-    let mut exchanges = Vec::with_capacity(pairs.len());
+    let mut exchanges = Vec::with_capacity(if keep_same { pairs.len() } else { 0 });
+    let mut same = 0;
     for (i, pair) in pairs.iter().enumerate() {
-        let exchange = exchange_ref(a, i);
         let (outcome, other_line, changes_found, other_latency) = match *pair {
             None => (Outcome::Absent, None, Vec::new(), None),
             Some(j) => {
                 let line = Some(b.msgs[b.exchanges[j].request].line);
-                match (answer_body(a, i), answer_body(b, j)) {
+                let (x, y) = (answer_bytes(a, i), answer_bytes(b, j));
+                // Equal bytes are equal bodies, or both unparsable: the same either way.
+                if !keep_same && x == y {
+                    same += 1;
+                    continue;
+                }
+                match (x.and_then(|x| body_of(&x)), y.and_then(|y| body_of(&y))) {
                     (None, None) => (Outcome::Same, line, Vec::new(), None),
                     (Some(_), None) => (Outcome::Unanswered, line, Vec::new(), None),
                     (None, Some(body)) => (
@@ -169,8 +203,12 @@ pub fn compare_tapes(a: &TapeIndex, b: &TapeIndex, norm: &Normalizer) -> TapeCom
                 }
             }
         };
+        if !keep_same && outcome == Outcome::Same {
+            same += 1;
+            continue;
+        }
         exchanges.push(ExchangeComparison {
-            exchange,
+            exchange: exchange_ref(a, i),
             outcome,
             other_line,
             changes: changes_found,
@@ -180,11 +218,14 @@ pub fn compare_tapes(a: &TapeIndex, b: &TapeIndex, norm: &Normalizer) -> TapeCom
     }
     let only_in_other = rest.into_iter().map(|j| exchange_ref(b, j)).collect();
     let tool_surface = surface::compare(&tools_list(a), &tools_list(b));
-    TapeComparison {
-        exchanges,
-        only_in_other,
-        tool_surface,
-    }
+    (
+        TapeComparison {
+            exchanges,
+            only_in_other,
+            tool_surface,
+        },
+        same,
+    )
 }
 
 /// Every tool the `tools/list` answers of a conversation announced (pages merged).
@@ -199,4 +240,55 @@ fn tools_list(index: &TapeIndex) -> std::collections::BTreeMap<String, Value> {
 /// The match key a request would have, for callers that build requests themselves.
 pub fn request_key(method: &str, params: Option<&Value>) -> MatchKey {
     match_key(method, params).0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An unchained tape of one `tools/call` exchange per answer given.
+    fn tape(dir: &std::path::Path, name: &str, answers: &[&str]) -> TapeIndex {
+        let mut lines = vec![
+            r#"{"type":"header","format":"mcptape","version":1,"minor":0,"created":"x","tool":"t"}"#
+                .to_string(),
+        ];
+        for (i, answer) in answers.iter().enumerate() {
+            lines.push(format!(
+                r#"{{"type":"msg","seq":{},"t_us":1,"server":"default","dir":"c2s","kind":"request","id":{i},"method":"tools/call","msg":{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"t{i}"}}}}}}"#,
+                2 * i + 1
+            ));
+            lines.push(format!(
+                r#"{{"type":"msg","seq":{},"t_us":2,"server":"default","dir":"s2c","kind":"response","id":{i},"msg":{answer}}}"#,
+                2 * i + 2
+            ));
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        TapeIndex::load(&path, None).unwrap()
+    }
+
+    #[test]
+    fn equal_bytes_are_counted_the_rest_compared_as_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let same = r#"{"jsonrpc":"2.0","id":0,"result":{"a":1}}"#;
+        // Different bytes, equal answers (the fast path does not apply; the slow one says same).
+        let spaced = r#"{"jsonrpc":"2.0","id":1,"result":{ "a" : 1 }}"#;
+        let a = tape(
+            dir.path(),
+            "a.jsonl",
+            &[same, spaced.replace(" ", "").as_str(), same],
+        );
+        let changed = r#"{"jsonrpc":"2.0","id":2,"result":{"a":2}}"#;
+        let b = tape(dir.path(), "b.jsonl", &[same, spaced, changed]);
+        let norm = Normalizer::default();
+        let (drift, same_count) = compare_tapes_drift(&a, &b, &norm);
+        assert_eq!(same_count, 2);
+        assert_eq!(drift.exchanges.len(), 1);
+        assert_eq!(drift.exchanges[0].outcome, Outcome::Changed);
+        assert_eq!(drift.exchanges[0].exchange.target.as_deref(), Some("t2"));
+        let full = compare_tapes(&a, &b, &norm);
+        let outcomes: Vec<Outcome> = full.exchanges.iter().map(|e| e.outcome).collect();
+        assert_eq!(outcomes, [Outcome::Same, Outcome::Same, Outcome::Changed]);
+        assert_eq!(full.exchanges[2], drift.exchanges[0]);
+    }
 }

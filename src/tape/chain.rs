@@ -76,6 +76,43 @@ pub fn split_h(line: &[u8]) -> Option<(Vec<u8>, &str)> {
     Some((without, h))
 }
 
+/// Where a stored line's `h` field lies: the offset of `,"h":"` and the hex value. The line
+/// without its `h` field is `line[..key_start]` followed by `}`, so it can be hashed in place.
+pub fn locate_h(line: &[u8]) -> Option<(usize, &str)> {
+    const TAIL: usize = 2; // `"}`
+    const HEX: usize = 64;
+    const KEY: &[u8] = b",\"h\":\"";
+    if line.len() < KEY.len() + HEX + TAIL || !line.ends_with(b"\"}") {
+        return None;
+    }
+    let h_start = line.len() - TAIL - HEX;
+    let key_start = h_start - KEY.len();
+    if &line[key_start..h_start] != KEY {
+        return None;
+    }
+    let h = &line[h_start..line.len() - TAIL];
+    if !h.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    // All ASCII hex digits: valid UTF-8.
+    Some((key_start, std::str::from_utf8(h).ok()?))
+}
+
+/// `link(prev, line[..key_start] ‖ "}")` without copying the line, as lowercase hex bytes.
+pub fn link_in_place(prev: &str, line: &[u8], key_start: usize) -> [u8; 64] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut h = Sha256::new();
+    h.update(prev.as_bytes());
+    h.update(&line[..key_start]);
+    h.update(b"}");
+    let mut out = [0u8; 64];
+    for (i, b) in h.finalize().iter().enumerate() {
+        out[2 * i] = DIGITS[(b >> 4) as usize];
+        out[2 * i + 1] = DIGITS[(b & 15) as usize];
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +127,24 @@ mod tests {
         assert_eq!(got, h);
         assert!(split_h(br#"{"type":"msg"}"#).is_none());
         assert!(sign(b"k", &h, &Default::default()).starts_with(SIG_PREFIX));
+    }
+
+    #[test]
+    fn link_in_place_agrees_with_split_and_link() {
+        let line = br#"{"type":"msg","seq":1}"#;
+        let h = link("abc", line);
+        let stored = format!(r#"{{"type":"msg","seq":1,"h":"{h}"}}"#);
+        let (key_start, got) = locate_h(stored.as_bytes()).unwrap();
+        assert_eq!(got, h);
+        assert_eq!(
+            &link_in_place("abc", stored.as_bytes(), key_start),
+            h.as_bytes()
+        );
+        assert!(locate_h(br#"{"type":"msg"}"#).is_none());
+        let upper = stored.replace(&h, &h.to_uppercase());
+        assert_eq!(
+            split_h(upper.as_bytes()).map(|(_, h)| h.to_string()),
+            locate_h(upper.as_bytes()).map(|(_, h)| h.to_string())
+        );
     }
 }

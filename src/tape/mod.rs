@@ -4,7 +4,9 @@
 pub mod chain;
 pub mod format;
 pub mod index;
+mod index_cache;
 pub mod reader;
+pub mod scan;
 pub mod store;
 pub mod writer;
 

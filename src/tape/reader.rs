@@ -2,6 +2,7 @@
 //! line (a crash mid-write) and a missing closing line are reported, not fatal.
 
 use super::format::{End, Header, MsgLine, ServerDecl, TypeProbe, FORMAT_NAME, VERSION};
+use super::scan::{scan_msg_line, MsgFields};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -26,7 +27,7 @@ pub enum TapeError {
 }
 
 /// Something about the tape worth saying that does not stop reading it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Warning {
     /// The last line was cut off mid-write; it was skipped.
     TornLastLine { line: u64, bytes: usize },
@@ -104,6 +105,8 @@ pub struct TapeReader {
     warnings: Vec<Warning>,
     saw_end: bool,
     chain: Chain,
+    /// Off when another pass checks the chain (`TapeIndex::load_deferred`).
+    check_chain: bool,
 }
 
 impl TapeReader {
@@ -171,6 +174,32 @@ impl TapeReader {
             warnings: Vec::new(),
             saw_end: false,
             chain,
+            check_chain: true,
+        })
+    }
+
+    /// Reads without checking the hash chain (`chain` then stays as it was after the header):
+    /// for a caller that checks it in a separate pass with `check_chain`.
+    pub(crate) fn skip_chain(&mut self) {
+        self.check_chain = false;
+    }
+
+    /// Checks the whole hash chain without parsing the lines, for a tape whose lines have all been
+    /// read successfully by another reader: the chain advances over exactly the lines that reader
+    /// took, a torn last line (one that does not parse) excluded. Returns where it breaks.
+    pub(crate) fn check_chain(mut self) -> Result<Option<u64>, TapeError> {
+        fn complete_or_parses(buf: &[u8]) -> Result<(), String> {
+            if buf.last() == Some(&b'\n') {
+                Ok(())
+            } else {
+                parse_entry(buf).map(|_| ())
+            }
+        }
+        self.check_chain = true;
+        while self.next_with(complete_or_parses)?.is_some() {}
+        Ok(match self.chain {
+            Chain::Broken(line) => Some(line),
+            _ => None,
         })
     }
 
@@ -193,6 +222,36 @@ impl TapeReader {
     }
 
     pub fn next_item(&mut self) -> Result<Option<Item<'_>>, TapeError> {
+        Ok(self
+            .next_with(parse_entry)?
+            .map(|(entry, raw, offset, line)| Item {
+                entry,
+                raw,
+                offset,
+                line,
+            }))
+    }
+
+    /// The next line for the exchange index: message lines in the writer's plain form are
+    /// scanned without a full parse (`scan`), every other line is parsed as by `next_item`.
+    pub(crate) fn next_scanned(&mut self) -> Result<Option<Scanned<'_>>, TapeError> {
+        Ok(self
+            .next_with(parse_scanned)?
+            .map(|(entry, raw, offset, line)| Scanned {
+                entry,
+                raw,
+                offset,
+                line,
+            }))
+    }
+
+    /// Reads the next non-blank line, parses it with `parse`, and keeps the chain, the warnings
+    /// and the torn-last-line rule; returns the parsed line, the raw line, its offset and number.
+    #[allow(clippy::type_complexity)]
+    fn next_with<'s, T: Parsed + 's>(
+        &'s mut self,
+        parse: fn(&'s [u8]) -> Result<T, String>,
+    ) -> Result<Option<(T, &'s [u8], u64, u64)>, TapeError> {
         loop {
             self.buf.clear();
             self.offset = self.next_offset;
@@ -224,23 +283,22 @@ impl TapeReader {
             path,
             offset,
             chain,
+            check_chain,
             ..
         } = self;
-        match parse_entry(buf) {
+        let buf: &'s [u8] = buf;
+        match parse(buf) {
             Ok(entry) => {
-                advance_chain(chain, buf, *line, warnings);
-                if let Entry::End(end) = &entry {
+                if *check_chain {
+                    advance_chain(chain, buf, *line, warnings);
+                }
+                if let Some(end) = entry.end() {
                     *saw_end = true;
                     if end.incomplete {
                         warnings.push(Warning::Incomplete);
                     }
                 }
-                Ok(Some(Item {
-                    entry,
-                    raw: buf,
-                    offset: *offset,
-                    line: *line,
-                }))
+                Ok(Some((entry, buf, *offset, *line)))
             }
             Err(_) if buf.last() != Some(&b'\n') => {
                 // Only the very last line can lack its newline: a write cut short.
@@ -260,6 +318,65 @@ impl TapeReader {
             }),
         }
     }
+}
+
+/// A parsed line, as far as the reader's bookkeeping needs it.
+trait Parsed {
+    fn end(&self) -> Option<&End>;
+}
+
+impl Parsed for () {
+    fn end(&self) -> Option<&End> {
+        None
+    }
+}
+
+impl Parsed for Entry<'_> {
+    fn end(&self) -> Option<&End> {
+        match self {
+            Entry::End(end) => Some(end),
+            _ => None,
+        }
+    }
+}
+
+/// A line as the exchange index reads it.
+pub(crate) enum ScannedEntry<'a> {
+    /// A message line read by the fast scanner.
+    Msg(MsgFields<'a>),
+    /// Any other line, or a message line the scanner left to serde.
+    Entry(Entry<'a>),
+}
+
+impl Parsed for ScannedEntry<'_> {
+    fn end(&self) -> Option<&End> {
+        match self {
+            ScannedEntry::Msg(_) => None,
+            ScannedEntry::Entry(e) => e.end(),
+        }
+    }
+}
+
+/// A scanned line with where it came from.
+pub(crate) struct Scanned<'a> {
+    pub entry: ScannedEntry<'a>,
+    /// The whole line, as on disk.
+    pub raw: &'a [u8],
+    /// File offset of the line.
+    pub offset: u64,
+    /// 1-based line number.
+    pub line: u64,
+}
+
+fn parse_scanned(buf: &[u8]) -> Result<ScannedEntry<'_>, String> {
+    // Only complete lines take the fast path: a torn last line goes through serde, which decides
+    // whether it is torn, exactly as before.
+    if let Some(line) = buf.strip_suffix(b"\n") {
+        if let Some(m) = scan_msg_line(line) {
+            return Ok(ScannedEntry::Msg(m));
+        }
+    }
+    parse_entry(buf).map(ScannedEntry::Entry)
 }
 
 fn parse_entry(buf: &[u8]) -> Result<Entry<'_>, String> {
@@ -289,15 +406,19 @@ fn parse_entry(buf: &[u8]) -> Result<Entry<'_>, String> {
 fn advance_chain(chain: &mut Chain, raw: &[u8], line: u64, warnings: &mut Vec<Warning>) {
     let stored = raw.strip_suffix(b"\n").unwrap_or(raw);
     let stored = stored.strip_suffix(b"\r").unwrap_or(stored);
-    let next = match (&*chain, super::chain::split_h(stored)) {
+    let located = super::chain::locate_h(stored);
+    match (&mut *chain, located) {
         (Chain::Broken(_), _) | (Chain::Absent, None) => return,
-        (Chain::Linked(prev), Some((without, h))) if super::chain::link(prev, &without) == h => {
-            Chain::Linked(h.to_string())
+        // Hashed in place and the head reused: no copy of the line, no allocation per line.
+        (Chain::Linked(prev), Some((key_start, h)))
+            if super::chain::link_in_place(prev, stored, key_start) == h.as_bytes() =>
+        {
+            prev.clear();
+            prev.push_str(h);
+            return;
         }
-        (Chain::Linked(_), _) | (Chain::Absent, Some(_)) => Chain::Broken(line),
-    };
-    if let Chain::Broken(l) = next {
-        warnings.push(Warning::ChainBroken { line: l });
+        (Chain::Linked(_), _) | (Chain::Absent, Some(_)) => {}
     }
-    *chain = next;
+    *chain = Chain::Broken(line);
+    warnings.push(Warning::ChainBroken { line });
 }

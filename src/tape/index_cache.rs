@@ -1,0 +1,294 @@
+//! Play's start-up on a big tape is the index: every line read and every request's params
+//! hashed (about 0.9 s for 100,000 exchanges). The index of a tape of 4 MiB or more is therefore
+//! kept between plays in the user's cache (`$XDG_CACHE_HOME/mcptape/index/`, else
+//! `~/.cache/mcptape/index/`), one file per tape path and server, and used only while the tape
+//! file is exactly the one it was built from: same device, inode, length and modification time,
+//! and the same mcptape version (match keys are hashes whose function may change between
+//! versions). Anything else — no cache dir, a stale or unreadable entry — means a cold load.
+//!
+//! The cache holds offsets and hashes, never message bodies: bodies are still read from the tape.
+//! It does not replace the hash-chain check, which play runs on every tape in the background.
+
+use super::format::{End, Header, ServerDecl};
+use super::index::{Exchange, MsgMeta, Standalone, TapeIndex};
+use super::reader::Warning;
+use sha2::{Digest, Sha256};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Smaller tapes load fast enough that a cache would only add files.
+const MIN_TAPE_LEN: u64 = 4 * 1024 * 1024;
+
+/// The tape file as it was when its index was built.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+impl Stamp {
+    fn of(path: &Path) -> Option<Stamp> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        })
+    }
+}
+
+/// An index as read back: everything but the open file.
+pub(crate) struct Parts {
+    pub header: Header,
+    pub servers: Vec<ServerDecl>,
+    pub server: String,
+    pub end: Option<End>,
+    pub warnings: Vec<Warning>,
+    pub msgs: Vec<MsgMeta>,
+    pub exchanges: Vec<Exchange>,
+    pub standalone: Vec<Standalone>,
+}
+
+/// A cache entry, in postcard (compact binary: a fifth of the JSON's size, and several times
+/// faster to read). The tape's own records keep their JSON form inside it: they skip absent
+/// fields, which a format without field names cannot do.
+#[derive(serde::Deserialize)]
+struct Stored {
+    tool: String,
+    stamp: Stamp,
+    meta: String,
+    msgs: Vec<MsgMeta>,
+    exchanges: Vec<Exchange>,
+    standalone: Vec<Standalone>,
+}
+
+/// The same, borrowed from an index, for writing.
+#[derive(serde::Serialize)]
+struct StoredRef<'a> {
+    tool: &'a str,
+    stamp: Stamp,
+    meta: String,
+    msgs: &'a [MsgMeta],
+    exchanges: &'a [Exchange],
+    standalone: &'a [Standalone],
+}
+
+/// The small part: header, server declarations, closing line, warnings.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Meta {
+    header: Header,
+    servers: Vec<ServerDecl>,
+    server: String,
+    end: Option<End>,
+    warnings: Vec<Warning>,
+}
+
+fn tool() -> &'static str {
+    concat!("mcptape ", env!("CARGO_PKG_VERSION"))
+}
+
+fn default_dir() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".cache"),
+    };
+    Some(base.join("mcptape").join("index"))
+}
+
+/// The cache file of a tape and a server choice: a hash of both, so any path fits.
+fn entry(dir: &Path, tape: &Path, server: Option<&str>) -> Option<PathBuf> {
+    let tape = std::fs::canonicalize(tape).ok()?;
+    let mut h = Sha256::new();
+    h.update(tape.as_os_str().as_encoded_bytes());
+    h.update([0]);
+    if let Some(s) = server {
+        h.update(s.as_bytes());
+    }
+    let name: String = h.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Some(dir.join(format!("{name}.idx")))
+}
+
+/// The cached index of `tape`, if there is one for exactly this file.
+pub(crate) fn load(tape: &Path, server: Option<&str>) -> Option<Parts> {
+    load_in(&default_dir()?, tape, server)
+}
+
+fn load_in(dir: &Path, tape: &Path, server: Option<&str>) -> Option<Parts> {
+    let stamp = Stamp::of(tape)?;
+    if stamp.len < MIN_TAPE_LEN {
+        return None;
+    }
+    let bytes = std::fs::read(entry(dir, tape, server)?).ok()?;
+    let stored: Stored = postcard::from_bytes(&bytes).ok()?;
+    if stored.tool != tool() || stored.stamp != stamp || !offsets_fit(&stored.msgs, stamp.len) {
+        return None;
+    }
+    let meta: Meta = serde_json::from_str(&stored.meta).ok()?;
+    Some(Parts {
+        header: meta.header,
+        servers: meta.servers,
+        server: meta.server,
+        end: meta.end,
+        warnings: meta.warnings,
+        msgs: stored.msgs,
+        exchanges: stored.exchanges,
+        standalone: stored.standalone,
+    })
+}
+
+/// Every body lies inside the tape (a damaged entry must not send reads astray).
+fn offsets_fit(msgs: &[MsgMeta], len: u64) -> bool {
+    use super::index::Body;
+    msgs.iter().all(|m| match m.body {
+        Body::Json { offset, len: l }
+        | Body::Text { offset, len: l }
+        | Body::B64 { offset, len: l } => {
+            offset.checked_add(l as u64).is_some_and(|end| end <= len)
+        }
+        Body::Oversize { .. } => true,
+    })
+}
+
+/// Keeps the index of a big tape for the next play. Best effort: a failure only costs the next
+/// start-up a cold load.
+pub(crate) fn store(index: &TapeIndex, server: Option<&str>) {
+    if let Some(dir) = default_dir() {
+        store_in(&dir, index, server);
+    }
+}
+
+fn store_in(dir: &Path, index: &TapeIndex, server: Option<&str>) -> Option<()> {
+    let stamp = Stamp::of(&index.path)?;
+    if stamp.len < MIN_TAPE_LEN {
+        return None;
+    }
+    let path = entry(dir, &index.path, server)?;
+    super::store::create_private_dir(dir).ok()?;
+    let meta = Meta {
+        header: index.header.clone(),
+        servers: index.servers.clone(),
+        server: index.server.clone(),
+        end: index.end.clone(),
+        warnings: index.warnings.clone(),
+    };
+    let stored = StoredRef {
+        tool: tool(),
+        stamp,
+        meta: serde_json::to_string(&meta).ok()?,
+        msgs: &index.msgs,
+        exchanges: &index.exchanges,
+        standalone: &index.standalone,
+    };
+    // Written to a name of our own, then renamed: a reader never sees half an entry.
+    let staging = path.with_extension(format!("tmp{}", std::process::id()));
+    let written = super::writer::open_own(&staging).and_then(|f| {
+        let mut w = std::io::BufWriter::new(f);
+        postcard::to_io(&stored, &mut w).map_err(std::io::Error::other)?;
+        w.flush()
+    });
+    if written.is_err() || std::fs::rename(&staging, &path).is_err() {
+        let _ = std::fs::remove_file(&staging);
+        return None;
+    }
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tape over the size threshold: 40 calls with 128 KiB answers.
+    fn big_tape(path: &Path) {
+        use crate::tape::{TapeWriter, WriteOptions};
+        use crate::wire::{Dir, Frame, Line};
+        let mut w = TapeWriter::create(path, WriteOptions::default()).unwrap();
+        let text = "x".repeat(128 * 1024);
+        let frame = |b: &[u8]| -> Vec<u8> { b.to_vec() };
+        for i in 0..40 {
+            let req = frame(
+                format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"t","arguments":{{"i":{i}}}}}}}"#)
+                    .as_bytes(),
+            );
+            let res = frame(
+                format!(r#"{{"jsonrpc":"2.0","id":{i},"result":{{"content":[{{"type":"text","text":"{text}"}}]}}}}"#)
+                    .as_bytes(),
+            );
+            for (dir, bytes) in [(Dir::C2S, &req), (Dir::S2C, &res)] {
+                let line = Line {
+                    bytes,
+                    crlf: false,
+                    unterminated: false,
+                    bom: false,
+                };
+                w.message("srv", dir, &Frame::Line(line), std::time::Instant::now());
+            }
+            w.commit().unwrap();
+        }
+        w.finish(None, None).unwrap();
+    }
+
+    #[test]
+    fn a_cached_index_equals_the_cold_one_and_goes_stale_with_the_tape() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let tape = dir.path().join("t.jsonl");
+        big_tape(&tape);
+        assert!(load_in(&cache, &tape, None).is_none(), "nothing cached yet");
+        let cold = TapeIndex::load(&tape, None).unwrap();
+        store_in(&cache, &cold, None).expect("stored");
+        let warm = load_in(&cache, &tape, None).expect("a fresh entry is used");
+        assert_eq!(warm.exchanges.len(), 40);
+        assert_eq!(
+            format!(
+                "{:?}",
+                (&warm.msgs, &warm.exchanges, &warm.standalone, &warm.end)
+            ),
+            format!(
+                "{:?}",
+                (&cold.msgs, &cold.exchanges, &cold.standalone, &cold.end)
+            )
+        );
+        assert!(
+            load_in(&cache, &tape, Some("other")).is_none(),
+            "per server choice"
+        );
+        // Any change to the file (here: one more byte) makes the entry stale.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&tape)
+            .unwrap()
+            .write_all(b"\n")
+            .unwrap();
+        assert!(load_in(&cache, &tape, None).is_none());
+    }
+
+    #[test]
+    fn small_tapes_and_damaged_entries_are_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let tape = dir.path().join("t.jsonl");
+        big_tape(&tape);
+        let cold = TapeIndex::load(&tape, None).unwrap();
+        store_in(&cache, &cold, None).unwrap();
+        let file = entry(&cache, &tape, None).unwrap();
+        std::fs::write(&file, b"\x05damaged").unwrap();
+        assert!(load_in(&cache, &tape, None).is_none());
+        let small = dir.path().join("s.jsonl");
+        crate::tape::TapeWriter::create(&small, Default::default())
+            .unwrap()
+            .finish(None, None)
+            .unwrap();
+        let index = TapeIndex::load(&small, None).unwrap();
+        assert!(
+            store_in(&cache, &index, None).is_none(),
+            "under the threshold"
+        );
+    }
+}
