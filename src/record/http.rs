@@ -17,8 +17,9 @@ use crate::wire::{Dir, Frame, Kind, Line};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{HeaderMap, HeaderValue};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Map, Value};
@@ -36,15 +37,19 @@ const STREAM_QUEUE: usize = 64;
 /// How long in-flight requests get to finish after Ctrl-C before the tape is closed.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
-/// Request headers recorded as facts (lower-case). Everything else is forwarded but not taped.
-const RECORDED_HEADERS: &[&str] = &[
-    "mcp-session-id",
-    "mcp-protocol-version",
-    "mcp-method",
-    "mcp-name",
-    "last-event-id",
-    "content-type",
-    "accept",
+/// Request headers recorded as facts, with their fact names. Everything else is forwarded but
+/// not taped. Header names are built once here: a lookup by `&str` would parse the name anew.
+static RECORDED_HEADERS: [(HeaderName, &str); 7] = [
+    (HeaderName::from_static("mcp-session-id"), "mcp_session_id"),
+    (
+        HeaderName::from_static("mcp-protocol-version"),
+        "mcp_protocol_version",
+    ),
+    (HeaderName::from_static("mcp-method"), "mcp_method"),
+    (HeaderName::from_static("mcp-name"), "mcp_name"),
+    (HeaderName::from_static("last-event-id"), "last_event_id"),
+    (HeaderName::from_static("content-type"), "content_type"),
+    (HeaderName::from_static("accept"), "accept"),
 ];
 
 /// Hop-by-hop headers: meaningful for one connection only, never forwarded.
@@ -93,8 +98,10 @@ struct Proxy {
     /// `http://127.0.0.1:PORT`: what clients see, for rewriting the legacy `endpoint` event.
     public_origin: String,
     upstream_origin: String,
+    /// The upstream's `Host` header value, parsed once.
+    upstream_host: Option<HeaderValue>,
     local_port: u16,
-    client: Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    client: Client<HttpConnector, Full<Bytes>>,
     max_message: usize,
 }
 
@@ -134,8 +141,10 @@ pub fn record_http(
             why: "no host".into(),
         })?
         .clone();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: every request takes the tape lock anyway, and a request's hops between its
+    // tasks (client connection, upstream connection, pool) stay on one thread without futex
+    // wake-ups between workers.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|cause| HttpRecordError::Listen {
@@ -182,9 +191,10 @@ pub fn record_http(
             label: cfg.server_label.clone(),
             upstream: upstream.clone(),
             upstream_origin: format!("http://{authority}"),
+            upstream_host: HeaderValue::from_str(authority.as_str()).ok(),
             public_origin: public_origin.clone(),
             local_port: local.port(),
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            client: upstream_client(),
             max_message: cfg.max_message,
         });
         // The signal streams exist before the URL is given out: a signal that arrives after that
@@ -250,7 +260,7 @@ impl Proxy {
             }
         }
         match parts.method {
-            Method::POST if !body.is_empty() => self.tape_message(Dir::C2S, &body, &facts_in),
+            Method::POST if !body.is_empty() => self.tape_message(Dir::C2S, &body, &mut facts_in),
             Method::GET | Method::DELETE => self.tape_event(
                 &format!("http-{}", parts.method.as_str().to_ascii_lowercase()),
                 facts_in.clone(),
@@ -263,23 +273,20 @@ impl Proxy {
             .path_and_query()
             .map(|p| p.as_str())
             .unwrap_or("/");
-        let uri: Uri = match format!("{}{pq}", self.upstream_origin).parse() {
-            Ok(u) => u,
-            Err(_) => return plain(StatusCode::BAD_REQUEST, "bad request path"),
+        let uri = match self.upstream_uri(pq) {
+            Some(u) => u,
+            None => return plain(StatusCode::BAD_REQUEST, "bad request path"),
         };
-        let mut up = Request::builder().method(parts.method.clone()).uri(uri);
-        for (name, value) in &parts.headers {
-            if !HOP_BY_HOP.contains(&name.as_str()) {
-                up = up.header(name, value);
-            }
+        // The client's header map is moved, not rebuilt: only the hop-by-hop ones come out.
+        let mut headers = parts.headers;
+        strip_hop_by_hop(&mut headers);
+        if let Some(a) = &self.upstream_host {
+            headers.insert(hyper::header::HOST, a.clone());
         }
-        if let Some(a) = self.upstream.authority() {
-            up = up.header(hyper::header::HOST, a.as_str());
-        }
-        let up = match up.body(Full::new(body.clone())) {
-            Ok(r) => r,
-            Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
-        };
+        let mut up = Request::new(Full::new(body.clone()));
+        *up.method_mut() = parts.method.clone();
+        *up.uri_mut() = uri;
+        *up.headers_mut() = headers;
         let resp = match self.client.request(up).await {
             Ok(r) => r,
             Err(e) => {
@@ -312,12 +319,15 @@ impl Proxy {
         if !content_type.is_empty() {
             facts.insert("content_type".into(), json!(content_type));
         }
-        let mut out = Response::builder().status(rparts.status);
-        for (name, value) in &rparts.headers {
-            if !HOP_BY_HOP.contains(&name.as_str()) {
-                out = out.header(name, value);
-            }
-        }
+        let status = rparts.status;
+        let mut out_headers = rparts.headers;
+        strip_hop_by_hop(&mut out_headers);
+        let respond = |body: RespBody| {
+            let mut r = Response::new(body);
+            *r.status_mut() = status;
+            *r.headers_mut() = out_headers;
+            r
+        };
         if content_type.starts_with("text/event-stream") {
             facts.insert(
                 "stream".into(),
@@ -330,9 +340,7 @@ impl Proxy {
             let (tx, rx) = mpsc::channel::<Bytes>(STREAM_QUEUE);
             let proxy = self.clone_handle();
             tokio::spawn(async move { proxy.pump_sse(rbody, facts, tx).await });
-            return out
-                .body(ChannelBody { rx }.boxed())
-                .unwrap_or_else(|_| plain(StatusCode::BAD_GATEWAY, "bad upstream headers"));
+            return respond(ChannelBody { rx }.boxed());
         }
         let body = match collect(rbody, self.max_message).await {
             Ok(b) => b,
@@ -343,8 +351,8 @@ impl Proxy {
         };
         if !body.is_empty() {
             if content_type.starts_with("application/json") {
-                self.tape_message(Dir::S2C, &body, &facts);
-            } else if !rparts.status.is_success() {
+                self.tape_message(Dir::S2C, &body, &mut facts);
+            } else if !status.is_success() {
                 facts.insert(
                     "body".into(),
                     json!(String::from_utf8_lossy(&body[..body.len().min(512)])),
@@ -352,8 +360,7 @@ impl Proxy {
                 self.tape_event("http-error", Value::Object(facts));
             }
         }
-        out.body(Full::new(body).map_err(|never| match never {}).boxed())
-            .unwrap_or_else(|_| plain(StatusCode::BAD_GATEWAY, "bad upstream headers"))
+        respond(Full::new(body).map_err(|never| match never {}).boxed())
     }
 
     /// Forwards an SSE answer event by event: each complete block is taped, then sent on.
@@ -418,7 +425,7 @@ impl Proxy {
         }
         match &ev.data {
             Some(data) if !data.trim().is_empty() => {
-                self.tape_message(Dir::S2C, data.as_bytes(), &f)
+                self.tape_message(Dir::S2C, data.as_bytes(), &mut f)
             }
             _ => {
                 if ev.id.is_some() || ev.retry.is_some() {
@@ -431,7 +438,8 @@ impl Proxy {
         Bytes::from(block.raw)
     }
 
-    fn tape_message(&self, dir: Dir, bytes: &[u8], facts: &Map<String, Value>) {
+    /// `facts` is lent to the writer as a `Value` and given back unchanged (no copy of it).
+    fn tape_message(&self, dir: Dir, bytes: &[u8], facts: &mut Map<String, Value>) {
         let bytes = bytes.trim_ascii();
         // A tape line holds one message: an HTTP body or a multi-line SSE `data:` may hold line
         // breaks, which in valid JSON can only be whitespace between tokens, so they become
@@ -452,19 +460,24 @@ impl Proxy {
             unterminated: false,
             bom: false,
         };
-        let facts = Value::Object(facts.clone());
-        let mut guard = self.tape.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(w) = guard.as_mut() {
-            w.message_with(
-                &self.label,
-                dir,
-                &Frame::Line(line),
-                Instant::now(),
-                Some(&facts),
-            );
-            if let Err(e) = w.commit() {
-                crate::diag!("mcptape: WARNING: {e}; the tape will be marked incomplete");
+        let lent = Value::Object(std::mem::take(facts));
+        {
+            let mut guard = self.tape.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(w) = guard.as_mut() {
+                w.message_with(
+                    &self.label,
+                    dir,
+                    &Frame::Line(line),
+                    Instant::now(),
+                    Some(&lent),
+                );
+                if let Err(e) = w.commit() {
+                    crate::diag!("mcptape: WARNING: {e}; the tape will be marked incomplete");
+                }
             }
+        }
+        if let Value::Object(m) = lent {
+            *facts = m;
         }
     }
 
@@ -481,6 +494,15 @@ impl Proxy {
         refuse_foreign(req.headers(), self.local_port).map(|why| plain(StatusCode::FORBIDDEN, &why))
     }
 
+    /// The upstream URL for a request's path and query: the upstream's scheme and authority.
+    fn upstream_uri(&self, pq: &str) -> Option<Uri> {
+        let mut parts = hyper::http::uri::Parts::default();
+        parts.scheme = self.upstream.scheme().cloned();
+        parts.authority = self.upstream.authority().cloned();
+        parts.path_and_query = Some(pq.parse().ok()?);
+        Uri::from_parts(parts).ok()
+    }
+
     fn clone_handle(&self) -> Arc<Proxy> {
         Arc::new(Proxy {
             tape: self.tape.clone(),
@@ -488,6 +510,7 @@ impl Proxy {
             upstream: self.upstream.clone(),
             public_origin: self.public_origin.clone(),
             upstream_origin: self.upstream_origin.clone(),
+            upstream_host: self.upstream_host.clone(),
             local_port: self.local_port,
             client: self.client.clone(),
             max_message: self.max_message,
@@ -495,13 +518,34 @@ impl Proxy {
     }
 }
 
+/// The client to the upstream: pooled keep-alive connections (hyper reuses an idle one), with
+/// Nagle off since each request is written whole.
+fn upstream_client() -> Client<HttpConnector, Full<Bytes>> {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // The few names present are found by one pass over the map and removed by name (no
+    // parsing of the eleven hop-by-hop names on every request).
+    let present: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| HOP_BY_HOP.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    for name in &present {
+        headers.remove(name);
+    }
+}
+
 fn request_facts(method: &Method, headers: &HeaderMap, path: &str) -> Map<String, Value> {
     let mut f = Map::new();
     f.insert("method".into(), json!(method.as_str()));
     f.insert("path".into(), json!(path));
-    for name in RECORDED_HEADERS {
-        if let Some(v) = headers.get(*name).and_then(|v| v.to_str().ok()) {
-            f.insert(name.replace('-', "_"), json!(v));
+    for (name, fact) in &RECORDED_HEADERS {
+        if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
+            f.insert((*fact).into(), json!(v));
         }
     }
     // The 2026-07-28 era's `Mcp-Param-<Name>` headers (params mirrored for routing).

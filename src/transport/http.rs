@@ -65,18 +65,38 @@ pub fn plain(status: StatusCode, text: &str) -> Response<RespBody> {
 }
 
 /// Reads a whole body, refusing more than `max` bytes.
-pub async fn collect(mut body: Incoming, max: usize) -> Result<Bytes, String> {
+pub async fn collect<B>(mut body: B, max: usize) -> Result<Bytes, String>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    // Most bodies arrive as one frame: that frame is kept as it is (no copy); only a body in
+    // several frames is gathered into one buffer.
+    let mut first: Option<Bytes> = None;
     let mut buf = bytes::BytesMut::new();
+    let mut len = 0usize;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| format!("reading a body: {e}"))?;
         if let Ok(d) = frame.into_data() {
-            if buf.len() + d.len() > max {
+            if len + d.len() > max {
                 return Err(format!("a body over --max-message ({max} bytes)"));
             }
-            buf.extend_from_slice(&d);
+            len += d.len();
+            if d.is_empty() {
+                continue;
+            }
+            match first.take() {
+                None if buf.is_empty() => first = Some(d),
+                None => buf.extend_from_slice(&d),
+                Some(f) => {
+                    buf.reserve(f.len() + d.len());
+                    buf.extend_from_slice(&f);
+                    buf.extend_from_slice(&d);
+                }
+            }
         }
     }
-    Ok(buf.freeze())
+    Ok(first.unwrap_or_else(|| buf.freeze()))
 }
 
 /// A response body fed by a channel: each chunk goes out as soon as it is sent.
@@ -141,6 +161,8 @@ where
             // outside the loop so its progress is kept between turns.
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
+                // Each answer goes out in one write: Nagle would only hold it back.
+                let _ = stream.set_nodelay(true);
                 let handle = handle.clone();
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
@@ -166,4 +188,53 @@ pub fn session_id() -> String {
         let _ = std::io::Read::read_exact(&mut f, &mut b);
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    /// A body that yields the given chunks, one frame each.
+    struct Chunks(VecDeque<Bytes>);
+
+    impl Body for Chunks {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+        }
+    }
+
+    fn collect_chunks(chunks: &[&'static [u8]], max: usize) -> Result<Bytes, String> {
+        let body = Chunks(chunks.iter().map(|c| Bytes::from_static(c)).collect());
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime")
+            .block_on(collect(body, max))
+    }
+
+    #[test]
+    fn a_body_in_one_frame_is_that_frame() {
+        let got = collect_chunks(&[b"{\"id\":1}"], 100).expect("collected");
+        assert_eq!(&got[..], b"{\"id\":1}");
+        assert_eq!(&collect_chunks(&[], 100).expect("empty")[..], b"");
+    }
+
+    #[test]
+    fn a_body_in_several_frames_is_gathered_in_order() {
+        let got = collect_chunks(&[b"{\"id\"", b"", b":1", b"}"], 100).expect("collected");
+        assert_eq!(&got[..], b"{\"id\":1}");
+    }
+
+    #[test]
+    fn a_body_over_the_limit_is_refused_whether_in_one_frame_or_several() {
+        assert!(collect_chunks(&[b"0123456789"], 9).is_err());
+        assert!(collect_chunks(&[b"01234", b"56789"], 9).is_err());
+        assert!(collect_chunks(&[b"01234", b"5678"], 9).is_ok());
+    }
 }
