@@ -469,6 +469,7 @@ impl Player {
                 closed: watch::channel(false).0,
                 report: Mutex::new(PlayReport::default()),
                 opts: self.opts.clone(),
+                bodies: Default::default(),
             }),
             matcher: tokio::sync::Mutex::new(Matcher::with_display(
                 &self.index,

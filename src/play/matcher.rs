@@ -5,13 +5,16 @@
 use super::explain::{Miss, MissReason, Near};
 use crate::tape::index::{match_key, MatchKey};
 use crate::tape::TapeIndex;
-use crate::wire::canonical::differences;
+use crate::wire::canonical::{differences, match_key_halves};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 pub struct Matcher {
     /// Unconsumed exchanges by match key, in recorded order.
-    by_key: HashMap<MatchKey, VecDeque<usize>>,
+    by_key: HashMap<MatchKey, VecDeque<usize>, BuildHasherDefault<KeyHasher>>,
+    /// Reused for the canonical text of each request's params.
+    scratch: Vec<u8>,
     consumed: Vec<bool>,
     /// Redacts what the client asked before it is shown in an explanation.
     display: Option<std::sync::Arc<crate::redact::Redactor>>,
@@ -43,12 +46,13 @@ impl Matcher {
         index: &TapeIndex,
         display: Option<std::sync::Arc<crate::redact::Redactor>>,
     ) -> Matcher {
-        let mut by_key: HashMap<MatchKey, VecDeque<usize>> = HashMap::new();
+        let mut by_key: HashMap<MatchKey, VecDeque<usize>, _> = HashMap::default();
         for (i, ex) in index.exchanges.iter().enumerate() {
             by_key.entry(ex.key).or_default().push_back(i);
         }
         Matcher {
             by_key,
+            scratch: Vec::new(),
             consumed: vec![false; index.exchanges.len()],
             display,
         }
@@ -61,11 +65,25 @@ impl Matcher {
         params: Option<&Value>,
         lenient: bool,
     ) -> Outcome {
-        let (key, asked) = match_key(method, params);
+        // The fast key takes no copy of the params; the general one is for the rare rest
+        // (redaction markers) and gives what a miss explanation shows.
+        let fast = if method == "initialize" {
+            match_key_halves(method, None, &mut self.scratch)
+        } else {
+            match_key_halves(method, params, &mut self.scratch)
+        };
+        let (key, asked) = match fast {
+            Some(key) => (key, None),
+            None => {
+                let (key, asked) = match_key(method, params);
+                (key, Some(asked))
+            }
+        };
         if let Some(ex) = self.by_key.get_mut(&key).and_then(VecDeque::pop_front) {
             self.consumed[ex] = true;
             return Outcome::Hit(ex);
         }
+        let asked = asked.unwrap_or_else(|| match_key(method, params).1);
         // A recorded request with redacted values matches a live one holding the real secret:
         // the markers are wildcards.
         let wild = index.exchanges.iter().enumerate().find(|(i, ex)| {
@@ -178,6 +196,60 @@ impl Matcher {
             reason,
             nearest: near,
             recorded_methods: methods.into_iter().collect(),
+        }
+    }
+}
+
+/// The matcher's map hasher: its keys are already uniform hashes, so their low bits serve.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    /// A `MatchKey` writes its two halves: mixed into one.
+    fn write_u64(&mut self, n: u64) {
+        self.0 = self.0.rotate_left(32) ^ n;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_fast_key_is_the_index_key() {
+        for (method, p) in [
+            (
+                "tools/call",
+                Some(json!({"name":"add","arguments":{"b":2,"a":1}})),
+            ),
+            (
+                "tools/call",
+                Some(json!({"name":"add","_meta":{"progressToken":3}})),
+            ),
+            ("tools/list", Some(json!({}))),
+            ("tools/list", None),
+            ("ping", Some(json!(null))),
+            (
+                "x",
+                Some(json!({"requestState":"s","_meta":{"keep":[1,2.5,"é\\n"]}})),
+            ),
+        ] {
+            assert_eq!(
+                match_key_halves(method, p.as_ref(), &mut Vec::new()).unwrap(),
+                match_key(method, p.as_ref()).0,
+                "{method} {p:?}"
+            );
         }
     }
 }

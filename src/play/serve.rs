@@ -10,7 +10,7 @@ use super::matcher::{Matcher, Outcome};
 use crate::tape::index::MsgMeta;
 use crate::tape::TapeIndex;
 use crate::wire::canonical::{differences, short, Difference};
-use crate::wire::rewrite::{with_id, with_progress_token};
+use crate::wire::rewrite::{id_span, with_id, with_progress_token};
 use crate::wire::{classify, Frame, Framer, Kind};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -85,6 +85,41 @@ pub(crate) struct Shared {
     pub(crate) closed: watch::Sender<bool>,
     pub(crate) report: Mutex<PlayReport>,
     pub(crate) opts: ServeOptions,
+    /// The tape's bytes when it was small enough to read at start-up: answers come from memory.
+    pub(crate) bodies: Bodies,
+}
+
+/// A tape no larger than this is read into memory when play starts, so that an answer costs no
+/// system call; a larger one is read an answer at a time.
+const PRELOAD_MAX: u64 = 16 * 1024 * 1024;
+
+/// The whole tape file as read at start-up, when small enough (`None`: answers are read from
+/// the file as they are served).
+#[derive(Default)]
+pub(crate) struct Bodies(Option<String>);
+
+impl Bodies {
+    /// Reads `index`'s tape when it is small and UTF-8 (as a tape is); otherwise none.
+    pub(crate) fn preload(index: &TapeIndex) -> Bodies {
+        let small = std::fs::metadata(&index.path).is_ok_and(|m| m.len() <= PRELOAD_MAX);
+        let text = small
+            .then(|| std::fs::read(&index.path).ok())
+            .flatten()
+            .and_then(|b| String::from_utf8(b).ok());
+        Bodies(text)
+    }
+
+    /// A JSON message body, from memory; `None` when not preloaded or not found there (then it
+    /// is read from the file, which says why it cannot be).
+    fn json(&self, meta: &MsgMeta) -> Option<&str> {
+        let crate::tape::index::Body::Json { offset, len } = meta.body else {
+            return None;
+        };
+        let start = usize::try_from(offset).ok()?;
+        self.0
+            .as_deref()?
+            .get(start..start.checked_add(len as usize)?)
+    }
 }
 
 /// Where an exchange's messages go, one whole line at a time: a queue (the tasks that wait for
@@ -92,6 +127,11 @@ pub(crate) struct Shared {
 pub(crate) trait Sink: Sync {
     /// Sends one message; the line terminator is added here.
     fn emit(&self, line: Vec<u8>) -> impl Future<Output = ()> + Send;
+
+    /// Sends one message given in parts (written in order, as one line).
+    fn emit_parts(&self, parts: &[&[u8]]) -> impl Future<Output = ()> + Send {
+        self.emit(parts.concat())
+    }
 }
 
 impl Sink for mpsc::Sender<Vec<u8>> {
@@ -132,6 +172,16 @@ impl<W: Write + Send> Sink for Direct<W> {
         self.0.lock().expect("output lock").write(&[&line, b"\n"]);
         std::future::ready(())
     }
+
+    /// Straight into the output buffer: no line is assembled first.
+    fn emit_parts(&self, parts: &[&[u8]]) -> impl Future<Output = ()> + Send {
+        let mut out = self.0.lock().expect("output lock");
+        for p in parts {
+            out.write(&[p]);
+        }
+        out.write(&[b"\n"]);
+        std::future::ready(())
+    }
 }
 
 /// Serves `index` to the client on `input`/`output` until the client closes its side.
@@ -163,6 +213,7 @@ where
     let mut serving = Loop {
         matcher: Matcher::with_display_rules(&index, &opts.display_rules),
         shared: Arc::new(Shared {
+            bodies: Bodies::preload(&index),
             index: Arc::new(index),
             out: out_tx,
             pending: Mutex::new(HashMap::new()),
@@ -536,16 +587,37 @@ pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
         shared.report.lock().expect("report lock").unanswered += 1;
         return;
     };
-    if let Some(text) = read_text(index, &index.msgs[r]) {
-        match response_with_id(&text, client_id) {
+    let meta = &index.msgs[r];
+    let read;
+    let text = match shared.bodies.json(meta) {
+        Some(t) => t,
+        None => {
+            read = read_text(index, meta);
+            match read.as_deref() {
+                Some(t) => t,
+                None => return,
+            }
+        }
+    };
+    match id_span(text) {
+        // The bytes `with_id` gives, without building them first.
+        Some((start, end)) => {
+            let parts = [
+                &text.as_bytes()[..start],
+                client_id.as_bytes(),
+                &text.as_bytes()[end..],
+            ];
+            out.emit_parts(&parts).await
+        }
+        None => match with_id(text, client_id) {
             Ok(t) => out.emit(t.into_bytes()).await,
             Err(e) => crate::diag!(
                 "mcptape play: tape line {}: cannot rewrite the response id: {e}",
-                index.msgs[r].line
+                meta.line
             ),
-        }
-        shared.report.lock().expect("report lock").served += 1;
+        },
     }
+    shared.report.lock().expect("report lock").served += 1;
 }
 
 /// Re-issues a recorded server request with a fresh id, awaits the client's answer and compares
@@ -693,109 +765,6 @@ async fn emit_standalone<W: Write + Send + 'static>(
     }
 }
 
-/// A recorded response with the client's id: the bytes `with_id` gives, found cheaply when
-/// `splice_id` can.
-fn response_with_id(text: &str, id: &str) -> Result<String, serde_json::Error> {
-    match splice_id(text, id) {
-        Some(t) => Ok(t),
-        None => with_id(text, id),
-    }
-}
-
-/// `message` with its top-level `id` value replaced by `id`, without parsing the values: when
-/// the top level is compact (no whitespace between its tokens), no key holds an escape and there
-/// is exactly one `id`, `with_id` rewrites nothing but the id's bytes, so a splice gives the same
-/// text. `None` when that does not hold (then `with_id` does it). Only structure is followed:
-/// the message is a tape body, validated when the tape was loaded.
-fn splice_id(message: &str, id: &str) -> Option<String> {
-    let b = message.as_bytes();
-    if b.first() != Some(&b'{') || b.last() != Some(&b'}') {
-        return None;
-    }
-    let mut i = 1;
-    let mut span = None;
-    loop {
-        if b.get(i) != Some(&b'"') {
-            return None; // also `{}`: no id, `with_id` appends one
-        }
-        let end = i + 1 + memchr::memchr2(b'"', b'\\', &b[i + 1..])?;
-        if b[end] != b'"' {
-            return None; // an escaped key: `with_id` writes it back unescaped
-        }
-        let key = &b[i + 1..end];
-        i = end + 1;
-        if b.get(i) != Some(&b':') {
-            return None;
-        }
-        let start = i + 1;
-        i = skip_value(b, start)?;
-        if key == b"id" {
-            if span.is_some() {
-                return None;
-            }
-            span = Some((start, i));
-        }
-        match b.get(i) {
-            Some(b',') => i += 1,
-            Some(b'}') if i == b.len() - 1 => break,
-            _ => return None,
-        }
-    }
-    let (start, end) = span?;
-    // One more byte: the line terminator is appended to this buffer.
-    let mut out = String::with_capacity(b.len() - (end - start) + id.len() + 1);
-    out.push_str(&message[..start]);
-    out.push_str(id);
-    out.push_str(&message[end..]);
-    Some(out)
-}
-
-/// The end of the JSON value at `i` (which must start right there).
-fn skip_value(b: &[u8], mut i: usize) -> Option<usize> {
-    match *b.get(i)? {
-        b'"' => skip_string(b, i),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            loop {
-                match *b.get(i)? {
-                    b'"' => {
-                        i = skip_string(b, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-        }
-        _ => {
-            // A number, `true`, `false` or `null`: no whitespace may follow it at the top level.
-            let len = b[i..]
-                .iter()
-                .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'.' | b'+' | b'-')))?;
-            (len > 0).then_some(i + len)
-        }
-    }
-}
-
-/// The end of the JSON string at `i` (its opening quote).
-fn skip_string(b: &[u8], i: usize) -> Option<usize> {
-    let mut j = i + 1;
-    loop {
-        j += memchr::memchr2(b'"', b'\\', b.get(j..)?)?;
-        if b[j] == b'"' {
-            return Some(j + 1);
-        }
-        j += 2; // an escape: the next byte is taken with it
-    }
-}
-
 fn read_text(index: &TapeIndex, meta: &MsgMeta) -> Option<String> {
     match index.read_text(meta) {
         Ok(t) => Some(t),
@@ -827,41 +796,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_id_splice_gives_what_with_id_gives_or_steps_aside() {
-        let spliced = [
-            r#"{"jsonrpc":"2.0","id":3,"result":{"z": 1,  "a":[1, 2]}}"#,
-            r#"{"id":"a\"b\\","result":{"content":[{"type":"text","text":"x\"}{]["}]}}"#,
-            r#"{"result":{"id":7,"nested":{"id":8}},"jsonrpc":"2.0","id":-1.5e3}"#,
-            r#"{"jsonrpc":"2.0","error":{"code":-32601,"message":"no"},"id":null}"#,
-            r#"{"id":true,"result":[{"a":"\\"},"{",[]]}"#,
-            r#"{"jsonrpc":"2.0","id":1,"result":{"text":"é ü \u00e9 ✓"}}"#,
-        ];
-        for m in spliced {
-            for id in ["42", r#""q-1""#, r#"{"odd":[1]}"#] {
-                let want = with_id(m, id).unwrap();
-                assert_eq!(splice_id(m, id).as_deref(), Some(want.as_str()), "{m}");
-                assert_eq!(response_with_id(m, id).unwrap(), want, "{m}");
-            }
-        }
-        // Where a splice would not give with_id's bytes: with_id serves them.
-        let aside = [
-            r#"{"jsonrpc": "2.0", "id": 3, "result": {}}"#,
-            r#"{"jsonrpc":"2.0","id":3 ,"result":{}}"#,
-            r#" {"id":3,"result":{}}"#,
-            r#"{"id":3,"result":{}} "#,
-            r#"{"i\u0064":3,"result":{}}"#,
-            r#"{"id":1,"id":2}"#,
-            r#"{"result":{}}"#,
-            r#"{}"#,
-            r#"{"id":3,"result":{"a":1}"#,
-            r#"{"id":"unterminated}"#,
-        ];
-        for m in aside {
-            assert_eq!(splice_id(m, "9"), None, "{m}");
-            if let Ok(want) = with_id(m, "9") {
-                assert_eq!(response_with_id(m, "9").unwrap(), want, "{m}");
-            }
-        }
+    fn preloaded_bodies_are_found_by_offset_or_left_to_the_file() {
+        let meta = |body| MsgMeta {
+            seq: 1,
+            t_us: 0,
+            line: 1,
+            dir: crate::wire::Dir::S2C,
+            kind: Kind::Response,
+            id: None,
+            method: None,
+            body,
+            sse: false,
+            stream_of: None,
+        };
+        use crate::tape::index::Body;
+        let tape = Bodies(Some(r#"{"msg":{"id":1,"result":{}}}"#.to_string()));
+        let json = |offset, len| meta(Body::Json { offset, len });
+        assert_eq!(tape.json(&json(7, 20)), Some(r#"{"id":1,"result":{}}"#));
+        // Past the end (the file changed since it was indexed): read from the file instead.
+        assert_eq!(tape.json(&json(7, 40)), None);
+        assert_eq!(tape.json(&meta(Body::Text { offset: 7, len: 20 })), None);
+        assert_eq!(Bodies(None).json(&json(7, 20)), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use base64::Engine as _;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs::File;
-use std::hash::{Hash, Hasher};
+
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -78,6 +78,12 @@ pub struct Exchange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct MatchKey(u64, u64);
 
+impl MatchKey {
+    pub fn from_halves(a: u64, b: u64) -> MatchKey {
+        MatchKey(a, b)
+    }
+}
+
 /// A server message tied to no exchange, with the point of the conversation it came at.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Standalone {
@@ -111,14 +117,7 @@ pub fn match_key(method: &str, params: Option<&Value>) -> (MatchKey, Value) {
         match_params(params)
     };
     let text = canonical(&params);
-    let half = |seed: u8| {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        seed.hash(&mut h);
-        method.hash(&mut h);
-        text.hash(&mut h);
-        h.finish()
-    };
-    (MatchKey(half(1), half(2)), params)
+    (crate::wire::canonical::hash_key(method, &text), params)
 }
 
 #[derive(serde::Deserialize)]

@@ -3,8 +3,9 @@
 //! kept between plays in the user's cache (`$XDG_CACHE_HOME/mcptape/index/`, else
 //! `~/.cache/mcptape/index/`), one file per tape path and server, and used only while the tape
 //! file is exactly the one it was built from: same device, inode, length and modification time,
-//! and the same mcptape version (match keys are hashes whose function may change between
-//! versions). Anything else — no cache dir, a stale or unreadable entry — means a cold load.
+//! and the same mcptape build (match keys are hashes whose function may change between versions
+//! and Rust releases: a probe key is stored and compared). Anything else — no cache dir, a
+//! stale or unreadable entry — means a cold load.
 //!
 //! The cache holds offsets and hashes, never message bodies: bodies are still read from the tape.
 //! It does not replace the hash-chain check, which play runs on every tape in the background.
@@ -69,7 +70,7 @@ struct Stored {
 /// The same, borrowed from an index, for writing.
 #[derive(serde::Serialize)]
 struct StoredRef<'a> {
-    tool: &'a str,
+    tool: String,
     stamp: Stamp,
     meta: String,
     msgs: &'a [MsgMeta],
@@ -87,8 +88,11 @@ struct Meta {
     warnings: Vec<Warning>,
 }
 
-fn tool() -> &'static str {
-    concat!("mcptape ", env!("CARGO_PKG_VERSION"))
+/// This build: its version, and the match key of a probe, since the key function is std's
+/// `DefaultHasher`, which another Rust release may change.
+fn tool() -> String {
+    let probe = crate::wire::canonical::hash_key("mcptape-index-cache", "null");
+    format!("mcptape {} {probe:?}", env!("CARGO_PKG_VERSION"))
 }
 
 fn default_dir() -> Option<PathBuf> {

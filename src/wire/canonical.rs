@@ -53,6 +53,108 @@ pub fn canonical(v: &Value) -> String {
     serde_json::to_string(v).expect("a Value always serializes")
 }
 
+/// The two halves of a request's match key as `tape::index::match_key` hashes them (seeds 1
+/// and 2 over seed, method, canonical match params), without cloning the params: the canonical
+/// text is written straight from the borrowed value into `scratch`, the volatile keys skipped
+/// on the way. `None` when a string may hold a redaction marker (its hash is stripped first,
+/// which only the general path does): then the caller computes the key the general way.
+/// `initialize` is not special-cased here: callers pass `None` params for it.
+pub fn match_key_halves(
+    method: &str,
+    params: Option<&Value>,
+    scratch: &mut Vec<u8>,
+) -> Option<crate::tape::index::MatchKey> {
+    scratch.clear();
+    write_match_params(params, scratch);
+    // Serialized JSON escapes only quotes, backslashes and control characters, none of which
+    // is in the marker prefix: a marker in any key or string shows in the text as is. (A `[`
+    // scan: building a substring searcher per request costs more than the whole walk.)
+    let marker = crate::redact::MARKER_PREFIX.as_bytes();
+    if memchr::memchr_iter(b'[', scratch).any(|i| scratch[i..].starts_with(marker)) {
+        return None;
+    }
+    let text = std::str::from_utf8(scratch).ok()?;
+    Some(hash_key(method, text))
+}
+
+/// The 128-bit match key of a method and its canonical match params (the one function both the
+/// index and play's fast path use, so their keys are equal by construction).
+pub fn hash_key(method: &str, canonical_params: &str) -> crate::tape::index::MatchKey {
+    use std::hash::{Hash, Hasher};
+    let half = |seed: u8| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        seed.hash(&mut h);
+        method.hash(&mut h);
+        canonical_params.hash(&mut h);
+        h.finish()
+    };
+    crate::tape::index::MatchKey::from_halves(half(1), half(2))
+}
+
+/// `canonical(&match_params(params))` written into `out`, without the clone: the top level and
+/// `_meta` are walked here, everything under them serialized as is.
+fn write_match_params(params: Option<&Value>, out: &mut Vec<u8>) {
+    let map = match params {
+        None | Some(Value::Null) => return out.extend_from_slice(b"null"),
+        Some(Value::Object(map)) => map,
+        Some(v) => return write_value(v, out),
+    };
+    out.push(b'{');
+    let mut any = false;
+    for (k, v) in map {
+        if k == "requestState" {
+            continue;
+        }
+        if k == "_meta" {
+            if let Value::Object(meta) = v {
+                let kept = || {
+                    meta.iter()
+                        .filter(|(k, _)| !VOLATILE_META_KEYS.contains(&k.as_str()))
+                };
+                if kept().next().is_none() {
+                    continue;
+                }
+                member(any, k, out);
+                any = true;
+                out.push(b'{');
+                for (i, (mk, mv)) in kept().enumerate() {
+                    member(i > 0, mk, out);
+                    write_value(mv, out);
+                }
+                out.push(b'}');
+                continue;
+            }
+        }
+        member(any, k, out);
+        any = true;
+        write_value(v, out);
+    }
+    if any {
+        out.push(b'}');
+    } else {
+        // Nothing left (or `{}` from the start): the same request as no params.
+        out.clear();
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// `,"key":` (the comma only after a first member).
+fn member(comma: bool, key: &str, out: &mut Vec<u8>) {
+    if comma {
+        out.push(b',');
+    }
+    write_value_str(key, out);
+    out.push(b':');
+}
+
+fn write_value_str(s: &str, out: &mut Vec<u8>) {
+    serde_json::to_writer(&mut *out, s).expect("a string always serializes");
+}
+
+fn write_value(v: &Value, out: &mut Vec<u8>) {
+    serde_json::to_writer(&mut *out, v).expect("a Value always serializes");
+}
+
 /// One place where two JSON values differ.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Difference {
@@ -152,6 +254,42 @@ mod tests {
         assert_eq!(match_params(Some(&p)), json!({"_meta":{"keep":1}}));
         assert_eq!(match_params(Some(&json!({}))), Value::Null);
         assert_eq!(match_params(None), Value::Null);
+    }
+
+    #[test]
+    fn match_params_are_written_as_the_general_path_canonicalizes_them() {
+        let cases = [
+            json!(null),
+            json!({}),
+            json!(5),
+            json!("text"),
+            json!([1, {"b": 2, "a": 1}]),
+            json!({"name":"t","arguments":{"z":1,"a":[1.5,"é\"\\\n",null]}}),
+            json!({"name":"t","_meta":{"progressToken":7,"io.modelcontextprotocol/clientInfo":{}}}),
+            json!({"name":"t","_meta":{"progressToken":7,"keep":1,"a":[2]}}),
+            json!({"_meta":{"progressToken":7}}),
+            json!({"_meta":{}}),
+            json!({"_meta":5,"a":1}),
+            json!({"requestState":"v1.abc"}),
+            json!({"requestState":"v1","inputResponses":{"k":1},"name":"n"}),
+        ];
+        for p in cases {
+            let mut out = Vec::new();
+            write_match_params(Some(&p), &mut out);
+            let want = canonical(&match_params(Some(&p)));
+            assert_eq!(String::from_utf8(out).unwrap(), want, "{p}");
+        }
+        let mut out = Vec::new();
+        write_match_params(None, &mut out);
+        assert_eq!(out, b"null");
+        // A redaction marker anywhere: the general path strips its hash, so no fast key.
+        for p in [
+            json!({"a":{"b":["[REDACTED:openai-key:0123abcd]"]}}),
+            json!({"[REDACTED:x]":1}),
+        ] {
+            assert_eq!(match_key_halves("m", Some(&p), &mut Vec::new()), None);
+        }
+        assert!(match_key_halves("m", Some(&json!({"a":"[REDACTED"})), &mut Vec::new()).is_some());
     }
 
     #[test]

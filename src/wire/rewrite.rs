@@ -91,9 +91,143 @@ pub fn with_progress_token(message: &str, token: &str) -> Result<String, serde_j
     Ok(obj.to_string_with("params", &new_params))
 }
 
+/// `message` with its top-level `id` value replaced by `id`, without parsing the values: the
+/// bytes `with_id` gives, when `id_span` finds the id. `None` otherwise (then `with_id` does it).
+pub fn splice_id(message: &str, id: &str) -> Option<String> {
+    let (start, end) = id_span(message)?;
+    // One more byte: the line terminator is appended to this buffer.
+    let mut out = String::with_capacity(message.len() - (end - start) + id.len() + 1);
+    out.push_str(&message[..start]);
+    out.push_str(id);
+    out.push_str(&message[end..]);
+    Some(out)
+}
+
+/// Where the value of `message`'s top-level `id` lies, when replacing those bytes gives what
+/// `with_id` gives: the top level is compact (no whitespace between its tokens), no key holds
+/// an escape and there is exactly one `id`. `None` when that does not hold. Only structure is
+/// followed: the message is a tape body, validated when the tape was loaded.
+pub fn id_span(message: &str) -> Option<(usize, usize)> {
+    let b = message.as_bytes();
+    if b.first() != Some(&b'{') || b.last() != Some(&b'}') {
+        return None;
+    }
+    let mut i = 1;
+    let mut span = None;
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None; // also `{}`: no id, `with_id` appends one
+        }
+        let end = i + 1 + memchr::memchr2(b'"', b'\\', &b[i + 1..])?;
+        if b[end] != b'"' {
+            return None; // an escaped key: `with_id` writes it back unescaped
+        }
+        let key = &b[i + 1..end];
+        i = end + 1;
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        let start = i + 1;
+        i = skip_value(b, start)?;
+        if key == b"id" {
+            if span.is_some() {
+                return None;
+            }
+            span = Some((start, i));
+        }
+        match b.get(i) {
+            Some(b',') => i += 1,
+            Some(b'}') if i == b.len() - 1 => break,
+            _ => return None,
+        }
+    }
+    span
+}
+
+/// The end of the JSON value at `i` (which must start right there).
+fn skip_value(b: &[u8], mut i: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => skip_string(b, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            loop {
+                match *b.get(i)? {
+                    b'"' => {
+                        i = skip_string(b, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            // A number, `true`, `false` or `null`: no whitespace may follow it at the top level.
+            let len = b[i..]
+                .iter()
+                .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'.' | b'+' | b'-')))?;
+            (len > 0).then_some(i + len)
+        }
+    }
+}
+
+/// The end of the JSON string at `i` (its opening quote).
+fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        j += memchr::memchr2(b'"', b'\\', b.get(j..)?)?;
+        if b[j] == b'"' {
+            return Some(j + 1);
+        }
+        j += 2; // an escape: the next byte is taken with it
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_id_splice_gives_what_with_id_gives_or_steps_aside() {
+        let spliced = [
+            r#"{"jsonrpc":"2.0","id":3,"result":{"z": 1,  "a":[1, 2]}}"#,
+            r#"{"id":"a\"b\\","result":{"content":[{"type":"text","text":"x\"}{]["}]}}"#,
+            r#"{"result":{"id":7,"nested":{"id":8}},"jsonrpc":"2.0","id":-1.5e3}"#,
+            r#"{"jsonrpc":"2.0","error":{"code":-32601,"message":"no"},"id":null}"#,
+            r#"{"id":true,"result":[{"a":"\\"},"{",[]]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"text":"é ü \u00e9 ✓"}}"#,
+        ];
+        for m in spliced {
+            for id in ["42", r#""q-1""#, r#"{"odd":[1]}"#] {
+                let want = with_id(m, id).unwrap();
+                assert_eq!(splice_id(m, id).as_deref(), Some(want.as_str()), "{m}");
+            }
+        }
+        // Where a splice would not give with_id's bytes: with_id serves them.
+        let aside = [
+            r#"{"jsonrpc": "2.0", "id": 3, "result": {}}"#,
+            r#"{"jsonrpc":"2.0","id":3 ,"result":{}}"#,
+            r#" {"id":3,"result":{}}"#,
+            r#"{"id":3,"result":{}} "#,
+            r#"{"i\u0064":3,"result":{}}"#,
+            r#"{"id":1,"id":2}"#,
+            r#"{"result":{}}"#,
+            r#"{}"#,
+            r#"{"id":3,"result":{"a":1}"#,
+            r#"{"id":"unterminated}"#,
+        ];
+        for m in aside {
+            assert_eq!(splice_id(m, "9"), None, "{m}");
+            assert_eq!(id_span(m), None, "{m}");
+        }
+    }
 
     #[test]
     fn id_is_replaced_and_the_rest_kept_byte_for_byte() {
