@@ -78,7 +78,7 @@ pub fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError
         Some(url) => http_driver::drive_http(&base, url, cfg.timeout, &observed_path, &cfg.redact)?,
         None => drive_stdio(&base, &drive)?,
     };
-    let observed = TapeIndex::load(&observed_path, None)?;
+    let observed = TapeIndex::load_own(&observed_path)?;
     let cmp = compare_tapes(&base, &observed, &cfg.normalizer);
 
     let mut exchanges = Vec::with_capacity(cmp.exchanges.len());

@@ -90,6 +90,21 @@ fn answer_bytes(index: &TapeIndex, ex: usize) -> Option<Vec<u8>> {
     index.read_bytes(&index.msgs[r]).ok()
 }
 
+/// Two recorded answers whose bytes differ only in the value of the top-level `id` (a checker
+/// or another client numbers its requests differently).
+fn equal_but_id(x: &[u8], y: &[u8]) -> bool {
+    let (Ok(x), Ok(y)) = (std::str::from_utf8(x), std::str::from_utf8(y)) else {
+        return false;
+    };
+    match (
+        crate::wire::rewrite::id_span(x),
+        crate::wire::rewrite::id_span(y),
+    ) {
+        (Some((xs, xe)), Some((ys, ye))) => x[..xs] == y[..ys] && x[xe..] == y[ye..],
+        _ => false,
+    }
+}
+
 fn body_of(bytes: &[u8]) -> Option<Value> {
     let v: Value = serde_json::from_slice(bytes).ok()?;
     let Value::Object(mut m) = v else { return None };
@@ -172,33 +187,50 @@ fn compare(
             Some(j) => {
                 let line = Some(b.msgs[b.exchanges[j].request].line);
                 let (x, y) = (answer_bytes(a, i), answer_bytes(b, j));
-                // Equal bytes are equal bodies, or both unparsable: the same either way.
-                if !keep_same && x == y {
+                // Equal bytes (or equal but for the id, which is not compared) are equal
+                // bodies, or both unparsable: the same either way, without parsing.
+                let equal = match (&x, &y) {
+                    (Some(x), Some(y)) => x == y || equal_but_id(x, y),
+                    (None, None) => true,
+                    _ => false,
+                };
+                if equal && !keep_same {
                     same += 1;
                     continue;
                 }
-                match (x.and_then(|x| body_of(&x)), y.and_then(|y| body_of(&y))) {
-                    (None, None) => (Outcome::Same, line, Vec::new(), None),
-                    (Some(_), None) => (Outcome::Unanswered, line, Vec::new(), None),
-                    (None, Some(body)) => (
-                        Outcome::Changed,
+                let answered = x.is_some();
+                if equal {
+                    (
+                        Outcome::Same,
                         line,
-                        vec![Change {
-                            kind: ChangeKind::MissingResponse,
-                            path: "$".into(),
-                            recorded: None,
-                            observed: Some(body),
-                        }],
-                        latency(b, j),
-                    ),
-                    (Some(x), Some(y)) => {
-                        let c = changes(&norm.normalize(x), &norm.normalize(y), norm.allow_reorder);
-                        let outcome = if c.is_empty() {
-                            Outcome::Same
-                        } else {
-                            Outcome::Changed
-                        };
-                        (outcome, line, c, latency(b, j))
+                        Vec::new(),
+                        answered.then(|| latency(b, j)).flatten(),
+                    )
+                } else {
+                    match (x.and_then(|x| body_of(&x)), y.and_then(|y| body_of(&y))) {
+                        (None, None) => (Outcome::Same, line, Vec::new(), None),
+                        (Some(_), None) => (Outcome::Unanswered, line, Vec::new(), None),
+                        (None, Some(body)) => (
+                            Outcome::Changed,
+                            line,
+                            vec![Change {
+                                kind: ChangeKind::MissingResponse,
+                                path: "$".into(),
+                                recorded: None,
+                                observed: Some(body),
+                            }],
+                            latency(b, j),
+                        ),
+                        (Some(x), Some(y)) => {
+                            let c =
+                                changes(&norm.normalize(x), &norm.normalize(y), norm.allow_reorder);
+                            let outcome = if c.is_empty() {
+                                Outcome::Same
+                            } else {
+                                Outcome::Changed
+                            };
+                            (outcome, line, c, latency(b, j))
+                        }
                     }
                 }
             }
@@ -290,5 +322,41 @@ mod tests {
         let outcomes: Vec<Outcome> = full.exchanges.iter().map(|e| e.outcome).collect();
         assert_eq!(outcomes, [Outcome::Same, Outcome::Same, Outcome::Changed]);
         assert_eq!(full.exchanges[2], drift.exchanges[0]);
+    }
+
+    #[test]
+    fn answers_equal_but_for_the_id_are_the_same_without_parsing() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = tape(
+            dir.path(),
+            "a.jsonl",
+            &[
+                r#"{"jsonrpc":"2.0","id":0,"result":{"a":1}}"#,
+                r#"{"jsonrpc":"2.0","id":1,"result":{"a":1}}"#,
+            ],
+        );
+        let b = tape(
+            dir.path(),
+            "b.jsonl",
+            &[
+                r#"{"jsonrpc":"2.0","id":"c-17","result":{"a":1}}"#,
+                r#"{"jsonrpc":"2.0","id":"c-18","result":{"a":2}}"#,
+            ],
+        );
+        assert!(equal_but_id(
+            br#"{"jsonrpc":"2.0","id":0,"result":{"a":1}}"#,
+            br#"{"jsonrpc":"2.0","id":"c-17","result":{"a":1}}"#
+        ));
+        assert!(!equal_but_id(
+            br#"{"jsonrpc":"2.0","id":0,"result":{"a":1}}"#,
+            br#"{"jsonrpc":"2.0","id":0,"result":{"a":2}}"#
+        ));
+        let full = compare_tapes(&a, &b, &Normalizer::default());
+        let outcomes: Vec<Outcome> = full.exchanges.iter().map(|e| e.outcome).collect();
+        assert_eq!(outcomes, [Outcome::Same, Outcome::Changed]);
+        assert!(
+            full.exchanges[0].other_latency_us.is_some(),
+            "latency kept on the fast path"
+        );
     }
 }
