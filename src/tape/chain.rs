@@ -56,21 +56,7 @@ pub fn sign(key: &[u8], head: &str, end: &super::format::End) -> String {
 
 /// Splits a stored line (no newline) into the line without its `h` field, and `h`.
 pub fn split_h(line: &[u8]) -> Option<(Vec<u8>, &str)> {
-    const TAIL: usize = 2; // `"}`
-    const HEX: usize = 64;
-    const KEY: &[u8] = b",\"h\":\"";
-    if line.len() < KEY.len() + HEX + TAIL || !line.ends_with(b"\"}") {
-        return None;
-    }
-    let h_start = line.len() - TAIL - HEX;
-    let key_start = h_start - KEY.len();
-    if &line[key_start..h_start] != KEY {
-        return None;
-    }
-    let h = std::str::from_utf8(&line[h_start..line.len() - TAIL]).ok()?;
-    if !h.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
+    let (key_start, h) = locate_h(line)?;
     let mut without = line[..key_start].to_vec();
     without.push(b'}');
     Some((without, h))
