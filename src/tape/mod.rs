@@ -151,4 +151,55 @@ mod tests {
         assert!(index.warnings.is_empty());
         assert!(index.end.is_some());
     }
+
+    /// A body of 64 KiB or more is written from the caller's buffer in parts (with transport
+    /// facts after it): the line reads back whole and the chain holds across it.
+    #[test]
+    fn big_bodies_written_in_parts_read_back_and_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"text":"{}"}}}}"#,
+            "a".repeat(200 * 1024)
+        );
+        let small = br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#;
+        let mut w = TapeWriter::create(&path, WriteOptions::default()).unwrap();
+        let line = |bytes| {
+            crate::wire::Frame::Line(crate::wire::Line {
+                bytes,
+                crlf: false,
+                unterminated: false,
+                bom: false,
+            })
+        };
+        let facts = serde_json::json!({"status": 200});
+        // Small before and after the big one, all in one commit, as a relay chunk would be.
+        w.message("s", Dir::C2S, &line(small), Instant::now());
+        w.message_with(
+            "s",
+            Dir::S2C,
+            &line(big.as_bytes()),
+            Instant::now(),
+            Some(&facts),
+        );
+        w.message("s", Dir::C2S, &line(small), Instant::now());
+        w.commit().unwrap();
+        w.finish(None, None).unwrap();
+        let mut r = TapeReader::open(&path).unwrap();
+        while r.next_item().unwrap().is_some() {}
+        assert!(matches!(r.chain(), Chain::Linked(_)), "{:?}", r.chain());
+        let msgs: Vec<serde_json::Value> = std::fs::read_to_string(&path)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|v| v["type"] == "msg")
+            .collect();
+        assert_eq!(msgs.len(), 3);
+        assert_eq!(
+            msgs[1]["msg"]["result"]["text"].as_str().unwrap().len(),
+            200 * 1024
+        );
+        assert_eq!(msgs[1]["http"]["status"], 200);
+        assert_eq!(msgs[2]["msg"]["method"], "ping");
+    }
 }
