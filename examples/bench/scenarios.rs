@@ -233,18 +233,23 @@ pub fn latency(env: &Env) -> Result<Vec<Latency>> {
         .iter()
         .zip(samples.iter_mut())
         .zip(peaks)
-        .map(|((&who, s), peak)| {
-            s.sort_unstable();
-            Latency {
-                target: who,
-                calls: s.len(),
-                p50_us: pct(s, 50.0),
-                p90_us: pct(s, 90.0),
-                p99_us: pct(s, 99.0),
-                peak_rss: peak,
-            }
-        })
+        .map(|((&who, s), peak)| Latency::of(who, s, peak))
         .collect())
+}
+
+impl Latency {
+    /// Percentiles of one target's round trips (µs), sorted here.
+    fn of(target: Who, samples: &mut [u64], peak_rss: Option<u64>) -> Latency {
+        samples.sort_unstable();
+        Latency {
+            target,
+            calls: samples.len(),
+            p50_us: pct(samples, 50.0),
+            p90_us: pct(samples, 90.0),
+            p99_us: pct(samples, 99.0),
+            peak_rss,
+        }
+    }
 }
 
 fn pct(sorted: &[u64], p: f64) -> f64 {
@@ -267,6 +272,35 @@ pub struct Throughput {
     pub peak_rss: Option<u64>,
 }
 
+impl Throughput {
+    fn measured(
+        target: Who,
+        size: usize,
+        calls: usize,
+        took: Duration,
+        bytes: f64,
+        peak_rss: Option<u64>,
+    ) -> Throughput {
+        let secs = took.as_secs_f64();
+        Throughput {
+            target,
+            size,
+            calls,
+            secs,
+            calls_per_s: calls as f64 / secs,
+            mb_per_s: bytes / secs / 1e6,
+            peak_rss,
+        }
+    }
+}
+
+/// Keeps the faster of two rounds: throughput is limited from above, noise only lowers it.
+fn keep_faster(best: &mut Option<Throughput>, t: Throughput) {
+    if best.as_ref().is_none_or(|b| b.calls_per_s < t.calls_per_s) {
+        *best = Some(t);
+    }
+}
+
 /// 1 KiB calls, `client::WINDOW` in flight. Rounds are kept apart; the best round counts
 /// (throughput is limited from above, noise only lowers it).
 pub fn pipelined(env: &Env) -> Result<Vec<Throughput>> {
@@ -280,22 +314,10 @@ pub fn pipelined(env: &Env) -> Result<Vec<Throughput>> {
             let (took, bytes) = client::pipelined(&mut c, 1, calls, KIB, None)?;
             let peak = c.peak_rss();
             c.finish(GRACE)?;
-            let secs = took.as_secs_f64();
-            let t = Throughput {
-                target: who,
-                size: KIB,
-                calls,
-                secs,
-                calls_per_s: calls as f64 / secs,
-                mb_per_s: bytes as f64 / secs / 1e6,
-                peak_rss: peak,
-            };
-            if best[i]
-                .as_ref()
-                .is_none_or(|b| b.calls_per_s < t.calls_per_s)
-            {
-                best[i] = Some(t);
-            }
+            keep_faster(
+                &mut best[i],
+                Throughput::measured(who, KIB, calls, took, bytes as f64, peak),
+            );
         }
     }
     Ok(best.into_iter().flatten().collect())
@@ -314,16 +336,8 @@ pub fn large(env: &Env) -> Result<Vec<Throughput>> {
             let took = client::large(&mut c, 1, calls, size)?;
             let peak = c.peak_rss();
             c.finish(GRACE)?;
-            let secs = took.as_secs_f64();
-            out.push(Throughput {
-                target: who,
-                size,
-                calls,
-                secs,
-                calls_per_s: calls as f64 / secs,
-                mb_per_s: (size as f64 + 1.0) * calls as f64 / secs / 1e6,
-                peak_rss: peak,
-            });
+            let bytes = (size as f64 + 1.0) * calls as f64;
+            out.push(Throughput::measured(who, size, calls, took, bytes, peak));
         }
         let _ = std::fs::remove_file(env.tape(&format!("large{}m", size / MIB), Who::Record));
     }
@@ -684,39 +698,17 @@ pub fn http(env: &Env) -> Result<(Vec<Latency>, Vec<Throughput>)> {
             let (took, bytes) = http_client::pipelined(who.label(), &t.url(), calls, KIB)?;
             let peak = t.front.peak_rss();
             t.finish(http_messages(calls))?;
-            let secs = took.as_secs_f64();
-            let row = Throughput {
-                target: who,
-                size: KIB,
-                calls,
-                secs,
-                calls_per_s: calls as f64 / secs,
-                mb_per_s: bytes as f64 / secs / 1e6,
-                peak_rss: peak,
-            };
-            if best[i]
-                .as_ref()
-                .is_none_or(|b| b.calls_per_s < row.calls_per_s)
-            {
-                best[i] = Some(row);
-            }
+            keep_faster(
+                &mut best[i],
+                Throughput::measured(who, KIB, calls, took, bytes as f64, peak),
+            );
         }
     }
     let latency = HTTP_TARGETS
         .iter()
         .zip(samples.iter_mut())
         .zip(peaks)
-        .map(|((&who, s), peak)| {
-            s.sort_unstable();
-            Latency {
-                target: who,
-                calls: s.len(),
-                p50_us: pct(s, 50.0),
-                p90_us: pct(s, 90.0),
-                p99_us: pct(s, 99.0),
-                peak_rss: peak,
-            }
-        })
+        .map(|((&who, s), peak)| Latency::of(who, s, peak))
         .collect();
     Ok((latency, best.into_iter().flatten().collect()))
 }

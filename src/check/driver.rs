@@ -598,6 +598,25 @@ for line in sys.stdin:
     print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
 "#;
 
+    /// Where `drive_python` records the live session: beside the baseline.
+    fn observed(base_path: &std::path::Path) -> std::path::PathBuf {
+        base_path.with_file_name("observed.jsonl")
+    }
+
+    /// Drives the Python test server through the baseline tape at `base_path`.
+    fn drive_python(base_path: &std::path::Path) -> DriveOutcome {
+        let base = TapeIndex::load(base_path, None).unwrap();
+        let cfg = DriveConfig {
+            command: vec!["python3".into(), "-c".into(), SERVER.into()],
+            timeout: Duration::from_secs(30),
+            observed_tape: observed(base_path),
+            max_message: 1 << 20,
+            grace: Duration::from_secs(5),
+            redact: Default::default(),
+        };
+        drive_stdio(&base, &cfg).unwrap()
+    }
+
     fn write_tape(path: &std::path::Path, msgs: &[(Dir, &str)]) {
         let mut w = TapeWriter::create(path, WriteOptions::default()).unwrap();
         w.declare_server(ServerDecl {
@@ -642,19 +661,9 @@ for line in sys.stdin:
         let mut msgs: Vec<(Dir, &str)> = requests.iter().map(|r| (Dir::C2S, r.as_str())).collect();
         msgs.extend(answers.iter().map(|a| (Dir::S2C, a.as_str())));
         write_tape(&base_path, &msgs);
-        let base = TapeIndex::load(&base_path, None).unwrap();
-        let observed_path = dir.path().join("observed.jsonl");
-        let cfg = DriveConfig {
-            command: vec!["python3".into(), "-c".into(), SERVER.into()],
-            timeout: Duration::from_secs(30),
-            observed_tape: observed_path.clone(),
-            max_message: 1 << 20,
-            grace: Duration::from_secs(5),
-            redact: Default::default(),
-        };
-        let outcome = drive_stdio(&base, &cfg).unwrap();
+        let outcome = drive_python(&base_path);
         assert!(outcome.missing.is_empty(), "{:?}", outcome.missing);
-        let text = std::fs::read_to_string(&observed_path).unwrap();
+        let text = std::fs::read_to_string(observed(&base_path)).unwrap();
         let sent: Vec<i64> = text
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -703,20 +712,10 @@ for line in sys.stdin:
                 ),
             ],
         );
-        let base = TapeIndex::load(&base_path, None).unwrap();
-        let observed_path = dir.path().join("observed.jsonl");
-        let cfg = DriveConfig {
-            command: vec!["python3".into(), "-c".into(), SERVER.into()],
-            timeout: Duration::from_secs(30),
-            observed_tape: observed_path.clone(),
-            max_message: 1 << 20,
-            grace: Duration::from_secs(5),
-            redact: Default::default(),
-        };
-        let outcome = drive_stdio(&base, &cfg).unwrap();
+        let outcome = drive_python(&base_path);
         assert!(outcome.missing.is_empty(), "{:?}", outcome.missing);
         assert!(outcome.run_error.is_none(), "{:?}", outcome.run_error);
-        let text = std::fs::read_to_string(&observed_path).unwrap();
+        let text = std::fs::read_to_string(observed(&base_path)).unwrap();
         let msgs: Vec<Value> = text
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).unwrap())

@@ -12,13 +12,29 @@ use sha2::{Digest, Sha256};
 
 pub const SIG_PREFIX: &str = "hmac-sha256:";
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex of a 32-byte digest (SHA-256, HMAC-SHA256).
+fn hex_digits(digest: &[u8]) -> [u8; 64] {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = Vec::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.extend_from_slice(&[DIGITS[(b >> 4) as usize], DIGITS[(b & 15) as usize]]);
+    let mut out = [0u8; 64];
+    for (i, b) in digest.iter().take(32).enumerate() {
+        out[2 * i] = DIGITS[(b >> 4) as usize];
+        out[2 * i + 1] = DIGITS[(b & 15) as usize];
     }
-    String::from_utf8(out).expect("hex digits are ASCII")
+    out
+}
+
+fn hex(digest: &[u8]) -> String {
+    String::from_utf8(hex_digits(digest).to_vec()).expect("hex digits are ASCII")
+}
+
+/// The chain step over a line given in consecutive parts, as hex digits.
+fn chained(prev: &str, parts: &[&[u8]]) -> [u8; 64] {
+    let mut h = Sha256::new();
+    h.update(prev.as_bytes());
+    for part in parts {
+        h.update(part);
+    }
+    hex_digits(&h.finalize())
 }
 
 pub fn start(header_line: &[u8]) -> String {
@@ -31,12 +47,7 @@ pub fn link(prev: &str, line_without_h: &[u8]) -> String {
 
 /// The same, for a line given in consecutive parts (hashed where they lie, not copied).
 pub fn link_parts(prev: &str, parts: &[&[u8]]) -> String {
-    let mut h = Sha256::new();
-    h.update(prev.as_bytes());
-    for part in parts {
-        h.update(part);
-    }
-    hex(&h.finalize())
+    String::from_utf8(chained(prev, parts).to_vec()).expect("hex digits are ASCII")
 }
 
 /// The signature of a closing line: an HMAC over the chain's head and the closing line itself
@@ -86,17 +97,7 @@ pub fn locate_h(line: &[u8]) -> Option<(usize, &str)> {
 
 /// `link(prev, line[..key_start] ‖ "}")` without copying the line, as lowercase hex bytes.
 pub fn link_in_place(prev: &str, line: &[u8], key_start: usize) -> [u8; 64] {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut h = Sha256::new();
-    h.update(prev.as_bytes());
-    h.update(&line[..key_start]);
-    h.update(b"}");
-    let mut out = [0u8; 64];
-    for (i, b) in h.finalize().iter().enumerate() {
-        out[2 * i] = DIGITS[(b >> 4) as usize];
-        out[2 * i + 1] = DIGITS[(b & 15) as usize];
-    }
-    out
+    chained(prev, &[&line[..key_start], b"}"])
 }
 
 #[cfg(test)]
