@@ -129,23 +129,7 @@ impl Conn {
 
     /// Checks the last answer read against what the bench server answers to call `id`.
     pub fn check(&mut self, id: u64, size: usize) -> Result<()> {
-        self.expected.clear();
-        proto::call_result(&mut self.expected, &id.to_string(), id, size);
-        if self.line == self.expected {
-            return Ok(());
-        }
-        let got: serde_json::Value = serde_json::from_slice(&self.line)
-            .with_context(|| format!("{}: answer {id} is not JSON", self.name))?;
-        let want: serde_json::Value = serde_json::from_slice(&self.expected)?;
-        if got != want {
-            bail!(
-                "{}: wrong answer to call {id}: got {} want {}",
-                self.name,
-                short(&self.line),
-                short(&self.expected)
-            );
-        }
-        Ok(())
+        check_answer(&self.name, &self.line, &mut self.expected, id, size)
     }
 
     /// VmHWM (peak RSS) of the started process so far, in bytes.
@@ -209,6 +193,33 @@ impl Drop for Conn {
             let _ = self.child.wait();
         }
     }
+}
+
+/// Checks `got` against what the bench server answers to call `id` (built into `expected`, a
+/// buffer kept between calls): byte for byte, or else as equal JSON.
+pub fn check_answer(
+    name: &str,
+    got: &[u8],
+    expected: &mut Vec<u8>,
+    id: u64,
+    size: usize,
+) -> Result<()> {
+    expected.clear();
+    proto::call_result(expected, &id.to_string(), id, size);
+    if got == expected.as_slice() {
+        return Ok(());
+    }
+    let got_json: serde_json::Value =
+        serde_json::from_slice(got).with_context(|| format!("{name}: answer {id} is not JSON"))?;
+    let want: serde_json::Value = serde_json::from_slice(expected)?;
+    if got_json != want {
+        bail!(
+            "{name}: wrong answer to call {id}: got {} want {}",
+            short(got),
+            short(expected)
+        );
+    }
+    Ok(())
 }
 
 pub fn short(bytes: &[u8]) -> String {

@@ -387,23 +387,7 @@ impl HttpConn {
 
     /// Checks the last answer against what the bench server answers to call `id`.
     pub fn check(&mut self, id: u64, size: usize) -> Result<()> {
-        self.expected.clear();
-        proto::call_result(&mut self.expected, &id.to_string(), id, size);
-        if self.body == self.expected {
-            return Ok(());
-        }
-        let got: serde_json::Value = serde_json::from_slice(&self.body)
-            .with_context(|| format!("{}: answer {id} is not JSON", self.name))?;
-        let want: serde_json::Value = serde_json::from_slice(&self.expected)?;
-        if got != want {
-            bail!(
-                "{}: wrong answer to call {id}: got {} want {}",
-                self.name,
-                short(&self.body),
-                short(&self.expected)
-            );
-        }
-        Ok(())
+        crate::client::check_answer(&self.name, &self.body, &mut self.expected, id, size)
     }
 }
 
