@@ -77,20 +77,16 @@ pub fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, 
         redactor: crate::redact::Redactor::for_config(&cfg.redact),
         signing_key: None,
     };
-    let (mut child, writer) = start_stdio_server(
-        &cfg.command,
-        DEFAULT_SERVER,
-        &cfg.observed_tape,
-        opts,
-        &cfg.redact,
-    )
-    .map_err(|e| match e {
-        StartError::Spawn(cause) => DriveError::Spawn {
-            command: shell_words(&cfg.command),
-            cause,
-        },
-        StartError::Tape(cause) => tape_err(cause),
-    })?;
+    let (mut child, writer) =
+        start_stdio_server(&cfg.command, DEFAULT_SERVER, &cfg.observed_tape, opts).map_err(
+            |e| match e {
+                StartError::Spawn(cause) => DriveError::Spawn {
+                    command: shell_words(&cfg.command),
+                    cause,
+                },
+                StartError::Tape(cause) => tape_err(cause),
+            },
+        )?;
     crate::record::stdio::ignore_sigxfsz();
     let tape: SharedWriter = Arc::new(Mutex::new(Some(writer)));
     let stdin: SharedStdin = Arc::new(Mutex::new(child.stdin.take()));

@@ -85,20 +85,14 @@ pub fn record_bridge(
         redactor: Redactor::for_config(&cfg.redact),
         signing_key: cfg.signing_key.clone(),
     };
-    let (mut child, writer) = start_stdio_server(
-        &cfg.command,
-        &cfg.server_label,
-        &cfg.tape,
-        opts,
-        &cfg.redact,
-    )
-    .map_err(|e| match e {
-        StartError::Spawn(cause) => BridgeError::Spawn {
-            command: shell_words(&cfg.command),
-            cause,
-        },
-        StartError::Tape(cause) => tape_err(cause),
-    })?;
+    let (mut child, writer) = start_stdio_server(&cfg.command, &cfg.server_label, &cfg.tape, opts)
+        .map_err(|e| match e {
+            StartError::Spawn(cause) => BridgeError::Spawn {
+                command: shell_words(&cfg.command),
+                cause,
+            },
+            StartError::Tape(cause) => tape_err(cause),
+        })?;
     ignore_sigxfsz();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

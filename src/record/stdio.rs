@@ -79,20 +79,14 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
         redactor: crate::redact::Redactor::for_config(&cfg.redact),
         signing_key: cfg.signing_key.clone(),
     };
-    let (mut child, writer) = start_stdio_server(
-        &cfg.command,
-        &cfg.server_label,
-        &cfg.tape,
-        opts,
-        &cfg.redact,
-    )
-    .map_err(|e| match e {
-        StartError::Spawn(cause) => RecordError::Spawn {
-            command: shell_words(&cfg.command),
-            cause,
-        },
-        StartError::Tape(cause) => tape_err(cause),
-    })?;
+    let (mut child, writer) = start_stdio_server(&cfg.command, &cfg.server_label, &cfg.tape, opts)
+        .map_err(|e| match e {
+            StartError::Spawn(cause) => RecordError::Spawn {
+                command: shell_words(&cfg.command),
+                cause,
+            },
+            StartError::Tape(cause) => tape_err(cause),
+        })?;
     ignore_sigxfsz();
     let pid = child.id() as libc::pid_t;
     let tape = Arc::new(Mutex::new(Some(writer)));
@@ -300,7 +294,6 @@ pub(crate) fn start_stdio_server(
     label: &str,
     tape: &std::path::Path,
     opts: WriteOptions,
-    redact: &crate::redact::RedactConfig,
 ) -> Result<(std::process::Child, TapeWriter), StartError> {
     let program = command.first().ok_or_else(|| {
         StartError::Spawn(io::Error::new(
@@ -315,15 +308,17 @@ pub(crate) fn start_stdio_server(
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(StartError::Spawn)?;
+    // The command line can hold secrets too (`--api-key …`, `TOKEN=…`): the tape's own redactor
+    // takes them out.
+    let argv = match &opts.redactor {
+        Some(r) => r.redact_argv(command),
+        None => command.to_vec(),
+    };
     let declared = TapeWriter::create(tape, opts).and_then(|mut w| {
         w.declare_server(ServerDecl {
             server: label.to_string(),
             transport: "stdio".into(),
-            // The command line can hold secrets too (`--api-key …`, `TOKEN=…`).
-            command: Some(match crate::redact::Redactor::for_config(redact) {
-                Some(r) => r.redact_argv(command),
-                None => command.to_vec(),
-            }),
+            command: Some(argv),
             cwd: std::env::current_dir()
                 .ok()
                 .map(|d| d.display().to_string()),
