@@ -85,11 +85,7 @@ pub fn redact(a: RedactCmdArgs) -> Result<i32> {
     let path = store::resolve(&a.tape)?;
     let cfg = a.rules.config()?;
     let redactor = mcptape::redact::Redactor::new(&cfg)?;
-    let key = if a.sign.wants_signing() {
-        a.sign.key(true)?
-    } else {
-        None
-    };
+    let key = a.sign.signing_key()?;
     let out = integrity::redact_tape(&path, a.output.as_deref(), &redactor, key.as_deref())?;
     let backup = out
         .backup

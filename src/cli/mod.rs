@@ -275,7 +275,12 @@ impl SignArgs {
         }
     }
 
-    pub fn wants_signing(&self) -> bool {
-        self.sign
+    /// The key to sign a tape being written with: `None` unless `--sign` was given.
+    pub fn signing_key(&self) -> anyhow::Result<Option<Vec<u8>>> {
+        if self.sign {
+            self.key(true)
+        } else {
+            Ok(None)
+        }
     }
 }

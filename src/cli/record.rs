@@ -67,11 +67,7 @@ pub fn run(a: Args) -> Result<i32> {
         max_message: a.max_message,
         grace: a.grace,
         redact: a.redact.config()?,
-        signing_key: if a.sign.wants_signing() {
-            a.sign.key(true)?
-        } else {
-            None
-        },
+        signing_key: a.sign.signing_key()?,
     };
     let out = record_stdio(&cfg)?;
     Ok(report(out))
@@ -118,11 +114,7 @@ fn run_http(a: Args, url: String) -> Result<i32> {
         listen,
         server_label: DEFAULT_SERVER.into(),
         redact: a.redact.config()?,
-        signing_key: if a.sign.wants_signing() {
-            a.sign.key(true)?
-        } else {
-            None
-        },
+        signing_key: a.sign.signing_key()?,
         max_message: a.max_message,
     };
     let out = mcptape::record::http::record_http(&cfg, |public| {
@@ -151,11 +143,7 @@ fn run_bridge(a: Args, listen: std::net::SocketAddr) -> Result<i32> {
         listen,
         server_label: DEFAULT_SERVER.into(),
         redact: a.redact.config()?,
-        signing_key: if a.sign.wants_signing() {
-            a.sign.key(true)?
-        } else {
-            None
-        },
+        signing_key: a.sign.signing_key()?,
         max_message: a.max_message,
         grace: a.grace,
     };
