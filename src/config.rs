@@ -85,6 +85,7 @@ impl Config {
             keys: self.redact.keys.clone(),
             patterns: self.redact.patterns.clone(),
             paths: self.redact.paths.clone(),
+            literals: Vec::new(),
         };
         for r in rules {
             cfg.add_rule(r);

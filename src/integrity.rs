@@ -123,6 +123,148 @@ pub fn verify(path: &Path, key: Option<&[u8]>) -> Result<VerifyReport, TapeError
     })
 }
 
+/// One tape line (without its `h`) with the redactor applied to everything in it that can hold
+/// a secret, as `record` would have written it: a message's body, its HTTP facts, a text or
+/// base64 line, an oversize line's head, a server's command line and URL, an event's details.
+/// The new line (`None`: unchanged) and what was found.
+fn redact_line(
+    redactor: &Redactor,
+    line: &[u8],
+    entry: &Entry<'_>,
+) -> (Option<Vec<u8>>, Vec<Finding>) {
+    use base64::Engine as _;
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let Ok(text) = std::str::from_utf8(line) else {
+        return (None, Vec::new());
+    };
+    let Ok(obj) = serde_json::from_str::<RawObject<'_>>(text) else {
+        return (None, Vec::new());
+    };
+    let mut found: Vec<Finding> = Vec::new();
+    // Field → its new raw JSON text.
+    let mut changes: Vec<(&str, String)> = Vec::new();
+    let json_str = |s: &str| serde_json::to_string(s).expect("strings serialize");
+    let as_findings = |rules: Vec<String>, path: &str| -> Vec<Finding> {
+        rules
+            .into_iter()
+            .map(|rule| Finding {
+                rule,
+                path: path.to_string(),
+            })
+            .collect()
+    };
+    match entry {
+        Entry::Server(decl) => {
+            if let Some(argv) = &decl.command {
+                let out = redactor.redact_argv(argv);
+                if &out != argv {
+                    for (i, (a, b)) in argv.iter().zip(&out).enumerate() {
+                        if a != b {
+                            found.push(Finding {
+                                rule: "argument".into(),
+                                path: format!("$.command[{i}]"),
+                            });
+                        }
+                    }
+                    changes.push((
+                        "command",
+                        serde_json::to_string(&out).expect("strings serialize"),
+                    ));
+                }
+            }
+            if let Some(url) = &decl.url {
+                let out = redactor.redact_url(url);
+                if &out != url {
+                    found.push(Finding {
+                        rule: "url".into(),
+                        path: "$.url".into(),
+                    });
+                    changes.push(("url", json_str(&out)));
+                }
+            }
+        }
+        Entry::Unknown => {
+            if obj.get("type").map(|t| t.get()) == Some("\"event\"") {
+                if let Some((out, f)) =
+                    redactor.redact_fields_found(line, crate::tape::writer::EVENT_KEPT)
+                {
+                    return (Some(out), f);
+                }
+            }
+        }
+        Entry::Msg(m) => {
+            let mut rules: Vec<String> = Vec::new();
+            if let Some(raw) = m.msg {
+                if let Some((out, f)) = redactor.redact_json_found(raw.get().as_bytes()) {
+                    rules.extend(f.iter().map(|x| x.rule.clone()));
+                    found.extend(f);
+                    changes.push(("msg", String::from_utf8(out).unwrap_or_default()));
+                }
+            } else if let Some(t) = &m.text {
+                if let Some((out, r)) = redactor.redact_text(t) {
+                    found.extend(as_findings(r.clone(), "(text line)"));
+                    rules.extend(r);
+                    changes.push(("text", json_str(&out)));
+                }
+            } else if let Some(encoded) = &m.b64 {
+                if let Ok(bytes) = b64.decode(encoded.as_bytes()) {
+                    let (out, r) = if m.kind == crate::wire::Kind::Oversize {
+                        let (cut, r) = redactor.redact_head(&bytes);
+                        (Some(cut).filter(|c| c != &bytes), r)
+                    } else {
+                        match redactor.redact_bytes(&bytes) {
+                            Some((out, r)) => (Some(out), r),
+                            None => (None, Vec::new()),
+                        }
+                    };
+                    found.extend(as_findings(r.clone(), "(raw line)"));
+                    rules.extend(r);
+                    if let Some(out) = out {
+                        changes.push(("b64", json_str(&b64.encode(out))));
+                    }
+                }
+            }
+            if let Some(facts) = obj.get("http") {
+                if let Some((out, f)) =
+                    crate::tape::writer::redact_http_facts(redactor, facts.get().as_bytes())
+                {
+                    found.extend(f.into_iter().map(|x| Finding {
+                        rule: x.rule,
+                        path: format!("http{}", &x.path[1..]),
+                    }));
+                    changes.push(("http", String::from_utf8(out).unwrap_or_default()));
+                }
+            }
+            if !rules.is_empty() {
+                if let Some(prev) = obj
+                    .get("redacted")
+                    .and_then(|v| serde_json::from_str::<Vec<String>>(v.get()).ok())
+                {
+                    rules.extend(prev);
+                }
+                rules.sort();
+                rules.dedup();
+                changes.push((
+                    "redacted",
+                    serde_json::to_string(&rules).expect("strings serialize"),
+                ));
+            }
+        }
+        Entry::End(_) => {}
+    }
+    if changes.is_empty() {
+        return (None, found);
+    }
+    // One field at a time, each keeping every other field's bytes (a new `redacted` is
+    // appended: readers take fields in any order).
+    let mut out = text.to_string();
+    for (field, value) in changes {
+        let o: RawObject<'_> = serde_json::from_str(&out).expect("our own JSON");
+        out = o.to_string_with(field, &value);
+    }
+    (Some(out.into_bytes()), found)
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct LintFinding {
     pub line: u64,
@@ -149,24 +291,16 @@ pub fn lint(
             }
             Err(e) => return Err(e),
         };
-        let Entry::Msg(m) = &item.entry else { continue };
-        let mut found: Vec<Finding> = Vec::new();
-        if let Some(raw) = m.msg {
-            if let Ok(mut v) = serde_json::from_str::<serde_json::Value>(raw.get()) {
-                redactor.redact_value(&mut v, &mut found);
-            }
-        } else if let Some(text) = &m.text {
-            if let Some((_, rules)) = redactor.redact_text(text) {
-                found.extend(rules.into_iter().map(|rule| Finding {
-                    rule,
-                    path: "(text line)".into(),
-                }));
-            }
-        }
+        let stored = item.raw.strip_suffix(b"\n").unwrap_or(item.raw);
+        let (_, found) = redact_line(redactor, stored, &item.entry);
+        let seq = match &item.entry {
+            Entry::Msg(m) => m.seq,
+            _ => 0,
+        };
         for f in found {
             findings.push(LintFinding {
                 line: item.line,
-                seq: m.seq,
+                seq,
                 rule: f.rule,
                 path: f.path,
             });
@@ -249,53 +383,20 @@ pub fn redact_tape(
                 e.sig = signing_key.map(|k| chain::sign(k, &head, &e));
                 serde_json::to_vec(&OwnedLine::End(&e)).expect("tape records serialize")
             }
-            Entry::Msg(m) => {
-                messages += 1;
-                let text = String::from_utf8_lossy(&without_h).into_owned();
-                let obj: RawObject<'_> = match serde_json::from_str(&text) {
-                    Ok(o) => o,
-                    Err(_) => {
-                        seal(&without_h, &mut buf, &mut head);
-                        continue;
-                    }
-                };
-                let change = if let Some(raw) = m.msg {
-                    redactor
-                        .redact_json(raw.get().as_bytes())
-                        .map(|(bytes, rules)| {
-                            ("msg", String::from_utf8(bytes).unwrap_or_default(), rules)
-                        })
-                } else if let Some(t) = &m.text {
-                    redactor.redact_text(t).map(|(t, rules)| {
-                        ("text", serde_json::to_string(&t).unwrap_or_default(), rules)
-                    })
-                } else {
-                    None
-                };
-                match change {
-                    Some((field, value, mut rules)) => {
-                        redacted += 1;
-                        if let Some(prev) = obj
-                            .get("redacted")
-                            .and_then(|v| serde_json::from_str::<Vec<String>>(v.get()).ok())
-                        {
-                            rules.extend(prev);
-                            rules.sort();
-                            rules.dedup();
+            entry => {
+                if matches!(entry, Entry::Msg(_)) {
+                    messages += 1;
+                }
+                match redact_line(redactor, &without_h, entry) {
+                    (Some(changed), found) => {
+                        if !found.is_empty() {
+                            redacted += 1;
                         }
-                        let updated = obj.to_string_with(field, &value);
-                        let obj2: RawObject<'_> =
-                            serde_json::from_str(&updated).expect("our own JSON");
-                        obj2.to_string_with(
-                            "redacted",
-                            &serde_json::to_string(&rules).expect("strings serialize"),
-                        )
-                        .into_bytes()
+                        changed
                     }
-                    None => without_h,
+                    (None, _) => without_h,
                 }
             }
-            _ => without_h,
         };
         seal(&line, &mut buf, &mut head);
         if buf.len() > 1 << 20 {

@@ -27,19 +27,31 @@ pub struct ToolChange {
     pub details: Vec<String>,
 }
 
-/// Every tool in the `tools` arrays of the given `tools/list` results, by name.
+/// Every tool in the `tools` arrays of the given `tools/list` results, by name. Redaction
+/// markers are reduced to their rule: two tapes redacted with different per-tape keys announce
+/// the same tools.
 pub fn tools_of<'a>(results: impl IntoIterator<Item = &'a Value>) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     for r in results {
         if let Some(tools) = r.get("tools").and_then(Value::as_array) {
             for t in tools {
                 if let Some(name) = t.get("name").and_then(Value::as_str) {
-                    out.insert(name.to_string(), t.clone());
+                    let mut t = t.clone();
+                    crate::redact::strip_marker_hashes(&mut t);
+                    out.insert(name.to_string(), t);
                 }
             }
         }
     }
     out
+}
+
+/// Equal, where a marker on either side stands for what the other side holds.
+fn same(a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => crate::redact::wildcard_eq_either(a, b),
+        (a, b) => a == b,
+    }
 }
 
 pub fn compare(a: &BTreeMap<String, Value>, b: &BTreeMap<String, Value>) -> Vec<ToolChange> {
@@ -93,7 +105,7 @@ pub fn compare(a: &BTreeMap<String, Value>, b: &BTreeMap<String, Value>) -> Vec<
                 "inputSchema",
                 "outputSchema",
             ] {
-                if ta.get(key) != tb.get(key) {
+                if !same(ta.get(key), tb.get(key)) {
                     other.push(format!("{key} changed"));
                 }
             }

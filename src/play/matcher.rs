@@ -122,6 +122,18 @@ impl Matcher {
         Outcome::Miss(miss)
     }
 
+    /// A client's line quoted for humans with the display rules applied (it may hold the
+    /// client's secrets).
+    pub fn quote(&self, text: &str) -> String {
+        match &self.display {
+            Some(r) => r
+                .redact_text(text)
+                .map(|(t, _)| t)
+                .unwrap_or_else(|| text.to_string()),
+            None => text.to_string(),
+        }
+    }
+
     /// Recorded exchanges never served, in recorded order.
     pub fn unused(&self) -> Vec<usize> {
         (0..self.consumed.len())

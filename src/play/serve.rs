@@ -418,18 +418,9 @@ async fn handle<W: Write + Send + 'static>(
                 Kind::Batch => (-32600, "Invalid Request: mcptape play does not serve JSON-RPC batches (removed from MCP in 2025-06-18)"),
                 _ => (-32600, "Invalid Request"),
             };
-            // Quoted with the redaction rules applied: it may hold the client's secrets.
-            let quoted = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned();
-            // One redactor for the whole session: building one compiles its regexes.
-            static QUOTE: std::sync::OnceLock<Option<crate::redact::Redactor>> =
-                std::sync::OnceLock::new();
-            let quoted = QUOTE
-                .get_or_init(|| {
-                    crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults()).ok()
-                })
-                .as_ref()
-                .and_then(|r| r.redact_text(&quoted).map(|(t, _)| t))
-                .unwrap_or(quoted);
+            // Quoted with the session's redaction rules applied: it may hold the client's
+            // secrets.
+            let quoted = matcher.quote(&String::from_utf8_lossy(&bytes[..bytes.len().min(200)]));
             crate::diag!(
                 "mcptape play: {text}: {quoted}{}",
                 c.problem.map(|p| format!(" ({p})")).unwrap_or_default()

@@ -125,8 +125,10 @@ pub fn record_stdio(cfg: &RecordConfig) -> Result<RecordOutcome, RecordError> {
                         }
                     },
                 );
-                drop(child_in); // EOF for the server
+                // Said before the server sees EOF: a server that exits at once on EOF must not
+                // win the race and have its exit taken for the reason the session ended.
                 let _ = events.send(Event::ClientClosed);
+                drop(child_in); // EOF for the server
             })
             .expect("spawn thread");
     }
@@ -308,12 +310,9 @@ pub(crate) fn start_stdio_server(
         .stderr(Stdio::inherit())
         .spawn()
         .map_err(StartError::Spawn)?;
-    // The command line can hold secrets too (`--api-key …`, `TOKEN=…`): the tape's own redactor
-    // takes them out.
-    let argv = match &opts.redactor {
-        Some(r) => r.redact_argv(command),
-        None => command.to_vec(),
-    };
+    // The command line can hold secrets too (`--api-key …`, `TOKEN=…`): the writer's redactor
+    // takes them out when it declares the server.
+    let argv = command.to_vec();
     let declared = TapeWriter::create(tape, opts).and_then(|mut w| {
         w.declare_server(ServerDecl {
             server: label.to_string(),

@@ -28,22 +28,11 @@ const MAX_NAME: usize = 128;
 /// The shortest run of token characters a credential shape can match (slack: `xoxb-` + 10).
 const MIN_SHAPE_RUN: usize = 15;
 
+/// How far before a long run a shape may start (`[0-9]{8,10}:` before a Telegram token).
+const SHAPE_LEAD: usize = 24;
+
 /// The shortest credential after `Bearer`/`Basic`/`Token` (AUTH_SCHEME's `{8,}`).
 const MIN_AUTH_RUN: usize = 8;
-
-/// Query parameters whose values URL_PARAM takes out (lower-case, as in the rule).
-const URL_PARAM_NAMES: &[&[u8]] = &[
-    b"token",
-    b"access_token",
-    b"api_key",
-    b"apikey",
-    b"key",
-    b"secret",
-    b"password",
-    b"sig",
-    b"signature",
-    b"auth",
-];
 
 pub(crate) struct Prefilter {
     /// Squashed (lower-case, no `-`/`_`) key names: the defaults and the user's.
@@ -63,6 +52,10 @@ pub(crate) struct Prefilter {
     endings: Option<Box<[u64; 1024]>>,
     /// `-----BEGIN`, built once (a `Finder` has set-up cost).
     pem: memchr::memmem::Finder<'static>,
+    /// The sensitive words of `rules::KEYWORD`, where they start a word or a name's part.
+    keyword: regex::bytes::Regex,
+    /// Exact secrets (`check --fill`), as they are and as they look inside a JSON string.
+    literals: Vec<memchr::memmem::Finder<'static>>,
 }
 
 impl Prefilter {
@@ -70,7 +63,7 @@ impl Prefilter {
         keys: &BTreeSet<String>,
         defaults: bool,
         user_patterns: &[String],
-        full: regex::bytes::RegexSet,
+        literals: &[(String, String)],
     ) -> Result<Prefilter, regex::Error> {
         let shapes = if defaults {
             Some(regex::bytes::RegexSet::new(
@@ -103,18 +96,29 @@ impl Prefilter {
                 _ => endings = None,
             }
         }
+        let mut finders = Vec::new();
+        for (_, lit) in literals {
+            let escaped = serde_json::to_string(lit).expect("strings serialize");
+            let escaped = &escaped[1..escaped.len() - 1];
+            finders.push(memchr::memmem::Finder::new(lit.as_bytes()).into_owned());
+            if escaped != lit {
+                finders.push(memchr::memmem::Finder::new(escaped.as_bytes()).into_owned());
+            }
+        }
         Ok(Prefilter {
             endings,
             exotic_keys: keys.iter().any(|k| {
                 !k.bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
             }),
+            full: full_set(keys, defaults)?,
             keys: keys.clone(),
             defaults,
             shapes,
             user,
-            full,
             pem: memchr::memmem::Finder::new(b"-----BEGIN"),
+            keyword: regex::bytes::Regex::new(&keyword_pattern())?,
+            literals: finders,
         })
     }
 
@@ -123,15 +127,29 @@ impl Prefilter {
         if self.user.as_ref().is_some_and(|u| u.is_match(bytes)) {
             return true;
         }
+        if !self.literals.is_empty()
+            && (self.literals.iter().any(|f| f.find(bytes).is_some()) || has_escapes(bytes))
+        {
+            return true;
+        }
         if self.exotic_keys || !bytes.is_ascii() {
             return self.full.is_match(bytes);
         }
         if (!self.keys.is_empty() || self.defaults)
-            && memchr::memchr2_iter(b':', b'=', bytes).any(|at| self.separator_hit(bytes, at))
+            && memchr::memchr3_iter(b':', b'=', b'>', bytes).any(|at| match bytes[at] {
+                b'>' => self.xml_hit(bytes, at),
+                _ => self.separator_hit(bytes, at),
+            })
         {
             return true;
         }
-        self.defaults && (self.pem.find(bytes).is_some() || self.runs_hit(bytes))
+        if (!self.keys.is_empty() || self.defaults)
+            && memchr::memchr_iter(b'-', bytes).any(|at| self.flag_hit(bytes, at))
+        {
+            return true;
+        }
+        self.defaults
+            && (self.pem.find(bytes).is_some() || self.runs_hit(bytes) || self.keyword_hit(bytes))
     }
 
     /// A `:` or `=` at `at`: is the name in front of it sensitive, or is it a URL with
@@ -152,7 +170,8 @@ impl Prefilter {
         }
         if end > 0 && matches!(bytes[end - 1], b'"' | b'\'') {
             end -= 1;
-            if end > 0 && bytes[end - 1] == b'\\' {
+            // Escaped once or more (JSON in a string in a string: `\\\"password\\\":`).
+            while end > 0 && bytes[end - 1] == b'\\' {
                 end -= 1;
             }
         }
@@ -166,9 +185,33 @@ impl Prefilter {
         if start == end {
             return false;
         }
+        if start > 0 && bytes[start - 1] == b'\\' {
+            // A name written with JSON escapes (`"p\u0061ssword":`) cannot be judged from its
+            // bytes; after `\n`, `\t`, `\r` the name starts one byte later.
+            if end < at && !matches!(bytes[start], b'n' | b't' | b'r') {
+                return true;
+            }
+            start += 1;
+            if start == end {
+                return false;
+            }
+        }
         let name = &bytes[start..end];
-        // A name written with JSON escapes (`"p\u0061ssword":`) cannot be judged from its bytes.
-        if start > 0 && bytes[start - 1] == b'\\' && end < at {
+        if self.sensitive_name_bytes(name) {
+            return true;
+        }
+        self.defaults
+            && sep == b'='
+            && start > 0
+            && matches!(bytes[start - 1], b'?' | b'&' | b';')
+            && rules::URL_PARAM_NAMES
+                .iter()
+                .any(|p| name.eq_ignore_ascii_case(p.as_bytes()))
+    }
+
+    /// Whether a name (as bytes) is sensitive once squashed.
+    fn sensitive_name_bytes(&self, name: &[u8]) -> bool {
+        if name.len() > MAX_NAME {
             return true;
         }
         let mut squashed = [0u8; MAX_NAME];
@@ -179,15 +222,84 @@ impl Prefilter {
                 n += 1;
             }
         }
-        let squashed = std::str::from_utf8(&squashed[..n]).expect("ASCII");
-        if self.sensitive_name(squashed) {
+        match std::str::from_utf8(&squashed[..n]) {
+            Ok(sq) => self.sensitive_name(sq),
+            Err(_) => true,
+        }
+    }
+
+    /// A command-line flag in text: `--api-key X`, `-p X`, `-u user:pass`, `-pX`.
+    fn flag_hit(&self, bytes: &[u8], at: usize) -> bool {
+        let before_ok = at == 0
+            || matches!(bytes[at - 1], b'\'' | b'"' | b'(' | b'=')
+            || is_blank(bytes[at - 1])
+            || (at >= 2 && bytes[at - 2] == b'\\' && matches!(bytes[at - 1], b'n' | b't' | b'r'));
+        if !before_ok {
+            return false;
+        }
+        let mut i = at + 1;
+        if bytes.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        let start = i;
+        if !bytes.get(i).is_some_and(u8::is_ascii_alphabetic) {
+            return false;
+        }
+        while i < bytes.len() && is_name_byte(bytes[i]) {
+            i += 1;
+        }
+        let name = &bytes[start..i];
+        // `-pSECRET`.
+        if start == at + 1
+            && name.len() > 1
+            && name[0] == b'p'
+            && !matches!(bytes[at + 2], b'\'' | b'"' | b'=' | b'-')
+        {
             return true;
         }
-        self.defaults
-            && sep == b'='
-            && start > 0
-            && matches!(bytes[start - 1], b'?' | b'&')
-            && URL_PARAM_NAMES.iter().any(|p| name.eq_ignore_ascii_case(p))
+        let then = bytes.get(i).copied();
+        if !matches!(then, Some(b' ' | b'\t' | b'=')) {
+            return false;
+        }
+        let flag_named =
+            |list: &[&str]| list.iter().any(|f| name.eq_ignore_ascii_case(f.as_bytes()));
+        self.sensitive_name_bytes(name)
+            || flag_named(rules::SECRET_FLAGS)
+            || flag_named(rules::USER_PASS_FLAGS)
+    }
+
+    /// `<password>`: a sensitive name as an XML element.
+    fn xml_hit(&self, bytes: &[u8], at: usize) -> bool {
+        let mut start = at;
+        while start > 0
+            && (is_name_byte(bytes[start - 1]) || matches!(bytes[start - 1], b'.' | b':'))
+        {
+            start -= 1;
+            if at - start > MAX_NAME {
+                return true;
+            }
+        }
+        if start == 0 || bytes[start - 1] != b'<' || start == at {
+            return false;
+        }
+        // The part after a namespace prefix or a dot decides, as squashing keeps those.
+        let name = &bytes[start..at];
+        let last = name
+            .iter()
+            .rposition(|&b| b == b':' || b == b'.')
+            .map_or(name, |i| &name[i + 1..]);
+        self.sensitive_name_bytes(name) || self.sensitive_name_bytes(last)
+    }
+
+    /// A sensitive word with something that may be a credential within a few words after it
+    /// (`password afffac04-…`, `the password for the office is oeHVn…`).
+    fn keyword_hit(&self, bytes: &[u8]) -> bool {
+        self.keyword.find_iter(bytes).any(|m| {
+            let tail = &bytes[m.end()..(m.end() + rules::KEYWORD_REACH + 6).min(bytes.len())];
+            let line = memchr::memchr(b'\n', tail).map_or(tail, |i| &tail[..i]);
+            // A credential has a digit or a symbol (`text::looks_secret`): a word does not.
+            line.iter().any(|&b| is_credential_mark(b))
+        })
     }
 
     /// Whether a squashed name is a sensitive key or ends in a sensitive word.
@@ -198,6 +310,7 @@ impl Prefilter {
                 return false;
             }
         }
+        // A superset of the exact rule: `NOT_SENSITIVE_KEYS` is left to it.
         self.keys.contains(squashed)
             || (self.defaults
                 && rules::SENSITIVE_SUFFIXES
@@ -223,10 +336,25 @@ impl Prefilter {
                 return true;
             }
             if end - start >= MIN_SHAPE_RUN {
-                // The window keeps one byte either side, for the shapes' `\b`.
-                let window = &bytes[start.saturating_sub(1)..(end + 1).min(bytes.len())];
-                if self.shapes.as_ref().is_some_and(|s| s.is_match(window)) {
-                    return true;
+                // The window keeps one byte after, for the shapes' `\b`, and some before: a
+                // shape may begin with characters that are not token characters
+                // (`123456789:AA…`, a Telegram bot token).
+                let window = &bytes[start.saturating_sub(SHAPE_LEAD)..(end + 1).min(bytes.len())];
+                // In JSON a shape may follow `\n` (the `n` would spoil its `\b`): the window is
+                // also looked at with escapes turned into blanks.
+                if let Some(shapes) = &self.shapes {
+                    if shapes.is_match(window) {
+                        return true;
+                    }
+                    // JSON in a string in a string escapes twice (`\\n`): a level at a time.
+                    let mut level = unescape(window);
+                    for _ in 0..3 {
+                        let Some(u) = level else { break };
+                        if shapes.is_match(&u) {
+                            return true;
+                        }
+                        level = unescape(&u);
+                    }
                 }
             }
             from = end;
@@ -306,7 +434,7 @@ fn token_mask(window: &[u8; 64]) -> u64 {
         .fold(0u64, |m, (i, &b)| m | (is_token_byte(b) as u64) << i)
 }
 
-/// Whether `Bearer`, `Basic` or `Token` (any case) and at least one blank end right before
+/// Whether one of `rules::AUTH_SCHEMES` (any case) and at least one blank end right before
 /// `start`.
 fn follows_scheme(bytes: &[u8], start: usize) -> bool {
     let mut end = start;
@@ -317,7 +445,8 @@ fn follows_scheme(bytes: &[u8], start: usize) -> bool {
         return false;
     }
     let before = &bytes[..end];
-    [&b"bearer"[..], b"basic", b"token"].iter().any(|w| {
+    rules::AUTH_SCHEMES.iter().any(|w| {
+        let w = w.as_bytes();
         before.len() >= w.len() && before[before.len() - w.len()..].eq_ignore_ascii_case(w)
     })
 }
@@ -372,6 +501,217 @@ pub(crate) fn has_entropy_candidate(bytes: &[u8]) -> bool {
         prev = Some(q);
     }
     false
+}
+
+/// A window with one level of JSON escapes decoded (`\u…` only to a blank: no shape needs
+/// it); `None` when it has none.
+fn unescape(window: &[u8]) -> Option<Vec<u8>> {
+    memchr::memchr(b'\\', window)?;
+    let mut out = Vec::with_capacity(window.len());
+    let mut i = 0;
+    while i < window.len() {
+        if window[i] == b'\\' && i + 1 < window.len() {
+            out.push(match window[i + 1] {
+                b'n' => b'\n',
+                b'r' => b'\r',
+                b't' => b'\t',
+                b @ (b'\\' | b'"' | b'/') => b,
+                _ => b' ',
+            });
+            i += 2;
+        } else {
+            out.push(window[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// What a credential after a sensitive word has and an English word has not: a digit, or a
+/// symbol that does not end a word.
+fn is_credential_mark(b: u8) -> bool {
+    b.is_ascii_digit() || CREDENTIAL_MARKS.contains(&b)
+}
+
+const CREDENTIAL_MARKS: &[u8] = b"!#$%*+/?@\\^|~";
+
+/// The sensitive words of `rules::KEYWORD`, at the start of a word, of a name's part (`aws_…`),
+/// or after a JSON escape (`\npassword`).
+fn keyword_pattern() -> String {
+    r"(?i)(?:(?:\b|[_\-]|\\[ntr])(?:password|passphrase|passcode|passwd|pwd|secret|token|api[ _\-]?key|access[ _\-]?key|secret[ _\-]?key|private[ _\-]?key|client[ _\-]?secret|auth[ _\-]?token|credentials?)|password|passwd|passphrase)\b".to_string()
+}
+
+/// Everything the text and key rules can match, as one regex set: what the byte rules above
+/// stand in for, and what non-ASCII messages are checked with.
+fn full_set(
+    keys: &BTreeSet<String>,
+    defaults: bool,
+) -> Result<regex::bytes::RegexSet, regex::Error> {
+    // A name is matched loosely here (any case, `-`/`_` anywhere, anything before it); the
+    // exact rule decides.
+    let loose = |k: &str| {
+        k.chars()
+            .map(|c| format!("{}[-_]?", regex::escape(&c.to_string())))
+            .collect::<String>()
+    };
+    let mut pre: Vec<String> = Vec::new();
+    let names: Vec<String> = keys.iter().map(|k| loose(k)).collect();
+    if !names.is_empty() {
+        // A whole name: not preceded by a name character.
+        pre.push(format!(
+            r#"(?i)(?:^|[^a-z0-9_\-])(?:{})\\?["']?\s*[:=]"#,
+            names.join("|")
+        ));
+    }
+    if defaults {
+        let suffixes: Vec<String> = rules::SENSITIVE_SUFFIXES.iter().map(|k| loose(k)).collect();
+        pre.push(format!(r#"(?i)(?:{})\\?["']?\s*[:=]"#, suffixes.join("|")));
+    }
+    if defaults {
+        pre.extend(rules::SHAPES.iter().map(|(_, re)| re.to_string()));
+        pre.push(rules::AUTH_SCHEME.to_string());
+        pre.push(r"(?i)[a-z][a-z0-9+.\-]*://[^\s]*@".to_string());
+        let extra: Vec<String> = rules::URL_PARAM_NAMES
+            .iter()
+            .map(|n| regex::escape(n))
+            .collect();
+        pre.push(format!(r"(?i)[?&;](?:{})=", extra.join("|")));
+        pre.push(format!(
+            r#"{}[^\n]{{0,{}}}[0-9!#$%*+/?@\\^|~]"#,
+            keyword_pattern(),
+            rules::KEYWORD_REACH + 5
+        ));
+        let flags: Vec<String> = rules::SECRET_FLAGS
+            .iter()
+            .chain(rules::USER_PASS_FLAGS)
+            .map(|f| regex::escape(f))
+            .collect();
+        pre.push(format!(
+            r#"(?i)(?:^|[\s'"(=]|\\[ntr])--?(?:{})[ \t=]"#,
+            flags.join("|")
+        ));
+        pre.push(r#"(?:^|[\s'"(=]|\\[ntr])-p[^\s'"=\-]"#.to_string());
+    }
+    // Flags and XML elements named like sensitive keys.
+    let mut named: Vec<String> = keys.iter().map(|k| loose(k)).collect();
+    if defaults {
+        named.extend(
+            rules::SENSITIVE_SUFFIXES
+                .iter()
+                .map(|k| format!("(?:[a-z][a-z0-9_\\-]*)?{}", loose(k))),
+        );
+    }
+    if !named.is_empty() {
+        pre.push(format!(
+            r#"(?i)(?:^|[\s'"(=]|\\[ntr])--?(?:{})[ \t=]"#,
+            named.join("|")
+        ));
+        // A key must be the whole name or its last part (after `.` or `:`); a suffix may
+        // follow anything.
+        let exact: Vec<String> = keys.iter().map(|k| loose(k)).collect();
+        if !exact.is_empty() {
+            pre.push(format!(
+                r"(?i)<(?:[a-z0-9_.:\-]*[.:])?(?:{})>",
+                exact.join("|")
+            ));
+        }
+        if defaults {
+            let suffixes: Vec<String> =
+                rules::SENSITIVE_SUFFIXES.iter().map(|k| loose(k)).collect();
+            pre.push(format!(r"(?i)<[a-z0-9_.:\-]*(?:{})>", suffixes.join("|")));
+        }
+    }
+    regex::bytes::RegexSet::new(&pre)
+}
+
+/// Escapes that hide what a string says from the byte rules: `\/` (`postgres:\/\/…`) and `\u`
+/// escapes of ASCII characters (`\u0067hp_…`); the message is then decoded and walked. `<` and
+/// `>`, which some encoders always escape, are left out: no rule needs them.
+pub(crate) fn has_escapes(bytes: &[u8]) -> bool {
+    memchr::memchr_iter(b'\\', bytes).any(|i| match bytes.get(i + 1) {
+        Some(b'/') => true,
+        Some(b'u') => match bytes.get(i + 2..i + 6) {
+            Some([b'0', b'0', h, l]) => {
+                let v = (hex_digit(*h) << 4) | hex_digit(*l);
+                (0x20..0x7f).contains(&v) && v != 0x3c && v != 0x3e
+            }
+            _ => false,
+        },
+        _ => false,
+    })
+}
+
+fn hex_digit(b: u8) -> u8 {
+    match b {
+        b'0'..=b'9' => b - b'0',
+        b'a'..=b'f' => b - b'a' + 10,
+        b'A'..=b'F' => b - b'A' + 10,
+        _ => 0xff,
+    }
+}
+
+/// A quoted stretch (`"…"` or `'…'`) of 24–128 token characters: what `text`'s quoted
+/// high-entropy rule looks at.
+pub(crate) fn has_quoted_token(bytes: &[u8]) -> bool {
+    let mut i = 0;
+    while let Some(k) = memchr::memchr2(b'"', b'\'', &bytes[i..]) {
+        let q = bytes[i + k];
+        let start = i + k + 1;
+        let Some(len) = memchr::memchr(q, &bytes[start..]) else {
+            return false;
+        };
+        let run = &bytes[start..start + len];
+        if (rules::ENTROPY_MIN_LEN..=rules::ENTROPY_MAX_LEN).contains(&run.len())
+            && run
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b"+/=_-.".contains(b))
+        {
+            return true;
+        }
+        i = start;
+    }
+    false
+}
+
+/// What the byte rules cannot see into: escapes, a resource `blob`, and base64 long enough to
+/// hold text (a `.env` file as a blob): the message is then decoded and walked.
+pub(crate) fn has_hidden_text(bytes: &[u8]) -> bool {
+    if has_escapes(bytes) || memchr::memmem::find(bytes, b"\"blob\"").is_some() {
+        return true;
+    }
+    let mut prev: Option<usize> = None;
+    for q in memchr::memchr_iter(b'"', bytes) {
+        if let Some(p) = prev {
+            if is_base64_text_candidate(&bytes[p + 1..q]) {
+                return true;
+            }
+        }
+        prev = Some(q);
+    }
+    false
+}
+
+/// A quoted stretch that may be base64 of text: long, all base64 characters, mixing upper
+/// case, lower case and digits early (a run of one letter, as in padding, is not), and not the
+/// start of a known image format.
+fn is_base64_text_candidate(run: &[u8]) -> bool {
+    if run.len() < rules::BASE64_MIN_LEN
+        || !run
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=-_".contains(b))
+    {
+        return false;
+    }
+    if rules::NOT_SECRET_PREFIXES
+        .iter()
+        .any(|p| run.starts_with(p.as_bytes()))
+    {
+        return false;
+    }
+    let head = &run[..run.len().min(64)];
+    head.iter().any(u8::is_ascii_uppercase)
+        && head.iter().any(u8::is_ascii_lowercase)
+        && head.iter().any(u8::is_ascii_digit)
 }
 
 #[cfg(test)]
@@ -541,6 +881,14 @@ mod tests {
             });
             if r.prefilter.full.is_match(s.as_bytes()) {
                 proptest::prop_assert!(r.prefilter.may_match(s.as_bytes()), "missed: {}", s);
+            }
+            // And whatever the exact text rules take, the regex set (so this) catches.
+            if !r.text_spans(&s).is_empty() {
+                proptest::prop_assert!(
+                    r.prefilter.full.is_match(s.as_bytes()) || has_quoted_token(s.as_bytes()),
+                    "set missed: {}",
+                    s
+                );
             }
         }
     }

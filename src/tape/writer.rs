@@ -50,6 +50,37 @@ pub struct TapeWriter {
 /// copies of a large message and keeps memory at about one copy of it.
 const BIG_BODY: usize = 64 * 1024;
 
+/// HTTP facts that readers pair and classify messages by: protocol, left alone by the
+/// redactor (the rest — session ids, event ids, `Mcp-Param-*` values, error bodies — is not).
+pub(crate) const FACTS_KEPT: &[&str] = &[
+    "method",
+    "path",
+    "status",
+    "content_type",
+    "accept",
+    "stream",
+    "request_id",
+    "mcp_protocol_version",
+    "mcp_method",
+    "event",
+    "retry",
+];
+
+/// HTTP facts that are credentials whatever they look like: the session id, asked for and
+/// given. Equal ids get equal markers, so messages still pair by session.
+pub(crate) const FACTS_SECRET: &[&str] = &["mcp_session_id", "session"];
+
+/// A message's HTTP facts (raw JSON) as the writer tapes them: `None` when nothing changes.
+pub fn redact_http_facts(
+    r: &Redactor,
+    facts: &[u8],
+) -> Option<(Vec<u8>, Vec<crate::redact::Finding>)> {
+    r.redact_facts(facts, FACTS_KEPT, FACTS_SECRET)
+}
+
+/// An event line's own fields.
+pub(crate) const EVENT_KEPT: &[&str] = &["type", "t_us", "server", "what", "h"];
+
 /// How a tape is written.
 #[derive(Default)]
 pub struct WriteOptions {
@@ -107,8 +138,14 @@ impl TapeWriter {
         at.saturating_duration_since(self.start).as_micros() as u64
     }
 
+    /// Declares a server. Its command line and URL go through the redactor like everything
+    /// else on the tape (`--api-key sk-…`, `https://user:pass@host/?token=…`).
     pub fn declare_server(&mut self, mut decl: ServerDecl) -> io::Result<()> {
         decl.t_us = self.elapsed_us(Instant::now());
+        if let Some(r) = &self.redactor {
+            decl.command = decl.command.map(|argv| r.redact_argv(&argv));
+            decl.url = decl.url.map(|u| r.redact_url(&u));
+        }
         self.push_record(&OwnedLine::Server(&decl));
         self.commit()
     }
@@ -155,13 +192,18 @@ impl TapeWriter {
                 self.counts.raw += 1;
                 p.extend_from_slice(b"oversize\",\"len\":");
                 p.extend_from_slice(len.to_string().as_bytes());
-                // The head is cut mid-message: redacted as text, since it cannot parse as JSON.
-                let redacted = self.redactor.as_ref().and_then(|r| r.redact_bytes(head));
-                let head: &[u8] = match &redacted {
-                    Some((text, rules)) => {
-                        p.extend_from_slice(b",\"redacted\":");
-                        p.extend_from_slice(&serde_json::to_vec(rules).expect("strings serialize"));
-                        text.as_bytes()
+                // The head is cut mid-message: it ends before anything a secret cut in two
+                // could be, and is redacted as text, since it cannot parse as JSON.
+                let kept = self.redactor.as_ref().map(|r| r.redact_head(head));
+                let head: &[u8] = match &kept {
+                    Some((cut, rules)) => {
+                        if !rules.is_empty() {
+                            p.extend_from_slice(b",\"redacted\":");
+                            p.extend_from_slice(
+                                &serde_json::to_vec(rules).expect("strings serialize"),
+                            );
+                        }
+                        cut
                     }
                     None => head,
                 };
@@ -246,31 +288,31 @@ impl TapeWriter {
                                 }
                             }
                         }
-                        Err(_) => match self
-                            .redactor
-                            .as_ref()
-                            .and_then(|r| r.redact_bytes(line.bytes))
-                        {
-                            // A secret in a line that is not UTF-8: the secret goes, and with it
-                            // the exact bytes (kept as the redacted, lossily decoded text).
-                            Some((text, rules)) => {
-                                p.extend_from_slice(b",\"redacted\":");
-                                p.extend_from_slice(
-                                    &serde_json::to_vec(&rules).expect("strings serialize"),
-                                );
-                                p.extend_from_slice(b",\"text\":");
-                                push_json_str(p, &text);
-                            }
-                            None => {
-                                p.extend_from_slice(b",\"b64\":\"");
-                                p.extend_from_slice(
-                                    base64::engine::general_purpose::STANDARD
-                                        .encode(line.bytes)
-                                        .as_bytes(),
-                                );
-                                p.push(b'"');
-                            }
-                        },
+                        Err(_) => {
+                            // Not UTF-8: kept byte for byte (base64), with only a secret's bytes
+                            // replaced.
+                            let redacted = self
+                                .redactor
+                                .as_ref()
+                                .and_then(|r| r.redact_bytes(line.bytes));
+                            let bytes: &[u8] = match &redacted {
+                                Some((bytes, rules)) => {
+                                    p.extend_from_slice(b",\"redacted\":");
+                                    p.extend_from_slice(
+                                        &serde_json::to_vec(rules).expect("strings serialize"),
+                                    );
+                                    bytes
+                                }
+                                None => line.bytes,
+                            };
+                            p.extend_from_slice(b",\"b64\":\"");
+                            p.extend_from_slice(
+                                base64::engine::general_purpose::STANDARD
+                                    .encode(bytes)
+                                    .as_bytes(),
+                            );
+                            p.push(b'"');
+                        }
                     }
                 }
                 self.track_exchange(dir, c);
@@ -287,7 +329,17 @@ impl TapeWriter {
         };
         if let Some(facts) = facts {
             end.extend_from_slice(b",\"http\":");
-            serde_json::to_writer(&mut *end, facts).expect("a Value serializes");
+            let raw = serde_json::to_vec(facts).expect("a Value serializes");
+            // Session ids, event ids, `Mcp-Param-*` values and error bodies can be credentials;
+            // what readers pair messages by is protocol and stays.
+            match self
+                .redactor
+                .as_ref()
+                .and_then(|r| redact_http_facts(r, &raw))
+            {
+                Some((out, _)) => end.extend_from_slice(&out),
+                None => end.extend_from_slice(&raw),
+            }
         }
         end.push(b'}');
         match big {
@@ -343,24 +395,30 @@ impl TapeWriter {
     /// session deleted, the upstream unreachable. Readers that do not know it skip it.
     pub fn event(&mut self, server: &str, what: &str, details: serde_json::Value, at: Instant) {
         // Built by hand so that `type` comes first, as on every line.
-        let start = self.pending.len();
         let t_us = self.elapsed_us(at);
-        let line = &mut self.pending;
-        line.extend_from_slice(
-            format!("{{\"type\":\"event\",\"t_us\":{t_us},\"server\":").as_bytes(),
-        );
-        push_json_str(line, server);
+        let mut line = format!("{{\"type\":\"event\",\"t_us\":{t_us},\"server\":").into_bytes();
+        push_json_str(&mut line, server);
         line.extend_from_slice(b",\"what\":");
-        push_json_str(line, what);
+        push_json_str(&mut line, what);
         if let serde_json::Value::Object(d) = details {
             for (k, v) in d {
                 line.push(b',');
-                push_json_str(line, &k);
+                push_json_str(&mut line, &k);
                 line.push(b':');
-                serde_json::to_writer(&mut *line, &v).expect("a Value serializes");
+                serde_json::to_writer(&mut line, &v).expect("a Value serializes");
             }
         }
         line.push(b'}');
+        // An upstream's error text or a URL in an event is tape content like any other.
+        if let Some((out, _)) = self
+            .redactor
+            .as_ref()
+            .and_then(|r| r.redact_fields(&line, EVENT_KEPT))
+        {
+            line = out;
+        }
+        let start = self.pending.len();
+        self.pending.extend_from_slice(&line);
         self.seal_pending(start);
     }
 

@@ -6,6 +6,7 @@ mod harness;
 
 mod check_diff;
 mod cli;
+mod corpus;
 mod http;
 mod load;
 mod peers;

@@ -602,7 +602,11 @@ fn messages_over_max_message_are_recorded_as_oversize_and_forwarded_intact() {
             Some(want.len() as u64 - 1),
             "length without the newline"
         );
-        assert_eq!(m["b64"], b64(&want[..256]), "the head of the line");
+        // The head of the line, cut before the string still open at byte 256 (a secret cut in
+        // two there would match no rule).
+        let head = &want[..256];
+        let open = head.iter().rposition(|&b| b == b'"').unwrap();
+        assert_eq!(m["b64"], b64(&head[..open]), "the head of the line");
         assert!(m.get("msg").is_none());
     }
     let end: Value = serde_json::from_slice(&lines[6]).unwrap();

@@ -1,0 +1,423 @@
+use super::*;
+use proptest::strategy::Strategy as _;
+use serde_json::json;
+
+fn redactor() -> Redactor {
+    Redactor::new(&RedactConfig::defaults()).unwrap()
+}
+
+fn red(msg: Value) -> (Value, Vec<String>) {
+    let r = redactor();
+    match r.redact_json(msg.to_string().as_bytes()) {
+        Some((bytes, rules)) => (serde_json::from_slice(&bytes).unwrap(), rules),
+        None => (msg, vec![]),
+    }
+}
+
+fn red_str(raw: &str) -> String {
+    match redactor().redact_json(raw.as_bytes()) {
+        Some((bytes, _)) => String::from_utf8(bytes).unwrap(),
+        None => raw.to_string(),
+    }
+}
+
+/// `raw` with every marker replaced by `M` (the hashes are random per redactor).
+fn masked(raw: &str) -> String {
+    marker_re().replace_all(raw, "M").into_owned()
+}
+
+#[test]
+fn secrets_are_replaced_and_ordinary_content_kept() {
+    let (v, rules) = red(
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{
+        "name":"deploy",
+        "arguments":{"apiKey":"hunter2","config":{"Authorization":"Bearer abcdefghijk1"},
+            "note":"use sk-ant-api03-abcdefghijklmnopqrstuvwxyz please",
+            "url":"https://x.test/a?token=s3cr3tvalue&page=2",
+            "hash":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+            "uuid":"123e4567-e89b-12d3-a456-426614174000",
+            "opaque":"Zk9vQmFyMTIzNDU2Nzg5MEFCQ0RFRmdoaWprbA",
+            "image":{"type":"image","data":"Zk9vQmFyMTIzNDU2Nzg5MEFCQ0RFRmdoaWprbA","mimeType":"image/png"},
+            "embedded":"{\"password\":\"pw\",\"x\":1}",
+            "_meta":{"progressToken":"Zk9vQmFyMTIzNDU2Nzg5MEFCQ0RFRmdoaWprbA"}
+        }}}),
+    );
+    let a = &v["params"]["arguments"];
+    let s = |v: &Value| v.as_str().unwrap().to_string();
+    assert!(s(&a["apiKey"]).starts_with("[REDACTED:key:apikey:"), "{a}");
+    assert!(s(&a["config"]["Authorization"]).starts_with("[REDACTED:key:authorization:"));
+    assert!(
+        s(&a["note"]).starts_with("use [REDACTED:anthropic-key:"),
+        "{a}"
+    );
+    assert!(s(&a["note"]).ends_with("] please"), "{a}");
+    assert!(
+        s(&a["url"]).starts_with("https://x.test/a?token=[REDACTED:url-param:"),
+        "{a}"
+    );
+    assert!(s(&a["url"]).ends_with("&page=2"));
+    assert_eq!(
+        a["hash"],
+        json!("9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08")
+    );
+    assert_eq!(a["uuid"], json!("123e4567-e89b-12d3-a456-426614174000"));
+    assert!(s(&a["opaque"]).starts_with("[REDACTED:high-entropy:"));
+    assert_eq!(
+        a["image"]["data"],
+        json!("Zk9vQmFyMTIzNDU2Nzg5MEFCQ0RFRmdoaWprbA")
+    );
+    assert_eq!(
+        masked(&s(&a["embedded"])),
+        r#"{"password":"M","x":1}"#,
+        "{a}"
+    );
+    assert_eq!(
+        a["_meta"]["progressToken"],
+        json!("Zk9vQmFyMTIzNDU2Nzg5MEFCQ0RFRmdoaWprbA")
+    );
+    assert_eq!(v["id"], json!(1));
+    assert!(rules.contains(&"high-entropy".to_string()));
+}
+
+#[test]
+fn only_the_secrets_bytes_change() {
+    // Odd key order, whitespace, `2.50`, escapes and non-ASCII all stay as they were.
+    let raw = "{ \"params\" : {\"z\":2.50, \"token\" :\t\"hunter22\",\"a\":\"caf\\u00e9 \\\"q\\\"\",\"n\":1e3 ,\"note\":\"key sk-proj-abcdefghijklmnopqrstuv1234 end\"},\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\"}";
+    let out = red_str(raw);
+    assert_eq!(
+        masked(&out),
+        "{ \"params\" : {\"z\":2.50, \"token\" :\t\"M\",\"a\":\"caf\\u00e9 \\\"q\\\"\",\"n\":1e3 ,\"note\":\"key M end\"},\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\"}"
+    );
+}
+
+#[test]
+fn json_inside_a_string_keeps_its_form() {
+    let raw = r#"{"jsonrpc":"2.0","id":1,"result":{"text":"{ \"b\": 1,  \"password\" : \"pw\\\"x\", \"a\":[2.50] }"}}"#;
+    let out = red_str(raw);
+    assert_eq!(
+        masked(&out),
+        r#"{"jsonrpc":"2.0","id":1,"result":{"text":"{ \"b\": 1,  \"password\" : \"M\", \"a\":[2.50] }"}}"#
+    );
+    // A number under a sensitive key inside JSON in a string becomes a quoted marker, escaped.
+    let raw = r#"{"result":{"text":"{\"pin\":1, \"password\":123456}"}}"#;
+    let out = red_str(raw);
+    assert_eq!(
+        masked(&out),
+        r#"{"result":{"text":"{\"pin\":1, \"password\":\"M\"}"}}"#
+    );
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let inner: Value = serde_json::from_str(v["result"]["text"].as_str().unwrap()).unwrap();
+    assert!(is_marker(inner["password"].as_str().unwrap()));
+}
+
+#[test]
+fn escaped_secrets_are_caught_in_their_decoded_form() {
+    for raw in [
+        r#"{"params":{"note":"\u0067hp_abcdefghijklmnopqrstuvwxyz0123456789"}}"#,
+        r#"{"params":{"db":"postgres:\/\/app:S3cret99@db\/x"}}"#,
+        r#"{"params":{"note":"sk\u002dproj-abcdefghijklmnopqrstuvwxyz12"}}"#,
+        r#"{"params":{"p\u0061ssword":"hunter22"}}"#,
+    ] {
+        let out = red_str(raw);
+        assert!(out.contains("[REDACTED:"), "{raw} -> {out}");
+        for secret in ["hp_abcdef", "S3cret99", "proj-abcdef", "hunter22"] {
+            assert!(!out.contains(secret), "{raw} -> {out}");
+        }
+    }
+    // The marker replaces exactly the escaped span.
+    assert_eq!(
+        masked(&red_str(
+            r#"{"params":{"db":"postgres:\/\/app:S3cret99@db\/x"}}"#
+        )),
+        r#"{"params":{"db":"postgres:\/\/app:M@db\/x"}}"#
+    );
+}
+
+#[test]
+fn schemas_are_never_redacted() {
+    let raw = r#"{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"deploy","inputSchema":{"type":"object","properties":{"api_key":{"title":"Api Key","type":"string","description":"Your API key"},"token":{"type":"string","minLength":20},"password":{"type":"string","format":"password","writeOnly":true,"default":""}},"required":["api_key","token"]}}]}}"#;
+    assert_eq!(redactor().redact_json(raw.as_bytes()), None);
+    // A sensitive key holding an object is walked, not replaced: its own keys decide.
+    let raw = r#"{"params":{"credentials":{"username":"ann","password":"hunter22"},"token":{"token_type":"Bearer","expires_in":3600,"access_token":"abc123xyz"}}}"#;
+    assert_eq!(
+        masked(&red_str(raw)),
+        r#"{"params":{"credentials":{"username":"ann","password":"M"},"token":{"token_type":"Bearer","expires_in":3600,"access_token":"M"}}}"#
+    );
+    // A default that has a credential's shape is still taken out.
+    let raw = r#"{"result":{"inputSchema":{"properties":{"key":{"type":"string","default":"ghp_abcdefghijklmnopqrstuvwxyz0123456789"}}}}}"#;
+    assert_eq!(
+        masked(&red_str(raw)),
+        r#"{"result":{"inputSchema":{"properties":{"key":{"type":"string","default":"M"}}}}}"#
+    );
+}
+
+#[test]
+fn equal_secrets_get_equal_markers_within_a_redactor() {
+    let r = redactor();
+    let m1 = r.redact_json(br#"{"params":{"token":"abc1"}}"#).unwrap().0;
+    let m2 = r
+        .redact_json(br#"{"result":{"x":{"token":"abc1"}}}"#)
+        .unwrap()
+        .0;
+    let v1: Value = serde_json::from_slice(&m1).unwrap();
+    let v2: Value = serde_json::from_slice(&m2).unwrap();
+    assert_eq!(v1["params"]["token"], v2["result"]["x"]["token"]);
+    assert_eq!(
+        marker_rule(v1["params"]["token"].as_str().unwrap()),
+        Some("key:token")
+    );
+}
+
+#[test]
+fn plain_messages_are_left_verbatim() {
+    let r = redactor();
+    assert!(r.redact_json(br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"The sum of 2 and 3 is 5."}]}}"#).is_none());
+    assert!(r.redact_json(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get","arguments":{"maxTokens":100}}}"#).is_none());
+    assert!(r
+        .redact_json(br#"{"result":{"nextPageToken":"CiAKGjBpNDd2Nmp2Zml2cXRwYjBpOXA","nextCursor":"eyJwYWdlIjoyfQ=="}}"#)
+        .is_none());
+}
+
+#[test]
+fn a_secret_used_as_a_key_goes() {
+    let out = red_str(r#"{"result":{"sk-ant-api03-abcdefghijklmnopqrstuvwxyz":{"n":1}}}"#);
+    assert_eq!(masked(&out), r#"{"result":{"M":{"n":1}}}"#);
+}
+
+#[test]
+fn base64_text_is_decoded_and_redacted_in_place() {
+    use base64::Engine as _;
+    let env =
+        "APP=demo\nDATABASE_PASSWORD=hunter2222\nOPENAI_API_KEY=sk-proj-abcdefghijklmnopqrstuv12\n";
+    let blob = base64::engine::general_purpose::STANDARD.encode(env);
+    let raw = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"result":{{"contents":[{{"uri":"file:///app/.env","mimeType":"text/plain","blob":"{blob}"}}]}}}}"#
+    );
+    let out = red_str(&raw);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let got = v["result"]["contents"][0]["blob"].as_str().unwrap();
+    let text = String::from_utf8(
+        base64::engine::general_purpose::STANDARD
+            .decode(got)
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        !text.contains("hunter2222") && !text.contains("sk-proj"),
+        "{text}"
+    );
+    assert_eq!(
+        masked(&text),
+        "APP=demo\nDATABASE_PASSWORD=M\nOPENAI_API_KEY=M\n"
+    );
+    // A real image is left alone.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    let raw = format!(
+        r#"{{"result":{{"content":[{{"type":"image","data":"{png}","mimeType":"image/png"}}]}}}}"#
+    );
+    assert_eq!(red_str(&raw), raw);
+}
+
+#[test]
+fn user_rules_and_defaults_off() {
+    let mut cfg = RedactConfig {
+        defaults: false,
+        ..Default::default()
+    };
+    cfg.add_rule("x-internal");
+    cfg.add_rule("re:corp-[0-9]{4}");
+    cfg.add_rule("path:$.params.arguments.pin");
+    let r = Redactor::new(&cfg).unwrap();
+    let (bytes, rules) = r
+        .redact_json(br#"{"params":{"arguments":{"X_Internal":"v","id":"corp-1234","pin":1234,"apiKey":"kept"}}}"#)
+        .unwrap();
+    let v: Value = serde_json::from_slice(&bytes).unwrap();
+    let a = &v["params"]["arguments"];
+    assert!(a["X_Internal"]
+        .as_str()
+        .unwrap()
+        .starts_with("[REDACTED:key:x_internal:"));
+    assert!(a["id"]
+        .as_str()
+        .unwrap()
+        .starts_with("[REDACTED:user-regex:"));
+    assert!(a["pin"]
+        .as_str()
+        .unwrap()
+        .starts_with("[REDACTED:user-path:"));
+    assert_eq!(a["apiKey"], json!("kept"), "defaults are off");
+    assert_eq!(rules, ["key:x_internal", "user-path", "user-regex"]);
+    assert!(Redactor::new(&RedactConfig {
+        patterns: vec!["(".into()],
+        ..Default::default()
+    })
+    .is_err());
+}
+
+#[test]
+fn a_value_under_a_sensitive_key_goes_whole_in_text() {
+    // Found by fuzzing: in text (a line that is not valid JSON), the assignment rule took
+    // `api_key":"sk-…` only up to a comma and left the rest of the secret behind.
+    let r = redactor();
+    let (t, _) = r
+        .redact_text("{\"api_key\":\"sk-\u{10}defghijklmn,pqrstuvwxyz012345\"}")
+        .unwrap();
+    assert!(!t.contains("pqrstuvwxyz012345"), "{t}");
+    assert!(t.contains("\"api_key\":\"[REDACTED:assignment:"), "{t}");
+}
+
+#[test]
+fn text_lines_are_scrubbed_in_place() {
+    let r = redactor();
+    let (t, rules) = r
+        .redact_text("starting with key AKIAABCDEFGHIJKLMNOP, ok")
+        .unwrap();
+    assert_eq!(masked(&t), "starting with key M, ok");
+    assert_eq!(rules, ["aws-access-key"]);
+}
+
+#[test]
+fn lines_that_are_not_utf8_keep_their_other_bytes() {
+    let r = redactor();
+    let line = b"\xff\xfe token=abcdef123456 \xc3(";
+    let (out, rules) = r.redact_bytes(line).unwrap();
+    assert!(out.starts_with(b"\xff\xfe token=[REDACTED:"));
+    assert!(out.ends_with(b"] \xc3("));
+    assert_eq!(rules, ["assignment"]);
+}
+
+#[test]
+fn a_cut_head_ends_before_a_secret_could_start() {
+    let r = redactor();
+    let (h, _) =
+        r.redact_head(br#"{"jsonrpc":"2.0","id":1,"params":{"note":"my key is sk-ant-api03-abc"#);
+    assert_eq!(h, br#"{"jsonrpc":"2.0","id":1,"params":{"note":"#);
+    let (h, _) = r.redact_head(br#"{"a":"b","key":sk-ant-api03-ab"#);
+    assert_eq!(h, br#"{"a":"b","key":"#);
+}
+
+#[test]
+fn command_lines() {
+    let r = redactor();
+    let argv: Vec<String> = [
+        "srv",
+        "-p",
+        "hunter22",
+        "--port",
+        "8080",
+        "-p",
+        "3000",
+        "--auth",
+        "abc",
+        "--pat",
+        "x1",
+        "--key",
+        "k1",
+        "-k",
+        "k2",
+        "-u",
+        "ann:pw1",
+        "-u",
+        "bob",
+        "--credentials",
+        "c1",
+        "--password=pw2",
+        "API_TOKEN=tok1",
+        "PWD=/home/me",
+        "--api-key",
+        "sk-x",
+        "--verbose",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let out = r.redact_argv(&argv);
+    let shown = masked(&out.join(" "));
+    assert_eq!(
+        shown,
+        "srv -p M --port 8080 -p 3000 --auth M --pat M --key M -k M -u ann:M -u bob --credentials M --password=M API_TOKEN=M PWD=/home/me --api-key M --verbose"
+    );
+}
+
+#[test]
+fn the_json_walk_agrees_with_the_prefilter() {
+    // Nothing the walk takes is missed by the cheap test in front of it.
+    for raw in [
+        r#"{"a":"\u0041KIAABCDEFGHIJKLMNOP"}"#,
+        r#"{"a":"x","blob":"QVBJX0tFWT1zay1wcm9qLWFiY2RlZmdoaWprbG1ub3BxcnN0dXYxMg=="}"#,
+        r#"{"a":"123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq"}"#,
+        r#"{"u":"https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"}"#,
+        r#"{"u":"redis://:pw123456@cache:6379"}"#,
+        r#"{"q":"https://x.test/?x=1;sig=abcdef012"}"#,
+    ] {
+        let r = redactor();
+        assert!(r.may_need(raw.as_bytes()), "{raw}");
+        assert!(r.redact_json(raw.as_bytes()).is_some(), "{raw}");
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(2000))]
+    /// For any message, the redacted bytes equal the original outside the redacted spans: each
+    /// marker stands where some original bytes were, and everything between markers is the
+    /// original's, in order.
+    #[test]
+    fn outside_the_markers_nothing_changes(
+        parts in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::sample::select(vec![
+                    r#""token":"hunter22""#, r#""api_key" : "sk-proj-abcdefghijklmnopqrstuv12""#,
+                    r#""n":2.50"#, r#""e":1E+3"#, r#""pin":123456"#, r#""password":[1234,"x1",{"value":"v"}]"#,
+                    r#""t":"Bearer abc.DEF123_xyz and more""#, r#""u":"https://a:b3c4@h\/p?token=zz1234&x=1""#,
+                    r#""j":"{\"secret\": \"s3\", \"k\" :[1, 2.0]}""#, r#""s":"caf\u00e9 \"q\" \\ \n""#,
+                    r#""k":"ghp_abcdefghijklmnopqrstuvwxyz0123456789""#, r#""o":"Zk9vQmFyMTIzNDU2Nzg5MEFCQ0RFRmdoaWprbA""#,
+                    r#""inputSchema":{"type":"object","properties":{"token":{"type":"string"}}}"#,
+                    r#""id":"r-1""#, r#""plain":"nothing here""#, r#""nested":{"deeper":{"pwd":"/home/x"}}"#,
+                ]).prop_map(str::to_string),
+                "\"[a-z]{1,6}\":\"[ -~]{0,20}\"".prop_map(|s| s.replace('\\', "").replace("\":\"\"", "\":\"x\"")),
+            ],
+            1..8,
+        ),
+        spaces in proptest::collection::vec(proptest::sample::select(vec!["", " ", "\t", "\n  "]), 8),
+    ) {
+        let mut raw = String::from("{");
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                raw.push(',');
+            }
+            raw.push_str(spaces[i % spaces.len()]);
+            raw.push_str(p);
+        }
+        raw.push('}');
+        // Only well-formed inputs (the generated strings may not be valid JSON).
+        if serde_json::from_str::<Value>(&raw).is_err() {
+            return Ok(());
+        }
+        static R: std::sync::OnceLock<Redactor> = std::sync::OnceLock::new();
+        let r = R.get_or_init(redactor);
+        if let Some((out, _)) = r.redact_json(raw.as_bytes()) {
+            let out = String::from_utf8(out).unwrap();
+            proptest::prop_assert!(serde_json::from_str::<Value>(&out).is_ok(), "{}", out);
+            // Walk the output: each literal piece between markers must come next in the input.
+            // A whole marker takes its string's quotes with it (a number becomes a quoted one).
+            let markers = regex::Regex::new(r#""?\[REDACTED:[a-z0-9:_\-]+\]"?"#).unwrap();
+            let mut at = 0;
+            let mut last = 0;
+            for m in markers.find_iter(&out) {
+                let piece = &out[last..m.start()];
+                let found = raw[at..].find(piece);
+                proptest::prop_assert_eq!(found, Some(0), "piece {:?} of {} in {}", piece, out, raw);
+                at += piece.len();
+                // The marker replaced at least one original byte (or a quoted number).
+                let rest = &raw[at..];
+                let next_piece_start = markers.find_at(&out, m.end()).map_or(out.len(), |n| n.start());
+                let next = &out[m.end()..next_piece_start];
+                let skip = if next.is_empty() { rest.len() } else { rest.find(next).unwrap_or(0) };
+                proptest::prop_assert!(skip > 0, "marker replaced nothing: {} / {}", out, raw);
+                at += skip;
+                last = m.end();
+            }
+            proptest::prop_assert_eq!(&raw[at..], &out[last..]);
+        }
+    }
+}
