@@ -6,6 +6,9 @@
 //! keys = ["x-internal-token"]          # more sensitive keys
 //! patterns = ["corp-[0-9]{6}"]         # more regexes
 //! paths = ["$.params.arguments.pin"]   # RFC 9535 JSONPath over each message
+//!
+//! [fill]                               # `check`: real values for redacted arguments
+//! api_key = "env:API_KEY"              # (env:VAR or file:PATH, never the value itself)
 //! ```
 
 use crate::redact::RedactConfig;
@@ -17,6 +20,9 @@ use std::path::PathBuf;
 pub struct Config {
     #[serde(default)]
     pub redact: RedactSection,
+    /// `check`'s fills: name → `env:VAR` or `file:PATH`.
+    #[serde(default)]
+    pub fill: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -32,6 +32,8 @@ pub struct DriveConfig {
     pub grace: Duration,
     /// Redaction for the observed tape (it may become the baseline with `--update`).
     pub redact: crate::redact::RedactConfig,
+    /// Real values for redacted arguments, for the live calls only.
+    pub filler: std::sync::Arc<super::fill::Filler>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -232,6 +234,7 @@ impl Run<'_> {
         };
         let text = String::from_utf8(bytes)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+        let text = self.cfg.filler.fill(&text);
         let id = self.next_id.to_string();
         self.next_id += 1;
         let mut out = with_id(&text, &id).unwrap_or(text);
@@ -609,6 +612,7 @@ for line in sys.stdin:
             max_message: 1 << 20,
             grace: Duration::from_secs(5),
             redact: Default::default(),
+            filler: Default::default(),
         };
         drive_stdio(&base, &cfg).unwrap()
     }

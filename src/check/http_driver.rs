@@ -55,6 +55,7 @@ pub fn drive_http(
     timeout: Duration,
     observed: &std::path::Path,
     redact: &crate::redact::RedactConfig,
+    filler: &super::fill::Filler,
 ) -> Result<DriveOutcome, HttpDriveError> {
     let uri: Uri = url
         .parse()
@@ -137,6 +138,7 @@ pub fn drive_http(
             let text = String::from_utf8_lossy(&bytes).into_owned();
             match step {
                 Step::Request { exchange, .. } => {
+                    let text = filler.fill(&text);
                     let id = next_id.to_string();
                     next_id += 1;
                     let mut out = with_id(&text, &id).unwrap_or(text);

@@ -2,6 +2,7 @@
 //! answers differ from the recording.
 
 pub mod driver;
+pub mod fill;
 pub mod grade;
 pub mod http_driver;
 pub mod report;
@@ -33,6 +34,8 @@ pub struct CheckConfig {
     pub max_message: usize,
     pub grace: Duration,
     pub redact: crate::redact::RedactConfig,
+    /// `--fill NAME=env:VAR`: real values for redacted arguments, for the live calls only.
+    pub fills: Vec<fill::Fill>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -66,18 +69,32 @@ pub fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     ));
+    let filler = std::sync::Arc::new(fill::Filler::new(cfg.fills.clone()));
+    // The filled values are secrets on the observed tape too (a server may echo them).
+    let mut redact = cfg.redact.clone();
+    redact.literals.extend(filler.literals());
     let drive = DriveConfig {
         command: cfg.command.clone(),
         timeout: cfg.timeout,
         observed_tape: observed_path.clone(),
         max_message: cfg.max_message,
         grace: cfg.grace,
-        redact: cfg.redact.clone(),
+        redact: redact.clone(),
+        filler: filler.clone(),
     };
     let outcome = match &cfg.url {
-        Some(url) => http_driver::drive_http(&base, url, cfg.timeout, &observed_path, &cfg.redact)?,
+        Some(url) => {
+            http_driver::drive_http(&base, url, cfg.timeout, &observed_path, &redact, &filler)?
+        }
         None => drive_stdio(&base, &drive)?,
     };
+    let mut warnings = warnings;
+    for rule in filler.unfilled() {
+        let name = rule.strip_prefix("key:").unwrap_or(&rule);
+        warnings.push(format!(
+            "a redacted value ({rule}) was sent to the live server as its marker, so calls that carry it may differ: give --fill {name}=env:VAR to send the real value"
+        ));
+    }
     let observed = TapeIndex::load_own(&observed_path)?;
     let cmp = compare_tapes(&base, &observed, &cfg.normalizer);
 

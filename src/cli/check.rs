@@ -62,6 +62,12 @@ pub struct Args {
     /// Largest message kept whole, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
     max_message: usize,
+    /// Send the real value of a redacted argument to the live server: NAME is a marker's
+    /// rule or the key it names (`api_key` fills `[REDACTED:key:api_key:…]`), SOURCE is
+    /// `env:VAR` or `file:PATH`. Never written to a tape or a report. Repeatable; also the
+    /// `[fill]` table of .mcptape/config.toml.
+    #[arg(long, value_name = "NAME=SOURCE")]
+    fill: Vec<String>,
     /// Check a running Streamable HTTP server at this URL instead of starting one.
     #[arg(long, value_name = "URL", conflicts_with = "command")]
     url: Option<String>,
@@ -109,6 +115,22 @@ pub fn run(a: Args) -> Result<i32> {
             .into());
         }
     }
+    // The project's fills, then the command line's (the same name: the command line wins).
+    let project = mcptape::config::load().map_err(|e| super::UsageError(e.to_string()))?;
+    let mut fills: Vec<mcptape::check::fill::Fill> = Vec::new();
+    let usage = |e: mcptape::check::fill::FillError| super::UsageError(e.to_string());
+    for (name, source) in &project.fill {
+        if !a
+            .fill
+            .iter()
+            .any(|f| f.split_once('=').is_some_and(|(n, _)| n == name))
+        {
+            fills.push(mcptape::check::fill::Fill::resolve(name, source).map_err(usage)?);
+        }
+    }
+    for f in &a.fill {
+        fills.push(mcptape::check::fill::Fill::parse(f).map_err(usage)?);
+    }
     let cfg = CheckConfig {
         tape,
         command: a.command,
@@ -126,6 +148,7 @@ pub fn run(a: Args) -> Result<i32> {
         max_message: a.max_message,
         grace: Duration::from_secs(5),
         redact: a.redact.config()?,
+        fills,
     };
     let (report, warnings) = check(&cfg)?;
     for w in warnings {

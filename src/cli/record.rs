@@ -97,16 +97,18 @@ fn report(out: mcptape::record::RecordOutcome) -> i32 {
 }
 
 fn run_http(a: Args, url: String) -> Result<i32> {
+    // What humans and file names see: without a password the URL may carry.
+    let shown = mcptape::record::http::without_password(&url);
     let name = a
         .tape
         .clone()
-        .unwrap_or_else(|| store::default_name(std::slice::from_ref(&url)));
+        .unwrap_or_else(|| store::default_name(std::slice::from_ref(&shown)));
     let tape = store::resolve_for_write(&name)?;
     let listen = a
         .listen
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
     if !listen.ip().is_loopback() {
-        mcptape::diag!("mcptape: WARNING: listening on {listen}, reachable from other machines; the proxy forwards to {url}");
+        mcptape::diag!("mcptape: WARNING: listening on {listen}, reachable from other machines; the proxy forwards to {shown}");
     }
     let cfg = mcptape::record::http::HttpRecordConfig {
         tape,
@@ -121,7 +123,7 @@ fn run_http(a: Args, url: String) -> Result<i32> {
         // stdout carries only the URL (scripts read it); the human line goes to stderr.
         let _ = super::stdout(&format!("{public}\n"));
         mcptape::diag!(
-            "mcptape: recording {url} at {public} (tape {}); Ctrl-C to stop",
+            "mcptape: recording {shown} at {public} (tape {}); Ctrl-C to stop",
             cfg.tape.display()
         );
     })?;

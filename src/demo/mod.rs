@@ -134,6 +134,7 @@ pub fn run_demo(exe: &Path, dir: &Path) -> Result<bool> {
         max_message: crate::wire::DEFAULT_MAX_MESSAGE,
         grace: std::time::Duration::from_secs(5),
         redact: crate::redact::RedactConfig::defaults(),
+        fills: Vec::new(),
     };
     println!("\n5. check: replay the recorded client side against the healthy build and grade it");
     println!(

@@ -100,6 +100,8 @@ struct Proxy {
     upstream_origin: String,
     /// The upstream's `Host` header value, parsed once.
     upstream_host: Option<HeaderValue>,
+    /// `Authorization: Basic …` from the URL's credentials, for requests that bring none.
+    basic_auth: Option<HeaderValue>,
     local_port: u16,
     client: Client<HttpConnector, Full<Bytes>>,
     max_message: usize,
@@ -110,26 +112,24 @@ pub fn record_http(
     cfg: &HttpRecordConfig,
     on_ready: impl FnOnce(&str),
 ) -> Result<RecordOutcome, HttpRecordError> {
-    let upstream: Uri = cfg
-        .upstream
-        .parse()
-        .map_err(
-            |e: hyper::http::uri::InvalidUri| HttpRecordError::Upstream {
-                url: cfg.upstream.clone(),
-                why: e.to_string(),
-            },
-        )?;
+    // Credentials in the URL (`http://user:pass@host/mcp`) go to the upstream as an
+    // `Authorization: Basic` header, never as part of `Host`, and never onto the tape.
+    let (upstream, basic_auth) =
+        split_userinfo(&cfg.upstream).map_err(|why| HttpRecordError::Upstream {
+            url: without_password(&cfg.upstream),
+            why,
+        })?;
     match upstream.scheme_str() {
         Some("http") => {}
         Some("https") => {
             return Err(HttpRecordError::Upstream {
-                url: cfg.upstream.clone(),
+                url: upstream.to_string(),
                 why: "https upstreams are not supported yet (plain http only)".into(),
             })
         }
         _ => {
             return Err(HttpRecordError::Upstream {
-                url: cfg.upstream.clone(),
+                url: upstream.to_string(),
                 why: "the URL must start with http://".into(),
             })
         }
@@ -137,7 +137,7 @@ pub fn record_http(
     let authority = upstream
         .authority()
         .ok_or_else(|| HttpRecordError::Upstream {
-            url: cfg.upstream.clone(),
+            url: upstream.to_string(),
             why: "no host".into(),
         })?
         .clone();
@@ -180,7 +180,8 @@ pub fn record_http(
                 transport: "streamable_http".into(),
                 command: None,
                 cwd: None,
-                url: Some(cfg.upstream.clone()),
+                // The user stays visible; a password is never recorded.
+                url: Some(without_password(&cfg.upstream)),
                 t_us: 0,
             })
             .map_err(tape_err)?;
@@ -192,6 +193,7 @@ pub fn record_http(
             upstream: upstream.clone(),
             upstream_origin: format!("http://{authority}"),
             upstream_host: HeaderValue::from_str(authority.as_str()).ok(),
+            basic_auth,
             public_origin: public_origin.clone(),
             local_port: local.port(),
             client: upstream_client(),
@@ -282,6 +284,11 @@ impl Proxy {
         strip_hop_by_hop(&mut headers);
         if let Some(a) = &self.upstream_host {
             headers.insert(hyper::header::HOST, a.clone());
+        }
+        if let Some(auth) = &self.basic_auth {
+            if !headers.contains_key(hyper::header::AUTHORIZATION) {
+                headers.insert(hyper::header::AUTHORIZATION, auth.clone());
+            }
         }
         let mut up = Request::new(Full::new(body.clone()));
         *up.method_mut() = parts.method.clone();
@@ -511,10 +518,63 @@ impl Proxy {
             public_origin: self.public_origin.clone(),
             upstream_origin: self.upstream_origin.clone(),
             upstream_host: self.upstream_host.clone(),
+            basic_auth: self.basic_auth.clone(),
             local_port: self.local_port,
             client: self.client.clone(),
             max_message: self.max_message,
         })
+    }
+}
+
+/// The upstream URL without its credentials, and those as an `Authorization: Basic` value.
+fn split_userinfo(url: &str) -> Result<(Uri, Option<HeaderValue>), String> {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (userinfo, host) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    let bare = if scheme.is_empty() {
+        format!("{host}{tail}")
+    } else {
+        format!("{scheme}://{host}{tail}")
+    };
+    let uri: Uri = bare
+        .parse()
+        .map_err(|e: hyper::http::uri::InvalidUri| e.to_string())?;
+    let auth = match userinfo {
+        None => None,
+        Some(u) => {
+            let (user, pass) = u.split_once(':').unwrap_or((u, ""));
+            let decode = |s: &str| percent_encoding::percent_decode_str(s).collect::<Vec<u8>>();
+            let mut plain = decode(user);
+            plain.push(b':');
+            plain.extend(decode(pass));
+            let value = format!(
+                "Basic {}",
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, plain)
+            );
+            let mut v = HeaderValue::from_str(&value).map_err(|e| e.to_string())?;
+            v.set_sensitive(true);
+            Some(v)
+        }
+    };
+    Ok((uri, auth))
+}
+
+/// A URL as it may be shown and taped: a password in it dropped (the user stays).
+pub fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{scheme}://{user}@{host}{}", &rest[end..])
+        }
+        None => url.to_string(),
     }
 }
 

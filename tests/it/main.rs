@@ -14,4 +14,5 @@ mod play;
 mod properties;
 mod record;
 mod reliability;
+mod secret_args;
 mod security;

@@ -38,7 +38,11 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 
 MODES = ("legacy", "2026-07-28", "auto")
-SCENARIOS = ("everything", "memory", "pyserver", "parallel", "listen")
+SCENARIOS = ("everything", "memory", "pyserver", "parallel", "listen", "secrets")
+
+# The secrets the `secrets` scenario sends as tool arguments (synthetic, in real formats).
+SECRET_API_KEY = os.environ.get("SECRETS_API_KEY", "sk-proj-Fx3kQ9mZ2pLw7Rt5Yv1Nb8Hc4Jd6Gs0Ae")
+SECRET_TOKEN = os.environ.get("SECRETS_TOKEN", "ghp_Q7wE3rT9yU1iO5pA2sD8fG4hJ6kL0zXcV1bN")
 STEP_TIMEOUT_S = 60.0
 TOTAL_TIMEOUT_S = 240.0
 
@@ -293,7 +297,17 @@ async def scenario_listen(c: Client, r: Recorder) -> None:
         await r.step("listen: first event", first_event, shape=lambda x: x)
 
 
+async def scenario_secrets(c: Client, r: Recorder) -> None:
+    """py_server.py's `deploy` takes `api_key` and `token`: the whole tools/list (schemas
+    included) and the call's result are the transcript."""
+    await r.step("list_tools (full)", lambda: c.list_tools())
+    args = {"service": "billing", "api_key": SECRET_API_KEY, "token": SECRET_TOKEN, "replicas": 2.5}
+    await r.step("call deploy", lambda: c.call_tool("deploy", args))
+    await r.step("call add", lambda: c.call_tool("add", {"a": 1, "b": 2}))
+
+
 SCENARIO_FNS = {
+    "secrets": scenario_secrets,
     "listen": scenario_listen,
     "everything": scenario_everything,
     "memory": scenario_memory,

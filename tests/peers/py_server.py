@@ -117,6 +117,20 @@ class Clock(BaseModel):
     created_at: float
 
 
+class Deployment(BaseModel):
+    service: str
+    replicas: float
+    authorized: bool
+
+
+@mcp.tool()
+def deploy(service: str, api_key: str, token: str, replicas: float = 1.0) -> Deployment:
+    """Arguments named like secrets (redacted on the tape, schema kept): authorized only with a
+    real-looking key and token, so a replay that sends a redaction marker is told apart."""
+    ok = api_key.startswith("sk-") and token.startswith("ghp_")
+    return Deployment(service=service, replicas=replicas, authorized=ok)
+
+
 @mcp.tool()
 def now() -> Clock:
     """Volatile on purpose: the current time (ISO 8601 and epoch seconds) and a fresh UUID."""

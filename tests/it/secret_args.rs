@@ -1,0 +1,196 @@
+//! An ordinary tool whose arguments are named `api_key` and `token` (py_server.py's `deploy`),
+//! with the official Python SDK on both sides: its schema survives redaction, play serves the
+//! recorded bytes, two recordings diff as the same, and `check --fill` sends the real values.
+
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const API_KEY: &str = "sk-proj-Fx3kQ9mZ2pLw7Rt5Yv1Nb8Hc4Jd6Gs0Ae";
+const TOKEN: &str = "ghp_Q7wE3rT9yU1iO5pA2sD8fG4hJ6kL0zXcV1bN";
+
+fn mt(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut c = Command::new(bin());
+    c.args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("FIXTURE_DRIFT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    run_with_timeout(c, Duration::from_secs(120))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The raw lines a client sees for a fixed session, sent by hand over stdio: the handshake,
+/// `tools/list`, `deploy` with the secrets, `add`.
+fn raw_session(server: &[String]) -> Vec<Vec<u8>> {
+    let mut c = LineClient::spawn(server);
+    let msgs = [
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"it","version":"1"}}}),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"deploy","arguments":{"service":"billing","api_key":API_KEY,"token":TOKEN,"replicas":2.5}}}),
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}),
+    ];
+    let mut got = Vec::new();
+    for m in &msgs {
+        c.send(m);
+        if m.get("id").is_some() {
+            let line = c
+                .recv_raw(Duration::from_secs(30))
+                .expect("an answer within 30 s");
+            got.push(line);
+        }
+    }
+    let _ = c.finish();
+    got
+}
+
+fn assert_no_secret(tape: &Path) {
+    let raw = std::fs::read_to_string(tape).unwrap();
+    for secret in [API_KEY, TOKEN] {
+        assert!(!raw.contains(secret), "{secret} on the tape:\n{raw}");
+    }
+}
+
+/// The `deploy` tool's input schema as the tape holds it.
+fn deploy_schema(tape: &Path) -> Value {
+    for line in tape_msgs(tape) {
+        if let Some(tools) = line["msg"]["result"]["tools"].as_array() {
+            for t in tools {
+                if t["name"] == "deploy" {
+                    return t["inputSchema"].clone();
+                }
+            }
+        }
+    }
+    panic!("no tools/list answer with `deploy` on {}", tape.display());
+}
+
+#[test]
+fn the_schema_of_secret_arguments_survives_and_play_serves_the_recorded_bytes() {
+    let dir = tmp();
+    let tape = dir.path().join("raw.jsonl");
+    let direct = raw_session(&py_server());
+    let recorded = raw_session(&record_cmd(&tape, &py_server()));
+    assert_eq!(
+        recorded, direct,
+        "through record the client gets the server's bytes"
+    );
+    assert_no_secret(&tape);
+    let schema = deploy_schema(&tape);
+    assert_eq!(
+        schema["properties"]["api_key"]["type"], "string",
+        "{schema}"
+    );
+    assert_eq!(schema["properties"]["token"]["type"], "string", "{schema}");
+    assert!(
+        !schema.to_string().contains("[REDACTED"),
+        "the schema is never redacted: {schema}"
+    );
+    // The client sends the real secrets; the tape holds markers: they match as wildcards,
+    // and every answer is the recorded bytes, `tools/list` included.
+    let played = raw_session(&play_cmd(&tape));
+    for (i, (p, d)) in played.iter().zip(&direct).enumerate() {
+        assert_eq!(
+            text(p),
+            text(d),
+            "answer {i}: play serves the server's exact bytes"
+        );
+    }
+    assert_eq!(played.len(), direct.len());
+}
+
+#[test]
+fn the_python_sdk_client_sees_the_same_through_record_and_play_and_two_recordings_diff_clean() {
+    for mode in ["legacy", "2026-07-28"] {
+        let dir = tmp();
+        let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+        let (direct, out) = py_client("secrets", mode, &py_server(), &[]);
+        assert!(out.status.success(), "{mode}: {}", text(&out.stderr));
+        assert_eq!(
+            direct["steps"][1]["result"]["structuredContent"]["authorized"], true,
+            "{mode}: {direct}"
+        );
+        let (via_a, _) = py_client("secrets", mode, &record_cmd(&a, &py_server()), &[]);
+        let (via_b, _) = py_client("secrets", mode, &record_cmd(&b, &py_server()), &[]);
+        assert_eq!(via_a, direct, "{mode}: through record");
+        assert_eq!(via_b, direct, "{mode}: through record, again");
+        assert_no_secret(&a);
+        let (played, out) = py_client("secrets", mode, &play_cmd(&a), &[]);
+        assert_eq!(
+            played,
+            direct,
+            "{mode}: against play; stderr:\n{}",
+            text(&out.stderr)
+        );
+        // Each tape's markers are keyed by its own random key: they still compare equal.
+        let diff = mt(&["diff", &s(&a), &s(&b)], &[]);
+        assert_eq!(
+            diff.status.code(),
+            Some(0),
+            "{mode}: two recordings of one session are the same:\n{}{}",
+            text(&diff.stdout),
+            text(&diff.stderr)
+        );
+    }
+}
+
+#[test]
+fn check_fills_redacted_arguments_for_the_live_call_only() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let (_, out) = py_client("secrets", "legacy", &record_cmd(&tape, &py_server()), &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let server = py_server();
+    let check = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["check", tape.to_str().unwrap(), "--json", "-"];
+        args.extend(extra);
+        args.push("--");
+        args.extend(server.iter().map(String::as_str));
+        mt(&args, env)
+    };
+    // Without fills the live server gets the markers: `deploy` is not authorized, and the
+    // report says why, once.
+    let out = check(&[], &[]);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", text(&out.stdout), text(&out.stderr)));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--fill api_key=env:VAR") && err.contains("--fill token=env:VAR"),
+        "{err}"
+    );
+    assert_eq!(err.matches("--fill api_key").count(), 1, "said once: {err}");
+    assert_ne!(report["grade"], "A", "{report}");
+    // With fills: the real values reach the server, the grade is A, and no value reaches the
+    // report or the updated baseline.
+    let env = [("MY_KEY", API_KEY), ("MY_TOKEN", TOKEN)];
+    let out = check(
+        &[
+            "--fill",
+            "api_key=env:MY_KEY",
+            "--fill",
+            "token=env:MY_TOKEN",
+            "--update",
+        ],
+        &env,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["grade"], "A", "{report}");
+    for secret in [API_KEY, TOKEN] {
+        assert!(!stdout.contains(secret) && !text(&out.stderr).contains(secret));
+    }
+    assert_no_secret(&tape);
+    // A literal value is refused: arguments are visible to every user of the machine.
+    let out = check(&["--fill", "api_key=sk-literal"], &[]);
+    assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("env:VAR or file:PATH"));
+}
