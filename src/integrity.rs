@@ -185,9 +185,7 @@ fn redact_line(
         }
         Entry::Unknown => {
             if obj.get("type").map(|t| t.get()) == Some("\"event\"") {
-                if let Some((out, f)) =
-                    redactor.redact_fields_found(line, crate::tape::writer::EVENT_KEPT)
-                {
+                if let Some((out, f)) = crate::tape::writer::redact_event(redactor, line) {
                     return (Some(out), f);
                 }
             }

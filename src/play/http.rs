@@ -41,9 +41,94 @@ struct Session {
     matcher: tokio::sync::Mutex<Matcher>,
     /// Client messages so far, for placing standalone messages.
     c2s: AtomicU64,
+    /// The recorded session this one replays (chosen by its `initialize`): its exchanges are
+    /// taken first, and its standalone messages are this session's.
+    recorded: Mutex<Option<u32>>,
+    /// Where this session is in the standalone messages of its recorded session.
     next_standalone: Mutex<usize>,
     /// The open GET stream, or messages waiting for one.
     get: Mutex<GetStream>,
+    /// Streams closed as the recording closed them, by the event ids a GET may resume from.
+    resumes: Mutex<HashMap<String, Arc<Mutex<Option<Resume>>>>>,
+}
+
+/// What a request's stream carries from `serve_exchange`: a line, and before a recorded one,
+/// which recorded message it is.
+enum StreamItem {
+    Line(Vec<u8>),
+    Recorded {
+        event_id: Option<String>,
+        on_get: bool,
+    },
+}
+
+/// The sink of one request's stream.
+struct StreamSink(mpsc::Sender<StreamItem>);
+
+impl serve::Sink for StreamSink {
+    fn emit(&self, mut line: Vec<u8>) -> impl std::future::Future<Output = ()> + Send {
+        line.push(b'\n');
+        let tx = self.0.clone();
+        async move {
+            let _ = tx.send(StreamItem::Line(line)).await;
+        }
+    }
+
+    fn before(
+        &self,
+        recorded: &crate::tape::index::MsgMeta,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        let item = StreamItem::Recorded {
+            event_id: recorded.http.as_ref().and_then(|h| h.event_id.clone()),
+            on_get: recorded.http.as_ref().is_some_and(|h| h.on_get),
+        };
+        let tx = self.0.clone();
+        async move {
+            let _ = tx.send(item).await;
+        }
+    }
+}
+
+/// The rest of an exchange whose stream the recording closed, for the GET that resumes it.
+struct Resume {
+    priming: Option<crate::tape::index::SsePriming>,
+    rx: mpsc::Receiver<Bytes>,
+}
+
+impl Session {
+    /// Keeps the rest of an exchange for a GET resuming from any of the event ids sent so far.
+    fn offer_resume(
+        &self,
+        ids: &[String],
+        priming: Option<crate::tape::index::SsePriming>,
+        rx: mpsc::Receiver<Bytes>,
+    ) {
+        let slot = Arc::new(Mutex::new(Some(Resume { priming, rx })));
+        let mut resumes = self.resumes.lock().expect("resumes lock");
+        for id in ids {
+            resumes.insert(id.clone(), slot.clone());
+        }
+    }
+
+    fn take_resume(&self, last_event_id: &str) -> Option<Resume> {
+        let slot = self
+            .resumes
+            .lock()
+            .expect("resumes lock")
+            .remove(last_event_id)?;
+        let r = slot.lock().expect("resume lock").take();
+        r
+    }
+}
+
+/// An SSE priming event: an id, a `retry:` hint, empty data.
+fn priming_event(p: &crate::tape::index::SsePriming) -> Vec<u8> {
+    let mut out = format!("id: {}\n", p.id);
+    if let Some(r) = p.retry {
+        out.push_str(&format!("retry: {r}\n"));
+    }
+    out.push_str("data: \n\n");
+    out.into_bytes()
 }
 
 #[derive(Default)]
@@ -55,6 +140,24 @@ struct GetStream {
 enum Answer {
     Exchange(usize, Option<String>),
     Now(String),
+}
+
+/// What a live request's routing headers hash to (as `record --url` taped them).
+fn routing_of(headers: &hyper::HeaderMap) -> u64 {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let params: std::collections::BTreeMap<String, String> = headers
+        .iter()
+        .filter_map(|(k, v)| {
+            let name = k.as_str().strip_prefix("mcp-param-")?;
+            Some((name.to_string(), v.to_str().ok()?.to_string()))
+        })
+        .collect();
+    crate::tape::format::routing_hash(
+        get("mcp-method"),
+        get("mcp-name"),
+        &params,
+        get("mcp-protocol-version"),
+    )
 }
 
 struct Player {
@@ -70,6 +173,10 @@ struct Player {
     /// One redactor for every session's miss explanations (it is costly to build).
     display: Option<Arc<crate::redact::Redactor>>,
     local_port: u16,
+    /// Recorded sessions a live session replays already: a new one takes another.
+    taken: Mutex<std::collections::HashSet<u32>>,
+    /// The standalone messages (indexes into `index.standalone`) of each recorded session.
+    standalone: HashMap<Option<u32>, Vec<usize>>,
 }
 
 /// Serves until SIGINT/SIGTERM, then returns the combined report of every session.
@@ -98,7 +205,13 @@ pub fn serve_http(
         let path = if legacy { "/sse".to_string() } else { path };
         let display = crate::redact::Redactor::for_config(&opts.display_rules).map(Arc::new);
         let used = vec![false; index.exchanges.len()];
+        let mut standalone: HashMap<Option<u32>, Vec<usize>> = HashMap::new();
+        for (i, st) in index.standalone.iter().enumerate() {
+            standalone.entry(st.session).or_default().push(i);
+        }
         let player = Arc::new(Player {
+            taken: Mutex::default(),
+            standalone,
             index: Arc::new(index),
             opts,
             done: Mutex::new((PlayReport::default(), used)),
@@ -136,32 +249,66 @@ impl Player {
             .get(SESSION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
+        // A GET or DELETE the recorded server refused (`405` in the stateless era) is refused
+        // the same way, unless the recording also had a GET stream that worked.
+        let refused = match *req.method() {
+            Method::GET if self.index.http.get_stream_msgs == 0 => {
+                self.index.http.refusals.get("GET")
+            }
+            Method::DELETE => self.index.http.refusals.get("DELETE"),
+            _ => None,
+        };
+        if let Some(r) = refused {
+            return refusal_response(r);
+        }
         match *req.method() {
             Method::POST => {
                 let max = self.opts.max_message;
-                let body = match collect(req.into_body(), max).await {
+                let (parts, body) = req.into_parts();
+                let body = match collect(body, max).await {
                     Ok(b) => b,
                     Err(why) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &why),
                 };
-                self.post(session_id, body).await
+                self.post(session_id, routing_of(&parts.headers), body)
+                    .await
             }
             Method::GET => match self.session(session_id.as_deref()) {
                 Some(s) => {
+                    let last_event = req
+                        .headers()
+                        .get("last-event-id")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
                     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-                    let waiting: Vec<Vec<u8>> = {
-                        let mut get = s.get.lock().expect("get lock");
-                        get.tx = Some(tx.clone());
-                        get.waiting.drain(..).collect()
-                    };
-                    for line in waiting {
-                        let _ = tx
-                            .send(Bytes::from(sse::encode(
-                                Some("message"),
-                                None,
-                                trim_nl(&line),
-                            )))
-                            .await;
-                    }
+                    // A stream the recording resumed (`Last-Event-ID`): the rest of that
+                    // exchange first, then the session's own messages.
+                    let resume = last_event.and_then(|id| s.take_resume(&id));
+                    tokio::spawn(async move {
+                        if let Some(mut r) = resume {
+                            if let Some(p) = &r.priming {
+                                let _ = tx.send(Bytes::from(priming_event(p))).await;
+                            }
+                            while let Some(b) = r.rx.recv().await {
+                                if tx.send(b).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                        let waiting: Vec<Vec<u8>> = {
+                            let mut get = s.get.lock().expect("get lock");
+                            get.tx = Some(tx.clone());
+                            get.waiting.drain(..).collect()
+                        };
+                        for line in waiting {
+                            let _ = tx
+                                .send(Bytes::from(sse::encode(
+                                    Some("message"),
+                                    None,
+                                    trim_nl(&line),
+                                )))
+                                .await;
+                        }
+                    });
                     sse_response(rx)
                 }
                 None => plain(StatusCode::NOT_FOUND, "mcptape: unknown session"),
@@ -186,7 +333,12 @@ impl Player {
         }
     }
 
-    async fn post(&self, session_id: Option<String>, body: Bytes) -> Response<RespBody> {
+    async fn post(
+        &self,
+        session_id: Option<String>,
+        routing: u64,
+        body: Bytes,
+    ) -> Response<RespBody> {
         let c = classify(&body);
         let is_init = c.kind == Kind::Request && c.method.as_deref() == Some("initialize");
         let (session, new_id) = if is_init {
@@ -209,6 +361,7 @@ impl Player {
                     &body,
                     c.id.unwrap_or_default(),
                     c.method.unwrap_or_default(),
+                    routing,
                 )
                 .await
             }
@@ -240,15 +393,56 @@ impl Player {
 
     /// What answers a request: a recorded exchange to replay, or one line right away (a miss
     /// explained, an unrecorded ping).
-    async fn answer(&self, session: &Arc<Session>, body: &[u8], id: &str, method: &str) -> Answer {
+    async fn answer(
+        &self,
+        session: &Arc<Session>,
+        body: &[u8],
+        id: &str,
+        method: &str,
+        routing: u64,
+    ) -> Answer {
         let params = crate::tape::index::params_of(body);
         let token = crate::tape::index::progress_token(params.as_ref(), true);
-        let outcome = session.matcher.lock().await.take(
+        let bound = *session.recorded.lock().expect("recorded lock");
+        let opening = method == "initialize";
+        let taken = if opening {
+            self.taken.lock().expect("taken lock").clone()
+        } else {
+            Default::default()
+        };
+        // Of the matching exchanges: the recorded session's own first (for `initialize`, one of
+        // a recorded session no live session replays yet), then the one recorded with the same
+        // routing headers (a request refused for a header mismatch has the body of one that was
+        // not).
+        let score = |ex: &crate::tape::index::Exchange| {
+            let mine = if opening {
+                ex.session.is_some_and(|s| !taken.contains(&s))
+            } else {
+                bound.is_some() && ex.session == bound
+            };
+            4 * mine as u32 + 2 * (ex.headers == routing) as u32
+        };
+        let prefer = super::matcher::Prefer {
+            score: &score,
+            max: 6,
+        };
+        let outcome = session.matcher.lock().await.take_preferring(
             &self.index,
             method,
             params.as_ref(),
             self.opts.lenient,
+            &prefer,
         );
+        let taken_ex = match &outcome {
+            Outcome::Hit(ex) | Outcome::Lenient(ex, _) => Some(*ex),
+            Outcome::Miss(_) => None,
+        };
+        if let (true, Some(ex)) = (opening, taken_ex) {
+            if let Some(recorded) = self.index.exchanges[ex].session {
+                *session.recorded.lock().expect("recorded lock") = Some(recorded);
+                self.taken.lock().expect("taken lock").insert(recorded);
+            }
+        }
         match outcome {
             Outcome::Hit(ex) => Answer::Exchange(ex, token),
             Outcome::Lenient(ex, miss) => {
@@ -282,45 +476,104 @@ impl Player {
         body: &[u8],
         id: String,
         method: String,
+        routing: u64,
     ) -> Response<RespBody> {
-        let (ex, token) = match self.answer(session, body, &id, &method).await {
+        let (ex, token) = match self.answer(session, body, &id, &method, routing).await {
             Answer::Exchange(ex, token) => (ex, token),
             Answer::Now(line) => return full(StatusCode::OK, "application/json", line),
         };
-        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(STREAM_QUEUE);
+        let exchange = &self.index.exchanges[ex];
+        if let Some(r) = &exchange.refusal {
+            // Refused without a JSON-RPC answer: the same status, headers and body again.
+            session.shared.report.lock().expect("report lock").served += 1;
+            return refusal_response(r);
+        }
+        // The recorded answer's status and content type (a `400` with a JSON-RPC error is a
+        // `400` again).
+        let answer_http = exchange
+            .response
+            .and_then(|r| self.index.msgs[r].http.as_deref());
+        let status = answer_http
+            .and_then(|h| h.status)
+            .and_then(|s| StatusCode::from_u16(s).ok())
+            .unwrap_or(StatusCode::OK);
+        let (tx, mut rx) = mpsc::channel::<StreamItem>(STREAM_QUEUE);
         let shared = session.shared.clone();
         // SSE when the recording answered over SSE, or the exchange carries more than its answer.
-        let exchange = &self.index.exchanges[ex];
         let streamed = !exchange.during.is_empty()
             || exchange.response.is_some_and(|r| self.index.msgs[r].sse);
         tokio::spawn(async move {
-            serve::serve_exchange(&shared, &tx, ex, &id, token.as_deref()).await
+            serve::serve_exchange(&shared, &StreamSink(tx), ex, &id, token.as_deref()).await
         });
         if !streamed {
             // One answer: as JSON. (A recorded request without an answer gets play's error.)
-            return match rx.recv().await {
-                Some(line) => full(
-                    StatusCode::OK,
-                    "application/json",
-                    Bytes::from(trim_nl(&line).to_string()),
-                ),
+            let content_type = answer_http
+                .and_then(|h| h.content_type.as_deref())
+                .filter(|c| c.starts_with("application/json"))
+                .and_then(|c| HeaderValue::from_str(c).ok())
+                .unwrap_or(HeaderValue::from_static("application/json"));
+            let line = loop {
+                match rx.recv().await {
+                    Some(StreamItem::Line(line)) => break Some(line),
+                    Some(StreamItem::Recorded { .. }) => continue,
+                    None => break None,
+                }
+            };
+            return match line {
+                Some(line) => {
+                    let mut r = full(status, "application/json", trim_nl(&line).to_string());
+                    r.headers_mut()
+                        .insert(hyper::header::CONTENT_TYPE, content_type);
+                    r
+                }
                 None => plain(StatusCode::ACCEPTED, ""),
             };
         }
-        // The exchange's notifications and server requests, then its response, as SSE events.
+        // The exchange's notifications and server requests, then its response, as SSE events,
+        // with their recorded event ids, after the recorded priming event. Where the recording's
+        // stream was closed and resumed with a GET, the stream ends at the same point and the
+        // rest waits for that GET.
         let (btx, brx) = mpsc::channel::<Bytes>(STREAM_QUEUE);
+        let priming = exchange.priming.clone();
+        let resumed = exchange.resumed.clone();
+        let session = session.clone();
         tokio::spawn(async move {
-            while let Some(line) = rx.recv().await {
-                if btx
-                    .send(Bytes::from(sse::encode(
-                        Some("message"),
-                        None,
-                        trim_nl(&line),
-                    )))
-                    .await
-                    .is_err()
-                {
-                    break;
+            let mut post = Some(btx);
+            if let (Some(p), Some(tx)) = (&priming, &post) {
+                let _ = tx.send(Bytes::from(priming_event(p))).await;
+            }
+            let mut get: Option<mpsc::Sender<Bytes>> = None;
+            let mut next: Option<(Option<String>, bool)> = None;
+            let mut sent_ids: Vec<String> = priming.iter().map(|p| p.id.clone()).collect();
+            while let Some(item) = rx.recv().await {
+                let line = match item {
+                    StreamItem::Recorded { event_id, on_get } => {
+                        next = Some((event_id, on_get));
+                        continue;
+                    }
+                    StreamItem::Line(line) => line,
+                };
+                let (event_id, on_get) = next.take().unwrap_or((None, false));
+                let bytes = Bytes::from(sse::encode(
+                    Some("message"),
+                    event_id.as_deref(),
+                    trim_nl(&line),
+                ));
+                if on_get && resumed.is_some() && get.is_none() {
+                    // The recorded server closed the POST stream here.
+                    post = None;
+                    let (gtx, grx) = mpsc::channel::<Bytes>(STREAM_QUEUE);
+                    session.offer_resume(&sent_ids, resumed.as_deref().cloned(), grx);
+                    get = Some(gtx);
+                }
+                if let Some(id) = &event_id {
+                    sent_ids.push(id.clone());
+                }
+                let to = get.as_ref().or(post.as_ref());
+                if let Some(tx) = to {
+                    if tx.send(bytes).await.is_err() {
+                        break;
+                    }
                 }
             }
         });
@@ -366,7 +619,7 @@ impl Player {
                 match c.kind {
                     Kind::Request => {
                         let (id, method) = (c.id.unwrap_or_default(), c.method.unwrap_or_default());
-                        match self.answer(&session, &body, &id, &method).await {
+                        match self.answer(&session, &body, &id, &method, 0).await {
                             Answer::Now(line) => {
                                 serve::send(&session.shared.out, line.into_bytes()).await
                             }
@@ -406,15 +659,19 @@ impl Player {
         }
     }
 
-    /// Messages the recording had tied to no request, at the same point of the conversation.
+    /// Messages the recording had tied to no request, at the same point of the conversation:
+    /// those of the recorded session this session replays (of the whole tape, over stdio).
     async fn emit_standalone(&self, session: &Arc<Session>, point: u64) {
+        let recorded = *session.recorded.lock().expect("recorded lock");
+        let Some(mine) = self.standalone.get(&recorded) else {
+            return;
+        };
         loop {
             let due = {
                 let mut next = session.next_standalone.lock().expect("standalone lock");
-                match self
-                    .index
-                    .standalone
+                match mine
                     .get(*next)
+                    .map(|&i| &self.index.standalone[i])
                     .filter(|s| s.point <= point)
                 {
                     Some(s) => {
@@ -476,8 +733,10 @@ impl Player {
                 self.display.clone(),
             )),
             c2s: AtomicU64::new(0),
+            recorded: Mutex::new(None),
             next_standalone: Mutex::new(0),
             get: Mutex::new(GetStream::default()),
+            resumes: Mutex::default(),
         });
         let weak = Arc::downgrade(&session);
         tokio::spawn(async move {
@@ -545,6 +804,29 @@ impl Player {
         let (total, used) = &mut *done;
         fold(total, used, session);
     }
+}
+
+/// A recorded refusal given again: its status, `Content-Type`, `Allow` and body.
+fn refusal_response(r: &crate::tape::index::HttpRefusal) -> Response<RespBody> {
+    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
+    let mut resp = full(status, "text/plain; charset=utf-8", r.body.clone());
+    if let Some(v) = r
+        .content_type
+        .as_deref()
+        .and_then(|c| HeaderValue::from_str(c).ok())
+    {
+        resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    } else if r.body.is_empty() {
+        resp.headers_mut().remove(hyper::header::CONTENT_TYPE);
+    }
+    if let Some(v) = r
+        .allow
+        .as_deref()
+        .and_then(|a| HeaderValue::from_str(a).ok())
+    {
+        resp.headers_mut().insert(hyper::header::ALLOW, v);
+    }
+    resp
 }
 
 fn sse_response(rx: mpsc::Receiver<Bytes>) -> Response<RespBody> {

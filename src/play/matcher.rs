@@ -3,7 +3,7 @@
 //! order; parallel and reordered calls each find their own.
 
 use super::explain::{Miss, MissReason, Near};
-use crate::tape::index::{match_key, MatchKey};
+use crate::tape::index::{match_key, Exchange, MatchKey};
 use crate::tape::TapeIndex;
 use crate::wire::canonical::{differences, match_key_halves};
 use serde_json::Value;
@@ -65,6 +65,20 @@ impl Matcher {
         params: Option<&Value>,
         lenient: bool,
     ) -> Outcome {
+        self.take_preferring(index, method, params, lenient, &Prefer::none())
+    }
+
+    /// `take`, where among the matching exchanges the one `prefer` scores highest is taken
+    /// (the earliest of those): over HTTP, one recorded session's own exchange, and the one
+    /// recorded with the same routing headers.
+    pub fn take_preferring(
+        &mut self,
+        index: &TapeIndex,
+        method: &str,
+        params: Option<&Value>,
+        lenient: bool,
+        prefer: &Prefer<'_>,
+    ) -> Outcome {
         // The fast key takes no copy of the params; the general one is for the rare rest
         // (redaction markers) and gives what a miss explanation shows.
         let fast = if method == "initialize" {
@@ -79,22 +93,33 @@ impl Matcher {
                 (key, Some(asked))
             }
         };
-        if let Some(ex) = self.by_key.get_mut(&key).and_then(VecDeque::pop_front) {
+        if let Some(q) = self.by_key.get_mut(&key).filter(|q| !q.is_empty()) {
+            let at = best(q.iter().copied(), prefer, index).map_or(0, |(at, _)| at);
+            let ex = q.remove(at).expect("in the queue");
             self.consumed[ex] = true;
             return Outcome::Hit(ex);
         }
         let asked = asked.unwrap_or_else(|| match_key(method, params).1);
         // A recorded request with redacted values matches a live one holding the real secret:
         // the markers are wildcards.
-        let wild = index.exchanges.iter().enumerate().find(|(i, ex)| {
-            !self.consumed[*i]
-                && ex.redacted
-                && index.msgs[ex.request].method.as_deref() == Some(method)
-                && index
-                    .request_match_params(&index.msgs[ex.request])
-                    .is_ok_and(|recorded| crate::redact::wildcard_eq(&recorded, &asked))
-        });
-        if let Some((ex, _)) = wild {
+        let wild = best(
+            index
+                .exchanges
+                .iter()
+                .enumerate()
+                .filter(|(i, ex)| {
+                    !self.consumed[*i]
+                        && ex.redacted
+                        && index.msgs[ex.request].method.as_deref() == Some(method)
+                        && index
+                            .request_match_params(&index.msgs[ex.request])
+                            .is_ok_and(|recorded| crate::redact::wildcard_eq(&recorded, &asked))
+                })
+                .map(|(i, _)| i),
+            prefer,
+            index,
+        );
+        if let Some((_, ex)) = wild {
             self.consumed[ex] = true;
             if let Some(q) = self.by_key.get_mut(&index.exchanges[ex].key) {
                 q.retain(|&e| e != ex);
@@ -103,14 +128,20 @@ impl Matcher {
         }
         let miss = self.explain(index, method, asked);
         if lenient {
-            let next = index
-                .exchanges
-                .iter()
-                .enumerate()
-                .find(|(i, ex)| {
-                    !self.consumed[*i] && index.msgs[ex.request].method.as_deref() == Some(method)
-                })
-                .map(|(i, _)| i);
+            let next = best(
+                index
+                    .exchanges
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, ex)| {
+                        !self.consumed[*i]
+                            && index.msgs[ex.request].method.as_deref() == Some(method)
+                    })
+                    .map(|(i, _)| i),
+                prefer,
+                index,
+            )
+            .map(|(_, ex)| ex);
             if let Some(ex) = next {
                 self.consumed[ex] = true;
                 if let Some(q) = self.by_key.get_mut(&index.exchanges[ex].key) {
@@ -210,6 +241,42 @@ impl Matcher {
             recorded_methods: methods.into_iter().collect(),
         }
     }
+}
+
+/// Which of several matching exchanges to take: a score (higher first) and the best score
+/// there can be, so that the search stops at the first exchange reaching it (with no
+/// preference, the earliest at once: the stdio path never scans).
+pub struct Prefer<'a> {
+    pub score: &'a (dyn Fn(&Exchange) -> u32 + Sync),
+    pub max: u32,
+}
+
+impl Prefer<'_> {
+    pub fn none() -> Prefer<'static> {
+        Prefer {
+            score: &|_| 0,
+            max: 0,
+        }
+    }
+}
+
+/// The candidate (position, exchange) scoring highest, the earliest among equals.
+fn best(
+    candidates: impl Iterator<Item = usize>,
+    prefer: &Prefer<'_>,
+    index: &TapeIndex,
+) -> Option<(usize, usize)> {
+    let mut top: Option<(usize, usize, u32)> = None;
+    for (at, ex) in candidates.enumerate() {
+        let s = (prefer.score)(&index.exchanges[ex]);
+        if top.is_none_or(|(_, _, t)| s > t) {
+            top = Some((at, ex, s));
+            if s >= prefer.max {
+                break;
+            }
+        }
+    }
+    top.map(|(at, ex, _)| (at, ex))
 }
 
 /// The matcher's map hasher: its keys are already uniform hashes, so their low bits serve.

@@ -132,6 +132,12 @@ pub(crate) trait Sink: Sync {
     fn emit_parts(&self, parts: &[&[u8]]) -> impl Future<Output = ()> + Send {
         self.emit(parts.concat())
     }
+
+    /// Says which recorded message the next line replays (an HTTP stream writes its SSE event
+    /// id, and knows whether it came on a resumed stream). Nothing by default.
+    fn before(&self, _recorded: &MsgMeta) -> impl Future<Output = ()> + Send {
+        std::future::ready(())
+    }
 }
 
 impl Sink for mpsc::Sender<Vec<u8>> {
@@ -532,6 +538,7 @@ pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
                 // Progress goes to the token of this client's request; no token, no progress asked.
                 let Some(token) = client_token else { continue };
                 if let Some(text) = read_text(index, meta) {
+                    out.before(meta).await;
                     match with_progress_token(&text, token) {
                         Ok(t) => out.emit(t.into_bytes()).await,
                         Err(_) => out.emit(text.into_bytes()).await,
@@ -544,6 +551,7 @@ pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
             Kind::Response | Kind::Error => {}
             _ => {
                 if let Ok(bytes) = index.read_bytes(meta) {
+                    out.before(meta).await;
                     out.emit(bytes).await;
                 }
             }
@@ -590,6 +598,7 @@ pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
             }
         }
     };
+    out.before(meta).await;
     match id_span(text) {
         // The bytes `with_id` gives, without building them first.
         Some((start, end)) => {
@@ -636,6 +645,7 @@ pub(crate) async fn server_request<O: Sink + ?Sized>(
         .expect("pending lock")
         .insert(id.clone(), tx);
     if !already_closed {
+        out.before(meta).await;
         out.emit(request.into_bytes()).await;
     }
     let method = meta.method.clone().unwrap_or_default();
@@ -799,6 +809,7 @@ mod tests {
             body,
             sse: false,
             stream_of: None,
+            http: None,
         };
         use crate::tape::index::Body;
         let tape = Bodies(Some(r#"{"msg":{"id":1,"result":{}}}"#.to_string()));

@@ -34,6 +34,9 @@ use tokio::sync::mpsc;
 /// upstream read down rather than growing memory.
 const STREAM_QUEUE: usize = 64;
 
+/// How much of an error answer's body (not JSON-RPC) is taped.
+const ERROR_BODY_MAX: usize = 64 * 1024;
+
 /// How long in-flight requests get to finish after Ctrl-C before the tape is closed.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
@@ -105,6 +108,8 @@ struct Proxy {
     local_port: u16,
     client: Client<HttpConnector, Full<Bytes>>,
     max_message: usize,
+    /// POSTs so far (shared by every handle of the proxy).
+    posts: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Runs the proxy until SIGINT/SIGTERM; `on_ready` gets the URL to give the client.
@@ -198,6 +203,7 @@ pub fn record_http(
             local_port: local.port(),
             client: upstream_client(),
             max_message: cfg.max_message,
+            posts: Arc::default(),
         });
         // The signal streams exist before the URL is given out: a signal that arrives after that
         // is never lost, and never takes the default action (death, with the tape unclosed).
@@ -253,7 +259,14 @@ impl Proxy {
         };
         let mut facts_in = facts_in;
         // The request a POST carried: what its answer stream (and everything on it) belongs to.
+        // The POST's number pairs them exactly, also where ids repeat (every session starts its
+        // ids again; the stateless era sends many POSTs with one id at once).
         if parts.method == Method::POST {
+            let n = self
+                .posts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
+            facts_in.insert("post".into(), json!(n));
             let c = crate::wire::classify(&body);
             if let (Kind::Request, Some(id)) = (c.kind, c.id) {
                 if let Ok(v) = serde_json::from_str::<Value>(&id) {
@@ -326,6 +339,14 @@ impl Proxy {
         if !content_type.is_empty() {
             facts.insert("content_type".into(), json!(content_type));
         }
+        // What a refusal says it would take (`405` with `Allow: POST`): play answers the same.
+        if let Some(allow) = rparts
+            .headers
+            .get(hyper::header::ALLOW)
+            .and_then(|v| v.to_str().ok())
+        {
+            facts.insert("allow".into(), json!(allow));
+        }
         let status = rparts.status;
         let mut out_headers = rparts.headers;
         strip_hop_by_hop(&mut out_headers);
@@ -356,16 +377,18 @@ impl Proxy {
                 return jsonrpc_error(StatusCode::BAD_GATEWAY, &body, &format!("mcptape: {why}"));
             }
         };
-        if !body.is_empty() {
-            if content_type.starts_with("application/json") {
-                self.tape_message(Dir::S2C, &body, &mut facts);
-            } else if !status.is_success() {
-                facts.insert(
-                    "body".into(),
-                    json!(String::from_utf8_lossy(&body[..body.len().min(512)])),
-                );
-                self.tape_event("http-error", Value::Object(facts));
-            }
+        if !body.is_empty() && content_type.starts_with("application/json") {
+            self.tape_message(Dir::S2C, &body, &mut facts);
+        } else if !status.is_success() {
+            // A refusal without a JSON-RPC answer (`405`, a plain-text `400`, a `404` for an
+            // unknown session): its status, headers that matter and body, for play to give again.
+            facts.insert(
+                "body".into(),
+                json!(String::from_utf8_lossy(
+                    &body[..body.len().min(ERROR_BODY_MAX)]
+                )),
+            );
+            self.tape_event("http-error", Value::Object(facts));
         }
         respond(Full::new(body).map_err(|never| match never {}).boxed())
     }
@@ -522,6 +545,7 @@ impl Proxy {
             local_port: self.local_port,
             client: self.client.clone(),
             max_message: self.max_message,
+            posts: self.posts.clone(),
         })
     }
 }

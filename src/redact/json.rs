@@ -13,6 +13,9 @@ use std::borrow::Cow;
 /// Nesting deeper than this is left to the text rules (serde_json stops at 128 too).
 const MAX_DEPTH: usize = 256;
 
+/// The rule of `Walk::secret_at_top` fields: `[REDACTED:key:session-id:…]`.
+const SECRET_FIELD_RULE: &str = "session-id";
+
 /// A JSON-RPC message's envelope: protocol, never a secret.
 pub(crate) const ENVELOPE: &[&str] = &["jsonrpc", "id", "method"];
 
@@ -287,9 +290,11 @@ impl<'r> Walk<'r> {
             return skip;
         }
         if ctx.root && self.secret_top.contains(&key) {
+            // One rule for all of them (a session id asked for and given): equal values get
+            // equal markers whichever field holds them.
             return Ctx {
                 mode: Mode::Secret { all: true },
-                rule: Some(key),
+                rule: Some(SECRET_FIELD_RULE),
                 ..base
             };
         }

@@ -335,14 +335,17 @@ impl Redactor {
         let mut out = Vec::with_capacity(argv.len());
         let mut next: Option<&str> = None; // the flag whose value comes next
         for arg in argv {
-            if let Some(flag) = next.take() {
-                if !arg.starts_with('-') || arg.len() == 1 {
-                    out.push(self.flag_value(flag, arg));
+            // A flag is `-x` or `--name`; anything else starting with `-` is a value (a PEM
+            // block starts with `-----BEGIN`).
+            let flag = is_flag(arg);
+            if let Some(name) = next.take() {
+                if !flag {
+                    out.push(self.flag_value(name, arg));
                     continue;
                 }
             }
-            let stripped = arg.trim_start_matches('-');
-            if arg.starts_with('-') && !stripped.is_empty() && !stripped.contains('=') {
+            if flag {
+                let stripped = arg.trim_start_matches('-');
                 if self.defaults && self.is_secret_flag(stripped) {
                     next = Some(stripped);
                 }
@@ -354,6 +357,7 @@ impl Redactor {
                 let name = k.trim_start_matches('-');
                 if !v.is_empty()
                     && self.defaults
+                    && is_flag(&format!("--{name}"))
                     && (self.is_secret_flag(name) || self.is_sensitive_key(name))
                     && !(squash(name) == "pwd" && text::looks_like_path(v))
                 {
@@ -379,9 +383,13 @@ impl Redactor {
     /// The value after a secret flag, redacted (a port after `-p`, a user name without a
     /// password after `-u`, stay).
     fn flag_value(&self, flag: &str, v: &str) -> String {
+        // Already taken out (a tape redacted again): as it is.
+        if is_marker(v) {
+            return v.to_string();
+        }
         if rules::USER_PASS_FLAGS.contains(&flag) {
             return match v.split_once(':') {
-                Some((user, pass)) if !pass.is_empty() => {
+                Some((user, pass)) if !pass.is_empty() && !is_marker(pass) => {
                     format!("{user}:{}", self.marker("argument", pass))
                 }
                 _ => v.to_string(),
@@ -499,6 +507,19 @@ impl Redactor {
             && !rules::NOT_SENSITIVE_KEYS.contains(&k.as_str())
             && rules::SENSITIVE_SUFFIXES.iter().any(|s| k.ends_with(s))
     }
+}
+
+/// `-x`, `--name`, `-name`: a command-line flag (letters, digits, `-`, `_`, `.`), not a value
+/// that happens to start with `-`.
+fn is_flag(arg: &str) -> bool {
+    let name = arg
+        .strip_prefix("--")
+        .or_else(|| arg.strip_prefix('-'))
+        .unwrap_or("");
+    name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// Where a cut-off head can safely end: before a JSON string still open at the cut, and before

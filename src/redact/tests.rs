@@ -332,11 +332,24 @@ fn command_lines() {
     .map(|s| s.to_string())
     .collect();
     let out = r.redact_argv(&argv);
+    // Redacting again changes nothing (a tape's command line redacted twice, or linted).
+    assert_eq!(r.redact_argv(&out), out);
     let shown = masked(&out.join(" "));
     assert_eq!(
         shown,
         "srv -p M --port 8080 -p 3000 --auth M --pat M --key M -k M -u ann:M -u bob --credentials M --password=M API_TOKEN=M PWD=/home/me --api-key M --verbose"
     );
+}
+
+#[test]
+fn a_pem_block_on_the_command_line_is_a_value_not_a_flag() {
+    let r = redactor();
+    let pem = "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n-----END RSA PRIVATE KEY-----";
+    for argv in [vec!["srv", "--api-key", pem], vec!["srv", pem]] {
+        let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+        let out = r.redact_argv(&argv).join(" ");
+        assert!(!out.contains("MIIEowIBAAKCAQEAu1SU1"), "{out}");
+    }
 }
 
 #[test]

@@ -125,9 +125,10 @@ pub struct MsgLine<'a> {
     pub eol: bool,
     #[serde(borrow, default)]
     pub problem: Option<Cow<'a, str>>,
-    /// HTTP tapes: the transport facts (only what readers use is parsed).
+    /// HTTP tapes: the transport facts (only what readers use is parsed; boxed, as most
+    /// lines have none).
     #[serde(borrow, default)]
-    pub http: Option<HttpFacts<'a>>,
+    pub http: Option<Box<HttpFacts<'a>>>,
 }
 
 /// The part of a message's `http` facts that readers use.
@@ -141,6 +142,68 @@ pub struct HttpFacts<'a> {
     /// `post` or `get`: which stream a server message came on.
     #[serde(borrow, default)]
     pub stream: Option<Cow<'a, str>>,
+    /// The `Mcp-Session-Id` the client sent with the POST (or GET) that carried the message:
+    /// the session the message belongs to (redacted on the tape, one marker per session).
+    #[serde(borrow, default)]
+    pub mcp_session_id: Option<Cow<'a, str>>,
+    /// The `Mcp-Session-Id` the server answered with (set by `initialize`'s answer).
+    #[serde(borrow, default)]
+    pub session: Option<Cow<'a, str>>,
+    /// The HTTP status of the answer.
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// The number of the POST that carried the request, or whose answer carried the message:
+    /// unique on the tape, so an answer pairs with its own request even where ids repeat.
+    #[serde(default)]
+    pub post: Option<u64>,
+    /// The 2026-07-28 routing headers and the protocol version header the request carried.
+    #[serde(borrow, default)]
+    pub mcp_method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub mcp_name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub mcp_params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub mcp_protocol_version: Option<Cow<'a, str>>,
+    /// The SSE event's `id:`.
+    #[serde(borrow, default)]
+    pub event_id: Option<Cow<'a, str>>,
+}
+
+impl HttpFacts<'_> {
+    /// A hash of the request's routing headers, 0 when it carried none. Play over HTTP
+    /// computes the same from a live request (`routing_hash`).
+    pub fn routing_headers_hash(&self) -> u64 {
+        let params = self
+            .mcp_params
+            .and_then(|p| {
+                serde_json::from_str::<std::collections::BTreeMap<String, String>>(p.get()).ok()
+            })
+            .unwrap_or_default();
+        routing_hash(
+            self.mcp_method.as_deref(),
+            self.mcp_name.as_deref(),
+            &params,
+            self.mcp_protocol_version.as_deref(),
+        )
+    }
+}
+
+/// A hash of routing headers (names of `Mcp-Param-*` lower-case, without the prefix); 0 when
+/// there are none.
+pub fn routing_hash(
+    method: Option<&str>,
+    name: Option<&str>,
+    params: &std::collections::BTreeMap<String, String>,
+    version: Option<&str>,
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    if method.is_none() && name.is_none() && params.is_empty() && version.is_none() {
+        return 0;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (method, name, params, version).hash(&mut h);
+    h.finish() | 1
 }
 
 fn yes() -> bool {

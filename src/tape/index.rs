@@ -4,11 +4,12 @@
 
 use super::format::{End, Header, MsgLine, ServerDecl};
 use super::reader::{Entry, Scanned, ScannedEntry, TapeError, TapeReader, Warning};
-use super::scan::{BodyText, MsgFields};
+use super::scan::{BodyText, HttpMeta, MsgFields};
 use crate::wire::canonical::{canonical, match_params};
 use crate::wire::{Dir, Kind};
 use base64::Engine as _;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs::File;
 
@@ -45,6 +46,33 @@ pub struct MsgMeta {
     pub sse: bool,
     /// HTTP: the request (id text) whose answer stream this server message came on.
     pub stream_of: Option<String>,
+    /// HTTP: the recorded session (numbered in order of appearance) the message belongs to, and
+    /// what its answer was.
+    pub http: Option<Box<HttpMsg>>,
+}
+
+/// A message's HTTP facts, as play and the pairing need them.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HttpMsg {
+    /// The recorded session (its `Mcp-Session-Id`, numbered on the tape).
+    pub session: Option<u32>,
+    /// The POST that carried it (see `format::HttpFacts::post`).
+    pub post: Option<u64>,
+    /// For an answer: its HTTP status and content type.
+    pub status: Option<u16>,
+    pub content_type: Option<String>,
+    /// A server message: its SSE event id, and whether it came on a GET stream (a resumed
+    /// stream, when it answers a POSTed request).
+    pub event_id: Option<String>,
+    pub on_get: bool,
+}
+
+/// An SSE priming event (an id with empty data, and usually a `retry:` hint): what a server
+/// that will close a stream sends first, so that the client can resume it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SsePriming {
+    pub id: String,
+    pub retry: Option<u64>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -70,6 +98,20 @@ pub struct Exchange {
     /// This request is the retry (with `inputResponses`) of that earlier exchange: the two are
     /// one multi-round-trip call.
     pub retry_of: Option<usize>,
+    /// HTTP: the recorded session the exchange belongs to (for `initialize`, the one its answer
+    /// opened). Play over HTTP keeps a client session to one recorded session where it can.
+    pub session: Option<u32>,
+    /// HTTP: the request was refused without a JSON-RPC answer (its status and body).
+    pub refusal: Option<Box<HttpRefusal>>,
+    /// HTTP: the priming event that opened the answer's POST stream.
+    pub priming: Option<Box<SsePriming>>,
+    /// HTTP: the answer's POST stream was closed and the client resumed it with a GET
+    /// (`Last-Event-ID`): the rest came on that GET stream, which opened with this priming.
+    pub resumed: Option<Box<SsePriming>>,
+    /// HTTP: a hash of the routing headers the request carried (`Mcp-Method`, `Mcp-Name`,
+    /// `Mcp-Param-*`, `MCP-Protocol-Version`); 0 for none. Two requests with one body and
+    /// different headers (one of them refused for a header mismatch) are told apart by it.
+    pub headers: u64,
 }
 
 /// A 128-bit hash of a request's method and match params: equal keys are taken as equal
@@ -87,11 +129,33 @@ impl MatchKey {
 /// A server message tied to no exchange, with the point of the conversation it came at.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Standalone {
-    /// How many client messages had been sent before it.
+    /// How many client messages had been sent before it (in its session, over HTTP).
     pub point: u64,
+    /// HTTP: the recorded session it came in (on that session's GET stream).
+    pub session: Option<u32>,
     pub msg: usize,
     /// For a server request: the client's recorded answer.
     pub client_answer: Option<usize>,
+}
+
+/// An HTTP answer that carried no JSON-RPC message: a refusal (`405` with `Allow: POST`, a
+/// plain-text `400`, a `404` for an unknown session), as `record --url` taped it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HttpRefusal {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub allow: Option<String>,
+    /// The body (errors are small: at most 64 KiB of it is taped).
+    pub body: String,
+}
+
+/// What an HTTP tape says about requests that are not POSTed messages.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HttpSummary {
+    /// How the server refused a GET or a DELETE (the first such refusal, by method).
+    pub refusals: std::collections::BTreeMap<String, HttpRefusal>,
+    /// Server messages that came on a GET stream (a server that refuses GET sends none).
+    pub get_stream_msgs: u64,
 }
 
 pub struct TapeIndex {
@@ -105,6 +169,7 @@ pub struct TapeIndex {
     pub msgs: Vec<MsgMeta>,
     pub exchanges: Vec<Exchange>,
     pub standalone: Vec<Standalone>,
+    pub http: HttpSummary,
     file: File,
 }
 
@@ -277,6 +342,7 @@ impl TapeIndex {
             msgs: p.msgs,
             exchanges: p.exchanges,
             standalone: p.standalone,
+            http: p.http,
             file,
         })
     }
@@ -313,7 +379,18 @@ impl TapeIndex {
                     end = Some(e.clone());
                     continue;
                 }
-                ScannedEntry::Entry(Entry::Unknown) => continue,
+                ScannedEntry::Entry(Entry::Unknown) => {
+                    if let Some(ev) = http_event(item.raw) {
+                        if chosen.as_deref().is_none_or(|c| c == ev.server) {
+                            match ev.what.as_ref() {
+                                "http-error" => b.refusal(ev),
+                                "sse-priming" => b.priming(ev),
+                                _ => {}
+                            }
+                        }
+                    }
+                    continue;
+                }
                 ScannedEntry::Entry(Entry::Msg(m)) => {
                     fields_of(item.raw, m).map_err(|message| TapeError::Malformed {
                         path: path.to_path_buf(),
@@ -344,6 +421,7 @@ impl TapeIndex {
             msgs: b.msgs,
             exchanges: b.exchanges,
             standalone: b.standalone,
+            http: b.http,
             file,
         })
     }
@@ -455,21 +533,30 @@ fn fields_of<'a>(raw_line: &'a [u8], m: &MsgLine<'a>) -> Result<MsgFields<'a>, S
         id: m.id.map(|r| r.get()),
         method: m.method.clone(),
         body,
-        sse: m
-            .http
-            .as_ref()
-            .and_then(|h| h.content_type.as_deref())
-            .is_some_and(|c| c.starts_with("text/event-stream")),
-        stream_of: m
-            .http
-            .as_ref()
-            .filter(|h| m.dir == Dir::S2C && h.stream.as_deref() == Some("post"))
-            .and_then(|h| h.request_id)
-            .map(|r| r.get()),
+        http: match &m.http {
+            None => HttpMeta::default(),
+            Some(h) => HttpMeta {
+                sse: h
+                    .content_type
+                    .as_deref()
+                    .is_some_and(|c| c.starts_with("text/event-stream")),
+                stream_of: (m.dir == Dir::S2C && h.stream.as_deref() == Some("post"))
+                    .then_some(h.request_id.map(|r| r.get()))
+                    .flatten(),
+                get_stream: h.stream.as_deref() == Some("get"),
+                session: h.mcp_session_id.clone(),
+                created: h.session.clone(),
+                post: h.post,
+                status: h.status,
+                content_type: h.content_type.clone(),
+                headers: h.routing_headers_hash(),
+                event_id: h.event_id.clone(),
+            },
+        },
     })
 }
 
-fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>) -> MsgMeta {
+fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMeta {
     // Body slices borrow from the line: their file offset follows from the line's.
     let span = |s: &str| {
         let at = item.offset + (s.as_ptr() as usize - item.raw.as_ptr() as usize) as u64;
@@ -499,8 +586,18 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>) -> MsgMeta {
         id: m.id.map(str::to_string),
         method: m.method.as_ref().map(|s| s.to_string()),
         body,
-        sse: m.sse,
-        stream_of: m.stream_of.map(str::to_string),
+        sse: m.http.sse,
+        stream_of: m.http.stream_of.map(str::to_string),
+        http: (m.http != HttpMeta::default()).then(|| {
+            Box::new(HttpMsg {
+                session,
+                post: m.http.post,
+                status: m.http.status,
+                content_type: m.http.content_type.as_deref().map(str::to_string),
+                event_id: m.http.event_id.as_deref().map(str::to_string),
+                on_get: m.http.get_stream,
+            })
+        }),
     }
 }
 
@@ -512,28 +609,181 @@ struct RawFields<'a> {
     b64: Option<&'a serde_json::value::RawValue>,
 }
 
+/// Requests are paired with their answers within a scope: the recorded HTTP session (ids start
+/// again in every session), or, over stdio and where HTTP has no session, the whole tape. Over
+/// HTTP the POST number pairs exactly, whatever the ids (the stateless era sends many POSTs with
+/// one id).
+type Scope = Option<u32>;
+
 #[derive(Default)]
 struct Builder {
     msgs: Vec<MsgMeta>,
     exchanges: Vec<Exchange>,
     standalone: Vec<Standalone>,
-    c2s_count: u64,
-    /// Open exchanges; in opening order, since exchange numbers grow (a set: closing one is
-    /// not a scan of all open ones).
-    open: BTreeSet<usize>,
-    /// Open exchanges by request id; a list, first in first out, because a client may (wrongly)
-    /// reuse an id while an earlier request with it is still open.
-    open_by_id: HashMap<String, VecDeque<usize>>,
-    open_by_token: HashMap<String, usize>,
-    /// Server request id → (exchange, or None when standalone; message index).
-    server_requests: HashMap<String, (Option<usize>, usize)>,
+    /// Client messages so far, per scope.
+    c2s_count: HashMap<Scope, u64>,
+    /// Open exchanges per scope; in opening order, since exchange numbers grow (a set: closing
+    /// one is not a scan of all open ones).
+    open: HashMap<Scope, BTreeSet<usize>>,
+    /// Open exchanges by scope and request id; a list, first in first out, because a client may
+    /// (wrongly) reuse an id while an earlier request with it is still open.
+    open_by_id: HashMap<(Scope, String), VecDeque<usize>>,
+    /// Open exchanges by the POST that carried their request.
+    open_by_post: HashMap<u64, usize>,
+    open_by_token: HashMap<(Scope, String), usize>,
+    /// Server request (scope, id) → (exchange, or None when standalone; message index).
+    server_requests: HashMap<(Scope, String), (Option<usize>, usize)>,
     /// Exchange → its request's `params.name`, for linking multi-round-trip retries.
     request_names: Vec<Option<Value>>,
+    /// Recorded HTTP session ids (as on the tape: markers) → their numbers.
+    sessions: HashMap<String, u32>,
+    http: HttpSummary,
+    /// SSE event ids sent on an exchange's POST stream → the exchange (what a GET with
+    /// `Last-Event-ID` resumes).
+    event_ids: HashMap<(Scope, String), usize>,
 }
 
 impl Builder {
+    fn session_number(&mut self, id: Option<&str>) -> Scope {
+        let id = id?;
+        // A redacted id is its marker; the rule part may differ between the field asked with
+        // and the one given (`key:mcp_session_id` / `key:session` on older tapes): the keyed
+        // hash is what names the session.
+        let id = match crate::redact::marker_rule(id) {
+            Some(rule) => &id[crate::redact::MARKER_PREFIX.len() + rule.len()..],
+            None => id,
+        };
+        let next = self.sessions.len() as u32;
+        Some(*self.sessions.entry(id.to_string()).or_insert(next))
+    }
+
+    /// Closes an exchange once answered (or given up on): no later message belongs to it.
+    fn close(&mut self, ex: usize, scope: Scope) {
+        if let Some(open) = self.open.get_mut(&scope) {
+            open.remove(&ex);
+        }
+        let req = &self.msgs[self.exchanges[ex].request];
+        if let Some(post) = req.http.as_ref().and_then(|h| h.post) {
+            if self.open_by_post.get(&post) == Some(&ex) {
+                self.open_by_post.remove(&post);
+            }
+        }
+        if let Some(t) = self.exchanges[ex].progress_token.clone() {
+            let key = (scope, t);
+            if self.open_by_token.get(&key) == Some(&ex) {
+                self.open_by_token.remove(&key);
+            }
+        }
+    }
+
+    /// An event id sent on the exchange's own POST stream: a GET may resume from it.
+    fn note_event_id(&mut self, http: &HttpMeta<'_>, scope: Scope, ex: usize) {
+        if let (Some(id), false) = (http.event_id.as_deref(), http.get_stream) {
+            self.event_ids.insert((scope, id.to_string()), ex);
+        }
+    }
+
+    /// The open exchange an answer with `id` answers: by its POST, else by id in its scope.
+    fn answered(&mut self, scope: Scope, post: Option<u64>, id: &str) -> Option<usize> {
+        if let Some(&ex) = post.and_then(|p| self.open_by_post.get(&p)) {
+            let req = &self.msgs[self.exchanges[ex].request];
+            if req.id.as_deref() == Some(id) {
+                let key = (scope_of(req), id.to_string());
+                if let Some(q) = self.open_by_id.get_mut(&key) {
+                    q.retain(|&e| e != ex);
+                    if q.is_empty() {
+                        self.open_by_id.remove(&key);
+                    }
+                }
+                return Some(ex);
+            }
+        }
+        let key = (scope, id.to_string());
+        let queue = self.open_by_id.get_mut(&key)?;
+        let ex = queue.pop_front()?;
+        if queue.is_empty() {
+            self.open_by_id.remove(&key);
+        }
+        Some(ex)
+    }
+
+    /// A refusal without a JSON-RPC answer: the POSTed request it answers (by POST, else by id
+    /// in the session) is answered by it; a refused GET or DELETE is kept for play.
+    fn refusal(&mut self, ev: HttpEvent<'_>) {
+        let refusal = HttpRefusal {
+            status: ev.status.unwrap_or(400),
+            content_type: ev.content_type.map(|c| c.into_owned()),
+            allow: ev.allow.map(|a| a.into_owned()),
+            body: ev.body.map(|b| b.into_owned()).unwrap_or_default(),
+        };
+        match ev.method.as_deref() {
+            Some("POST") => {
+                let scope = self.session_number(ev.mcp_session_id.as_deref());
+                let id = ev.request_id.map(|r| r.get());
+                let ex = match id {
+                    Some(id) => self.answered(scope, ev.post, id),
+                    None => ev.post.and_then(|p| self.open_by_post.get(&p).copied()),
+                };
+                if let Some(ex) = ex {
+                    self.exchanges[ex].refusal = Some(Box::new(refusal));
+                    let req_scope = scope_of(&self.msgs[self.exchanges[ex].request]);
+                    self.close(ex, req_scope);
+                }
+            }
+            Some(m) => {
+                self.http.refusals.entry(m.to_string()).or_insert(refusal);
+            }
+            None => {}
+        }
+    }
+
+    /// A priming event: on a POST's stream, the exchange's answer stream opened with it; on a
+    /// GET resuming a stream (`Last-Event-ID`), the exchange whose stream that was goes on there.
+    fn priming(&mut self, ev: HttpEvent<'_>) {
+        let Some(id) = ev.event_id.as_deref() else {
+            return;
+        };
+        let scope = self.session_number(ev.mcp_session_id.as_deref());
+        let priming = Box::new(SsePriming {
+            id: id.to_string(),
+            retry: ev.retry,
+        });
+        match ev.stream.as_deref() {
+            Some("post") => {
+                let ex = ev
+                    .post
+                    .and_then(|p| self.open_by_post.get(&p).copied())
+                    .or_else(|| {
+                        let rid = ev.request_id?.get();
+                        self.open_by_id
+                            .get(&(scope, rid.to_string()))
+                            .and_then(|q| q.front().copied())
+                    });
+                if let Some(ex) = ex {
+                    self.exchanges[ex].priming.get_or_insert(priming);
+                    self.event_ids.insert((scope, id.to_string()), ex);
+                }
+            }
+            Some("get") => {
+                let resumed = ev
+                    .last_event_id
+                    .as_deref()
+                    .and_then(|last| self.event_ids.get(&(scope, last.to_string())).copied());
+                if let Some(ex) = resumed {
+                    self.exchanges[ex].resumed.get_or_insert(priming);
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn add(&mut self, item: &Scanned<'_>, m: MsgFields<'_>) {
-        let meta = meta_of(item, &m);
+        if m.dir == Dir::S2C && m.http.get_stream {
+            self.http.get_stream_msgs += 1;
+        }
+        let scope = self.session_number(m.http.session.as_deref());
+        let created = self.session_number(m.http.created.as_deref());
+        let meta = meta_of(item, &m, scope);
         let json = match m.body {
             BodyText::Json(t) => Some(t),
             _ => None,
@@ -565,8 +815,14 @@ impl Builder {
             });
         let idx = self.msgs.len();
         // Borrowed from the line: only map keys are allocated.
-        let (dir, kind, id, method, stream_of) =
-            (m.dir, m.kind, m.id, m.method.as_deref(), m.stream_of);
+        let (dir, kind, id, method, stream_of, post) = (
+            m.dir,
+            m.kind,
+            m.id,
+            m.method.as_deref(),
+            m.http.stream_of,
+            m.http.post,
+        );
         self.msgs.push(meta);
         match dir {
             Dir::C2S => {
@@ -604,18 +860,26 @@ impl Builder {
                             redacted,
                             input_required: false,
                             retry_of,
+                            session: scope,
+                            refusal: None,
+                            priming: None,
+                            resumed: None,
+                            headers: m.http.headers,
                         });
-                        self.open.insert(ex);
+                        self.open.entry(scope).or_default().insert(ex);
                         self.open_by_id
-                            .entry(id.to_string())
+                            .entry((scope, id.to_string()))
                             .or_default()
                             .push_back(ex);
+                        if let Some(p) = post {
+                            self.open_by_post.insert(p, ex);
+                        }
                         if let Some(t) = token {
-                            self.open_by_token.insert(t, ex);
+                            self.open_by_token.insert((scope, t), ex);
                         }
                     }
                     (Kind::Response | Kind::Error, Some(id)) => {
-                        match self.server_requests.remove(id) {
+                        match self.server_requests.remove(&(scope, id.to_string())) {
                             Some((Some(ex), req)) => {
                                 self.exchanges[ex].client_answers.insert(req, idx);
                             }
@@ -637,65 +901,127 @@ impl Builder {
                             .and_then(|p| p.get("requestId"))
                             .map(canonical);
                         if let Some(&ex) = target
-                            .as_ref()
-                            .and_then(|id| self.open_by_id.get(id))
+                            .and_then(|id| self.open_by_id.get(&(scope, id)))
                             .and_then(|q| q.front())
                         {
                             self.exchanges[ex].cancelled = true;
-                            self.open.remove(&ex);
+                            if let Some(open) = self.open.get_mut(&scope) {
+                                open.remove(&ex);
+                            }
                         }
                     }
                     _ => {}
                 }
-                self.c2s_count += 1;
+                *self.c2s_count.entry(scope).or_default() += 1;
             }
-            Dir::S2C => match (kind, id) {
-                (Kind::Response | Kind::Error, Some(id))
-                    if self.open_by_id.get(id).is_some_and(|q| !q.is_empty()) =>
-                {
-                    let queue = self.open_by_id.get_mut(id).expect("checked");
-                    let ex = queue.pop_front().expect("checked");
-                    if queue.is_empty() {
-                        self.open_by_id.remove(id);
-                    }
+            Dir::S2C => {
+                let answers = match (kind, id) {
+                    (Kind::Response | Kind::Error, Some(id)) => self.answered(scope, post, id),
+                    _ => None,
+                };
+                if let Some(ex) = answers {
+                    self.note_event_id(&m.http, scope, ex);
                     self.exchanges[ex].response = Some(idx);
                     self.exchanges[ex].input_required = input_required;
-                    self.open.remove(&ex);
-                    if let Some(t) = self.exchanges[ex].progress_token.clone() {
-                        if self.open_by_token.get(&t) == Some(&ex) {
-                            self.open_by_token.remove(&t);
-                        }
+                    // `initialize`'s answer opens the session the exchange belongs to.
+                    if self.exchanges[ex].session.is_none() {
+                        self.exchanges[ex].session = created;
                     }
+                    let req_scope = scope_of(&self.msgs[self.exchanges[ex].request]);
+                    self.close(ex, req_scope);
+                    return;
                 }
-                (k, id) => {
-                    // Over HTTP the stream says whose message it is; then the progress token; then
-                    // the request most recently opened.
-                    let by_stream = stream_of
-                        .and_then(|rid| self.open_by_id.get(rid).and_then(|q| q.front().copied()));
-                    let by_token = if by_stream.is_some() {
-                        by_stream
-                    } else if method == Some("notifications/progress") {
-                        progress_token(params.as_ref(), false)
-                            .and_then(|t| self.open_by_token.get(&t).copied())
-                    } else {
-                        None
-                    };
-                    let ex = by_token.or_else(|| self.open.last().copied());
-                    match ex {
-                        Some(ex) => self.exchanges[ex].during.push(idx),
-                        None => self.standalone.push(Standalone {
-                            point: self.c2s_count,
-                            msg: idx,
-                            client_answer: None,
-                        }),
+                // Over HTTP the stream says whose message it is (by POST, else by request id in
+                // the session); then the progress token; then the request most recently opened
+                // in the session.
+                let by_stream = post
+                    .and_then(|p| self.open_by_post.get(&p).copied())
+                    .or_else(|| {
+                        stream_of.and_then(|rid| {
+                            self.open_by_id
+                                .get(&(scope, rid.to_string()))
+                                .and_then(|q| q.front().copied())
+                        })
+                    });
+                let by_token = if by_stream.is_some() {
+                    by_stream
+                } else if method == Some("notifications/progress") {
+                    progress_token(params.as_ref(), false)
+                        .and_then(|t| self.open_by_token.get(&(scope, t)).copied())
+                } else {
+                    None
+                };
+                let ex = by_token.or_else(|| self.open.get(&scope).and_then(|o| o.last().copied()));
+                match ex {
+                    Some(ex) => {
+                        self.note_event_id(&m.http, scope, ex);
+                        self.exchanges[ex].during.push(idx)
                     }
-                    if let (Kind::Request, Some(id)) = (k, id) {
-                        self.server_requests.insert(id.to_string(), (ex, idx));
-                    }
+                    None => self.standalone.push(Standalone {
+                        point: self.c2s_count.get(&scope).copied().unwrap_or(0),
+                        session: scope,
+                        msg: idx,
+                        client_answer: None,
+                    }),
                 }
-            },
+                if let (Kind::Request, Some(id)) = (kind, id) {
+                    self.server_requests
+                        .insert((scope, id.to_string()), (ex, idx));
+                }
+            }
         }
     }
+}
+
+/// An HTTP event line (`http-error`, `sse-priming`), as far as the index reads it.
+#[derive(serde::Deserialize)]
+struct HttpEvent<'a> {
+    #[serde(borrow)]
+    server: Cow<'a, str>,
+    #[serde(borrow)]
+    what: Cow<'a, str>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(default)]
+    status: Option<u16>,
+    #[serde(borrow, default)]
+    stream: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    event_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    last_event_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    retry: Option<u64>,
+    #[serde(borrow, default)]
+    content_type: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    allow: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    body: Option<Cow<'a, str>>,
+    #[serde(default)]
+    post: Option<u64>,
+    #[serde(borrow, default)]
+    request_id: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    mcp_session_id: Option<Cow<'a, str>>,
+}
+
+/// The line, when it is an event the index reads (`http-error`, `sse-priming`).
+fn http_event(raw: &[u8]) -> Option<HttpEvent<'_>> {
+    let line = raw.strip_suffix(b"\n").unwrap_or(raw);
+    // Cheap first: most unknown lines are other events.
+    let wanted = |what: &[u8]| memchr::memmem::find(line, what).is_some();
+    if !line.starts_with(b"{\"type\":\"event\"")
+        || !(wanted(b"\"what\":\"http-error\"") || wanted(b"\"what\":\"sse-priming\""))
+    {
+        return None;
+    }
+    serde_json::from_slice(line).ok()
+}
+
+/// The scope a message was recorded in.
+fn scope_of(m: &MsgMeta) -> Scope {
+    m.http.as_ref().and_then(|h| h.session)
 }
 
 #[cfg(test)]
@@ -882,6 +1208,148 @@ mod tests {
         std::fs::write(&path, edited).unwrap();
         let broken = vec![Warning::ChainBroken { line: 4 }];
         assert_eq!(chain_breaks(&path), (broken.clone(), broken));
+    }
+
+    fn http_line(seq: u64, dir: &str, kind: &str, id: u64, body: &str, facts: &str) -> String {
+        let method = serde_json::from_str::<Value>(body)
+            .ok()
+            .and_then(|v| v["method"].as_str().map(|m| format!(r#","method":"{m}""#)))
+            .unwrap_or_default();
+        format!(
+            r#"{{"type":"msg","seq":{seq},"t_us":{seq},"server":"default","dir":"{dir}","kind":"{kind}","id":{id}{method},"msg":{body},"http":{facts}}}"#
+        )
+    }
+
+    #[test]
+    fn answers_pair_within_their_session_and_by_their_post() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let (a, b) = (
+            r#""mcp_session_id":"[REDACTED:key:mcp_session_id:aaaaaaaa]""#,
+            r#""mcp_session_id":"[REDACTED:key:mcp_session_id:bbbbbbbb]""#,
+        );
+        let req = |m: &str| format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}"}}"#);
+        let resp = |tag: &str| format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"of":"{tag}"}}}}"#);
+        let lines = [
+            SERVER.to_string(),
+            // Two sessions, both with id 1 open at once; B answered first.
+            http_line(
+                1,
+                "c2s",
+                "request",
+                1,
+                &req("resources/list"),
+                &format!("{{{a},\"post\":1}}"),
+            ),
+            http_line(
+                2,
+                "c2s",
+                "request",
+                1,
+                &req("resources/read"),
+                &format!("{{{b},\"post\":2}}"),
+            ),
+            http_line(
+                3,
+                "s2c",
+                "response",
+                1,
+                &resp("read"),
+                &format!("{{{b},\"post\":2,\"status\":200}}"),
+            ),
+            http_line(
+                4,
+                "s2c",
+                "response",
+                1,
+                &resp("list"),
+                &format!("{{{a},\"post\":1,\"status\":200}}"),
+            ),
+            // Stateless: two POSTs with id 1 at once, the second answered first, with a 404.
+            http_line(
+                5,
+                "c2s",
+                "request",
+                1,
+                &req("prompts/list"),
+                r#"{"post":3}"#,
+            ),
+            http_line(6, "c2s", "request", 1, &req("ping"), r#"{"post":4}"#),
+            http_line(
+                7,
+                "s2c",
+                "error",
+                1,
+                r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"gone"}}"#,
+                r#"{"post":4,"status":404,"content_type":"application/json"}"#,
+            ),
+            http_line(
+                8,
+                "s2c",
+                "response",
+                1,
+                &resp("prompts"),
+                r#"{"post":3,"status":200}"#,
+            ),
+            // Without POST numbers (an older tape): the session alone pairs them.
+            http_line(
+                9,
+                "c2s",
+                "request",
+                1,
+                &req("tools/list"),
+                &format!("{{{a}}}"),
+            ),
+            http_line(
+                10,
+                "c2s",
+                "request",
+                1,
+                &req("tools/call"),
+                &format!("{{{b}}}"),
+            ),
+            http_line(11, "s2c", "response", 1, &resp("call"), &format!("{{{b}}}")),
+            http_line(
+                12,
+                "s2c",
+                "response",
+                1,
+                &resp("tools"),
+                &format!("{{{a}}}"),
+            ),
+        ];
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        chained_tape(&path, &refs);
+        let index = TapeIndex::load(&path, None).unwrap();
+        let answer_of = |method: &str| {
+            let ex = index
+                .exchanges
+                .iter()
+                .find(|e| index.msgs[e.request].method.as_deref() == Some(method))
+                .unwrap();
+            let text = index
+                .read_text(&index.msgs[ex.response.expect("answered")])
+                .unwrap();
+            (text, ex.session)
+        };
+        assert!(answer_of("resources/list").0.contains(r#""of":"list""#));
+        assert!(answer_of("resources/read").0.contains(r#""of":"read""#));
+        assert!(answer_of("prompts/list").0.contains(r#""of":"prompts""#));
+        assert!(answer_of("ping").0.contains("gone"));
+        assert!(answer_of("tools/list").0.contains(r#""of":"tools""#));
+        assert!(answer_of("tools/call").0.contains(r#""of":"call""#));
+        assert_eq!(answer_of("resources/list").1, Some(0));
+        assert_eq!(answer_of("resources/read").1, Some(1));
+        assert_eq!(answer_of("tools/call").1, Some(1));
+        assert_eq!(answer_of("ping").1, None);
+        let ping = index
+            .exchanges
+            .iter()
+            .find(|e| index.msgs[e.request].method.as_deref() == Some("ping"))
+            .unwrap();
+        let http = index.msgs[ping.response.unwrap()].http.as_deref().unwrap();
+        assert_eq!(http.status, Some(404));
+        assert_eq!(http.content_type.as_deref(), Some("application/json"));
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! It does not replace the hash-chain check, which play runs on every tape in the background.
 
 use super::format::{End, Header, ServerDecl};
-use super::index::{Exchange, MsgMeta, Standalone, TapeIndex};
+use super::index::{Exchange, HttpSummary, MsgMeta, Standalone, TapeIndex};
 use super::reader::Warning;
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -52,6 +52,7 @@ pub(crate) struct Parts {
     pub msgs: Vec<MsgMeta>,
     pub exchanges: Vec<Exchange>,
     pub standalone: Vec<Standalone>,
+    pub http: HttpSummary,
 }
 
 /// A cache entry, in postcard (compact binary: a fifth of the JSON's size, and several times
@@ -86,13 +87,23 @@ struct Meta {
     server: String,
     end: Option<End>,
     warnings: Vec<Warning>,
+    #[serde(default)]
+    http: HttpSummary,
 }
+
+/// What the index is made of, by what rules: bumped whenever the index is built differently
+/// from the same tape (2: answers paired by HTTP session and POST), so an entry written by a
+/// build of the same version before the change is not used.
+const INDEX_FORMAT: u32 = 2;
 
 /// This build: its version, and the match key of a probe, since the key function is std's
 /// `DefaultHasher`, which another Rust release may change.
 fn tool() -> String {
     let probe = crate::wire::canonical::hash_key("mcptape-index-cache", "null");
-    format!("mcptape {} {probe:?}", env!("CARGO_PKG_VERSION"))
+    format!(
+        "mcptape {} index {INDEX_FORMAT} {probe:?}",
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 fn default_dir() -> Option<PathBuf> {
@@ -144,6 +155,7 @@ fn load_in(dir: &Path, tape: &Path, server: Option<&str>) -> Option<Parts> {
         msgs: stored.msgs,
         exchanges: stored.exchanges,
         standalone: stored.standalone,
+        http: meta.http,
     })
 }
 
@@ -181,6 +193,7 @@ fn store_in(dir: &Path, index: &TapeIndex, server: Option<&str>) -> Option<()> {
         server: index.server.clone(),
         end: index.end.clone(),
         warnings: index.warnings.clone(),
+        http: index.http.clone(),
     };
     let stored = StoredRef {
         tool: tool(),

@@ -35,10 +35,32 @@ pub struct MsgFields<'a> {
     pub id: Option<&'a str>,
     pub method: Option<Cow<'a, str>>,
     pub body: BodyText<'a>,
+    /// What the HTTP facts say (all absent for stdio tapes).
+    pub http: HttpMeta<'a>,
+}
+
+/// The HTTP facts the index uses.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HttpMeta<'a> {
     /// Recorded over HTTP inside an SSE stream.
     pub sse: bool,
     /// HTTP: the request (raw id text) whose answer stream this server message came on.
     pub stream_of: Option<&'a str>,
+    /// The session the message belongs to (the `Mcp-Session-Id` its POST or GET carried).
+    pub session: Option<Cow<'a, str>>,
+    /// The session the server's answer opened (`initialize`).
+    pub created: Option<Cow<'a, str>>,
+    /// The POST's number.
+    pub post: Option<u64>,
+    /// The answer's HTTP status and content type.
+    pub status: Option<u16>,
+    pub content_type: Option<Cow<'a, str>>,
+    /// A server message that came on a GET stream.
+    pub get_stream: bool,
+    /// Its SSE event id.
+    pub event_id: Option<Cow<'a, str>>,
+    /// A hash of the request's routing headers (see `index::Exchange::headers`), 0 for none.
+    pub headers: u64,
 }
 
 /// Deeper values are left to serde, which has its own nesting limit.
@@ -133,8 +155,7 @@ pub fn scan_msg_line(line: &[u8]) -> Option<MsgFields<'_>> {
         id,
         method: method.map(Cow::Borrowed),
         body,
-        sse: false,
-        stream_of: None,
+        http: HttpMeta::default(),
     })
 }
 

@@ -64,6 +64,8 @@ pub(crate) const FACTS_KEPT: &[&str] = &[
     "mcp_method",
     "event",
     "retry",
+    "post",
+    "allow",
 ];
 
 /// HTTP facts that are credentials whatever they look like: the session id, asked for and
@@ -79,7 +81,14 @@ pub fn redact_http_facts(
 }
 
 /// An event line's own fields.
-pub(crate) const EVENT_KEPT: &[&str] = &["type", "t_us", "server", "what", "h"];
+const EVENT_FIELDS: &[&str] = &["type", "t_us", "server", "what", "h"];
+
+/// An event line (raw JSON) as the writer tapes it: its own fields and the HTTP facts readers
+/// use kept, session ids always out, the rest by the rules. `None` when nothing changes.
+pub fn redact_event(r: &Redactor, line: &[u8]) -> Option<(Vec<u8>, Vec<crate::redact::Finding>)> {
+    let kept: Vec<&str> = EVENT_FIELDS.iter().chain(FACTS_KEPT).copied().collect();
+    r.redact_facts(line, &kept, FACTS_SECRET)
+}
 
 /// How a tape is written.
 #[derive(Default)]
@@ -409,12 +418,9 @@ impl TapeWriter {
             }
         }
         line.push(b'}');
-        // An upstream's error text or a URL in an event is tape content like any other.
-        if let Some((out, _)) = self
-            .redactor
-            .as_ref()
-            .and_then(|r| r.redact_fields(&line, EVENT_KEPT))
-        {
+        // An upstream's error text or a URL in an event is tape content like any other; the
+        // HTTP facts an event carries are redacted as a message's are (session ids always).
+        if let Some((out, _)) = self.redactor.as_ref().and_then(|r| redact_event(r, &line)) {
             line = out;
         }
         let start = self.pending.len();

@@ -74,14 +74,26 @@ impl RawObject<'_> {
     }
 }
 
-/// `message` with its top-level `id` replaced by `id` (raw JSON text).
+/// `message` with its top-level `id` replaced by `id` (raw JSON text): every other byte as it
+/// was, whatever the spacing or escapes; appended when there is none.
 pub fn with_id(message: &str, id: &str) -> Result<String, serde_json::Error> {
+    if let Some(out) = splice_id(message, id) {
+        return Ok(out);
+    }
     let obj: RawObject<'_> = serde_json::from_str(message)?;
     Ok(obj.to_string_with("id", id))
 }
 
-/// A `notifications/progress` message with `params.progressToken` replaced by `token`.
+/// A `notifications/progress` message with `params.progressToken` replaced by `token`, every
+/// other byte kept.
 pub fn with_progress_token(message: &str, token: &str) -> Result<String, serde_json::Error> {
+    let spliced = member_span(message, "params").and_then(|(ps, pe)| {
+        let (ts, te) = member_span(&message[ps..pe], "progressToken")?;
+        Some(splice(message, ps + ts, ps + te, token))
+    });
+    if let Some(out) = spliced {
+        return Ok(out);
+    }
     let obj: RawObject<'_> = serde_json::from_str(message)?;
     let Some(params) = obj.get("params") else {
         return Ok(message.to_string());
@@ -91,53 +103,75 @@ pub fn with_progress_token(message: &str, token: &str) -> Result<String, serde_j
     Ok(obj.to_string_with("params", &new_params))
 }
 
-/// `message` with its top-level `id` value replaced by `id`, without parsing the values: the
-/// bytes `with_id` gives, when `id_span` finds the id. `None` otherwise (then `with_id` does it).
-pub fn splice_id(message: &str, id: &str) -> Option<String> {
-    let (start, end) = id_span(message)?;
+fn splice(message: &str, start: usize, end: usize, with: &str) -> String {
     // One more byte: the line terminator is appended to this buffer.
-    let mut out = String::with_capacity(message.len() - (end - start) + id.len() + 1);
+    let mut out = String::with_capacity(message.len() - (end - start) + with.len() + 1);
     out.push_str(&message[..start]);
-    out.push_str(id);
+    out.push_str(with);
     out.push_str(&message[end..]);
-    Some(out)
+    out
 }
 
-/// Where the value of `message`'s top-level `id` lies, when replacing those bytes gives what
-/// `with_id` gives: the top level is compact (no whitespace between its tokens), no key holds
-/// an escape and there is exactly one `id`. `None` when that does not hold. Only structure is
-/// followed: the message is a tape body, validated when the tape was loaded.
+/// `message` with its top-level `id` value replaced by `id`, without parsing the values.
+/// `None` when `id_span` finds no single id (then `with_id` appends one).
+pub fn splice_id(message: &str, id: &str) -> Option<String> {
+    let (start, end) = id_span(message)?;
+    Some(splice(message, start, end, id))
+}
+
+/// Where the value of `message`'s top-level `id` lies: `None` when it is not an object with
+/// exactly one `id`. Only structure is followed: the message is a tape body, validated when
+/// the tape was loaded.
 pub fn id_span(message: &str) -> Option<(usize, usize)> {
-    let b = message.as_bytes();
-    if b.first() != Some(&b'{') || b.last() != Some(&b'}') {
+    member_span(message, "id")
+}
+
+/// Where the value of the top-level member `key` of the object `text` lies (spaces around
+/// tokens and escaped keys allowed); `None` unless there is exactly one.
+pub fn member_span(text: &str, key: &str) -> Option<(usize, usize)> {
+    let b = text.as_bytes();
+    let ws = |mut i: usize| {
+        while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {
+            i += 1;
+        }
+        i
+    };
+    let mut i = ws(0);
+    if b.get(i) != Some(&b'{') {
         return None;
     }
-    let mut i = 1;
+    i = ws(i + 1);
+    if b.get(i) == Some(&b'}') {
+        return None;
+    }
     let mut span = None;
     loop {
         if b.get(i) != Some(&b'"') {
-            return None; // also `{}`: no id, `with_id` appends one
+            return None;
         }
-        let end = i + 1 + memchr::memchr2(b'"', b'\\', &b[i + 1..])?;
-        if b[end] != b'"' {
-            return None; // an escaped key: `with_id` writes it back unescaped
-        }
-        let key = &b[i + 1..end];
-        i = end + 1;
+        let end = skip_string(b, i)?;
+        let raw = &text[i..end];
+        let same = if raw.contains('\\') {
+            serde_json::from_str::<String>(raw).ok()? == key
+        } else {
+            &raw[1..raw.len() - 1] == key
+        };
+        i = ws(end);
         if b.get(i) != Some(&b':') {
             return None;
         }
-        let start = i + 1;
+        let start = ws(i + 1);
         i = skip_value(b, start)?;
-        if key == b"id" {
+        if same {
             if span.is_some() {
                 return None;
             }
             span = Some((start, i));
         }
+        i = ws(i);
         match b.get(i) {
-            Some(b',') => i += 1,
-            Some(b'}') if i == b.len() - 1 => break,
+            Some(b',') => i = ws(i + 1),
+            Some(b'}') if ws(i + 1) == b.len() => break,
             _ => return None,
         }
     }
@@ -169,7 +203,7 @@ fn skip_value(b: &[u8], mut i: usize) -> Option<usize> {
             }
         }
         _ => {
-            // A number, `true`, `false` or `null`: no whitespace may follow it at the top level.
+            // A number, `true`, `false` or `null`: it ends where its characters do.
             let len = b[i..]
                 .iter()
                 .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, b'.' | b'+' | b'-')))?;
@@ -195,36 +229,47 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_id_splice_gives_what_with_id_gives_or_steps_aside() {
-        let spliced = [
-            r#"{"jsonrpc":"2.0","id":3,"result":{"z": 1,  "a":[1, 2]}}"#,
-            r#"{"id":"a\"b\\","result":{"content":[{"type":"text","text":"x\"}{]["}]}}"#,
-            r#"{"result":{"id":7,"nested":{"id":8}},"jsonrpc":"2.0","id":-1.5e3}"#,
-            r#"{"jsonrpc":"2.0","error":{"code":-32601,"message":"no"},"id":null}"#,
-            r#"{"id":true,"result":[{"a":"\\"},"{",[]]}"#,
-            r#"{"jsonrpc":"2.0","id":1,"result":{"text":"é ü \u00e9 ✓"}}"#,
-        ];
-        for m in spliced {
-            for id in ["42", r#""q-1""#, r#"{"odd":[1]}"#] {
-                let want = with_id(m, id).unwrap();
-                assert_eq!(splice_id(m, id).as_deref(), Some(want.as_str()), "{m}");
-            }
+    fn the_id_is_spliced_whatever_the_spacing_and_the_rest_kept() {
+        for (m, want) in [
+            (
+                r#"{"jsonrpc":"2.0","id":3,"result":{"z": 1,  "a":[1, 2]}}"#,
+                r#"{"jsonrpc":"2.0","id":42,"result":{"z": 1,  "a":[1, 2]}}"#,
+            ),
+            (
+                r#"{"jsonrpc": "2.0", "id": 3, "result": {}}"#,
+                r#"{"jsonrpc": "2.0", "id": 42, "result": {}}"#,
+            ),
+            (
+                r#"{ "i\u0064" : "a\"b" ,"result":{"id":7}} "#,
+                r#"{ "i\u0064" : 42 ,"result":{"id":7}} "#,
+            ),
+            (
+                r#"{"result":{"id":7,"nested":{"id":8}},"jsonrpc":"2.0","id":-1.5e3}"#,
+                r#"{"result":{"id":7,"nested":{"id":8}},"jsonrpc":"2.0","id":42}"#,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","error":{"code":-32601,"message":"no"},"id":null}"#,
+                r#"{"jsonrpc":"2.0","error":{"code":-32601,"message":"no"},"id":42}"#,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"text":"é ü \u00e9 ✓"}}"#,
+                r#"{"jsonrpc":"2.0","id":42,"result":{"text":"é ü \u00e9 ✓"}}"#,
+            ),
+        ] {
+            assert_eq!(with_id(m, "42").unwrap(), want, "{m}");
         }
-        // Where a splice would not give with_id's bytes: with_id serves them.
-        let aside = [
-            r#"{"jsonrpc": "2.0", "id": 3, "result": {}}"#,
-            r#"{"jsonrpc":"2.0","id":3 ,"result":{}}"#,
-            r#" {"id":3,"result":{}}"#,
-            r#"{"id":3,"result":{}} "#,
-            r#"{"i\u0064":3,"result":{}}"#,
+        // No single id: appended (no id), or left to the general path (two).
+        assert_eq!(
+            with_id(r#"{"result":{}}"#, "9").unwrap(),
+            r#"{"result":{},"id":9}"#
+        );
+        for m in [
             r#"{"id":1,"id":2}"#,
             r#"{"result":{}}"#,
             r#"{}"#,
             r#"{"id":3,"result":{"a":1}"#,
             r#"{"id":"unterminated}"#,
-        ];
-        for m in aside {
-            assert_eq!(splice_id(m, "9"), None, "{m}");
+        ] {
             assert_eq!(id_span(m), None, "{m}");
         }
     }
@@ -245,6 +290,11 @@ mod tests {
         assert_eq!(
             with_progress_token(m, "42").unwrap(),
             r#"{"method":"notifications/progress","params":{"progressToken":42,"progress":1}}"#
+        );
+        let spaced = r#"{"method": "notifications/progress", "params": {"progress": 2.50, "progressToken": "r1"}}"#;
+        assert_eq!(
+            with_progress_token(spaced, r#""t""#).unwrap(),
+            r#"{"method": "notifications/progress", "params": {"progress": 2.50, "progressToken": "t"}}"#
         );
     }
 }

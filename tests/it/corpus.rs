@@ -57,7 +57,7 @@ pub fn ordinary() -> Vec<Ordinary> {
 
 /// Every form in which `out` could still show a secret: its raw bytes, and every string in it
 /// decoded (recursively through JSON held in strings, and base64 that decodes to text).
-fn views(out: &str) -> Vec<String> {
+pub fn views(out: &str) -> Vec<String> {
     let mut v = vec![out.to_string()];
     if let Ok(value) = serde_json::from_str::<Value>(out) {
         collect_strings(&value, &mut v, 0);

@@ -18,14 +18,14 @@ use std::time::{Duration, Instant};
 // --- processes -------------------------------------------------------------------------------
 
 /// A spawned peer (server or upstream); killed and reaped on drop. Its output goes to a log file.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
     name: String,
     log: PathBuf,
 }
 
 impl Proc {
-    fn spawn(name: &str, mut cmd: Command, log: PathBuf) -> Proc {
+    pub(crate) fn spawn(name: &str, mut cmd: Command, log: PathBuf) -> Proc {
         let out = File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
         let child = cmd
@@ -46,7 +46,7 @@ impl Proc {
     }
 
     /// Waits until something accepts connections on `port` (or the process dies).
-    fn wait_listening(&mut self, port: u16) {
+    pub(crate) fn wait_listening(&mut self, port: u16) {
         let start = Instant::now();
         loop {
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -78,7 +78,7 @@ impl Drop for Proc {
 }
 
 /// A port nothing listens on right now (bound on loopback, then closed).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("bind 127.0.0.1:0")
         .local_addr()
@@ -91,7 +91,7 @@ fn peers_dir() -> PathBuf {
 }
 
 /// server-everything `streamableHttp` on a free loopback port; its URL is `http://…/mcp`.
-fn everything_http(dir: &Path) -> (Proc, String) {
+pub(crate) fn everything_http(dir: &Path) -> (Proc, String) {
     everything_http_mode(dir, "streamableHttp", "/mcp")
 }
 
@@ -121,7 +121,7 @@ fn everything_http_mode(dir: &Path, mode: &str, path: &str) -> (Proc, String) {
 }
 
 /// The Python SDK fixture server over Streamable HTTP (loopback); its URL is `http://…/mcp`.
-fn py_server_http(dir: &Path) -> (Proc, String) {
+pub(crate) fn py_server_http(dir: &Path) -> (Proc, String) {
     let port = free_port();
     let mut cmd = command(&py_server());
     cmd.args(["--http", "--port", &port.to_string()]);
@@ -240,7 +240,7 @@ ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 "#;
 
 /// The edge-case upstream on a free loopback port; returns it and its base `http://127.0.0.1:P`.
-fn edge_upstream(dir: &Path) -> (Proc, String) {
+pub(crate) fn edge_upstream(dir: &Path) -> (Proc, String) {
     let script = dir.join("edge_upstream.py");
     std::fs::write(&script, EDGE_UPSTREAM).expect("write upstream script");
     let port = free_port();
@@ -253,15 +253,15 @@ fn edge_upstream(dir: &Path) -> (Proc, String) {
 
 /// `mcptape record --url` or `mcptape play --listen`: the first stdout line is the URL to use;
 /// stopped with SIGINT. Killed on drop if still running.
-struct Served {
+pub(crate) struct Served {
     what: String,
     child: Option<Child>,
-    url: String,
+    pub(crate) url: String,
     stderr: Option<JoinHandle<Vec<u8>>>,
 }
 
 impl Served {
-    fn spawn(args: &[&str]) -> Served {
+    pub(crate) fn spawn(args: &[&str]) -> Served {
         let mut child = Command::new(bin())
             .args(args)
             .stdin(Stdio::null())
@@ -301,12 +301,12 @@ impl Served {
     }
 
     /// `mcptape record --url UPSTREAM --tape TAPE`.
-    fn record(upstream: &str, tape: &Path) -> Served {
+    pub(crate) fn record(upstream: &str, tape: &Path) -> Served {
         Served::spawn(&["record", "--url", upstream, "--tape", &s(tape)])
     }
 
     /// `mcptape play TAPE --listen 127.0.0.1:0`.
-    fn play(tape: &Path) -> Served {
+    pub(crate) fn play(tape: &Path) -> Served {
         Served::spawn(&["play", &s(tape), "--listen", "127.0.0.1:0"])
     }
 
@@ -348,7 +348,7 @@ impl Served {
     }
 
     /// SIGINT; requires exit status 0 and returns stderr.
-    fn stop(mut self) -> String {
+    pub(crate) fn stop(mut self) -> String {
         let (st, err) = self.stop_with(libc::SIGINT);
         assert!(
             st.success(),
@@ -380,9 +380,9 @@ fn split_url(url: &str) -> (String, String) {
 }
 
 /// One response being read: head parsed, body decoded piece by piece as it arrives.
-struct HttpStream {
+pub(crate) struct HttpStream {
     r: BufReader<TcpStream>,
-    status: u16,
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
     chunked: bool,
     remaining: Option<usize>,
@@ -391,7 +391,12 @@ struct HttpStream {
 
 /// Sends one request (`Connection: close`) and reads the response head. A `Host` in `headers`
 /// replaces the default one.
-fn http_open(url: &str, method: &str, headers: &[(&str, &str)], body: &[u8]) -> HttpStream {
+pub(crate) fn http_open(
+    url: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpStream {
     let (authority, path) = split_url(url);
     let mut stream =
         TcpStream::connect(&authority).unwrap_or_else(|e| panic!("connect {authority}: {e}"));
@@ -448,7 +453,7 @@ fn http_open(url: &str, method: &str, headers: &[(&str, &str)], body: &[u8]) -> 
 }
 
 impl HttpStream {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
@@ -492,7 +497,7 @@ impl HttpStream {
         Some(buf)
     }
 
-    fn body(&mut self) -> Vec<u8> {
+    pub(crate) fn body(&mut self) -> Vec<u8> {
         let mut all = Vec::new();
         while let Some(p) = self.next_piece() {
             all.extend(p);
@@ -514,7 +519,7 @@ const MCP_POST: [(&str, &str); 2] = [
     ("Accept", "application/json, text/event-stream"),
 ];
 
-fn post_headers<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+pub(crate) fn post_headers<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     let mut h = MCP_POST.to_vec();
     h.extend_from_slice(extra);
     h

@@ -6,8 +6,12 @@ mod harness;
 
 mod check_diff;
 mod cli;
+mod conformance;
 mod corpus;
+mod corpus_e2e;
 mod http;
+mod http_leaks;
+mod http_sessions;
 mod load;
 mod peers;
 mod play;

@@ -38,7 +38,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 
 MODES = ("legacy", "2026-07-28", "auto")
-SCENARIOS = ("everything", "memory", "pyserver", "parallel", "listen", "secrets")
+SCENARIOS = ("everything", "memory", "pyserver", "parallel", "listen", "secrets", "tagged")
 
 # The secrets the `secrets` scenario sends as tool arguments (synthetic, in real formats).
 SECRET_API_KEY = os.environ.get("SECRETS_API_KEY", "sk-proj-Fx3kQ9mZ2pLw7Rt5Yv1Nb8Hc4Jd6Gs0Ae")
@@ -306,7 +306,20 @@ async def scenario_secrets(c: Client, r: Recorder) -> None:
     await r.step("call add", lambda: c.call_tool("add", {"a": 1, "b": 2}))
 
 
+async def scenario_tagged(c: Client, r: Recorder) -> None:
+    """server-everything, one of many sessions: calls only this session asks (`MCPTAPE_TAG`, a
+    number), so an answer paired with another session's request shows; with
+    `MCPTAPE_ELICIT=1` an elicitation is in flight in the middle."""
+    tag = int(os.environ.get("MCPTAPE_TAG", "0"))
+    await r.step("call echo", lambda: c.call_tool("echo", {"message": f"session {tag}"}))
+    if os.environ.get("MCPTAPE_ELICIT") == "1":
+        await r.step("call trigger-elicitation-request", lambda: c.call_tool("trigger-elicitation-request", {}))
+    await r.step("call get-sum", lambda: c.call_tool("get-sum", {"a": tag, "b": 1000 * tag}))
+    await r.step("call echo again", lambda: c.call_tool("echo", {"message": f"bye {tag}"}))
+
+
 SCENARIO_FNS = {
+    "tagged": scenario_tagged,
     "secrets": scenario_secrets,
     "listen": scenario_listen,
     "everything": scenario_everything,

@@ -1,0 +1,247 @@
+//! HTTP fidelity: every answer paired with its own request. Many sessions of a real client
+//! against server-everything over Streamable HTTP (each starting its ids again), sequential and
+//! concurrent, one with an elicitation in flight; and the stateless era's many POSTs with one id,
+//! each answered on its own stream; and the recorded statuses given again.
+
+use crate::harness::*;
+use crate::http::{everything_http, http_open, post_headers, Served};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// The `tagged` scenario of the Python SDK client for session `tag` against `url`.
+fn tagged(url: &str, tag: u32, elicit: bool) -> Value {
+    let tag_s = tag.to_string();
+    let mut env = vec![("MCPTAPE_TAG", tag_s.as_str())];
+    if elicit {
+        env.push(("MCPTAPE_ELICIT", "1"));
+    }
+    let (t, out) = py_client("tagged", "legacy", &[url.to_string()], &env);
+    assert!(
+        out.status.success(),
+        "session {tag} against {url}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        t
+    );
+    t
+}
+
+/// 20 sessions: 10 one after the other, then 10 at once; session 13 has an elicitation in
+/// flight. Their transcripts, by tag.
+fn twenty_sessions(url: &str) -> Vec<(u32, Value)> {
+    let mut out: Vec<(u32, Value)> = (1..=10).map(|t| (t, tagged(url, t, false))).collect();
+    let concurrent: Vec<_> = (11..=20)
+        .map(|t| {
+            let url = url.to_string();
+            std::thread::spawn(move || (t, tagged(&url, t, t == 13)))
+        })
+        .collect();
+    out.extend(concurrent.into_iter().map(|h| h.join().expect("a session")));
+    out.sort_by_key(|(t, _)| *t);
+    out
+}
+
+/// The transcript without what varies run to run in server-everything's answers (none of the
+/// steps used here has any: echo and get-sum are pure; the elicitation is declined).
+fn steps(t: &Value) -> Value {
+    t["steps"].clone()
+}
+
+#[test]
+fn twenty_sessions_over_http_each_get_their_own_answers_through_record_and_play() {
+    let dir = tmp();
+    let (_server, upstream) = everything_http(dir.path());
+    let tape = dir.path().join("sessions.jsonl");
+    let direct = twenty_sessions(&upstream);
+    for (tag, t) in &direct {
+        // The session's own arguments come back in its answers.
+        let text = t.to_string();
+        assert!(text.contains(&format!("session {tag}")), "{tag}: {text}");
+        assert!(
+            text.contains(&format!("{}", tag + 1000 * tag)),
+            "{tag}: {text}"
+        );
+    }
+    let rec = Served::record(&upstream, &tape);
+    let recorded = twenty_sessions(&rec.url);
+    rec.stop();
+    for ((tag, d), (_, r)) in direct.iter().zip(&recorded) {
+        assert_eq!(steps(r), steps(d), "session {tag} through record");
+    }
+    // Every session started its ids again: the same request ids recur in many sessions.
+    let lines = tape_lines(&tape);
+    let ids_of_echo: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["dir"] == "c2s" && l["msg"]["params"]["name"] == "echo")
+        .map(|l| &l["id"])
+        .collect();
+    assert!(ids_of_echo.len() >= 40, "{}", ids_of_echo.len());
+    let first = ids_of_echo[0];
+    assert!(
+        ids_of_echo.iter().filter(|i| **i == first).count() > 10,
+        "ids repeat across sessions: {ids_of_echo:?}"
+    );
+    // `show` pairs each answer with its own request: every echo's answer echoes its own text.
+    let out = mcptape(&["show", "--json", &s(&tape)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Against play: each session gets its own answers, sequential and concurrent alike.
+    let play = Served::play(&tape);
+    let played = twenty_sessions(&play.url);
+    let err = play.stop();
+    for ((tag, d), (_, p)) in direct.iter().zip(&played) {
+        assert_eq!(
+            steps(p),
+            steps(d),
+            "session {tag} against play; play said:\n{err}"
+        );
+    }
+    assert!(err.contains("missed 0"), "no miss: {err}");
+}
+
+/// A stdlib stateless (2026-07-28 style) upstream: every POST is its own request, no session,
+/// answered as SSE on its own stream after a delay that makes later POSTs finish first.
+const STATELESS: &str = r#"
+import json, sys, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+    def log_message(self, *a):
+        pass
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        rid, p = body.get("id"), body.get("params", {})
+        if body.get("method") == "ping":
+            out = json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "ping is gone in 2026-07-28"}}).encode()
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+            return
+        if body.get("method") == "bad/header":
+            self.send_response(400)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            self.wfile.write(b"Mcp-Method does not match the body")
+            return
+        n = p.get("n", 0)
+        time.sleep(0.05 * (10 - n))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        note = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t%d" % n, "progress": n}}
+        res = {"jsonrpc": "2.0", "id": rid, "result": {"n": n, "resultType": "complete"}}
+        self.wfile.write(("data: %s\n\n" % json.dumps(note)).encode())
+        self.wfile.write(("data: %s\n\n" % json.dumps(res)).encode())
+    def do_GET(self):
+        self.send_response(405)
+        self.send_header("Allow", "POST")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+fn stateless_upstream(dir: &Path) -> (crate::http::Proc, String) {
+    let script = dir.join("stateless.py");
+    std::fs::write(&script, STATELESS).unwrap();
+    let port = crate::http::free_port();
+    let mut cmd = std::process::Command::new(python());
+    cmd.arg(&script).arg(port.to_string());
+    let mut p = crate::http::Proc::spawn("stateless upstream", cmd, dir.join("stateless.log"));
+    p.wait_listening(port);
+    (p, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// POSTs `body` and returns (status, content type, body).
+fn post(url: &str, body: &Value) -> (u16, String, String) {
+    let bytes = body.to_string();
+    let headers = post_headers(&[]);
+    let mut conn = http_open(url, "POST", &headers, bytes.as_bytes());
+    let status = conn.status;
+    let ct = conn.header("content-type").unwrap_or_default().to_string();
+    let text = String::from_utf8_lossy(&conn.body()).into_owned();
+    (status, ct, text)
+}
+
+/// Ten POSTs with the same id at once, each on its own stream; a 404 with a JSON-RPC error; a
+/// plain-text 400; a GET refused with 405. The (status, results) each got.
+fn stateless_round(url: &str) -> Vec<(u16, String, String)> {
+    let handles: Vec<_> = (0..10)
+        .map(|n| {
+            let url = url.to_string();
+            std::thread::spawn(move || {
+                post(
+                    &url,
+                    &json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","arguments":{},"n":n,"_meta":{"progressToken":format!("t{n}")}}}),
+                )
+            })
+        })
+        .collect();
+    let mut out: Vec<(u16, String, String)> =
+        handles.into_iter().map(|h| h.join().unwrap()).collect();
+    out.push(post(url, &json!({"jsonrpc":"2.0","id":1,"method":"ping"})));
+    out.push(post(
+        url,
+        &json!({"jsonrpc":"2.0","id":1,"method":"bad/header"}),
+    ));
+    let conn = http_open(url, "GET", &[("Accept", "text/event-stream")], b"");
+    out.push((
+        conn.status,
+        conn.header("allow").unwrap_or_default().to_string(),
+        String::new(),
+    ));
+    out
+}
+
+/// Only what the client sees of each answer: status, JSON-RPC results in order (no framing).
+fn seen(round: &[(u16, String, String)]) -> Vec<(u16, Vec<Value>)> {
+    round
+        .iter()
+        .map(|(st, _, body)| {
+            let msgs: Vec<Value> = body
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: ").or(Some(l)))
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .collect();
+            (*st, msgs)
+        })
+        .collect()
+}
+
+#[test]
+fn stateless_posts_with_one_id_each_get_their_own_answer_and_statuses_are_replayed() {
+    let dir = tmp();
+    let (_up, upstream) = stateless_upstream(dir.path());
+    let tape = dir.path().join("stateless.jsonl");
+    let direct = seen(&stateless_round(&upstream));
+    for (n, (st, msgs)) in direct[..10].iter().enumerate() {
+        assert_eq!(*st, 200);
+        assert_eq!(msgs.last().unwrap()["result"]["n"], n, "{msgs:?}");
+    }
+    let rec = Served::record(&upstream, &tape);
+    let recorded = seen(&stateless_round(&rec.url));
+    rec.stop();
+    assert_eq!(recorded, direct, "through record");
+    let play = Served::play(&tape);
+    let round = stateless_round(&play.url);
+    let err = play.stop();
+    let played = seen(&round);
+    assert_eq!(played, direct, "against play; play said:\n{err}");
+    // The 404 is a 404 with its JSON-RPC error, the plain-text 400 a plain-text 400, the GET a
+    // 405 with `Allow: POST`.
+    assert_eq!(round[10].0, 404);
+    assert!(
+        round[10].1.starts_with("application/json"),
+        "{:?}",
+        round[10]
+    );
+    assert_eq!(round[11].0, 400);
+    assert_eq!(round[11].2, "Mcp-Method does not match the body");
+    assert_eq!((round[12].0, round[12].1.as_str()), (405, "POST"));
+}
