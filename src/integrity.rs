@@ -427,3 +427,109 @@ pub fn redact_tape(
         backup,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redact::RedactConfig;
+    use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
+    use crate::wire::{Dir, Frame, Line};
+    use std::time::Instant;
+
+    const KEY: &str = "sk-proj-LineTypeT0kenAbcdefghijklmnop42";
+
+    /// A tape written without redaction, with a secret in every kind of line: the server's
+    /// command line and URL, a message body, HTTP facts, an event, a text line, a line that is
+    /// not UTF-8, an oversize head.
+    fn plain_tape(path: &Path) {
+        let mut w = TapeWriter::create(path, WriteOptions::default()).unwrap();
+        w.declare_server(ServerDecl {
+            server: "default".into(),
+            transport: "streamable_http".into(),
+            command: Some(vec!["srv".into(), "--api-key".into(), KEY.into()]),
+            cwd: None,
+            url: Some(format!("http://127.0.0.1:1/mcp?token={KEY}")),
+            t_us: 0,
+        })
+        .unwrap();
+        fn line(bytes: &[u8]) -> Frame<'_> {
+            Frame::Line(Line {
+                bytes,
+                crlf: false,
+                unterminated: false,
+                bom: false,
+            })
+        }
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{{"note":"use {KEY}"}}}}}}"#
+        );
+        let facts = serde_json::json!({"method": "POST", "mcp_params": {"note": KEY}});
+        w.message_with(
+            "default",
+            Dir::C2S,
+            &line(body.as_bytes()),
+            Instant::now(),
+            Some(&facts),
+        );
+        w.event(
+            "default",
+            "upstream-error",
+            serde_json::json!({"error": format!("refused key {KEY}")}),
+            Instant::now(),
+        );
+        let text = format!("log: OPENAI_API_KEY={KEY}");
+        w.message("default", Dir::S2C, &line(text.as_bytes()), Instant::now());
+        let mut bin = b"\xff\xfe token=".to_vec();
+        bin.extend_from_slice(KEY.as_bytes());
+        w.message("default", Dir::S2C, &line(&bin), Instant::now());
+        let head = format!(r#"{{"result":{{"k":"{KEY}","more":"cut her"#).into_bytes();
+        w.message(
+            "default",
+            Dir::S2C,
+            &Frame::Oversize { len: 1 << 30, head },
+            Instant::now(),
+        );
+        w.commit().unwrap();
+        w.finish(None, None).unwrap();
+    }
+
+    #[test]
+    fn lint_and_redact_cover_every_line_type() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        plain_tape(&path);
+        let raw = std::fs::read_to_string(&path).unwrap();
+        assert!(raw.contains(KEY), "written in clear: {raw}");
+        let r = Redactor::new(&RedactConfig::defaults()).unwrap();
+        let (found, _) = lint(&path, &r).unwrap();
+        let lines: std::collections::BTreeSet<u64> = found.iter().map(|f| f.line).collect();
+        // Header is line 1: the server line, the message (body and facts), the event, the text
+        // line, the line that is not UTF-8, the oversize head.
+        assert_eq!(lines, (2..=7).collect(), "{found:?}");
+        assert!(
+            found.iter().any(|f| f.path.starts_with("http")),
+            "{found:?}"
+        );
+        assert!(found.iter().any(|f| f.path == "$.url"), "{found:?}");
+        redact_tape(&path, None, &r, None).unwrap();
+        let raw = std::fs::read_to_string(&path).unwrap();
+        assert!(!raw.contains(KEY), "{raw}");
+        for line in raw.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(b64) = v["b64"].as_str() {
+                use base64::Engine as _;
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(b64)
+                    .unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains("LineTypeT0ken"),
+                    "{line}"
+                );
+            }
+        }
+        let (found, problems) = lint(&path, &r).unwrap();
+        assert!(found.is_empty(), "{found:?}");
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(verify(&path, None).unwrap().verdict, Verdict::Intact);
+    }
+}

@@ -189,6 +189,24 @@ fn check_fills_redacted_arguments_for_the_live_call_only() {
         assert!(!stdout.contains(secret) && !text(&out.stderr).contains(secret));
     }
     assert_no_secret(&tape);
+    // The same from the project's `[fill]` table (the command line's `--fill` wins by name).
+    let project = tmp();
+    std::fs::write(
+        project.path().join("config.toml"),
+        "[fill]\napi_key = \"env:MY_KEY\"\ntoken = \"env:MY_TOKEN\"\n",
+    )
+    .unwrap();
+    let dir_env = s(project.path());
+    let out = check(
+        &[],
+        &[
+            ("MY_KEY", API_KEY),
+            ("MY_TOKEN", TOKEN),
+            ("MCPTAPE_DIR", dir_env.as_str()),
+        ],
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["grade"], "A", "[fill] table: {report}");
     // A literal value is refused: arguments are visible to every user of the machine.
     let out = check(&["--fill", "api_key=sk-literal"], &[]);
     assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
