@@ -222,7 +222,9 @@ impl Redactor {
                 let rest = &s[at..line_end];
                 let skip = rest.len() - rest.trim_start_matches(is_gap).len();
                 at += skip;
-                if at >= line_end {
+                // The credential after the word is already a marker (a tape redacted again):
+                // what follows the marker is not it, whatever the marker's hash spells.
+                if at >= line_end || s[at..].starts_with(MARKER_PREFIX) {
                     break;
                 }
                 let word_len = s[at..line_end].find(is_gap).unwrap_or(line_end - at);
@@ -557,5 +559,19 @@ mod tests {
             [(0, 12), (20, 21)]
         );
         assert_eq!(m[0].rule, "a");
+    }
+
+    /// A marker's hash is hex: when it is all digits, the keyword scan read past it and took
+    /// the next word for the credential (`api_key=[REDACTED:…:51570813] HTTP/1.1`), so a tape
+    /// redacted once was not clean for `lint` with one per-tape key in a few dozen.
+    #[test]
+    fn a_keyword_whose_credential_is_a_marker_is_done_whatever_the_hash_spells() {
+        for s in [
+            "GET /api/v2/export?format=csv&api_key=[REDACTED:url-param:51570813] HTTP/1.1",
+            "github-app: user-to-server token [REDACTED:github-token:62794981] expires in 28800s",
+            "X-Amz-Credential=[REDACTED:url-param:76142796]&X-Amz-Date=20250314T092653Z",
+        ] {
+            assert_eq!(spans(s), Vec::<(String, String)>::new(), "{s}");
+        }
     }
 }

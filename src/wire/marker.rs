@@ -1,0 +1,192 @@
+//! The marker grammar, `[REDACTED:<rule>:<hash>]`, and comparing values that hold markers: a
+//! marker stands for any value (a whole marker for any JSON value, a marker inside a string for
+//! any text there), so a recorded request with a redacted argument matches the live one that
+//! carries the real secret, and two tapes redacted with different per-tape keys compare equal.
+
+use regex::Regex;
+use serde_json::Value;
+
+pub const MARKER_PREFIX: &str = "[REDACTED:";
+
+/// Whether a string is (exactly) a redaction marker.
+pub fn is_marker(s: &str) -> bool {
+    s.starts_with(MARKER_PREFIX) && s.ends_with(']') && !s[MARKER_PREFIX.len()..].contains('[')
+}
+
+/// Whether a string holds a marker anywhere.
+pub fn has_marker(s: &str) -> bool {
+    s.contains(MARKER_PREFIX)
+}
+
+/// A marker's rule, without its per-tape hash (`key:api_key` of `[REDACTED:key:api_key:0a1b2c3d]`).
+pub fn marker_rule(s: &str) -> Option<&str> {
+    if !is_marker(s) {
+        return None;
+    }
+    let inner = &s[MARKER_PREFIX.len()..s.len() - 1];
+    Some(match inner.rsplit_once(':') {
+        Some((rule, hash)) if is_hash(hash) => rule,
+        _ => inner,
+    })
+}
+
+fn is_hash(s: &str) -> bool {
+    s.len() == 8 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A marker, its rule in group 1.
+pub fn marker_re() -> &'static Regex {
+    static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        Regex::new(r"\[REDACTED:([a-z0-9:_\-]+?)(?::[0-9a-f]{8})?\]").expect("valid regex")
+    })
+}
+
+/// Markers reduced to their rule (`[REDACTED:openai-key]`), for matching across tapes whose
+/// per-tape hash keys differ.
+pub fn strip_marker_hashes(v: &mut Value) {
+    match v {
+        Value::String(s) if has_marker(s) => {
+            let out = marker_re().replace_all(s, |c: &regex::Captures<'_>| {
+                format!("{MARKER_PREFIX}{}]", &c[1])
+            });
+            if out != s.as_str() {
+                *s = out.into_owned();
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_marker_hashes),
+        Value::Object(map) => {
+            if map.keys().any(|k| has_marker(k)) {
+                let old = std::mem::take(map);
+                for (k, mut child) in old {
+                    strip_marker_hashes(&mut child);
+                    let mut key = Value::String(k);
+                    strip_marker_hashes(&mut key);
+                    map.insert(key.as_str().unwrap_or_default().to_string(), child);
+                }
+            } else {
+                map.values_mut().for_each(strip_marker_hashes);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Does `actual` fit `recorded`, where every marker in `recorded` stands for any value? A whole
+/// marker matches any JSON value; a marker inside a string matches any (non-empty) text there.
+pub fn wildcard_eq(recorded: &Value, actual: &Value) -> bool {
+    match (recorded, actual) {
+        (Value::String(r), _) if is_marker(r) => true,
+        (Value::String(r), Value::String(a)) if has_marker(r) => glob_match(r, a),
+        (Value::Object(r), Value::Object(a)) => {
+            r.len() == a.len()
+                && r.iter().all(|(k, rv)| match a.get(k) {
+                    Some(av) => wildcard_eq(rv, av),
+                    // A redacted key: some key of the other side that fits it.
+                    None if has_marker(k) => a
+                        .iter()
+                        .any(|(ak, av)| glob_match(k, ak) && wildcard_eq(rv, av)),
+                    None => false,
+                })
+        }
+        (Value::Array(r), Value::Array(a)) => {
+            r.len() == a.len() && r.iter().zip(a).all(|(x, y)| wildcard_eq(x, y))
+        }
+        (r, a) => r == a,
+    }
+}
+
+/// Either side's markers stand for what the other side holds (`diff` of two recordings, where
+/// both may be redacted).
+pub fn wildcard_eq_either(a: &Value, b: &Value) -> bool {
+    wildcard_eq(a, b) || wildcard_eq(b, a)
+}
+
+/// `text` against `pattern`, whose markers each stand for one or more characters: the literal
+/// pieces between markers must appear in order, the first at the start and the last at the end.
+fn glob_match(pattern: &str, text: &str) -> bool {
+    let mut pieces: Vec<&str> = Vec::new();
+    let mut last = 0;
+    for m in marker_re().find_iter(pattern) {
+        pieces.push(&pattern[last..m.start()]);
+        last = m.end();
+    }
+    if pieces.is_empty() {
+        return pattern == text;
+    }
+    pieces.push(&pattern[last..]);
+    let (first, rest) = pieces.split_first().expect("two pieces at least");
+    let (tail, middle) = rest.split_last().expect("two pieces at least");
+    let Some(mut at) = text.strip_prefix(first).map(|_| first.len()) else {
+        return false;
+    };
+    for piece in middle {
+        // Each marker stands for at least one character.
+        let from = next_char(text, at);
+        match text.get(from..).and_then(|t| t.find(piece)) {
+            Some(i) => at = from + i + piece.len(),
+            None => return false,
+        }
+    }
+    let from = next_char(text, at);
+    text.len() >= from + tail.len() && text.ends_with(tail) && text.len() - tail.len() >= from
+}
+
+fn next_char(s: &str, at: usize) -> usize {
+    s.get(at..)
+        .and_then(|t| t.chars().next())
+        .map_or(s.len() + 1, |c| at + c.len_utf8())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn markers_are_wildcards() {
+        let rec = json!({"name": "deploy", "arguments": {"apiKey": "[REDACTED:key:apikey:0a1b2c3d]", "auth": "Bearer [REDACTED:bearer:11223344]"}});
+        let live = json!({"name": "deploy", "arguments": {"apiKey": "real-key", "auth": "Bearer abc.def"}});
+        assert!(wildcard_eq(&rec, &live));
+        let other =
+            json!({"name": "deploy", "arguments": {"apiKey": "real-key", "auth": "Basic abc"}});
+        assert!(!wildcard_eq(&rec, &other));
+        let mut v = rec.clone();
+        strip_marker_hashes(&mut v);
+        assert_eq!(v["arguments"]["apiKey"], json!("[REDACTED:key:apikey]"));
+        assert_eq!(v["arguments"]["auth"], json!("Bearer [REDACTED:bearer]"));
+        assert_eq!(
+            marker_rule("[REDACTED:key:api_key:0a1b2c3d]"),
+            Some("key:api_key")
+        );
+        assert_eq!(marker_rule("[REDACTED:key:api_key]"), Some("key:api_key"));
+    }
+
+    #[test]
+    fn glob_pieces_match_in_order_and_each_marker_takes_something() {
+        let m = "[REDACTED:x:01234567]";
+        assert!(glob_match(&format!("a{m}b{m}c"), "aXbYc"));
+        assert!(glob_match(&format!("a{m}b{m}c"), "aXXbcbYYc"));
+        assert!(
+            !glob_match(&format!("a{m}b{m}c"), "abYc"),
+            "an empty first wildcard"
+        );
+        assert!(!glob_match(&format!("a{m}c"), "ac"));
+        assert!(!glob_match(&format!("a{m}c"), "xac"));
+        assert!(glob_match(m, "é"));
+        assert!(glob_match(&format!("p {m}"), "p é"));
+        assert!(!glob_match(&format!("p {m}"), "p "));
+        assert!(glob_match(&format!("{m}/{m}"), "a/b/c"));
+        assert!(!glob_match(&format!("{m}/{m}"), "/b"));
+    }
+
+    #[test]
+    fn a_redacted_key_fits_the_real_one() {
+        let rec = json!({"[REDACTED:openai-key:01234567]": 1, "b": 2});
+        assert!(wildcard_eq(&rec, &json!({"sk-abc": 1, "b": 2})));
+        assert!(!wildcard_eq(&rec, &json!({"sk-abc": 2, "b": 2})));
+        let mut v = rec.clone();
+        strip_marker_hashes(&mut v);
+        assert_eq!(v, json!({"[REDACTED:openai-key]": 1, "b": 2}));
+    }
+}
