@@ -5,19 +5,14 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use mcptape::play::matcher::{Matcher, Outcome};
 use mcptape::tape::{ServerDecl, TapeIndex, TapeWriter, WriteOptions};
-use mcptape::wire::{Dir, Frame, Line};
+use mcptape::wire::{Dir, Frame};
 use std::hint::black_box;
 use std::time::Instant;
 
 const EXCHANGES: u64 = 10_000;
 
 fn line(bytes: &[u8]) -> Frame<'_> {
-    Frame::Line(Line {
-        bytes,
-        crlf: false,
-        unterminated: false,
-        bom: false,
-    })
+    Frame::whole(bytes)
 }
 
 fn request(id: u64) -> String {
@@ -28,15 +23,8 @@ fn request(id: u64) -> String {
 
 fn write_tape(path: &std::path::Path) {
     let mut w = TapeWriter::create(path, WriteOptions::default()).unwrap();
-    w.declare_server(ServerDecl {
-        server: "bench".into(),
-        transport: "stdio".into(),
-        command: Some(vec!["bench".into()]),
-        cwd: None,
-        url: None,
-        t_us: 0,
-    })
-    .unwrap();
+    w.declare_server(ServerDecl::stdio("bench", vec!["bench".into()]))
+        .unwrap();
     for id in 0..EXCHANGES {
         let req = request(id);
         let res = format!(

@@ -15,9 +15,11 @@ use crate::redact::RedactConfig;
 use serde::Deserialize;
 use std::path::PathBuf;
 
+/// The whole config file; every section optional.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// `[redact]`: the project's redaction rules.
     #[serde(default)]
     pub redact: RedactSection,
     /// `check`'s fills: name → `env:VAR` or `file:PATH`.
@@ -25,15 +27,21 @@ pub struct Config {
     pub fill: std::collections::BTreeMap<String, String>,
 }
 
+/// The `[redact]` section: rules added to (or, with `default = false`, instead of) the built-in
+/// ones.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedactSection {
+    /// Apply the built-in rules (true unless set false).
     #[serde(default = "yes")]
     pub default: bool,
+    /// More sensitive keys: their values are redacted wherever they appear.
     #[serde(default)]
     pub keys: Vec<String>,
+    /// More regexes: what they match inside strings is redacted.
     #[serde(default)]
     pub patterns: Vec<String>,
+    /// RFC 9535 JSONPath queries over each message: the values they select are redacted.
     #[serde(default)]
     pub paths: Vec<String>,
 }
@@ -54,12 +62,22 @@ fn yes() -> bool {
 }
 
 #[derive(Debug, thiserror::Error)]
+/// The config file could not be read or parsed (exit 64).
 #[error("{}: {message}", path.display())]
 pub struct ConfigError {
+    /// The config file.
     pub path: PathBuf,
+    /// What went wrong (the I/O error or the TOML parser's complaint).
     pub message: String,
 }
 
+impl crate::exit::Coded for ConfigError {
+    fn exit_code(&self) -> i32 {
+        crate::exit::USAGE
+    }
+}
+
+/// Where the project config is.
 pub fn path() -> PathBuf {
     crate::tape::store::root().join("config.toml")
 }

@@ -19,6 +19,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The exit code `mcptape diff` gives for it: 0, 1 or 2.
     pub fn exit_code(self) -> i32 {
         match self {
             Verdict::Same => 0,
@@ -28,11 +29,15 @@ impl Verdict {
     }
 }
 
+/// What `diff` found: the verdict and everything that led to it (also the `--json` output).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DiffReport {
+    /// The first tape's path, as given.
     pub a: String,
+    /// The second tape's path, as given.
     pub b: String,
+    /// The overall answer.
     pub verdict: Verdict,
     /// Exchanges of A that found a counterpart in B.
     pub compared: usize,
@@ -42,9 +47,12 @@ pub struct DiffReport {
     pub only_in_a: Vec<ExchangeRef>,
     /// Calls only B made (line in B).
     pub only_in_b: Vec<ExchangeRef>,
+    /// How the tools listed changed from A to B.
     pub tool_surface: Vec<ToolChange>,
 }
 
+/// Compares two recordings (each the first server of its tape): the report, and the tapes'
+/// reader warnings, each prefixed with its tape's path.
 pub fn diff(
     a_path: &Path,
     b_path: &Path,

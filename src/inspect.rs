@@ -9,18 +9,26 @@ use std::path::{Path, PathBuf};
 /// One row of `mcptape ls`.
 #[derive(Debug, Serialize)]
 pub struct TapeSummary {
+    /// The file name without `.jsonl`: the name to give `play`, `show`, `check`.
     pub name: String,
+    /// The tape's path.
     pub path: PathBuf,
+    /// When the recording started (the header's `created`).
     pub created: String,
+    /// The first server declared, as a command line or URL; empty when none is.
     pub server: String,
+    /// Answered requests: the closing line's count, or an estimate (answers counted) without one.
     pub exchanges: u64,
+    /// Message lines, both directions, all servers.
     pub messages: u64,
+    /// The file's size in bytes.
     pub bytes: u64,
     /// No closing line (recording interrupted or still running).
     pub open: bool,
 }
 
-pub fn summarize(path: &Path) -> Result<TapeSummary, TapeError> {
+/// The `ls` row of one tape (read whole, line by line).
+pub(crate) fn summarize(path: &Path) -> Result<TapeSummary, TapeError> {
     let mut r = TapeReader::open(path)?;
     let created = r.header().created.clone();
     let mut server = String::new();
@@ -56,9 +64,10 @@ pub fn summarize(path: &Path) -> Result<TapeSummary, TapeError> {
     })
 }
 
-pub fn describe_server(d: &ServerDecl) -> String {
+/// How a server was reached, for humans: its command line, else its URL, else its transport.
+pub(crate) fn describe_server(d: &ServerDecl) -> String {
     if let Some(cmd) = &d.command {
-        crate::record::shell_words(cmd)
+        crate::transport::stdio::shell_words(cmd)
     } else if let Some(url) = &d.url {
         url.clone()
     } else {
@@ -66,6 +75,7 @@ pub fn describe_server(d: &ServerDecl) -> String {
     }
 }
 
+/// The `ls` table: a header line and one row per tape.
 pub fn ls_table(rows: &[TapeSummary]) -> String {
     let mut out = String::new();
     let name_w = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
@@ -91,7 +101,8 @@ pub fn ls_table(rows: &[TapeSummary]) -> String {
     out
 }
 
-pub fn human_bytes(n: u64) -> String {
+/// A byte count for humans: `512 B`, `1.5 KiB`, … up to GiB.
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
     let mut v = n as f64;
     let mut u = 0;
@@ -109,11 +120,17 @@ pub fn human_bytes(n: u64) -> String {
 /// One message row of `mcptape show`.
 #[derive(Debug, Serialize)]
 pub struct ShowRow {
+    /// The message's `seq` on the tape.
     pub seq: u64,
+    /// 1-based line in the tape file.
     pub line: u64,
+    /// Microseconds since the recording started.
     pub t_us: u64,
+    /// Which way it went.
     pub dir: Dir,
+    /// What it is.
     pub kind: Kind,
+    /// The JSON-RPC id exactly as on the wire; None when it has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<Box<serde_json::value::RawValue>>,
     /// The method, or for a response the method of the request it answers.
@@ -130,18 +147,28 @@ pub struct ShowRow {
     pub retry_of_line: Option<u64>,
 }
 
+/// What `mcptape show` prints (as a table, or this serialized with `--json`).
 #[derive(Debug, Serialize)]
 pub struct ShowDoc {
+    /// The tape's path.
     pub tape: PathBuf,
+    /// Its header line.
     pub header: Header,
+    /// Every server it declares.
     pub servers: Vec<ServerDecl>,
+    /// Its closing line; None when the recording did not end cleanly.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end: Option<End>,
+    /// The reader's warnings, in words.
     pub warnings: Vec<String>,
+    /// How many client requests the shown server's conversation has.
     pub exchanges: usize,
+    /// The shown server's messages, in tape order.
     pub messages: Vec<ShowRow>,
 }
 
+/// The messages of one server of a tape (default: the first declared), each with the method
+/// and target of the request it belongs to and its latency.
 pub fn show(path: &Path, server: Option<&str>) -> Result<ShowDoc, TapeError> {
     let index = TapeIndex::load(path, server)?;
     let mut method_of = vec![None; index.msgs.len()];
@@ -212,6 +239,8 @@ pub fn show(path: &Path, server: Option<&str>) -> Result<ShowDoc, TapeError> {
     })
 }
 
+/// The `show` table: the tape's header, servers, ending and warnings, then one row per
+/// message.
 pub fn show_table(doc: &ShowDoc) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "tape     {}", doc.tape.display());

@@ -10,26 +10,41 @@ use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// What `verify` concludes about a tape's lines.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "verdict", rename_all = "kebab-case")]
 pub enum Verdict {
     /// Every line is as written, and the tape is closed.
     Intact,
     /// Something changed after writing: the first line that does not hold.
-    Tampered { line: u64, reason: String },
+    Tampered {
+        /// 1-based number of that line.
+        line: u64,
+        /// What does not hold there, in words.
+        reason: String,
+    },
     /// The tape ends early (a crash, or its end was cut off): intact as far as it goes.
-    Cut { lines: u64, reason: String },
+    Cut {
+        /// Lines read, header included.
+        lines: u64,
+        /// How it ends, in words.
+        reason: String,
+    },
     /// Written before the hash chain existed (format 1.0): nothing to check.
     Unchained,
 }
 
+/// What `verify` found (also its `--json` output).
 #[derive(Debug, Clone, Serialize)]
 pub struct VerifyReport {
+    /// The tape's path.
     pub tape: String,
+    /// Whether the lines are as written.
     #[serde(flatten)]
     pub verdict: Verdict,
     /// Lines read (header included).
     pub lines: u64,
+    /// The chain's head as the closing line states it; None without a closing line or a chain.
     pub head: Option<String>,
     /// `signed-valid`, `signed-unchecked` (no key given), `signed-invalid`, `unsigned`, or
     /// `unsigned-with-key` (a key was given, so a signature was expected: a failure).
@@ -37,12 +52,15 @@ pub struct VerifyReport {
 }
 
 impl VerifyReport {
+    /// Intact, and the signature neither invalid nor missing where a key was given (exit 0).
     pub fn ok(&self) -> bool {
         self.verdict == Verdict::Intact
             && !matches!(self.signature, "signed-invalid" | "unsigned-with-key")
     }
 }
 
+/// Checks a tape's hash chain from the header to the closing line and, with `key`, the
+/// closing line's signature. An error only when the tape cannot be opened or is not a tape.
 pub fn verify(path: &Path, key: Option<&[u8]>) -> Result<VerifyReport, TapeError> {
     let mut r = TapeReader::open(path)?;
     let mut lines = 1u64;
@@ -263,11 +281,17 @@ fn redact_line(
     (Some(out.into_bytes()), found)
 }
 
+/// A suspected secret still on a tape.
 #[derive(Debug, Clone, Serialize)]
 pub struct LintFinding {
+    /// 1-based line of the tape.
     pub line: u64,
+    /// The message's `seq`; 0 on a line that is not a message (a server or event line).
     pub seq: u64,
+    /// The rule that matched.
     pub rule: String,
+    /// JSONPath of the value: inside the message, or the line's own field (`$.command[0]`,
+    /// `$.url`).
     pub path: String,
 }
 
@@ -314,23 +338,43 @@ pub fn lint(
     Ok((findings, problems))
 }
 
+/// Why `redact` could not rewrite a tape.
 #[derive(Debug, thiserror::Error)]
 pub enum RedactError {
+    /// The tape could not be read.
     #[error(transparent)]
     Tape(#[from] TapeError),
-    #[error("writing {}: {cause}", path.display())]
+    /// The new tape could not be written (exit 74).
+    #[error("writing {}", path.display())]
     Write {
+        /// The file.
         path: PathBuf,
+        /// Why.
+        #[source]
         cause: std::io::Error,
     },
+}
+
+impl crate::exit::Coded for RedactError {
+    fn exit_code(&self) -> i32 {
+        match self {
+            RedactError::Tape(t) => crate::exit::Coded::exit_code(t),
+            RedactError::Write { .. } => crate::exit::IO_ERR,
+        }
+    }
 }
 
 /// What `redact` did.
 #[derive(Debug, Clone, Serialize)]
 pub struct RedactOutcome {
+    /// Message lines read.
     pub messages: u64,
+    /// Lines (of any type) in which something was redacted.
     pub redacted: u64,
+    /// The tape written.
     pub output: String,
+    /// Where the original was kept (`TAPE.bak`) when it was replaced in place; None with an
+    /// output path.
     pub backup: Option<String>,
 }
 
@@ -433,7 +477,7 @@ mod tests {
     use super::*;
     use crate::redact::RedactConfig;
     use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
-    use crate::wire::{Dir, Frame, Line};
+    use crate::wire::{Dir, Frame};
     use std::time::Instant;
 
     const KEY: &str = "sk-proj-LineTypeT0kenAbcdefghijklmnop42";
@@ -444,22 +488,11 @@ mod tests {
     fn plain_tape(path: &Path) {
         let mut w = TapeWriter::create(path, WriteOptions::default()).unwrap();
         w.declare_server(ServerDecl {
-            server: "default".into(),
-            transport: "streamable_http".into(),
             command: Some(vec!["srv".into(), "--api-key".into(), KEY.into()]),
-            cwd: None,
-            url: Some(format!("http://127.0.0.1:1/mcp?token={KEY}")),
-            t_us: 0,
+            ..ServerDecl::http("default", format!("http://127.0.0.1:1/mcp?token={KEY}"))
         })
         .unwrap();
-        fn line(bytes: &[u8]) -> Frame<'_> {
-            Frame::Line(Line {
-                bytes,
-                crlf: false,
-                unterminated: false,
-                bom: false,
-            })
-        }
+        let line = Frame::whole;
         let body = format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"t","arguments":{{"note":"use {KEY}"}}}}}}"#
         );

@@ -4,11 +4,13 @@
 //! the wire is written to an observed tape, which is then compared with the baseline — so a
 //! check run is itself a recording, and `--update` simply keeps it.
 
-use crate::record::shell_words;
-use crate::record::stdio::{start_stdio_server, StartError};
-use crate::tape::index::{params_of, Exchange};
-use crate::tape::{ExitInfo, TapeIndex, TapeWriter, WriteOptions, DEFAULT_SERVER};
+use crate::record::recorder::{exit_info, spawn_and_tape, StartError};
+use crate::record::Recorder;
+use crate::tape::index::Exchange;
+use crate::tape::{ExitInfo, TapeIndex, WriteOptions, DEFAULT_SERVER};
+use crate::transport::stdio::shell_words;
 use crate::wire::canonical::canonical;
+use crate::wire::params::params_of;
 use crate::wire::rewrite::{with_id, RawObject};
 use crate::wire::{classify, Dir, Frame, Framer, Kind};
 use serde_json::Value;
@@ -20,44 +22,86 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// What a stdio check needs.
 #[derive(Debug, Clone)]
-pub struct DriveConfig {
+#[non_exhaustive]
+pub(crate) struct DriveConfig {
+    /// The server command and its arguments.
     pub command: Vec<String>,
     /// How long each request may take.
     pub timeout: Duration,
     /// Where the observed session is written.
     pub observed_tape: PathBuf,
+    /// Largest message kept whole, in bytes.
     pub max_message: usize,
     /// After the last answer and closing the server's stdin, how long it has to exit.
     pub grace: Duration,
-    /// Redaction for the observed tape (it may become the baseline with `--update`).
-    pub redact: crate::redact::RedactConfig,
+    /// How the observed tape is written (it may become the baseline with `--update`).
+    pub write: WriteOptions,
     /// Real values for redacted arguments, for the live calls only.
-    pub filler: std::sync::Arc<super::fill::Filler>,
+    pub filler: Arc<super::fill::Filler>,
 }
 
+/// Why a check could not be driven over stdio.
 #[derive(Debug, thiserror::Error)]
 pub enum DriveError {
-    #[error("could not start server `{command}`: {cause}")]
-    Spawn { command: String, cause: io::Error },
-    #[error("could not write the observed tape {}: {cause}", path.display())]
-    Tape { path: PathBuf, cause: io::Error },
+    /// The server could not be started (exit 69).
+    #[error("could not start server `{command}`")]
+    Spawn {
+        /// The command as a user would type it.
+        command: String,
+        /// Why.
+        #[source]
+        cause: io::Error,
+    },
+    /// The server URL is not one the driver can use (exit 64).
+    #[error("invalid server URL {url:?}: {why}")]
+    Url {
+        /// The URL.
+        url: String,
+        /// Why not.
+        why: String,
+    },
+    /// The observed tape could not be written (exit 74).
+    #[error("could not write the observed tape {}", path.display())]
+    Tape {
+        /// The tape.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        cause: io::Error,
+    },
 }
 
+impl crate::exit::Coded for DriveError {
+    fn exit_code(&self) -> i32 {
+        match self {
+            DriveError::Spawn { .. } => crate::exit::UNAVAILABLE,
+            DriveError::Url { .. } => crate::exit::USAGE,
+            DriveError::Tape { .. } => crate::exit::IO_ERR,
+        }
+    }
+}
+
+/// How a drive went.
 #[derive(Debug, Default)]
-pub struct DriveOutcome {
+pub(crate) struct DriveOutcome {
     /// Baseline exchange → why it got no answer.
     pub missing: HashMap<usize, String>,
     /// Something that cut the run short.
     pub run_error: Option<String>,
+    /// How the server ended (stdio).
     pub exit: Option<ExitInfo>,
 }
 
-enum Event {
-    /// The responses and errors of one read from the server, in order: their id texts, and the
+/// What the live side reports to the driver.
+pub(crate) enum Event {
+    /// The responses and errors that arrived together, in order: their id texts, and the
     /// message itself when it may carry a `requestState` to keep (see `may_hold_state`).
     Answers(Vec<(String, Option<Vec<u8>>)>),
-    /// The server's stdout ended.
+    /// A request that got no answer, and why (an HTTP refusal, a broken stream).
+    Failed(String, String),
+    /// The server's output ended: nothing more will come.
     Gone,
 }
 
@@ -67,49 +111,34 @@ pub(crate) enum Step {
     Notification { msg: usize },
 }
 
-type SharedWriter = Arc<Mutex<Option<TapeWriter>>>;
-type SharedStdin = Arc<Mutex<Option<ChildStdin>>>;
+/// The live server's side of a check: how client messages reach it. Its answers come back to
+/// the driver as `Event`s.
+pub(crate) trait Live {
+    /// Queues a request (carrying the driver's id, `id`) to send.
+    fn request(&mut self, id: &str, text: String);
+    /// Queues a notification to send.
+    fn notification(&mut self, text: &[u8]);
+    /// Sends what is queued: the driver is about to wait. False when the server is gone.
+    fn flush(&mut self) -> bool;
+}
 
-pub fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, DriveError> {
-    let tape_err = |cause| DriveError::Tape {
-        path: cfg.observed_tape.clone(),
-        cause,
-    };
-    let opts = WriteOptions {
-        redactor: crate::redact::Redactor::for_config(&cfg.redact),
-        signing_key: None,
-    };
-    let (mut child, writer) =
-        start_stdio_server(&cfg.command, DEFAULT_SERVER, &cfg.observed_tape, opts).map_err(
-            |e| match e {
-                StartError::Spawn(cause) => DriveError::Spawn {
-                    command: shell_words(&cfg.command),
-                    cause,
-                },
-                StartError::Tape(cause) => tape_err(cause),
-            },
-        )?;
-    crate::record::stdio::ignore_sigxfsz();
-    let tape: SharedWriter = Arc::new(Mutex::new(Some(writer)));
-    let stdin: SharedStdin = Arc::new(Mutex::new(child.stdin.take()));
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let (events, inbox) = mpsc::channel::<Event>();
-
-    let answers = RecordedAnswers::new(base);
-    let reader = {
-        let (tape, stdin, max) = (tape.clone(), stdin.clone(), cfg.max_message);
-        let base_answers = Arc::new(Mutex::new(answers));
-        std::thread::Builder::new()
-            .name("check-reader".into())
-            .spawn(move || read_server(stdout, max, &tape, &stdin, &base_answers, &events))
-            .expect("spawn thread")
-    };
-
+/// Drives the baseline's client side through `live`, which reports answers on `inbox`: the
+/// requests in recorded order (those that overlapped in the recording without waiting for each
+/// other), each sent only after every request the recording had answered before it; the live
+/// server's multi-round-trip state carried into retries; requests timed out. Returns
+/// (missing, whether the server went away).
+pub(crate) fn drive(
+    base: &TapeIndex,
+    live: &mut dyn Live,
+    inbox: mpsc::Receiver<Event>,
+    timeout: Duration,
+    filler: &super::fill::Filler,
+) -> (HashMap<usize, String>, bool) {
     let mut run = Run {
         base,
-        cfg,
-        tape: &tape,
-        stdin: &stdin,
+        live,
+        timeout,
+        filler,
         inbox,
         next_id: 1,
         pending: HashMap::new(),
@@ -117,7 +146,6 @@ pub fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, 
         missing: HashMap::new(),
         gone: false,
         states: HashMap::new(),
-        out: Vec::new(),
     };
     // Requests whose recorded answer came before a step must be answered before it is sent.
     let mut by_answer: Vec<(usize, usize)> = base
@@ -142,30 +170,70 @@ pub fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, 
             Step::Notification { msg } => run.send_raw(msg),
         }
     }
-    run.flush();
+    // What is still queued (a notification after the last answer) goes out, even when
+    // nothing is left to wait for.
+    if !run.live.flush() {
+        run.server_gone();
+    }
     run.wait_for(|r| r.pending.is_empty());
-    let run_error = run
-        .gone
-        .then(|| "the server's output ended before the session did".to_string());
-    let missing = std::mem::take(&mut run.missing);
-    drop(run);
+    (std::mem::take(&mut run.missing), run.gone)
+}
+
+/// Drives a live stdio server: started here, its output taped and its requests answered with
+/// the recording's answers by a reader thread.
+pub(crate) fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, DriveError> {
+    let tape_err = |cause| DriveError::Tape {
+        path: cfg.observed_tape.clone(),
+        cause,
+    };
+    let (mut child, tape) = spawn_and_tape(
+        &cfg.command,
+        DEFAULT_SERVER,
+        &cfg.observed_tape,
+        cfg.write.clone(),
+    )
+    .map_err(|e| match e {
+        StartError::Spawn(cause) => DriveError::Spawn {
+            command: shell_words(&cfg.command),
+            cause,
+        },
+        StartError::Tape(cause) => tape_err(cause),
+    })?;
+    let stdin: SharedStdin = Arc::new(Mutex::new(child.stdin.take()));
+    let stdout = child.stdout.take().expect("stdout is piped");
+    // Unbounded on purpose: the driver may be blocked writing to the server's stdin while the
+    // server is blocked writing its stdout to the reader; a reader that blocked on a full
+    // queue would close that circle. What bounds it is the server's output, one event per read.
+    let (events, inbox) = mpsc::channel::<Event>();
+
+    let answers = RecordedAnswers::new(base);
+    let reader = {
+        let (tape, stdin, max) = (tape.clone(), stdin.clone(), cfg.max_message);
+        let base_answers = Arc::new(Mutex::new(answers));
+        std::thread::Builder::new()
+            .name("check-reader".into())
+            .spawn(move || read_server(stdout, max, &tape, &stdin, &base_answers, &events))
+            .expect("spawn thread")
+    };
+    let mut live = StdioLive {
+        tape: tape.clone(),
+        stdin: stdin.clone(),
+        out: Vec::new(),
+        framer: Framer::new(usize::MAX),
+    };
+    let (missing, gone) = drive(base, &mut live, inbox, cfg.timeout, &cfg.filler);
+    let run_error = gone.then(|| "the server's output ended before the session did".to_string());
 
     // Close the server's stdin and give it the grace period to exit.
     stdin.lock().unwrap_or_else(|p| p.into_inner()).take();
-    let ended = crate::record::stdio::wait_with_grace(&mut child, cfg.grace);
-    let exit = ended.as_ref().map(|(info, _)| info.clone());
+    let ended = crate::transport::stdio::wait_with_grace(&mut child, cfg.grace);
+    let exit = ended.as_ref().map(|st| exit_info(st).0);
     // Let the reader take the server's last words to the tape, then close it.
     let deadline = Instant::now() + Duration::from_secs(2);
     while !reader.is_finished() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
-    let writer = tape
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take()
-        .expect("only here is the writer taken");
-    writer
-        .finish(exit.clone(), Some("mcptape check finished".into()))
+    tape.close(exit.clone(), "mcptape check finished".into())
         .map_err(tape_err)?;
     Ok(DriveOutcome {
         missing,
@@ -199,9 +267,9 @@ pub(crate) fn plan(base: &TapeIndex) -> Vec<Step> {
 
 struct Run<'a> {
     base: &'a TapeIndex,
-    cfg: &'a DriveConfig,
-    tape: &'a SharedWriter,
-    stdin: &'a SharedStdin,
+    live: &'a mut dyn Live,
+    timeout: Duration,
+    filler: &'a super::fill::Filler,
     inbox: mpsc::Receiver<Event>,
     next_id: u64,
     /// Live id → (baseline exchange, when sent).
@@ -212,11 +280,6 @@ struct Run<'a> {
     /// The latest `requestState` the live server gave, by (method, target): a multi-round-trip
     /// retry must carry the live server's state, not the recorded one.
     states: HashMap<(String, Option<String>), String>,
-    /// Client messages taped but not yet written to the server. They go out in one write when
-    /// the driver is about to wait: nothing is waited for between them, so what overlapped in
-    /// the recording still overlaps, at one system call (and one server wake-up) per batch
-    /// rather than per message.
-    out: Vec<u8>,
 }
 
 impl Run<'_> {
@@ -234,7 +297,7 @@ impl Run<'_> {
         };
         let text = String::from_utf8(bytes)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        let text = self.cfg.filler.fill(&text);
+        let text = self.filler.fill(&text);
         let id = self.next_id.to_string();
         self.next_id += 1;
         let mut out = with_id(&text, &id).unwrap_or(text);
@@ -247,8 +310,8 @@ impl Run<'_> {
                 out = with_request_state(&out, state).unwrap_or(out);
             }
         }
+        self.live.request(&id, out);
         self.pending.insert(id, (exchange, Instant::now()));
-        self.queue(out.as_bytes());
     }
 
     fn send_raw(&mut self, msg: usize) {
@@ -256,36 +319,7 @@ impl Run<'_> {
             return;
         }
         if let Ok(bytes) = self.base.read_bytes(&self.base.msgs[msg]) {
-            self.queue(&bytes);
-        }
-    }
-
-    /// Tapes a client message and queues it for the server (see `out`).
-    fn queue(&mut self, bytes: &[u8]) {
-        let start = self.out.len();
-        self.out.extend_from_slice(bytes);
-        self.out.push(b'\n');
-        tape_client(self.tape, &self.out[start..]);
-        // Batches stay well under a pipe's capacity, so one write never holds the server's
-        // stdin much longer than a single message did.
-        if self.out.len() >= FLUSH_AT {
-            self.flush();
-        }
-    }
-
-    /// Writes the queued client messages to the server (their tape lines first).
-    fn flush(&mut self) {
-        if self.out.is_empty() {
-            return;
-        }
-        commit(self.tape);
-        let sent = write_stdin(self.stdin, &self.out);
-        self.out.clear();
-        if self.out.capacity() > OUT_KEEP {
-            self.out.shrink_to(OUT_KEEP);
-        }
-        if !sent {
-            self.server_gone();
+            self.live.notification(&bytes);
         }
     }
 
@@ -293,7 +327,9 @@ impl Run<'_> {
     fn wait_for(&mut self, cond: impl Fn(&Run<'_>) -> bool) {
         while !cond(self) {
             // About to wait: what is queued goes out first (an answer may depend on it).
-            self.flush();
+            if !self.live.flush() {
+                self.server_gone();
+            }
             if cond(self) {
                 return;
             }
@@ -303,7 +339,7 @@ impl Run<'_> {
             let next_deadline = self
                 .pending
                 .values()
-                .map(|(_, at)| *at + self.cfg.timeout)
+                .map(|(_, at)| *at + self.timeout)
                 .min();
             let event = match next_deadline {
                 Some(d) => self
@@ -325,20 +361,26 @@ impl Run<'_> {
                         }
                     }
                 }
+                Ok(Event::Failed(id, why)) => {
+                    if let Some((ex, _)) = self.pending.remove(&id) {
+                        self.done[ex] = true;
+                        self.missing.insert(ex, why);
+                    }
+                }
                 Ok(Event::Gone) | Err(mpsc::RecvTimeoutError::Disconnected) => self.server_gone(),
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     let now = Instant::now();
                     let expired: Vec<String> = self
                         .pending
                         .iter()
-                        .filter(|(_, (_, at))| *at + self.cfg.timeout <= now)
+                        .filter(|(_, (_, at))| *at + self.timeout <= now)
                         .map(|(id, _)| id.clone())
                         .collect();
                     for id in expired {
                         if let Some((ex, _)) = self.pending.remove(&id) {
                             self.done[ex] = true;
                             self.missing
-                                .insert(ex, format!("no answer within {:?}", self.cfg.timeout));
+                                .insert(ex, format!("no answer within {:?}", self.timeout));
                         }
                     }
                 }
@@ -379,6 +421,56 @@ impl Run<'_> {
     }
 }
 
+type SharedStdin = Arc<Mutex<Option<ChildStdin>>>;
+
+/// The stdio side: client messages taped and batched, written to the server's stdin when the
+/// driver is about to wait. Nothing is waited for between them, so what overlapped in the
+/// recording still overlaps, at one system call (and one server wake-up) per batch rather
+/// than per message.
+struct StdioLive {
+    tape: Recorder,
+    stdin: SharedStdin,
+    out: Vec<u8>,
+    /// Frames the batch for the tape (whole lines only).
+    framer: Framer,
+}
+
+impl StdioLive {
+    fn queue(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+        self.out.push(b'\n');
+        // Batches stay well under a pipe's capacity, so one write never holds the server's
+        // stdin much longer than a single message did.
+        if self.out.len() >= FLUSH_AT && !self.flush() {
+            // The next flush, before a wait, reports the server gone.
+        }
+    }
+}
+
+impl Live for StdioLive {
+    fn request(&mut self, _id: &str, text: String) {
+        self.queue(text.as_bytes());
+    }
+
+    fn notification(&mut self, text: &[u8]) {
+        self.queue(text);
+    }
+
+    fn flush(&mut self) -> bool {
+        if self.out.is_empty() {
+            return true;
+        }
+        // The batch's tape lines first, then the write.
+        self.tape.chunk(&mut self.framer, Dir::C2S, &self.out);
+        let sent = write_stdin(&self.stdin, &self.out);
+        self.out.clear();
+        if self.out.capacity() > OUT_KEEP {
+            self.out.shrink_to(OUT_KEEP);
+        }
+        sent
+    }
+}
+
 /// `params.requestState` replaced by `state` (raw JSON text).
 pub(crate) fn with_request_state(message: &str, state: &str) -> Option<String> {
     let obj: RawObject<'_> = serde_json::from_str(message).ok()?;
@@ -394,32 +486,12 @@ const FLUSH_AT: usize = 16 * 1024;
 const OUT_KEEP: usize = 1 << 20;
 
 /// Tapes a client message, then writes it to the server. False when the server's stdin is gone.
-fn write_client(tape: &SharedWriter, stdin: &SharedStdin, bytes: &[u8]) -> bool {
+fn write_client(tape: &Recorder, stdin: &SharedStdin, bytes: &[u8]) -> bool {
+    tape.message(Dir::C2S, bytes, None);
     let mut line = Vec::with_capacity(bytes.len() + 1);
     line.extend_from_slice(bytes);
     line.push(b'\n');
-    tape_client(tape, &line);
-    commit(tape);
     write_stdin(stdin, &line)
-}
-
-/// Puts a client line (with its newline) on the tape, not yet committed to the file.
-fn tape_client(tape: &SharedWriter, line: &[u8]) {
-    let mut guard = tape.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(w) = guard.as_mut() {
-        let mut framer = Framer::new(usize::MAX);
-        framer.push(line, |f| {
-            w.message(DEFAULT_SERVER, Dir::C2S, &f, Instant::now())
-        });
-    }
-}
-
-/// Writes the tape lines taken so far to the file.
-fn commit(tape: &SharedWriter) {
-    let mut guard = tape.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(w) = guard.as_mut() {
-        let _ = w.commit();
-    }
 }
 
 /// False when the server's stdin is gone.
@@ -491,23 +563,20 @@ impl RecordedAnswers {
 fn read_server(
     mut stdout: impl Read,
     max: usize,
-    tape: &SharedWriter,
+    tape: &Recorder,
     stdin: &SharedStdin,
     answers: &Mutex<RecordedAnswers>,
     events: &mpsc::Sender<Event>,
 ) {
+    // The tape's framer and the driver's see the same bytes: each read is taped whole
+    // (committed once), then its messages handled.
+    let mut taped = Framer::new(max);
     let mut framer = Framer::new(max);
     let mut buf = vec![0u8; 64 * 1024];
-    // The answers of one read go to the driver together, after the read's tape lines are
-    // committed: one hand-off per read rather than per answer.
+    // The answers of one read go to the driver together: one hand-off per read rather than
+    // per answer.
     let mut batch: Vec<(String, Option<Vec<u8>>)> = Vec::new();
     let handle = |frame: Frame<'_>, batch: &mut Vec<(String, Option<Vec<u8>>)>| {
-        {
-            let mut guard = tape.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(w) = guard.as_mut() {
-                w.message(DEFAULT_SERVER, Dir::S2C, &frame, Instant::now());
-            }
-        }
         let Frame::Line(line) = frame else { return };
         let c = classify(line.bytes);
         match (c.kind, c.id) {
@@ -516,27 +585,13 @@ fn read_server(
                 batch.push((id, bytes));
             }
             (Kind::Request, Some(id)) => {
-                let method = c.method.unwrap_or_default();
-                let params = params_of(line.bytes)
-                    .map(|p| canonical(&p))
-                    .unwrap_or_default();
-                let recorded = answers
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .take(&method, &params);
-                let reply = recorded
-                    .and_then(|text| with_id(&text, &id).ok())
-                    .unwrap_or_else(|| {
-                        let msg = serde_json::json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32601, "message": format!("mcptape check: the recording has no client answer to {method}")}});
-                        with_id(&msg.to_string(), &id).unwrap_or_default()
-                    });
+                let reply = recorded_reply(answers, line.bytes, &c.method.unwrap_or_default(), &id);
                 write_client(tape, stdin, reply.as_bytes());
             }
             _ => {}
         }
     };
     let deliver = |batch: &mut Vec<(String, Option<Vec<u8>>)>| {
-        commit(tape);
         if !batch.is_empty() {
             let _ = events.send(Event::Answers(std::mem::take(batch)));
         }
@@ -545,6 +600,7 @@ fn read_server(
         match stdout.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
+                tape.chunk(&mut taped, Dir::S2C, &buf[..n]);
                 framer.push(&buf[..n], |f| handle(f, &mut batch));
                 deliver(&mut batch);
             }
@@ -552,15 +608,39 @@ fn read_server(
             Err(_) => break,
         }
     }
+    tape.finish_framer(&mut taped, Dir::S2C);
     framer.finish(|f| handle(f, &mut batch));
     deliver(&mut batch);
     let _ = events.send(Event::Gone);
 }
 
+/// The client's recorded answer to a live server's request (its id made the server's), or an
+/// error saying the recording has none.
+pub(crate) fn recorded_reply(
+    answers: &Mutex<RecordedAnswers>,
+    request: &[u8],
+    method: &str,
+    id: &str,
+) -> String {
+    let params = params_of(request)
+        .map(|p| canonical(&p))
+        .unwrap_or_default();
+    let recorded = answers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take(method, &params);
+    recorded
+        .and_then(|text| with_id(&text, id).ok())
+        .unwrap_or_else(|| {
+            let msg = serde_json::json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32601, "message": format!("mcptape check: the recording has no client answer to {method}")}});
+            with_id(&msg.to_string(), id).unwrap_or_default()
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tape::ServerDecl;
+    use crate::tape::{ServerDecl, TapeWriter};
     use crate::wire::Line;
 
     #[test]
@@ -611,7 +691,7 @@ for line in sys.stdin:
             observed_tape: observed(base_path),
             max_message: 1 << 20,
             grace: Duration::from_secs(5),
-            redact: Default::default(),
+            write: Default::default(),
             filler: Default::default(),
         };
         drive_stdio(&base, &cfg).unwrap()
@@ -619,15 +699,8 @@ for line in sys.stdin:
 
     fn write_tape(path: &std::path::Path, msgs: &[(Dir, &str)]) {
         let mut w = TapeWriter::create(path, WriteOptions::default()).unwrap();
-        w.declare_server(ServerDecl {
-            server: DEFAULT_SERVER.into(),
-            transport: "stdio".into(),
-            command: Some(vec!["python3".into()]),
-            cwd: None,
-            url: None,
-            t_us: 0,
-        })
-        .unwrap();
+        w.declare_server(ServerDecl::stdio(DEFAULT_SERVER, vec!["python3".into()]))
+            .unwrap();
         for (dir, m) in msgs {
             let line = Line {
                 bytes: m.as_bytes(),

@@ -14,23 +14,46 @@ pub struct Fill {
     /// What markers it fills: a marker's rule (`openai-key`, `key:api_key`) or the key a
     /// marker's rule names (`api_key` fills `key:api_key`).
     pub name: String,
+    /// The real value (a secret: never printed, never taped).
     pub value: String,
 }
 
+/// A fill that cannot be used (exit 64).
 #[derive(Debug, thiserror::Error)]
 pub enum FillError {
+    /// Not `NAME=SOURCE` (the argument as given).
     #[error("--fill {0:?}: expected NAME=env:VAR or NAME=file:PATH")]
     Syntax(String),
+    /// The value itself was given instead of where to read it.
     #[error("--fill {name}: give the value as env:VAR or file:PATH, not on the command line (every user of the machine can read a process's arguments)")]
-    Literal { name: String },
+    Literal {
+        /// The fill's name.
+        name: String,
+    },
+    /// `env:VAR` names a variable that is not set (or not Unicode).
     #[error("--fill {name}: the environment variable {var} is not set")]
-    NoVar { name: String, var: String },
+    NoVar {
+        /// The fill's name.
+        name: String,
+        /// The variable.
+        var: String,
+    },
+    /// `file:PATH` could not be read.
     #[error("--fill {name}: reading {path}: {cause}")]
     File {
+        /// The fill's name.
         name: String,
+        /// The file, as given.
         path: String,
+        /// Why it could not be read.
         cause: std::io::Error,
     },
+}
+
+impl crate::exit::Coded for FillError {
+    fn exit_code(&self) -> i32 {
+        crate::exit::USAGE
+    }
 }
 
 impl Fill {
@@ -76,7 +99,7 @@ impl Fill {
 
 /// Puts fills into recorded requests, and remembers the markers it had no fill for.
 #[derive(Default)]
-pub struct Filler {
+pub(crate) struct Filler {
     fills: Vec<Fill>,
     unfilled: Mutex<BTreeSet<String>>,
 }
@@ -90,6 +113,7 @@ impl std::fmt::Debug for Filler {
 }
 
 impl Filler {
+    /// A filler with these fills; where two fill one marker, the first is used.
     pub fn new(fills: Vec<Fill>) -> Filler {
         Filler {
             fills,

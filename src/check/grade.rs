@@ -8,14 +8,16 @@
 use super::report::{CheckedExchange, Dimensions, Grade, Status};
 use crate::compare::ChangeKind;
 
-pub const WEIGHTS: Dimensions = Dimensions {
+/// Each dimension's weight in the score; they sum to 1.
+pub(crate) const WEIGHTS: Dimensions = Dimensions {
     responsiveness: 0.25,
     match_rate: 0.45,
     error_parity: 0.20,
     structural_stability: 0.10,
 };
 
-pub fn dimensions(exchanges: &[CheckedExchange]) -> Dimensions {
+/// The four dimensions over the graded exchanges; all 1.0 when there are none.
+pub(crate) fn dimensions(exchanges: &[CheckedExchange]) -> Dimensions {
     let n = exchanges.len();
     if n == 0 {
         return Dimensions {
@@ -55,7 +57,8 @@ pub fn dimensions(exchanges: &[CheckedExchange]) -> Dimensions {
     }
 }
 
-pub fn score(d: &Dimensions) -> f64 {
+/// The weighted score, 0–100, rounded to one decimal.
+pub(crate) fn score(d: &Dimensions) -> f64 {
     let s = 100.0
         * (WEIGHTS.responsiveness * d.responsiveness
             + WEIGHTS.match_rate * d.match_rate
@@ -65,7 +68,7 @@ pub fn score(d: &Dimensions) -> f64 {
 }
 
 /// The grade for a score, and whether the missing-response cap lowered it.
-pub fn grade(score: f64, any_missing: bool) -> (Grade, bool) {
+pub(crate) fn grade(score: f64, any_missing: bool) -> (Grade, bool) {
     let g = if score >= 90.0 {
         Grade::A
     } else if score >= 80.0 {

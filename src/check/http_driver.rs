@@ -3,194 +3,135 @@
 //! gave are sent back), answers are read as JSON or as an SSE stream, server requests arriving
 //! on a stream are answered with the client's recorded answers, and everything is taped.
 
-use super::driver::{plan, with_request_state, DriveOutcome, RecordedAnswers, Step};
-use crate::tape::index::params_of;
+use super::driver::{
+    drive, recorded_reply, DriveError, DriveOutcome, Event, Live, RecordedAnswers,
+};
+use crate::record::Recorder;
 use crate::tape::{ServerDecl, TapeIndex, TapeWriter, WriteOptions, DEFAULT_SERVER};
 use crate::transport::sse::SseParser;
-use crate::wire::canonical::canonical;
-use crate::wire::rewrite::with_id;
-use crate::wire::{classify, Dir, Frame, Kind, Line};
+use crate::wire::{classify, Dir, Kind};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
-use std::collections::HashMap;
-use std::io;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tokio::sync::Notify;
-
-#[derive(Debug, thiserror::Error)]
-pub enum HttpDriveError {
-    #[error("invalid server URL {url:?}: {why}")]
-    Url { url: String, why: String },
-    #[error("could not write the observed tape {}: {cause}", path.display())]
-    Tape { path: PathBuf, cause: io::Error },
-}
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
 
+/// The HTTP side of a check: each client message is a POST (the session id and protocol version
+/// the server gave are sent back), answers are read as JSON or as an SSE stream, server requests
+/// arriving on a stream are answered with the client's recorded answers.
 struct Ctx {
     url: Uri,
     client: HttpClient,
-    tape: Mutex<Option<TapeWriter>>,
+    tape: Recorder,
     session: Mutex<Option<String>>,
     protocol: Mutex<Option<String>>,
     answers: Mutex<RecordedAnswers>,
-    /// Per baseline exchange: answered (or given up on).
-    done: Mutex<Vec<bool>>,
-    missing: Mutex<HashMap<usize, String>>,
-    states: Mutex<HashMap<(String, Option<String>), String>>,
-    changed: Notify,
     unreachable: Mutex<Option<String>>,
-    timeout: Duration,
 }
 
-pub fn drive_http(
-    base: &TapeIndex,
+/// The driver's handle on the HTTP side: requests run as tasks on the runtime, each reporting
+/// its answer (or why there is none) to the driver.
+struct HttpLive {
+    ctx: Arc<Ctx>,
+    rt: tokio::runtime::Handle,
+    events: mpsc::Sender<Event>,
+}
+
+impl Live for HttpLive {
+    fn request(&mut self, id: &str, text: String) {
+        let (ctx, events, id) = (self.ctx.clone(), self.events.clone(), id.to_string());
+        self.rt.spawn(async move {
+            let event = match ctx.request(text).await {
+                Ok(answer) => Event::Answers(vec![(id, Some(answer))]),
+                Err(why) => Event::Failed(id, why),
+            };
+            let _ = events.send(event);
+        });
+    }
+
+    fn notification(&mut self, text: &[u8]) {
+        // In order: the driver's thread waits for the POST before going on.
+        let _ = self.rt.block_on(self.ctx.post(text.to_vec()));
+    }
+
+    fn flush(&mut self) -> bool {
+        true
+    }
+}
+
+/// Drives a running Streamable HTTP server at `url` with the baseline's client side, taping
+/// everything on `observed`.
+pub(crate) async fn drive_http(
+    base: Arc<TapeIndex>,
     url: &str,
     timeout: Duration,
     observed: &std::path::Path,
-    redact: &crate::redact::RedactConfig,
-    filler: &super::fill::Filler,
-) -> Result<DriveOutcome, HttpDriveError> {
+    write: WriteOptions,
+    filler: Arc<super::fill::Filler>,
+) -> Result<DriveOutcome, DriveError> {
     let uri: Uri = url
         .parse()
-        .map_err(|e: hyper::http::uri::InvalidUri| HttpDriveError::Url {
+        .map_err(|e: hyper::http::uri::InvalidUri| DriveError::Url {
             url: url.into(),
             why: e.to_string(),
         })?;
     if uri.scheme_str() != Some("http") {
-        return Err(HttpDriveError::Url {
+        return Err(DriveError::Url {
             url: url.into(),
             why: "only http:// URLs are supported".into(),
         });
     }
-    let tape_err = |cause| HttpDriveError::Tape {
+    let tape_err = |cause| DriveError::Tape {
         path: observed.to_path_buf(),
         cause,
     };
-    let mut writer = TapeWriter::create(
-        observed,
-        WriteOptions {
-            redactor: crate::redact::Redactor::for_config(redact),
-            signing_key: None,
-        },
-    )
-    .map_err(tape_err)?;
+    let mut writer = TapeWriter::create(observed, write).map_err(tape_err)?;
     writer
-        .declare_server(ServerDecl {
-            server: DEFAULT_SERVER.into(),
-            transport: "streamable_http".into(),
-            command: None,
-            cwd: None,
-            url: Some(url.into()),
-            t_us: 0,
-        })
-        .map_err(tape_err)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
+        .declare_server(ServerDecl::http(DEFAULT_SERVER, url.into()))
         .map_err(tape_err)?;
     let ctx = Arc::new(Ctx {
         url: uri,
         client: Client::builder(TokioExecutor::new()).build_http(),
-        tape: Mutex::new(Some(writer)),
+        tape: Recorder::new(writer, DEFAULT_SERVER),
         session: Mutex::new(None),
         protocol: Mutex::new(None),
-        answers: Mutex::new(RecordedAnswers::new(base)),
-        done: Mutex::new(vec![false; base.exchanges.len()]),
-        missing: Mutex::new(HashMap::new()),
-        states: Mutex::new(HashMap::new()),
-        changed: Notify::new(),
+        answers: Mutex::new(RecordedAnswers::new(&base)),
         unreachable: Mutex::new(None),
-        timeout,
     });
-    let steps = plan(base);
-    let mut by_answer: Vec<(usize, usize)> = base
-        .exchanges
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| e.response.map(|r| (r, i)))
-        .collect();
-    by_answer.sort_unstable();
-    rt.block_on(async {
-        let mut answered_before = 0;
-        let mut next_id = 1u64;
-        let mut tasks = tokio::task::JoinSet::new();
-        for step in steps {
-            let at = match step {
-                Step::Request { msg, .. } | Step::Notification { msg } => msg,
-            };
-            while answered_before < by_answer.len() && by_answer[answered_before].0 < at {
-                let ex = by_answer[answered_before].1;
-                ctx.wait_done(ex).await;
-                answered_before += 1;
-            }
-            let meta = &base.msgs[at];
-            let Ok(bytes) = base.read_bytes(meta) else {
-                continue;
-            };
-            let text = String::from_utf8_lossy(&bytes).into_owned();
-            match step {
-                Step::Request { exchange, .. } => {
-                    let text = filler.fill(&text);
-                    let id = next_id.to_string();
-                    next_id += 1;
-                    let mut out = with_id(&text, &id).unwrap_or(text);
-                    let key = (
-                        meta.method.clone().unwrap_or_default(),
-                        base.call_target(meta),
-                    );
-                    if let Some(state) = ctx.states.lock().expect("states").get(&key) {
-                        out = with_request_state(&out, state).unwrap_or(out);
-                    }
-                    let ctx = ctx.clone();
-                    tasks.spawn(async move {
-                        let result =
-                            tokio::time::timeout(ctx.timeout, ctx.clone().request(out, key)).await;
-                        let why = match result {
-                            Ok(Ok(())) => None,
-                            Ok(Err(why)) => Some(why),
-                            Err(_) => Some(format!("no answer within {:?}", ctx.timeout)),
-                        };
-                        if let Some(why) = why {
-                            ctx.missing.lock().expect("missing").insert(exchange, why);
-                        }
-                        ctx.done.lock().expect("done")[exchange] = true;
-                        ctx.changed.notify_waiters();
-                    });
-                }
-                Step::Notification { .. } => {
-                    let _ = ctx.post(text.into_bytes()).await;
-                }
-            }
+    // The driver's loop blocks on its events: on a thread of its own, the requests' tasks on
+    // the runtime.
+    // One event per request sent (its answer or failure): bounded by the baseline's requests.
+    let (events, inbox) = mpsc::channel::<Event>();
+    let mut live = HttpLive {
+        ctx: ctx.clone(),
+        rt: tokio::runtime::Handle::current(),
+        events,
+    };
+    let (missing, _) =
+        tokio::task::spawn_blocking(move || drive(&base, &mut live, inbox, timeout, &filler))
+            .await
+            .unwrap_or_default();
+    // End the session, as a client would.
+    let session = ctx.session.lock().expect("session").clone();
+    if let Some(sid) = session {
+        let req = Request::builder()
+            .method(Method::DELETE)
+            .uri(ctx.url.clone())
+            .header("mcp-session-id", sid)
+            .body(Full::new(Bytes::new()));
+        if let Ok(req) = req {
+            let _ = tokio::time::timeout(Duration::from_secs(5), ctx.client.request(req)).await;
         }
-        while tasks.join_next().await.is_some() {}
-        // End the session, as a client would.
-        let session = ctx.session.lock().expect("session").clone();
-        if let Some(sid) = session {
-            let req = Request::builder()
-                .method(Method::DELETE)
-                .uri(ctx.url.clone())
-                .header("mcp-session-id", sid)
-                .body(Full::new(Bytes::new()));
-            if let Ok(req) = req {
-                let _ = tokio::time::timeout(Duration::from_secs(5), ctx.client.request(req)).await;
-            }
-        }
-    });
-    drop(rt);
-    let writer = ctx.tape.lock().expect("tape").take().expect("taken once");
-    writer
-        .finish(None, Some("mcptape check finished".into()))
+    }
+    ctx.tape
+        .close(None, "mcptape check finished".into())
         .map_err(tape_err)?;
     let run_error = ctx.unreachable.lock().expect("unreachable").clone();
-    let missing = std::mem::take(&mut *ctx.missing.lock().expect("missing"));
     Ok(DriveOutcome {
         missing,
         run_error,
@@ -199,32 +140,9 @@ pub fn drive_http(
 }
 
 impl Ctx {
-    async fn wait_done(&self, ex: usize) {
-        loop {
-            let notified = self.changed.notified();
-            if self.done.lock().expect("done")[ex] {
-                return;
-            }
-            notified.await;
-        }
-    }
-
-    fn tape(&self, dir: Dir, bytes: &[u8]) {
-        let line = Line {
-            bytes,
-            crlf: false,
-            unterminated: false,
-            bom: false,
-        };
-        if let Some(w) = self.tape.lock().expect("tape").as_mut() {
-            w.message(DEFAULT_SERVER, dir, &Frame::Line(line), Instant::now());
-            let _ = w.commit();
-        }
-    }
-
     /// POSTs one client message; returns the HTTP response.
     async fn post(&self, body: Vec<u8>) -> Result<hyper::Response<hyper::body::Incoming>, String> {
-        self.tape(Dir::C2S, &body);
+        self.tape.message(Dir::C2S, &body, None);
         let mut req = Request::builder()
             .method(Method::POST)
             .uri(self.url.clone())
@@ -261,11 +179,7 @@ impl Ctx {
     }
 
     /// Sends a request and reads its answer, answering server requests on the way.
-    async fn request(
-        self: Arc<Self>,
-        message: String,
-        key: (String, Option<String>),
-    ) -> Result<(), String> {
+    async fn request(self: Arc<Self>, message: String) -> Result<Vec<u8>, String> {
         let resp = self.post(message.into_bytes()).await?;
         if let Some(sid) = resp
             .headers()
@@ -286,7 +200,7 @@ impl Ctx {
             if bytes.is_empty() {
                 return Err(format!("HTTP {status} with no answer"));
             }
-            self.tape(Dir::S2C, &bytes);
+            self.tape.message(Dir::S2C, &bytes, None);
             if !status.is_success() && classify(&bytes).id.is_none() {
                 // An HTTP-level refusal not tied to the request (id null): say what it was.
                 return Err(format!(
@@ -294,8 +208,8 @@ impl Ctx {
                     String::from_utf8_lossy(&bytes[..bytes.len().min(300)])
                 ));
             }
-            self.note(&bytes, &key);
-            return Ok(());
+            self.note(&bytes);
+            return Ok(bytes.to_vec());
         }
         let mut parser = SseParser::new(64 * 1024 * 1024);
         while let Some(frame) = body.frame().await {
@@ -311,24 +225,21 @@ impl Ctx {
                 else {
                     continue;
                 };
-                self.tape(Dir::S2C, payload.as_bytes());
+                self.tape.message(Dir::S2C, payload.as_bytes(), None);
                 let c = classify(payload.as_bytes());
                 match c.kind {
                     Kind::Response | Kind::Error => {
-                        self.note(payload.as_bytes(), &key);
-                        return Ok(());
+                        self.note(payload.as_bytes());
+                        return Ok(payload.into_bytes());
                     }
                     Kind::Request => {
-                        let method = c.method.unwrap_or_default();
-                        let params = params_of(payload.as_bytes())
-                            .map(|p| canonical(&p))
-                            .unwrap_or_default();
                         let id = c.id.unwrap_or_else(|| "null".into());
-                        let recorded = self.answers.lock().expect("answers").take(&method, &params);
-                        let reply = recorded.and_then(|t| with_id(&t, &id).ok()).unwrap_or_else(|| {
-                            let msg = serde_json::json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32601, "message": format!("mcptape check: the recording has no client answer to {method}")}});
-                            with_id(&msg.to_string(), &id).unwrap_or_default()
-                        });
+                        let reply = recorded_reply(
+                            &self.answers,
+                            payload.as_bytes(),
+                            &c.method.unwrap_or_default(),
+                            &id,
+                        );
                         let _ = self.post(reply.into_bytes()).await;
                     }
                     _ => {}
@@ -338,22 +249,13 @@ impl Ctx {
         Err("the SSE stream ended without an answer".into())
     }
 
-    /// Learns from an answer: the protocol version (from initialize) and a multi-round-trip state.
-    fn note(&self, bytes: &[u8], key: &(String, Option<String>)) {
+    /// Learns the protocol version `initialize` agreed on, for the later requests' header.
+    fn note(&self, bytes: &[u8]) {
         let Ok(v) = serde_json::from_slice::<Value>(bytes) else {
             return;
         };
-        let result = &v["result"];
-        if let Some(p) = result.get("protocolVersion").and_then(Value::as_str) {
+        if let Some(p) = v["result"].get("protocolVersion").and_then(Value::as_str) {
             *self.protocol.lock().expect("protocol") = Some(p.to_string());
-        }
-        if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
-            if let Some(state) = result.get("requestState") {
-                self.states
-                    .lock()
-                    .expect("states")
-                    .insert(key.clone(), canonical(state));
-            }
         }
     }
 }

@@ -10,52 +10,108 @@ pub mod report;
 pub use report::{CheckReport, CheckedExchange, Gate, Grade, LatencyRule, Status};
 
 use crate::compare::{compare_tapes, Change, ChangeKind, Normalizer, Outcome};
-use crate::record::shell_words;
-use crate::tape::{TapeError, TapeIndex};
+use crate::tape::{TapeError, TapeIndex, WriteOptions};
+use crate::transport::stdio::shell_words;
 use driver::{drive_stdio, DriveConfig, DriveError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// What `check` needs.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct CheckConfig {
+    /// The baseline tape.
     pub tape: PathBuf,
     /// The server to start (stdio)…
     pub command: Vec<String>,
     /// …or the URL of a running Streamable HTTP server.
     pub url: Option<String>,
+    /// How long each request may take before it counts as a missing response.
     pub timeout: Duration,
+    /// What is masked and how answers compare.
     pub normalizer: Normalizer,
+    /// Flag exchanges whose latency grew past a factor.
     pub latency: Option<LatencyRule>,
+    /// Fail when the grade is worse than this.
     pub min_grade: Option<Grade>,
+    /// Fail on any regression.
     pub fail_on_regression: bool,
     /// Keep the observed session as the new baseline (the old one kept as a backup).
     pub update: bool,
+    /// Largest message kept whole, in bytes.
     pub max_message: usize,
+    /// How long a stdio server has to exit once its stdin is closed.
     pub grace: Duration,
+    /// The redaction rules of the observed tape (the fills' values are added to them, so a
+    /// server echoing one does not put it on the tape).
     pub redact: crate::redact::RedactConfig,
     /// `--fill NAME=env:VAR`: real values for redacted arguments, for the live calls only.
     pub fills: Vec<fill::Fill>,
 }
 
+impl CheckConfig {
+    /// A configuration with the defaults: a 30 s timeout, automatic masks, any regression
+    /// fails, the built-in redaction rules for the observed tape.
+    pub fn new(tape: PathBuf, command: Vec<String>) -> CheckConfig {
+        CheckConfig {
+            tape,
+            command,
+            url: None,
+            timeout: Duration::from_secs(30),
+            normalizer: Normalizer::default(),
+            latency: None,
+            min_grade: None,
+            fail_on_regression: true,
+            update: false,
+            max_message: crate::wire::DEFAULT_MAX_MESSAGE,
+            grace: Duration::from_secs(5),
+            redact: crate::redact::RedactConfig::defaults(),
+            fills: Vec::new(),
+        }
+    }
+}
+
+/// Why a check could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
+    /// The baseline could not be read.
     #[error(transparent)]
     Tape(#[from] TapeError),
+    /// The server could not be driven.
     #[error(transparent)]
     Drive(#[from] DriveError),
+    /// The redaction rules do not compile.
     #[error(transparent)]
-    HttpDrive(#[from] http_driver::HttpDriveError),
-    #[error("updating the baseline {}: {cause}", path.display())]
+    Rules(#[from] crate::redact::RuleError),
+    /// `--update` could not replace the baseline (exit 74).
+    #[error("updating the baseline {}", path.display())]
     Update {
+        /// The baseline.
         path: PathBuf,
+        /// Why.
+        #[source]
         cause: std::io::Error,
     },
 }
 
-pub fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError> {
+impl crate::exit::Coded for CheckError {
+    fn exit_code(&self) -> i32 {
+        match self {
+            CheckError::Tape(t) => t.exit_code(),
+            CheckError::Drive(d) => d.exit_code(),
+            CheckError::Rules(r) => r.exit_code(),
+            CheckError::Update { .. } => crate::exit::IO_ERR,
+        }
+    }
+}
+
+/// Replays the baseline's client side against the live server and grades its answers; also
+/// returns warnings for humans (a torn baseline, markers sent unfilled).
+pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError> {
     let started = Instant::now();
-    let base = TapeIndex::load(&cfg.tape, None)?;
+    let base = Arc::new(TapeIndex::load(&cfg.tape, None)?);
     let warnings: Vec<String> = base
         .warnings
         .iter()
@@ -69,24 +125,45 @@ pub fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     ));
-    let filler = std::sync::Arc::new(fill::Filler::new(cfg.fills.clone()));
-    // The filled values are secrets on the observed tape too (a server may echo them).
-    let mut redact = cfg.redact.clone();
-    redact.literals.extend(filler.literals());
-    let drive = DriveConfig {
-        command: cfg.command.clone(),
-        timeout: cfg.timeout,
-        observed_tape: observed_path.clone(),
-        max_message: cfg.max_message,
-        grace: cfg.grace,
-        redact: redact.clone(),
-        filler: filler.clone(),
+    let filler = Arc::new(fill::Filler::new(cfg.fills.clone()));
+    let mut rules = cfg.redact.clone();
+    rules.literals.extend(filler.literals());
+    let write = WriteOptions {
+        redactor: Some(Arc::new(crate::redact::Redactor::new(&rules)?)),
+        signing_key: None,
     };
     let outcome = match &cfg.url {
         Some(url) => {
-            http_driver::drive_http(&base, url, cfg.timeout, &observed_path, &redact, &filler)?
+            http_driver::drive_http(
+                base.clone(),
+                url,
+                cfg.timeout,
+                &observed_path,
+                write,
+                filler.clone(),
+            )
+            .await?
         }
-        None => drive_stdio(&base, &drive)?,
+        None => {
+            let drive = DriveConfig {
+                command: cfg.command.clone(),
+                timeout: cfg.timeout,
+                observed_tape: observed_path.clone(),
+                max_message: cfg.max_message,
+                grace: cfg.grace,
+                write,
+                filler: filler.clone(),
+            };
+            // The stdio driver's loop blocks on its pipes: on a thread of its own.
+            let base = base.clone();
+            tokio::task::spawn_blocking(move || drive_stdio(&base, &drive))
+                .await
+                .map_err(|e| std::io::Error::other(format!("the check driver stopped: {e}")))
+                .map_err(|cause| DriveError::Tape {
+                    path: observed_path.clone(),
+                    cause,
+                })??
+        }
     };
     let mut warnings = warnings;
     for rule in filler.unfilled() {
@@ -98,61 +175,12 @@ pub fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError
     let observed = TapeIndex::load_own(&observed_path)?;
     let cmp = compare_tapes(&base, &observed, &cfg.normalizer);
 
-    let mut exchanges = Vec::with_capacity(cmp.exchanges.len());
-    for (i, e) in cmp.exchanges.into_iter().enumerate() {
-        // A request that timed out is missing whatever arrived after the deadline.
-        // (Unless the recording had no answer either: then silence is what was recorded.)
-        let late = outcome.missing.contains_key(&i)
-            && e.latency_us.is_some()
-            && matches!(e.outcome, Outcome::Same | Outcome::Changed);
-        let (status, changes, detail) = match e.outcome {
-            Outcome::Same if !late => (Status::Pass, Vec::new(), None),
-            Outcome::Changed if !late => (Status::Regression, e.changes, None),
-            _ => {
-                let detail = outcome
-                    .missing
-                    .get(&i)
-                    .cloned()
-                    .unwrap_or_else(|| "no answer".into());
-                let change = Change {
-                    kind: ChangeKind::MissingResponse,
-                    path: "$".into(),
-                    recorded: None,
-                    observed: None,
-                };
-                (Status::Missing, vec![change], Some(detail))
-            }
-        };
-        let slower = match (&cfg.latency, e.latency_us, e.other_latency_us) {
-            (Some(rule), Some(rec), Some(obs)) => {
-                obs as f64 > rule.factor * rec as f64
-                    && (obs as f64 - rec as f64) / 1000.0 > rule.floor_ms
-            }
-            _ => false,
-        };
-        exchanges.push(CheckedExchange {
-            exchange: e.exchange,
-            status,
-            changes,
-            detail,
-            recorded_latency_us: e.latency_us,
-            observed_latency_us: e.other_latency_us,
-            slower,
-        });
-    }
+    let exchanges = checked_exchanges(cmp.exchanges, &outcome.missing, cfg.latency.as_ref());
     let dims = grade::dimensions(&exchanges);
     let score = grade::score(&dims);
     let any_missing = exchanges.iter().any(|e| e.status == Status::Missing);
     let (grade, capped) = grade::grade(score, any_missing);
-    let mut regressions: BTreeMap<ChangeKind, usize> = BTreeMap::new();
-    for e in &exchanges {
-        let mut kinds: Vec<ChangeKind> = e.changes.iter().map(|c| c.kind).collect();
-        kinds.sort();
-        kinds.dedup();
-        for k in kinds {
-            *regressions.entry(k).or_default() += 1;
-        }
-    }
+    let regressions = regression_counts(&exchanges);
     let failing = exchanges.iter().any(|e| e.status != Status::Pass);
     let passed =
         !(cfg.fail_on_regression && failing) && cfg.min_grade.is_none_or(|min| grade <= min);
@@ -187,6 +215,71 @@ pub fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError
     }
     let _ = std::fs::remove_file(&observed_path);
     Ok((report, warnings))
+}
+
+/// Each compared exchange with its status: the same, a regression, or missing (no answer, or
+/// one that came after the deadline), and whether it was slower than the latency rule allows.
+fn checked_exchanges(
+    compared: Vec<crate::compare::ExchangeComparison>,
+    missing: &std::collections::HashMap<usize, String>,
+    latency: Option<&LatencyRule>,
+) -> Vec<CheckedExchange> {
+    let mut out = Vec::with_capacity(compared.len());
+    for (i, e) in compared.into_iter().enumerate() {
+        // A request that timed out is missing whatever arrived after the deadline.
+        // (Unless the recording had no answer either: then silence is what was recorded.)
+        let late = missing.contains_key(&i)
+            && e.latency_us.is_some()
+            && matches!(e.outcome, Outcome::Same | Outcome::Changed);
+        let (status, changes, detail) = match e.outcome {
+            Outcome::Same if !late => (Status::Pass, Vec::new(), None),
+            Outcome::Changed if !late => (Status::Regression, e.changes, None),
+            _ => {
+                let detail = missing
+                    .get(&i)
+                    .cloned()
+                    .unwrap_or_else(|| "no answer".into());
+                let change = Change {
+                    kind: ChangeKind::MissingResponse,
+                    path: "$".into(),
+                    recorded: None,
+                    observed: None,
+                };
+                (Status::Missing, vec![change], Some(detail))
+            }
+        };
+        let slower = match (latency, e.latency_us, e.other_latency_us) {
+            (Some(rule), Some(rec), Some(obs)) => {
+                obs as f64 > rule.factor * rec as f64
+                    && (obs as f64 - rec as f64) / 1000.0 > rule.floor_ms
+            }
+            _ => false,
+        };
+        out.push(CheckedExchange {
+            exchange: e.exchange,
+            status,
+            changes,
+            detail,
+            recorded_latency_us: e.latency_us,
+            observed_latency_us: e.other_latency_us,
+            slower,
+        });
+    }
+    out
+}
+
+/// How many exchanges show each kind of change (an exchange counts once per kind).
+fn regression_counts(exchanges: &[CheckedExchange]) -> BTreeMap<ChangeKind, usize> {
+    let mut regressions: BTreeMap<ChangeKind, usize> = BTreeMap::new();
+    for e in exchanges {
+        let mut kinds: Vec<ChangeKind> = e.changes.iter().map(|c| c.kind).collect();
+        kinds.sort();
+        kinds.dedup();
+        for k in kinds {
+            *regressions.entry(k).or_default() += 1;
+        }
+    }
+    regressions
 }
 
 /// Keeps the old baseline as `<tape>.bak` and puts the observed session in its place

@@ -7,16 +7,24 @@ use crate::tape::ExitInfo;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// A check's grade, best first: `A < F` in the ordering, so `grade <= min` means at least as
+/// good as `min`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Grade {
+    /// Score 90 or more.
     A,
+    /// Score 80 or more.
     B,
+    /// Score 70 or more.
     C,
+    /// Score 60 or more, or any better score with a missing response.
     D,
+    /// Score under 60.
     F,
 }
 
 impl Grade {
+    /// The grade's letter.
     pub fn as_str(self) -> &'static str {
         match self {
             Grade::A => "A",
@@ -56,10 +64,13 @@ pub struct Dimensions {
     pub structural_stability: f64,
 }
 
+/// How one recorded exchange fared against the live server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
+    /// Answered as recorded, after normalization.
     Pass,
+    /// Answered, but differently (see the changes).
     Regression,
     /// No answer: timeout, crash, or never sent because the server was gone.
     Missing,
@@ -67,16 +78,23 @@ pub enum Status {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// One recorded exchange, checked.
 pub struct CheckedExchange {
+    /// The recorded request.
     pub exchange: ExchangeRef,
+    /// How it fared.
     pub status: Status,
+    /// What differs from the recorded answer (a missing answer is one `missing-response`);
+    /// empty when it passed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<Change>,
     /// Why an answer is missing ("no answer within 30s", "the server exited with code 1").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// Request-to-answer time in the recording, microseconds; None when it was not answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recorded_latency_us: Option<u64>,
+    /// Request-to-answer time of the live server, microseconds; None when it did not answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_latency_us: Option<u64>,
     /// Latency grew past the `--compare-latency` factor and floor.
@@ -86,20 +104,30 @@ pub struct CheckedExchange {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// When an answer counts as slower (`--compare-latency`): over `factor` times the recorded
+/// latency and more than `floor_ms` later, both.
 pub struct LatencyRule {
+    /// How many times the recorded latency the observed one must exceed.
     pub factor: f64,
+    /// How many milliseconds more than recorded it must take at least, so that fast calls'
+    /// jitter is not flagged.
     pub floor_ms: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// The pass/fail rule of the run and its outcome (exit 0 or 1).
 pub struct Gate {
+    /// The worst grade that passes; None: any grade does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_grade: Option<Grade>,
+    /// Any regression or missing answer fails the gate, whatever the grade.
     pub fail_on_regression: bool,
+    /// The gate passed.
     pub passed: bool,
 }
 
+/// Everything `check` found: the grade, each exchange, and the gate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckReport {
@@ -107,32 +135,40 @@ pub struct CheckReport {
     pub tape: String,
     /// The server checked (command line or URL).
     pub server: String,
+    /// The grade the score earned (after the missing-response cap).
     pub grade: Grade,
     /// 0–100, one decimal.
     pub score: f64,
     /// A missing response capped the grade at D.
     pub capped: bool,
+    /// The four dimensions the score is made of.
     pub dimensions: Dimensions,
     /// Every recorded client request, in recorded order.
     pub exchanges: Vec<CheckedExchange>,
     /// Regressions by kind (`value-change`: 2, …); an exchange counts once per kind.
     pub regressions: BTreeMap<ChangeKind, usize>,
+    /// How the tools listed changed from the recording to the live server.
     pub tool_surface: Vec<ToolChange>,
+    /// The latency rule applied; None without `--compare-latency`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyRule>,
+    /// Whether the run passes.
     pub gate: Gate,
     /// Something that stopped the run from completing (the server crashed, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_error: Option<String>,
+    /// How the server process ended, when it was a process that ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_exit: Option<ExitInfo>,
     /// With `--update`: where the previous baseline was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_backup: Option<String>,
+    /// Wall-clock time of the whole check, milliseconds.
     pub duration_ms: u64,
 }
 
 impl CheckReport {
+    /// Exchanges that did not pass (regressions and missing answers).
     pub fn regression_count(&self) -> usize {
         self.exchanges
             .iter()

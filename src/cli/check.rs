@@ -131,28 +131,24 @@ pub fn run(a: Args) -> Result<i32> {
     for f in &a.fill {
         fills.push(mcptape::check::fill::Fill::parse(f).map_err(usage)?);
     }
-    let cfg = CheckConfig {
-        tape,
-        command: a.command,
-        url: a.url,
-        timeout: a.timeout,
-        normalizer: a.norm.normalizer()?,
-        latency: a.compare_latency.map(|factor| LatencyRule {
-            factor,
-            floor_ms: a.latency_floor,
-        }),
-        min_grade: a.min_grade,
-        // With no gate named, regressions fail the check: CI should not pass a drifting build.
-        fail_on_regression: a.fail_on_regression || a.min_grade.is_none(),
-        update: a.update,
-        max_message: a.max_message,
-        grace: Duration::from_secs(5),
-        redact: a.redact.config()?,
-        fills,
-    };
-    let (report, warnings) = check(&cfg)?;
+    let mut cfg = CheckConfig::new(tape, a.command);
+    cfg.url = a.url;
+    cfg.timeout = a.timeout;
+    cfg.normalizer = a.norm.normalizer()?;
+    cfg.latency = a.compare_latency.map(|factor| LatencyRule {
+        factor,
+        floor_ms: a.latency_floor,
+    });
+    cfg.min_grade = a.min_grade;
+    // With no gate named, regressions fail the check: CI should not pass a drifting build.
+    cfg.fail_on_regression = a.fail_on_regression || a.min_grade.is_none();
+    cfg.update = a.update;
+    cfg.max_message = a.max_message;
+    cfg.redact = a.redact.config()?;
+    cfg.fills = fills;
+    let (report, warnings) = super::runtime::multi()?.block_on(check(&cfg))?;
     for w in warnings {
-        mcptape::diag!("mcptape: warning: {w}");
+        crate::diag!("mcptape: warning: {w}");
     }
     let json_to_stdout = a.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let console_is_tty = if json_to_stdout {
@@ -163,7 +159,7 @@ pub fn run(a: Args) -> Result<i32> {
     let console =
         mcptape::report::check_console(&report, mcptape::report::use_color(console_is_tty));
     if json_to_stdout {
-        mcptape::diag!("{}", console.trim_end());
+        crate::diag!("{}", console.trim_end());
         super::stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
         super::stdout(&console)?;

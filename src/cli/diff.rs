@@ -39,7 +39,7 @@ pub fn run(a: Args) -> Result<i32> {
     let norm: Normalizer = a.norm.normalizer()?;
     let (report, warnings) = mcptape::diff::diff(&pa, &pb, &norm)?;
     for w in warnings {
-        mcptape::diag!("mcptape: warning: {w}");
+        crate::diag!("mcptape: warning: {w}");
     }
     let text = match a.format {
         Format::Text => {

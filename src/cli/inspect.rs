@@ -31,13 +31,13 @@ pub fn ls(a: LsArgs) -> Result<i32> {
     for r in inspect::ls()? {
         match r {
             Ok(row) => rows.push(row),
-            Err(e) => mcptape::diag!("mcptape: skipping: {e}"),
+            Err(e) => crate::diag!("mcptape: skipping: {e}"),
         }
     }
     if a.json {
         super::stdout(&format!("{}\n", serde_json::to_string_pretty(&rows)?))?;
     } else if rows.is_empty() {
-        mcptape::diag!("no tapes in {}", store::tapes_dir().display());
+        crate::diag!("no tapes in {}", store::tapes_dir().display());
     } else {
         super::stdout(&inspect::ls_table(&rows))?;
     }

@@ -91,7 +91,7 @@ pub fn redact(a: RedactCmdArgs) -> Result<i32> {
         .backup
         .map(|b| format!("; the original is kept as {b}"))
         .unwrap_or_default();
-    mcptape::diag!(
+    crate::diag!(
         "mcptape: redacted {} of {} messages; wrote {} with a fresh hash chain{backup}",
         out.redacted,
         out.messages,

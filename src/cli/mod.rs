@@ -7,10 +7,10 @@ mod inspect;
 mod integrity;
 mod play;
 mod record;
+mod runtime;
 
 use clap::{Parser, Subcommand};
 use mcptape::exit;
-use mcptape::tape::TapeError;
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -21,7 +21,7 @@ Exit codes:
   64  usage error
   65  malformed tape, or a tape from a newer format version
   66  tape not found
-  69  the server could not be started
+  69  the server could not be started, or a listener could not listen
   70  internal error (a bug)
   74  I/O error (writing the tape…)
   record exits with the server's own exit code (128+N when a signal N ended it).";
@@ -85,96 +85,26 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            mcptape::diag!("mcptape: error: {e:#}");
+            crate::diag!("mcptape: error: {e:#}");
             code_for(&e)
         }
     }
 }
 
-/// Exit code for an error that stopped a command.
+/// Exit code for an error that stopped a command: the library's errors know their own; a usage
+/// problem found by the binary is 64.
 fn code_for(e: &anyhow::Error) -> i32 {
-    use mcptape::check::driver::DriveError;
-    use mcptape::check::CheckError;
-    use mcptape::record::RecordError;
-    let tape_code = |t: &TapeError| match t {
-        TapeError::NotFound { .. } => exit::NO_INPUT,
-        TapeError::Io { .. } => exit::IO_ERR,
-        _ => exit::DATA_ERR,
-    };
-    let drive_code = |d: &DriveError| match d {
-        DriveError::Spawn { .. } => exit::UNAVAILABLE,
-        DriveError::Tape { .. } => exit::IO_ERR,
-    };
-    for cause in e.chain() {
-        if let Some(t) = cause.downcast_ref::<TapeError>() {
-            return tape_code(t);
-        }
-        if let Some(c) = cause.downcast_ref::<CheckError>() {
-            return match c {
-                CheckError::Tape(t) => tape_code(t),
-                CheckError::Drive(d) => drive_code(d),
-                CheckError::HttpDrive(mcptape::check::http_driver::HttpDriveError::Url {
-                    ..
-                }) => exit::USAGE,
-                CheckError::HttpDrive(_) => exit::IO_ERR,
-                CheckError::Update { .. } => exit::IO_ERR,
-            };
-        }
-        if let Some(d) = cause.downcast_ref::<DriveError>() {
-            return drive_code(d);
-        }
-        if let Some(r) = cause.downcast_ref::<mcptape::integrity::RedactError>() {
-            return match r {
-                mcptape::integrity::RedactError::Tape(t) => tape_code(t),
-                mcptape::integrity::RedactError::Write { .. } => exit::IO_ERR,
-            };
-        }
-        if cause.downcast_ref::<mcptape::redact::RuleError>().is_some() {
-            return exit::USAGE;
-        }
-        if let Some(h) = cause.downcast_ref::<mcptape::record::http::HttpRecordError>() {
-            use mcptape::record::http::HttpRecordError as H;
-            return match h {
-                H::Upstream { .. } => exit::USAGE,
-                H::Listen { .. } => exit::UNAVAILABLE,
-                H::Tape { .. } => exit::IO_ERR,
-            };
-        }
-        if let Some(b) = cause.downcast_ref::<mcptape::record::bridge::BridgeError>() {
-            use mcptape::record::bridge::BridgeError as B;
-            return match b {
-                B::Spawn { .. } | B::Listen { .. } => exit::UNAVAILABLE,
-                B::Tape { .. } => exit::IO_ERR,
-            };
-        }
-        if let Some(r) = cause.downcast_ref::<RecordError>() {
-            return match r {
-                RecordError::Spawn { .. } => exit::UNAVAILABLE,
-                RecordError::Tape { .. } => exit::IO_ERR,
-                _ => exit::SOFTWARE,
-            };
-        }
-        if cause
-            .downcast_ref::<mcptape::tape::store::NameError>()
-            .is_some()
-            || cause
-                .downcast_ref::<mcptape::compare::normalize::PathError>()
-                .is_some()
-            || cause.downcast_ref::<UsageError>().is_some()
-        {
-            return exit::USAGE;
-        }
-        if cause.downcast_ref::<std::io::Error>().is_some() {
-            return exit::IO_ERR;
-        }
+    if e.chain().any(|c| c.downcast_ref::<UsageError>().is_some()) {
+        return exit::USAGE;
     }
-    exit::SOFTWARE
+    let root: &(dyn std::error::Error + 'static) = e.as_ref();
+    mcptape::errors::exit_code(root)
 }
 
 /// Prints tape warnings (torn last line, not closed) once, on stderr.
 fn warn_tape(path: &std::path::Path, warnings: &[mcptape::tape::Warning]) {
     for w in warnings {
-        mcptape::diag!("mcptape: warning: {}: {w}", path.display());
+        crate::diag!("mcptape: warning: {}: {w}", path.display());
     }
 }
 
@@ -220,15 +150,32 @@ pub struct RedactArgs {
 impl RedactArgs {
     /// The validated redaction rules.
     pub fn config(&self) -> anyhow::Result<mcptape::redact::RedactConfig> {
+        let cfg = self.rules()?;
+        self.build(&cfg)?;
+        Ok(cfg)
+    }
+
+    /// The redactor, built once for the whole command.
+    pub fn redactor(&self) -> anyhow::Result<mcptape::redact::Redactor> {
+        self.build(&self.rules()?)
+    }
+
+    fn rules(&self) -> anyhow::Result<mcptape::redact::RedactConfig> {
         let project = mcptape::config::load().map_err(|e| UsageError(e.to_string()))?;
-        let cfg = project.redaction(self.no_default_redaction, &self.rules);
-        mcptape::redact::Redactor::new(&cfg).map_err(|e| {
+        Ok(project.redaction(self.no_default_redaction, &self.rules))
+    }
+
+    fn build(
+        &self,
+        cfg: &mcptape::redact::RedactConfig,
+    ) -> anyhow::Result<mcptape::redact::Redactor> {
+        mcptape::redact::Redactor::new(cfg).map_err(|e| {
             UsageError(format!(
                 "{e} (rules come from --redact and {})",
                 mcptape::config::path().display()
             ))
-        })?;
-        Ok(cfg)
+            .into()
+        })
     }
 }
 

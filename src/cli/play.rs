@@ -2,8 +2,6 @@ use anyhow::Result;
 use mcptape::play::{serve, ServeOptions};
 use mcptape::tape::{store, TapeIndex};
 use mcptape::wire::DEFAULT_MAX_MESSAGE;
-use std::mem::ManuallyDrop;
-use std::os::fd::FromRawFd;
 use std::time::Duration;
 
 /// Serve a tape as the MCP server over stdio: no server process, no side effects.
@@ -41,6 +39,9 @@ pub struct Args {
         requires = "listen"
     )]
     transport: Transport,
+    /// With --listen: client connections served at once; past it a new connection gets 503.
+    #[arg(long, value_name = "N", default_value_t = mcptape::transport::http::MAX_CONNECTIONS, requires = "listen")]
+    max_connections: usize,
     /// Largest client message accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
     max_message: usize,
@@ -63,42 +64,41 @@ pub fn run(a: Args) -> Result<i32> {
             });
         }
     }
-    let opts = ServeOptions {
-        lenient: a.lenient,
-        max_message: a.max_message,
-        answer_timeout: a.answer_timeout,
-        // Explanations quote what the client asked: with the project's redaction rules applied.
-        display_rules: mcptape::config::load()
-            .map_err(|e| super::UsageError(e.to_string()))?
-            .redaction(false, &[]),
-    };
+    // Explanations quote what the client asked: with the project's redaction rules applied.
+    let rules = mcptape::config::load()
+        .map_err(|e| super::UsageError(e.to_string()))?
+        .redaction(false, &[]);
+    let display = std::sync::Arc::new(mcptape::redact::Redactor::new(&rules)?);
+    let mut opts = ServeOptions::with_display(Some(display));
+    opts.lenient = a.lenient;
+    opts.max_message = a.max_message;
+    opts.answer_timeout = a.answer_timeout;
+    opts.max_connections = a.max_connections;
     let report = match a.listen {
         Some(addr) => {
             if !addr.ip().is_loopback() {
-                mcptape::diag!(
+                crate::diag!(
                     "mcptape: WARNING: listening on {addr}, reachable from other machines"
                 );
             }
-            mcptape::play::http::serve_http(
-                index,
-                opts,
-                addr,
-                a.transport == Transport::Sse,
-                |url| {
-                    let _ = super::stdout(&format!("{url}\n"));
-                    mcptape::diag!(
-                        "mcptape play: serving {} at {url}; Ctrl-C to stop",
-                        path.display()
-                    );
-                },
-            )
-            .map_err(|e| super::UsageError(format!("could not listen on {addr}: {e}")))?
+            let on_ready = |url: &str| {
+                let _ = super::stdout(&format!("{url}\n"));
+                crate::diag!(
+                    "mcptape play: serving {} at {url}; Ctrl-C to stop",
+                    path.display()
+                );
+            };
+            let legacy = a.transport == Transport::Sse;
+            super::runtime::multi()?.block_on(async {
+                let stop = super::runtime::stop_signal()?;
+                mcptape::play::http::serve_http(index, opts, addr, legacy, stop, on_ready)
+                    .await
+                    .map_err(anyhow::Error::from)
+            })?
         }
         None => {
-            // SAFETY: fds 0 and 1 are ours for the whole process; ManuallyDrop never closes them.
-            let stdin = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
-            let stdout = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
-            serve(index, opts, FdIo(stdin), FdIo(stdout))
+            let (stdin, stdout) = super::runtime::stdio();
+            super::runtime::single()?.block_on(serve(index, opts, stdin, stdout))
         }
     };
 
@@ -113,6 +113,12 @@ pub fn run(a: Args) -> Result<i32> {
     if report.unanswered > 0 {
         summary.push_str(&format!(", unanswered on the tape {}", report.unanswered));
     }
+    if report.dropped > 0 {
+        summary.push_str(&format!(
+            ", {} messages for a GET stream no client opened not delivered",
+            report.dropped
+        ));
+    }
     if report.rejected > 0 {
         summary.push_str(&format!(
             ", rejected {} unusable client lines",
@@ -121,17 +127,17 @@ pub fn run(a: Args) -> Result<i32> {
     }
     if report.unused.is_empty() {
         summary.push_str("; every recorded exchange was used");
-        mcptape::diag!("{summary}");
+        crate::diag!("{summary}");
     } else {
-        mcptape::diag!(
+        crate::diag!(
             "{summary}; {} recorded exchanges never used:",
             report.unused.len()
         );
         for u in report.unused.iter().take(20) {
-            mcptape::diag!("  tape line {:>5}  {}", u.line, u.what);
+            crate::diag!("  tape line {:>5}  {}", u.line, u.what);
         }
         if report.unused.len() > 20 {
-            mcptape::diag!("  … and {} more", report.unused.len() - 20);
+            crate::diag!("  … and {} more", report.unused.len() - 20);
         }
     }
     Ok(
@@ -141,24 +147,6 @@ pub fn run(a: Args) -> Result<i32> {
             mcptape::exit::OK
         },
     )
-}
-
-/// Raw fd I/O without std's stdin buffering or stdout line buffering.
-struct FdIo(ManuallyDrop<std::fs::File>);
-
-impl std::io::Read for FdIo {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        std::io::Read::read(&mut *self.0, buf)
-    }
-}
-
-impl std::io::Write for FdIo {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        std::io::Write::write(&mut *self.0, buf)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

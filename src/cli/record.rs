@@ -1,6 +1,6 @@
 use anyhow::Result;
 use mcptape::record::{record_stdio, RecordConfig};
-use mcptape::tape::{store, DEFAULT_SERVER};
+use mcptape::tape::{store, WriteOptions};
 use mcptape::wire::DEFAULT_MAX_MESSAGE;
 use std::time::Duration;
 
@@ -42,6 +42,9 @@ pub struct Args {
     /// while recording it (a bridge). Loopback unless you name another address.
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
+    /// Over HTTP: client connections served at once; past it a new connection gets 503.
+    #[arg(long, value_name = "N", default_value_t = mcptape::transport::http::MAX_CONNECTIONS)]
+    max_connections: usize,
     /// The server command and its arguments (after `--`).
     #[arg(
         last = true,
@@ -52,6 +55,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    mcptape::transport::stdio::ignore_sigxfsz();
     if let Some(url) = a.url.clone() {
         return run_http(a, url);
     }
@@ -59,18 +63,22 @@ pub fn run(a: Args) -> Result<i32> {
         return run_bridge(a, addr);
     }
     let name = a.tape.unwrap_or_else(|| store::default_name(&a.command));
-    let tape = store::resolve_for_write(&name)?;
-    let cfg = RecordConfig {
-        tape,
-        command: a.command,
-        server_label: DEFAULT_SERVER.into(),
-        max_message: a.max_message,
-        grace: a.grace,
-        redact: a.redact.config()?,
-        signing_key: a.sign.signing_key()?,
-    };
-    let out = record_stdio(&cfg)?;
+    let write = write_options(&a.redact, &a.sign)?;
+    let mut cfg = RecordConfig::new(store::resolve_for_write(&name)?, a.command, write);
+    cfg.max_message = a.max_message;
+    cfg.grace = a.grace;
+    let signals = super::runtime::forwarded_signals()?;
+    let (stdin, stdout) = super::runtime::stdio();
+    let out = super::runtime::single()?.block_on(record_stdio(&cfg, stdin, stdout, signals))?;
     Ok(report(out))
+}
+
+/// How the tape is written: one redactor for the whole session, the signing key if asked.
+fn write_options(redact: &super::RedactArgs, sign: &super::SignArgs) -> Result<WriteOptions> {
+    Ok(WriteOptions {
+        redactor: Some(std::sync::Arc::new(redact.redactor()?)),
+        signing_key: sign.signing_key()?,
+    })
 }
 
 /// The summary line on stderr, and the exit code: the server's (0 over HTTP), or 74 when the
@@ -81,14 +89,20 @@ fn report(out: mcptape::record::RecordOutcome) -> i32 {
     } else {
         String::new()
     };
-    mcptape::diag!(
+    crate::diag!(
         "mcptape: recorded {} messages ({} exchanges{raw}) to {}",
         out.end.messages,
         out.end.exchanges,
         out.tape.display()
     );
+    if out.dropped > 0 {
+        crate::diag!(
+            "mcptape: {} server messages for a GET stream no client opened were not delivered (they are on the tape)",
+            out.dropped
+        );
+    }
     if let Some((dropped, err)) = out.write_failure {
-        mcptape::diag!("mcptape: WARNING: the tape is INCOMPLETE: {dropped} lines could not be written ({err})");
+        crate::diag!("mcptape: WARNING: the tape is INCOMPLETE: {dropped} lines could not be written ({err})");
         if out.exit_code == 0 {
             return mcptape::exit::IO_ERR;
         }
@@ -108,24 +122,24 @@ fn run_http(a: Args, url: String) -> Result<i32> {
         .listen
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
     if !listen.ip().is_loopback() {
-        mcptape::diag!("mcptape: WARNING: listening on {listen}, reachable from other machines; the proxy forwards to {shown}");
+        crate::diag!("mcptape: WARNING: listening on {listen}, reachable from other machines; the proxy forwards to {shown}");
     }
-    let cfg = mcptape::record::http::HttpRecordConfig {
-        tape,
-        upstream: url.clone(),
-        listen,
-        server_label: DEFAULT_SERVER.into(),
-        redact: a.redact.config()?,
-        signing_key: a.sign.signing_key()?,
-        max_message: a.max_message,
-    };
-    let out = mcptape::record::http::record_http(&cfg, |public| {
-        // stdout carries only the URL (scripts read it); the human line goes to stderr.
-        let _ = super::stdout(&format!("{public}\n"));
-        mcptape::diag!(
-            "mcptape: recording {shown} at {public} (tape {}); Ctrl-C to stop",
-            cfg.tape.display()
-        );
+    let write = write_options(&a.redact, &a.sign)?;
+    let mut cfg = mcptape::record::http::HttpRecordConfig::new(tape, url.clone(), write);
+    cfg.listen = listen;
+    cfg.max_message = a.max_message;
+    cfg.max_connections = a.max_connections;
+    let out = super::runtime::single()?.block_on(async {
+        let stop = super::runtime::stop_signal()?;
+        let on_ready = |public: &str| {
+            // stdout carries only the URL (scripts read it); the human line goes to stderr.
+            let _ = super::stdout(&format!("{public}\n"));
+            crate::diag!(
+                "mcptape: recording {shown} at {public} (tape {}); Ctrl-C to stop",
+                cfg.tape.display()
+            );
+        };
+        anyhow::Ok(mcptape::record::http::record_http(&cfg, stop, on_ready).await?)
     })?;
     Ok(report(out))
 }
@@ -137,25 +151,25 @@ fn run_bridge(a: Args, listen: std::net::SocketAddr) -> Result<i32> {
         .unwrap_or_else(|| store::default_name(&a.command));
     let tape = store::resolve_for_write(&name)?;
     if !listen.ip().is_loopback() {
-        mcptape::diag!("mcptape: WARNING: listening on {listen}, reachable from other machines");
+        crate::diag!("mcptape: WARNING: listening on {listen}, reachable from other machines");
     }
-    let cfg = mcptape::record::bridge::BridgeConfig {
-        tape,
-        command: a.command.clone(),
-        listen,
-        server_label: DEFAULT_SERVER.into(),
-        redact: a.redact.config()?,
-        signing_key: a.sign.signing_key()?,
-        max_message: a.max_message,
-        grace: a.grace,
-    };
-    let out = mcptape::record::bridge::record_bridge(&cfg, |public| {
-        let _ = super::stdout(&format!("{public}\n"));
-        mcptape::diag!(
-            "mcptape: serving `{}` at {public} while recording (tape {}); Ctrl-C to stop",
-            mcptape::record::shell_words(&cfg.command),
-            cfg.tape.display()
-        );
+    let write = write_options(&a.redact, &a.sign)?;
+    let mut cfg = mcptape::record::bridge::BridgeConfig::new(tape, a.command.clone(), write);
+    cfg.listen = listen;
+    cfg.max_message = a.max_message;
+    cfg.max_connections = a.max_connections;
+    cfg.grace = a.grace;
+    let out = super::runtime::multi()?.block_on(async {
+        let stop = super::runtime::stop_signal()?;
+        let on_ready = |public: &str| {
+            let _ = super::stdout(&format!("{public}\n"));
+            crate::diag!(
+                "mcptape: serving `{}` at {public} while recording (tape {}); Ctrl-C to stop",
+                mcptape::transport::stdio::shell_words(&cfg.command),
+                cfg.tape.display()
+            );
+        };
+        anyhow::Ok(mcptape::record::bridge::record_bridge(&cfg, stop, on_ready).await?)
     })?;
     Ok(report(out))
 }

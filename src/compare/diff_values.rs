@@ -22,6 +22,7 @@ pub enum ChangeKind {
 }
 
 impl ChangeKind {
+    /// The kind's name in reports and JSON (`value-change`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             ChangeKind::MissingResponse => "missing-response",
@@ -33,9 +34,11 @@ impl ChangeKind {
     }
 }
 
+/// One classified difference between two answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Change {
+    /// What kind of difference it is.
     pub kind: ChangeKind,
     /// JSONPath into the answer body (`$.result…` or `$.error…`).
     pub path: String,
@@ -48,7 +51,7 @@ pub struct Change {
 }
 
 /// Classified changes from `recorded` to `observed` (both normalized answer bodies).
-pub fn changes(recorded: &Value, observed: &Value, allow_reorder: bool) -> Vec<Change> {
+pub(crate) fn changes(recorded: &Value, observed: &Value, allow_reorder: bool) -> Vec<Change> {
     let mut out = Vec::new();
     let (r_err, o_err) = (recorded.get("error"), observed.get("error"));
     match (r_err, o_err) {

@@ -4,10 +4,9 @@ pub mod diff_values;
 pub mod normalize;
 pub mod surface;
 
-pub use diff_values::{changes, Change, ChangeKind};
+pub use diff_values::{Change, ChangeKind};
 pub use normalize::Normalizer;
 pub mod tapes;
 
-pub use tapes::{
-    compare_tapes, compare_tapes_drift, ExchangeComparison, ExchangeRef, Outcome, TapeComparison,
-};
+pub(crate) use tapes::{compare_tapes, compare_tapes_drift};
+pub use tapes::{ExchangeComparison, ExchangeRef, Outcome};

@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 /// Keys (compared lower-case, without `_` and `-`) whose values are timestamps: masked whatever
 /// their value (string, or a number in a plausible epoch range).
-pub const TIMESTAMP_KEYS: &[&str] = &[
+pub(crate) const TIMESTAMP_KEYS: &[&str] = &[
     "timestamp",
     "time",
     "date",
@@ -32,7 +32,7 @@ pub const TIMESTAMP_KEYS: &[&str] = &[
 ];
 
 /// Keys whose values identify a session, request or trace rather than describe behaviour.
-pub const ID_KEYS: &[&str] = &[
+pub(crate) const ID_KEYS: &[&str] = &[
     "sessionid",
     "requestid",
     "traceid",
@@ -46,17 +46,24 @@ pub const ID_KEYS: &[&str] = &[
     "mcpsessionid",
 ];
 
-pub const MASK_TIMESTAMP: &str = "<timestamp>";
-pub const MASK_UUID: &str = "<uuid>";
-pub const MASK_ID: &str = "<id>";
+/// What a masked timestamp becomes.
+pub(crate) const MASK_TIMESTAMP: &str = "<timestamp>";
+/// What a masked UUID becomes.
+pub(crate) const MASK_UUID: &str = "<uuid>";
+/// What a masked session, request or trace id becomes.
+pub(crate) const MASK_ID: &str = "<id>";
 
 #[derive(Debug, thiserror::Error)]
+/// An `--ignore-path` that is not a valid JSONPath (exit 64).
 #[error("invalid --ignore-path {path:?}: {message}")]
 pub struct PathError {
+    /// The path as given.
     pub path: String,
+    /// The parser's complaint.
     pub message: String,
 }
 
+/// What is masked or removed from both answers before they are compared.
 #[derive(Debug, Clone, Default)]
 pub struct Normalizer {
     /// Mask timestamps, UUIDs and session/request ids (on unless `--no-auto-mask`).
@@ -68,6 +75,7 @@ pub struct Normalizer {
 }
 
 impl Normalizer {
+    /// A normalizer; an error names the first of `ignore_paths` that does not parse.
     pub fn new(
         auto_mask: bool,
         ignore_paths: &[String],
@@ -89,7 +97,7 @@ impl Normalizer {
     }
 
     /// The comparable form of one answer body (`{"result": …}` or `{"error": …}`).
-    pub fn normalize(&self, mut v: Value) -> Value {
+    pub(crate) fn normalize(&self, mut v: Value) -> Value {
         parse_embedded_json(&mut v, 0);
         for (_, path) in &self.ignore {
             remove_matches(&mut v, path);
@@ -261,6 +269,12 @@ fn mask(v: &mut Value, key: Option<&str>) {
 fn mask_map(map: &mut Map<String, Value>) {
     for (k, child) in map.iter_mut() {
         mask(child, Some(k));
+    }
+}
+
+impl crate::exit::Coded for PathError {
+    fn exit_code(&self) -> i32 {
+        crate::exit::USAGE
     }
 }
 

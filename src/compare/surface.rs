@@ -5,10 +5,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// How one tool changed between the first `tools/list` and the second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SurfaceKind {
+    /// Only the second side has it.
     Added,
+    /// Only the first side has it.
     Removed,
     /// A schema now accepts less (input) or promises less (output): breaking.
     Narrowed,
@@ -20,8 +23,11 @@ pub enum SurfaceKind {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// A tool that changed, and how.
 pub struct ToolChange {
+    /// The tool's name.
     pub tool: String,
+    /// How it changed.
     pub kind: SurfaceKind,
     /// What changed, one phrase each (e.g. "inputSchema: property `units` is now required").
     pub details: Vec<String>,
@@ -30,7 +36,9 @@ pub struct ToolChange {
 /// Every tool in the `tools` arrays of the given `tools/list` results, by name. Redaction
 /// markers are reduced to their rule: two tapes redacted with different per-tape keys announce
 /// the same tools.
-pub fn tools_of<'a>(results: impl IntoIterator<Item = &'a Value>) -> BTreeMap<String, Value> {
+pub(crate) fn tools_of<'a>(
+    results: impl IntoIterator<Item = &'a Value>,
+) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     for r in results {
         if let Some(tools) = r.get("tools").and_then(Value::as_array) {
@@ -54,7 +62,8 @@ fn same(a: Option<&Value>, b: Option<&Value>) -> bool {
     }
 }
 
-pub fn compare(a: &BTreeMap<String, Value>, b: &BTreeMap<String, Value>) -> Vec<ToolChange> {
+/// How the tools of `a` (see `tools_of`) changed in `b`, by tool name.
+pub(crate) fn compare(a: &BTreeMap<String, Value>, b: &BTreeMap<String, Value>) -> Vec<ToolChange> {
     let mut out = Vec::new();
     for (name, ta) in a {
         let Some(tb) = b.get(name) else {

@@ -5,8 +5,8 @@
 use super::diff_values::{changes, Change, ChangeKind};
 use super::normalize::Normalizer;
 use super::surface::{self, ToolChange};
-use crate::tape::index::{match_key, params_of, MatchKey};
 use crate::tape::TapeIndex;
+use crate::wire::params::{params_of, MatchKey};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
@@ -15,6 +15,7 @@ use std::collections::{HashMap, VecDeque};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExchangeRef {
+    /// The request's method.
     pub method: String,
     /// The tool, prompt or resource it is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -28,7 +29,7 @@ pub struct ExchangeRef {
 
 impl ExchangeRef {
     /// `tools/call convert_temperature {"celsius":21.5}`
-    pub fn describe(&self, max_args: usize) -> String {
+    pub(crate) fn describe(&self, max_args: usize) -> String {
         let mut s = self.method.clone();
         if let Some(t) = &self.target {
             s.push(' ');
@@ -46,7 +47,9 @@ impl ExchangeRef {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
+    /// The other side answered the same, after normalization.
     Same,
+    /// The other side answered differently (see the changes).
     Changed,
     /// The other side has no such call at all.
     Absent,
@@ -54,33 +57,40 @@ pub enum Outcome {
     Unanswered,
 }
 
+/// One exchange of the first tape, and how it fared on the other side.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExchangeComparison {
+    /// The exchange on the first side.
     pub exchange: ExchangeRef,
+    /// How it fared on the other side.
     pub outcome: Outcome,
     /// Tape line of the matching request on the other side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_line: Option<u64>,
+    /// What differs between the two answers (empty unless `Changed`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<Change>,
     /// Request-to-response time on the first side, microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<u64>,
+    /// The same on the other side, microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_latency_us: Option<u64>,
 }
 
-pub struct TapeComparison {
+/// Two conversations compared (`compare_tapes`).
+pub(crate) struct TapeComparison {
     /// Every exchange of the first tape, in its order.
     pub exchanges: Vec<ExchangeComparison>,
     /// Exchanges of the second tape with no counterpart in the first.
     pub only_in_other: Vec<ExchangeRef>,
+    /// How the tools listed changed from the first tape to the second.
     pub tool_surface: Vec<ToolChange>,
 }
 
 /// The answer body as compared: `{"result": …}` or `{"error": …}`; `None` without an answer.
-pub fn answer_body(index: &TapeIndex, ex: usize) -> Option<Value> {
+pub(crate) fn answer_body(index: &TapeIndex, ex: usize) -> Option<Value> {
     body_of(&answer_bytes(index, ex)?)
 }
 
@@ -115,12 +125,13 @@ fn body_of(bytes: &[u8]) -> Option<Value> {
         .map(|r| serde_json::json!({ "result": r }))
 }
 
-pub fn exchange_ref(index: &TapeIndex, ex: usize) -> ExchangeRef {
+/// The exchange `ex` of `index`, named.
+pub(crate) fn exchange_ref(index: &TapeIndex, ex: usize) -> ExchangeRef {
     let req = &index.msgs[index.exchanges[ex].request];
     let params = index.read_bytes(req).ok().and_then(|b| params_of(&b));
     ExchangeRef {
         method: req.method.clone().unwrap_or_default(),
-        target: crate::tape::index::target_of(req.method.as_deref(), params.as_ref()),
+        target: crate::wire::params::target_of(req.method.as_deref(), params.as_ref()),
         arguments: params
             .and_then(|p| p.get("arguments").cloned())
             .filter(|a| a.as_object().is_none_or(|o| !o.is_empty())),
@@ -144,7 +155,7 @@ fn key_of(index: &TapeIndex, ex: usize) -> MatchKey {
 
 /// Aligns `b` to `a` by content: each exchange of `a`, in order, takes the earliest unmatched
 /// exchange of `b` with the same match key.
-pub fn align(a: &TapeIndex, b: &TapeIndex) -> (Vec<Option<usize>>, Vec<usize>) {
+pub(crate) fn align(a: &TapeIndex, b: &TapeIndex) -> (Vec<Option<usize>>, Vec<usize>) {
     let mut pool: HashMap<MatchKey, VecDeque<usize>> = HashMap::new();
     for i in 0..b.exchanges.len() {
         pool.entry(key_of(b, i)).or_default().push_back(i);
@@ -157,14 +168,15 @@ pub fn align(a: &TapeIndex, b: &TapeIndex) -> (Vec<Option<usize>>, Vec<usize>) {
     (pairs, rest)
 }
 
-pub fn compare_tapes(a: &TapeIndex, b: &TapeIndex, norm: &Normalizer) -> TapeComparison {
+/// Each exchange of `a` aligned with `b` by content and their answers compared.
+pub(crate) fn compare_tapes(a: &TapeIndex, b: &TapeIndex, norm: &Normalizer) -> TapeComparison {
     compare(a, b, norm, true).0
 }
 
 /// Like `compare_tapes`, but the exchanges whose answers are the same are only counted, not
 /// listed (`diff` reports only what drifted): the count is returned beside the comparison.
 /// Answers recorded byte for byte the same are then not parsed at all.
-pub fn compare_tapes_drift(
+pub(crate) fn compare_tapes_drift(
     a: &TapeIndex,
     b: &TapeIndex,
     norm: &Normalizer,
@@ -267,11 +279,6 @@ fn tools_list(index: &TapeIndex) -> std::collections::BTreeMap<String, Value> {
         .filter_map(|i| answer_body(index, i)?.get("result").cloned())
         .collect();
     surface::tools_of(results.iter())
-}
-
-/// The match key a request would have, for callers that build requests themselves.
-pub fn request_key(method: &str, params: Option<&Value>) -> MatchKey {
-    match_key(method, params).0
 }
 
 #[cfg(test)]

@@ -12,16 +12,16 @@ use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 
 /// The protocol version the scripted client asks for.
-pub const CLIENT_PROTOCOL_VERSION: &str = "2025-06-18";
+pub(crate) const CLIENT_PROTOCOL_VERSION: &str = "2025-06-18";
 /// The progress token put on the `forecast` call.
-pub const FORECAST_PROGRESS_TOKEN: &str = "demo-forecast";
+pub(crate) const FORECAST_PROGRESS_TOKEN: &str = "demo-forecast";
 
 /// How long [`run_session`] waits for the server to exit once its stdin is closed.
 const EXIT_GRACE: Duration = Duration::from_secs(5);
 
 /// One request of the script and what the server sent until its answer.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Step {
+pub(crate) struct Step {
     /// A short label, e.g. `initialize` or `tools/call lookup_city`.
     pub name: String,
     /// The request message as sent.
@@ -35,7 +35,8 @@ pub struct Step {
 
 /// The outcome of a scripted session, one [`Step`] per request.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Transcript {
+pub(crate) struct Transcript {
+    /// The steps in the order sent.
     pub steps: Vec<Step>,
 }
 
@@ -43,7 +44,7 @@ pub struct Transcript {
 ///
 /// The server is killed if the session fails or if it does not exit within a few seconds of its
 /// stdin closing; a non-zero exit status is an error.
-pub fn run_session(mut cmd: Command) -> anyhow::Result<Transcript> {
+pub(crate) fn run_session(mut cmd: Command) -> anyhow::Result<Transcript> {
     let program = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd
         .stdin(Stdio::piped())
@@ -88,7 +89,10 @@ pub fn run_session(mut cmd: Command) -> anyhow::Result<Transcript> {
 /// The same, over already-open streams (for tests against serve() in-process).
 ///
 /// `writer` is dropped on return, which closes the server's input when it is a pipe.
-pub fn run_session_on<R: BufRead, W: Write>(reader: R, writer: W) -> anyhow::Result<Transcript> {
+pub(crate) fn run_session_on<R: BufRead, W: Write>(
+    reader: R,
+    writer: W,
+) -> anyhow::Result<Transcript> {
     let mut session = Session {
         reader,
         writer,

@@ -1,7 +1,7 @@
 //! The bundled demo: a small MCP server (hidden subcommand `demo-server`), a scripted client, and
 //! `run_demo`, which drives the whole loop with the real binary in real processes.
 
-pub mod client;
+pub(crate) mod client;
 pub mod server;
 
 use anyhow::{bail, Context, Result};
@@ -116,32 +116,31 @@ pub fn run_demo(exe: &Path, dir: &Path) -> Result<bool> {
     }
 
     let norm = crate::compare::Normalizer::new(true, &[], false)?;
-    let check_cfg = |variant: &str| crate::check::CheckConfig {
-        tape: tape.clone(),
-        command: vec![
-            exe_s.clone(),
-            "demo-server".into(),
-            "--variant".into(),
-            variant.into(),
-        ],
-        url: None,
-        timeout: std::time::Duration::from_secs(10),
-        normalizer: norm.clone(),
-        latency: None,
-        min_grade: None,
-        fail_on_regression: true,
-        update: false,
-        max_message: crate::wire::DEFAULT_MAX_MESSAGE,
-        grace: std::time::Duration::from_secs(5),
-        redact: crate::redact::RedactConfig::defaults(),
-        fills: Vec::new(),
+    let check_cfg = |variant: &str| {
+        let mut cfg = crate::check::CheckConfig::new(
+            tape.clone(),
+            vec![
+                exe_s.clone(),
+                "demo-server".into(),
+                "--variant".into(),
+                variant.into(),
+            ],
+        );
+        cfg.timeout = std::time::Duration::from_secs(10);
+        cfg.normalizer = norm.clone();
+        cfg
     };
+    // check is async (it shares the drivers with HTTP); the demo is a plain program.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the demo's runtime")?;
     println!("\n5. check: replay the recorded client side against the healthy build and grade it");
     println!(
         "   $ mcptape check {} -- mcptape demo-server",
         tape.display()
     );
-    let (healthy, _) = crate::check::check(&check_cfg("healthy"))?;
+    let (healthy, _) = rt.block_on(crate::check::check(&check_cfg("healthy")))?;
     print_lines(
         &crate::report::check_console(&healthy, false)
             .lines()
@@ -158,7 +157,7 @@ pub fn run_demo(exe: &Path, dir: &Path) -> Result<bool> {
         "   $ mcptape check {} -- mcptape demo-server --variant drifted",
         tape.display()
     );
-    let (regressed, _) = crate::check::check(&check_cfg("drifted"))?;
+    let (regressed, _) = rt.block_on(crate::check::check(&check_cfg("drifted")))?;
     print_lines(
         &crate::report::check_console(&regressed, false)
             .lines()

@@ -24,14 +24,14 @@ pub enum Variant {
 }
 
 /// Protocol versions using the initialize handshake that this server can speak.
-pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] =
+pub(crate) const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] =
     ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// The version offered when the client asks for one we do not know.
-pub const FALLBACK_PROTOCOL_VERSION: &str = "2025-06-18";
+pub(crate) const FALLBACK_PROTOCOL_VERSION: &str = "2025-06-18";
 /// `serverInfo.name` in the initialize answer.
-pub const SERVER_NAME: &str = "mcptape-demo";
+pub(crate) const SERVER_NAME: &str = "mcptape-demo";
 /// `serverInfo.version` in the initialize answer.
-pub const SERVER_VERSION: &str = "1.0.0";
+pub(crate) const SERVER_VERSION: &str = "1.0.0";
 
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;

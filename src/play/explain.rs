@@ -9,10 +9,12 @@ use std::fmt::Write as _;
 /// The JSON-RPC error code play answers a miss with (implementation-defined server error range).
 pub const MISS_CODE: i64 = -32099;
 
+/// A recorded call of the same method, near to what was asked.
 #[derive(Debug, Clone, Serialize)]
 pub struct Near {
     /// Tape line of the recorded request.
     pub line: u64,
+    /// Its `seq` on the tape.
     pub seq: u64,
     /// Already served earlier in this session.
     pub used: bool,
@@ -22,6 +24,7 @@ pub struct Near {
     pub wildcards: usize,
 }
 
+/// Why nothing on the tape answers a request.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum MissReason {
@@ -30,16 +33,24 @@ pub enum MissReason {
     /// Calls of this method were recorded, none with these params.
     NoMatch,
     /// This exact call was recorded, but fewer times than asked: all its answers are used.
-    AllUsed { recorded: usize },
+    AllUsed {
+        /// How many times it was recorded.
+        recorded: usize,
+    },
 }
 
+/// A request play had no recorded answer for, explained (also the `data` of the error the
+/// client gets).
 #[derive(Debug, Clone, Serialize)]
 pub struct Miss {
+    /// The request's method.
     pub method: String,
     /// The params as matched (volatile fields removed).
     pub asked: Value,
+    /// Why it missed.
     #[serde(flatten)]
     pub reason: MissReason,
+    /// Up to three recorded calls of the method, nearest first (fewest differences).
     pub nearest: Vec<Near>,
     /// Every method on the tape with its count.
     pub recorded_methods: Vec<(String, usize)>,
@@ -145,7 +156,7 @@ impl Miss {
     }
 
     /// The JSON-RPC error object sent to the client.
-    pub fn error_object(&self) -> Value {
+    pub(crate) fn error_object(&self) -> Value {
         json!({
             "code": MISS_CODE,
             "message": format!("mcptape: {}", self.headline()),

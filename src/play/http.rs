@@ -9,7 +9,7 @@ use super::matcher::{Matcher, Outcome};
 use super::serve::{self, PlayReport, ServeOptions, Shared};
 use crate::tape::TapeIndex;
 use crate::transport::http::{
-    accept_until, collect, full, plain, refuse_foreign, ChannelBody, RespBody, StopSignals,
+    accept_until, collect, full, plain, refuse_foreign, ChannelBody, RespBody,
 };
 use crate::transport::sse;
 use crate::wire::rewrite::with_id;
@@ -20,7 +20,7 @@ use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,6 +29,12 @@ use tokio::sync::{mpsc, watch};
 /// Lines of one response stream waiting for the client. Bounded: a client that stops reading
 /// holds the exchange back, not memory.
 const STREAM_QUEUE: usize = 64;
+
+/// Sessions open at once, unless told otherwise ([`ServeOptions::max_sessions`]). A session
+/// lives until its client deletes it, so a client that initializes in a loop would otherwise
+/// grow memory without end (some 12 KiB a session); past the cap an `initialize` (or a legacy
+/// GET) gets `503`. A real client opens one; the load tests a thousand at once.
+pub const MAX_SESSIONS: usize = 10_000;
 
 /// The session id header (case-insensitive on the wire).
 const SESSION: &str = "mcp-session-id";
@@ -134,7 +140,7 @@ fn priming_event(p: &crate::tape::index::SsePriming) -> Vec<u8> {
 #[derive(Default)]
 struct GetStream {
     tx: Option<mpsc::Sender<Bytes>>,
-    waiting: VecDeque<Vec<u8>>,
+    waiting: crate::transport::http::Backlog<Vec<u8>>,
 }
 
 enum Answer {
@@ -179,160 +185,58 @@ struct Player {
     standalone: HashMap<Option<u32>, Vec<usize>>,
 }
 
-/// Serves until SIGINT/SIGTERM, then returns the combined report of every session.
-pub fn serve_http(
+/// Serves until `shutdown` completes, then returns the combined report of every session;
+/// `on_ready` gets the URL to give the client.
+pub async fn serve_http(
     index: TapeIndex,
     opts: ServeOptions,
     listen: SocketAddr,
     legacy: bool,
+    shutdown: impl std::future::Future<Output = String>,
     on_ready: impl FnOnce(&str),
-) -> std::io::Result<PlayReport> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(listen).await?;
-        let local = listener.local_addr()?;
-        let path = index
-            .servers
-            .first()
-            .and_then(|s| s.url.as_deref())
-            .and_then(|u| u.parse::<hyper::Uri>().ok())
-            .map(|u| u.path().to_string())
-            .filter(|p| p != "/")
-            .unwrap_or_else(|| "/mcp".into());
-        let path = if legacy { "/sse".to_string() } else { path };
-        let display = crate::redact::Redactor::for_config(&opts.display_rules).map(Arc::new);
-        let used = vec![false; index.exchanges.len()];
-        let mut standalone: HashMap<Option<u32>, Vec<usize>> = HashMap::new();
-        for (i, st) in index.standalone.iter().enumerate() {
-            standalone.entry(st.session).or_default().push(i);
-        }
-        let player = Arc::new(Player {
-            taken: Mutex::default(),
-            standalone,
-            index: Arc::new(index),
-            opts,
-            done: Mutex::new((PlayReport::default(), used)),
-            display,
-            sessions: Mutex::new(HashMap::new()),
-            all: Mutex::new(Vec::new()),
-            local_port: local.port(),
-            legacy,
-        });
-        let mut signals = StopSignals::new()?;
-        on_ready(&format!("http://{local}{path}"));
-        let handler = {
-            let player = player.clone();
-            move |req| {
-                let player = player.clone();
-                async move { player.handle(req).await }
-            }
-        };
-        let (_, mut connections) = accept_until(&listener, handler, signals.recv()).await;
-        connections.abort_all();
-        Ok(player.report())
-    })
+) -> Result<PlayReport, super::PlayError> {
+    let (listener, local) = crate::transport::http::bind(listen)
+        .await
+        .map_err(|cause| super::PlayError::Listen {
+            addr: listen,
+            cause,
+        })?;
+    let path = index
+        .servers
+        .first()
+        .and_then(|s| s.url.as_deref())
+        .and_then(|u| u.parse::<hyper::Uri>().ok())
+        .map(|u| u.path().to_string())
+        .filter(|p| p != "/")
+        .unwrap_or_else(|| "/mcp".into());
+    let path = if legacy { "/sse".to_string() } else { path };
+    let display = opts.display.clone();
+    let used = vec![false; index.exchanges.len()];
+    let mut standalone: HashMap<Option<u32>, Vec<usize>> = HashMap::new();
+    for (i, st) in index.standalone.iter().enumerate() {
+        standalone.entry(st.session).or_default().push(i);
+    }
+    let player = Arc::new(Player {
+        taken: Mutex::default(),
+        standalone,
+        index: Arc::new(index),
+        opts,
+        done: Mutex::new((PlayReport::default(), used)),
+        display,
+        sessions: Mutex::new(HashMap::new()),
+        all: Mutex::new(Vec::new()),
+        local_port: local.port(),
+        legacy,
+    });
+    on_ready(&format!("http://{local}{path}"));
+    let handler = player.clone();
+    let max_connections = player.opts.max_connections;
+    let (_, mut connections) = accept_until(&listener, max_connections, handler, shutdown).await;
+    connections.abort_all();
+    Ok(player.report())
 }
 
 impl Player {
-    async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
-        if let Some(why) = refuse_foreign(req.headers(), self.local_port) {
-            return plain(StatusCode::FORBIDDEN, &why);
-        }
-        if self.legacy {
-            return self.handle_legacy(req).await;
-        }
-        let session_id = req
-            .headers()
-            .get(SESSION)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        // A GET or DELETE the recorded server refused (`405` in the stateless era) is refused
-        // the same way, unless the recording also had a GET stream that worked.
-        let refused = match *req.method() {
-            Method::GET if self.index.http.get_stream_msgs == 0 => {
-                self.index.http.refusals.get("GET")
-            }
-            Method::DELETE => self.index.http.refusals.get("DELETE"),
-            _ => None,
-        };
-        if let Some(r) = refused {
-            return refusal_response(r);
-        }
-        match *req.method() {
-            Method::POST => {
-                let max = self.opts.max_message;
-                let (parts, body) = req.into_parts();
-                let body = match collect(body, max).await {
-                    Ok(b) => b,
-                    Err(why) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &why),
-                };
-                self.post(session_id, routing_of(&parts.headers), body)
-                    .await
-            }
-            Method::GET => match self.session(session_id.as_deref()) {
-                Some(s) => {
-                    let last_event = req
-                        .headers()
-                        .get("last-event-id")
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string);
-                    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-                    // A stream the recording resumed (`Last-Event-ID`): the rest of that
-                    // exchange first, then the session's own messages.
-                    let resume = last_event.and_then(|id| s.take_resume(&id));
-                    tokio::spawn(async move {
-                        if let Some(mut r) = resume {
-                            if let Some(p) = &r.priming {
-                                let _ = tx.send(Bytes::from(priming_event(p))).await;
-                            }
-                            while let Some(b) = r.rx.recv().await {
-                                if tx.send(b).await.is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                        let waiting: Vec<Vec<u8>> = {
-                            let mut get = s.get.lock().expect("get lock");
-                            get.tx = Some(tx.clone());
-                            get.waiting.drain(..).collect()
-                        };
-                        for line in waiting {
-                            let _ = tx
-                                .send(Bytes::from(sse::encode(
-                                    Some("message"),
-                                    None,
-                                    trim_nl(&line),
-                                )))
-                                .await;
-                        }
-                    });
-                    sse_response(rx)
-                }
-                None => plain(StatusCode::NOT_FOUND, "mcptape: unknown session"),
-            },
-            Method::DELETE => {
-                let removed = session_id
-                    .as_deref()
-                    .and_then(|id| self.sessions.lock().expect("sessions lock").remove(id));
-                match removed {
-                    Some(s) => {
-                        s.shared.closed.send_replace(true);
-                        self.retire(&s);
-                        plain(StatusCode::OK, "")
-                    }
-                    None => plain(StatusCode::NOT_FOUND, "mcptape: unknown session"),
-                }
-            }
-            _ => plain(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "mcptape play: POST, GET or DELETE",
-            ),
-        }
-    }
-
     async fn post(
         &self,
         session_id: Option<String>,
@@ -341,6 +245,9 @@ impl Player {
     ) -> Response<RespBody> {
         let c = classify(&body);
         let is_init = c.kind == Kind::Request && c.method.as_deref() == Some("initialize");
+        if is_init && self.at_session_cap() {
+            return too_many_sessions(self.opts.max_sessions);
+        }
         let (session, new_id) = if is_init {
             let id = crate::transport::http::session_id();
             (self.open_session(&id), Some(id))
@@ -401,8 +308,8 @@ impl Player {
         method: &str,
         routing: u64,
     ) -> Answer {
-        let params = crate::tape::index::params_of(body);
-        let token = crate::tape::index::progress_token(params.as_ref(), true);
+        let params = crate::wire::params::params_of(body);
+        let token = crate::wire::params::progress_token(params.as_ref(), true);
         let bound = *session.recorded.lock().expect("recorded lock");
         let opening = method == "initialize";
         let taken = if opening {
@@ -585,6 +492,9 @@ impl Player {
     async fn handle_legacy(&self, req: Request<Incoming>) -> Response<RespBody> {
         match *req.method() {
             Method::GET => {
+                if self.at_session_cap() {
+                    return too_many_sessions(self.opts.max_sessions);
+                }
                 let id = crate::transport::http::session_id();
                 let session = self.open_session(&id);
                 let (tx, rx) = mpsc::channel(STREAM_QUEUE);
@@ -699,6 +609,10 @@ impl Player {
         }
     }
 
+    fn at_session_cap(&self) -> bool {
+        self.sessions.lock().expect("sessions lock").len() >= self.opts.max_sessions
+    }
+
     fn session(&self, id: Option<&str>) -> Option<Arc<Session>> {
         let sessions = self.sessions.lock().expect("sessions lock");
         match id {
@@ -748,7 +662,7 @@ impl Player {
                         Some(tx) if !tx.is_closed() => Some(tx.clone()),
                         _ => {
                             get.tx = None;
-                            get.waiting.push_back(line.clone());
+                            get.waiting.push(line.clone());
                             None
                         }
                     }
@@ -776,7 +690,7 @@ impl Player {
     fn report(&self) -> PlayReport {
         let (mut total, mut used) = {
             let done = self.done.lock().expect("done lock");
-            (clone_report(&done.0), done.1.clone())
+            (done.0.clone(), done.1.clone())
         };
         for s in self.all.lock().expect("all lock").iter() {
             fold(&mut total, &mut used, s);
@@ -848,6 +762,18 @@ fn trim_nl(line: &[u8]) -> &str {
 }
 
 /// Adds a session's report and the exchanges it used to a running total.
+fn too_many_sessions(max: usize) -> Response<RespBody> {
+    let mut r = plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        &format!("mcptape play: {max} sessions are open; delete one (DELETE with its Mcp-Session-Id) or retry later"),
+    );
+    r.headers_mut().insert(
+        hyper::header::RETRY_AFTER,
+        hyper::header::HeaderValue::from_static("1"),
+    );
+    r
+}
+
 fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
     let r = s.shared.report.lock().expect("report lock");
     total.served += r.served;
@@ -856,6 +782,7 @@ fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
     total.drifted += r.drifted;
     total.rejected += r.rejected;
     total.unanswered += r.unanswered;
+    total.dropped += s.get.lock().expect("get lock").waiting.dropped;
     total.misses.extend(r.misses.iter().cloned());
     total.drifts.extend(r.drifts.iter().cloned());
     if let Ok(m) = s.matcher.try_lock() {
@@ -868,16 +795,104 @@ fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
     }
 }
 
-fn clone_report(r: &PlayReport) -> PlayReport {
-    PlayReport {
-        served: r.served,
-        missed: r.missed,
-        lenient: r.lenient,
-        drifted: r.drifted,
-        misses: r.misses.clone(),
-        drifts: r.drifts.clone(),
-        unused: Vec::new(),
-        rejected: r.rejected,
-        unanswered: r.unanswered,
+impl crate::transport::http::Handler for Player {
+    async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
+        if let Some(why) = refuse_foreign(req.headers(), self.local_port) {
+            return plain(StatusCode::FORBIDDEN, &why);
+        }
+        if self.legacy {
+            return self.handle_legacy(req).await;
+        }
+        let session_id = req
+            .headers()
+            .get(SESSION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        // A GET or DELETE the recorded server refused (`405` in the stateless era) is refused
+        // the same way, unless the recording also had a GET stream that worked.
+        let refused = match *req.method() {
+            Method::GET if self.index.http.get_stream_msgs == 0 => {
+                self.index.http.refusals.get("GET")
+            }
+            Method::DELETE => self.index.http.refusals.get("DELETE"),
+            _ => None,
+        };
+        if let Some(r) = refused {
+            return refusal_response(r);
+        }
+        match *req.method() {
+            Method::POST => {
+                let max = self.opts.max_message;
+                let (parts, body) = req.into_parts();
+                let body = match collect(body, max).await {
+                    Ok(b) => b,
+                    Err(why) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &why),
+                };
+                self.post(session_id, routing_of(&parts.headers), body)
+                    .await
+            }
+            Method::GET => match self.session(session_id.as_deref()) {
+                Some(s) => {
+                    let last_event = req
+                        .headers()
+                        .get("last-event-id")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+                    // A stream the recording resumed (`Last-Event-ID`): the rest of that
+                    // exchange first, then the session's own messages.
+                    let resume = last_event.and_then(|id| s.take_resume(&id));
+                    tokio::spawn(async move {
+                        if let Some(mut r) = resume {
+                            if let Some(p) = &r.priming {
+                                let _ = tx.send(Bytes::from(priming_event(p))).await;
+                            }
+                            while let Some(b) = r.rx.recv().await {
+                                if tx.send(b).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                        loop {
+                            // The stream becomes the session's only once the backlog is out,
+                            // so what arrives meanwhile waits behind it, in order.
+                            let waiting = {
+                                let mut get = s.get.lock().expect("get lock");
+                                if get.waiting.is_empty() {
+                                    get.tx = Some(tx);
+                                    return;
+                                }
+                                get.waiting.take()
+                            };
+                            for line in waiting {
+                                let event = sse::encode(Some("message"), None, trim_nl(&line));
+                                if tx.send(Bytes::from(event)).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    });
+                    sse_response(rx)
+                }
+                None => plain(StatusCode::NOT_FOUND, "mcptape: unknown session"),
+            },
+            Method::DELETE => {
+                let removed = session_id
+                    .as_deref()
+                    .and_then(|id| self.sessions.lock().expect("sessions lock").remove(id));
+                match removed {
+                    Some(s) => {
+                        s.shared.closed.send_replace(true);
+                        self.retire(&s);
+                        plain(StatusCode::OK, "")
+                    }
+                    None => plain(StatusCode::NOT_FOUND, "mcptape: unknown session"),
+                }
+            }
+            _ => plain(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "mcptape play: POST, GET or DELETE",
+            ),
+        }
     }
 }

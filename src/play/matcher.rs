@@ -3,13 +3,15 @@
 //! order; parallel and reordered calls each find their own.
 
 use super::explain::{Miss, MissReason, Near};
-use crate::tape::index::{match_key, Exchange, MatchKey};
+use crate::tape::index::Exchange;
 use crate::tape::TapeIndex;
 use crate::wire::canonical::{differences, match_key_halves};
+use crate::wire::params::{match_key, MatchKey};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
+/// The unserved exchanges of one tape by match key: each `take` consumes the one it returns.
 pub struct Matcher {
     /// Unconsumed exchanges by match key, in recorded order.
     by_key: HashMap<MatchKey, VecDeque<usize>, BuildHasherDefault<KeyHasher>>,
@@ -20,29 +22,27 @@ pub struct Matcher {
     display: Option<std::sync::Arc<crate::redact::Redactor>>,
 }
 
+/// What `take` found for a request; exchanges are indexes into [`TapeIndex::exchanges`].
 pub enum Outcome {
+    /// This recorded exchange answers it (now consumed).
     Hit(usize),
     /// No match; `--lenient` served this other exchange of the same method instead.
     Lenient(usize, Miss),
+    /// Nothing on the tape answers it, and why.
     Miss(Miss),
 }
 
 impl Matcher {
+    /// A matcher over every exchange of `index`, explanations redacted by the built-in rules.
     pub fn new(index: &TapeIndex) -> Matcher {
-        Matcher::with_display_rules(index, &crate::redact::RedactConfig::defaults())
-    }
-
-    /// A matcher whose miss explanations redact what the client asked with these rules.
-    pub fn with_display_rules(index: &TapeIndex, rules: &crate::redact::RedactConfig) -> Matcher {
-        Matcher::with_display(
-            index,
-            crate::redact::Redactor::for_config(rules).map(std::sync::Arc::new),
-        )
+        let display = crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults())
+            .expect("the built-in rules compile");
+        Matcher::with_display(index, Some(std::sync::Arc::new(display)))
     }
 
     /// A matcher sharing an already built display redactor (building one compiles its regexes:
     /// an HTTP player opening a session per `initialize` builds it once).
-    pub fn with_display(
+    pub(crate) fn with_display(
         index: &TapeIndex,
         display: Option<std::sync::Arc<crate::redact::Redactor>>,
     ) -> Matcher {
@@ -58,6 +58,9 @@ impl Matcher {
         }
     }
 
+    /// Takes the earliest unserved exchange with the request's method and match params (redacted
+    /// values on the tape match anything); with `lenient`, on a miss, the earliest unserved one
+    /// of the same method.
     pub fn take(
         &mut self,
         index: &TapeIndex,
@@ -71,7 +74,7 @@ impl Matcher {
     /// `take`, where among the matching exchanges the one `prefer` scores highest is taken
     /// (the earliest of those): over HTTP, one recorded session's own exchange, and the one
     /// recorded with the same routing headers.
-    pub fn take_preferring(
+    pub(crate) fn take_preferring(
         &mut self,
         index: &TapeIndex,
         method: &str,
@@ -103,59 +106,58 @@ impl Matcher {
         // A recorded request with redacted values matches a live one holding the real secret:
         // the markers are wildcards.
         let wild = best(
-            index
-                .exchanges
-                .iter()
-                .enumerate()
-                .filter(|(i, ex)| {
-                    !self.consumed[*i]
-                        && ex.redacted
-                        && index.msgs[ex.request].method.as_deref() == Some(method)
-                        && index
-                            .request_match_params(&index.msgs[ex.request])
-                            .is_ok_and(|recorded| crate::redact::wildcard_eq(&recorded, &asked))
-                })
-                .map(|(i, _)| i),
+            self.unused_of(index, method).filter(|&i| {
+                let ex = &index.exchanges[i];
+                ex.redacted
+                    && index
+                        .request_match_params(&index.msgs[ex.request])
+                        .is_ok_and(|recorded| crate::redact::wildcard_eq(&recorded, &asked))
+            }),
             prefer,
             index,
         );
         if let Some((_, ex)) = wild {
-            self.consumed[ex] = true;
-            if let Some(q) = self.by_key.get_mut(&index.exchanges[ex].key) {
-                q.retain(|&e| e != ex);
-            }
+            self.consume(index, ex);
             return Outcome::Hit(ex);
         }
         let miss = self.explain(index, method, asked);
         if lenient {
-            let next = best(
-                index
-                    .exchanges
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, ex)| {
-                        !self.consumed[*i]
-                            && index.msgs[ex.request].method.as_deref() == Some(method)
-                    })
-                    .map(|(i, _)| i),
-                prefer,
-                index,
-            )
-            .map(|(_, ex)| ex);
+            let next = best(self.unused_of(index, method), prefer, index).map(|(_, ex)| ex);
             if let Some(ex) = next {
-                self.consumed[ex] = true;
-                if let Some(q) = self.by_key.get_mut(&index.exchanges[ex].key) {
-                    q.retain(|&e| e != ex);
-                }
+                self.consume(index, ex);
                 return Outcome::Lenient(ex, miss);
             }
         }
         Outcome::Miss(miss)
     }
 
+    /// The exchanges of `method` not served yet, in recorded order.
+    fn unused_of<'a>(
+        &'a self,
+        index: &'a TapeIndex,
+        method: &'a str,
+    ) -> impl Iterator<Item = usize> + 'a {
+        index
+            .exchanges
+            .iter()
+            .enumerate()
+            .filter(move |(i, ex)| {
+                !self.consumed[*i] && index.msgs[ex.request].method.as_deref() == Some(method)
+            })
+            .map(|(i, _)| i)
+    }
+
+    /// Marks `ex` served when it was found another way than by its key's queue.
+    fn consume(&mut self, index: &TapeIndex, ex: usize) {
+        self.consumed[ex] = true;
+        if let Some(q) = self.by_key.get_mut(&index.exchanges[ex].key) {
+            q.retain(|&e| e != ex);
+        }
+    }
+
     /// A client's line quoted for humans with the display rules applied (it may hold the
     /// client's secrets).
-    pub fn quote(&self, text: &str) -> String {
+    pub(crate) fn quote(&self, text: &str) -> String {
         match &self.display {
             Some(r) => r
                 .redact_text(text)
@@ -166,7 +168,7 @@ impl Matcher {
     }
 
     /// Recorded exchanges never served, in recorded order.
-    pub fn unused(&self) -> Vec<usize> {
+    pub(crate) fn unused(&self) -> Vec<usize> {
         (0..self.consumed.len())
             .filter(|&i| !self.consumed[i])
             .collect()
@@ -246,12 +248,13 @@ impl Matcher {
 /// Which of several matching exchanges to take: a score (higher first) and the best score
 /// there can be, so that the search stops at the first exchange reaching it (with no
 /// preference, the earliest at once: the stdio path never scans).
-pub struct Prefer<'a> {
+pub(crate) struct Prefer<'a> {
     pub score: &'a (dyn Fn(&Exchange) -> u32 + Sync),
     pub max: u32,
 }
 
 impl Prefer<'_> {
+    /// No preference: the earliest matching exchange.
     pub fn none() -> Prefer<'static> {
         Prefer {
             score: &|_| 0,

@@ -26,14 +26,51 @@ use tokio::sync::{mpsc, oneshot, watch};
 /// not memory.
 const OUTPUT_QUEUE: usize = 256;
 
+/// How play serves.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ServeOptions {
+    /// On a miss, serve the next unused exchange of the same method instead.
     pub lenient: bool,
+    /// Largest client message read whole, in bytes.
     pub max_message: usize,
     /// How long to wait for the client's answer to a server-initiated request.
     pub answer_timeout: Duration,
-    /// The redaction rules applied to what a client asked before it is quoted in an explanation.
-    pub display_rules: crate::redact::RedactConfig,
+    /// The redactor applied to what a client asked before it is quoted in an explanation
+    /// (`None`: quoted as asked).
+    pub display: Option<Arc<crate::redact::Redactor>>,
+    /// Over HTTP: connections served at once (see
+    /// [`MAX_CONNECTIONS`](crate::transport::http::MAX_CONNECTIONS)).
+    pub max_connections: usize,
+    /// Over HTTP: sessions open at once (see [`MAX_SESSIONS`](crate::play::http::MAX_SESSIONS)).
+    pub max_sessions: usize,
+}
+
+impl Default for ServeOptions {
+    /// Strict, 64 MiB messages, a 60 s answer timeout, explanations redacted by the built-in
+    /// rules.
+    fn default() -> ServeOptions {
+        ServeOptions::with_display(Some(Arc::new(
+            crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults())
+                .expect("the built-in rules compile"),
+        )))
+    }
+}
+
+impl ServeOptions {
+    /// The defaults with explanations redacted by `display` (`None`: quoted as asked). Building a
+    /// redactor compiles its rules (tens of milliseconds): a caller with its own rules passes
+    /// them here rather than replacing the default's.
+    pub fn with_display(display: Option<Arc<crate::redact::Redactor>>) -> ServeOptions {
+        ServeOptions {
+            lenient: false,
+            max_message: crate::wire::DEFAULT_MAX_MESSAGE,
+            answer_timeout: Duration::from_secs(60),
+            display,
+            max_connections: crate::transport::http::MAX_CONNECTIONS,
+            max_sessions: crate::play::http::MAX_SESSIONS,
+        }
+    }
 }
 
 /// A difference between the client's answer to a replayed server request and the recorded one.
@@ -43,18 +80,27 @@ pub struct Drift {
     pub method: String,
     /// Tape line of the recorded server request.
     pub line: u64,
+    /// Where the client's answer differs, recorded (`left`) against given (`right`); empty when
+    /// no answer came.
     pub differences: Vec<Difference>,
     /// Set when no answer came at all.
     pub no_answer: bool,
 }
 
-#[derive(Debug, Default)]
+/// How a play session went: what was served, missed and drifted.
+#[derive(Debug, Default, Clone)]
 pub struct PlayReport {
+    /// Requests answered from the tape (those served by `--lenient` included).
     pub served: u64,
+    /// Requests with no recorded answer: the client got a JSON-RPC error explaining why.
     pub missed: u64,
+    /// Misses that `--lenient` answered with another exchange of the same method.
     pub lenient: u64,
+    /// Replayed server requests whose client answer differed from the recording, or never came.
     pub drifted: u64,
+    /// Every miss, explained, in order.
     pub misses: Vec<Miss>,
+    /// Every drift, in order.
     pub drifts: Vec<Drift>,
     /// Exchanges never served, in recorded order.
     pub unused: Vec<Unused>,
@@ -63,6 +109,9 @@ pub struct PlayReport {
     /// Requests matched to a recorded exchange whose server never answered (it died mid-call,
     /// or the tape was cut): the client got an error saying so.
     pub unanswered: u64,
+    /// Messages for a GET stream no client opened, dropped past
+    /// [`GET_BACKLOG`](crate::transport::http::GET_BACKLOG) (over HTTP only).
+    pub dropped: u64,
 }
 
 /// A recorded exchange that was never served.
@@ -192,32 +241,23 @@ impl<W: Write + Send> Sink for Direct<W> {
 
 /// Serves `index` to the client on `input`/`output` until the client closes its side.
 ///
-/// The calling thread reads the client's messages and answers each at once, writing to `output`
+/// A blocking thread reads the client's messages and answers each at once, writing to `output`
 /// itself. Only an exchange that must wait for the client (a server-initiated request) runs as a
-/// task, on a runtime thread that also writes the tasks' messages.
-pub fn serve<R, W>(index: TapeIndex, opts: ServeOptions, mut input: R, output: W) -> PlayReport
+/// task, on the caller's runtime, which also writes the tasks' messages.
+pub async fn serve<R, W>(index: TapeIndex, opts: ServeOptions, input: R, output: W) -> PlayReport
 where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("tokio runtime");
-    let rt_handle = rt.handle().clone();
+    let rt_handle = tokio::runtime::Handle::current();
     let output = Arc::new(Mutex::new(Output {
         w: std::io::BufWriter::with_capacity(64 * 1024, output),
         broken: false,
     }));
     let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(OUTPUT_QUEUE);
-    let queue_output = output.clone();
-    let tasks_thread = std::thread::Builder::new()
-        .name("play-tasks".into())
-        .spawn(move || rt.block_on(write_queue(out_rx, queue_output)))
-        .expect("spawn thread");
-
-    let mut serving = Loop {
-        matcher: Matcher::with_display_rules(&index, &opts.display_rules),
+    let writer = tokio::spawn(write_queue(out_rx, output.clone()));
+    let serving = Loop {
+        matcher: Matcher::with_display(&index, opts.display.clone()),
         shared: Arc::new(Shared {
             bodies: Bodies::preload(&index),
             index: Arc::new(index),
@@ -234,9 +274,24 @@ where
         c2s: 0,
         next_standalone: 0,
     };
+    let out = output.clone();
+    let report = tokio::task::spawn_blocking(move || read_loop(serving, input, &out))
+        .await
+        .unwrap_or_default();
+    // `finish` dropped the queue's last sender: the writer ends once it wrote the rest.
+    let _ = writer.await;
+    output.lock().expect("output lock").flush();
+    report
+}
+
+/// The serving loop proper, on a blocking thread: read, answer, flush before the next read.
+fn read_loop<R: Read, W: Write + Send + 'static>(
+    mut serving: Loop<W>,
+    mut input: R,
+    output: &Mutex<Output<W>>,
+) -> PlayReport {
     serving.standalone(0);
     output.lock().expect("output lock").flush();
-
     let mut framer = Framer::new(serving.shared.opts.max_message);
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -250,11 +305,7 @@ where
         output.lock().expect("output lock").flush();
     }
     framer.finish(|f| serving.frame(f));
-    let report = serving.finish();
-    // `finish` dropped the queue's last sender: the runtime thread ends once it wrote the rest.
-    let _ = tasks_thread.join();
-    output.lock().expect("output lock").flush();
-    report
+    serving.finish()
 }
 
 /// Writes the tasks' messages, flushing once the queue is empty: a burst goes out in few writes.
@@ -401,7 +452,7 @@ async fn handle<W: Write + Send + 'static>(
         Kind::Request => {
             let id = c.id.expect("requests have ids");
             let method = c.method.expect("requests have methods");
-            let params = crate::tape::index::params_of(bytes);
+            let params = crate::wire::params::params_of(bytes);
             request(shared, matcher, direct, rt, tasks, id, method, params).await;
         }
         Kind::Response | Kind::Error => {
@@ -450,7 +501,7 @@ async fn request<W: Write + Send + 'static>(
     method: String,
     params: Option<Value>,
 ) {
-    let token = crate::tape::index::progress_token(params.as_ref(), true);
+    let token = crate::wire::params::progress_token(params.as_ref(), true);
 
     let outcome = matcher.take(&shared.index, &method, params.as_ref(), shared.opts.lenient);
     let ex = match outcome {

@@ -4,12 +4,11 @@
 //! messages while it is the only request in flight) and ends with its response. Messages tied to
 //! no request go to the GET stream. Everything is taped as it passes, as `record` does over stdio.
 
-use super::stdio::{ignore_sigxfsz, shell_words, start_stdio_server, RecordOutcome, StartError};
-use crate::redact::{RedactConfig, Redactor};
-use crate::tape::{TapeWriter, WriteOptions};
-use crate::transport::http::{
-    accept_until, collect, plain, refuse_foreign, ChannelBody, RespBody, StopSignals,
-};
+use super::recorder::{exit_info, spawn_and_tape};
+use super::Recorder;
+use super::{RecordError, RecordOutcome};
+use crate::tape::WriteOptions;
+use crate::transport::http::{accept_until, collect, plain, refuse_foreign, ChannelBody, RespBody};
 use crate::transport::sse;
 use crate::wire::{classify, Dir, Frame, Framer, Kind};
 use bytes::Bytes;
@@ -17,39 +16,59 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode};
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::future::Future;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ChildStdin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Messages waiting for one HTTP stream. Bounded: a client that stops reading holds the
 /// server's output back rather than memory.
 const STREAM_QUEUE: usize = 256;
 
+/// What the bridge needs.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct BridgeConfig {
+    /// Where the tape goes.
     pub tape: PathBuf,
+    /// The stdio server's command and arguments.
     pub command: Vec<String>,
+    /// Where the HTTP side listens (loopback unless told otherwise).
     pub listen: SocketAddr,
+    /// The server's label on the tape.
     pub server_label: String,
-    pub redact: RedactConfig,
-    pub signing_key: Option<Vec<u8>>,
+    /// How the tape is written: the redactor, the signing key.
+    pub write: WriteOptions,
+    /// Largest message kept whole, in bytes.
     pub max_message: usize,
+    /// Client connections served at once (see
+    /// [`MAX_CONNECTIONS`](crate::transport::http::MAX_CONNECTIONS)).
+    pub max_connections: usize,
+    /// After the listener stops and the server's stdin closes, how long it has to exit.
     pub grace: Duration,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum BridgeError {
-    #[error("could not start server `{command}`: {cause}")]
-    Spawn { command: String, cause: io::Error },
-    #[error("could not listen on {addr}: {cause}")]
-    Listen { addr: SocketAddr, cause: io::Error },
-    #[error("could not write tape {}: {cause}", path.display())]
-    Tape { path: PathBuf, cause: io::Error },
+impl BridgeConfig {
+    /// A configuration with the defaults (any free loopback port, 64 MiB messages, a 5 s grace
+    /// period), the tape written with `write` ([`WriteOptions::redacted`] for the built-in
+    /// rules).
+    pub fn new(tape: PathBuf, command: Vec<String>, write: WriteOptions) -> BridgeConfig {
+        BridgeConfig {
+            tape,
+            command,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            server_label: crate::tape::DEFAULT_SERVER.into(),
+            write,
+            max_message: crate::wire::DEFAULT_MAX_MESSAGE,
+            max_connections: crate::transport::http::MAX_CONNECTIONS,
+            grace: Duration::from_secs(5),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -60,161 +79,101 @@ struct Routes {
     by_token: HashMap<String, String>,
     /// The GET stream, or what waits for one.
     get: Option<mpsc::Sender<Bytes>>,
-    waiting: VecDeque<Bytes>,
+    waiting: crate::transport::http::Backlog<Bytes>,
 }
 
 struct Bridge {
-    tape: Mutex<Option<TapeWriter>>,
-    label: String,
+    tape: Recorder,
     stdin: Mutex<Option<ChildStdin>>,
-    routes: Mutex<Routes>,
+    routes: Arc<Mutex<Routes>>,
     session: String,
     local_port: u16,
     max_message: usize,
 }
 
-pub fn record_bridge(
+/// Serves the stdio server over Streamable HTTP until `shutdown` completes (with the reason)
+/// or the server's output ends; `on_ready` gets the URL to give the client.
+pub async fn record_bridge(
     cfg: &BridgeConfig,
+    shutdown: impl Future<Output = String>,
     on_ready: impl FnOnce(&str),
-) -> Result<RecordOutcome, BridgeError> {
-    let tape_err = |cause| BridgeError::Tape {
+) -> Result<RecordOutcome, RecordError> {
+    let tape_err = |cause| RecordError::Tape {
         path: cfg.tape.clone(),
         cause,
     };
-    let opts = WriteOptions {
-        redactor: Redactor::for_config(&cfg.redact),
-        signing_key: cfg.signing_key.clone(),
-    };
-    let (mut child, writer) = start_stdio_server(&cfg.command, &cfg.server_label, &cfg.tape, opts)
-        .map_err(|e| match e {
-            StartError::Spawn(cause) => BridgeError::Spawn {
-                command: shell_words(&cfg.command),
-                cause,
-            },
-            StartError::Tape(cause) => tape_err(cause),
-        })?;
-    ignore_sigxfsz();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(tape_err)?;
+    let (mut child, tape) = spawn_and_tape(
+        &cfg.command,
+        &cfg.server_label,
+        &cfg.tape,
+        cfg.write.clone(),
+    )
+    .map_err(|e| e.for_record(&cfg.command, &cfg.tape))?;
     let stdout = child.stdout.take().expect("stdout is piped");
     let stdin = child.stdin.take();
-    let served = rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(cfg.listen)
-            .await
-            .map_err(|cause| BridgeError::Listen {
-                addr: cfg.listen,
-                cause,
-            })?;
-        let local = listener.local_addr().map_err(|cause| BridgeError::Listen {
+    let (listener, local) = crate::transport::http::bind(cfg.listen)
+        .await
+        .map_err(|cause| RecordError::Listen {
             addr: cfg.listen,
             cause,
         })?;
-        let bridge = Arc::new(Bridge {
-            tape: Mutex::new(Some(writer)),
-            label: cfg.server_label.clone(),
-            stdin: Mutex::new(stdin),
-            routes: Mutex::new(Routes::default()),
-            session: crate::transport::http::session_id(),
-            local_port: local.port(),
-            max_message: cfg.max_message,
-        });
-        // The server's output: taped, then routed to the stream it belongs to.
-        let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(STREAM_QUEUE);
-        {
-            let (bridge, max) = (bridge.clone(), cfg.max_message);
-            std::thread::Builder::new()
-                .name("bridge-stdout".into())
-                .spawn(move || read_server(stdout, max, &bridge, &out_tx))
-                .expect("spawn thread");
+    let bridge = Arc::new(Bridge {
+        tape: tape.clone(),
+        stdin: Mutex::new(stdin),
+        routes: Arc::new(Mutex::new(Routes::default())),
+        session: crate::transport::http::session_id(),
+        local_port: local.port(),
+        max_message: cfg.max_message,
+    });
+    // The server's output: taped, then routed to the stream it belongs to.
+    let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(STREAM_QUEUE);
+    {
+        let (bridge, max) = (bridge.clone(), cfg.max_message);
+        std::thread::Builder::new()
+            .name("bridge-stdout".into())
+            .spawn(move || read_server(stdout, max, &bridge, &out_tx))
+            .expect("spawn thread");
+    }
+    let mut router = {
+        let bridge = bridge.clone();
+        tokio::spawn(async move {
+            while let Some(line) = out_rx.recv().await {
+                bridge.route(line).await;
+            }
+        })
+    };
+    on_ready(&format!("http://{local}/mcp"));
+    let handler = bridge.clone();
+    // The router ends when the server's output does (the reader drops its sender).
+    let stop = async {
+        tokio::select! {
+            _ = &mut router => "the server's output ended".to_string(),
+            s = shutdown => format!("{s}: recording stopped"),
         }
-        let mut router = {
-            let bridge = bridge.clone();
-            tokio::spawn(async move {
-                while let Some(line) = out_rx.recv().await {
-                    bridge.route(line).await;
-                }
-            })
-        };
-        let mut signals = StopSignals::new().map_err(|cause| BridgeError::Listen {
-            addr: cfg.listen,
-            cause,
-        })?;
-        on_ready(&format!("http://{local}/mcp"));
-        let handler = {
-            let bridge = bridge.clone();
-            move |req| {
-                let bridge = bridge.clone();
-                async move { bridge.handle(req).await }
-            }
-        };
-        // The router ends when the server's output does (the reader drops its sender).
-        let stop = async {
-            tokio::select! {
-                _ = &mut router => "the server's output ended".to_string(),
-                s = signals.recv() => format!("{s}: recording stopped"),
-            }
-        };
-        let (reason, mut connections) = accept_until(&listener, handler, stop).await;
-        connections.abort_all();
-        // EOF for the server, as over stdio.
-        bridge.stdin.lock().expect("stdin lock").take();
-        Ok::<_, BridgeError>((reason, bridge))
-    })?;
-    let (reason, bridge) = served;
-    let ended = crate::record::stdio::wait_with_grace(&mut child, cfg.grace);
-    let exit = ended.as_ref().map(|(info, _)| info.clone());
-    let exit_code = ended.map(|(_, code)| code).unwrap_or(0);
-    let writer = bridge
-        .tape
-        .lock()
-        .expect("tape lock")
-        .take()
-        .expect("taken once");
-    let dropped = writer.dropped();
-    let failure = writer.failure();
-    let tape = writer.path().to_path_buf();
-    let end = writer.finish(exit, Some(reason)).map_err(tape_err)?;
-    Ok(RecordOutcome {
-        tape,
-        end,
-        exit_code,
-        write_failure: failure.map(|f| (dropped, f)),
+    };
+    let (reason, mut connections) =
+        accept_until(&listener, cfg.max_connections, handler, stop).await;
+    connections.abort_all();
+    // EOF for the server, as over stdio.
+    bridge.stdin.lock().expect("stdin lock").take();
+    let grace = cfg.grace;
+    let ended = tokio::task::spawn_blocking(move || {
+        crate::transport::stdio::wait_with_grace(&mut child, grace)
     })
+    .await
+    .ok()
+    .flatten();
+    let (exit, exit_code) = match ended.as_ref().map(exit_info) {
+        Some((info, code)) => (Some(info), code),
+        None => (None, 0),
+    };
+    let closed = tape.close(exit, reason).map_err(tape_err)?;
+    let mut outcome = RecordOutcome::new(closed, exit_code);
+    outcome.dropped = bridge.routes.lock().expect("routes lock").waiting.dropped;
+    Ok(outcome)
 }
 
 impl Bridge {
-    async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
-        if let Some(why) = refuse_foreign(req.headers(), self.local_port) {
-            return plain(StatusCode::FORBIDDEN, &why);
-        }
-        match *req.method() {
-            Method::POST => {
-                let body = match collect(req.into_body(), self.max_message).await {
-                    Ok(b) => b,
-                    Err(why) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &why),
-                };
-                self.post(body).await
-            }
-            Method::GET => {
-                let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-                let waiting: Vec<Bytes> = {
-                    let mut r = self.routes.lock().expect("routes lock");
-                    r.get = Some(tx.clone());
-                    r.waiting.drain(..).collect()
-                };
-                for b in waiting {
-                    let _ = tx.send(b).await;
-                }
-                sse_response(rx, None)
-            }
-            Method::DELETE => plain(StatusCode::OK, ""),
-            _ => plain(StatusCode::METHOD_NOT_ALLOWED, "POST, GET or DELETE"),
-        }
-    }
-
     async fn post(&self, body: Bytes) -> Response<RespBody> {
         // One message per line on the server's stdin: line breaks inside it (whitespace in
         // valid JSON) become spaces.
@@ -228,8 +187,8 @@ impl Bridge {
             let (tx, rx) = mpsc::channel(STREAM_QUEUE);
             let mut r = self.routes.lock().expect("routes lock");
             let id = c.id.clone().unwrap_or_default();
-            if let Some(token) = crate::tape::index::progress_token(
-                crate::tape::index::params_of(&line).as_ref(),
+            if let Some(token) = crate::wire::params::progress_token(
+                crate::wire::params::params_of(&line).as_ref(),
                 true,
             ) {
                 r.by_token.insert(token, id.clone());
@@ -239,18 +198,7 @@ impl Bridge {
         } else {
             None
         };
-        {
-            let mut guard = self.tape.lock().expect("tape lock");
-            if let Some(w) = guard.as_mut() {
-                let mut framer = Framer::new(usize::MAX);
-                let mut full = line.clone();
-                full.push(b'\n');
-                framer.push(&full, |f| {
-                    w.message(&self.label, Dir::C2S, &f, Instant::now())
-                });
-                let _ = w.commit();
-            }
-        }
+        self.tape.message(Dir::C2S, &line, None);
         let written = {
             let mut guard = self.stdin.lock().expect("stdin lock");
             match guard.as_mut() {
@@ -296,8 +244,8 @@ impl Bridge {
                 _ => {
                     let by_token = (c.method.as_deref() == Some("notifications/progress"))
                         .then(|| {
-                            crate::tape::index::progress_token(
-                                crate::tape::index::params_of(&line).as_ref(),
+                            crate::wire::params::progress_token(
+                                crate::wire::params::params_of(&line).as_ref(),
                                 false,
                             )
                         })
@@ -313,7 +261,7 @@ impl Bridge {
                     {
                         Some(tx) => Some(tx),
                         None => {
-                            r.waiting.push_back(event.clone());
+                            r.waiting.push(event.clone());
                             None
                         }
                     }
@@ -329,14 +277,10 @@ impl Bridge {
 fn read_server(mut stdout: impl Read, max: usize, bridge: &Bridge, out: &mpsc::Sender<Vec<u8>>) {
     let mut framer = Framer::new(max);
     let mut buf = vec![0u8; 64 * 1024];
-    let mut handle = |frame: Frame<'_>| {
-        {
-            let mut guard = bridge.tape.lock().expect("tape lock");
-            if let Some(w) = guard.as_mut() {
-                w.message(&bridge.label, Dir::S2C, &frame, Instant::now());
-                let _ = w.commit();
-            }
-        }
+    // The tape's framer and the router's see the same bytes: each read is taped whole
+    // (committed once), then its lines are routed.
+    let mut routed = Framer::new(max);
+    let mut route = |frame: Frame<'_>| {
         if let Frame::Line(l) = frame {
             let _ = out.blocking_send(l.bytes.to_vec());
         }
@@ -344,12 +288,16 @@ fn read_server(mut stdout: impl Read, max: usize, bridge: &Bridge, out: &mpsc::S
     loop {
         match stdout.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => framer.push(&buf[..n], &mut handle),
+            Ok(n) => {
+                bridge.tape.chunk(&mut framer, Dir::S2C, &buf[..n]);
+                routed.push(&buf[..n], &mut route);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => break,
         }
     }
-    framer.finish(&mut handle);
+    bridge.tape.finish_framer(&mut framer, Dir::S2C);
+    routed.finish(&mut route);
 }
 
 fn sse_response(rx: mpsc::Receiver<Bytes>, session: Option<String>) -> Response<RespBody> {
@@ -362,4 +310,49 @@ fn sse_response(rx: mpsc::Receiver<Bytes>, session: Option<String>) -> Response<
         r.headers_mut().insert("mcp-session-id", s);
     }
     r
+}
+
+impl crate::transport::http::Handler for Bridge {
+    async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
+        if let Some(why) = refuse_foreign(req.headers(), self.local_port) {
+            return plain(StatusCode::FORBIDDEN, &why);
+        }
+        match *req.method() {
+            Method::POST => {
+                let body = match collect(req.into_body(), self.max_message).await {
+                    Ok(b) => b,
+                    Err(why) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &why),
+                };
+                self.post(body).await
+            }
+            Method::GET => {
+                let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+                // The backlog goes out from a task: the stream's queue is smaller than the
+                // backlog, and nothing reads it before this response is returned.
+                let routes = self.routes.clone();
+                tokio::spawn(async move {
+                    loop {
+                        // The stream becomes the session's only once the backlog is out, so
+                        // what arrives meanwhile waits behind it, in order.
+                        let waiting = {
+                            let mut r = routes.lock().expect("routes lock");
+                            if r.waiting.is_empty() {
+                                r.get = Some(tx);
+                                return;
+                            }
+                            r.waiting.take()
+                        };
+                        for b in waiting {
+                            if tx.send(b).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+                sse_response(rx, None)
+            }
+            Method::DELETE => plain(StatusCode::OK, ""),
+            _ => plain(StatusCode::METHOD_NOT_ALLOWED, "POST, GET or DELETE"),
+        }
+    }
 }

@@ -6,14 +6,12 @@
 //! ends), after being taped. GET streams and DELETE pass through. Credentials (`Authorization`,
 //! cookies, API-key headers) are forwarded, never recorded: only the MCP headers are.
 
-use super::stdio::RecordOutcome;
-use crate::redact::{RedactConfig, Redactor};
+use super::Recorder;
+use super::{RecordError, RecordOutcome};
 use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
-use crate::transport::http::{
-    accept_until, collect, plain, refuse_foreign, ChannelBody, RespBody, StopSignals,
-};
+use crate::transport::http::{accept_until, collect, plain, refuse_foreign, ChannelBody, RespBody};
 use crate::transport::sse::{self, SseParser};
-use crate::wire::{Dir, Frame, Kind, Line};
+use crate::wire::{Dir, Kind};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -23,11 +21,11 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Map, Value};
-use std::io;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// SSE blocks waiting for a slow client. Bounded: a client that stops reading slows the
@@ -70,33 +68,46 @@ const HOP_BY_HOP: &[&str] = &[
     "content-length",
 ];
 
+/// What `record --url` needs.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct HttpRecordConfig {
+    /// Where the tape goes.
     pub tape: PathBuf,
-    /// The upstream MCP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+    /// The upstream MCP endpoint, e.g. `http://127.0.0.1:3001/mcp` (credentials in it become
+    /// an `Authorization: Basic` header to the upstream).
     pub upstream: String,
+    /// Where the proxy listens (loopback unless told otherwise).
     pub listen: SocketAddr,
+    /// The server's label on the tape.
     pub server_label: String,
-    pub redact: RedactConfig,
-    pub signing_key: Option<Vec<u8>>,
+    /// How the tape is written: the redactor, the signing key.
+    pub write: WriteOptions,
+    /// Largest message kept whole, in bytes.
     pub max_message: usize,
+    /// Client connections served at once (see
+    /// [`MAX_CONNECTIONS`](crate::transport::http::MAX_CONNECTIONS)).
+    pub max_connections: usize,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum HttpRecordError {
-    #[error("invalid upstream URL {url:?}: {why}")]
-    Upstream { url: String, why: String },
-    #[error("could not listen on {addr}: {cause}")]
-    Listen { addr: SocketAddr, cause: io::Error },
-    #[error("could not write tape {}: {cause}", path.display())]
-    Tape { path: PathBuf, cause: io::Error },
+impl HttpRecordConfig {
+    /// A configuration with the defaults (any free loopback port, 64 MiB messages), the tape
+    /// written with `write` ([`WriteOptions::redacted`] for the built-in rules).
+    pub fn new(tape: PathBuf, upstream: String, write: WriteOptions) -> HttpRecordConfig {
+        HttpRecordConfig {
+            tape,
+            upstream,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            server_label: crate::tape::DEFAULT_SERVER.into(),
+            write,
+            max_message: crate::wire::DEFAULT_MAX_MESSAGE,
+            max_connections: crate::transport::http::MAX_CONNECTIONS,
+        }
+    }
 }
-
-type Tape = Arc<Mutex<Option<TapeWriter>>>;
 
 struct Proxy {
-    tape: Tape,
-    label: String,
+    tape: Recorder,
     upstream: Uri,
     /// `http://127.0.0.1:PORT`: what clients see, for rewriting the legacy `endpoint` event.
     public_origin: String,
@@ -112,28 +123,32 @@ struct Proxy {
     posts: Arc<std::sync::atomic::AtomicU64>,
 }
 
-/// Runs the proxy until SIGINT/SIGTERM; `on_ready` gets the URL to give the client.
-pub fn record_http(
+/// Runs the proxy until `shutdown` completes (with the reason, e.g. `SIGINT`); `on_ready` gets
+/// the URL to give the client. Best run on a one-thread runtime: every request takes the tape
+/// lock anyway, and a request's hops between its tasks (client connection, upstream
+/// connection, pool) then stay on one thread without wake-ups between workers.
+pub async fn record_http(
     cfg: &HttpRecordConfig,
+    shutdown: impl Future<Output = String>,
     on_ready: impl FnOnce(&str),
-) -> Result<RecordOutcome, HttpRecordError> {
+) -> Result<RecordOutcome, RecordError> {
     // Credentials in the URL (`http://user:pass@host/mcp`) go to the upstream as an
     // `Authorization: Basic` header, never as part of `Host`, and never onto the tape.
     let (upstream, basic_auth) =
-        split_userinfo(&cfg.upstream).map_err(|why| HttpRecordError::Upstream {
+        split_userinfo(&cfg.upstream).map_err(|why| RecordError::Upstream {
             url: without_password(&cfg.upstream),
             why,
         })?;
     match upstream.scheme_str() {
         Some("http") => {}
         Some("https") => {
-            return Err(HttpRecordError::Upstream {
+            return Err(RecordError::Upstream {
                 url: upstream.to_string(),
                 why: "https upstreams are not supported yet (plain http only)".into(),
             })
         }
         _ => {
-            return Err(HttpRecordError::Upstream {
+            return Err(RecordError::Upstream {
                 url: upstream.to_string(),
                 why: "the URL must start with http://".into(),
             })
@@ -141,112 +156,305 @@ pub fn record_http(
     }
     let authority = upstream
         .authority()
-        .ok_or_else(|| HttpRecordError::Upstream {
+        .ok_or_else(|| RecordError::Upstream {
             url: upstream.to_string(),
             why: "no host".into(),
         })?
         .clone();
-    // One thread: every request takes the tape lock anyway, and a request's hops between its
-    // tasks (client connection, upstream connection, pool) stay on one thread without futex
-    // wake-ups between workers.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|cause| HttpRecordError::Listen {
+    let (listener, local) = crate::transport::http::bind(cfg.listen)
+        .await
+        .map_err(|cause| RecordError::Listen {
             addr: cfg.listen,
             cause,
         })?;
-    super::stdio::ignore_sigxfsz();
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(cfg.listen)
-            .await
-            .map_err(|cause| HttpRecordError::Listen {
-                addr: cfg.listen,
-                cause,
-            })?;
-        let local = listener
-            .local_addr()
-            .map_err(|cause| HttpRecordError::Listen {
-                addr: cfg.listen,
-                cause,
-            })?;
-        let tape_err = |cause| HttpRecordError::Tape {
-            path: cfg.tape.clone(),
-            cause,
-        };
-        let opts = WriteOptions {
-            redactor: Redactor::for_config(&cfg.redact),
-            signing_key: cfg.signing_key.clone(),
-        };
-        let mut writer = TapeWriter::create(&cfg.tape, opts).map_err(tape_err)?;
-        writer
-            .declare_server(ServerDecl {
-                server: cfg.server_label.clone(),
-                transport: "streamable_http".into(),
-                command: None,
-                cwd: None,
-                // The user stays visible; a password is never recorded.
-                url: Some(without_password(&cfg.upstream)),
-                t_us: 0,
-            })
-            .map_err(tape_err)?;
-        let public_origin = format!("http://{local}");
-        let path = upstream.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-        let proxy = Arc::new(Proxy {
-            tape: Arc::new(Mutex::new(Some(writer))),
-            label: cfg.server_label.clone(),
-            upstream: upstream.clone(),
-            upstream_origin: format!("http://{authority}"),
-            upstream_host: HeaderValue::from_str(authority.as_str()).ok(),
-            basic_auth,
-            public_origin: public_origin.clone(),
-            local_port: local.port(),
-            client: upstream_client(),
-            max_message: cfg.max_message,
-            posts: Arc::default(),
-        });
-        // The signal streams exist before the URL is given out: a signal that arrives after that
-        // is never lost, and never takes the default action (death, with the tape unclosed).
-        let mut signals = StopSignals::new().map_err(|cause| HttpRecordError::Listen {
-            addr: cfg.listen,
-            cause,
-        })?;
-        on_ready(&format!("{public_origin}{path}"));
-        let handler = {
-            let proxy = proxy.clone();
-            move |req| {
-                let proxy = proxy.clone();
-                async move { proxy.handle(req).await }
-            }
-        };
-        let (signal, mut connections) = accept_until(&listener, handler, signals.recv()).await;
-        let reason = format!("{signal}: recording stopped");
-        // Let requests in flight finish briefly; long-lived streams are cut.
-        let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
-            while connections.join_next().await.is_some() {}
-        })
-        .await;
-        connections.abort_all();
-        let writer = proxy
-            .tape
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .expect("the writer is taken once");
-        let dropped = writer.dropped();
-        let failure = writer.failure();
-        let tape = writer.path().to_path_buf();
-        let end = writer.finish(None, Some(reason)).map_err(tape_err)?;
-        Ok(RecordOutcome {
-            tape,
-            end,
-            exit_code: 0,
-            write_failure: failure.map(|f| (dropped, f)),
-        })
+    let tape_err = |cause| RecordError::Tape {
+        path: cfg.tape.clone(),
+        cause,
+    };
+    let mut writer = TapeWriter::create(&cfg.tape, cfg.write.clone()).map_err(tape_err)?;
+    writer
+        // The user stays visible; a password is never recorded.
+        .declare_server(ServerDecl::http(
+            &cfg.server_label,
+            without_password(&cfg.upstream),
+        ))
+        .map_err(tape_err)?;
+    let public_origin = format!("http://{local}");
+    let path = upstream.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let proxy = Arc::new(Proxy {
+        tape: Recorder::new(writer, &cfg.server_label),
+        upstream: upstream.clone(),
+        upstream_origin: format!("http://{authority}"),
+        upstream_host: HeaderValue::from_str(authority.as_str()).ok(),
+        basic_auth,
+        public_origin: public_origin.clone(),
+        local_port: local.port(),
+        client: upstream_client(),
+        max_message: cfg.max_message,
+        posts: Arc::default(),
+    });
+    on_ready(&format!("{public_origin}{path}"));
+    let handler = proxy.clone();
+    let (signal, mut connections) =
+        accept_until(&listener, cfg.max_connections, handler, shutdown).await;
+    let reason = format!("{signal}: recording stopped");
+    // Let requests in flight finish briefly; long-lived streams are cut.
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while connections.join_next().await.is_some() {}
     })
+    .await;
+    connections.abort_all();
+    let closed = proxy.tape.close(None, reason).map_err(tape_err)?;
+    Ok(RecordOutcome::new(closed, 0))
 }
 
 impl Proxy {
+    /// Forwards an SSE answer event by event: each complete block is taped, then sent on.
+    async fn pump_sse(
+        self: Arc<Self>,
+        mut body: Incoming,
+        facts: Map<String, Value>,
+        tx: mpsc::Sender<Bytes>,
+    ) {
+        let mut parser = SseParser::new(self.max_message);
+        loop {
+            let frame = match body.frame().await {
+                Some(Ok(f)) => f,
+                Some(Err(e)) => {
+                    self.tape_event(
+                        "upstream-error",
+                        json!({ "error": format!("the SSE stream broke: {e}") }),
+                    );
+                    break;
+                }
+                None => break,
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            for block in parser.push(&data) {
+                let bytes = self.take_block(block, &facts);
+                if tx.send(bytes).await.is_err() {
+                    // The client went away: what passed is on the tape; stop reading upstream.
+                    self.tape_event("client-gone", json!({ "stream": facts.get("stream") }));
+                    return;
+                }
+            }
+        }
+        if let Some(rest) = parser.finish() {
+            let _ = tx.send(Bytes::from(rest.raw)).await;
+        }
+    }
+
+    /// Tapes the message in an SSE block (if any) and returns the bytes to forward.
+    fn take_block(&self, block: sse::Block, facts: &Map<String, Value>) -> Bytes {
+        let Some(ev) = &block.event else {
+            return Bytes::from(block.raw);
+        };
+        let mut f = facts.clone();
+        if let Some(id) = &ev.id {
+            f.insert("event_id".into(), json!(id));
+        }
+        if let Some(name) = &ev.event {
+            f.insert("event".into(), json!(name));
+        }
+        // HTTP+SSE (2024-11-05): the `endpoint` event tells the client where to POST. An
+        // absolute URL pointing at the upstream is rewritten to point at the proxy.
+        if ev.event.as_deref() == Some("endpoint") {
+            let data = ev.data.clone().unwrap_or_default();
+            self.tape_event("sse-endpoint", json!({ "endpoint": data }));
+            if let Some(rest) = data.strip_prefix(&self.upstream_origin) {
+                let rewritten = format!("{}{rest}", self.public_origin);
+                return Bytes::from(sse::encode(Some("endpoint"), ev.id.as_deref(), &rewritten));
+            }
+            return Bytes::from(block.raw);
+        }
+        match &ev.data {
+            Some(data) if !data.trim().is_empty() => {
+                self.tape_message(Dir::S2C, data.as_bytes(), &mut f)
+            }
+            _ => {
+                if ev.id.is_some() || ev.retry.is_some() {
+                    // A priming event (an id with no data) or a retry hint: a fact for resumption.
+                    f.insert("retry".into(), json!(ev.retry));
+                    self.tape_event("sse-priming", Value::Object(f));
+                }
+            }
+        }
+        Bytes::from(block.raw)
+    }
+
+    /// `facts` is lent to the recorder as a `Value` and given back unchanged (no copy of it).
+    fn tape_message(&self, dir: Dir, bytes: &[u8], facts: &mut Map<String, Value>) {
+        let lent = Value::Object(std::mem::take(facts));
+        self.tape.message(dir, bytes, Some(&lent));
+        if let Value::Object(m) = lent {
+            *facts = m;
+        }
+    }
+
+    fn tape_event(&self, what: &str, details: impl Into<Value>) {
+        self.tape.event(what, details.into());
+    }
+
+    /// DNS-rebinding and cross-site protection: a browser page must not reach the proxy.
+    fn refuse(&self, req: &Request<Incoming>) -> Option<Response<RespBody>> {
+        refuse_foreign(req.headers(), self.local_port).map(|why| plain(StatusCode::FORBIDDEN, &why))
+    }
+
+    /// The upstream URL for a request's path and query: the upstream's scheme and authority.
+    fn upstream_uri(&self, pq: &str) -> Option<Uri> {
+        let mut parts = hyper::http::uri::Parts::default();
+        parts.scheme = self.upstream.scheme().cloned();
+        parts.authority = self.upstream.authority().cloned();
+        parts.path_and_query = Some(pq.parse().ok()?);
+        Uri::from_parts(parts).ok()
+    }
+
+    fn clone_handle(&self) -> Arc<Proxy> {
+        Arc::new(Proxy {
+            tape: self.tape.clone(),
+            upstream: self.upstream.clone(),
+            public_origin: self.public_origin.clone(),
+            upstream_origin: self.upstream_origin.clone(),
+            upstream_host: self.upstream_host.clone(),
+            basic_auth: self.basic_auth.clone(),
+            local_port: self.local_port,
+            client: self.client.clone(),
+            max_message: self.max_message,
+            posts: self.posts.clone(),
+        })
+    }
+}
+
+/// The upstream URL without its credentials, and those as an `Authorization: Basic` value.
+fn split_userinfo(url: &str) -> Result<(Uri, Option<HeaderValue>), String> {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let (userinfo, host) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    let bare = if scheme.is_empty() {
+        format!("{host}{tail}")
+    } else {
+        format!("{scheme}://{host}{tail}")
+    };
+    let uri: Uri = bare
+        .parse()
+        .map_err(|e: hyper::http::uri::InvalidUri| e.to_string())?;
+    let auth = match userinfo {
+        None => None,
+        Some(u) => {
+            let (user, pass) = u.split_once(':').unwrap_or((u, ""));
+            let decode = |s: &str| percent_encoding::percent_decode_str(s).collect::<Vec<u8>>();
+            let mut plain = decode(user);
+            plain.push(b':');
+            plain.extend(decode(pass));
+            let value = format!(
+                "Basic {}",
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, plain)
+            );
+            let mut v = HeaderValue::from_str(&value).map_err(|e| e.to_string())?;
+            v.set_sensitive(true);
+            Some(v)
+        }
+    };
+    Ok((uri, auth))
+}
+
+/// A URL as it may be shown and taped: a password in it dropped (the user stays).
+pub fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            format!("{scheme}://{user}@{host}{}", &rest[end..])
+        }
+        None => url.to_string(),
+    }
+}
+
+/// The client to the upstream: pooled keep-alive connections (hyper reuses an idle one), with
+/// Nagle off since each request is written whole.
+fn upstream_client() -> Client<HttpConnector, Full<Bytes>> {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // The few names present are found by one pass over the map and removed by name (no
+    // parsing of the eleven hop-by-hop names on every request).
+    let present: Vec<HeaderName> = headers
+        .keys()
+        .filter(|k| HOP_BY_HOP.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    for name in &present {
+        headers.remove(name);
+    }
+}
+
+fn request_facts(method: &Method, headers: &HeaderMap, path: &str) -> Map<String, Value> {
+    let mut f = Map::new();
+    f.insert("method".into(), json!(method.as_str()));
+    f.insert("path".into(), json!(path));
+    for (name, fact) in &RECORDED_HEADERS {
+        if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
+            f.insert((*fact).into(), json!(v));
+        }
+    }
+    // The 2026-07-28 era's `Mcp-Param-<Name>` headers (params mirrored for routing).
+    let params: Map<String, Value> = headers
+        .iter()
+        .filter_map(|(k, v)| {
+            let name = k.as_str().strip_prefix("mcp-param-")?;
+            Some((name.to_string(), json!(v.to_str().ok()?)))
+        })
+        .collect();
+    if !params.is_empty() {
+        f.insert("mcp_params".into(), Value::Object(params));
+    }
+    f
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+/// A JSON-RPC error for the request in `body` (its id if it had one), so the client sees why.
+fn jsonrpc_error(status: StatusCode, body: &[u8], message: &str) -> Response<RespBody> {
+    let id = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("id").cloned())
+        .unwrap_or(Value::Null);
+    let msg = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": message}});
+    let mut r = Response::new(
+        Full::new(Bytes::from(msg.to_string()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+impl crate::transport::http::Handler for Proxy {
     async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
         if let Some(resp) = self.refuse(&req) {
             return resp;
@@ -392,287 +600,4 @@ impl Proxy {
         }
         respond(Full::new(body).map_err(|never| match never {}).boxed())
     }
-
-    /// Forwards an SSE answer event by event: each complete block is taped, then sent on.
-    async fn pump_sse(
-        self: Arc<Self>,
-        mut body: Incoming,
-        facts: Map<String, Value>,
-        tx: mpsc::Sender<Bytes>,
-    ) {
-        let mut parser = SseParser::new(self.max_message);
-        loop {
-            let frame = match body.frame().await {
-                Some(Ok(f)) => f,
-                Some(Err(e)) => {
-                    self.tape_event(
-                        "upstream-error",
-                        json!({ "error": format!("the SSE stream broke: {e}") }),
-                    );
-                    break;
-                }
-                None => break,
-            };
-            let Ok(data) = frame.into_data() else {
-                continue;
-            };
-            for block in parser.push(&data) {
-                let bytes = self.take_block(block, &facts);
-                if tx.send(bytes).await.is_err() {
-                    // The client went away: what passed is on the tape; stop reading upstream.
-                    self.tape_event("client-gone", json!({ "stream": facts.get("stream") }));
-                    return;
-                }
-            }
-        }
-        if let Some(rest) = parser.finish() {
-            let _ = tx.send(Bytes::from(rest.raw)).await;
-        }
-    }
-
-    /// Tapes the message in an SSE block (if any) and returns the bytes to forward.
-    fn take_block(&self, block: sse::Block, facts: &Map<String, Value>) -> Bytes {
-        let Some(ev) = &block.event else {
-            return Bytes::from(block.raw);
-        };
-        let mut f = facts.clone();
-        if let Some(id) = &ev.id {
-            f.insert("event_id".into(), json!(id));
-        }
-        if let Some(name) = &ev.event {
-            f.insert("event".into(), json!(name));
-        }
-        // HTTP+SSE (2024-11-05): the `endpoint` event tells the client where to POST. An
-        // absolute URL pointing at the upstream is rewritten to point at the proxy.
-        if ev.event.as_deref() == Some("endpoint") {
-            let data = ev.data.clone().unwrap_or_default();
-            self.tape_event("sse-endpoint", json!({ "endpoint": data }));
-            if let Some(rest) = data.strip_prefix(&self.upstream_origin) {
-                let rewritten = format!("{}{rest}", self.public_origin);
-                return Bytes::from(sse::encode(Some("endpoint"), ev.id.as_deref(), &rewritten));
-            }
-            return Bytes::from(block.raw);
-        }
-        match &ev.data {
-            Some(data) if !data.trim().is_empty() => {
-                self.tape_message(Dir::S2C, data.as_bytes(), &mut f)
-            }
-            _ => {
-                if ev.id.is_some() || ev.retry.is_some() {
-                    // A priming event (an id with no data) or a retry hint: a fact for resumption.
-                    f.insert("retry".into(), json!(ev.retry));
-                    self.tape_event("sse-priming", Value::Object(f));
-                }
-            }
-        }
-        Bytes::from(block.raw)
-    }
-
-    /// `facts` is lent to the writer as a `Value` and given back unchanged (no copy of it).
-    fn tape_message(&self, dir: Dir, bytes: &[u8], facts: &mut Map<String, Value>) {
-        let bytes = bytes.trim_ascii();
-        // A tape line holds one message: an HTTP body or a multi-line SSE `data:` may hold line
-        // breaks, which in valid JSON can only be whitespace between tokens, so they become
-        // spaces. (Over stdio a message never contains one.)
-        let flat: Vec<u8>;
-        let bytes = if bytes.iter().any(|&b| b == b'\n' || b == b'\r') {
-            flat = bytes
-                .iter()
-                .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
-                .collect();
-            &flat[..]
-        } else {
-            bytes
-        };
-        let line = Line {
-            bytes,
-            crlf: false,
-            unterminated: false,
-            bom: false,
-        };
-        let lent = Value::Object(std::mem::take(facts));
-        {
-            let mut guard = self.tape.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(w) = guard.as_mut() {
-                w.message_with(
-                    &self.label,
-                    dir,
-                    &Frame::Line(line),
-                    Instant::now(),
-                    Some(&lent),
-                );
-                if let Err(e) = w.commit() {
-                    crate::diag!("mcptape: WARNING: {e}; the tape will be marked incomplete");
-                }
-            }
-        }
-        if let Value::Object(m) = lent {
-            *facts = m;
-        }
-    }
-
-    fn tape_event(&self, what: &str, details: impl Into<Value>) {
-        let mut guard = self.tape.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(w) = guard.as_mut() {
-            w.event(&self.label, what, details.into(), Instant::now());
-            let _ = w.commit();
-        }
-    }
-
-    /// DNS-rebinding and cross-site protection: a browser page must not reach the proxy.
-    fn refuse(&self, req: &Request<Incoming>) -> Option<Response<RespBody>> {
-        refuse_foreign(req.headers(), self.local_port).map(|why| plain(StatusCode::FORBIDDEN, &why))
-    }
-
-    /// The upstream URL for a request's path and query: the upstream's scheme and authority.
-    fn upstream_uri(&self, pq: &str) -> Option<Uri> {
-        let mut parts = hyper::http::uri::Parts::default();
-        parts.scheme = self.upstream.scheme().cloned();
-        parts.authority = self.upstream.authority().cloned();
-        parts.path_and_query = Some(pq.parse().ok()?);
-        Uri::from_parts(parts).ok()
-    }
-
-    fn clone_handle(&self) -> Arc<Proxy> {
-        Arc::new(Proxy {
-            tape: self.tape.clone(),
-            label: self.label.clone(),
-            upstream: self.upstream.clone(),
-            public_origin: self.public_origin.clone(),
-            upstream_origin: self.upstream_origin.clone(),
-            upstream_host: self.upstream_host.clone(),
-            basic_auth: self.basic_auth.clone(),
-            local_port: self.local_port,
-            client: self.client.clone(),
-            max_message: self.max_message,
-            posts: self.posts.clone(),
-        })
-    }
-}
-
-/// The upstream URL without its credentials, and those as an `Authorization: Basic` value.
-fn split_userinfo(url: &str) -> Result<(Uri, Option<HeaderValue>), String> {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let (userinfo, host) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, authority),
-    };
-    let bare = if scheme.is_empty() {
-        format!("{host}{tail}")
-    } else {
-        format!("{scheme}://{host}{tail}")
-    };
-    let uri: Uri = bare
-        .parse()
-        .map_err(|e: hyper::http::uri::InvalidUri| e.to_string())?;
-    let auth = match userinfo {
-        None => None,
-        Some(u) => {
-            let (user, pass) = u.split_once(':').unwrap_or((u, ""));
-            let decode = |s: &str| percent_encoding::percent_decode_str(s).collect::<Vec<u8>>();
-            let mut plain = decode(user);
-            plain.push(b':');
-            plain.extend(decode(pass));
-            let value = format!(
-                "Basic {}",
-                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, plain)
-            );
-            let mut v = HeaderValue::from_str(&value).map_err(|e| e.to_string())?;
-            v.set_sensitive(true);
-            Some(v)
-        }
-    };
-    Ok((uri, auth))
-}
-
-/// A URL as it may be shown and taped: a password in it dropped (the user stays).
-pub fn without_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..end].rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            format!("{scheme}://{user}@{host}{}", &rest[end..])
-        }
-        None => url.to_string(),
-    }
-}
-
-/// The client to the upstream: pooled keep-alive connections (hyper reuses an idle one), with
-/// Nagle off since each request is written whole.
-fn upstream_client() -> Client<HttpConnector, Full<Bytes>> {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    Client::builder(TokioExecutor::new()).build(connector)
-}
-
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // The few names present are found by one pass over the map and removed by name (no
-    // parsing of the eleven hop-by-hop names on every request).
-    let present: Vec<HeaderName> = headers
-        .keys()
-        .filter(|k| HOP_BY_HOP.contains(&k.as_str()))
-        .cloned()
-        .collect();
-    for name in &present {
-        headers.remove(name);
-    }
-}
-
-fn request_facts(method: &Method, headers: &HeaderMap, path: &str) -> Map<String, Value> {
-    let mut f = Map::new();
-    f.insert("method".into(), json!(method.as_str()));
-    f.insert("path".into(), json!(path));
-    for (name, fact) in &RECORDED_HEADERS {
-        if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
-            f.insert((*fact).into(), json!(v));
-        }
-    }
-    // The 2026-07-28 era's `Mcp-Param-<Name>` headers (params mirrored for routing).
-    let params: Map<String, Value> = headers
-        .iter()
-        .filter_map(|(k, v)| {
-            let name = k.as_str().strip_prefix("mcp-param-")?;
-            Some((name.to_string(), json!(v.to_str().ok()?)))
-        })
-        .collect();
-    if !params.is_empty() {
-        f.insert("mcp_params".into(), Value::Object(params));
-    }
-    f
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
-}
-
-/// A JSON-RPC error for the request in `body` (its id if it had one), so the client sees why.
-fn jsonrpc_error(status: StatusCode, body: &[u8], message: &str) -> Response<RespBody> {
-    let id = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("id").cloned())
-        .unwrap_or(Value::Null);
-    let msg = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": message}});
-    let mut r = Response::new(
-        Full::new(Bytes::from(msg.to_string()))
-            .map_err(|never| match never {})
-            .boxed(),
-    );
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
 }

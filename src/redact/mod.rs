@@ -12,14 +12,19 @@
 //! A cheap byte-level prefilter (`prefilter.rs`) decides whether a message needs the walk at
 //! all, so the common message costs a scan at memory speed.
 
+mod argv;
+mod config;
+mod entropy;
 mod json;
-mod marker;
 mod prefilter;
-pub mod rules;
+pub(crate) mod rules;
 mod text;
 
-pub(crate) use marker::marker_re;
-pub use marker::{
+pub use config::{RedactConfig, RuleError};
+pub(crate) use entropy::is_high_entropy;
+
+pub(crate) use crate::wire::marker::marker_re;
+pub(crate) use crate::wire::marker::{
     has_marker, is_marker, marker_rule, strip_marker_hashes, wildcard_eq, wildcard_eq_either,
     MARKER_PREFIX,
 };
@@ -31,67 +36,17 @@ use serde_json_path::JsonPath;
 use sha2::Sha256;
 use std::collections::BTreeSet;
 
-/// User rules, from flags and `.mcptape/config.toml`.
-#[derive(Debug, Clone, Default)]
-pub struct RedactConfig {
-    /// Apply the built-in rules (on unless `--no-default-redaction`).
-    pub defaults: bool,
-    /// Extra sensitive keys (`--redact KEY`).
-    pub keys: Vec<String>,
-    /// Extra patterns (`--redact re:REGEX`).
-    pub patterns: Vec<String>,
-    /// JSONPath queries over each message (`--redact path:JSONPATH`).
-    pub paths: Vec<String>,
-    /// Exact values that are secrets wherever they appear, with the rule they are reported
-    /// under (`check --fill`: the real values put back for the live call must not come back
-    /// onto the observed tape through an echo).
-    pub literals: Vec<(String, String)>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum RuleError {
-    #[error("invalid redaction regex {pattern:?}: {message}")]
-    Regex { pattern: String, message: String },
-    #[error("invalid redaction path {path:?}: {message}")]
-    Path { path: String, message: String },
-}
-
-impl RedactConfig {
-    pub fn defaults() -> RedactConfig {
-        RedactConfig {
-            defaults: true,
-            ..RedactConfig::default()
-        }
-    }
-
-    /// Adds one `--redact` argument: `re:REGEX`, `path:JSONPATH`, or a key name.
-    pub fn add_rule(&mut self, rule: &str) {
-        if let Some(re) = rule.strip_prefix("re:") {
-            self.patterns.push(re.to_string());
-        } else if let Some(p) = rule.strip_prefix("path:") {
-            self.paths.push(p.to_string());
-        } else {
-            self.keys.push(rule.to_string());
-        }
-    }
-
-    pub fn is_off(&self) -> bool {
-        !self.defaults
-            && self.keys.is_empty()
-            && self.patterns.is_empty()
-            && self.paths.is_empty()
-            && self.literals.is_empty()
-    }
-}
-
 /// One thing the redactor found (for `lint`) or replaced.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Finding {
+    /// The rule that matched (`key:api_key`, `github-token`, …), as in the marker.
     pub rule: String,
     /// JSONPath of the value inside the message.
     pub path: String,
 }
 
+/// Takes secrets out of tape lines: the built-in rules and the user's, compiled once, with a
+/// random per-redactor HMAC key for the markers' hashes (never stored).
 pub struct Redactor {
     key: [u8; 32],
     defaults: bool,
@@ -110,6 +65,19 @@ pub struct Redactor {
     prefilter: prefilter::Prefilter,
 }
 
+impl std::fmt::Debug for Redactor {
+    /// The rules in short: never a key or a literal secret.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redactor")
+            .field("defaults", &self.defaults)
+            .field("keys", &self.keys.len())
+            .field("shapes", &self.shapes.len())
+            .field("paths", &self.paths.len())
+            .field("literals", &self.literals.len())
+            .finish()
+    }
+}
+
 fn squash(key: &str) -> String {
     key.chars()
         .filter(|c| *c != '_' && *c != '-')
@@ -118,6 +86,7 @@ fn squash(key: &str) -> String {
 }
 
 impl Redactor {
+    /// Compiles the rules; an error names the first user rule that does not compile.
     pub fn new(cfg: &RedactConfig) -> Result<Redactor, RuleError> {
         let mut key = [0u8; 32];
         fill_random(&mut key);
@@ -174,15 +143,6 @@ impl Redactor {
         })
     }
 
-    /// The redactor for a configuration, `None` when redaction is off. The rules must have been
-    /// validated with [`Redactor::new`] already (the command line does so before starting).
-    pub fn for_config(cfg: &RedactConfig) -> Option<Redactor> {
-        if cfg.is_off() {
-            return None;
-        }
-        Some(Redactor::new(cfg).expect("redaction rules validated before use"))
-    }
-
     pub(crate) fn marker(&self, rule: &str, secret: &str) -> String {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length");
         mac.update(secret.as_bytes());
@@ -209,30 +169,14 @@ impl Redactor {
     }
 
     /// `redact_json`, with what was replaced where (for `lint` and `redact`).
-    pub fn redact_json_found(&self, bytes: &[u8]) -> Option<(Vec<u8>, Vec<Finding>)> {
+    pub(crate) fn redact_json_found(&self, bytes: &[u8]) -> Option<(Vec<u8>, Vec<Finding>)> {
         self.redact_raw(bytes, json::ENVELOPE, &[], true)
-    }
-
-    /// Any JSON object whose top-level keys `kept` are left alone (a tape line's own fields,
-    /// HTTP facts that readers pair messages by), the rest redacted as a message is.
-    pub fn redact_fields(&self, bytes: &[u8], kept: &[&str]) -> Option<(Vec<u8>, Vec<String>)> {
-        self.redact_fields_found(bytes, kept)
-            .map(|(out, found)| (out, rule_names(&found)))
-    }
-
-    /// `redact_fields`, with what was replaced where.
-    pub fn redact_fields_found(
-        &self,
-        bytes: &[u8],
-        kept: &[&str],
-    ) -> Option<(Vec<u8>, Vec<Finding>)> {
-        self.redact_raw(bytes, kept, &[], false)
     }
 
     /// HTTP facts: `kept` left alone, the values of `secret` always taken out (a session id is
     /// a credential for as long as the session lives, and its value matters to no reader but
     /// for pairing, which equal markers keep), the rest redacted by the rules.
-    pub fn redact_facts(
+    pub(crate) fn redact_facts(
         &self,
         bytes: &[u8],
         kept: &[&str],
@@ -277,7 +221,7 @@ impl Redactor {
     }
 
     /// Redacts a value in place (for showing what a client asked: explanations quote it).
-    pub fn redact_value(&self, v: &mut Value, found: &mut Vec<Finding>) {
+    pub(crate) fn redact_value(&self, v: &mut Value, found: &mut Vec<Finding>) {
         let bytes = serde_json::to_vec(&*v).expect("a Value serializes");
         let selected = self.selected_pointers(&bytes);
         let mut walk = json::Walk::new(self, &selected, json::ENVELOPE);
@@ -327,91 +271,9 @@ impl Redactor {
         self.redact_text_as(s, false)
     }
 
-    /// A command line with its secrets out: each argument as text (shapes, assignments such as
-    /// `TOKEN=…` or `--api-key=…`), the argument after a flag named like a sensitive key
-    /// (`--password hunter2`) or one of `rules::SECRET_FLAGS` (`-p`, `--auth`, `--pat`, …), and
-    /// the password of `-u user:pass`.
-    pub fn redact_argv(&self, argv: &[String]) -> Vec<String> {
-        let mut out = Vec::with_capacity(argv.len());
-        let mut next: Option<&str> = None; // the flag whose value comes next
-        for arg in argv {
-            // A flag is `-x` or `--name`; anything else starting with `-` is a value (a PEM
-            // block starts with `-----BEGIN`).
-            let flag = is_flag(arg);
-            if let Some(name) = next.take() {
-                if !flag {
-                    out.push(self.flag_value(name, arg));
-                    continue;
-                }
-            }
-            if flag {
-                let stripped = arg.trim_start_matches('-');
-                if self.defaults && self.is_secret_flag(stripped) {
-                    next = Some(stripped);
-                }
-                out.push(arg.clone());
-                continue;
-            }
-            // `--name=value`, `NAME=value`.
-            if let Some((k, v)) = arg.split_once('=') {
-                let name = k.trim_start_matches('-');
-                if !v.is_empty()
-                    && self.defaults
-                    && is_flag(&format!("--{name}"))
-                    && (self.is_secret_flag(name) || self.is_sensitive_key(name))
-                    && !(squash(name) == "pwd" && text::looks_like_path(v))
-                {
-                    out.push(format!("{k}={}", self.flag_value(name, v)));
-                    continue;
-                }
-            }
-            out.push(
-                self.redact_text(arg)
-                    .map(|(t, _)| t)
-                    .unwrap_or_else(|| arg.clone()),
-            );
-        }
-        out
-    }
-
-    fn is_secret_flag(&self, flag: &str) -> bool {
-        self.is_sensitive_key(flag)
-            || rules::SECRET_FLAGS.contains(&flag)
-            || rules::USER_PASS_FLAGS.contains(&flag)
-    }
-
-    /// The value after a secret flag, redacted (a port after `-p`, a user name without a
-    /// password after `-u`, stay).
-    fn flag_value(&self, flag: &str, v: &str) -> String {
-        // Already taken out (a tape redacted again): as it is.
-        if is_marker(v) {
-            return v.to_string();
-        }
-        if rules::USER_PASS_FLAGS.contains(&flag) {
-            return match v.split_once(':') {
-                Some((user, pass)) if !pass.is_empty() && !is_marker(pass) => {
-                    format!("{user}:{}", self.marker("argument", pass))
-                }
-                _ => v.to_string(),
-            };
-        }
-        let numeric = !v.is_empty() && v.len() <= 5 && v.bytes().all(|b| b.is_ascii_digit());
-        if matches!(flag, "p" | "k") && numeric {
-            return v.to_string();
-        }
-        self.marker("argument", v)
-    }
-
-    /// A URL with its credentials and secret parameters out (the server line, `show`).
-    pub fn redact_url(&self, url: &str) -> String {
-        self.redact_text(url)
-            .map(|(t, _)| t)
-            .unwrap_or_else(|| url.to_string())
-    }
-
     /// Redacts a line that is not UTF-8, byte for byte: each UTF-8 stretch is redacted as text
     /// and spliced back among the bytes that are not. `None`: nothing found, keep the bytes.
-    pub fn redact_bytes(&self, bytes: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
+    pub(crate) fn redact_bytes(&self, bytes: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
         let mut splices = Vec::new();
         let mut rules = Vec::new();
         let mut at = 0;
@@ -438,7 +300,7 @@ impl Redactor {
     /// The first bytes kept of an over-long line: cut before anything that may be the start
     /// of a secret cut in two (a string still open, a run of token characters at the end),
     /// then redacted.
-    pub fn redact_head(&self, head: &[u8]) -> (Vec<u8>, Vec<String>) {
+    pub(crate) fn redact_head(&self, head: &[u8]) -> (Vec<u8>, Vec<String>) {
         let cut = safe_head(head);
         match self.redact_bytes(&head[..cut]) {
             Some((out, rules)) => (out, rules),
@@ -509,19 +371,6 @@ impl Redactor {
     }
 }
 
-/// `-x`, `--name`, `-name`: a command-line flag (letters, digits, `-`, `_`, `.`), not a value
-/// that happens to start with `-`.
-fn is_flag(arg: &str) -> bool {
-    let name = arg
-        .strip_prefix("--")
-        .or_else(|| arg.strip_prefix('-'))
-        .unwrap_or("");
-    name.starts_with(|c: char| c.is_ascii_alphabetic())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
 /// Where a cut-off head can safely end: before a JSON string still open at the cut, and before
 /// a run of token characters that reaches the cut.
 fn safe_head(head: &[u8]) -> usize {
@@ -566,56 +415,6 @@ fn rule_names(found: &[Finding]) -> Vec<String> {
     rules.sort();
     rules.dedup();
     rules
-}
-
-/// Is this whole string a long opaque token (see `rules::ENTROPY_*`)?
-pub fn is_high_entropy(s: &str) -> bool {
-    let n = s.len();
-    if !(rules::ENTROPY_MIN_LEN..=rules::ENTROPY_MAX_LEN).contains(&n) {
-        return false;
-    }
-    let bytes = s.as_bytes();
-    if !bytes
-        .iter()
-        .all(|b| b.is_ascii_alphanumeric() || b"+/=_-.".contains(b))
-    {
-        return false;
-    }
-    if rules::NOT_SECRET_PREFIXES.iter().any(|p| s.starts_with(p)) {
-        return false;
-    }
-    // A path or file name (`docs/Architecture-Overview-2024.md`) is not a token.
-    let file_like = s.rsplit_once('.').is_some_and(|(_, ext)| {
-        (1..=5).contains(&ext.len()) && ext.bytes().all(|b| b.is_ascii_alphabetic())
-    });
-    if s.contains('/') && file_like {
-        return false;
-    }
-    let digits = bytes.iter().filter(|b| b.is_ascii_digit()).count();
-    if (digits as f64) < rules::ENTROPY_MIN_DIGITS * n as f64 {
-        return false;
-    }
-    let (upper, lower, digit) = (
-        bytes.iter().any(u8::is_ascii_uppercase),
-        bytes.iter().any(u8::is_ascii_lowercase),
-        bytes.iter().any(u8::is_ascii_digit),
-    );
-    if !(upper && lower && digit) {
-        return false;
-    }
-    let mut counts = [0u32; 256];
-    for &b in bytes {
-        counts[b as usize] += 1;
-    }
-    let entropy: f64 = counts
-        .iter()
-        .filter(|&&c| c > 0)
-        .map(|&c| {
-            let p = c as f64 / n as f64;
-            -p * p.log2()
-        })
-        .sum();
-    entropy >= rules::ENTROPY_MIN_BITS
 }
 
 fn hex(bytes: &[u8]) -> String {

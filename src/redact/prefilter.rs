@@ -197,7 +197,11 @@ impl Prefilter {
             }
         }
         let name = &bytes[start..end];
-        if self.sensitive_name_bytes(name) {
+        // The assignment rule's name starts at a word boundary: after a `-` too, when what is
+        // in front of it starts with a digit (`0-Authorization:` assigns `Authorization`).
+        if self.sensitive_name_bytes(name)
+            || (1..name.len()).any(|i| name[i - 1] == b'-' && self.sensitive_name_bytes(&name[i..]))
+        {
             return true;
         }
         self.defaults
@@ -557,9 +561,10 @@ fn full_set(
     let mut pre: Vec<String> = Vec::new();
     let names: Vec<String> = keys.iter().map(|k| loose(k)).collect();
     if !names.is_empty() {
-        // A whole name: not preceded by a name character.
+        // A whole name: not preceded by a word character (after a `-`, as in
+        // `0-Authorization:`, the assignment rule sees the name start).
         pre.push(format!(
-            r#"(?i)(?:^|[^a-z0-9_\-])(?:{})\\?["']?\s*[:=]"#,
+            r#"(?i)(?:^|[^a-z0-9_])(?:{})\\?["']?\s*[:=]"#,
             names.join("|")
         ));
     }
@@ -910,6 +915,8 @@ mod tests {
             r#"{"text":"-----BEGIN PRIVATE KEY-----"}"#,
             r#"{"params":{"p\u0061ssword":"x"}}"#,
             "{\"caf\u{e9}\":1,\"apikey\":\"x\"}",
+            // Found by the property below: the assignment rule takes `Authorization` here.
+            r#"{"text":"0-Authorization:access_token"}"#,
         ] {
             assert!(p.may_match(hit.as_bytes()), "{hit}");
         }

@@ -4,7 +4,7 @@
 
 /// Keys whose values are secrets, compared lower-case with `-` and `_` removed (`API_KEY`,
 /// `api-key` and `apiKey` are all `apikey`).
-pub const SENSITIVE_KEYS: &[&str] = &[
+pub(crate) const SENSITIVE_KEYS: &[&str] = &[
     "authorization",
     "proxyauthorization",
     "apikey",
@@ -37,7 +37,7 @@ pub const SENSITIVE_KEYS: &[&str] = &[
 
 /// A key that *ends* in one of these (after squashing) is sensitive too: `db_password`,
 /// `api_token`, `github_token`, `x-auth-token`, `stripe_secret_key`, `ssh_passphrase`.
-pub const SENSITIVE_SUFFIXES: &[&str] = &[
+pub(crate) const SENSITIVE_SUFFIXES: &[&str] = &[
     "password",
     "passwords",
     "passwd",
@@ -64,7 +64,7 @@ pub const SENSITIVE_SUFFIXES: &[&str] = &[
 
 /// Keys that end like a sensitive key but name something that is not a secret: pagination
 /// cursors (`pageToken`, AWS's `NextToken`, `continuationToken`), compared squashed.
-pub const NOT_SENSITIVE_KEYS: &[&str] = &[
+pub(crate) const NOT_SENSITIVE_KEYS: &[&str] = &[
     "pagetoken",
     "nextpagetoken",
     "prevpagetoken",
@@ -81,7 +81,7 @@ pub const NOT_SENSITIVE_KEYS: &[&str] = &[
 
 /// Keys never touched by the default rules: protocol fields that look like secrets but are not,
 /// and whose change would break replay.
-pub const PROTOCOL_KEYS: &[&str] = &[
+pub(crate) const PROTOCOL_KEYS: &[&str] = &[
     "progressToken",
     "maxTokens",
     "cursor",
@@ -91,7 +91,7 @@ pub const PROTOCOL_KEYS: &[&str] = &[
 
 /// Keys whose object value is a JSON Schema: inside one, keys are keywords and property names,
 /// never the names of secrets (`"api_key": {"type": "string"}` describes an argument).
-pub const SCHEMA_KEYS: &[&str] = &[
+pub(crate) const SCHEMA_KEYS: &[&str] = &[
     "inputSchema",
     "outputSchema",
     "requestedSchema",
@@ -100,12 +100,12 @@ pub const SCHEMA_KEYS: &[&str] = &[
 ];
 
 /// Keys whose values are media (base64 images, audio, blobs): never taken for opaque secrets.
-pub const MEDIA_KEYS: &[&str] = &["data", "blob", "image", "audio", "icon", "src"];
+pub(crate) const MEDIA_KEYS: &[&str] = &["data", "blob", "image", "audio", "icon", "src"];
 
 /// Keys whose values name or fingerprint something (ids, cursors, digests): never taken for
 /// opaque secrets by the high-entropy rule alone (shapes and sensitive keys still apply).
 /// Compared squashed; a key ending in `id` or `ids` counts too.
-pub const IDENTIFIER_KEYS: &[&str] = &[
+pub(crate) const IDENTIFIER_KEYS: &[&str] = &[
     "id",
     "ids",
     "uid",
@@ -149,7 +149,7 @@ pub const IDENTIFIER_KEYS: &[&str] = &[
 
 /// Words that make a key an identifier's or a digest's wherever they are in it
 /// (`x-amz-checksum-sha256`, `fileHash`, `nextCursor`).
-pub const IDENTIFIER_PARTS: &[&str] = &[
+pub(crate) const IDENTIFIER_PARTS: &[&str] = &[
     "cursor",
     "hash",
     "digest",
@@ -167,7 +167,7 @@ pub const IDENTIFIER_PARTS: &[&str] = &[
 
 /// Credential shapes found anywhere inside strings: (rule name, regex). Each match is replaced
 /// whole. Keep every pattern ASCII and at least `prefilter::MIN_SHAPE_RUN` token characters long.
-pub const SHAPES: &[(&str, &str)] = &[
+pub(crate) const SHAPES: &[(&str, &str)] = &[
     (
         "private-key",
         r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:\-]*)",
@@ -277,51 +277,55 @@ pub const SHAPES: &[(&str, &str)] = &[
 /// Credentials inside URLs: `scheme://user:password@host` (the password goes, also with an
 /// empty user as in `redis://:pw@host`), and `scheme://TOKEN@host` where the user part is a
 /// long token (a Sentry DSN key, a token in a git remote).
-pub const URL_CREDENTIALS: &str =
+pub(crate) const URL_CREDENTIALS: &str =
     r"(?i)\b([a-z][a-z0-9+.\-]*://(?:[^/\s:@]*:|))([^@\s/]+)(@[^\s@]*)";
 
 /// `name = value` / `name: value` in prose or config text. The name decides (the same test as
 /// for JSON keys); `ASSIGNMENT_MIN` is the shortest value taken.
-pub const ASSIGNMENT: &str = r#"(?i)\b([a-z][a-z0-9_.\-]{0,63})(["']?[ \t]*[:=][ \t]*)(["']?)"#;
-pub const ASSIGNMENT_MIN: usize = 4;
+pub(crate) const ASSIGNMENT: &str =
+    r#"(?i)\b([a-z][a-z0-9_.\-]{0,63})(["']?[ \t]*[:=][ \t]*)(["']?)"#;
+/// The shortest value an assignment is taken for, in bytes.
+pub(crate) const ASSIGNMENT_MIN: usize = 4;
 
 /// A command-line flag and its value in text (a shell command in a log line or a tool result):
 /// the value goes when the flag is named like a sensitive key or is one of `SECRET_FLAGS`.
-pub const CLI_FLAG: &str = r#"(?:^|[\s'"(=])(--?)([A-Za-z][A-Za-z0-9_\-]*)(?:[ \t]+|=)([^\s'"]+)"#;
+pub(crate) const CLI_FLAG: &str =
+    r#"(?:^|[\s'"(=])(--?)([A-Za-z][A-Za-z0-9_\-]*)(?:[ \t]+|=)([^\s'"]+)"#;
 
 /// `-pSECRET` (mysql and friends): a password glued to its flag.
-pub const GLUED_P: &str = r#"(?:^|\s)-p([^\s'"=\-][^\s'"]*)"#;
+pub(crate) const GLUED_P: &str = r#"(?:^|\s)-p([^\s'"=\-][^\s'"]*)"#;
 
 /// A sensitive word followed, within a few words on the same line, by something that looks
 /// like a credential: `password afffac04-…` (netrc), `aws_secret_access_key Ds2V…` (a CLI),
 /// `the Wi-Fi password for the office is oeHVnOIPc7~…` (prose).
-pub const KEYWORD: &str = r"(?i)\b((?:[a-z0-9]+[_\-])*(?:password|passphrase|passcode|passwd|pwd|secret|token|api[ _\-]?key|access[ _\-]?key|secret[ _\-]?key|private[ _\-]?key|client[ _\-]?secret|auth[ _\-]?token|credentials?)|[a-z0-9]+(?:password|passwd|passphrase))\b";
+pub(crate) const KEYWORD: &str = r"(?i)\b((?:[a-z0-9]+[_\-])*(?:password|passphrase|passcode|passwd|pwd|secret|token|api[ _\-]?key|access[ _\-]?key|secret[ _\-]?key|private[ _\-]?key|client[ _\-]?secret|auth[ _\-]?token|credentials?)|[a-z0-9]+(?:password|passwd|passphrase))\b";
 /// How far after the word the credential may be.
-pub const KEYWORD_REACH: usize = 64;
+pub(crate) const KEYWORD_REACH: usize = 64;
 
 /// `<password>…</password>` (XML config, Maven settings).
-pub const XML_ELEMENT: &str =
+pub(crate) const XML_ELEMENT: &str =
     r"<([A-Za-z][A-Za-z0-9_.:\-]*)>([^<]{1,4096})</([A-Za-z][A-Za-z0-9_.:\-]*)>";
 
 /// `Bearer x` / `Basic x` credentials: the scheme stays, the credential goes.
-pub const AUTH_SCHEME: &str =
+pub(crate) const AUTH_SCHEME: &str =
     r"(?i)\b(bearer|basic|token|negotiate|ntlm|apikey)\s+([A-Za-z0-9._~+/=\-]{8,})";
 
 /// The schemes of `AUTH_SCHEME`: an assignment whose value is one of them (`Authorization:
 /// Bearer …`) leaves the credential to that rule.
-pub const AUTH_SCHEMES: &[&str] = &["bearer", "basic", "token", "negotiate", "ntlm", "apikey"];
+pub(crate) const AUTH_SCHEMES: &[&str] =
+    &["bearer", "basic", "token", "negotiate", "ntlm", "apikey"];
 
 /// Values under a sensitive key that are settings, not secrets (`credentials: "include"` is a
 /// `fetch` option).
-pub const NOT_SECRET_VALUES: &[&str] = &["include", "omit", "same-origin"];
+pub(crate) const NOT_SECRET_VALUES: &[&str] = &["include", "omit", "same-origin"];
 
 /// URL query parameters: the name stays, the value goes when the name is sensitive (the key
 /// rule) or one of `URL_PARAM_NAMES`.
-pub const URL_PARAM: &str = r"(?i)[?&;]([a-z0-9_.\-]{1,64})=([^&;\s#]{6,})";
+pub(crate) const URL_PARAM: &str = r"(?i)[?&;]([a-z0-9_.\-]{1,64})=([^&;\s#]{6,})";
 
 /// Query parameter names that hold secrets although they are not sensitive keys (compared
 /// lower-case).
-pub const URL_PARAM_NAMES: &[&str] = &[
+pub(crate) const URL_PARAM_NAMES: &[&str] = &[
     "key",
     "sig",
     "signature",
@@ -336,11 +340,11 @@ pub const URL_PARAM_NAMES: &[&str] = &[
 
 /// An AWS secret access key near its key id in prose (`AKIA… / wJalr…`): the 40-character token
 /// within this many bytes after the id goes too.
-pub const AWS_SECRET_NEAR: usize = 80;
+pub(crate) const AWS_SECRET_NEAR: usize = 80;
 
 /// Command-line flags whose next argument is a secret, besides flags named like sensitive keys
 /// (`--password`, `--api-key`). `-p` and `-k` skip a plain number (a port, a count).
-pub const SECRET_FLAGS: &[&str] = &[
+pub(crate) const SECRET_FLAGS: &[&str] = &[
     "p",
     "k",
     "P",
@@ -357,21 +361,22 @@ pub const SECRET_FLAGS: &[&str] = &[
 /// Single-letter flags in `SECRET_FLAGS` are common for other things (`-p 8080`, `-a` for
 /// "all"): their value goes only when it looks like a credential.
 /// `-u user:pass` and `--user user:pass` (curl, httpie): the part after the colon goes.
-pub const USER_PASS_FLAGS: &[&str] = &["u", "user"];
+pub(crate) const USER_PASS_FLAGS: &[&str] = &["u", "user"];
 
 /// A whole string value is an opaque secret when it is this long…
-pub const ENTROPY_MIN_LEN: usize = 24;
-pub const ENTROPY_MAX_LEN: usize = 128;
+pub(crate) const ENTROPY_MIN_LEN: usize = 24;
+/// …and no longer (in bytes)…
+pub(crate) const ENTROPY_MAX_LEN: usize = 128;
 /// …made of token characters, mixes upper case, lower case and digits, and has at least this
 /// many bits of Shannon entropy per character. Hex (hashes, ids) tops out at 4.0 and UUIDs at
 /// about 3.9, so they stay; random base64 of that length is around 4.5–5.5.
-pub const ENTROPY_MIN_BITS: f64 = 4.2;
+pub(crate) const ENTROPY_MIN_BITS: f64 = 4.2;
 /// …with digits making up at least this share of it (random base62 is about 16 %; words and
 /// identifiers such as `TheQuickBrownFox2Jumps` or `msg_01XFDUDYJgAACz…` have far fewer).
-pub const ENTROPY_MIN_DIGITS: f64 = 0.08;
+pub(crate) const ENTROPY_MIN_DIGITS: f64 = 0.08;
 /// Prefixes of strings that look random but are not secrets: base64 of PNG, JPEG, GIF and WebP
 /// data, and subresource-integrity hashes.
-pub const NOT_SECRET_PREFIXES: &[&str] = &[
+pub(crate) const NOT_SECRET_PREFIXES: &[&str] = &[
     "iVBORw0KGgo",
     "/9j/",
     "R0lGOD",
@@ -384,4 +389,4 @@ pub const NOT_SECRET_PREFIXES: &[&str] = &[
 
 /// Base64 strings at least this long are decoded and, when they hold text, scanned (a `.env`
 /// file sent as a resource `blob`).
-pub const BASE64_MIN_LEN: usize = 24;
+pub(crate) const BASE64_MIN_LEN: usize = 24;

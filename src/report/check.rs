@@ -97,9 +97,53 @@ fn line_label(e: &CheckedExchange) -> String {
 /// A human summary for a terminal.
 pub fn check_console(r: &CheckReport, color: bool) -> String {
     let st = Style::new(color);
+    let mut out = console_summary(r, st);
+    let regressions: Vec<_> = with_status(r, Status::Regression).collect();
+    if !regressions.is_empty() {
+        out.push(String::new());
+        out.push(st.bold_red("regressions"));
+        let lw = label_width(&regressions);
+        for e in regressions {
+            out.push(console_row(e, lw, st));
+            out.extend(change_lines(&e.changes, "    ", st, |_, s| st.red(s)));
+        }
+    }
+    let missing: Vec<_> = with_status(r, Status::Missing).collect();
+    if !missing.is_empty() {
+        out.push(String::new());
+        out.push(st.bold_red("missing responses"));
+        let lw = label_width(&missing);
+        for e in missing {
+            out.push(console_row(e, lw, st));
+            out.push(format!(
+                "    {}",
+                st.red(e.detail.as_deref().unwrap_or("no answer"))
+            ));
+            let others: Vec<_> = e
+                .changes
+                .iter()
+                .filter(|c| c.kind != ChangeKind::MissingResponse)
+                .cloned()
+                .collect();
+            out.extend(change_lines(&others, "    ", st, |_, s| st.red(s)));
+        }
+    }
+    if !r.tool_surface.is_empty() {
+        out.push(String::new());
+        out.push(st.bold("tool surface"));
+        out.extend(surface_lines(&r.tool_surface, "  ", st));
+    }
+    out.extend(console_slower(r, st));
+    out.extend(console_ending(r, st));
+    let mut s = out.join("\n");
+    s.push('\n');
+    s
+}
+
+/// The head of the console report: what was checked, the grade and counts, the dimensions.
+fn console_summary(r: &CheckReport, st: Style) -> Vec<String> {
     let c = counts(r);
     let mut out: Vec<String> = Vec::new();
-
     out.push(format!(
         "{} {} against {} {}",
         st.bold("check"),
@@ -154,61 +198,26 @@ pub fn check_console(r: &CheckReport, color: bool) -> String {
             }
         )));
     }
+    out
+}
 
-    let regressions: Vec<_> = with_status(r, Status::Regression).collect();
-    if !regressions.is_empty() {
-        out.push(String::new());
-        out.push(st.bold_red("regressions"));
-        let lw = regressions
-            .iter()
-            .map(|e| line_label(e).len())
-            .max()
-            .unwrap_or(0);
-        for e in regressions {
-            out.push(format!(
-                "  {}  {}",
-                st.bold(&pad(&line_label(e), lw)),
-                e.exchange.describe(ARGS_WIDTH)
-            ));
-            out.extend(change_lines(&e.changes, "    ", st, |_, s| st.red(s)));
-        }
-    }
+/// The width of the widest `line N` label of `rows`.
+fn label_width(rows: &[&CheckedExchange]) -> usize {
+    rows.iter().map(|e| line_label(e).len()).max().unwrap_or(0)
+}
 
-    let missing: Vec<_> = with_status(r, Status::Missing).collect();
-    if !missing.is_empty() {
-        out.push(String::new());
-        out.push(st.bold_red("missing responses"));
-        let lw = missing
-            .iter()
-            .map(|e| line_label(e).len())
-            .max()
-            .unwrap_or(0);
-        for e in missing {
-            out.push(format!(
-                "  {}  {}",
-                st.bold(&pad(&line_label(e), lw)),
-                e.exchange.describe(ARGS_WIDTH)
-            ));
-            out.push(format!(
-                "    {}",
-                st.red(e.detail.as_deref().unwrap_or("no answer"))
-            ));
-            let others: Vec<_> = e
-                .changes
-                .iter()
-                .filter(|c| c.kind != ChangeKind::MissingResponse)
-                .cloned()
-                .collect();
-            out.extend(change_lines(&others, "    ", st, |_, s| st.red(s)));
-        }
-    }
+/// `  line N  method target args` for one exchange of a section.
+fn console_row(e: &CheckedExchange, lw: usize, st: Style) -> String {
+    format!(
+        "  {}  {}",
+        st.bold(&pad(&line_label(e), lw)),
+        e.exchange.describe(ARGS_WIDTH)
+    )
+}
 
-    if !r.tool_surface.is_empty() {
-        out.push(String::new());
-        out.push(st.bold("tool surface"));
-        out.extend(surface_lines(&r.tool_surface, "  ", st));
-    }
-
+/// The exchanges over the latency rule, recorded → observed.
+fn console_slower(r: &CheckReport, st: Style) -> Vec<String> {
+    let mut out = Vec::new();
     let slow = slower(r);
     if !slow.is_empty() {
         out.push(String::new());
@@ -236,7 +245,13 @@ pub fn check_console(r: &CheckReport, color: bool) -> String {
             ));
         }
     }
+    out
+}
 
+/// The run error, the updated baseline, and the failed gate's reasons.
+fn console_ending(r: &CheckReport, st: Style) -> Vec<String> {
+    let (passed, gate) = gate_text(r);
+    let mut out = Vec::new();
     if let Some(err) = &r.run_error {
         out.push(String::new());
         out.push(format!(
@@ -260,9 +275,7 @@ pub fn check_console(r: &CheckReport, color: bool) -> String {
             None => st.bold_red("gate failed"),
         });
     }
-    let mut s = out.join("\n");
-    s.push('\n');
-    s
+    out
 }
 
 fn exit_note(r: &CheckReport) -> String {
@@ -278,8 +291,24 @@ fn exit_note(r: &CheckReport) -> String {
 
 /// Markdown for a CI step summary.
 pub fn check_markdown(r: &CheckReport) -> String {
+    let mut s = md_summary(r);
+    md_regressions(r, &mut s);
+    md_missing(r, &mut s);
+    if !r.tool_surface.is_empty() {
+        s.push_str("### Tool surface\n\n");
+        s.push_str(&surface_table(&r.tool_surface));
+        s.push('\n');
+    }
+
+    md_slower(r, &mut s);
+    md_ending(r, &mut s);
+    s
+}
+
+/// The heading (grade and score), the counts, the dimensions' table.
+fn md_summary(r: &CheckReport) -> String {
     let c = counts(r);
-    let (passed, gate) = gate_text(r);
+    let (passed, _) = gate_text(r);
     let mut s = format!(
         "## {} mcptape check: grade {} · {:.1} / 100\n\n",
         if passed { "✅" } else { "❌" },
@@ -314,7 +343,11 @@ pub fn check_markdown(r: &CheckReport) -> String {
     if r.capped {
         s.push_str("> [!WARNING]\n> Capped at D: a response is missing.\n\n");
     }
+    s
+}
 
+/// The regressions' table, at most `MD_MAX_ROWS` changes.
+fn md_regressions(r: &CheckReport, s: &mut String) {
     let regressions: Vec<_> = with_status(r, Status::Regression).collect();
     if !regressions.is_empty() {
         s.push_str("### Regressions\n\n");
@@ -355,7 +388,10 @@ pub fn check_markdown(r: &CheckReport) -> String {
         }
         s.push('\n');
     }
+}
 
+/// The missing responses' table.
+fn md_missing(r: &CheckReport, s: &mut String) {
     let missing: Vec<_> = with_status(r, Status::Missing).collect();
     if !missing.is_empty() {
         s.push_str("### Missing responses\n\n| Exchange | Detail |\n| --- | --- |\n");
@@ -372,13 +408,10 @@ pub fn check_markdown(r: &CheckReport) -> String {
         }
         s.push('\n');
     }
+}
 
-    if !r.tool_surface.is_empty() {
-        s.push_str("### Tool surface\n\n");
-        s.push_str(&surface_table(&r.tool_surface));
-        s.push('\n');
-    }
-
+/// The exchanges over the latency rule.
+fn md_slower(r: &CheckReport, s: &mut String) {
     let slow = slower(r);
     if !slow.is_empty() {
         s.push_str(&format!("### Slower ({})\n\n", latency_rule(r)));
@@ -398,7 +431,11 @@ pub fn check_markdown(r: &CheckReport) -> String {
         }
         s.push('\n');
     }
+}
 
+/// The run error, the updated baseline, and the gate's verdict.
+fn md_ending(r: &CheckReport, s: &mut String) {
+    let (passed, gate) = gate_text(r);
     if let Some(err) = &r.run_error {
         s.push_str(&format!(
             "### Run error\n\n{}{}\n\n",
@@ -418,7 +455,6 @@ pub fn check_markdown(r: &CheckReport) -> String {
         (false, Some(why)) => format!("**Gate: failed**: {}.\n", md_cell(&why)),
         (false, None) => "**Gate: failed**.\n".to_string(),
     });
-    s
 }
 
 /// JUnit XML: one suite, a testcase per exchange; a regression is a failure, a missing response

@@ -10,7 +10,8 @@
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
-pub const SIG_PREFIX: &str = "hmac-sha256:";
+/// What a closing line's `sig` starts with, before the hex.
+pub(crate) const SIG_PREFIX: &str = "hmac-sha256:";
 
 /// Lower-case hex of a 32-byte digest (SHA-256, HMAC-SHA256).
 fn hex_digits(digest: &[u8]) -> [u8; 64] {
@@ -37,23 +38,25 @@ fn chained(prev: &str, parts: &[&[u8]]) -> [u8; 64] {
     hex_digits(&h.finalize())
 }
 
-pub fn start(header_line: &[u8]) -> String {
+/// `h0`: the chain's start, from the header line (no newline).
+pub(crate) fn start(header_line: &[u8]) -> String {
     hex(&Sha256::digest(header_line))
 }
 
-pub fn link(prev: &str, line_without_h: &[u8]) -> String {
+/// `h_i` from `h_{i-1}` and line `i` without its `h` field.
+pub(crate) fn link(prev: &str, line_without_h: &[u8]) -> String {
     link_parts(prev, &[line_without_h])
 }
 
 /// The same, for a line given in consecutive parts (hashed where they lie, not copied).
-pub fn link_parts(prev: &str, parts: &[&[u8]]) -> String {
+pub(crate) fn link_parts(prev: &str, parts: &[&[u8]]) -> String {
     String::from_utf8(chained(prev, parts).to_vec()).expect("hex digits are ASCII")
 }
 
 /// The signature of a closing line: an HMAC over the chain's head and the closing line itself
 /// (serialized without `sig` and `h`), so neither the lines before nor the counts and exit status
 /// on the closing line can change unnoticed.
-pub fn sign(key: &[u8], head: &str, end: &super::format::End) -> String {
+pub(crate) fn sign(key: &[u8], head: &str, end: &super::format::End) -> String {
     let mut unsigned = end.clone();
     unsigned.sig = None;
     let line = serde_json::to_vec(&super::format::OwnedLine::End(&unsigned))
@@ -66,7 +69,7 @@ pub fn sign(key: &[u8], head: &str, end: &super::format::End) -> String {
 }
 
 /// Splits a stored line (no newline) into the line without its `h` field, and `h`.
-pub fn split_h(line: &[u8]) -> Option<(Vec<u8>, &str)> {
+pub(crate) fn split_h(line: &[u8]) -> Option<(Vec<u8>, &str)> {
     let (key_start, h) = locate_h(line)?;
     let mut without = line[..key_start].to_vec();
     without.push(b'}');
@@ -75,7 +78,7 @@ pub fn split_h(line: &[u8]) -> Option<(Vec<u8>, &str)> {
 
 /// Where a stored line's `h` field lies: the offset of `,"h":"` and the hex value. The line
 /// without its `h` field is `line[..key_start]` followed by `}`, so it can be hashed in place.
-pub fn locate_h(line: &[u8]) -> Option<(usize, &str)> {
+pub(crate) fn locate_h(line: &[u8]) -> Option<(usize, &str)> {
     const TAIL: usize = 2; // `"}`
     const HEX: usize = 64;
     const KEY: &[u8] = b",\"h\":\"";
@@ -96,7 +99,7 @@ pub fn locate_h(line: &[u8]) -> Option<(usize, &str)> {
 }
 
 /// `link(prev, line[..key_start] ‖ "}")` without copying the line, as lowercase hex bytes.
-pub fn link_in_place(prev: &str, line: &[u8], key_start: usize) -> [u8; 64] {
+pub(crate) fn link_in_place(prev: &str, line: &[u8], key_start: usize) -> [u8; 64] {
     chained(prev, &[&line[..key_start], b"}"])
 }
 

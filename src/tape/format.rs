@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 
+/// The `format` every tape's header carries; a file whose header says otherwise is not a tape.
 pub const FORMAT_NAME: &str = "mcptape";
 /// A reader refuses a tape whose major version is newer than this.
 pub const VERSION: u32 = 1;
@@ -19,9 +20,13 @@ pub const MINOR: u32 = 2;
 pub const DEFAULT_SERVER: &str = "default";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// The first line of every tape: what it is and which format version wrote it.
 pub struct Header {
+    /// Always [`FORMAT_NAME`].
     pub format: String,
+    /// The format's major version ([`VERSION`] when written by this build).
     pub version: u32,
+    /// The format's minor version ([`MINOR`]); 0 on tapes written before minors existed.
     #[serde(default)]
     pub minor: u32,
     /// Wall-clock start of the recording, RFC 3339 with microseconds, UTC.
@@ -33,21 +38,58 @@ pub struct Header {
 /// Declares one server of the tape and how it was reached.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ServerDecl {
+    /// The server's label, which every message line of its conversation repeats
+    /// ([`DEFAULT_SERVER`] on a single-server tape).
     pub server: String,
+    /// How it was reached: `stdio` or `streamable_http`.
     pub transport: String,
+    /// Stdio: the command line that started it (through the redactor, like the messages). None
+    /// over HTTP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
+    /// Stdio: the directory it was started in, when recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// HTTP: the server's URL (without a password; through the redactor). None over stdio.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// Microseconds since the recording started.
     pub t_us: u64,
 }
 
+impl ServerDecl {
+    /// A stdio server labelled `server`, started with `command`, declared at the start.
+    pub fn stdio(server: &str, command: Vec<String>) -> ServerDecl {
+        ServerDecl {
+            server: server.to_string(),
+            transport: "stdio".into(),
+            command: Some(command),
+            cwd: None,
+            url: None,
+            t_us: 0,
+        }
+    }
+
+    /// A Streamable HTTP server labelled `server` at `url`, declared at the start.
+    pub fn http(server: &str, url: String) -> ServerDecl {
+        ServerDecl {
+            server: server.to_string(),
+            transport: "streamable_http".into(),
+            command: None,
+            cwd: None,
+            url: Some(url),
+            t_us: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+/// How the recorded server process ended.
 pub struct ExitInfo {
+    /// Its exit status; None when a signal ended it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<i32>,
+    /// The signal that ended it; None when it exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
 }
@@ -55,18 +97,25 @@ pub struct ExitInfo {
 /// The closing line: counts, and how the session ended.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct End {
+    /// Microseconds since the recording started.
     pub t_us: u64,
+    /// Message lines written, both directions.
     pub messages: u64,
+    /// Requests of the client that the server answered.
     pub exchanges: u64,
+    /// Message lines from client to server.
     #[serde(default)]
     pub c2s: u64,
+    /// Message lines from server to client.
     #[serde(default)]
     pub s2c: u64,
     /// Lines that were not JSON-RPC messages (not JSON, invalid, oversize).
     #[serde(default)]
     pub raw: u64,
+    /// How the server process ended; None when it was not a process (HTTP) or did not end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit: Option<ExitInfo>,
+    /// Why the recording stopped, in words (for example "the client closed stdin").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Set when some messages could not be written (for example the disk filled up).
@@ -97,14 +146,21 @@ pub(crate) struct TypeProbe<'a> {
 /// A message line as read back; borrowed from the line buffer.
 #[derive(Debug, Deserialize)]
 pub struct MsgLine<'a> {
+    /// The message's number on the tape, from 1, both directions and all servers counted.
     pub seq: u64,
+    /// Microseconds since the recording started.
     pub t_us: u64,
+    /// The label of the server whose conversation it belongs to.
     #[serde(borrow)]
     pub server: Cow<'a, str>,
+    /// Which way it went.
     pub dir: Dir,
+    /// What it is (request, response, notification, or a line that is not a message).
     pub kind: Kind,
+    /// The JSON-RPC id as it was written; None when the message has none.
     #[serde(borrow, default)]
     pub id: Option<&'a RawValue>,
+    /// The JSON-RPC method, for requests and notifications.
     #[serde(borrow, default)]
     pub method: Option<Cow<'a, str>>,
     /// The message verbatim, for JSON kinds.
@@ -119,10 +175,13 @@ pub struct MsgLine<'a> {
     /// Oversize lines: full length in bytes (`b64` holds the head).
     #[serde(default)]
     pub len: Option<u64>,
+    /// The line ended in `\r\n` rather than `\n`.
     #[serde(default)]
     pub crlf: bool,
+    /// The line had a terminator; false for a last line cut off without one.
     #[serde(default = "yes")]
     pub eol: bool,
+    /// Why the message is `not_json` or `invalid`, in words.
     #[serde(borrow, default)]
     pub problem: Option<Cow<'a, str>>,
     /// HTTP tapes: the transport facts (only what readers use is parsed; boxed, as most
@@ -134,6 +193,7 @@ pub struct MsgLine<'a> {
 /// The part of a message's `http` facts that readers use.
 #[derive(Debug, Default, Deserialize)]
 pub struct HttpFacts<'a> {
+    /// The `Content-Type` of the HTTP message that carried it.
     #[serde(borrow, default)]
     pub content_type: Option<Cow<'a, str>>,
     /// The id of the request whose POST carried this message or whose answer stream it came on.
@@ -156,13 +216,18 @@ pub struct HttpFacts<'a> {
     /// unique on the tape, so an answer pairs with its own request even where ids repeat.
     #[serde(default)]
     pub post: Option<u64>,
-    /// The 2026-07-28 routing headers and the protocol version header the request carried.
+    /// The 2026-07-28 routing headers and the protocol version header the request carried, this
+    /// field and the next three: `Mcp-Method`.
     #[serde(borrow, default)]
     pub mcp_method: Option<Cow<'a, str>>,
+    /// `Mcp-Name`.
     #[serde(borrow, default)]
     pub mcp_name: Option<Cow<'a, str>>,
+    /// The `Mcp-Param-*` headers, as a JSON object from lower-case name (without the prefix)
+    /// to value.
     #[serde(borrow, default)]
     pub mcp_params: Option<&'a RawValue>,
+    /// `MCP-Protocol-Version`.
     #[serde(borrow, default)]
     pub mcp_protocol_version: Option<Cow<'a, str>>,
     /// The SSE event's `id:`.
@@ -173,7 +238,7 @@ pub struct HttpFacts<'a> {
 impl HttpFacts<'_> {
     /// A hash of the request's routing headers, 0 when it carried none. Play over HTTP
     /// computes the same from a live request (`routing_hash`).
-    pub fn routing_headers_hash(&self) -> u64 {
+    pub(crate) fn routing_headers_hash(&self) -> u64 {
         let params = self
             .mcp_params
             .and_then(|p| {
@@ -191,7 +256,7 @@ impl HttpFacts<'_> {
 
 /// A hash of routing headers (names of `Mcp-Param-*` lower-case, without the prefix); 0 when
 /// there are none.
-pub fn routing_hash(
+pub(crate) fn routing_hash(
     method: Option<&str>,
     name: Option<&str>,
     params: &std::collections::BTreeMap<String, String>,

@@ -5,7 +5,8 @@
 use super::format::{End, Header, MsgLine, ServerDecl};
 use super::reader::{Entry, Scanned, ScannedEntry, TapeError, TapeReader, Warning};
 use super::scan::{BodyText, HttpMeta, MsgFields};
-use crate::wire::canonical::{canonical, match_params};
+use crate::wire::canonical::canonical;
+use crate::wire::params::{match_key, params_of, progress_token, target_key, target_of, MatchKey};
 use crate::wire::{Dir, Kind};
 use base64::Engine as _;
 use serde_json::Value;
@@ -22,25 +23,53 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Body {
     /// The verbatim JSON message.
-    Json { offset: u64, len: u32 },
+    Json {
+        /// Byte offset in the tape file.
+        offset: u64,
+        /// Length in bytes.
+        len: u32,
+    },
     /// A JSON string literal holding a non-JSON UTF-8 line.
-    Text { offset: u64, len: u32 },
+    Text {
+        /// Byte offset of the literal (its opening quote) in the tape file.
+        offset: u64,
+        /// Length of the literal in bytes, quotes included.
+        len: u32,
+    },
     /// A JSON string literal holding base64 of a non-UTF-8 line.
-    B64 { offset: u64, len: u32 },
+    B64 {
+        /// Byte offset of the literal (its opening quote) in the tape file.
+        offset: u64,
+        /// Length of the literal in bytes, quotes included.
+        len: u32,
+    },
     /// Only the length of an over-long line is known.
-    Oversize { len: u64 },
+    Oversize {
+        /// The line's full length in bytes, as it crossed the wire.
+        len: u64,
+    },
 }
 
+/// One message of the indexed conversation: what matching and reports need, and where its body
+/// lies (read it with [`TapeIndex::read_bytes`]).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct MsgMeta {
+    /// Its `seq` on the tape.
     pub seq: u64,
+    /// Microseconds since the recording started.
     pub t_us: u64,
     /// 1-based line in the tape file.
     pub line: u64,
+    /// Which way it went.
     pub dir: Dir,
+    /// What it is.
     pub kind: Kind,
+    /// The JSON-RPC id as its exact JSON text (`1`, `"1"` and `1.0` differ); None when it has
+    /// none.
     pub id: Option<String>,
+    /// The JSON-RPC method, for requests and notifications.
     pub method: Option<String>,
+    /// Where its bytes are in the tape file.
     pub body: Body,
     /// Recorded over HTTP inside an SSE stream.
     pub sse: bool,
@@ -58,12 +87,14 @@ pub struct HttpMsg {
     pub session: Option<u32>,
     /// The POST that carried it (see `format::HttpFacts::post`).
     pub post: Option<u64>,
-    /// For an answer: its HTTP status and content type.
+    /// For an answer: its HTTP status.
     pub status: Option<u16>,
+    /// For an answer: its `Content-Type`.
     pub content_type: Option<String>,
-    /// A server message: its SSE event id, and whether it came on a GET stream (a resumed
-    /// stream, when it answers a POSTed request).
+    /// A server message: its SSE event id.
     pub event_id: Option<String>,
+    /// A server message came on a GET stream (a resumed stream, when it answers a POSTed
+    /// request).
     pub on_get: bool,
 }
 
@@ -71,14 +102,20 @@ pub struct HttpMsg {
 /// that will close a stream sends first, so that the client can resume it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SsePriming {
+    /// The event's `id:`, which the client sends back as `Last-Event-ID` to resume.
     pub id: String,
+    /// The `retry:` hint in milliseconds, when sent.
     pub retry: Option<u64>,
 }
 
+/// A client request and what came of it: its answer, and the server's messages while it was
+/// open. Message numbers are indexes into [`TapeIndex::msgs`].
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Exchange {
     /// Index of the client's request in `msgs`.
     pub request: usize,
+    /// Index of the server's answer (result or error) in `msgs`; None when none came (over
+    /// HTTP, also when the request was refused: see `refusal`).
     pub response: Option<usize>,
     /// Server-to-client messages sent while this exchange was open, in order (notifications,
     /// server-initiated requests, stray lines).
@@ -86,7 +123,7 @@ pub struct Exchange {
     /// Server request (index in `msgs`) → the client's recorded answer (index in `msgs`).
     pub client_answers: HashMap<usize, usize>,
     /// Hash of method and match params (volatile fields removed).
-    pub key: MatchKey,
+    pub(crate) key: MatchKey,
     /// The request's `_meta.progressToken`, canonical JSON text.
     pub progress_token: Option<String>,
     /// The client sent `notifications/cancelled` for it.
@@ -114,18 +151,6 @@ pub struct Exchange {
     pub headers: u64,
 }
 
-/// A 128-bit hash of a request's method and match params: equal keys are taken as equal
-/// requests (a collision is as likely as two random UUIDs being equal), so matching needs no
-/// re-reading of the tape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct MatchKey(u64, u64);
-
-impl MatchKey {
-    pub fn from_halves(a: u64, b: u64) -> MatchKey {
-        MatchKey(a, b)
-    }
-}
-
 /// A server message tied to no exchange, with the point of the conversation it came at.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Standalone {
@@ -133,6 +158,7 @@ pub struct Standalone {
     pub point: u64,
     /// HTTP: the recorded session it came in (on that session's GET stream).
     pub session: Option<u32>,
+    /// Index of the message in `msgs`.
     pub msg: usize,
     /// For a server request: the client's recorded answer.
     pub client_answer: Option<usize>,
@@ -142,8 +168,11 @@ pub struct Standalone {
 /// plain-text `400`, a `404` for an unknown session), as `record --url` taped it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HttpRefusal {
+    /// The HTTP status (400 when the tape does not say).
     pub status: u16,
+    /// Its `Content-Type`, when it had one.
     pub content_type: Option<String>,
+    /// Its `Allow` header, when it had one.
     pub allow: Option<String>,
     /// The body (errors are small: at most 64 KiB of it is taped).
     pub body: String,
@@ -158,79 +187,30 @@ pub struct HttpSummary {
     pub get_stream_msgs: u64,
 }
 
+/// One server's conversation on a tape, indexed: its messages, its exchanges, and the server
+/// messages tied to no exchange. Bodies stay in the file; the index keeps it open to read them.
 pub struct TapeIndex {
+    /// The tape's path, as loaded.
     pub path: PathBuf,
+    /// The tape's header line.
     pub header: Header,
+    /// Every server the tape declares, in order (not only the one indexed).
     pub servers: Vec<ServerDecl>,
     /// The server label this index covers.
     pub server: String,
+    /// The closing line; None when the recording did not end cleanly.
     pub end: Option<End>,
+    /// What the reader found worth saying (torn last line, not closed, broken chain).
     pub warnings: Vec<Warning>,
+    /// The server's messages in tape order, both directions.
     pub msgs: Vec<MsgMeta>,
+    /// The client's requests with their answers, in the order they were sent.
     pub exchanges: Vec<Exchange>,
+    /// Server messages tied to no exchange.
     pub standalone: Vec<Standalone>,
+    /// HTTP tapes: refused GETs and DELETEs, and how much came on GET streams.
     pub http: HttpSummary,
     file: File,
-}
-
-/// The match key of a request. `initialize` is matched leniently: who the client is and which
-/// protocol version it asks for are not drift, so its params take no part.
-pub fn match_key(method: &str, params: Option<&Value>) -> (MatchKey, Value) {
-    let params = if method == "initialize" {
-        Value::Null
-    } else {
-        match_params(params)
-    };
-    let text = canonical(&params);
-    (crate::wire::canonical::hash_key(method, &text), params)
-}
-
-#[derive(serde::Deserialize)]
-struct ReqProbe {
-    #[serde(default)]
-    params: Option<Value>,
-}
-
-/// A message's params as a value. Params too deep for a `Value` (over serde_json's nesting limit)
-/// stand in as their exact text, so such a request still matches itself byte for byte.
-pub fn params_of(message: &[u8]) -> Option<Value> {
-    match serde_json::from_slice::<ReqProbe>(message) {
-        Ok(p) => p.params,
-        Err(_) => {
-            let obj: crate::wire::rewrite::RawObject<'_> = serde_json::from_slice(message).ok()?;
-            Some(Value::String(format!(
-                "(unparsed params) {}",
-                obj.get("params")?.get()
-            )))
-        }
-    }
-}
-
-/// Which param names what a request is about.
-fn target_key(method: &str) -> Option<&'static str> {
-    match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
-        _ => None,
-    }
-}
-
-/// The tool, prompt or resource a request with these params is about (see `call_target`).
-pub fn target_of(method: Option<&str>, params: Option<&Value>) -> Option<String> {
-    let key = target_key(method?)?;
-    params?.get(key)?.as_str().map(str::to_string)
-}
-
-/// A progress token, canonical JSON text: the request's `_meta.progressToken` (`in_meta`), or a
-/// progress notification's `progressToken`.
-pub fn progress_token(params: Option<&Value>, in_meta: bool) -> Option<String> {
-    let p = params?;
-    let t = if in_meta {
-        p.get("_meta")?.get("progressToken")?
-    } else {
-        p.get("progressToken")?
-    };
-    Some(canonical(t))
 }
 
 /// A hash-chain check running on its own thread (`TapeIndex::load_deferred`). Dropping it makes
@@ -279,7 +259,7 @@ impl TapeIndex {
 
     /// Loads a tape this process has just written itself (`check`'s observed recording): its
     /// hash chain cannot have been changed by anyone else, so it is not checked.
-    pub fn load_own(path: &Path) -> Result<TapeIndex, TapeError> {
+    pub(crate) fn load_own(path: &Path) -> Result<TapeIndex, TapeError> {
         Self::load_checking(path, None, false)
     }
 
@@ -453,7 +433,7 @@ impl TapeIndex {
     }
 
     /// A request's params as they take part in matching.
-    pub fn request_match_params(&self, m: &MsgMeta) -> io::Result<Value> {
+    pub(crate) fn request_match_params(&self, m: &MsgMeta) -> io::Result<Value> {
         let text = self.read_bytes(m)?;
         Ok(match_key(
             m.method.as_deref().unwrap_or_default(),
@@ -463,14 +443,14 @@ impl TapeIndex {
     }
 
     /// The tool, prompt or resource a request is about (`params.name` or `params.uri`).
-    pub fn call_target(&self, req: &MsgMeta) -> Option<String> {
+    pub(crate) fn call_target(&self, req: &MsgMeta) -> Option<String> {
         target_key(req.method.as_deref()?)?;
         let params = params_of(&self.read_bytes(req).ok()?)?;
         target_of(req.method.as_deref(), Some(&params))
     }
 
     /// A request in a few words for humans: method, target and arguments in short.
-    pub fn describe_request(&self, req: &MsgMeta) -> String {
+    pub(crate) fn describe_request(&self, req: &MsgMeta) -> String {
         let method = req.method.as_deref().unwrap_or("?");
         let mut s = method.to_string();
         if let Some(t) = self.call_target(req) {
@@ -782,6 +762,7 @@ impl Builder {
             self.http.get_stream_msgs += 1;
         }
         let scope = self.session_number(m.http.session.as_deref());
+        // Numbered here, in the order sessions are first seen, whatever the message turns out to be.
         let created = self.session_number(m.http.created.as_deref());
         let meta = meta_of(item, &m, scope);
         let json = match m.body {
@@ -800,176 +781,202 @@ impl Builder {
         let params = json
             .filter(|_| needs_params)
             .and_then(|t| params_of(t.as_bytes()));
-        let redacted = m.dir == Dir::C2S
-            && m.kind == Kind::Request
-            && json.is_some_and(crate::redact::has_marker);
-        // Cheap first, exact second: only a candidate answer is parsed.
-        let input_required = m.dir == Dir::S2C
-            && m.kind == Kind::Response
-            && json.is_some_and(|t| {
+        let idx = self.msgs.len();
+        self.msgs.push(meta);
+        match (m.dir, m.kind, m.id) {
+            (Dir::C2S, Kind::Request, Some(id)) => {
+                let redacted = json.is_some_and(crate::redact::has_marker);
+                self.add_request(idx, &m, id, scope, params, redacted);
+            }
+            (Dir::C2S, Kind::Response | Kind::Error, Some(id)) => {
+                self.add_client_answer(idx, scope, id)
+            }
+            (Dir::C2S, Kind::Notification, _) if method_is("notifications/cancelled") => {
+                self.add_cancel(scope, params.as_ref())
+            }
+            (Dir::S2C, ..) => self.add_server_msg(idx, &m, json, (scope, created), params.as_ref()),
+            _ => {}
+        }
+        if m.dir == Dir::C2S {
+            *self.c2s_count.entry(scope).or_default() += 1;
+        }
+    }
+
+    /// A client request opens an exchange, findable by id, POST and progress token.
+    fn add_request(
+        &mut self,
+        idx: usize,
+        m: &MsgFields<'_>,
+        id: &str,
+        scope: Option<u32>,
+        params: Option<Value>,
+        redacted: bool,
+    ) {
+        let method = m.method.as_deref().unwrap_or_default();
+        let (key, _) = match_key(method, params.as_ref());
+        let token = progress_token(params.as_ref(), true);
+        let ex = self.exchanges.len();
+        // A retry carrying `inputResponses` continues the latest exchange of the same call
+        // that asked for input.
+        let retry_of = params
+            .as_ref()
+            .filter(|p| p.get("inputResponses").is_some())
+            .and_then(|p| {
+                let name = p.get("name");
+                (0..ex).rev().find(|&e| {
+                    let prev = &self.exchanges[e];
+                    prev.input_required
+                        && self.msgs[prev.request].method.as_deref() == Some(method)
+                        && self.request_names.get(e).map(|n| n.as_ref()) == Some(name)
+                })
+            });
+        self.request_names
+            .push(params.as_ref().and_then(|p| p.get("name").cloned()));
+        self.exchanges.push(Exchange {
+            request: idx,
+            response: None,
+            during: Vec::new(),
+            client_answers: HashMap::new(),
+            key,
+            progress_token: token.clone(),
+            cancelled: false,
+            redacted,
+            input_required: false,
+            retry_of,
+            session: scope,
+            refusal: None,
+            priming: None,
+            resumed: None,
+            headers: m.http.headers,
+        });
+        self.open.entry(scope).or_default().insert(ex);
+        self.open_by_id
+            .entry((scope, id.to_string()))
+            .or_default()
+            .push_back(ex);
+        if let Some(p) = m.http.post {
+            self.open_by_post.insert(p, ex);
+        }
+        if let Some(t) = token {
+            self.open_by_token.insert((scope, t), ex);
+        }
+    }
+
+    /// The client's answer to a server request, inside an exchange or standalone.
+    fn add_client_answer(&mut self, idx: usize, scope: Option<u32>, id: &str) {
+        match self.server_requests.remove(&(scope, id.to_string())) {
+            Some((Some(ex), req)) => {
+                self.exchanges[ex].client_answers.insert(req, idx);
+            }
+            Some((None, req)) => {
+                if let Some(s) = self.standalone.iter_mut().rev().find(|s| s.msg == req) {
+                    s.client_answer = Some(idx);
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// The client gave up on a request: it stays pairable with a late answer, but later server
+    /// messages no longer belong to it.
+    fn add_cancel(&mut self, scope: Option<u32>, params: Option<&Value>) {
+        let target = params.and_then(|p| p.get("requestId")).map(canonical);
+        if let Some(&ex) = target
+            .and_then(|id| self.open_by_id.get(&(scope, id)))
+            .and_then(|q| q.front())
+        {
+            self.exchanges[ex].cancelled = true;
+            if let Some(open) = self.open.get_mut(&scope) {
+                open.remove(&ex);
+            }
+        }
+    }
+
+    /// A server message: the answer that closes an exchange, a message during one, or one of
+    /// its own (standalone).
+    fn add_server_msg(
+        &mut self,
+        idx: usize,
+        m: &MsgFields<'_>,
+        json: Option<&str>,
+        (scope, created): (Option<u32>, Option<u32>),
+        params: Option<&Value>,
+    ) {
+        let (kind, id, post) = (m.kind, m.id, m.http.post);
+        let answers = match (kind, id) {
+            (Kind::Response | Kind::Error, Some(id)) => self.answered(scope, post, id),
+            _ => None,
+        };
+        if let Some(ex) = answers {
+            // Cheap first, exact second: only a candidate answer is parsed.
+            let input_required = json.is_some_and(|t| {
                 t.contains("\"input_required\"")
                     && serde_json::from_str::<Value>(t).is_ok_and(|v| {
                         v.pointer("/result/resultType").and_then(Value::as_str)
                             == Some("input_required")
                     })
             });
-        let idx = self.msgs.len();
-        // Borrowed from the line: only map keys are allocated.
-        let (dir, kind, id, method, stream_of, post) = (
-            m.dir,
-            m.kind,
-            m.id,
-            m.method.as_deref(),
-            m.http.stream_of,
-            m.http.post,
-        );
-        self.msgs.push(meta);
-        match dir {
-            Dir::C2S => {
-                match (kind, id) {
-                    (Kind::Request, Some(id)) => {
-                        let method = method.unwrap_or_default();
-                        let (key, _) = match_key(method, params.as_ref());
-                        let token = progress_token(params.as_ref(), true);
-                        let ex = self.exchanges.len();
-                        // A retry carrying `inputResponses` continues the latest exchange of the
-                        // same call that asked for input.
-                        let retry_of = params
-                            .as_ref()
-                            .filter(|p| p.get("inputResponses").is_some())
-                            .and_then(|p| {
-                                let name = p.get("name");
-                                (0..ex).rev().find(|&e| {
-                                    let prev = &self.exchanges[e];
-                                    prev.input_required
-                                        && self.msgs[prev.request].method.as_deref() == Some(method)
-                                        && self.request_names.get(e).map(|n| n.as_ref())
-                                            == Some(name)
-                                })
-                            });
-                        self.request_names
-                            .push(params.as_ref().and_then(|p| p.get("name").cloned()));
-                        self.exchanges.push(Exchange {
-                            request: idx,
-                            response: None,
-                            during: Vec::new(),
-                            client_answers: HashMap::new(),
-                            key,
-                            progress_token: token.clone(),
-                            cancelled: false,
-                            redacted,
-                            input_required: false,
-                            retry_of,
-                            session: scope,
-                            refusal: None,
-                            priming: None,
-                            resumed: None,
-                            headers: m.http.headers,
-                        });
-                        self.open.entry(scope).or_default().insert(ex);
-                        self.open_by_id
-                            .entry((scope, id.to_string()))
-                            .or_default()
-                            .push_back(ex);
-                        if let Some(p) = post {
-                            self.open_by_post.insert(p, ex);
-                        }
-                        if let Some(t) = token {
-                            self.open_by_token.insert((scope, t), ex);
-                        }
-                    }
-                    (Kind::Response | Kind::Error, Some(id)) => {
-                        match self.server_requests.remove(&(scope, id.to_string())) {
-                            Some((Some(ex), req)) => {
-                                self.exchanges[ex].client_answers.insert(req, idx);
-                            }
-                            Some((None, req)) => {
-                                if let Some(s) =
-                                    self.standalone.iter_mut().rev().find(|s| s.msg == req)
-                                {
-                                    s.client_answer = Some(idx);
-                                }
-                            }
-                            None => {}
-                        }
-                    }
-                    (Kind::Notification, _) if method == Some("notifications/cancelled") => {
-                        // The client gave up on a request: it stays pairable with a late answer,
-                        // but later server messages no longer belong to it.
-                        let target = params
-                            .as_ref()
-                            .and_then(|p| p.get("requestId"))
-                            .map(canonical);
-                        if let Some(&ex) = target
-                            .and_then(|id| self.open_by_id.get(&(scope, id)))
-                            .and_then(|q| q.front())
-                        {
-                            self.exchanges[ex].cancelled = true;
-                            if let Some(open) = self.open.get_mut(&scope) {
-                                open.remove(&ex);
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-                *self.c2s_count.entry(scope).or_default() += 1;
+            self.note_event_id(&m.http, scope, ex);
+            self.exchanges[ex].response = Some(idx);
+            self.exchanges[ex].input_required = input_required;
+            // `initialize`'s answer opens the session the exchange belongs to.
+            if self.exchanges[ex].session.is_none() {
+                self.exchanges[ex].session = created;
             }
-            Dir::S2C => {
-                let answers = match (kind, id) {
-                    (Kind::Response | Kind::Error, Some(id)) => self.answered(scope, post, id),
-                    _ => None,
-                };
-                if let Some(ex) = answers {
-                    self.note_event_id(&m.http, scope, ex);
-                    self.exchanges[ex].response = Some(idx);
-                    self.exchanges[ex].input_required = input_required;
-                    // `initialize`'s answer opens the session the exchange belongs to.
-                    if self.exchanges[ex].session.is_none() {
-                        self.exchanges[ex].session = created;
-                    }
-                    let req_scope = scope_of(&self.msgs[self.exchanges[ex].request]);
-                    self.close(ex, req_scope);
-                    return;
-                }
-                // Over HTTP the stream says whose message it is (by POST, else by request id in
-                // the session); then the progress token; then the request most recently opened
-                // in the session.
-                let by_stream = post
-                    .and_then(|p| self.open_by_post.get(&p).copied())
-                    .or_else(|| {
-                        stream_of.and_then(|rid| {
-                            self.open_by_id
-                                .get(&(scope, rid.to_string()))
-                                .and_then(|q| q.front().copied())
-                        })
-                    });
-                let by_token = if by_stream.is_some() {
-                    by_stream
-                } else if method == Some("notifications/progress") {
-                    progress_token(params.as_ref(), false)
-                        .and_then(|t| self.open_by_token.get(&(scope, t)).copied())
-                } else {
-                    None
-                };
-                let ex = by_token.or_else(|| self.open.get(&scope).and_then(|o| o.last().copied()));
-                match ex {
-                    Some(ex) => {
-                        self.note_event_id(&m.http, scope, ex);
-                        self.exchanges[ex].during.push(idx)
-                    }
-                    None => self.standalone.push(Standalone {
-                        point: self.c2s_count.get(&scope).copied().unwrap_or(0),
-                        session: scope,
-                        msg: idx,
-                        client_answer: None,
-                    }),
-                }
-                if let (Kind::Request, Some(id)) = (kind, id) {
-                    self.server_requests
-                        .insert((scope, id.to_string()), (ex, idx));
-                }
+            let req_scope = scope_of(&self.msgs[self.exchanges[ex].request]);
+            self.close(ex, req_scope);
+            return;
+        }
+        let ex = self.owner_of(m, scope, params);
+        match ex {
+            Some(ex) => {
+                self.note_event_id(&m.http, scope, ex);
+                self.exchanges[ex].during.push(idx)
+            }
+            None => self.standalone.push(Standalone {
+                point: self.c2s_count.get(&scope).copied().unwrap_or(0),
+                session: scope,
+                msg: idx,
+                client_answer: None,
+            }),
+        }
+        if let (Kind::Request, Some(id)) = (kind, id) {
+            self.server_requests
+                .insert((scope, id.to_string()), (ex, idx));
+        }
+    }
+
+    /// Which open exchange a server message that is not an answer belongs to. Over HTTP the
+    /// stream says (by POST, else by request id in the session); then the progress token; then
+    /// the request most recently opened in the session.
+    fn owner_of(
+        &self,
+        m: &MsgFields<'_>,
+        scope: Option<u32>,
+        params: Option<&Value>,
+    ) -> Option<usize> {
+        let by_stream = m
+            .http
+            .post
+            .and_then(|p| self.open_by_post.get(&p).copied())
+            .or_else(|| {
+                m.http.stream_of.and_then(|rid| {
+                    self.open_by_id
+                        .get(&(scope, rid.to_string()))
+                        .and_then(|q| q.front().copied())
+                })
+            });
+        if by_stream.is_some() {
+            return by_stream;
+        }
+        if m.method.as_deref() == Some("notifications/progress") {
+            if let Some(ex) = progress_token(params, false)
+                .and_then(|t| self.open_by_token.get(&(scope, t)).copied())
+            {
+                return Some(ex);
             }
         }
+        self.open.get(&scope).and_then(|o| o.last().copied())
     }
 }
 

@@ -1,12 +1,12 @@
 //! The tape: line types and version, the streaming writer and reader, the exchange index, and
 //! the named-tape store.
 
-pub mod chain;
+pub(crate) mod chain;
 pub mod format;
 pub mod index;
 mod index_cache;
 pub mod reader;
-pub mod scan;
+pub(crate) mod scan;
 pub mod store;
 pub mod writer;
 
@@ -24,15 +24,8 @@ mod tests {
 
     fn write_session(path: &std::path::Path, lines: &[(Dir, &[u8])]) -> End {
         let mut w = TapeWriter::create(path, WriteOptions::default()).unwrap();
-        w.declare_server(ServerDecl {
-            server: DEFAULT_SERVER.into(),
-            transport: "stdio".into(),
-            command: Some(vec!["srv".into()]),
-            cwd: None,
-            url: None,
-            t_us: 0,
-        })
-        .unwrap();
+        w.declare_server(ServerDecl::stdio(DEFAULT_SERVER, vec!["srv".into()]))
+            .unwrap();
         for (dir, bytes) in lines {
             let mut f = Framer::new(1024);
             f.push(bytes, |fr| {

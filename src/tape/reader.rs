@@ -7,36 +7,82 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
+/// Why a tape could not be read. Every variant names the tape's path.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TapeError {
+    /// No file at the path (exit 66).
     #[error("tape not found: {}", path.display())]
-    NotFound { path: PathBuf },
-    #[error("reading tape {}: {cause}", path.display())]
-    Io { path: PathBuf, cause: io::Error },
+    NotFound {
+        /// The tape asked for.
+        path: PathBuf,
+    },
+    /// The file could not be opened or read (exit 74).
+    #[error("reading tape {}", path.display())]
+    Io {
+        /// The tape being read.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        cause: io::Error,
+    },
+    /// A complete line that is not a valid tape line (a torn last line is a warning instead).
     #[error("{}: line {line}: {message}", path.display())]
     Malformed {
+        /// The tape being read.
         path: PathBuf,
+        /// 1-based number of the bad line.
         line: u64,
+        /// What is wrong with it.
         message: String,
     },
+    /// The first line is not an mcptape header.
     #[error("{}: not an mcptape tape ({why})", path.display())]
-    NotATape { path: PathBuf, why: String },
+    NotATape {
+        /// The file that was opened.
+        path: PathBuf,
+        /// What the first line is instead.
+        why: String,
+    },
+    /// Written by a newer major format version than this build reads.
     #[error("{}: tape format version {version} is newer than this mcptape reads (up to {VERSION}); upgrade mcptape", path.display())]
-    TooNew { path: PathBuf, version: u32 },
+    TooNew {
+        /// The tape being read.
+        path: PathBuf,
+        /// The major version its header declares.
+        version: u32,
+    },
+}
+
+impl crate::exit::Coded for TapeError {
+    fn exit_code(&self) -> i32 {
+        match self {
+            TapeError::NotFound { .. } => crate::exit::NO_INPUT,
+            TapeError::Io { .. } => crate::exit::IO_ERR,
+            _ => crate::exit::DATA_ERR,
+        }
+    }
 }
 
 /// Something about the tape worth saying that does not stop reading it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Warning {
     /// The last line was cut off mid-write; it was skipped.
-    TornLastLine { line: u64, bytes: usize },
+    TornLastLine {
+        /// 1-based number of the torn line.
+        line: u64,
+        /// How many bytes of it made it to disk.
+        bytes: usize,
+    },
     /// No closing line: the recording did not end cleanly (crash, SIGKILL, still running).
     NotClosed,
     /// A closing line was present but said some messages could not be written.
     Incomplete,
     /// The hash chain does not hold from this line on: the tape was edited after it was written.
-    ChainBroken { line: u64 },
+    ChainBroken {
+        /// 1-based number of the first line whose link does not hold.
+        line: u64,
+    },
 }
 
 /// Where the hash chain stands after the lines read so far.
@@ -66,8 +112,11 @@ impl std::fmt::Display for Warning {
 /// One line of the tape, borrowed from the reader's buffer.
 #[derive(Debug)]
 pub enum Entry<'a> {
+    /// A `server` line: one server of the tape declared.
     Server(ServerDecl),
+    /// A `msg` line: one message, or one line that was not a message, as it crossed the wire.
     Msg(MsgLine<'a>),
+    /// The closing `end` line.
     End(End),
     /// A line type this version does not know (from a newer minor version): skipped.
     Unknown,
@@ -76,6 +125,7 @@ pub enum Entry<'a> {
 /// An entry with where it came from.
 #[derive(Debug)]
 pub struct Item<'a> {
+    /// The line, parsed.
     pub entry: Entry<'a>,
     /// The whole line, as on disk.
     pub raw: &'a [u8],
@@ -85,13 +135,7 @@ pub struct Item<'a> {
     pub line: u64,
 }
 
-impl Item<'_> {
-    /// File offset of a slice borrowed from this item's line.
-    pub fn offset_of(&self, part: &str) -> u64 {
-        self.offset + (part.as_ptr() as usize - self.raw.as_ptr() as usize) as u64
-    }
-}
-
+/// Reads a tape line by line, after its header, checking the hash chain as it goes.
 pub struct TapeReader {
     input: BufReader<File>,
     path: PathBuf,
@@ -110,6 +154,8 @@ pub struct TapeReader {
 }
 
 impl TapeReader {
+    /// Opens a tape and reads its header: an error if the file is missing, not a tape, or of a
+    /// newer major version.
     pub fn open(path: &Path) -> Result<TapeReader, TapeError> {
         let file = File::open(path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => TapeError::NotFound {
@@ -208,19 +254,23 @@ impl TapeReader {
         &self.chain
     }
 
+    /// The tape's header line.
     pub fn header(&self) -> &Header {
         &self.header
     }
 
+    /// The tape's path, as opened.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Warnings so far (complete once `next` has returned `None`).
+    /// Warnings so far (complete once `next_item` has returned `None`).
     pub fn warnings(&self) -> &[Warning] {
         &self.warnings
     }
 
+    /// The next line after the header (blank lines skipped); `None` at the end of the file or at
+    /// a torn last line, which is then a warning.
     pub fn next_item(&mut self) -> Result<Option<Item<'_>>, TapeError> {
         Ok(self
             .next_with(parse_entry)?

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 
 /// Where the message's body text is on the line (slices of the line, so offsets follow).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyText<'a> {
+pub(crate) enum BodyText<'a> {
     /// The verbatim JSON message.
     Json(&'a str),
     /// The JSON string literal (quotes included) of a non-JSON UTF-8 line.
@@ -25,7 +25,7 @@ pub enum BodyText<'a> {
 
 /// What the exchange index reads from a message line.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MsgFields<'a> {
+pub(crate) struct MsgFields<'a> {
     pub seq: u64,
     pub t_us: u64,
     pub server: Cow<'a, str>,
@@ -41,7 +41,7 @@ pub struct MsgFields<'a> {
 
 /// The HTTP facts the index uses.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct HttpMeta<'a> {
+pub(crate) struct HttpMeta<'a> {
     /// Recorded over HTTP inside an SSE stream.
     pub sse: bool,
     /// HTTP: the request (raw id text) whose answer stream this server message came on.
@@ -68,7 +68,7 @@ const MAX_DEPTH: usize = 64;
 
 /// Reads a stored message line (without its newline), or `None` when the line is not in the
 /// writer's plain form and must be parsed with serde.
-pub fn scan_msg_line(line: &[u8]) -> Option<MsgFields<'_>> {
+pub(crate) fn scan_msg_line(line: &[u8]) -> Option<MsgFields<'_>> {
     // One UTF-8 check up front, as serde does for the borrowed strings; slices are then &str.
     let line = std::str::from_utf8(line).ok()?;
     let mut c = Cursor {

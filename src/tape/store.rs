@@ -4,31 +4,37 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub const TAPES_DIR: &str = "tapes";
-pub const EXTENSION: &str = "jsonl";
+/// The folder under the root that holds named tapes.
+pub(crate) const TAPES_DIR: &str = "tapes";
+/// The file extension of a named tape.
+pub(crate) const EXTENSION: &str = "jsonl";
 
 #[derive(Debug, thiserror::Error)]
+/// A tape name that cannot be used (exit 64).
 #[error("invalid tape name {name:?}: {why}")]
 pub struct NameError {
+    /// The name as given.
     pub name: String,
+    /// What is wrong with it, in words.
     pub why: &'static str,
 }
 
 /// The folder that holds `tapes/`.
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     match std::env::var_os("MCPTAPE_DIR") {
         Some(dir) if !dir.is_empty() => PathBuf::from(dir),
         _ => PathBuf::from(".mcptape"),
     }
 }
 
+/// The folder of named tapes: `<root>/tapes`.
 pub fn tapes_dir() -> PathBuf {
     root().join(TAPES_DIR)
 }
 
 /// A tape argument is a path when it contains a path separator or ends in `.jsonl`;
 /// otherwise it is a name in the tape store.
-pub fn looks_like_path(arg: &str) -> bool {
+pub(crate) fn looks_like_path(arg: &str) -> bool {
     arg.contains('/')
         || arg.contains(std::path::MAIN_SEPARATOR)
         || arg.ends_with(".jsonl")
@@ -38,7 +44,7 @@ pub fn looks_like_path(arg: &str) -> bool {
 
 /// Checks a tape name: letters, digits, `.`, `_`, `-`; not starting with `.` or `-`; at most
 /// 128 characters. That keeps every name a plain file inside the tapes folder.
-pub fn validate_name(name: &str) -> Result<(), NameError> {
+pub(crate) fn validate_name(name: &str) -> Result<(), NameError> {
     let err = |why| {
         Err(NameError {
             name: name.to_string(),
@@ -140,7 +146,7 @@ pub fn default_name(command: &[String]) -> String {
 }
 
 /// Creates a folder (and parents) owner-only: tapes hold whatever crossed the wire.
-pub fn create_private_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -152,7 +158,7 @@ pub fn create_private_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// The tapes in the store, sorted by name.
-pub fn list() -> io::Result<Vec<PathBuf>> {
+pub(crate) fn list() -> io::Result<Vec<PathBuf>> {
     let dir = tapes_dir();
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
@@ -168,6 +174,12 @@ pub fn list() -> io::Result<Vec<PathBuf>> {
     }
     out.sort();
     Ok(out)
+}
+
+impl crate::exit::Coded for NameError {
+    fn exit_code(&self) -> i32 {
+        crate::exit::USAGE
+    }
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ use std::time::{Instant, SystemTime};
 /// Buffer capacity kept between messages; anything larger is released after use.
 const KEEP_CAPACITY: usize = 1024 * 1024;
 
+/// Writes one tape: the header on `create`, then server declarations, messages and events,
+/// each line chained to the one before, and the closing line on `finish`.
 pub struct TapeWriter {
     file: File,
     path: PathBuf,
@@ -35,7 +37,7 @@ pub struct TapeWriter {
     /// Bytes of complete lines written so far.
     good_len: u64,
     dropped: u64,
-    redactor: Option<Redactor>,
+    redactor: Option<std::sync::Arc<Redactor>>,
     signing_key: Option<Vec<u8>>,
     /// The chain's head: hex SHA-256 of the last line.
     head: String,
@@ -85,18 +87,44 @@ const EVENT_FIELDS: &[&str] = &["type", "t_us", "server", "what", "h"];
 
 /// An event line (raw JSON) as the writer tapes it: its own fields and the HTTP facts readers
 /// use kept, session ids always out, the rest by the rules. `None` when nothing changes.
-pub fn redact_event(r: &Redactor, line: &[u8]) -> Option<(Vec<u8>, Vec<crate::redact::Finding>)> {
+pub(crate) fn redact_event(
+    r: &Redactor,
+    line: &[u8],
+) -> Option<(Vec<u8>, Vec<crate::redact::Finding>)> {
     let kept: Vec<&str> = EVENT_FIELDS.iter().chain(FACTS_KEPT).copied().collect();
     r.redact_facts(line, &kept, FACTS_SECRET)
 }
 
 /// How a tape is written.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct WriteOptions {
     /// Secrets out before anything is written (`None`: redaction off).
-    pub redactor: Option<Redactor>,
+    pub redactor: Option<std::sync::Arc<Redactor>>,
     /// Sign the chain's head with HMAC-SHA256.
     pub signing_key: Option<Vec<u8>>,
+}
+
+impl WriteOptions {
+    /// The built-in redaction rules, no signature.
+    pub fn redacted() -> WriteOptions {
+        WriteOptions {
+            redactor: Some(std::sync::Arc::new(
+                Redactor::new(&crate::redact::RedactConfig::defaults())
+                    .expect("the built-in rules compile"),
+            )),
+            signing_key: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for WriteOptions {
+    /// No key bytes in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteOptions")
+            .field("redacted", &self.redactor.is_some())
+            .field("signed", &self.signing_key.is_some())
+            .finish()
+    }
 }
 
 impl TapeWriter {
@@ -138,12 +166,13 @@ impl TapeWriter {
         Ok(w)
     }
 
+    /// The tape's path, as created.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// Microseconds since the tape started.
-    pub fn elapsed_us(&self, at: Instant) -> u64 {
+    pub(crate) fn elapsed_us(&self, at: Instant) -> u64 {
         at.saturating_duration_since(self.start).as_micros() as u64
     }
 
@@ -175,160 +204,52 @@ impl TapeWriter {
     ) {
         self.seq += 1;
         let t_us = self.elapsed_us(at);
-        // The line is built in place at the end of `pending` (no separate line buffer to copy).
-        let start = self.pending.len();
-        let mut p = std::mem::take(&mut self.pending);
-        let p = &mut p;
-        // A large body stays where it is (the framer's buffer, or the redacted copy).
-        let mut big: Option<std::borrow::Cow<'_, [u8]>> = None;
-        let mut num = itoa::Buffer::new();
-        p.extend_from_slice(b"{\"type\":\"msg\",\"seq\":");
-        p.extend_from_slice(num.format(self.seq).as_bytes());
-        p.extend_from_slice(b",\"t_us\":");
-        p.extend_from_slice(num.format(t_us).as_bytes());
-        p.extend_from_slice(b",\"server\":");
-        push_json_str(p, server);
-        p.extend_from_slice(b",\"dir\":\"");
-        p.extend_from_slice(dir.as_str().as_bytes());
-        p.extend_from_slice(b"\",\"kind\":\"");
         self.counts.messages += 1;
         match dir {
             Dir::C2S => self.counts.c2s += 1,
             Dir::S2C => self.counts.s2c += 1,
         }
-        match frame {
+        // The line is built in place at the end of `pending` (no separate line buffer to copy).
+        let start = self.pending.len();
+        let mut p = std::mem::take(&mut self.pending);
+        push_msg_head(&mut p, self.seq, t_us, server, dir);
+        let redactor = self.redactor.as_deref();
+        // A large body stays where it is (the framer's buffer, or the redacted copy).
+        let big = match frame {
             Frame::Oversize { len, head } => {
                 self.counts.raw += 1;
-                p.extend_from_slice(b"oversize\",\"len\":");
-                p.extend_from_slice(len.to_string().as_bytes());
-                // The head is cut mid-message: it ends before anything a secret cut in two
-                // could be, and is redacted as text, since it cannot parse as JSON.
-                let kept = self.redactor.as_ref().map(|r| r.redact_head(head));
-                let head: &[u8] = match &kept {
-                    Some((cut, rules)) => {
-                        if !rules.is_empty() {
-                            p.extend_from_slice(b",\"redacted\":");
-                            p.extend_from_slice(
-                                &serde_json::to_vec(rules).expect("strings serialize"),
-                            );
-                        }
-                        cut
-                    }
-                    None => head,
-                };
-                p.extend_from_slice(b",\"b64\":\"");
-                p.extend_from_slice(
-                    base64::engine::general_purpose::STANDARD
-                        .encode(head)
-                        .as_bytes(),
-                );
-                p.push(b'"');
+                push_oversize(&mut p, redactor, *len, head);
+                None
             }
             Frame::Line(line) => {
                 let c = classify(line.bytes);
-                p.extend_from_slice(c.kind.as_str().as_bytes());
-                p.push(b'"');
-                if let Some(id) = &c.id {
-                    p.extend_from_slice(b",\"id\":");
-                    p.extend_from_slice(id.as_bytes());
-                }
-                if let Some(m) = &c.method {
-                    p.extend_from_slice(b",\"method\":");
-                    push_json_str(p, m);
-                }
-                if line.crlf {
-                    p.extend_from_slice(b",\"crlf\":true");
-                }
-                if line.unterminated {
-                    p.extend_from_slice(b",\"eol\":false");
-                }
-                if let Some(problem) = &c.problem {
-                    p.extend_from_slice(b",\"problem\":");
-                    push_json_str(p, problem);
-                }
-                if c.kind == Kind::Invalid {
-                    self.counts.raw += 1;
-                }
-                if c.kind.is_json() {
-                    // Verbatim unless a secret had to go: the classifier has just validated
-                    // these bytes as JSON, and the redactor's output is JSON too.
-                    match self
-                        .redactor
-                        .as_ref()
-                        .and_then(|r| r.redact_json(line.bytes))
-                    {
-                        Some((redacted, rules)) => {
-                            p.extend_from_slice(b",\"redacted\":");
-                            p.extend_from_slice(
-                                &serde_json::to_vec(&rules).expect("strings serialize"),
-                            );
-                            p.extend_from_slice(b",\"msg\":");
-                            if redacted.len() >= BIG_BODY {
-                                big = Some(redacted.into());
-                            } else {
-                                p.extend_from_slice(&redacted);
-                            }
-                        }
-                        None => {
-                            p.extend_from_slice(b",\"msg\":");
-                            if line.bytes.len() >= BIG_BODY {
-                                big = Some(line.bytes.into());
-                            } else {
-                                p.extend_from_slice(line.bytes);
-                            }
-                        }
+                push_line_facts(&mut p, &c, line);
+                let big = if c.kind.is_json() {
+                    if c.kind == Kind::Invalid {
+                        self.counts.raw += 1;
                     }
+                    push_json_body(&mut p, redactor, line.bytes)
                 } else {
                     self.counts.raw += 1;
-                    match std::str::from_utf8(line.bytes) {
-                        Ok(text) => {
-                            match self.redactor.as_ref().and_then(|r| r.redact_text(text)) {
-                                Some((redacted, rules)) => {
-                                    p.extend_from_slice(b",\"redacted\":");
-                                    p.extend_from_slice(
-                                        &serde_json::to_vec(&rules).expect("strings serialize"),
-                                    );
-                                    p.extend_from_slice(b",\"text\":");
-                                    push_json_str(p, &redacted);
-                                }
-                                None => {
-                                    p.extend_from_slice(b",\"text\":");
-                                    push_json_str(p, text);
-                                }
-                            }
-                        }
-                        Err(_) => {
-                            // Not UTF-8: kept byte for byte (base64), with only a secret's bytes
-                            // replaced.
-                            let redacted = self
-                                .redactor
-                                .as_ref()
-                                .and_then(|r| r.redact_bytes(line.bytes));
-                            let bytes: &[u8] = match &redacted {
-                                Some((bytes, rules)) => {
-                                    p.extend_from_slice(b",\"redacted\":");
-                                    p.extend_from_slice(
-                                        &serde_json::to_vec(rules).expect("strings serialize"),
-                                    );
-                                    bytes
-                                }
-                                None => line.bytes,
-                            };
-                            p.extend_from_slice(b",\"b64\":\"");
-                            p.extend_from_slice(
-                                base64::engine::general_purpose::STANDARD
-                                    .encode(bytes)
-                                    .as_bytes(),
-                            );
-                            p.push(b'"');
-                        }
-                    }
-                }
+                    push_text_body(&mut p, redactor, line.bytes);
+                    None
+                };
                 self.track_exchange(dir, c);
+                big
             }
-        }
-        self.pending = std::mem::take(p);
-        // What follows the body: the transport facts and the closing brace.
+        };
+        self.pending = p;
+        self.finish_line(start, big, facts);
+    }
+
+    /// Ends the line begun at `pending[start..]`: the transport facts, the closing brace, the
+    /// hash; then seals it, or writes it around a large body that was never copied.
+    fn finish_line(
+        &mut self,
+        start: usize,
+        big: Option<std::borrow::Cow<'_, [u8]>>,
+        facts: Option<&serde_json::Value>,
+    ) {
         let mut tail = std::mem::take(&mut self.tail);
         tail.clear();
         let end = if big.is_some() {
@@ -529,6 +450,132 @@ impl TapeWriter {
 }
 
 /// Ends a line with its chain hash: `,"h":"<hex>"}` and the newline.
+/// `{"type":"msg","seq":…,"t_us":…,"server":…,"dir":…,"kind":"` — the kind follows.
+fn push_msg_head(p: &mut Vec<u8>, seq: u64, t_us: u64, server: &str, dir: Dir) {
+    let mut num = itoa::Buffer::new();
+    p.extend_from_slice(b"{\"type\":\"msg\",\"seq\":");
+    p.extend_from_slice(num.format(seq).as_bytes());
+    p.extend_from_slice(b",\"t_us\":");
+    p.extend_from_slice(num.format(t_us).as_bytes());
+    p.extend_from_slice(b",\"server\":");
+    push_json_str(p, server);
+    p.extend_from_slice(b",\"dir\":\"");
+    p.extend_from_slice(dir.as_str().as_bytes());
+    p.extend_from_slice(b"\",\"kind\":\"");
+}
+
+/// `,"redacted":[…]` when rules fired.
+fn push_rules<T: serde::Serialize>(p: &mut Vec<u8>, rules: &[T]) {
+    if !rules.is_empty() {
+        p.extend_from_slice(b",\"redacted\":");
+        p.extend_from_slice(&serde_json::to_vec(rules).expect("strings serialize"));
+    }
+}
+
+/// `,"b64":"…"`.
+fn push_b64(p: &mut Vec<u8>, bytes: &[u8]) {
+    p.extend_from_slice(b",\"b64\":\"");
+    p.extend_from_slice(
+        base64::engine::general_purpose::STANDARD
+            .encode(bytes)
+            .as_bytes(),
+    );
+    p.push(b'"');
+}
+
+/// An oversize message: its length and its head. The head is cut mid-message: it ends before
+/// anything a secret cut in two could be, and is redacted as text, since it cannot parse.
+fn push_oversize(p: &mut Vec<u8>, redactor: Option<&Redactor>, len: u64, head: &[u8]) {
+    p.extend_from_slice(b"oversize\",\"len\":");
+    p.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
+    let kept = redactor.map(|r| r.redact_head(head));
+    let head: &[u8] = match &kept {
+        Some((cut, rules)) => {
+            push_rules(p, rules);
+            cut
+        }
+        None => head,
+    };
+    push_b64(p, head);
+}
+
+/// A line's kind (closing the `"kind":"` opened by the head), id, method and framing facts.
+fn push_line_facts(p: &mut Vec<u8>, c: &crate::wire::Classified, line: &crate::wire::Line<'_>) {
+    p.extend_from_slice(c.kind.as_str().as_bytes());
+    p.push(b'"');
+    if let Some(id) = &c.id {
+        p.extend_from_slice(b",\"id\":");
+        p.extend_from_slice(id.as_bytes());
+    }
+    if let Some(m) = &c.method {
+        p.extend_from_slice(b",\"method\":");
+        push_json_str(p, m);
+    }
+    if line.crlf {
+        p.extend_from_slice(b",\"crlf\":true");
+    }
+    if line.unterminated {
+        p.extend_from_slice(b",\"eol\":false");
+    }
+    if let Some(problem) = &c.problem {
+        p.extend_from_slice(b",\"problem\":");
+        push_json_str(p, problem);
+    }
+}
+
+/// `,"msg":…`: verbatim unless a secret had to go (the classifier has just validated these
+/// bytes as JSON, and the redactor's output is JSON too). A large body is returned instead of
+/// copied.
+fn push_json_body<'a>(
+    p: &mut Vec<u8>,
+    redactor: Option<&Redactor>,
+    bytes: &'a [u8],
+) -> Option<std::borrow::Cow<'a, [u8]>> {
+    let body: std::borrow::Cow<'a, [u8]> = match redactor.and_then(|r| r.redact_json(bytes)) {
+        Some((redacted, rules)) => {
+            push_rules(p, &rules);
+            redacted.into()
+        }
+        None => bytes.into(),
+    };
+    p.extend_from_slice(b",\"msg\":");
+    if body.len() >= BIG_BODY {
+        return Some(body);
+    }
+    p.extend_from_slice(&body);
+    None
+}
+
+/// A line that is not JSON: `,"text":…` when it is UTF-8, else `,"b64":…` byte for byte, with
+/// only a secret's bytes replaced either way.
+fn push_text_body(p: &mut Vec<u8>, redactor: Option<&Redactor>, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => {
+            let redacted = redactor.and_then(|r| r.redact_text(text));
+            let text = match &redacted {
+                Some((redacted, rules)) => {
+                    push_rules(p, rules);
+                    redacted.as_str()
+                }
+                None => text,
+            };
+            p.extend_from_slice(b",\"text\":");
+            push_json_str(p, text);
+        }
+        Err(_) => {
+            let redacted = redactor.and_then(|r| r.redact_bytes(bytes));
+            let bytes: &[u8] = match &redacted {
+                Some((bytes, rules)) => {
+                    push_rules(p, rules);
+                    bytes
+                }
+                None => bytes,
+            };
+            push_b64(p, bytes);
+        }
+    }
+}
+
 fn push_h(out: &mut Vec<u8>, head: &str) {
     out.extend_from_slice(b",\"h\":\"");
     out.extend_from_slice(head.as_bytes());

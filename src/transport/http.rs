@@ -10,11 +10,12 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
-pub type RespBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+/// The body type of every response the listeners give.
+pub(crate) type RespBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 /// DNS-rebinding and cross-site protection for a listener on loopback: a foreign `Origin`, or a
 /// `Host` that is not this loopback address and port, gets 403. Returns why, when refused.
-pub fn refuse_foreign(headers: &HeaderMap, local_port: u16) -> Option<String> {
+pub(crate) fn refuse_foreign(headers: &HeaderMap, local_port: u16) -> Option<String> {
     let local_host = |h: &str| {
         let host = h.rsplit_once(':').map(|(h, _)| h).unwrap_or(h);
         matches!(host, "127.0.0.1" | "localhost" | "[::1]")
@@ -42,7 +43,8 @@ pub fn refuse_foreign(headers: &HeaderMap, local_port: u16) -> Option<String> {
     None
 }
 
-pub fn full(
+/// A response with this status, content type and whole body.
+pub(crate) fn full(
     status: StatusCode,
     content_type: &'static str,
     body: impl Into<Bytes>,
@@ -60,12 +62,13 @@ pub fn full(
     r
 }
 
-pub fn plain(status: StatusCode, text: &str) -> Response<RespBody> {
+/// A plain-text response.
+pub(crate) fn plain(status: StatusCode, text: &str) -> Response<RespBody> {
     full(status, "text/plain; charset=utf-8", text.to_string())
 }
 
 /// Reads a whole body, refusing more than `max` bytes.
-pub async fn collect<B>(mut body: B, max: usize) -> Result<Bytes, String>
+pub(crate) async fn collect<B>(mut body: B, max: usize) -> Result<Bytes, String>
 where
     B: Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
@@ -100,7 +103,7 @@ where
 }
 
 /// A response body fed by a channel: each chunk goes out as soon as it is sent.
-pub struct ChannelBody {
+pub(crate) struct ChannelBody {
     pub rx: mpsc::Receiver<Bytes>,
 }
 
@@ -124,6 +127,7 @@ pub struct StopSignals {
 }
 
 impl StopSignals {
+    /// Installs the SIGINT and SIGTERM handlers (from now on neither kills the process).
     pub fn new() -> std::io::Result<StopSignals> {
         use tokio::signal::unix::{signal, SignalKind};
         Ok(StopSignals {
@@ -141,16 +145,49 @@ impl StopSignals {
     }
 }
 
+/// Connections served at once, unless told otherwise (`--max-connections`). Each costs a file
+/// descriptor and a task (some 10 KiB); past the cap a new connection gets `503` at once and is
+/// closed, so a flood of connections (a client opening sockets in a loop, a scanner) cannot take
+/// the process's descriptors or its memory. A real client holds a handful (a POST in flight, a
+/// GET stream); the load tests hold a thousand sessions open at once, a quarter of this.
+pub const MAX_CONNECTIONS: usize = 4096;
+
+/// How long a connection may take to send a request's headers: a connection that sends none
+/// (or a byte a minute) is closed instead of holding a connection slot.
+pub(crate) const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What answers the requests of a listener: the player, the proxy, the bridge.
+pub(crate) trait Handler: Send + Sync + 'static {
+    /// The response to one request.
+    fn handle(
+        &self,
+        req: hyper::Request<Incoming>,
+    ) -> impl std::future::Future<Output = Response<RespBody>> + Send;
+}
+
+/// Binds a listener on `addr`: it and the address it got (the port, when asked for port 0).
+pub(crate) async fn bind(
+    addr: std::net::SocketAddr,
+) -> std::io::Result<(tokio::net::TcpListener, std::net::SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    Ok((listener, local))
+}
+
+/// The whole answer a connection over the cap gets.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-type: text/plain\r\ncontent-length: 48\r\nconnection: close\r\n\r\nmcptape: too many connections open, retry later\n";
+
 /// Serves HTTP/1 connections with `handle` until `stop` completes, then returns its output with
-/// the connections still open (the caller decides how long they get).
-pub async fn accept_until<H, Fut, S>(
+/// the connections still open (the caller decides how long they get). At most
+/// `max_connections` are served at once.
+pub(crate) async fn accept_until<H, S>(
     listener: &tokio::net::TcpListener,
-    handle: H,
+    max_connections: usize,
+    handler: std::sync::Arc<H>,
     stop: S,
 ) -> (S::Output, tokio::task::JoinSet<()>)
 where
-    H: Fn(hyper::Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Response<RespBody>> + Send + 'static,
+    H: Handler,
     S: std::future::Future,
 {
     let mut connections = tokio::task::JoinSet::new();
@@ -161,19 +198,27 @@ where
             // outside the loop so its progress is kept between turns.
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
+                while connections.try_join_next().is_some() {}
+                if connections.len() >= max_connections {
+                    // A fresh socket's send buffer is empty: the answer goes out in one
+                    // non-blocking write, and the socket closes when dropped.
+                    let _ = stream.try_write(BUSY);
+                    continue;
+                }
                 // Each answer goes out in one write: Nagle would only hold it back.
                 let _ = stream.set_nodelay(true);
-                let handle = handle.clone();
+                let handler = handler.clone();
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
-                        let fut = handle(req);
-                        async move { Ok::<_, Infallible>(fut.await) }
+                        let handler = handler.clone();
+                        async move { Ok::<_, Infallible>(handler.handle(req).await) }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
+                        .timer(hyper_util::rt::TokioTimer::new())
+                        .header_read_timeout(HEADER_TIMEOUT)
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                         .await;
                 });
-                while connections.try_join_next().is_some() {}
             }
             out = &mut stop => break out,
         }
@@ -181,8 +226,64 @@ where
     (out, connections)
 }
 
+/// Messages for a stream no client has open yet (a session's GET stream), oldest first, at most
+/// `cap` of them: past that the oldest is dropped and counted. The tape keeps every one; this
+/// only bounds what a session nobody listens to can hold in memory.
+#[derive(Debug)]
+pub(crate) struct Backlog<T> {
+    items: std::collections::VecDeque<T>,
+    cap: usize,
+    /// Messages dropped so far.
+    pub dropped: u64,
+}
+
+/// Messages a session's GET stream holds for a client that has not opened it.
+pub const GET_BACKLOG: usize = 1024;
+
+impl<T> Default for Backlog<T> {
+    fn default() -> Self {
+        Backlog::new(GET_BACKLOG)
+    }
+}
+
+impl<T> Backlog<T> {
+    /// An empty backlog of at most `cap` messages.
+    pub fn new(cap: usize) -> Backlog<T> {
+        Backlog {
+            items: std::collections::VecDeque::new(),
+            cap,
+            dropped: 0,
+        }
+    }
+
+    /// Keeps `item`, dropping the oldest when full.
+    pub fn push(&mut self, item: T) {
+        if self.items.len() >= self.cap {
+            self.items.pop_front();
+            self.dropped += 1;
+        }
+        self.items.push_back(item);
+    }
+
+    /// Everything kept, oldest first.
+    pub fn take(&mut self) -> Vec<T> {
+        self.items.drain(..).collect()
+    }
+
+    /// How many are kept.
+    #[allow(dead_code)] // only the tests use it
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether none are kept.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
 /// A fresh random session id: 32 hex digits from the OS.
-pub fn session_id() -> String {
+pub(crate) fn session_id() -> String {
     let mut b = [0u8; 16];
     if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
         let _ = std::io::Read::read_exact(&mut f, &mut b);
@@ -216,6 +317,34 @@ mod tests {
             .build()
             .expect("a runtime")
             .block_on(collect(body, max))
+    }
+
+    #[test]
+    fn a_backlog_keeps_the_newest_and_counts_the_rest() {
+        let mut b = Backlog::new(3);
+        for i in 0..10 {
+            b.push(i);
+        }
+        assert_eq!(b.len(), 3);
+        assert_eq!(b.dropped, 7);
+        assert_eq!(b.take(), vec![7, 8, 9]);
+        assert!(b.is_empty());
+        b.push(10);
+        assert_eq!(b.take(), vec![10]);
+    }
+
+    #[test]
+    fn the_busy_answer_is_one_whole_response() {
+        let text = std::str::from_utf8(BUSY).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(len, body.len());
+        assert!(head.starts_with("HTTP/1.1 503 "));
     }
 
     #[test]

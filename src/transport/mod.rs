@@ -1,5 +1,7 @@
 //! Transports: each turns its traffic into the same framed messages (with transport facts kept
-//! beside them), so record, play, check and diff never care how a message travelled.
+//! beside them), so record, play, check and diff never care how a message travelled. One file
+//! per transport: the stdio child process, Streamable HTTP (server pieces), the SSE codec.
 
 pub mod http;
 pub mod sse;
+pub mod stdio;

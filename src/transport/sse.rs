@@ -4,26 +4,30 @@
 //! event; `data` lines joined with `\n`; comment lines (`:`) carry nothing; a leading BOM is
 //! skipped. The partial block lives in the struct, so feeding is cancel-safe.
 
+/// One event, as the event-stream rules read it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Event {
+pub(crate) struct Event {
     /// `event:` (absent means "message").
     pub event: Option<String>,
     /// `data:` lines joined with `\n`; `None` when the block had no data field.
     pub data: Option<String>,
+    /// `id:`.
     pub id: Option<String>,
+    /// `retry:`, milliseconds.
     pub retry: Option<u64>,
 }
 
 /// One complete block of the stream: its exact bytes, and the event in it (none for a block of
 /// only comments, such as a heartbeat).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Block {
+pub(crate) struct Block {
     pub raw: Vec<u8>,
     pub event: Option<Event>,
 }
 
+/// Splits an event stream into blocks as bytes arrive.
 #[derive(Debug, Default)]
-pub struct SseParser {
+pub(crate) struct SseParser {
     buf: Vec<u8>,
     started: bool,
     /// Where the scan for a blank line resumes in `buf`.
@@ -33,6 +37,7 @@ pub struct SseParser {
 }
 
 impl SseParser {
+    /// A parser holding at most `max_block` bytes (at least 1024) of an incomplete block.
     pub fn new(max_block: usize) -> SseParser {
         SseParser {
             max: max_block.max(1024),
@@ -167,7 +172,7 @@ fn parse_block(raw: &[u8]) -> Option<Event> {
 }
 
 /// One SSE event as bytes: `id`, `event`, then `data` lines, then a blank line.
-pub fn encode(event: Option<&str>, id: Option<&str>, data: &str) -> Vec<u8> {
+pub(crate) fn encode(event: Option<&str>, id: Option<&str>, data: &str) -> Vec<u8> {
     let mut out = String::new();
     if let Some(id) = id {
         out.push_str("id: ");

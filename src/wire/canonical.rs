@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 /// `_meta` keys that say who is asking rather than what is asked: they take no part in matching.
 /// `progressToken` is chosen by each client run; the `io.modelcontextprotocol/*` keys are the
 /// 2026-07-28 era's per-request handshake.
-pub const VOLATILE_META_KEYS: &[&str] = &[
+pub(crate) const VOLATILE_META_KEYS: &[&str] = &[
     "progressToken",
     "io.modelcontextprotocol/protocolVersion",
     "io.modelcontextprotocol/clientCapabilities",
@@ -19,7 +19,7 @@ pub const VOLATILE_META_KEYS: &[&str] = &[
 /// Removes the volatile `_meta` keys (and `_meta` itself once empty) from request params, and
 /// the 2026-07-28 era's `requestState`: opaque server state that a server may encrypt with a
 /// per-process key, so a retry of the same request carries a different one on every run.
-pub fn strip_volatile(params: &mut Value) {
+pub(crate) fn strip_volatile(params: &mut Value) {
     if let Value::Object(map) = params {
         map.remove("requestState");
         let mut now_empty = false;
@@ -41,7 +41,7 @@ pub fn match_params(params: Option<&Value>) -> Value {
     let mut v = params.cloned().unwrap_or(Value::Null);
     strip_volatile(&mut v);
     // Redacted values match by rule, not by the per-tape hash.
-    crate::redact::strip_marker_hashes(&mut v);
+    super::marker::strip_marker_hashes(&mut v);
     match v {
         Value::Object(ref m) if m.is_empty() => Value::Null,
         v => v,
@@ -53,23 +53,23 @@ pub fn canonical(v: &Value) -> String {
     serde_json::to_string(v).expect("a Value always serializes")
 }
 
-/// The two halves of a request's match key as `tape::index::match_key` hashes them (seeds 1
+/// The two halves of a request's match key as `params::match_key` hashes them (seeds 1
 /// and 2 over seed, method, canonical match params), without cloning the params: the canonical
 /// text is written straight from the borrowed value into `scratch`, the volatile keys skipped
 /// on the way. `None` when a string may hold a redaction marker (its hash is stripped first,
 /// which only the general path does): then the caller computes the key the general way.
 /// `initialize` is not special-cased here: callers pass `None` params for it.
-pub fn match_key_halves(
+pub(crate) fn match_key_halves(
     method: &str,
     params: Option<&Value>,
     scratch: &mut Vec<u8>,
-) -> Option<crate::tape::index::MatchKey> {
+) -> Option<super::params::MatchKey> {
     scratch.clear();
     write_match_params(params, scratch);
     // Serialized JSON escapes only quotes, backslashes and control characters, none of which
     // is in the marker prefix: a marker in any key or string shows in the text as is. (A `[`
     // scan: building a substring searcher per request costs more than the whole walk.)
-    let marker = crate::redact::MARKER_PREFIX.as_bytes();
+    let marker = super::marker::MARKER_PREFIX.as_bytes();
     if memchr::memchr_iter(b'[', scratch).any(|i| scratch[i..].starts_with(marker)) {
         return None;
     }
@@ -79,7 +79,7 @@ pub fn match_key_halves(
 
 /// The 128-bit match key of a method and its canonical match params (the one function both the
 /// index and play's fast path use, so their keys are equal by construction).
-pub fn hash_key(method: &str, canonical_params: &str) -> crate::tape::index::MatchKey {
+pub(crate) fn hash_key(method: &str, canonical_params: &str) -> super::params::MatchKey {
     use std::hash::{Hash, Hasher};
     let half = |seed: u8| {
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -88,7 +88,7 @@ pub fn hash_key(method: &str, canonical_params: &str) -> crate::tape::index::Mat
         canonical_params.hash(&mut h);
         h.finish()
     };
-    crate::tape::index::MatchKey::from_halves(half(1), half(2))
+    super::params::MatchKey::from_halves(half(1), half(2))
 }
 
 /// `canonical(&match_params(params))` written into `out`, without the clone: the top level and
@@ -162,11 +162,12 @@ pub struct Difference {
     pub path: String,
     /// The value on the left (`None`: absent there).
     pub left: Option<Value>,
+    /// The value on the right (`None`: absent there).
     pub right: Option<Value>,
 }
 
 /// Every leaf-most difference between `left` and `right`, in key order.
-pub fn differences(left: &Value, right: &Value) -> Vec<Difference> {
+pub(crate) fn differences(left: &Value, right: &Value) -> Vec<Difference> {
     let mut out = Vec::new();
     diff_into("$".to_string(), Some(left), Some(right), &mut out);
     out
@@ -194,7 +195,8 @@ fn diff_into(path: String, left: Option<&Value>, right: Option<&Value>, out: &mu
     }
 }
 
-pub fn child_path(parent: &str, key: &str) -> String {
+/// The JSONPath of member `key` of `parent`: `.key` for a plain name, `['…']` otherwise.
+pub(crate) fn child_path(parent: &str, key: &str) -> String {
     let simple = !key.is_empty()
         && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !key.starts_with(|c: char| c.is_ascii_digit());
@@ -214,7 +216,7 @@ pub fn child_path(parent: &str, key: &str) -> String {
 }
 
 /// A short one-line rendering of a value for humans: long values are cut with an ellipsis.
-pub fn short(v: Option<&Value>, max: usize) -> String {
+pub(crate) fn short(v: Option<&Value>, max: usize) -> String {
     let s = match v {
         None => return "(absent)".into(),
         Some(v) => canonical(v),

@@ -7,12 +7,17 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::fmt;
 
+/// What a framed line is, as far as its top level tells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
+    /// A JSON-RPC request: a `method` and an `id`.
     Request,
+    /// A JSON-RPC notification: a `method` and no `id`.
     Notification,
+    /// A JSON-RPC answer with a `result`.
     Response,
+    /// A JSON-RPC answer with an `error`.
     Error,
     /// A JSON array (JSON-RPC batch), forwarded and recorded as one unit.
     Batch,
@@ -25,6 +30,7 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The kind's name on the tape (`request`, `not_json`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Request => "request",
@@ -53,8 +59,11 @@ impl fmt::Display for Kind {
 /// What the classifier found. `id` is the id's JSON text exactly as it appeared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Classified {
+    /// What the message is.
     pub kind: Kind,
+    /// The id's exact JSON text; None when it has none (or is not a JSON-RPC message).
     pub id: Option<String>,
+    /// The method, for requests and notifications.
     pub method: Option<String>,
     /// Why the message is `not_json` or `invalid`, for the tape and for humans.
     pub problem: Option<String>,
@@ -72,6 +81,7 @@ struct Probe<'a> {
     error: Option<&'a RawValue>,
 }
 
+/// Classifies one message (a framed line without its terminator) by its top level only.
 pub fn classify(bytes: &[u8]) -> Classified {
     let not = |kind, problem: String| Classified {
         kind,

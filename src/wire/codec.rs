@@ -21,11 +21,18 @@ pub enum Frame<'a> {
     /// A line without its terminator (`\n` or `\r\n`) and without a leading BOM.
     Line(Line<'a>),
     /// A line longer than the limit: forwarded, but only its length and head are kept.
-    Oversize { len: u64, head: Vec<u8> },
+    Oversize {
+        /// The line's full length in bytes, without its `\n`.
+        len: u64,
+        /// Its first bytes ([`OVERSIZE_HEAD`] at most).
+        head: Vec<u8>,
+    },
 }
 
+/// A complete line, borrowed from the framer's buffer (or the chunk) until `emit` returns.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub struct Line<'a> {
+    /// The line's bytes, without terminator or BOM.
     pub bytes: &'a [u8],
     /// The line ended with `\r\n` rather than `\n`.
     pub crlf: bool,
@@ -35,6 +42,7 @@ pub struct Line<'a> {
     pub bom: bool,
 }
 
+/// Splits a byte stream into lines, at most `max` bytes kept per line; fed chunk by chunk.
 #[derive(Debug)]
 pub struct Framer {
     buf: Vec<u8>,
@@ -44,7 +52,21 @@ pub struct Framer {
     at_stream_start: bool,
 }
 
+impl<'a> Frame<'a> {
+    /// A whole message given as one line (an HTTP body, an SSE event's data): `\n`-terminated,
+    /// no BOM.
+    pub fn whole(bytes: &'a [u8]) -> Frame<'a> {
+        Frame::Line(Line {
+            bytes,
+            crlf: false,
+            unterminated: false,
+            bom: false,
+        })
+    }
+}
+
 impl Framer {
+    /// A framer keeping lines of up to `max` bytes (at least 1) whole.
     pub fn new(max: usize) -> Self {
         Framer {
             buf: Vec::new(),

@@ -6,20 +6,21 @@
 use regex::Regex;
 use serde_json::Value;
 
-pub const MARKER_PREFIX: &str = "[REDACTED:";
+/// What every marker starts with.
+pub(crate) const MARKER_PREFIX: &str = "[REDACTED:";
 
 /// Whether a string is (exactly) a redaction marker.
-pub fn is_marker(s: &str) -> bool {
+pub(crate) fn is_marker(s: &str) -> bool {
     s.starts_with(MARKER_PREFIX) && s.ends_with(']') && !s[MARKER_PREFIX.len()..].contains('[')
 }
 
 /// Whether a string holds a marker anywhere.
-pub fn has_marker(s: &str) -> bool {
+pub(crate) fn has_marker(s: &str) -> bool {
     s.contains(MARKER_PREFIX)
 }
 
 /// A marker's rule, without its per-tape hash (`key:api_key` of `[REDACTED:key:api_key:0a1b2c3d]`).
-pub fn marker_rule(s: &str) -> Option<&str> {
+pub(crate) fn marker_rule(s: &str) -> Option<&str> {
     if !is_marker(s) {
         return None;
     }
@@ -35,7 +36,7 @@ fn is_hash(s: &str) -> bool {
 }
 
 /// A marker, its rule in group 1.
-pub fn marker_re() -> &'static Regex {
+pub(crate) fn marker_re() -> &'static Regex {
     static RE: std::sync::OnceLock<Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| {
         Regex::new(r"\[REDACTED:([a-z0-9:_\-]+?)(?::[0-9a-f]{8})?\]").expect("valid regex")
@@ -44,7 +45,7 @@ pub fn marker_re() -> &'static Regex {
 
 /// Markers reduced to their rule (`[REDACTED:openai-key]`), for matching across tapes whose
 /// per-tape hash keys differ.
-pub fn strip_marker_hashes(v: &mut Value) {
+pub(crate) fn strip_marker_hashes(v: &mut Value) {
     match v {
         Value::String(s) if has_marker(s) => {
             let out = marker_re().replace_all(s, |c: &regex::Captures<'_>| {
@@ -74,7 +75,7 @@ pub fn strip_marker_hashes(v: &mut Value) {
 
 /// Does `actual` fit `recorded`, where every marker in `recorded` stands for any value? A whole
 /// marker matches any JSON value; a marker inside a string matches any (non-empty) text there.
-pub fn wildcard_eq(recorded: &Value, actual: &Value) -> bool {
+pub(crate) fn wildcard_eq(recorded: &Value, actual: &Value) -> bool {
     match (recorded, actual) {
         (Value::String(r), _) if is_marker(r) => true,
         (Value::String(r), Value::String(a)) if has_marker(r) => glob_match(r, a),
@@ -98,7 +99,7 @@ pub fn wildcard_eq(recorded: &Value, actual: &Value) -> bool {
 
 /// Either side's markers stand for what the other side holds (`diff` of two recordings, where
 /// both may be redacted).
-pub fn wildcard_eq_either(a: &Value, b: &Value) -> bool {
+pub(crate) fn wildcard_eq_either(a: &Value, b: &Value) -> bool {
     wildcard_eq(a, b) || wildcard_eq(b, a)
 }
 

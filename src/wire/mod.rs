@@ -1,10 +1,13 @@
-//! The wire layer: framing a byte stream into messages, classifying them lightly, canonical JSON
-//! for matching, and the few byte-preserving rewrites play needs.
+//! The wire layer: framing a byte stream into messages, classifying them lightly, what a request
+//! is about and its match key, canonical JSON for matching, the redaction marker grammar, and
+//! the few byte-preserving rewrites play needs. It imports nothing of the crate above it.
 
 pub mod canonical;
 pub mod classify;
 pub mod codec;
-pub mod rewrite;
+pub(crate) mod marker;
+pub mod params;
+pub(crate) mod rewrite;
 
 pub use classify::{classify, Classified, Kind};
 pub use codec::{Frame, Framer, Line, DEFAULT_MAX_MESSAGE};
@@ -22,12 +25,15 @@ pub enum Dir {
 }
 
 impl Dir {
+    /// An arrow for humans: `→` client to server, `←` server to client.
     pub fn arrow(self) -> &'static str {
         match self {
             Dir::C2S => "→",
             Dir::S2C => "←",
         }
     }
+
+    /// The direction's name on the tape: `c2s` or `s2c`.
     pub fn as_str(self) -> &'static str {
         match self {
             Dir::C2S => "c2s",

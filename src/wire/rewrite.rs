@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 use std::fmt;
 
 /// The top-level members of an object, in order, each value kept as raw JSON text.
-pub struct RawObject<'a>(pub Vec<(std::borrow::Cow<'a, str>, &'a RawValue)>);
+pub(crate) struct RawObject<'a>(pub(crate) Vec<(std::borrow::Cow<'a, str>, &'a RawValue)>);
 
 impl<'de> serde::Deserialize<'de> for RawObject<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -32,12 +32,13 @@ impl<'de> serde::Deserialize<'de> for RawObject<'de> {
 }
 
 impl RawObject<'_> {
-    pub fn get(&self, key: &str) -> Option<&RawValue> {
+    /// The raw value of member `key` (the first, if repeated).
+    pub(crate) fn get(&self, key: &str) -> Option<&RawValue> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
     }
 
     /// Serializes back, replacing (or appending) `key` with `value` (raw JSON text).
-    pub fn to_string_with(&self, key: &str, value: &str) -> String {
+    pub(crate) fn to_string_with(&self, key: &str, value: &str) -> String {
         let mut out = String::with_capacity(
             self.0
                 .iter()
@@ -76,7 +77,7 @@ impl RawObject<'_> {
 
 /// `message` with its top-level `id` replaced by `id` (raw JSON text): every other byte as it
 /// was, whatever the spacing or escapes; appended when there is none.
-pub fn with_id(message: &str, id: &str) -> Result<String, serde_json::Error> {
+pub(crate) fn with_id(message: &str, id: &str) -> Result<String, serde_json::Error> {
     if let Some(out) = splice_id(message, id) {
         return Ok(out);
     }
@@ -86,7 +87,7 @@ pub fn with_id(message: &str, id: &str) -> Result<String, serde_json::Error> {
 
 /// A `notifications/progress` message with `params.progressToken` replaced by `token`, every
 /// other byte kept.
-pub fn with_progress_token(message: &str, token: &str) -> Result<String, serde_json::Error> {
+pub(crate) fn with_progress_token(message: &str, token: &str) -> Result<String, serde_json::Error> {
     let spliced = member_span(message, "params").and_then(|(ps, pe)| {
         let (ts, te) = member_span(&message[ps..pe], "progressToken")?;
         Some(splice(message, ps + ts, ps + te, token))
@@ -114,7 +115,7 @@ fn splice(message: &str, start: usize, end: usize, with: &str) -> String {
 
 /// `message` with its top-level `id` value replaced by `id`, without parsing the values.
 /// `None` when `id_span` finds no single id (then `with_id` appends one).
-pub fn splice_id(message: &str, id: &str) -> Option<String> {
+pub(crate) fn splice_id(message: &str, id: &str) -> Option<String> {
     let (start, end) = id_span(message)?;
     Some(splice(message, start, end, id))
 }
@@ -122,13 +123,13 @@ pub fn splice_id(message: &str, id: &str) -> Option<String> {
 /// Where the value of `message`'s top-level `id` lies: `None` when it is not an object with
 /// exactly one `id`. Only structure is followed: the message is a tape body, validated when
 /// the tape was loaded.
-pub fn id_span(message: &str) -> Option<(usize, usize)> {
+pub(crate) fn id_span(message: &str) -> Option<(usize, usize)> {
     member_span(message, "id")
 }
 
 /// Where the value of the top-level member `key` of the object `text` lies (spaces around
 /// tokens and escaped keys allowed); `None` unless there is exactly one.
-pub fn member_span(text: &str, key: &str) -> Option<(usize, usize)> {
+pub(crate) fn member_span(text: &str, key: &str) -> Option<(usize, usize)> {
     let b = text.as_bytes();
     let ws = |mut i: usize| {
         while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\n' | b'\r') {

@@ -1,50 +1,30 @@
 //! `mcptape check` and `mcptape diff` against real processes: sessions recorded through
 //! `mcptape record` (with the Python SDK client, or by hand with a line client), then checked
 //! against the same server, or against the fixture server's drifted build (`FIXTURE_DRIFT=1`,
-//! see tests/peers/README.md), and diffed. Reports are read back into the crate's own types,
-//! which refuse unknown fields.
+//! see tests/peers/README.md), and diffed. JSON reports are read back into the harness's copies
+//! of the report shape, which refuse unknown fields; the console, Markdown and JUnit reports of
+//! the bundled demo are compared with golden files (tests/golden).
 
 use crate::harness::*;
-use mcptape::check::{CheckReport, CheckedExchange, Grade, Status};
-use mcptape::compare::surface::SurfaceKind;
-use mcptape::compare::ChangeKind;
-use mcptape::diff::{DiffReport, Verdict};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::Duration;
 
 // --- helpers ---------------------------------------------------------------------------------
 
 const DRIFT: &[(&str, &str)] = &[("FIXTURE_DRIFT", "1")];
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("exited, not killed by a signal")
-}
-
-/// `mcptape ARGS…` with extra environment variables (FIXTURE_DRIFT is never inherited).
-fn run(args: &[String], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(bin());
-    c.args(args)
-        .env_remove("FIXTURE_DRIFT")
-        .env("NO_COLOR", "1");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    run_with_timeout(c, Duration::from_secs(120))
-}
-
-/// `mcptape check TAPE FLAGS… -- SERVER…`.
-fn check_cmd(tape: &Path, flags: &[&str], server: &[String], env: &[(&str, &str)]) -> Output {
-    let mut args = vec!["check".to_string(), s(tape)];
-    args.extend(flags.iter().map(|f| f.to_string()));
-    args.push("--".into());
-    args.extend(server.iter().cloned());
-    run(&args, env)
+/// `mcptape check TAPE FLAGS… -- SERVER…` with extra environment variables (FIXTURE_DRIFT is
+/// never inherited), given 120 s: a check drives a real server.
+fn check_cmd(tape: &Path, flags: &[&str], server: &[String], env: &[(&str, &str)]) -> Run {
+    Mt::new(["check"])
+        .arg(tape)
+        .args(flags)
+        .arg("--")
+        .args(server)
+        .envs(env)
+        .timeout(Duration::from_secs(120))
+        .run()
 }
 
 /// `mcptape check … --json -`, the report read back (strictly).
@@ -53,19 +33,18 @@ fn check(
     flags: &[&str],
     server: &[String],
     env: &[(&str, &str)],
-) -> (CheckReport, Output) {
+) -> (CheckReport, Run) {
     let mut f = flags.to_vec();
     f.extend(["--json", "-"]);
     let out = check_cmd(tape, &f, server, env);
-    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "check printed no JSON report ({e}); status {:?}\nstdout:\n{}\nstderr:\n{}",
-            out.status,
-            text(&out.stdout),
-            text(&out.stderr)
-        )
-    });
-    (report, out)
+    (out.json(), out)
+}
+
+/// A JSON report written to a file, read back (strictly).
+fn check_report_file(path: &Path) -> CheckReport {
+    let text = std::fs::read_to_string(path).expect("JSON report written");
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("the JSON report does not read back ({e}):\n{text}"))
 }
 
 /// The exchange for `method` (and tool, prompt or resource `target`), the first such.
@@ -76,48 +55,29 @@ fn ex<'a>(r: &'a CheckReport, method: &str, target: Option<&str>) -> &'a Checked
         .unwrap_or_else(|| panic!("no {method} {target:?} exchange in the report: {r:#?}"))
 }
 
-/// The change of `kind` at `path`, if `e` has it.
-fn change<'a>(
-    e: &'a CheckedExchange,
-    kind: ChangeKind,
-    path: &str,
-) -> Option<&'a mcptape::compare::Change> {
-    e.changes.iter().find(|c| c.kind == kind && c.path == path)
-}
-
-fn assert_change(e: &CheckedExchange, kind: ChangeKind, path: &str) -> mcptape::compare::Change {
-    change(e, kind, path)
+/// The change of `kind` at `path`, which `e` must have.
+fn assert_change(e: &CheckedExchange, kind: ChangeKind, path: &str) -> Change {
+    e.changes
+        .iter()
+        .find(|c| c.kind == kind && c.path == path)
         .unwrap_or_else(|| {
             panic!(
-                "expected {} at {path} for {}; got {:#?}",
-                kind.as_str(),
-                e.exchange.describe(80),
-                e.changes
+                "expected {kind:?} at {path} for {:?}; got {:#?}",
+                e.exchange, e.changes
             )
         })
         .clone()
-}
-
-/// Console output of a check (stderr with `--json -`), for assertion messages.
-fn console(out: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    )
 }
 
 /// Records a session with the fixture server by hand: `mcptape record` in front of the normal
 /// (undrifted) `py_server.py`, a line client doing the handshake then each call in turn.
 /// Returns the responses.
 fn record_py(tape: &Path, calls: &[(&str, Value)]) -> Vec<Value> {
-    let mut c = LineClient::spawn_cmd({
-        let argv = record_cmd(tape, &py_server());
-        let mut cmd = command(&argv);
-        cmd.env_remove("FIXTURE_DRIFT");
-        cmd
-    });
+    let mut c = Mt::new(["record", "--tape"])
+        .arg(tape)
+        .arg("--")
+        .args(py_server())
+        .spawn();
     let init = c.initialize();
     assert!(init.get("result").is_some(), "handshake failed: {init}");
     let responses: Vec<Value> = calls
@@ -135,20 +95,14 @@ fn tool(name: &str, arguments: Value) -> (&'static str, Value) {
 }
 
 /// `mcptape diff A B FLAGS…`.
-fn diff_cmd(a: &Path, b: &Path, flags: &[&str]) -> Output {
-    let mut args = vec!["diff".to_string(), s(a), s(b)];
-    args.extend(flags.iter().map(|f| f.to_string()));
-    run(&args, &[])
+fn diff_cmd(a: &Path, b: &Path, flags: &[&str]) -> Run {
+    Mt::new(["diff"]).arg(a).arg(b).args(flags).run()
 }
 
 /// `mcptape diff A B --format json FLAGS…`, read back strictly.
-fn diff_json(a: &Path, b: &Path, flags: &[&str]) -> (DiffReport, Output) {
-    let mut f = vec!["--format", "json"];
-    f.extend(flags);
-    let out = diff_cmd(a, b, &f);
-    let report = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("diff printed no JSON report ({e}); {}", console(&out)));
-    (report, out)
+fn diff_json(a: &Path, b: &Path, flags: &[&str]) -> (DiffReport, Run) {
+    let out = diff_cmd(a, b, &[&["--format", "json"], flags].concat());
+    (out.json(), out)
 }
 
 /// The Python SDK client's scenario through the recorder in front of `server`; the tape path.
@@ -169,6 +123,13 @@ fn py_record(
     );
     assert!(tape.exists(), "no tape written");
     tape
+}
+
+/// `mcptape demo --dir DIR`: the demo's healthy and drifted recordings, `demo.jsonl` and
+/// `demo-drifted.jsonl` in `dir`.
+fn demo_tapes(dir: &Path) -> (PathBuf, PathBuf) {
+    Mt::new(["demo", "--dir"]).arg(dir).run().success();
+    (dir.join("demo.jsonl"), dir.join("demo-drifted.jsonl"))
 }
 
 // --- check against the same server: grade A ------------------------------------------------
@@ -193,11 +154,9 @@ fn memory_session_checked_against_the_same_server_is_grade_a() {
         &memory(),
         &[("MEMORY_FILE_PATH", &check_mem)],
     );
-    let report: CheckReport =
-        serde_json::from_str(&std::fs::read_to_string(&json_file).expect("JSON report written"))
-            .expect("the JSON report reads back with deny_unknown_fields");
-    assert_eq!(code(&out), 0, "{}", console(&out));
-    assert_eq!(report.grade, Grade::A, "{}", console(&out));
+    let report = check_report_file(&json_file);
+    let out = out.success();
+    assert_eq!(report.grade, Grade::A, "{}", out.console());
     assert_eq!(report.score, 100.0);
     assert!(!report.capped);
     assert!(report.regressions.is_empty(), "{:#?}", report.regressions);
@@ -219,8 +178,7 @@ fn memory_session_checked_against_the_same_server_is_grade_a() {
         assert_eq!(ex(&report, "tools/call", Some(t)).status, Status::Pass);
     }
     // The console summary went to stdout (no --json -).
-    let stdout = text(&out.stdout);
-    assert!(stdout.contains("grade A"), "{stdout}");
+    out.stdout_contains("grade A");
 }
 
 #[test]
@@ -244,12 +202,12 @@ fn everything_session_checked_against_the_same_server_is_grade_a_and_sampling_is
     assert!(
         failing.is_empty(),
         "volatile values not masked? {failing:#?}\n{}",
-        console(&out)
+        out.console()
     );
-    assert_eq!(report.grade, Grade::A, "{}", console(&out));
+    assert_eq!(report.grade, Grade::A, "{}", out.console());
     assert_eq!(report.score, 100.0);
     assert!(report.regressions.is_empty());
-    assert_eq!(code(&out), 0, "{}", console(&out));
+    out.success();
     for t in [
         "echo",
         "get-sum",
@@ -321,8 +279,7 @@ fn drift_session() -> Vec<(&'static str, Value)> {
 
 #[test]
 fn drifted_server_each_regression_kind_with_its_path_and_every_report() {
-    let dir = tmp();
-    let tape = dir.path().join("fixture.jsonl");
+    let (dir, tape) = tmp_tape("fixture.jsonl");
     let responses = record_py(&tape, &drift_session());
     assert_eq!(responses[1]["result"]["structuredContent"]["result"], 5);
 
@@ -349,13 +306,12 @@ fn drifted_server_each_regression_kind_with_its_path_and_every_report() {
         DRIFT,
     );
     assert_eq!(
-        code(&out),
+        out.code(),
         1,
         "--fail-on-regression fails: {}",
-        console(&out)
+        out.console()
     );
-    let r: CheckReport = serde_json::from_str(&std::fs::read_to_string(&json_file).unwrap())
-        .expect("JSON report reads back with deny_unknown_fields");
+    let r = check_report_file(&json_file);
 
     // value-change: add answers 6.
     let add = ex(&r, "tools/call", Some("add"));
@@ -522,9 +478,9 @@ fn drifted_server_each_regression_kind_with_its_path_and_every_report() {
 
     // Markdown: the grade, the cap, the regressions.
     let md = std::fs::read_to_string(&md).expect("Markdown written");
-    assert!(md.contains("grade D"), "{md}");
-    assert!(md.contains("| --- |"), "{md}");
-    assert!(md.contains("$.result.structuredContent.result"), "{md}");
+    assert_contains(&md, "grade D");
+    assert_contains(&md, "| --- |");
+    assert_contains(&md, "$.result.structuredContent.result");
 
     // Badge: shields.io endpoint JSON.
     let badge: Value =
@@ -538,18 +494,16 @@ fn drifted_server_each_regression_kind_with_its_path_and_every_report() {
 
     // Gates: --min-grade F alone passes (exit 0); --min-grade C fails on a D.
     let (r2, out) = check(&tape, &["--min-grade", "F"], &py_server(), DRIFT);
-    assert_eq!(code(&out), 0, "{}", console(&out));
+    out.success();
     assert!(r2.gate.passed && !r2.gate.fail_on_regression);
     assert_eq!(r2.gate.min_grade, Some(Grade::F));
     assert_eq!(r2.grade, Grade::D);
-    let out = check_cmd(&tape, &["--min-grade", "C"], &py_server(), DRIFT);
-    assert_eq!(code(&out), 1, "{}", console(&out));
+    check_cmd(&tape, &["--min-grade", "C"], &py_server(), DRIFT).status(1);
 }
 
 #[test]
 fn a_request_past_the_timeout_is_a_missing_response() {
-    let dir = tmp();
-    let tape = dir.path().join("slow.jsonl");
+    let (_dir, tape) = tmp_tape("slow.jsonl");
     record_py(
         &tape,
         &[tool("slow_echo", json!({"text": "late", "delay_ms": 10}))],
@@ -561,26 +515,25 @@ fn a_request_past_the_timeout_is_a_missing_response() {
         e.status,
         Status::Missing,
         "no answer within --timeout must be a missing response, whatever arrives later: {e:#?}\n{}",
-        console(&out)
+        out.console()
     );
     assert_change(e, ChangeKind::MissingResponse, "$");
     assert!(
         r.grade >= Grade::D,
         "a missing answer caps the grade at D: {r:#?}"
     );
-    assert_eq!(code(&out), 1);
+    out.status(1);
 }
 
 #[test]
 fn a_tool_result_turned_into_a_tool_error_is_an_error_status_change() {
-    let dir = tmp();
-    let tape = dir.path().join("toolerror.jsonl");
+    let (_dir, tape) = tmp_tape("toolerror.jsonl");
     let responses = record_py(&tape, &[tool("progress_steps", json!({"steps": 1}))]);
     assert_eq!(responses[0]["result"]["isError"], false);
     // The drifted build answers {"content": […], "isError": true}: the tool failed.
     let (r, out) = check(&tape, &[], &py_server(), DRIFT);
     let e = ex(&r, "tools/call", Some("progress_steps"));
-    assert_eq!(e.status, Status::Regression, "{}", console(&out));
+    assert_eq!(e.status, Status::Regression, "{}", out.console());
     assert!(
         e.changes
             .iter()
@@ -593,10 +546,17 @@ fn a_tool_result_turned_into_a_tool_error_is_an_error_status_change() {
 
 // --- normalization --------------------------------------------------------------------------
 
+/// `--ignore-path` over add's answer, both places it appears.
+const IGNORE_ADD: &[&str] = &[
+    "--ignore-path",
+    "$.result.structuredContent.result",
+    "--ignore-path",
+    "$.result.content[0].text",
+];
+
 #[test]
 fn masking_ignore_path_and_allow_reorder() {
-    let dir = tmp();
-    let tape = dir.path().join("clock.jsonl");
+    let (_dir, tape) = tmp_tape("clock.jsonl");
     let responses = record_py(
         &tape,
         &[
@@ -610,7 +570,7 @@ fn masking_ignore_path_and_allow_reorder() {
 
     // Same server: the timestamp, the epoch seconds and the UUID differ, and are masked.
     let (r, out) = check(&tape, &[], &py_server(), &[]);
-    assert_eq!(code(&out), 0, "{}", console(&out));
+    out.success();
     assert_eq!(r.grade, Grade::A);
     assert!(
         r.exchanges.iter().all(|e| e.status == Status::Pass),
@@ -619,7 +579,7 @@ fn masking_ignore_path_and_allow_reorder() {
 
     // --no-auto-mask: the same values are regressions, at their own paths.
     let (r, out) = check(&tape, &["--no-auto-mask"], &py_server(), &[]);
-    assert_eq!(code(&out), 1, "{}", console(&out));
+    out.status(1);
     let now = ex(&r, "tools/call", Some("now"));
     assert_eq!(now.status, Status::Regression);
     for path in [
@@ -644,26 +604,16 @@ fn masking_ignore_path_and_allow_reorder() {
     assert_eq!(ex(&r, "tools/call", Some("add")).status, Status::Pass);
 
     // Drifted build, --ignore-path over add's answer: add passes, the reordered list does not.
-    let (r, out) = check(
-        &tape,
-        &[
-            "--ignore-path",
-            "$.result.structuredContent.result",
-            "--ignore-path",
-            "$.result.content[0].text",
-        ],
-        &py_server(),
-        DRIFT,
-    );
+    let (r, out) = check(&tape, IGNORE_ADD, &py_server(), DRIFT);
     assert_eq!(
         ex(&r, "tools/call", Some("add")).status,
         Status::Pass,
         "{}",
-        console(&out)
+        out.console()
     );
     let list = ex(&r, "resources/list", None);
     assert_change(list, ChangeKind::OrderingChange, "$.result.resources");
-    assert_eq!(code(&out), 1);
+    out.status(1);
 
     // Drifted build, --allow-reorder: the list passes, add's value change remains.
     let (r, out) = check(&tape, &["--allow-reorder"], &py_server(), DRIFT);
@@ -671,7 +621,7 @@ fn masking_ignore_path_and_allow_reorder() {
         ex(&r, "resources/list", None).status,
         Status::Pass,
         "{}",
-        console(&out)
+        out.console()
     );
     let add = ex(&r, "tools/call", Some("add"));
     assert_change(
@@ -685,17 +635,11 @@ fn masking_ignore_path_and_allow_reorder() {
     // Both together: nothing left.
     let (r, out) = check(
         &tape,
-        &[
-            "--allow-reorder",
-            "--ignore-path",
-            "$.result.structuredContent.result",
-            "--ignore-path",
-            "$.result.content[0].text",
-        ],
+        &[&["--allow-reorder"][..], IGNORE_ADD].concat(),
         &py_server(),
         DRIFT,
     );
-    assert_eq!(code(&out), 0, "{}", console(&out));
+    out.success();
     assert_eq!(r.grade, Grade::A);
 }
 
@@ -703,8 +647,7 @@ fn masking_ignore_path_and_allow_reorder() {
 
 #[test]
 fn update_makes_the_drifted_behaviour_the_baseline_and_keeps_a_backup() {
-    let dir = tmp();
-    let tape = dir.path().join("base.jsonl");
+    let (_dir, tape) = tmp_tape("base.jsonl");
     record_py(
         &tape,
         &[
@@ -718,7 +661,7 @@ fn update_makes_the_drifted_behaviour_the_baseline_and_keeps_a_backup() {
     let original = std::fs::read(&tape).unwrap();
 
     let (r, out) = check(&tape, &["--update"], &py_server(), DRIFT);
-    assert_eq!(r.regression_count(), 4, "{}", console(&out));
+    assert_eq!(r.regression_count(), 4, "{}", out.console());
     let bak = PathBuf::from(r.updated_backup.as_deref().expect("backup named"));
     assert_eq!(bak, PathBuf::from(format!("{}.bak", tape.display())));
     assert_eq!(
@@ -736,8 +679,8 @@ fn update_makes_the_drifted_behaviour_the_baseline_and_keeps_a_backup() {
 
     // The drifted build now matches its baseline.
     let (r, out) = check(&tape, &["--fail-on-regression"], &py_server(), DRIFT);
-    assert_eq!(code(&out), 0, "{}", console(&out));
-    assert_eq!((r.grade, r.score), (Grade::A, 100.0), "{}", console(&out));
+    let out = out.success();
+    assert_eq!((r.grade, r.score), (Grade::A, 100.0), "{}", out.console());
     assert_eq!(r.updated_backup, None);
     assert_eq!(r.exchanges.len(), 6);
 }
@@ -750,9 +693,8 @@ fn diff_of_parallel_and_reordered_recordings_is_same() {
     let a = py_record(dir.path(), "a.jsonl", "parallel", &py_server(), &[]);
     let b = py_record(dir.path(), "b.jsonl", "parallel", &py_server(), &[]);
     // In both, the 8 answers came back in (roughly) reverse order of the requests.
-    let out = diff_cmd(&a, &b, &[]);
-    assert_eq!(code(&out), 0, "{}", console(&out));
-    assert!(text(&out.stdout).starts_with("same"), "{}", console(&out));
+    let out = diff_cmd(&a, &b, &[]).success();
+    assert!(out.stdout.starts_with("same"), "{}", out.console());
 
     // The same calls made one at a time, in reverse order, by another client (same handshake).
     let msgs = tape_msgs(&a);
@@ -763,7 +705,11 @@ fn diff_of_parallel_and_reordered_recordings_is_same() {
         .collect();
     assert_eq!(requests[0]["method"], "initialize");
     let c_tape = dir.path().join("c.jsonl");
-    let mut c = LineClient::spawn(&record_cmd(&c_tape, &py_server()));
+    let mut c = Mt::new(["record", "--tape"])
+        .arg(&c_tape)
+        .arg("--")
+        .args(py_server())
+        .spawn();
     c.call(0, "initialize", requests[0]["params"].clone());
     c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let calls: Vec<&Value> = requests[1..].iter().rev().copied().collect();
@@ -773,11 +719,10 @@ fn diff_of_parallel_and_reordered_recordings_is_same() {
         let resp = c.call(100 + i as i64, r["method"].as_str().unwrap(), params);
         assert!(resp.get("result").is_some(), "{resp}");
     }
-    let (status, stderr) = c.finish();
-    assert!(status.success(), "{stderr}");
+    c.finish_with(0);
 
     let (r, out) = diff_json(&a, &c_tape, &[]);
-    assert_eq!(code(&out), 0, "{}", console(&out));
+    out.success();
     assert_eq!(r.verdict, Verdict::Same, "{r:#?}");
     assert_eq!(r.compared, 10);
     assert!(r.drifts.is_empty() && r.only_in_a.is_empty() && r.only_in_b.is_empty());
@@ -787,38 +732,26 @@ fn diff_of_parallel_and_reordered_recordings_is_same() {
 #[test]
 fn diff_of_the_demo_tapes_is_output_drift_at_the_right_paths() {
     let dir = tmp();
-    let out = mcptape(&["demo", "--dir", &s(dir.path())]);
-    assert!(out.status.success(), "{}", console(&out));
-    let (a, b) = (
-        dir.path().join("demo.jsonl"),
-        dir.path().join("demo-drifted.jsonl"),
-    );
+    let (a, b) = demo_tapes(dir.path());
 
     // Text: the first drift only, then --all for both.
-    let out = diff_cmd(&a, &b, &[]);
-    assert_eq!(code(&out), 1, "{}", console(&out));
-    let t = text(&out.stdout);
+    let t = diff_cmd(&a, &b, &[]).status(1).stdout;
     assert!(t.starts_with("output drift"), "{t}");
-    assert!(
-        t.contains("first drift: tools/call convert_temperature"),
-        "{t}"
-    );
-    assert!(t.contains("$.result.content[0].text"), "{t}");
-    assert!(t.contains("1 more drift; --all shows it"), "{t}");
+    assert_contains(&t, "first drift: tools/call convert_temperature");
+    assert_contains(&t, "$.result.content[0].text");
+    assert_contains(&t, "1 more drift; --all shows it");
     assert!(!t.contains("lookup_city"), "{t}");
-    let out = diff_cmd(&a, &b, &["--all"]);
-    assert_eq!(code(&out), 1);
-    let t = text(&out.stdout);
+    let t = diff_cmd(&a, &b, &["--all"]).status(1).stdout;
     assert!(
         t.contains("convert_temperature") && t.contains("lookup_city"),
         "{t}"
     );
-    assert!(t.contains("$.result.structuredContent.coordinates"), "{t}");
-    assert!(t.contains("$.result.structuredContent.coords"), "{t}");
+    assert_contains(&t, "$.result.structuredContent.coordinates");
+    assert_contains(&t, "$.result.structuredContent.coords");
 
     // JSON, strictly.
     let (r, out) = diff_json(&a, &b, &[]);
-    assert_eq!(code(&out), 1);
+    out.status(1);
     assert_eq!(r.verdict, Verdict::OutputDrift);
     assert_eq!(r.drifts.len(), 2, "{r:#?}");
     assert!(r.only_in_a.is_empty() && r.only_in_b.is_empty() && r.tool_surface.is_empty());
@@ -850,15 +783,13 @@ fn diff_of_the_demo_tapes_is_output_drift_at_the_right_paths() {
     );
 
     // Markdown: a table.
-    let out = diff_cmd(&a, &b, &["--format", "markdown"]);
-    assert_eq!(code(&out), 1);
-    let md = text(&out.stdout);
+    let md = diff_cmd(&a, &b, &["--format", "markdown"]).status(1).stdout;
     assert!(md.contains("| --- |") || md.contains("|---|"), "{md}");
-    assert!(md.contains("convert_temperature"), "{md}");
+    assert_contains(&md, "convert_temperature");
 
     // The same tape against itself.
     let (r, out) = diff_json(&a, &a, &[]);
-    assert_eq!((code(&out), r.verdict), (0, Verdict::Same));
+    assert_eq!((out.code(), r.verdict), (0, Verdict::Same));
 }
 
 fn init_pair(id: i64) -> [(&'static str, Value); 2] {
@@ -908,24 +839,43 @@ fn echo_tool() -> Value {
     json!({"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}})
 }
 
-#[test]
-fn diff_structural_drift_extra_call_and_tool_surface() {
-    let dir = tmp();
+/// The tool-surface change the report names for `tool`.
+fn surface<'a>(r: &'a DiffReport, tool: &str) -> &'a ToolChange {
+    r.tool_surface
+        .iter()
+        .find(|t| t.tool == tool)
+        .unwrap_or_else(|| panic!("no tool-surface change of {tool} reported: {r:#?}"))
+}
+
+/// Three tapes by hand: A (initialize, tools/list of add and echo, add 2 3); B, A and one more
+/// call (add 5 5); C, echo removed and add's `c` now required, the same call answered the same.
+fn structural_tapes(dir: &Path) -> [PathBuf; 3] {
     let base: Vec<(&str, Value)> = init_pair(1)
         .into_iter()
         .chain(list_pair(2, json!([add_tool(&["a", "b"]), echo_tool()])))
         .chain(call_pair(3, "add", json!({"a": 2, "b": 3}), json!("5")))
         .collect();
-    let a = dir.path().join("a.jsonl");
-    write_tape(&a, &base, true);
-
-    // B made one more call.
     let mut extra = base.clone();
     extra.extend(call_pair(4, "add", json!({"a": 5, "b": 5}), json!("10")));
-    let b = dir.path().join("b.jsonl");
-    write_tape(&b, &extra, true);
+    let narrowed: Vec<(&str, Value)> = init_pair(1)
+        .into_iter()
+        .chain(list_pair(2, json!([add_tool(&["a", "b", "c"])])))
+        .chain(call_pair(3, "add", json!({"a": 2, "b": 3}), json!("5")))
+        .collect();
+    let paths = ["a.jsonl", "b.jsonl", "c.jsonl"].map(|n| dir.join(n));
+    for (path, msgs) in paths.iter().zip([base, extra, narrowed]) {
+        write_tape(path, &msgs, true);
+    }
+    paths
+}
+
+#[test]
+fn diff_structural_drift_extra_call_and_tool_surface() {
+    let dir = tmp();
+    let [a, b, c] = structural_tapes(dir.path());
+    // B made one more call.
     let (r, out) = diff_json(&a, &b, &[]);
-    assert_eq!(code(&out), 2, "{}", console(&out));
+    out.status(2);
     assert_eq!(r.verdict, Verdict::StructuralDrift);
     assert_eq!(r.only_in_b.len(), 1, "{r:#?}");
     assert_eq!(r.only_in_b[0].target.as_deref(), Some("add"));
@@ -933,37 +883,20 @@ fn diff_structural_drift_extra_call_and_tool_surface() {
     assert!(r.only_in_a.is_empty() && r.drifts.is_empty());
     // And the other way round.
     let (r, out) = diff_json(&b, &a, &[]);
-    assert_eq!((code(&out), r.only_in_a.len()), (2, 1), "{r:#?}");
-    let out = diff_cmd(&a, &b, &[]);
-    assert_eq!(code(&out), 2);
+    assert_eq!((out.code(), r.only_in_a.len()), (2, 1), "{r:#?}");
+    let out = diff_cmd(&a, &b, &[]).status(2);
     assert!(
-        text(&out.stdout).starts_with("structural drift"),
+        out.stdout.starts_with("structural drift"),
         "{}",
-        console(&out)
+        out.console()
     );
 
     // C: echo removed, add's `c` now required, the same calls answered the same.
-    let narrowed: Vec<(&str, Value)> = init_pair(1)
-        .into_iter()
-        .chain(list_pair(2, json!([add_tool(&["a", "b", "c"])])))
-        .chain(call_pair(3, "add", json!({"a": 2, "b": 3}), json!("5")))
-        .collect();
-    let c = dir.path().join("c.jsonl");
-    write_tape(&c, &narrowed, true);
     let (r, out) = diff_json(&a, &c, &[]);
-    assert_eq!(code(&out), 2, "{}", console(&out));
+    out.status(2);
     assert_eq!(r.verdict, Verdict::StructuralDrift);
-    let echo = r
-        .tool_surface
-        .iter()
-        .find(|t| t.tool == "echo")
-        .expect("echo's removal reported");
-    assert_eq!(echo.kind, SurfaceKind::Removed);
-    let add = r
-        .tool_surface
-        .iter()
-        .find(|t| t.tool == "add")
-        .expect("add's narrowing reported");
+    assert_eq!(surface(&r, "echo").kind, SurfaceKind::Removed);
+    let add = surface(&r, "add");
     assert_eq!(add.kind, SurfaceKind::Narrowed);
     assert!(
         add.details
@@ -972,12 +905,12 @@ fn diff_structural_drift_extra_call_and_tool_surface() {
         "{:?}",
         add.details
     );
-    let t = text(&diff_cmd(&a, &c, &["--all"]).stdout);
+    let t = diff_cmd(&a, &c, &["--all"]).stdout;
     assert!(
         t.contains("echo") && t.contains("`c` is now required"),
         "{t}"
     );
-    let md = text(&diff_cmd(&a, &c, &["--format", "markdown"]).stdout);
+    let md = diff_cmd(&a, &c, &["--format", "markdown"]).stdout;
     assert!(md.contains("echo") && md.contains('|'), "{md}");
 }
 
@@ -985,27 +918,96 @@ fn diff_structural_drift_extra_call_and_tool_surface() {
 
 #[test]
 fn check_and_diff_exit_codes_for_tool_errors() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (dir, tape) = tmp_tape("t.jsonl");
     let msgs: Vec<(&str, Value)> = init_pair(1).into_iter().collect();
     write_tape(&tape, &msgs, true);
 
     let out = check_cmd(&tape, &[], &["/nonexistent/mcp-server".to_string()], &[]);
-    assert_eq!(code(&out), 69, "server cannot start: {}", console(&out));
+    assert_eq!(out.code(), 69, "server cannot start: {}", out.console());
 
     let missing = dir.path().join("nope.jsonl");
-    let out = check_cmd(&missing, &[], &py_server(), &[]);
-    assert_eq!(code(&out), 66, "{}", console(&out));
-    let out = diff_cmd(&missing, &tape, &[]);
-    assert_eq!(code(&out), 66, "{}", console(&out));
+    check_cmd(&missing, &[], &py_server(), &[]).status(66);
+    diff_cmd(&missing, &tape, &[]).status(66);
 
-    let out = check_cmd(&tape, &["--ignore-path", "$["], &py_server(), &[]);
-    assert_eq!(code(&out), 64, "{}", console(&out));
-    assert!(
-        text(&out.stderr).contains("--ignore-path"),
-        "{}",
-        console(&out)
-    );
-    let out = diff_cmd(&tape, &tape, &["--ignore-path", "$["]);
-    assert_eq!(code(&out), 64, "{}", console(&out));
+    check_cmd(&tape, &["--ignore-path", "$["], &py_server(), &[])
+        .status(64)
+        .stderr_contains("--ignore-path");
+    diff_cmd(&tape, &tape, &["--ignore-path", "$["]).status(64);
+}
+
+// --- golden reports ----------------------------------------------------------------------------
+
+/// The demo's recording checked against its healthy and its drifted build: the console, Markdown
+/// and JUnit reports, each compared with its golden file.
+#[test]
+fn check_reports_of_the_demo_match_the_golden_files() {
+    let dir = tmp();
+    demo_tapes(dir.path());
+    for (variant, code) in [("healthy", 0), ("drifted", 1)] {
+        let (md, junit) = (format!("{variant}.md"), format!("{variant}.xml"));
+        let out = Mt::new([
+            "check",
+            "demo.jsonl",
+            "--markdown",
+            &md,
+            "--junit",
+            &junit,
+            "--",
+        ])
+        .args(demo_server(variant))
+        .dir(dir.path())
+        .run()
+        .status(code)
+        .stderr_is("");
+        let masked = |t: &str| mask(t, &[dir.path()]);
+        let file = |f: &str| masked(&std::fs::read_to_string(dir.path().join(f)).expect("written"));
+        assert_golden(&format!("check-{variant}.txt"), &masked(&out.stdout));
+        assert_golden(&format!("check-{variant}.md"), &file(&md));
+        assert_golden(&format!("check-{variant}.junit.xml"), &file(&junit));
+    }
+}
+
+/// Text (first drift, `--all`) and Markdown reports of diff: the demo's two recordings (output
+/// drift), a recording and itself (same), and hand-made tapes that drift structurally.
+#[test]
+fn diff_reports_match_the_golden_files() {
+    let dir = tmp();
+    demo_tapes(dir.path());
+    structural_tapes(dir.path());
+    let (demo, drifted) = ("demo.jsonl", "demo-drifted.jsonl");
+    let cases: [(&str, [&str; 2], &[&str], i32); 8] = [
+        ("diff-output-drift.txt", [demo, drifted], &[], 1),
+        ("diff-output-drift-all.txt", [demo, drifted], &["--all"], 1),
+        (
+            "diff-output-drift.md",
+            [demo, drifted],
+            &["--format", "markdown"],
+            1,
+        ),
+        ("diff-same.txt", [demo, demo], &[], 0),
+        ("diff-same.md", [demo, demo], &["--format", "markdown"], 0),
+        ("diff-extra-call.txt", ["a.jsonl", "b.jsonl"], &["--all"], 2),
+        (
+            "diff-tool-surface.txt",
+            ["a.jsonl", "c.jsonl"],
+            &["--all"],
+            2,
+        ),
+        (
+            "diff-tool-surface.md",
+            ["a.jsonl", "c.jsonl"],
+            &["--format", "markdown"],
+            2,
+        ),
+    ];
+    for (golden, tapes, flags, code) in cases {
+        let out = Mt::new(["diff"])
+            .args(tapes)
+            .args(flags)
+            .dir(dir.path())
+            .run()
+            .status(code)
+            .stderr_is("");
+        assert_golden(golden, &mask(&out.stdout, &[dir.path()]));
+    }
 }

@@ -18,13 +18,9 @@ use crate::harness::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::fs::File;
-use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
 
 /// The longest one suite run (one column) may take before it is killed (a run takes 2-15 s).
 const SUITE_LIMIT: Duration = Duration::from_secs(90);
@@ -42,6 +38,11 @@ enum Server {
 }
 
 impl Server {
+    /// Whether the server is known to pass every scenario the suite scores, directly.
+    fn passes_every_scenario(self) -> bool {
+        matches!(self, Server::Ours)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Server::Ours => "ours",
@@ -119,196 +120,25 @@ fn node22() -> PathBuf {
     installed(pinned().join(".bin/node"))
 }
 
-fn peer(rel: &str) -> PathBuf {
-    let p = repo().join("tests/peers").join(rel);
-    assert!(
-        p.exists(),
-        "test peer {} is missing: run ./scripts/test (it installs the peers)",
-        p.display()
-    );
-    p
-}
-
 // --- processes ---------------------------------------------------------------------------------
 
-/// A process this module started: SIGKILLed and reaped on drop (also on panic), unless stopped.
-struct Guard {
-    name: String,
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl Guard {
-    /// Spawns `cmd` with stdin closed and stderr (and stdout, unless `stdout` is given) to `log`.
-    fn spawn(name: &str, mut cmd: Command, log: PathBuf, stdout: Option<Stdio>) -> Guard {
-        let file = File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
-        let out = match stdout {
-            Some(o) => o,
-            None => file.try_clone().expect("log file").into(),
-        };
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(file)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-        Guard {
-            name: name.into(),
-            child: Some(child),
-            log,
-        }
-    }
-
-    fn child(&mut self) -> &mut Child {
-        self.child.as_mut().expect("not stopped yet")
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until something accepts on 127.0.0.1:`port`; panics if the process dies first.
-    fn wait_listening(&mut self, port: u16) {
-        let start = Instant::now();
-        loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return;
-            }
-            if let Some(st) = self.child().try_wait().expect("wait") {
-                panic!(
-                    "{} exited ({st}) before listening on {port}; log {}:\n{}",
-                    self.name,
-                    self.log.display(),
-                    self.log_text()
-                );
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "{} never listened on {port}; log {}:\n{}",
-                self.name,
-                self.log.display(),
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Waits for the process to exit by itself; after `limit` it is killed and `None` returned.
-    fn wait_for(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let start = Instant::now();
-        loop {
-            if let Some(st) = self.child().try_wait().expect("wait") {
-                self.child = None;
-                return Some(st);
-            }
-            if start.elapsed() > limit {
-                let mut c = self.child.take().expect("running");
-                let _ = c.kill();
-                let _ = c.wait();
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Sends `sig` and waits (10 s, then SIGKILL) for the exit; returns the status.
-    fn stop(&mut self, sig: i32) -> ExitStatus {
-        let pid = self.child().id() as i32;
-        unsafe { libc::kill(pid, sig) };
-        match self.wait_for(Duration::from_secs(10)) {
-            Some(st) => st,
-            None => panic!(
-                "{} did not exit within 10 s of signal {sig}; log {}:\n{}",
-                self.name,
-                self.log.display(),
-                self.log_text()
-            ),
-        }
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// A port nothing listens on right now (bound on loopback, then closed).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind 127.0.0.1:0")
-        .local_addr()
-        .expect("local addr")
-        .port()
-}
-
 /// Starts `server` on a free loopback port; returns it and its `http://127.0.0.1:P/mcp`.
-fn start_server(server: Server, dir: &Path) -> (Guard, String) {
-    let port = free_port();
-    let cmd = match server {
+fn start_server(server: Server, dir: &Path) -> (Proc, String) {
+    let (p, port) = listening(server.name(), dir.join("server.log"), |port| match server {
         Server::Ours => {
             let mut c = Command::new(python());
             c.arg(peer("conformance_server.py"))
                 .args(["--port", &port.to_string()]);
             c
         }
-        Server::PySdk => {
-            let mut c = Command::new(python());
-            c.arg(peer("py_server.py"))
-                .args(["--http", "--port", &port.to_string()]);
-            c
-        }
-        Server::Everything => {
-            // The real entry file behind node_modules/.bin/mcp-server-everything, under the
-            // preload that keeps its listener on 127.0.0.1 (it binds all interfaces otherwise).
-            let entry = std::fs::canonicalize(peer("node_modules/.bin/mcp-server-everything"))
-                .expect("resolve server-everything's entry file");
-            let mut c = Command::new("node");
-            c.arg("--require")
-                .arg(peer("loopback.js"))
-                .arg(entry)
-                .arg("streamableHttp")
-                .env("PORT", port.to_string());
-            c
-        }
-    };
-    let mut g = Guard::spawn(server.name(), cmd, dir.join("server.log"), None);
-    g.wait_listening(port);
-    (g, format!("http://127.0.0.1:{port}/mcp"))
+        Server::PySdk => py_server_http_cmd(port),
+        Server::Everything => everything_http_cmd("streamableHttp", port),
+    });
+    (p, format!("http://127.0.0.1:{port}/mcp"))
 }
 
-/// `mcptape ARGS…` that prints its URL as its first stdout line (`record --url`,
-/// `play --listen`); stderr goes to `log`. Returns it and the URL.
-fn start_mcptape(args: &[String], log: PathBuf) -> (Guard, String) {
-    let mut cmd = Command::new(bin());
-    cmd.args(args);
-    let what = format!("mcptape {}", args.join(" "));
-    let mut g = Guard::spawn(&what, cmd, log, Some(Stdio::piped()));
-    let stdout = g.child().stdout.take().expect("stdout piped");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut r = BufReader::new(stdout);
-        let mut first = String::new();
-        let _ = r.read_line(&mut first);
-        let _ = tx.send(first);
-        let mut rest = String::new();
-        while r.read_line(&mut rest).unwrap_or(0) > 0 {
-            rest.clear(); // keep stdout drained
-        }
-    });
-    let first = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-    if !first.starts_with("http://") {
-        let st = g.stop(libc::SIGKILL);
-        panic!(
-            "{what} printed no URL first (got {first:?}); {st}; stderr:\n{}",
-            g.log_text()
-        );
-    }
-    (g, first.trim_end().to_string())
-}
+/// How long record and play may take to exit after SIGINT, and a server after SIGTERM.
+const STOP_LIMIT: Duration = Duration::from_secs(10);
 
 // --- the suite's results -------------------------------------------------------------------------
 
@@ -376,7 +206,7 @@ fn run_suite(era: Era, url: &str, dir: &Path, name: &str) -> Column {
     let console = dir.join(format!("{name}.txt"));
     let mut cmd = Command::new(node22());
     cmd.arg(era.suite_js()).args(era.args(url, &out));
-    let mut g = Guard::spawn(&format!("conformance ({name})"), cmd, console.clone(), None);
+    let mut g = Proc::spawn(&format!("conformance ({name})"), cmd, console.clone());
     // The suite exits non-zero whenever a scenario fails: that is data here, not an error.
     let status = g.wait_for(SUITE_LIMIT);
     read_column(&out, &console, status)
@@ -555,10 +385,11 @@ fn scenario_cell(col: &Column, scenario: &str) -> String {
 // --- the three-way run ---------------------------------------------------------------------------
 
 /// Runs the suite direct, through record and against play for (`server`, `era`); panics with
-/// every scenario where record or play differs from direct. With `direct_passes`, every
-/// scenario the suite scores must also pass directly (the server is known to pass them all, so
-/// anything else is a fault of this harness).
-fn three_way(server: Server, era: Era, direct_passes: bool) {
+/// every scenario where record or play differs from direct. For a server that
+/// [passes every scenario](Server::passes_every_scenario), every scenario the suite scores must
+/// also pass directly (anything else is a fault of this harness).
+fn three_way(server: Server, era: Era) {
+    let direct_passes = server.passes_every_scenario();
     let label = format!("{} {} ({})", server.name(), era.name(), era.describe());
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join("conformance")
@@ -574,18 +405,12 @@ fn three_way(server: Server, era: Era, direct_passes: bool) {
     let direct = run_suite(era, &url, &dir, "direct");
 
     let tape = dir.join("conformance.jsonl");
-    let (mut recorder, record_url) = start_mcptape(
-        &[
-            "record".into(),
-            "--url".into(),
-            url.clone(),
-            "--tape".into(),
-            s(&tape),
-        ],
+    let mut recorder = Served::spawn_logged(
+        &["record", "--url", &url, "--tape", &s(&tape)],
         dir.join("record.log"),
     );
-    let record = run_suite(era, &record_url, &dir, "record");
-    let record_exit = recorder.stop(libc::SIGINT); // the tape is closed and complete
+    let record = run_suite(era, &recorder.url, &dir, "record");
+    let (record_exit, _) = recorder.signal(libc::SIGINT, STOP_LIMIT); // the tape is closed and complete
     assert!(
         tape.exists(),
         "mcptape record left no tape at {} ({record_exit}); log:\n{}",
@@ -593,18 +418,13 @@ fn three_way(server: Server, era: Era, direct_passes: bool) {
         recorder.log_text()
     );
 
-    let (mut player, play_url) = start_mcptape(
-        &[
-            "play".into(),
-            s(&tape),
-            "--listen".into(),
-            "127.0.0.1:0".into(),
-        ],
+    let mut player = Served::spawn_logged(
+        &["play", &s(&tape), "--listen", "127.0.0.1:0"],
         dir.join("play.log"),
     );
-    let play = run_suite(era, &play_url, &dir, "play");
-    let play_exit = player.stop(libc::SIGINT);
-    upstream.stop(libc::SIGTERM);
+    let play = run_suite(era, &player.url, &dir, "play");
+    let (play_exit, _) = player.signal(libc::SIGINT, STOP_LIMIT);
+    upstream.stop(libc::SIGTERM, STOP_LIMIT);
 
     for col in [&direct, &record, &play] {
         assert!(
@@ -874,22 +694,22 @@ fn compare(
 
 // --- the runs ------------------------------------------------------------------------------------
 
-#[test]
-fn conformance_ours_legacy_is_the_same_direct_through_record_and_against_play() {
-    three_way(Server::Ours, Era::Legacy, true);
+/// One `#[test]` per line `NAME: SERVER, ERA;`, running [`three_way`] for that server and era.
+macro_rules! three_way_tests {
+    ($($name:ident: $server:ident, $era:ident;)+) => {
+        $(
+            #[test]
+            fn $name() {
+                three_way(Server::$server, Era::$era);
+            }
+        )+
+    };
 }
 
-#[test]
-fn conformance_ours_2026_is_the_same_direct_through_record_and_against_play() {
-    three_way(Server::Ours, Era::Y2026, true);
-}
-
-#[test]
-fn conformance_server_everything_legacy_is_the_same_direct_through_record_and_against_play() {
-    three_way(Server::Everything, Era::Legacy, false);
-}
-
-#[test]
-fn conformance_py_sdk_2026_is_the_same_direct_through_record_and_against_play() {
-    three_way(Server::PySdk, Era::Y2026, false);
+three_way_tests! {
+    conformance_ours_legacy_is_the_same_direct_through_record_and_against_play: Ours, Legacy;
+    conformance_ours_2026_is_the_same_direct_through_record_and_against_play: Ours, Y2026;
+    conformance_server_everything_legacy_is_the_same_direct_through_record_and_against_play:
+        Everything, Legacy;
+    conformance_py_sdk_2026_is_the_same_direct_through_record_and_against_play: PySdk, Y2026;
 }

@@ -102,9 +102,9 @@ fn collect_strings(value: &Value, out: &mut Vec<String>, depth: usize) {
     }
 }
 
-/// Whether any long enough piece of `secret` is still in `out` (a secret redacted only in part
-/// is a leak too).
-pub fn leaks(out: &str, secret: &str) -> bool {
+/// The pieces of `secret` that [`leaks`] looks for: windows of two thirds of it (6 to 12
+/// characters) with at least 6 alphanumerics, a PEM block's armour lines dropped.
+pub fn leak_pieces(secret: &str) -> Vec<String> {
     // A PEM block's armour (`-----BEGIN EC PRIVATE KEY-----`) says what it is, not what it
     // holds: only its body is the secret.
     let body: String = secret
@@ -119,11 +119,17 @@ pub fn leaks(out: &str, secret: &str) -> bool {
     };
     let chars: Vec<char> = secret.chars().collect();
     let window = (chars.len() * 2 / 3).clamp(6, 12).min(chars.len());
-    let pieces: Vec<String> = chars
+    chars
         .windows(window)
         .map(|w| w.iter().collect::<String>())
         .filter(|p| p.chars().filter(|c| c.is_alphanumeric()).count() >= window.min(6))
-        .collect();
+        .collect()
+}
+
+/// Whether any long enough piece of `secret` is still in `out` (a secret redacted only in part
+/// is a leak too).
+pub fn leaks(out: &str, secret: &str) -> bool {
+    let pieces = leak_pieces(secret);
     views(out)
         .iter()
         .any(|v| pieces.iter().any(|p| v.contains(p.as_str())))

@@ -11,7 +11,7 @@
 //!
 //! Figures go to stderr: `cargo test --test it corpus_e2e -- --nocapture`.
 
-use crate::corpus::{leaks, ordinary, secrets, views, Secret};
+use crate::corpus::{leak_pieces, leaks, ordinary, secrets, views, Secret};
 use crate::harness::*;
 use crate::http::{free_port, http_open, post_headers, Proc, Served};
 use serde_json::{json, Value};
@@ -108,36 +108,13 @@ fn pack(b: &[u8]) -> u128 {
     b.iter().fold(0u128, |k, &c| (k << 8) | u128::from(c))
 }
 
-/// The pieces `corpus::leaks` looks for, as it computes them: a PEM block's armour lines
-/// dropped, windows of two thirds of the secret (6 to 12 characters) with at least 6
-/// alphanumerics.
-fn pieces_of(secret: &str) -> Vec<String> {
-    let body: String = secret
-        .lines()
-        .filter(|l| !l.starts_with("-----") && !l.contains(": "))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let secret = if body.is_empty() {
-        secret
-    } else {
-        body.as_str()
-    };
-    let chars: Vec<char> = secret.chars().collect();
-    let window = (chars.len() * 2 / 3).clamp(6, 12).min(chars.len());
-    chars
-        .windows(window)
-        .map(|w| w.iter().collect::<String>())
-        .filter(|p| p.chars().filter(|c| c.is_alphanumeric()).count() >= window.min(6))
-        .collect()
-}
-
 impl<'a> Detector<'a> {
     fn new(secrets: &'a [Secret]) -> Detector<'a> {
         let mut by_len: BTreeMap<usize, Vec<(u128, usize)>> = BTreeMap::new();
         let mut bloom = vec![0u64; (1usize << BLOOM_BITS) / 64];
         let mut per_secret = Vec::new();
         for (i, s) in secrets.iter().enumerate() {
-            let pieces = pieces_of(&s.secret);
+            let pieces = leak_pieces(&s.secret);
             assert!(!pieces.is_empty(), "{}: no piece to look for", s.format);
             for p in &pieces {
                 // Corpus secrets are ASCII: a piece's characters are its bytes.
@@ -479,6 +456,14 @@ struct HttpWire {
 }
 
 impl HttpWire {
+    /// A client of `url` with no session yet.
+    fn new(url: &str) -> HttpWire {
+        HttpWire {
+            url: url.to_string(),
+            session: None,
+        }
+    }
+
     fn post(&mut self, raw: &str, extra: &[(String, String)]) -> (u16, Vec<String>) {
         let session = self.session.clone();
         let mut h = post_headers(&[]);
@@ -547,6 +532,16 @@ struct Placed {
 }
 
 impl Placed {
+    /// The server's command line (past its fixed head), which holds every one of the `n`
+    /// secrets.
+    fn add_command_line(&mut self, argv: &[String], n: usize) {
+        self.add(
+            "command line",
+            serde_json::to_string(&argv[ARGV_FIXED..]).unwrap(),
+            0..n,
+        );
+    }
+
     fn add(
         &mut self,
         name: &'static str,
@@ -903,8 +898,38 @@ fn assert_clean(det: &Detector, home: &Path, transport: &str, tape: &Path, place
     }
 }
 
-fn corpus_texts(corpus: &[Secret]) -> Vec<String> {
-    corpus.iter().map(|x| x.text.clone()).collect()
+/// A secrets test's setup: a home folder holding the corpus server's config (every secret's
+/// text), the server's stdio command line and where the tape goes.
+struct SecretsSetup {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    config: PathBuf,
+    argv: Vec<String>,
+    tape: PathBuf,
+}
+
+impl SecretsSetup {
+    /// A fresh home for `corpus`, the tape to be `home/TAPE`.
+    fn new(corpus: &[Secret], tape: &str) -> SecretsSetup {
+        let dir = tmp();
+        let home = dir.path().to_path_buf();
+        let texts: Vec<String> = corpus.iter().map(|x| x.text.clone()).collect();
+        let config = write_config(&home, "secrets.json", &texts, &[]);
+        SecretsSetup {
+            argv: secret_argv(&config, corpus),
+            tape: home.join(tape),
+            _dir: dir,
+            home,
+            config,
+        }
+    }
+
+    /// Every placed secret was seen in the traffic ([`assert_placed`]), and none is left on the
+    /// tape, which lint finds clean ([`assert_clean`]).
+    fn assert_no_secret_left(&self, det: &Detector, transport: &str, placed: &Placed) {
+        let n = assert_placed(det, placed, transport);
+        assert_clean(det, &self.home, transport, &self.tape, n);
+    }
 }
 
 // --- 1. stdio ----------------------------------------------------------------------------------
@@ -912,39 +937,30 @@ fn corpus_texts(corpus: &[Secret]) -> Vec<String> {
 #[test]
 fn corpus_e2e_stdio_record_leaves_no_secret_on_the_tape() {
     let det = detector();
-    let corpus = det.secrets;
-    let dir = tmp();
-    let home = dir.path();
-    let config = write_config(home, "secrets.json", &corpus_texts(corpus), &[]);
-    let argv = secret_argv(&config, corpus);
-    let tape = home.join("stdio.jsonl");
-
-    let mut c = mcptape_in(home);
-    c.args(["record", "--tape", &s(&tape), "--"]).args(&argv);
+    let setup = SecretsSetup::new(det.secrets, "stdio.jsonl");
+    let n = det.secrets.len();
+    let mut c = mcptape_in(&setup.home);
+    c.args(["record", "--tape", &s(&setup.tape), "--"])
+        .args(&setup.argv);
     let mut w = StdioWire(LineClient::spawn_cmd(c));
-    let mut placed = secret_session(&mut w, corpus, false);
+    let mut placed = secret_session(&mut w, det.secrets, false);
     let (status, stderr) = w.0.finish();
     assert_eq!(status.code(), Some(0), "record: {stderr}");
-    placed.add(
-        "command line",
-        serde_json::to_string(&argv[ARGV_FIXED..]).unwrap(),
-        0..corpus.len(),
-    );
+    placed.add_command_line(&setup.argv, n);
 
-    let n = assert_placed(det, &placed, "stdio");
-    let lines = tape_lines(&tape);
+    let lines = tape_lines(&setup.tape);
     assert_eq!(lines[1]["type"], "server");
     assert_eq!(
         lines[1]["command"].as_array().map(Vec::len),
-        Some(argv.len()),
+        Some(setup.argv.len()),
         "the command line is on the tape, argument by argument"
     );
-    let logs = tape_msgs(&tape)
+    let logs = tape_msgs(&setup.tape)
         .iter()
         .filter(|l| l["method"] == "notifications/message")
         .count();
-    assert_eq!(logs, corpus.len(), "every log notification is on the tape");
-    assert_clean(det, home, "stdio record", &tape, n);
+    assert_eq!(logs, n, "every log notification is on the tape");
+    setup.assert_no_secret_left(det, "stdio record", &placed);
 }
 
 // --- 2. record --url -----------------------------------------------------------------------------
@@ -952,43 +968,35 @@ fn corpus_e2e_stdio_record_leaves_no_secret_on_the_tape() {
 #[test]
 fn corpus_e2e_record_url_leaves_no_secret_on_the_tape() {
     let det = detector();
-    let corpus = det.secrets;
-    let dir = tmp();
-    let home = dir.path();
-    let config = write_config(home, "secrets.json", &corpus_texts(corpus), &[]);
+    let setup = SecretsSetup::new(det.secrets, "http.jsonl");
     let port = free_port();
     let mut cmd = Command::new(python());
     cmd.arg(fixture())
         .args(["http", &port.to_string()])
-        .arg(&config);
-    let mut server = Proc::spawn("corpus_server http", cmd, home.join("server.log"));
+        .arg(&setup.config);
+    let mut server = Proc::spawn("corpus_server http", cmd, setup.home.join("server.log"));
     server.wait_listening(port);
     let upstream = format!("http://127.0.0.1:{port}/mcp");
 
-    let tape = home.join("http.jsonl");
-    let rec = Served::record(&upstream, &tape);
-    let mut w = HttpWire {
-        url: rec.url.clone(),
-        session: None,
-    };
-    let placed = secret_session(&mut w, corpus, true);
+    let rec = Served::record(&upstream, &setup.tape);
+    let mut w = HttpWire::new(&rec.url);
+    let placed = secret_session(&mut w, det.secrets, true);
     assert!(w.session.is_some(), "the SDK server opened a session");
     rec.stop();
     drop(server);
 
-    let n = assert_placed(det, &placed, "record --url");
-    let lines = tape_lines(&tape);
+    let lines = tape_lines(&setup.tape);
     assert_eq!(lines[1]["transport"], "streamable_http", "{}", lines[1]);
-    let with_params = tape_msgs(&tape)
+    let with_params = tape_msgs(&setup.tape)
         .iter()
         .filter(|l| l["dir"] == "c2s" && l["http"]["mcp_params"].is_object())
         .count();
     assert_eq!(
         with_params,
-        header_groups(corpus).len(),
+        header_groups(det.secrets).len(),
         "the Mcp-Param-* headers are on the tape (redacted)"
     );
-    assert_clean(det, home, "record --url", &tape, n);
+    setup.assert_no_secret_left(det, "record --url", &placed);
 }
 
 // --- 3. the bridge ---------------------------------------------------------------------------
@@ -996,47 +1004,23 @@ fn corpus_e2e_record_url_leaves_no_secret_on_the_tape() {
 #[test]
 fn corpus_e2e_bridge_leaves_no_secret_on_the_tape() {
     let det = detector();
-    let corpus = det.secrets;
-    let dir = tmp();
-    let home = dir.path();
-    let config = write_config(home, "secrets.json", &corpus_texts(corpus), &[]);
-    let argv = secret_argv(&config, corpus);
-    let tape = home.join("bridge.jsonl");
-
-    let mut args = vec![
-        "record".to_string(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--tape".into(),
-        s(&tape),
-        "--".into(),
-    ];
-    args.extend(argv.iter().cloned());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let bridge = Served::spawn(&args);
-    let mut w = HttpWire {
-        url: bridge.url.clone(),
-        session: None,
-    };
-    let mut placed = secret_session(&mut w, corpus, true);
+    let setup = SecretsSetup::new(det.secrets, "bridge.jsonl");
+    let bridge = Served::bridge(&setup.tape, &setup.argv);
+    let mut w = HttpWire::new(&bridge.url);
+    let mut placed = secret_session(&mut w, det.secrets, true);
     bridge.stop();
-    placed.add(
-        "command line",
-        serde_json::to_string(&argv[ARGV_FIXED..]).unwrap(),
-        0..corpus.len(),
-    );
+    placed.add_command_line(&setup.argv, det.secrets.len());
 
-    let n = assert_placed(det, &placed, "bridge");
-    let lines = tape_lines(&tape);
+    let lines = tape_lines(&setup.tape);
     assert_eq!(
         lines[1]["transport"], "stdio",
         "the tape is of the stdio server"
     );
     assert_eq!(
         lines[1]["command"].as_array().map(Vec::len),
-        Some(argv.len())
+        Some(setup.argv.len())
     );
-    assert_clean(det, home, "bridge (record --listen)", &tape, n);
+    setup.assert_no_secret_left(det, "bridge (record --listen)", &placed);
 }
 
 // --- 4. ordinary values survive replay ---------------------------------------------------------

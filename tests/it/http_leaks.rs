@@ -2,7 +2,6 @@
 //! upstream URL never travel in `Host` or reach the tape.
 
 use crate::harness::*;
-use crate::http::{http_open, post_headers, Proc, Served};
 use base64::Engine as _;
 use serde_json::Value;
 use std::path::Path;
@@ -17,18 +16,12 @@ const EVENT_ID: &str = "evt-ghp_EventIdT0kenAbcdefghijklmnopqrstuv12";
 /// headers; `initialize` sets a plain session id; `fail` is a plain-text 401 quoting a key;
 /// `stream` answers over SSE with an event id that holds a token; GET is refused.
 const UPSTREAM: &str = r#"
-import json, sys
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 SESSION, SECRET, EVENT = sys.argv[2], sys.argv[3], sys.argv[4]
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
-    def log_message(self, *a):
-        pass
+class H(Quiet):
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        rid, m = body.get("id"), body.get("method")
+        body, m, rid = self.read_msg()
         if rid is None:
-            self.send_response(202); self.send_header("Content-Length", "0"); self.end_headers(); return
+            self.accepted(); return
         if m == "fail":
             out = ("invalid key %s for this account" % SECRET).encode()
             self.send_response(401); self.send_header("Content-Type", "text/plain")
@@ -37,28 +30,18 @@ class H(BaseHTTPRequestHandler):
         if m == "stream":
             self.send_response(200); self.send_header("Content-Type", "text/event-stream"); self.end_headers()
             self.wfile.write(("id: %s\ndata: %s\n\n" % (EVENT, json.dumps(res))).encode()); return
-        out = json.dumps(res).encode()
-        self.send_response(200); self.send_header("Content-Type", "application/json")
-        if m == "initialize":
-            self.send_header("Mcp-Session-Id", SESSION)
-        self.send_header("Content-Length", str(len(out))); self.end_headers(); self.wfile.write(out)
+        self.send_json(res, headers=[("Mcp-Session-Id", SESSION)] if m == "initialize" else [])
     def do_GET(self):
-        self.send_response(405); self.send_header("Allow", "POST"); self.send_header("Content-Length", "0"); self.end_headers()
-ThreadingHTTPServer.daemon_threads = True
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+        self.not_allowed(("Allow", "POST"), ("Content-Length", "0"))
 "#;
 
 fn upstream(dir: &Path) -> (Proc, u16) {
-    let script = dir.join("upstream.py");
-    std::fs::write(&script, UPSTREAM).unwrap();
-    let port = crate::http::free_port();
-    let mut cmd = std::process::Command::new(python());
-    cmd.arg(&script)
-        .arg(port.to_string())
-        .args([SESSION, ERROR_SECRET, EVENT_ID]);
-    let mut p = Proc::spawn("leak upstream", cmd, dir.join("upstream.log"));
-    p.wait_listening(port);
-    (p, port)
+    py_upstream(
+        dir,
+        "upstream",
+        UPSTREAM,
+        &[SESSION, ERROR_SECRET, EVENT_ID],
+    )
 }
 
 fn call(url: &str, id: u64, method: &str, session: Option<&str>) -> (u16, String) {
@@ -71,9 +54,8 @@ fn call(url: &str, id: u64, method: &str, session: Option<&str>) -> (u16, String
         extra.push(("Mcp-Session-Id", s));
     }
     let headers = post_headers(&extra);
-    let mut conn = http_open(url, "POST", &headers, body.as_bytes());
-    let status = conn.status;
-    (status, String::from_utf8_lossy(&conn.body()).into_owned())
+    let (status, body) = http(url, "POST", &headers, body.as_bytes());
+    (status, text(&body))
 }
 
 #[test]
@@ -96,7 +78,7 @@ fn url_credentials_become_basic_auth_upstream_and_nothing_secret_reaches_the_tap
     let basic = base64::engine::general_purpose::STANDARD.encode("ann:p@ss-w0rd");
     assert_eq!(got["result"]["auth"], format!("Basic {basic}"), "{got}");
     let (_, body) = call(&rec.url, 1, "tools/list", Some(SESSION));
-    assert!(body.contains("Basic"), "{body}");
+    assert_contains(&body, "Basic");
     let (st, body) = call(&rec.url, 2, "fail", Some(SESSION));
     assert_eq!(
         (st, body.contains(ERROR_SECRET)),
@@ -143,11 +125,5 @@ fn url_credentials_become_basic_auth_upstream_and_nothing_secret_reaches_the_tap
         "{url}"
     );
     // And `lint` finds nothing left.
-    let out = mcptape(&["lint", &s(&tape)]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    Mt::new(["lint"]).arg(&tape).run().success();
 }

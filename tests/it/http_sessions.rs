@@ -4,7 +4,6 @@
 //! each answered on its own stream; and the recorded statuses given again.
 
 use crate::harness::*;
-use crate::http::{everything_http, http_open, post_headers, Served};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -19,7 +18,7 @@ fn tagged(url: &str, tag: u32, elicit: bool) -> Value {
     assert!(
         out.status.success(),
         "session {tag} against {url}: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
+        text(&out.stderr),
         t
     );
     t
@@ -81,12 +80,7 @@ fn twenty_sessions_over_http_each_get_their_own_answers_through_record_and_play(
         "ids repeat across sessions: {ids_of_echo:?}"
     );
     // `show` pairs each answer with its own request: every echo's answer echoes its own text.
-    let out = mcptape(&["show", "--json", &s(&tape)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    show_json(&tape);
     // Against play: each session gets its own answers, sequential and concurrent alike.
     let play = Served::play(&tape);
     let played = twenty_sessions(&play.url);
@@ -104,25 +98,14 @@ fn twenty_sessions_over_http_each_get_their_own_answers_through_record_and_play(
 /// A stdlib stateless (2026-07-28 style) upstream: every POST is its own request, no session,
 /// answered as SSE on its own stream after a delay that makes later POSTs finish first.
 const STATELESS: &str = r#"
-import json, sys, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
-    def log_message(self, *a):
-        pass
+class H(Quiet):
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        rid, p = body.get("id"), body.get("params", {})
-        if body.get("method") == "ping":
-            out = json.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "ping is gone in 2026-07-28"}}).encode()
-            self.send_response(404)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
+        body, method, rid = self.read_msg()
+        p = body.get("params", {})
+        if method == "ping":
+            self.send_json({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "ping is gone in 2026-07-28"}}, 404)
             return
-        if body.get("method") == "bad/header":
+        if method == "bad/header":
             self.send_response(400)
             self.send_header("Content-Type", "text/plain")
             self.end_headers()
@@ -138,35 +121,19 @@ class H(BaseHTTPRequestHandler):
         self.wfile.write(("data: %s\n\n" % json.dumps(note)).encode())
         self.wfile.write(("data: %s\n\n" % json.dumps(res)).encode())
     def do_GET(self):
-        self.send_response(405)
-        self.send_header("Allow", "POST")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-ThreadingHTTPServer.daemon_threads = True
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+        self.not_allowed(("Allow", "POST"), ("Content-Length", "0"))
 "#;
 
-fn stateless_upstream(dir: &Path) -> (crate::http::Proc, String) {
-    let script = dir.join("stateless.py");
-    std::fs::write(&script, STATELESS).unwrap();
-    let port = crate::http::free_port();
-    let mut cmd = std::process::Command::new(python());
-    cmd.arg(&script).arg(port.to_string());
-    let mut p = crate::http::Proc::spawn("stateless upstream", cmd, dir.join("stateless.log"));
-    p.wait_listening(port);
+fn stateless_upstream(dir: &Path) -> (Proc, String) {
+    let (p, port) = py_upstream(dir, "stateless", STATELESS, &[]);
     (p, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 /// POSTs `body` and returns (status, content type, body).
-fn post(url: &str, body: &Value) -> (u16, String, String) {
-    let bytes = body.to_string();
-    let headers = post_headers(&[]);
-    let mut conn = http_open(url, "POST", &headers, bytes.as_bytes());
-    let status = conn.status;
-    let ct = conn.header("content-type").unwrap_or_default().to_string();
-    let text = String::from_utf8_lossy(&conn.body()).into_owned();
-    (status, ct, text)
+fn post_seen(url: &str, body: &Value) -> (u16, String, String) {
+    let mut conn = post_open(url, body);
+    let ct = conn.content_type().to_string();
+    (conn.status, ct, text(&conn.body()))
 }
 
 /// Ten POSTs with the same id at once, each on its own stream; a 404 with a JSON-RPC error; a
@@ -176,7 +143,7 @@ fn stateless_round(url: &str) -> Vec<(u16, String, String)> {
         .map(|n| {
             let url = url.to_string();
             std::thread::spawn(move || {
-                post(
+                post_seen(
                     &url,
                     &json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"count","arguments":{},"n":n,"_meta":{"progressToken":format!("t{n}")}}}),
                 )
@@ -185,8 +152,11 @@ fn stateless_round(url: &str) -> Vec<(u16, String, String)> {
         .collect();
     let mut out: Vec<(u16, String, String)> =
         handles.into_iter().map(|h| h.join().unwrap()).collect();
-    out.push(post(url, &json!({"jsonrpc":"2.0","id":1,"method":"ping"})));
-    out.push(post(
+    out.push(post_seen(
+        url,
+        &json!({"jsonrpc":"2.0","id":1,"method":"ping"}),
+    ));
+    out.push(post_seen(
         url,
         &json!({"jsonrpc":"2.0","id":1,"method":"bad/header"}),
     ));

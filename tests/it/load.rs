@@ -2,65 +2,14 @@
 //! through the proxy, 100 parallel stdio `mcptape play` processes. Loopback only, bounded in
 //! count and time. No timing assertions: ordering, correctness and a generous memory bound
 //! (peak RSS from `/proc/PID/status`). The figures are printed (`-- --nocapture` shows them).
-//!
-//! The helpers below are small copies of those in `http.rs` (private there).
 
 use crate::harness::*;
 use serde_json::{json, Value};
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-// --- processes -------------------------------------------------------------------------------
-
-/// A spawned upstream; killed and reaped on drop. Its output goes to a log file.
-struct Proc {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until the log holds `needle` (or the process dies, or 20 s pass).
-    fn wait_log(&mut self, needle: &str) {
-        let start = Instant::now();
-        while !self.log_text().contains(needle) {
-            if let Some(st) = self.child.try_wait().expect("wait") {
-                panic!("the upstream exited ({st}); log:\n{}", self.log_text());
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "the upstream never logged {needle:?}; log:\n{}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind 127.0.0.1:0")
-        .local_addr()
-        .expect("local addr")
-        .port()
-}
 
 /// A stdlib HTTP upstream that takes its time. POST by JSON-RPC method: `slow/json` sleeps
 /// SLOW seconds, waits for `GET /release/json`, then answers JSON; `slow/sse` sleeps SLOW
@@ -68,377 +17,55 @@ fn free_port() -> u16 {
 /// `GET /release/sse`, then sends the response event; anything else is answered at once.
 /// Each slow request logs when it arrives and when it answers. Threaded: one thread per request.
 const SLOW_UPSTREAM: &str = r#"
-import json, sys, threading, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 SLOW = 2.0
-release = {"json": threading.Event(), "sse": threading.Event()}
 
 def say(what):
     print(what, file=sys.stderr, flush=True)
 
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"
-
-    def log_message(self, *a):
-        pass
-
-    def w(self, text):
-        self.wfile.write(text.encode())
-        self.wfile.flush()
-
-    def send_json(self, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
+class H(Quiet):
     def do_GET(self):
-        name = self.path.rsplit("/", 1)[-1]
-        if self.path.startswith("/release/") and name in release:
-            release[name].set()
-            self.send_response(204)
-            self.end_headers()
-            return
-        self.send_response(405)
-        self.end_headers()
+        if not self.released():
+            self.not_allowed()
 
     def do_POST(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        msg = json.loads(self.rfile.read(n) or b"{}")
-        method, rid = msg.get("method"), msg.get("id")
+        msg, method, rid = self.read_msg()
         if method == "slow/json":
             say("slow/json: received")
             time.sleep(SLOW)
-            release["json"].wait(15)
+            switch("json").wait(15)
             say("slow/json: answering")
             self.send_json({"jsonrpc": "2.0", "id": rid, "result": {"slow": "json"}})
             return
         if method == "slow/sse":
             say("slow/sse: received")
             time.sleep(SLOW)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.end_headers()
+            self.start_sse()
             progress = ('id: p-%d\ndata: {"jsonrpc":"2.0","method":"notifications/progress",'
                         '"params":{"progressToken":"t","progress":%d}}\n\n')
             self.w(progress % (1, 1))
             time.sleep(1.0)
             self.w(progress % (2, 2))
-            release["sse"].wait(15)
+            switch("sse").wait(15)
             say("slow/sse: answering")
             self.w('id: p-3\ndata: {"jsonrpc":"2.0","id":%s,"result":{"slow":"sse"}}\n\n'
                    % json.dumps(rid))
             return
         if rid is None:
-            self.send_response(202)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            self.accepted()
             return
         self.send_json({"jsonrpc": "2.0", "id": rid, "result": {"fast": method}})
 
-ThreadingHTTPServer.daemon_threads = True
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+switch("json"); switch("sse")
 "#;
 
-/// The slow upstream on a free loopback port; returns it and its base `http://127.0.0.1:P`.
-fn slow_upstream(dir: &Path) -> (Proc, String) {
-    let script = dir.join("slow_upstream.py");
-    std::fs::write(&script, SLOW_UPSTREAM).expect("write upstream script");
-    let port = free_port();
-    let log = dir.join("slow.log");
-    let out = File::create(&log).expect("log file");
-    let err = out.try_clone().expect("log file");
-    let child = Command::new(python())
-        .arg(&script)
-        .arg(port.to_string())
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .expect("spawn the slow upstream");
-    let mut p = Proc { child, log };
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(st) = p.child.try_wait().expect("wait") {
-            panic!("the slow upstream exited ({st}); log:\n{}", p.log_text());
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "never listened");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (p, format!("http://127.0.0.1:{port}"))
-}
-
-/// `mcptape record --url` or `mcptape play --listen`: the first stdout line is the URL to use;
-/// stopped with SIGINT. Killed on drop if still running.
-struct Served {
-    what: String,
-    child: Option<Child>,
-    url: String,
-    stderr: Option<JoinHandle<Vec<u8>>>,
-}
-
-impl Served {
-    fn spawn(args: &[&str]) -> Served {
-        let mut child = Command::new(bin())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn mcptape");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut err = child.stderr.take().expect("stderr");
-        let stderr = std::thread::spawn(move || {
-            let mut b = Vec::new();
-            let _ = err.read_to_end(&mut b);
-            b
-        });
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            let mut first = String::new();
-            let _ = r.read_line(&mut first);
-            let _ = tx.send(first);
-            let mut rest = Vec::new();
-            let _ = r.read_to_end(&mut rest);
-        });
-        let mut served = Served {
-            what: format!("mcptape {}", args.join(" ")),
-            child: Some(child),
-            url: String::new(),
-            stderr: Some(stderr),
-        };
-        let first = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
-        if !first.starts_with("http://") || !first.ends_with('\n') {
-            let err = served.stop_with(libc::SIGKILL).1;
-            panic!(
-                "{} printed no URL first (got {first:?}); stderr:\n{err}",
-                served.what
-            );
-        }
-        served.url = first.trim_end().to_string();
-        served
-    }
-
-    fn record(upstream: &str, tape: &Path) -> Served {
-        Served::spawn(&["record", "--url", upstream, "--tape", &s(tape)])
-    }
-
-    fn play(tape: &Path) -> Served {
-        Served::spawn(&["play", &s(tape), "--listen", "127.0.0.1:0"])
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().expect("running").id()
-    }
-
-    fn stop_with(&mut self, sig: i32) -> (std::process::ExitStatus, String) {
-        let mut child = self.child.take().expect("stopped once");
-        assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0, "kill");
-        let start = Instant::now();
-        let status = loop {
-            if let Some(st) = child.try_wait().expect("wait") {
-                break st;
-            }
-            if start.elapsed() > Duration::from_secs(30) {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("{} did not exit within 30 s of signal {sig}", self.what);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let err = self
-            .stderr
-            .take()
-            .map(|h| h.join().unwrap_or_default())
-            .unwrap_or_default();
-        (status, String::from_utf8_lossy(&err).into_owned())
-    }
-
-    /// SIGINT; requires exit status 0 and returns stderr.
-    fn stop(mut self) -> String {
-        let (st, err) = self.stop_with(libc::SIGINT);
-        assert!(
-            st.success(),
-            "{}: exit {st} after SIGINT; stderr:\n{err}",
-            self.what
-        );
-        err
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-// --- a raw HTTP/1.1 client (blocking) --------------------------------------------------------
-
-/// One response being read: head parsed, body decoded piece by piece as it arrives.
-struct HttpStream {
-    r: BufReader<TcpStream>,
-    status: u16,
-    headers: Vec<(String, String)>,
-    chunked: bool,
-    remaining: Option<usize>,
-    done: bool,
-}
-
-/// Sends one MCP POST (`Connection: close`) and reads the response head.
-fn post_open(url: &str, body: &Value) -> HttpStream {
-    let rest = url.strip_prefix("http://").expect("an http:// URL");
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let path = if path.is_empty() { "/" } else { path };
-    let mut stream =
-        TcpStream::connect(authority).unwrap_or_else(|e| panic!("connect {authority}: {e}"));
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .expect("read timeout");
-    let body = body.to_string();
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
-         Connection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(req.as_bytes()).expect("write request");
-    let mut r = BufReader::new(stream);
-    let mut line = String::new();
-    r.read_line(&mut line)
-        .unwrap_or_else(|e| panic!("POST {url}: no status line: {e}"));
-    let status: u16 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("POST {url}: bad status line {line:?}"));
-    let mut headers = Vec::new();
-    loop {
-        let mut h = String::new();
-        r.read_line(&mut h).expect("header line");
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        let (k, v) = h.split_once(':').expect("header: value");
-        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
-    }
-    let header = |name: &str| {
-        headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
-    let chunked = header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
-    let remaining = header("content-length").and_then(|v| v.parse().ok());
-    HttpStream {
-        r,
-        status,
-        headers,
-        chunked,
-        remaining,
-        done: false,
-    }
-}
-
-impl HttpStream {
-    fn content_type(&self) -> &str {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == "content-type")
-            .map(|(_, v)| v.as_str())
-            .unwrap_or("")
-    }
-
-    /// The next piece of the body as it arrives; None at its end.
-    fn next_piece(&mut self) -> Option<Vec<u8>> {
-        if self.done {
-            return None;
-        }
-        if self.chunked {
-            let mut size = String::new();
-            self.r.read_line(&mut size).expect("chunk size line");
-            let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16)
-                .unwrap_or_else(|_| panic!("bad chunk size line {size:?}"));
-            if n == 0 {
-                self.done = true;
-                return None;
-            }
-            let mut buf = vec![0; n + 2];
-            self.r.read_exact(&mut buf).expect("chunk data");
-            buf.truncate(n);
-            return Some(buf);
-        }
-        let want = self.remaining.unwrap_or(64 * 1024).min(64 * 1024);
-        if want == 0 {
-            self.done = true;
-            return None;
-        }
-        let mut buf = vec![0; want];
-        let n = self.r.read(&mut buf).expect("body read");
-        if n == 0 {
-            self.done = true;
-            return None;
-        }
-        buf.truncate(n);
-        if let Some(rem) = self.remaining.as_mut() {
-            *rem -= n;
-        }
-        Some(buf)
-    }
-
-    fn body(&mut self) -> Vec<u8> {
-        let mut all = Vec::new();
-        while let Some(p) = self.next_piece() {
-            all.extend(p);
-        }
-        all
-    }
-}
-
-/// A whole MCP POST: (status, body).
-fn post(url: &str, body: &Value) -> (u16, Vec<u8>) {
-    let mut s = post_open(url, body);
-    let b = s.body();
-    (s.status, b)
-}
-
-/// A GET that expects 204 (the upstream's release switches).
-fn release(base: &str, what: &str) {
-    let authority = base.strip_prefix("http://").expect("http://");
-    let mut stream = TcpStream::connect(authority).expect("connect upstream");
-    write!(
-        stream,
-        "GET /release/{what} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("write");
-    let mut resp = String::new();
-    let _ = stream.read_to_string(&mut resp);
-    assert!(resp.starts_with("HTTP/1.0 204"), "release {what}: {resp}");
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+/// The slow upstream with `record --url` in front of it, taping to `dir/TAPE`.
+fn slow_recording(dir: &Path, tape: &str) -> RecordedUpstream {
+    record_upstream(dir, "slow", SLOW_UPSTREAM, tape)
 }
 
 fn json_body(status: u16, body: &[u8]) -> Value {
     assert_eq!(status, 200, "{}", text(body));
     serde_json::from_slice(body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(body)))
-}
-
-/// The position of the first tape line matching `pred`.
-fn pos(lines: &[Value], what: &str, pred: impl Fn(&Value) -> bool) -> usize {
-    lines
-        .iter()
-        .position(pred)
-        .unwrap_or_else(|| panic!("{what} is not on the tape: {lines:#?}"))
 }
 
 // --- 1: a slow upstream ----------------------------------------------------------------------
@@ -449,23 +76,21 @@ fn pos(lines: &[Value], what: &str, pred: impl Fn(&Value) -> bool) -> usize {
 #[test]
 fn a_slow_json_answer_is_awaited_forwarded_and_taped_and_a_fast_request_passes_meanwhile() {
     let dir = tmp();
-    let (mut up, base) = slow_upstream(dir.path());
-    let tape = dir.path().join("slow-json.jsonl");
-    let rec = Served::record(&format!("{base}/mcp"), &tape);
+    let mut slow = slow_recording(dir.path(), "slow-json.jsonl");
 
     let (done_tx, done_rx) = mpsc::channel();
-    let url = rec.url.clone();
-    let slow = std::thread::spawn(move || {
+    let url = slow.rec.url.clone();
+    let slow_client = std::thread::spawn(move || {
         let req = json!({"jsonrpc": "2.0", "id": 1, "method": "slow/json"});
         let (status, body) = post(&url, &req);
         let _ = done_tx.send(());
         (status, body)
     });
-    up.wait_log("slow/json: received");
+    slow.up.wait_log("slow/json: received");
 
     // Another client, while the slow request is in the upstream's hands.
     let fast = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
-    let (status, body) = post(&rec.url, &fast);
+    let (status, body) = post(&slow.rec.url, &fast);
     let v = json_body(status, &body);
     assert_eq!(v["id"], 2, "{v}");
     assert_eq!(v["result"]["fast"], "tools/list", "{v}");
@@ -473,30 +98,22 @@ fn a_slow_json_answer_is_awaited_forwarded_and_taped_and_a_fast_request_passes_m
         done_rx.try_recv().is_err(),
         "the slow answer came back before the fast one: the fast request was held behind it"
     );
-    assert!(!up.log_text().contains("slow/json: answering"));
+    assert!(!slow.up.log_text().contains("slow/json: answering"));
 
-    release(&base, "json");
-    let (status, body) = slow.join().expect("the slow client");
+    release(&slow.base, "json");
+    let (status, body) = slow_client.join().expect("the slow client");
     let v = json_body(status, &body);
     assert_eq!(
         v,
         json!({"jsonrpc": "2.0", "id": 1, "result": {"slow": "json"}})
     );
-    rec.stop();
+    slow.rec.stop();
 
-    let lines = tape_lines(&tape);
-    let slow_req = pos(&lines, "the slow request", |l| {
-        l["dir"] == "c2s" && l["id"] == 1
-    });
-    let fast_req = pos(&lines, "the fast request", |l| {
-        l["dir"] == "c2s" && l["id"] == 2
-    });
-    let fast_resp = pos(&lines, "the fast answer", |l| {
-        l["dir"] == "s2c" && l["id"] == 2
-    });
-    let slow_resp = pos(&lines, "the slow answer", |l| {
-        l["dir"] == "s2c" && l["id"] == 1
-    });
+    let lines = tape_lines(&slow.tape);
+    let slow_req = position_of(&lines, "c2s", 1);
+    let fast_req = position_of(&lines, "c2s", 2);
+    let fast_resp = position_of(&lines, "s2c", 2);
+    let slow_resp = position_of(&lines, "s2c", 1);
     assert!(
         slow_req < fast_req && fast_req < fast_resp && fast_resp < slow_resp,
         "tape order: {lines:#?}"
@@ -518,26 +135,21 @@ fn a_slow_json_answer_is_awaited_forwarded_and_taped_and_a_fast_request_passes_m
 #[test]
 fn a_slow_sse_answer_is_forwarded_event_by_event_and_a_fast_request_passes_mid_stream() {
     let dir = tmp();
-    let (mut up, base) = slow_upstream(dir.path());
-    let tape = dir.path().join("slow-sse.jsonl");
-    let rec = Served::record(&format!("{base}/mcp"), &tape);
+    let mut slow = slow_recording(dir.path(), "slow-sse.jsonl");
 
     let req = json!({"jsonrpc": "2.0", "id": 5, "method": "slow/sse"});
-    let mut stream = post_open(&rec.url, &req); // returns once the (late) headers are through
-    assert_eq!(stream.status, 200);
+    // Returns once the (late) headers are through.
+    let mut stream = post_open_ok(&slow.rec.url, &req);
     assert!(
         stream.content_type().starts_with("text/event-stream"),
         "{:?}",
         stream.headers
     );
-    let mut got = Vec::new();
-    while !text(&got).contains("\n\n") {
-        got.extend(stream.next_piece().expect("the first event"));
-    }
+    let mut got = stream.read_until("\n\n");
     assert!(text(&got).starts_with("id: p-1\n"), "{}", text(&got));
 
     let fast = json!({"jsonrpc": "2.0", "id": 6, "method": "ping"});
-    let (status, body) = post(&rec.url, &fast);
+    let (status, body) = post(&slow.rec.url, &fast);
     let v = json_body(status, &body);
     assert_eq!(v["result"]["fast"], "ping", "{v}");
 
@@ -546,8 +158,8 @@ fn a_slow_sse_answer_is_forwarded_event_by_event_and_a_fast_request_passes_mid_s
         got.extend(stream.next_piece().expect("the second event"));
     }
     assert!(!text(&got).contains("\"result\""), "{}", text(&got));
-    assert!(!up.log_text().contains("slow/sse: answering"));
-    release(&base, "sse");
+    assert!(!slow.up.log_text().contains("slow/sse: answering"));
+    release(&slow.base, "sse");
     got.extend(stream.body());
     let all = text(&got);
     assert!(
@@ -556,21 +168,15 @@ fn a_slow_sse_answer_is_forwarded_event_by_event_and_a_fast_request_passes_mid_s
         ),
         "{all}"
     );
-    up.wait_log("slow/sse: answering");
-    rec.stop();
+    slow.up.wait_log("slow/sse: answering");
+    slow.rec.stop();
 
-    let lines = tape_lines(&tape);
-    let p1 = pos(&lines, "progress 1", |l| l["http"]["event_id"] == "p-1");
-    let p2 = pos(&lines, "progress 2", |l| l["http"]["event_id"] == "p-2");
-    let fast_req = pos(&lines, "the fast request", |l| {
-        l["dir"] == "c2s" && l["id"] == 6
-    });
-    let fast_resp = pos(&lines, "the fast answer", |l| {
-        l["dir"] == "s2c" && l["id"] == 6
-    });
-    let resp = pos(&lines, "the SSE response", |l| {
-        l["dir"] == "s2c" && l["id"] == 5
-    });
+    let lines = tape_lines(&slow.tape);
+    let p1 = position(&lines, "progress 1", |l| l["http"]["event_id"] == "p-1");
+    let p2 = position(&lines, "progress 2", |l| l["http"]["event_id"] == "p-2");
+    let fast_req = position_of(&lines, "c2s", 6);
+    let fast_resp = position_of(&lines, "s2c", 6);
+    let resp = position_of(&lines, "s2c", 5);
     assert!(
         p1 < fast_req && fast_req < fast_resp && fast_resp < resp && p2 < resp,
         "tape order: {lines:#?}"
@@ -616,11 +222,6 @@ fn raise_nofile(want: u64) {
     }
 }
 
-/// What `LineClient::initialize` sends (so the HTTP sessions match the recorded one).
-fn init_params() -> Value {
-    json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}})
-}
-
 fn add_params() -> Value {
     json!({"name": "add", "arguments": {"a": 2, "b": 3}})
 }
@@ -629,7 +230,11 @@ fn add_params() -> Value {
 /// initialized, tools/list (id 1), tools/call add 2 3 (id 2).
 fn demo_tape(dir: &Path) -> PathBuf {
     let tape = dir.join("demo.jsonl");
-    let mut c = LineClient::spawn(&record_cmd(&tape, &demo_server("healthy")));
+    let mut c = Mt::new(["record", "--tape"])
+        .arg(&tape)
+        .arg("--")
+        .args(demo_server("healthy"))
+        .spawn();
     let init = c.initialize();
     assert_eq!(
         init["result"]["serverInfo"]["name"], "mcptape-demo",
@@ -925,7 +530,7 @@ impl FastUpstream {
         let results = Arc::new(results);
         let next_session = Arc::new(AtomicU64::new(1));
 
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
@@ -1024,21 +629,29 @@ impl Drop for FastUpstream {
     }
 }
 
+/// How many concurrent HTTP sessions a load test runs.
+const SESSIONS: usize = 1000;
+
+/// [`SESSIONS`] concurrent sessions against `served`, its RSS sampled throughout; the figures
+/// are printed (`what`: where the sessions went) and every session must pass in bounded memory.
+fn load(served: &Served, what: &str, label: &str) {
+    let pid = served.pid();
+    let start_rss = rss(pid).expect("the process's status").0;
+    let run = run_sessions(&served.url, SESSIONS, pid);
+    run.report(what, SESSIONS, start_rss);
+    run.assert_ok(label, SESSIONS);
+}
+
 /// 1,000 concurrent sessions through `record --url` to a fast upstream: every answer right, no
 /// error, every message on the tape, the proxy's memory bounded.
 #[test]
 fn a_thousand_concurrent_http_sessions_through_the_proxy_are_all_answered_and_taped() {
-    const SESSIONS: usize = 1000;
     raise_nofile(8192);
     let dir = tmp();
     let upstream = FastUpstream::start(&demo_tape(dir.path()));
     let tape = dir.path().join("load.jsonl");
     let rec = Served::record(&upstream.url, &tape);
-    let pid = rec.pid();
-    let start_rss = rss(pid).expect("proxy status").0;
-    let run = run_sessions(&rec.url, SESSIONS, pid);
-    run.report("through record --url", SESSIONS, start_rss);
-    run.assert_ok("record --url", SESSIONS);
+    load(&rec, "through record --url", "record --url");
 
     let err = rec.stop();
     drop(upstream);
@@ -1081,15 +694,10 @@ fn a_thousand_concurrent_http_sessions_through_the_proxy_are_all_answered_and_ta
 /// answer right, play's memory bounded, and play's report counts every session's calls.
 #[test]
 fn a_thousand_concurrent_http_sessions_against_play_listen_are_served_in_bounded_memory() {
-    const SESSIONS: usize = 1000;
     raise_nofile(8192);
     let dir = tmp();
     let play = Served::play(&demo_tape(dir.path()));
-    let pid = play.pid();
-    let start_rss = rss(pid).expect("play status").0;
-    let run = run_sessions(&play.url, SESSIONS, pid);
-    run.report("against play --listen", SESSIONS, start_rss);
-    run.assert_ok("play --listen", SESSIONS);
+    load(&play, "against play --listen", "play --listen");
     let err = play.stop();
     assert!(
         err.contains(&format!("served {}, missed 0, drifted 0", 2 * SESSIONS)),

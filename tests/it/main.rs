@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod bounds;
 mod check_diff;
 mod cli;
 mod conformance;

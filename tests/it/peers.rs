@@ -7,53 +7,9 @@
 use crate::harness::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 // --- helpers ---------------------------------------------------------------------------------
-
-/// `mcptape play TAPE` behind `/bin/sh`, which writes play's exit status to `rc_file` (the client
-/// spawns play, so its status is not otherwise visible; stdin, stdout and stderr pass through).
-fn play_reporting_status(tape: &Path, rc_file: &Path) -> Vec<String> {
-    let mut v: Vec<String> = vec![
-        "/bin/sh".into(),
-        "-c".into(),
-        r#"rc="$1"; shift; "$@"; echo $? > "$rc""#.into(),
-        "sh".into(),
-        s(rc_file),
-    ];
-    v.extend(play_cmd(tape));
-    v
-}
-
-/// The exit status written by `play_reporting_status` (waits briefly for the file).
-fn status_from(rc_file: &Path) -> i32 {
-    let start = Instant::now();
-    loop {
-        if let Ok(text) = std::fs::read_to_string(rc_file) {
-            if text.ends_with('\n') {
-                return text
-                    .trim()
-                    .parse()
-                    .unwrap_or_else(|e| panic!("bad status {text:?}: {e}"));
-            }
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "mcptape play never exited (no status in {})",
-            rc_file.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn pretty(v: &Value) -> String {
-    serde_json::to_string_pretty(v).expect("json")
-}
 
 /// One record/play round trip of one client.
 struct Trip {
@@ -66,6 +22,33 @@ struct Trip {
 }
 
 impl Trip {
+    /// One round trip in `dir`: `client` run against the recorder in front of `server` (its
+    /// second argument false), then against play of the tape, `dir/x.jsonl` (true).
+    fn run(
+        dir: &Path,
+        server: &[String],
+        client: impl Fn(&[String], bool) -> (Value, Output),
+    ) -> Trip {
+        let tape = dir.join("x.jsonl");
+        let rc = dir.join("play.rc");
+        let (recorded, record_out) = client(&record_cmd(&tape, server), false);
+        assert!(
+            tape.exists(),
+            "no tape written; client stderr:\n{}",
+            text(&record_out.stderr)
+        );
+        let (replayed, play_out) = client(&play_reporting(&tape, &rc, None), true);
+        let play_status = reported_status(&rc);
+        Trip {
+            tape,
+            recorded,
+            replayed,
+            record_out,
+            play_out,
+            play_status,
+        }
+    }
+
     /// The checks every round trip must pass: both runs succeed, the client saw the same thing
     /// through play as through the recorder, and play served everything (exit 0, `missed 0`).
     fn assert_identical(&self) {
@@ -113,46 +96,41 @@ fn py_trip(
     record_env: &[(&str, &str)],
     play_env: &[(&str, &str)],
 ) -> Trip {
-    let tape = dir.join("x.jsonl");
-    let rc = dir.join("play.rc");
-    let (recorded, record_out) = py_client(scenario, mode, &record_cmd(&tape, server), record_env);
-    assert!(
-        tape.exists(),
-        "no tape written; client stderr:\n{}",
-        text(&record_out.stderr)
-    );
-    let (replayed, play_out) =
-        py_client(scenario, mode, &play_reporting_status(&tape, &rc), play_env);
-    let play_status = status_from(&rc);
-    Trip {
-        tape,
-        recorded,
-        replayed,
-        record_out,
-        play_out,
-        play_status,
-    }
+    Trip::run(dir, server, |target, play| {
+        py_client(
+            scenario,
+            mode,
+            target,
+            if play { play_env } else { record_env },
+        )
+    })
 }
 
-/// Runs the rmcp client example with `args` against `server`.
-fn rmcp(args: &[String], server: &[String], env: Option<&[(&str, &str)]>) -> (Value, Output) {
-    let mut cmd = Command::new(rmcp_client());
-    cmd.args(args).arg("--").args(server);
-    if let Some(env) = env {
-        cmd.env_clear();
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-    }
-    let out = run_with_timeout(cmd, Duration::from_secs(60));
-    let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "rmcp_client printed no JSON ({e}); status {:?}; stderr:\n{}",
-            out.status,
-            text(&out.stderr)
-        )
-    });
-    (doc, out)
+/// [`py_trip`] in a temp folder of its own, without extra environment, required to be
+/// identical: (the folder, the trip, the tape's messages).
+fn identical_py_trip(
+    scenario: &str,
+    mode: &str,
+    server: &[String],
+) -> (tempfile::TempDir, Trip, Vec<Value>) {
+    let dir = tmp();
+    let trip = py_trip(dir.path(), scenario, mode, server, &[], &[]);
+    trip.assert_identical();
+    let msgs = trip.msgs();
+    (dir, trip, msgs)
+}
+
+/// The one sampling request on the tape, which came inside the exchange of the client's
+/// request `call`.
+fn sampling_inside<'a>(msgs: &'a [Value], call: &Value) -> &'a Value {
+    let sampling = select(msgs, "s2c", "request", Some("sampling/createMessage"));
+    assert_eq!(sampling.len(), 1, "one sampling request on the tape");
+    let at = position(msgs, sampling[0]);
+    assert!(
+        position(msgs, call) < at && at < response_to(msgs, call).0,
+        "sampling request inside the exchange"
+    );
+    sampling[0]
 }
 
 fn rmcp_trip(
@@ -161,19 +139,9 @@ fn rmcp_trip(
     server: &[String],
     play_env: Option<&[(&str, &str)]>,
 ) -> Trip {
-    let tape = dir.join("x.jsonl");
-    let rc = dir.join("play.rc");
-    let (recorded, record_out) = rmcp(args, &record_cmd(&tape, server), None);
-    let (replayed, play_out) = rmcp(args, &play_reporting_status(&tape, &rc), play_env);
-    let play_status = status_from(&rc);
-    Trip {
-        tape,
-        recorded,
-        replayed,
-        record_out,
-        play_out,
-        play_status,
-    }
+    Trip::run(dir, server, |target, play| {
+        rmcp_run(args, target, if play { play_env } else { None })
+    })
 }
 
 /// `--call TOOL ARGS` pairs for the rmcp client.
@@ -263,6 +231,20 @@ fn assert_counter_in_order(msgs: &[Value], transcript: &Value) {
     }
 }
 
+/// The fixture's `progress_steps` call: three progress notifications for its token on the tape,
+/// and 1, 2, 3 through play.
+fn assert_progress_steps(msgs: &[Value], transcript: &Value) {
+    let p = calls_to(msgs, "progress_steps");
+    assert_eq!(
+        progress_for(msgs, &p[0]["msg"]["params"]["_meta"]["progressToken"]).len(),
+        3
+    );
+    assert_eq!(
+        progress_values(&step(transcript, "call progress_steps")["progress"]),
+        [1.0, 2.0, 3.0]
+    );
+}
+
 /// Processes whose parent is `pid` (from /proc).
 fn children_of(pid: i32) -> Vec<String> {
     let mut kids = Vec::new();
@@ -288,26 +270,16 @@ fn children_of(pid: i32) -> Vec<String> {
 /// client's LLM (server→client `sampling/createMessage` mid-call) and one that reports progress.
 #[test]
 fn python_client_and_server_everything_replay_sampling_and_progress() {
-    let dir = tmp();
-    let trip = py_trip(dir.path(), "everything", "legacy", &everything(), &[], &[]);
-    trip.assert_identical();
-    let msgs = trip.msgs();
+    let (_dir, trip, msgs) = identical_py_trip("everything", "legacy", &everything());
 
     // Sampling: the server's request arrived inside the tools/call exchange and the client's
     // answer went back with the server's id.
     let sampling_call = calls_to(&msgs, "trigger-sampling-request");
     assert_eq!(sampling_call.len(), 1);
-    let (done, _) = response_to(&msgs, sampling_call[0]);
-    let sampling = select(&msgs, "s2c", "request", Some("sampling/createMessage"));
-    assert_eq!(sampling.len(), 1, "one sampling request on the tape");
-    let at = position(&msgs, sampling[0]);
-    assert!(
-        position(&msgs, sampling_call[0]) < at && at < done,
-        "sampling request inside the exchange"
-    );
+    let sampling = sampling_inside(&msgs, sampling_call[0]);
     let answer = select(&msgs, "c2s", "response", None)
         .into_iter()
-        .find(|m| m["id"] == sampling[0]["id"])
+        .find(|m| m["id"] == sampling["id"])
         .expect("the client's answer to the sampling request is recorded");
     assert_eq!(answer["msg"]["result"]["model"], "mcptape-fixed-model");
     let observed = &step(&trip.replayed, "call trigger-sampling-request")["observed"];
@@ -352,10 +324,7 @@ fn python_client_and_server_everything_replay_sampling_and_progress() {
 /// -32601 and the client falls back to `initialize`. The failed probe is recorded and replayed.
 #[test]
 fn python_client_auto_mode_replays_the_failed_discover_probe() {
-    let dir = tmp();
-    let trip = py_trip(dir.path(), "everything", "auto", &everything(), &[], &[]);
-    trip.assert_identical();
-    let msgs = trip.msgs();
+    let (_dir, trip, msgs) = identical_py_trip("everything", "auto", &everything());
     let requests = select(&msgs, "c2s", "request", None);
     assert_eq!(
         requests[0]["method"], "server/discover",
@@ -376,8 +345,7 @@ fn python_client_auto_mode_replays_the_failed_discover_probe() {
 /// (it never starts the server), yet the client reads the same graph back.
 #[test]
 fn python_client_and_server_memory() {
-    let dir = tmp();
-    let record_file = dir.path().join("memory-record.jsonl");
+    let (dir, record_file) = tmp_tape("memory-record.jsonl");
     let play_file = dir.path().join("memory-play.jsonl");
     let trip = py_trip(
         dir.path(),
@@ -392,7 +360,7 @@ fn python_client_and_server_memory() {
     assert_eq!(select(&msgs, "c2s", "request", Some("tools/call")).len(), 6);
     let graph = std::fs::read_to_string(&record_file)
         .expect("the server wrote its memory file while recording");
-    assert!(graph.contains("Analytical Engine"), "{graph}");
+    assert_contains(&graph, "Analytical Engine");
     assert!(
         !play_file.exists(),
         "play started something that wrote {}",
@@ -410,10 +378,7 @@ fn python_client_and_server_memory() {
 /// calls: play must serve them in recorded order.
 #[test]
 fn python_sdk_server_2026_era() {
-    let dir = tmp();
-    let trip = py_trip(dir.path(), "pyserver", "2026-07-28", &py_server(), &[], &[]);
-    trip.assert_identical();
-    let msgs = trip.msgs();
+    let (_dir, trip, msgs) = identical_py_trip("pyserver", "2026-07-28", &py_server());
     assert_eq!(trip.replayed["protocolVersion"], "2026-07-28");
     let requests = select(&msgs, "c2s", "request", None);
     assert!(
@@ -437,25 +402,13 @@ fn python_sdk_server_2026_era() {
     assert!(ask[1]["msg"]["params"]["inputResponses"].is_object());
     let observed = &step(&trip.replayed, "call ask_llm")["observed"];
     assert_eq!(observed[0]["server_request"], "sampling/createMessage");
-
-    let p = calls_to(&msgs, "progress_steps");
-    assert_eq!(
-        progress_for(&msgs, &p[0]["msg"]["params"]["_meta"]["progressToken"]).len(),
-        3
-    );
-    assert_eq!(
-        progress_values(&step(&trip.replayed, "call progress_steps")["progress"]),
-        [1.0, 2.0, 3.0]
-    );
+    assert_progress_steps(&msgs, &trip.replayed);
 }
 
 /// The same server and scenario in the legacy era: initialize, a real sampling request.
 #[test]
 fn python_sdk_server_legacy_era() {
-    let dir = tmp();
-    let trip = py_trip(dir.path(), "pyserver", "legacy", &py_server(), &[], &[]);
-    trip.assert_identical();
-    let msgs = trip.msgs();
+    let (_dir, trip, msgs) = identical_py_trip("pyserver", "legacy", &py_server());
     assert_eq!(
         select(&msgs, "c2s", "request", None)[0]["method"],
         "initialize"
@@ -463,29 +416,15 @@ fn python_sdk_server_legacy_era() {
     assert_counter_in_order(&msgs, &trip.replayed);
     let ask = calls_to(&msgs, "ask_llm");
     assert_eq!(ask.len(), 1);
-    let sampling = select(&msgs, "s2c", "request", Some("sampling/createMessage"));
-    assert_eq!(sampling.len(), 1);
-    let at = position(&msgs, sampling[0]);
-    assert!(position(&msgs, ask[0]) < at && at < response_to(&msgs, ask[0]).0);
-    let p = calls_to(&msgs, "progress_steps");
-    assert_eq!(
-        progress_for(&msgs, &p[0]["msg"]["params"]["_meta"]["progressToken"]).len(),
-        3
-    );
-    assert_eq!(
-        progress_values(&step(&trip.replayed, "call progress_steps")["progress"]),
-        [1.0, 2.0, 3.0]
-    );
+    sampling_inside(&msgs, ask[0]);
+    assert_progress_steps(&msgs, &trip.replayed);
 }
 
 /// Eight concurrent calls, answered out of order by the server; through play every call still
 /// gets its own answer.
 #[test]
 fn python_client_parallel_calls_answered_out_of_order() {
-    let dir = tmp();
-    let trip = py_trip(dir.path(), "parallel", "legacy", &py_server(), &[], &[]);
-    trip.assert_identical();
-    let msgs = trip.msgs();
+    let (_dir, trip, msgs) = identical_py_trip("parallel", "legacy", &py_server());
     let reqs = calls_to(&msgs, "slow_echo");
     assert_eq!(reqs.len(), 8);
     let req_pos: Vec<usize> = reqs.iter().map(|r| position(&msgs, r)).collect();
@@ -565,11 +504,11 @@ fn rmcp_client_and_server_everything() {
     let mut args = calls(&reversed);
     args.push("--list-resources".into());
     let rc = dir.path().join("reversed.rc");
-    let (doc, out) = rmcp(&args, &play_reporting_status(&trip.tape, &rc), None);
+    let (doc, out) = rmcp_run(&args, &play_reporting(&trip.tape, &rc, None), None);
     let err = text(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert_eq!(status_from(&rc), 0, "{err}");
-    assert!(err.contains("missed 0, drifted 0"), "{err}");
+    assert_eq!(reported_status(&rc), 0, "{err}");
+    assert_contains(&err, "missed 0, drifted 0");
     let mut got = doc["calls"].as_array().expect("calls").clone();
     got.reverse();
     assert_eq!(Value::Array(got), trip.recorded["calls"]);
@@ -598,25 +537,23 @@ fn rmcp_client_and_server_everything() {
     assert!(resp["result"]["content"][0]["text"]
         .as_str()
         .is_some_and(|t| t.starts_with("Long running operation completed")));
-    let (status, err) = c.finish();
-    assert!(status.success(), "{err}");
+    c.finish_with(0);
 }
 
 /// rmcp asking play for a call that is not on the tape gets the -32099 explanation, and play
 /// exits 1 saying so.
 #[test]
 fn rmcp_client_gets_an_explained_miss() {
-    let dir = tmp();
-    let tape = dir.path().join("x.jsonl");
+    let (dir, tape) = tmp_tape("x.jsonl");
     let recorded_args = calls(&[("get-sum", json!({"a": 1, "b": 2}))]);
-    let (_, out) = rmcp(&recorded_args, &record_cmd(&tape, &everything()), None);
+    let (_, out) = rmcp_run(&recorded_args, &record_cmd(&tape, &everything()), None);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let args = calls(&[
         ("get-sum", json!({"a": 1, "b": 2})),
         ("get-sum", json!({"a": 1, "b": 3})),
     ]);
     let rc = dir.path().join("play.rc");
-    let (doc, out) = rmcp(&args, &play_reporting_status(&tape, &rc), None);
+    let (doc, out) = rmcp_run(&args, &play_reporting(&tape, &rc, None), None);
     let err = text(&out.stderr);
     assert_eq!(
         doc["calls"][0]["result"]["content"][0]["text"],
@@ -625,13 +562,13 @@ fn rmcp_client_gets_an_explained_miss() {
     let miss = doc["calls"][1]["error"]
         .as_str()
         .unwrap_or_else(|| panic!("{}", pretty(&doc)));
-    assert!(miss.contains("-32099"), "{miss}");
+    assert_contains(miss, "-32099");
     assert!(
         miss.contains("$.arguments.b"),
         "the explanation names the difference: {miss}"
     );
-    assert!(err.contains("missed 1"), "{err}");
-    assert_eq!(status_from(&rc), 1, "{err}");
+    assert_contains(&err, "missed 1");
+    assert_eq!(reported_status(&rc), 1, "{err}");
 }
 
 /// Play starts no server: the recorded server command is a script that logs every start; it ran
@@ -693,8 +630,7 @@ fn play_starts_no_server_process() {
         Vec::<String>::new(),
         "play has child processes"
     );
-    let (status, err) = c.finish();
-    assert!(status.success(), "{err}");
+    c.finish_with(0);
     assert_eq!(
         std::fs::read_to_string(&log).expect("log").lines().count(),
         1
@@ -708,29 +644,22 @@ fn play_starts_no_server_process() {
         1,
         "record runs its server as a child"
     );
-    let (status, err) = c.finish();
-    assert!(status.success(), "{err}");
+    c.finish_with(0);
 }
 
 #[test]
 fn a_multi_round_trip_call_is_shown_as_linked_exchanges() {
     // The 2026-07-28 era: `ask_llm` answers `input_required`; the client retries the same call
     // with `inputResponses`. The tape keeps both exchanges; `show` links the retry to the first.
-    let dir = tmp();
-    let tape = dir.path().join("mrtr.jsonl");
+    let (_dir, tape) = tmp_tape("mrtr.jsonl");
     let (_, out) = py_client(
         "pyserver",
         "2026-07-28",
         &record_cmd(&tape, &py_server()),
         &[],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let shown = mcptape(&["show", "--json", &s(&tape)]);
-    let doc: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("show --json");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc = show_json(&tape);
     let rows = doc["messages"].as_array().expect("rows");
     let first = rows
         .iter()

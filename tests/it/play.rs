@@ -2,31 +2,15 @@
 //! the client gets, what stderr says, and the exit code.
 
 use crate::harness::*;
-use crate::record::{py, record};
+use crate::record::{py, record, record_sh};
 use serde_json::{json, Value};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-fn req(id: impl Into<Value>, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.into(), "method": method, "params": params})
-}
-
-fn init_params() -> Value {
-    json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it", "version": "1"}})
-}
-
 /// `mcptape play TAPE FLAGS…` as a line client.
 fn play(tape: &Path, flags: &[&str]) -> LineClient {
-    let mut argv = play_cmd(tape);
-    argv.extend(flags.iter().map(|f| f.to_string()));
-    LineClient::spawn(&argv)
-}
-
-/// Sends `request` and returns (response, messages before it).
-fn ask(c: &mut LineClient, request: &Value) -> (Value, Vec<Value>) {
-    c.send(request);
-    c.recv_response(&request["id"])
+    Mt::new(["play"]).arg(tape).args(flags).spawn()
 }
 
 /// `v` with its top-level `id` set to `id`.
@@ -80,8 +64,7 @@ fn lookup_params() -> Value {
 }
 
 fn record_demo() -> Demo {
-    let dir = tmp();
-    let tape = dir.path().join("demo.jsonl");
+    let (dir, tape) = tmp_tape("demo.jsonl");
     let mut c = record(&tape, &[], &demo_server("healthy"));
     let requests = [
         req(1, "initialize", init_params()),
@@ -92,15 +75,14 @@ fn record_demo() -> Demo {
     ];
     let mut steps = Vec::new();
     for (i, r) in requests.into_iter().enumerate() {
-        let (resp, before) = ask(&mut c, &r);
+        let (resp, before) = c.ask(&r);
         assert!(resp.get("result").is_some(), "{resp}");
         steps.push((r, resp, before));
         if i == 0 {
             c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         }
     }
-    let (status, stderr) = c.finish();
-    assert!(status.success(), "{stderr}");
+    c.finish_with(0);
     let progress = &steps[3].2;
     assert_eq!(
         progress
@@ -127,7 +109,7 @@ fn play_answers_like_the_recording_with_the_clients_ids_and_progress_token() {
         if recorded_req["params"]["name"] == "forecast" {
             r["params"]["_meta"]["progressToken"] = json!(4242);
         }
-        let (resp, before) = ask(&mut c, &r);
+        let (resp, before) = c.ask(&r);
         assert_eq!(resp["id"], ids[k]);
         assert_eq!(resp, with_id(recorded_resp, json!(ids[k])), "step {k}");
         let expected: Vec<Value> = recorded_before
@@ -149,11 +131,10 @@ fn play_answers_like_the_recording_with_the_clients_ids_and_progress_token() {
             c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         }
     }
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains("served 5, missed 0, drifted 0; every recorded exchange was used"),
-        "{stderr}"
+    let stderr = c.finish_with(0);
+    assert_contains(
+        &stderr,
+        "served 5, missed 0, drifted 0; every recorded exchange was used",
     );
 }
 
@@ -192,41 +173,52 @@ fn reordered_and_parallel_calls_match_by_content() {
         Some(0),
         "unused exchanges are not a failure: {stderr}"
     );
-    assert!(
-        stderr.contains("served 3, missed 0, drifted 0; 2 recorded exchanges never used:"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "served 3, missed 0, drifted 0; 2 recorded exchanges never used:",
     );
     let init_line = tape_line_of_request(&demo.tape, &json!(1));
-    assert!(
-        stderr.contains(&format!("tape line {init_line:>5}  initialize\n")),
-        "{stderr}"
-    );
+    assert_contains(&stderr, &format!("tape line {init_line:>5}  initialize\n"));
     let fc_line = tape_line_of_request(&demo.tape, &json!(4));
-    assert!(
-        stderr.contains(&format!(
-            "tape line {fc_line:>5}  tools/call forecast {{\"city\":\"Lisbon\",\"days\":3}}"
-        )),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        &format!("tape line {fc_line:>5}  tools/call forecast {{\"city\":\"Lisbon\",\"days\":3}}"),
     );
+}
+
+/// Python that the inline servers below start with: `send(o)` writes one JSON line,
+/// `messages()` yields every JSON line read from stdin until EOF, `requests()` only the requests.
+const PY_LINES: &str = r##"
+import sys, json
+def send(o):
+    sys.stdout.write(json.dumps(o) + "\n")
+    sys.stdout.flush()
+def messages():
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            return
+        yield json.loads(line)
+def requests():
+    for m in messages():
+        if "id" in m and "method" in m:
+            yield m
+"##;
+
+/// `python -u -c` running [`PY_LINES`], then `body`: a server command.
+fn line_server(body: &str) -> Vec<String> {
+    py(&format!("{PY_LINES}{body}"), &[])
 }
 
 /// `tools/call counter` answers 1, 2, 3… ; other requests get `{}`.
 const COUNTER: &str = r##"
-import sys, json
 n = 0
-while True:
-    line = sys.stdin.readline()
-    if not line:
-        break
-    m = json.loads(line)
-    if "id" not in m or "method" not in m:
-        continue
+for m in requests():
     r = {}
     if m["method"] == "tools/call":
         n += 1
         r = {"content": [{"type": "text", "text": str(n)}]}
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
-    sys.stdout.flush()
+    send({"jsonrpc": "2.0", "id": m["id"], "result": r})
 "##;
 
 fn counter_text(v: &Value) -> &str {
@@ -237,16 +229,14 @@ fn counter_text(v: &Value) -> &str {
 
 #[test]
 fn repeated_identical_calls_get_their_answers_in_recorded_order() {
-    let dir = tmp();
-    let tape = dir.path().join("counter.jsonl");
+    let (_dir, tape) = tmp_tape("counter.jsonl");
     let call = json!({"name": "counter", "arguments": {}});
-    let mut c = record(&tape, &[], &py(COUNTER, &[]));
+    let mut c = record(&tape, &[], &line_server(COUNTER));
     let recorded: Vec<String> = (1..=3)
         .map(|i| counter_text(&c.call(i, "tools/call", call.clone())).to_string())
         .collect();
     assert_eq!(recorded, ["1", "2", "3"]);
-    let (status, stderr) = c.finish();
-    assert!(status.success(), "{stderr}");
+    c.finish_with(0);
 
     let mut c = play(&tape, &[]);
     // All three in flight at once: still 1, 2, 3 in the order asked.
@@ -259,18 +249,17 @@ fn repeated_identical_calls_get_their_answers_in_recorded_order() {
         assert_eq!(counter_text(&v), want);
     }
     // A fourth: every recorded answer is used.
-    let (v, _) = ask(&mut c, &req("w", "tools/call", call.clone()));
+    let (v, _) = c.ask(&req("w", "tools/call", call.clone()));
     assert_eq!(v["error"]["code"], -32099, "{v}");
     let msg = v["error"]["message"].as_str().unwrap();
-    assert!(
-        msg.contains("this call was recorded 3 times and every answer is used"),
-        "{msg}"
+    assert_contains(
+        msg,
+        "this call was recorded 3 times and every answer is used",
     );
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("served 3, missed 1, drifted 0; every recorded exchange was used"),
-        "{stderr}"
+    let stderr = c.finish_with(1);
+    assert_contains(
+        &stderr,
+        "served 3, missed 1, drifted 0; every recorded exchange was used",
     );
 }
 
@@ -279,7 +268,7 @@ fn a_miss_names_the_nearest_call_and_its_differences() {
     let demo = record_demo();
     let add_line = tape_line_of_request(&demo.tape, &json!(3));
     let mut c = play(&demo.tape, &[]);
-    let (v, before) = ask(&mut c, &req("m-1", "tools/call", add_params(2, 5)));
+    let (v, before) = c.ask(&req("m-1", "tools/call", add_params(2, 5)));
     assert!(before.is_empty(), "{before:?}");
     assert_eq!(v["id"], "m-1");
     let err = &v["error"];
@@ -289,11 +278,9 @@ fn a_miss_names_the_nearest_call_and_its_differences() {
         msg.starts_with("mcptape: no recorded answer for tools/call"),
         "{msg}"
     );
-    assert!(
-        msg.contains(&format!(
-            "nearest (tape line {add_line}): $.arguments.b recorded 3 asked 5"
-        )),
-        "{msg}"
+    assert_contains(
+        msg,
+        &format!("nearest (tape line {add_line}): $.arguments.b recorded 3 asked 5"),
     );
     let data = &err["data"]["mcptape"];
     assert_eq!(data["reason"], "no_match");
@@ -307,44 +294,33 @@ fn a_miss_names_the_nearest_call_and_its_differences() {
     );
 
     // An unknown method is a miss too, listing what the tape has.
-    let (v, _) = ask(&mut c, &req("m-2", "prompts/list", json!({})));
+    let (v, _) = c.ask(&req("m-2", "prompts/list", json!({})));
     let msg = v["error"]["message"].as_str().unwrap();
-    assert!(msg.contains("the tape has no prompts/list call"), "{msg}");
+    assert_contains(msg, "the tape has no prompts/list call");
     // A recorded call is still served after the misses.
-    let (v, _) = ask(&mut c, &req("m-3", "tools/call", add_params(2, 3)));
+    let (v, _) = c.ask(&req("m-3", "tools/call", add_params(2, 3)));
     assert_eq!(v, with_id(&demo.step("add").1, json!("m-3")));
 
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("mcptape play: no recorded answer for tools/call"),
-        "{stderr}"
+    let stderr = c.finish_with(1);
+    assert_contains(&stderr, "mcptape play: no recorded answer for tools/call");
+    assert_contains(&stderr, "(request id \"m-1\")");
+    assert_contains(
+        &stderr,
+        &format!("nearest recorded call, tape line {add_line} (unused):"),
     );
-    assert!(stderr.contains("(request id \"m-1\")"), "{stderr}");
-    assert!(
-        stderr.contains(&format!(
-            "nearest recorded call, tape line {add_line} (unused):"
-        )),
-        "{stderr}"
+    assert_contains(&stderr, "$.arguments.b  recorded 3  asked 5");
+    assert_contains(
+        &stderr,
+        "the tape has: initialize ×1, tools/call ×3, tools/list ×1",
     );
-    assert!(
-        stderr.contains("$.arguments.b  recorded 3  asked 5"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("the tape has: initialize ×1, tools/call ×3, tools/list ×1"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("served 1, missed 2, drifted 0; 4 recorded exchanges never used:"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "served 1, missed 2, drifted 0; 4 recorded exchanges never used:",
     );
     let fc_line = tape_line_of_request(&demo.tape, &json!(4));
-    assert!(
-        stderr.contains(&format!(
-            "tape line {fc_line:>5}  tools/call forecast {{\"city\":\"Lisbon\",\"days\":3}}"
-        )),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        &format!("tape line {fc_line:>5}  tools/call forecast {{\"city\":\"Lisbon\",\"days\":3}}"),
     );
 }
 
@@ -353,26 +329,19 @@ fn lenient_serves_the_next_unused_exchange_of_the_method() {
     let demo = record_demo();
     let add_line = tape_line_of_request(&demo.tape, &json!(3));
     let mut c = play(&demo.tape, &["--lenient"]);
-    let (v, _) = ask(&mut c, &req("l-1", "tools/call", add_params(2, 5)));
+    let (v, _) = c.ask(&req("l-1", "tools/call", add_params(2, 5)));
     assert_eq!(
         v,
         with_id(&demo.step("add").1, json!("l-1")),
         "the first unused tools/call: add(2, 3)"
     );
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains(&format!("--lenient: served tape line {add_line} instead")),
-        "{stderr}"
+    let stderr = c.finish_with(0);
+    assert_contains(
+        &stderr,
+        &format!("--lenient: served tape line {add_line} instead"),
     );
-    assert!(
-        stderr.contains("$.arguments.b  recorded 3  asked 5"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("served 1, missed 0, drifted 0, served leniently 1"),
-        "{stderr}"
-    );
+    assert_contains(&stderr, "$.arguments.b  recorded 3  asked 5");
+    assert_contains(&stderr, "served 1, missed 0, drifted 0, served leniently 1");
 }
 
 #[test]
@@ -386,10 +355,10 @@ fn key_order_whitespace_and_progress_token_do_not_matter() {
     // A progress token where none was recorded.
     let mut p = lookup_params();
     p["_meta"] = json!({"progressToken": "not-recorded"});
-    let (v, _) = ask(&mut c, &req("k-2", "tools/call", p));
+    let (v, _) = c.ask(&req("k-2", "tools/call", p));
     assert_eq!(v, with_id(&demo.step("lookup_city").1, json!("k-2")));
     // No progress token where one was recorded: served, and no progress is sent.
-    let (v, before) = ask(&mut c, &req("k-3", "tools/call", forecast_params(None)));
+    let (v, before) = c.ask(&req("k-3", "tools/call", forecast_params(None)));
     let (_, recorded, recorded_before) = demo.step("forecast");
     assert_eq!(v, with_id(recorded, json!("k-3")));
     let without_progress: Vec<Value> = recorded_before
@@ -398,26 +367,15 @@ fn key_order_whitespace_and_progress_token_do_not_matter() {
         .cloned()
         .collect();
     assert_eq!(before, without_progress);
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("served 3, missed 0"), "{stderr}");
+    let stderr = c.finish_with(0);
+    assert_contains(&stderr, "served 3, missed 0");
 }
 
 /// On `tools/call ask`, asks the client for a sampling (server ids 0, 1, …), waits for the
 /// answer, then responds with the sampled text.
 const SAMPLER: &str = r##"
-import sys, json
-def send(o):
-    sys.stdout.write(json.dumps(o) + "\n")
-    sys.stdout.flush()
 sid = 0
-while True:
-    line = sys.stdin.readline()
-    if not line:
-        break
-    m = json.loads(line)
-    if "id" not in m or "method" not in m:
-        continue
+for m in requests():
     if m["method"] != "tools/call":
         send({"jsonrpc": "2.0", "id": m["id"], "result": {}})
         continue
@@ -426,8 +384,7 @@ while True:
     prompt = m["params"]["arguments"]["prompt"]
     send({"jsonrpc": "2.0", "id": mine, "method": "sampling/createMessage",
           "params": {"messages": [{"role": "user", "content": {"type": "text", "text": prompt}}], "maxTokens": 10}})
-    while True:
-        a = json.loads(sys.stdin.readline())
+    for a in messages():
         if a.get("id") == mine and "method" not in a:
             break
     text = a["result"]["content"]["text"]
@@ -457,16 +414,14 @@ fn ask_with_sampling(c: &mut LineClient, id: Value, prompt: &str, answer: &str) 
 
 #[test]
 fn server_requests_are_reissued_and_a_different_answer_is_drift() {
-    let dir = tmp();
-    let tape = dir.path().join("sampling.jsonl");
-    let mut c = record(&tape, &[], &py(SAMPLER, &[]));
+    let (_dir, tape) = tmp_tape("sampling.jsonl");
+    let mut c = record(&tape, &[], &line_server(SAMPLER));
     let (s1, r1) = ask_with_sampling(&mut c, json!(1), "first", "hello");
     let (s2, r2) = ask_with_sampling(&mut c, json!(2), "second", "world");
     assert_eq!((s1["id"].clone(), s2["id"].clone()), (json!(0), json!(1)));
     assert_eq!(r2["result"]["content"][0]["text"], "sampled: world");
     let list = c.call(3, "tools/list", json!({}));
-    let (status, stderr) = c.finish();
-    assert!(status.success(), "{stderr}");
+    c.finish_with(0);
     let s2_line = tape_lines(&tape)
         .iter()
         .position(|l| l["dir"] == "s2c" && l["method"] == "sampling/createMessage" && l["id"] == 1)
@@ -500,41 +455,30 @@ fn server_requests_are_reissued_and_a_different_answer_is_drift() {
     assert_eq!(p2["params"], s1["params"]);
     assert_ne!(p2["id"], p1["id"]);
     assert_eq!(v, with_id(&r1, json!("q-2")));
-    let (v, _) = ask(&mut c, &req("q-3", "tools/list", json!({})));
+    let (v, _) = c.ask(&req("q-3", "tools/list", json!({})));
     assert_eq!(v, with_id(&list, json!("q-3")));
     let (status, stderr) = c.finish();
     assert_eq!(status.code(), Some(1), "drift fails play: {stderr}");
-    assert!(
-        stderr.contains(&format!("drift: the client's answer to sampling/createMessage (tape line {s2_line}) differs from the recording")),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("$.result.content.text  recorded \"world\"  got \"WORLD\""),
-        "{stderr}"
+    assert_contains(&stderr, &format!("drift: the client's answer to sampling/createMessage (tape line {s2_line}) differs from the recording"));
+    assert_contains(
+        &stderr,
+        "$.result.content.text  recorded \"world\"  got \"WORLD\"",
     );
     assert_eq!(
         stderr.matches("drift:").count(),
         1,
         "only the changed answer drifted: {stderr}"
     );
-    assert!(
-        stderr.contains("served 3, missed 0, drifted 1; every recorded exchange was used"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "served 3, missed 0, drifted 1; every recorded exchange was used",
     );
 }
 
 /// Says something before any request, and again right after `notifications/initialized`.
 const EARLY: &str = r##"
-import sys, json
-def send(o):
-    sys.stdout.write(json.dumps(o) + "\n")
-    sys.stdout.flush()
 send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "early bird"}})
-while True:
-    line = sys.stdin.readline()
-    if not line:
-        break
-    m = json.loads(line)
+for m in messages():
     if m.get("method") == "notifications/initialized":
         send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     elif "id" in m and "method" in m:
@@ -543,17 +487,15 @@ while True:
 
 #[test]
 fn standalone_notifications_are_replayed_at_the_same_point() {
-    let dir = tmp();
-    let tape = dir.path().join("early.jsonl");
-    let mut c = record(&tape, &[], &py(EARLY, &[]));
+    let (_dir, tape) = tmp_tape("early.jsonl");
+    let mut c = record(&tape, &[], &line_server(EARLY));
     let early = c.recv();
     assert_eq!(early["params"]["data"], "early bird");
     let init = c.call(1, "initialize", init_params());
     c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let changed = c.recv();
     assert_eq!(changed["method"], "notifications/tools/list_changed");
-    let (status, stderr) = c.finish();
-    assert!(status.success(), "{stderr}");
+    c.finish_with(0);
 
     let mut c = play(&tape, &[]);
     // Before the client says anything.
@@ -570,8 +512,7 @@ fn standalone_notifications_are_replayed_at_the_same_point() {
         changed,
         "after the client's second message, as recorded"
     );
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
 }
 
 #[test]
@@ -592,28 +533,18 @@ fn a_torn_tape_still_plays_and_bad_client_lines_get_parse_errors() {
     let v = c.recv();
     assert_eq!(v["error"]["code"], -32700, "{v}");
     assert_eq!(v["id"], Value::Null);
-    let (v, _) = ask(&mut c, &req(77, "tools/call", add_params(2, 3)));
+    let (v, _) = c.ask(&req(77, "tools/call", add_params(2, 3)));
     assert_eq!(v, with_id(&demo.step("add").1, json!(77)));
     c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":\n");
     let v = c.recv();
     assert_eq!(v["error"]["code"], -32700, "{v}");
-    let (v, _) = ask(&mut c, &req(78, "tools/list", json!({})));
+    let (v, _) = c.ask(&req(78, "tools/list", json!({})));
     assert_eq!(v, with_id(&demo.step("tools/list").1, json!(78)));
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains(&format!("line {torn_at} is torn")),
-        "{stderr}"
-    );
-    assert!(stderr.contains("the tape has no closing line"), "{stderr}");
-    assert!(
-        stderr.contains("mcptape play: Parse error: this is not json"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("rejected 2 unusable client lines"),
-        "{stderr}"
-    );
+    let stderr = c.finish_with(0);
+    assert_contains(&stderr, &format!("line {torn_at} is torn"));
+    assert_contains(&stderr, "the tape has no closing line");
+    assert_contains(&stderr, "mcptape play: Parse error: this is not json");
+    assert_contains(&stderr, "rejected 2 unusable client lines");
 }
 
 #[test]
@@ -640,24 +571,18 @@ fn sixteen_mib_exchanges_play_back_intact() {
         "served intact with the client's id ({} bytes)",
         got.len()
     );
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains("served 1, missed 0, drifted 0; 1 recorded exchanges never used"),
-        "{stderr}"
+    let stderr = c.finish_with(0);
+    assert_contains(
+        &stderr,
+        "served 1, missed 0, drifted 0; 1 recorded exchanges never used",
     );
 }
 
 #[test]
 fn a_request_the_recorded_server_never_answered_gets_an_error_not_silence() {
-    let dir = tmp();
-    let tape = dir.path().join("crash.jsonl");
+    let (_dir, tape) = tmp_tape("crash.jsonl");
     // The server reads one request and dies without answering.
-    let mut rec = record(
-        &tape,
-        &[],
-        &["sh".to_string(), "-c".into(), "read -r l; exit 5".into()],
-    );
+    let mut rec = record_sh(&tape, "read -r l; exit 5");
     rec.send(&req(
         1,
         "tools/call",
@@ -667,17 +592,17 @@ fn a_request_the_recorded_server_never_answered_gets_an_error_not_silence() {
     assert_eq!(status.code(), Some(5));
 
     let mut c = play(&tape, &[]);
-    let (answer, _) = ask(
-        &mut c,
-        &req("x", "tools/call", json!({"name": "boom", "arguments": {}})),
-    );
+    let (answer, _) = c.ask(&req(
+        "x",
+        "tools/call",
+        json!({"name": "boom", "arguments": {}}),
+    ));
     assert_eq!(answer["id"], json!("x"));
     assert_eq!(answer["error"]["code"], json!(-32099));
     let message = answer["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("never answered this request"), "{message}");
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("unanswered on the tape 1"), "{stderr}");
+    assert_contains(message, "never answered this request");
+    let stderr = c.finish_with(1);
+    assert_contains(&stderr, "unanswered on the tape 1");
 }
 
 #[test]
@@ -685,8 +610,7 @@ fn a_client_that_closes_while_a_server_request_waits_ends_play_at_once() {
     // Regression: the waiter for the client's answer was registered after the main loop had
     // dropped all waiters, so play sat out the whole --answer-timeout (here an hour: the
     // harness's 30 s limit fails the test instead).
-    let dir = tmp();
-    let tape = dir.path().join("s.jsonl");
+    let (_dir, tape) = tmp_tape("s.jsonl");
     write_tape(
         &tape,
         &[
@@ -720,13 +644,10 @@ fn a_client_that_closes_while_a_server_request_waits_ends_play_at_once() {
         json!({"name": "ask", "arguments": {}}),
     ));
     // Close at once: the exchange's task starts after play has seen the end of input.
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains(
-            "did not answer sampling/createMessage (tape line 4) before closing its input"
-        ),
-        "{stderr}"
+    let stderr = c.finish_with(1);
+    assert_contains(
+        &stderr,
+        "did not answer sampling/createMessage (tape line 4) before closing its input",
     );
 }
 
@@ -734,8 +655,7 @@ fn a_client_that_closes_while_a_server_request_waits_ends_play_at_once() {
 fn a_cancelled_request_is_replayed_without_an_error_and_later_notifications_keep_their_place() {
     // Regression: `notifications/cancelled` did not close the exchange, so a later
     // `list_changed` was bundled with the cancelled call and play reported it unanswered.
-    let dir = tmp();
-    let tape = dir.path().join("c.jsonl");
+    let (_dir, tape) = tmp_tape("c.jsonl");
     let slow = req(1, "tools/call", json!({"name": "slow", "arguments": {}}));
     let list = req(2, "tools/list", json!({}));
     let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
@@ -761,7 +681,7 @@ fn a_cancelled_request_is_replayed_without_an_error_and_later_notifications_keep
     c.send(
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
     );
-    let (answer, before) = ask(&mut c, &list);
+    let (answer, before) = c.ask(&list);
     assert_eq!(answer["result"], json!({"tools": []}));
     assert!(
         before.is_empty(),
@@ -772,19 +692,14 @@ fn a_cancelled_request_is_replayed_without_an_error_and_later_notifications_keep
         changed,
         "the notification follows the answer, as recorded"
     );
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains("cancelled by the client in the recording"),
-        "{stderr}"
-    );
+    let stderr = c.finish_with(0);
+    assert_contains(&stderr, "cancelled by the client in the recording");
 }
 
 #[test]
 fn a_closed_stderr_does_not_stop_play_from_answering() {
     // Regression: eprintln! panicked on a closed stderr, killing play mid-session.
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let list = req(1, "tools/list", json!({}));
     write_tape(
         &tape,
@@ -830,8 +745,7 @@ fn pipelined_plain_calls_around_a_server_request_a_miss_and_progress_all_get_the
 ) {
     // Plain calls are answered at once by the reading thread; the exchange with a server
     // request waits for the client as a task, beside them.
-    let dir = tmp();
-    let tape = dir.path().join("mixed.jsonl");
+    let (_dir, tape) = tmp_tape("mixed.jsonl");
     let plain = |i: usize| {
         (
             req(
@@ -959,8 +873,8 @@ fn pipelined_plain_calls_around_a_server_request_a_miss_and_progress_all_get_the
 
     let (status, stderr) = c.finish();
     assert_eq!(status.code(), Some(1), "the miss fails play: {stderr}");
-    assert!(
-        stderr.contains("served 203, missed 1, drifted 0; every recorded exchange was used"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "served 203, missed 1, drifted 0; every recorded exchange was used",
     );
 }

@@ -128,15 +128,8 @@ proptest! {
 /// Writes a session tape: the client's messages and the server's, in the given order.
 fn write_session(path: &Path, lines: &[(Dir, String)]) {
     let mut w = TapeWriter::create(path, WriteOptions::default()).unwrap();
-    w.declare_server(ServerDecl {
-        server: DEFAULT_SERVER.into(),
-        transport: "stdio".into(),
-        command: Some(vec!["srv".into()]),
-        cwd: None,
-        url: None,
-        t_us: 0,
-    })
-    .unwrap();
+    w.declare_server(ServerDecl::stdio(DEFAULT_SERVER, vec!["srv".into()]))
+        .unwrap();
     let mut framers = (Framer::new(1 << 20), Framer::new(1 << 20));
     for (dir, text) in lines {
         let f = match dir {
@@ -211,13 +204,11 @@ proptest! {
             input.push(b'\n');
         }
         let out = Arc::new(Mutex::new(Vec::new()));
-        let opts = mcptape::play::ServeOptions {
-            display_rules: mcptape::redact::RedactConfig::defaults(),
-            lenient: false,
-            max_message: 1 << 20,
-            answer_timeout: std::time::Duration::from_secs(5),
-        };
-        let report = mcptape::play::serve(index, opts, std::io::Cursor::new(input), Sink(out.clone()));
+        let mut opts = mcptape::play::ServeOptions::default();
+        opts.max_message = 1 << 20;
+        opts.answer_timeout = std::time::Duration::from_secs(5);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let report = rt.block_on(mcptape::play::serve(index, opts, std::io::Cursor::new(input), Sink(out.clone())));
         prop_assert_eq!((report.served, report.missed, report.unanswered), (n as u64, 0, 0));
         prop_assert!(report.unused.is_empty());
         let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();

@@ -15,17 +15,27 @@ pub(crate) fn py(script: &str, args: &[&str]) -> Vec<String> {
 }
 
 /// `sh -c SCRIPT` as a server command.
-fn sh(script: &str) -> Vec<String> {
+pub(crate) fn sh(script: &str) -> Vec<String> {
     vec!["sh".into(), "-c".into(), script.into()]
+}
+
+/// `mcptape record --tape TAPE FLAGS… -- SERVER…`, not started.
+pub(crate) fn record_mt(tape: &Path, flags: &[&str], server: &[String]) -> Mt {
+    Mt::new(["record", "--tape"])
+        .arg(tape)
+        .args(flags)
+        .arg("--")
+        .args(server)
 }
 
 /// `mcptape record --tape TAPE FLAGS… -- SERVER…` as a line client.
 pub(crate) fn record(tape: &Path, flags: &[&str], server: &[String]) -> LineClient {
-    let mut argv = vec![s(bin()), "record".into(), "--tape".into(), s(tape)];
-    argv.extend(flags.iter().map(|f| f.to_string()));
-    argv.push("--".into());
-    argv.extend(server.iter().cloned());
-    LineClient::spawn(&argv)
+    record_mt(tape, flags, server).spawn()
+}
+
+/// `mcptape record --tape TAPE -- sh -c SCRIPT` as a line client.
+pub(crate) fn record_sh(tape: &Path, script: &str) -> LineClient {
+    record(tape, &[], &sh(script))
 }
 
 /// Waits for the child to exit without closing its stdin first; returns (status, stderr).
@@ -33,6 +43,26 @@ fn wait_exit(c: LineClient) -> (std::process::ExitStatus, String) {
     // `finish` closes stdin, then waits: the child has exited (or is exiting) already, so closing
     // stdin changes nothing.
     c.finish()
+}
+
+/// Requires record's exit `status` to be the server's exit `code`, and the server's stderr
+/// (`said`) to have reached record's `stderr`.
+#[track_caller]
+pub(crate) fn assert_server_exit_passed_on(
+    status: std::process::ExitStatus,
+    stderr: &str,
+    code: i32,
+    said: &str,
+) {
+    assert_eq!(
+        status.code(),
+        Some(code),
+        "the server's exit code: {stderr}"
+    );
+    assert!(
+        stderr.contains(said),
+        "the server's stderr reaches ours: {stderr}"
+    );
 }
 
 fn end_line(tape: &Path) -> Value {
@@ -48,11 +78,11 @@ fn end_line(tape: &Path) -> Value {
     last
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn b64(bytes: &[u8]) -> String {
+pub(crate) fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
@@ -77,8 +107,7 @@ while True:
 
 #[test]
 fn bytes_are_forwarded_unchanged_both_ways() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let mut c = record(&tape, &[], &py(HEX_ECHO, &[]));
 
     let banner = c.recv_raw(Duration::from_secs(30)).expect("the banner");
@@ -114,9 +143,8 @@ fn bytes_are_forwarded_unchanged_both_ways() {
     want2.extend_from_slice(b"\xff\xfe\"}}\n");
     assert_eq!(got2, want2, "invalid UTF-8 forwarded exactly both ways");
 
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("mcptape: recorded 5 messages"), "{stderr}");
+    let stderr = c.finish_with(0);
+    assert_contains(&stderr, "mcptape: recorded 5 messages");
 
     let msgs = tape_msgs(&tape);
     assert_eq!(msgs.len(), 5, "{msgs:#?}");
@@ -195,24 +223,16 @@ fn bytes_are_forwarded_unchanged_both_ways() {
 
 #[test]
 fn server_stderr_passes_through_and_its_exit_code_is_ours() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
-    let server = sh(
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let mut c = record_sh(
+        &tape,
         r#"read -r line; printf '%s\n' '{"jsonrpc":"2.0","id":1,"result":{}}'; echo 'server says: oops' >&2; exit 3"#,
     );
-    let mut c = record(&tape, &[], &server);
     let r = c.call(1, "tools/list", json!({}));
     assert_eq!(r, json!({"jsonrpc":"2.0","id":1,"result":{}}));
     let (status, stderr) = wait_exit(c);
-    assert_eq!(status.code(), Some(3), "{stderr}");
-    assert!(
-        stderr.contains("server says: oops\n"),
-        "the server's stderr reaches ours: {stderr}"
-    );
-    assert!(
-        stderr.contains("mcptape: recorded 2 messages (1 exchanges)"),
-        "{stderr}"
-    );
+    assert_server_exit_passed_on(status, &stderr, 3, "server says: oops\n");
+    assert_contains(&stderr, "mcptape: recorded 2 messages (1 exchanges)");
     let end = end_line(&tape);
     assert_eq!(end["exit"], json!({"code": 3}));
     assert_eq!(end["exchanges"], 1);
@@ -220,13 +240,8 @@ fn server_stderr_passes_through_and_its_exit_code_is_ours() {
 
 #[test]
 fn a_server_killed_by_a_signal_gives_128_plus_n() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
-    let mut c = record(
-        &tape,
-        &[],
-        &sh(r#"read -r line; echo 'dying' >&2; kill -KILL $$"#),
-    );
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let mut c = record_sh(&tape, r#"read -r line; echo 'dying' >&2; kill -KILL $$"#);
     c.send(&json!({"jsonrpc":"2.0","id":1,"method":"ping"}));
     assert_eq!(
         c.recv_raw(Duration::from_secs(30)),
@@ -235,16 +250,15 @@ fn a_server_killed_by_a_signal_gives_128_plus_n() {
     );
     let (status, stderr) = wait_exit(c);
     assert_eq!(status.code(), Some(128 + 9), "{stderr}");
-    assert!(stderr.contains("dying"), "{stderr}");
+    assert_contains(&stderr, "dying");
     let end = end_line(&tape);
     assert_eq!(end["exit"], json!({"signal": 9}));
 }
 
 #[test]
 fn a_server_that_exits_mid_call_leaves_a_closed_tape_with_the_request() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
-    let mut c = record(&tape, &[], &sh("read -r line; exit 5"));
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let mut c = record_sh(&tape, "read -r line; exit 5");
     let req = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow"}});
     c.send(&req);
     assert_eq!(
@@ -253,14 +267,7 @@ fn a_server_that_exits_mid_call_leaves_a_closed_tape_with_the_request() {
         "the server died without answering: EOF"
     );
     // mcptape exits with the server, though the client still holds stdin open.
-    let start = std::time::Instant::now();
-    while c.child.try_wait().expect("wait").is_none() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "record did not exit after its server"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    c.wait_exit(Duration::from_secs(30));
     let (status, stderr) = wait_exit(c);
     assert_eq!(status.code(), Some(5), "{stderr}");
     let msgs = tape_msgs(&tape);
@@ -274,13 +281,7 @@ fn a_server_that_exits_mid_call_leaves_a_closed_tape_with_the_request() {
     );
     assert_eq!(end["exit"], json!({"code": 5}));
     assert_eq!(end["reason"], "the server exited");
-    let out = mcptape(&["show", "--json", &s(&tape)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = show_json(&tape);
     assert_eq!(doc["warnings"], json!([]), "a well-formed tape");
 }
 
@@ -316,8 +317,7 @@ fn kill(pid: i32, sig: i32) {
 
 #[test]
 fn sigterm_is_forwarded_and_a_server_that_dies_of_it_gives_143() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let mut c = record(&tape, &[], &ok_server(false));
     let r1 = c.call(1, "tools/list", json!({}));
     let r2 = c.call(2, "tools/call", json!({"name": "x"}));
@@ -343,8 +343,7 @@ fn sigterm_is_forwarded_and_a_server_that_dies_of_it_gives_143() {
 
 #[test]
 fn sigterm_to_a_server_that_handles_it_gives_the_servers_exit_code() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let mut c = record(&tape, &[], &ok_server(true));
     let r1 = c.call(1, "tools/call", json!({"name": "x"}));
     assert_eq!(r1["result"], json!({"ok": true}));
@@ -370,8 +369,7 @@ fn sigterm_to_a_server_that_handles_it_gives_the_servers_exit_code() {
 
 #[test]
 fn after_sigkill_the_tape_reads_up_to_the_last_forwarded_message() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let mut c = record(&tape, &[], &demo_server("healthy"));
     c.initialize();
     let r = c.call(
@@ -403,19 +401,12 @@ fn after_sigkill_the_tape_reads_up_to_the_last_forwarded_message() {
         "the last message forwarded is on the tape"
     );
 
-    let out = mcptape(&["show", "--json", &s(&tape)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = show_json(&tape);
     let warnings = doc["warnings"].to_string();
-    assert!(warnings.contains("no closing line"), "{warnings}");
+    assert_contains(&warnings, "no closing line");
     assert_eq!(doc["messages"].as_array().unwrap().len(), 5);
     assert_eq!(doc["exchanges"], 2);
-    let out = mcptape(&["show", &s(&tape)]);
-    let table = String::from_utf8_lossy(&out.stdout);
+    let table = Mt::new(["show"]).arg(&tape).run().stdout;
     assert!(
         table.contains("(no closing line)") && table.contains("tools/call add"),
         "{table}"
@@ -424,32 +415,39 @@ fn after_sigkill_the_tape_reads_up_to_the_last_forwarded_message() {
 
 #[test]
 fn closing_stdin_gives_the_server_eof() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let server = py(
         "import sys\nsys.stdin.read()\nsys.stderr.write('server saw EOF\\n')\nsys.exit(4)\n",
         &[],
     );
     let c = record(&tape, &["--grace", "30"], &server);
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(4), "{stderr}");
-    assert!(stderr.contains("server saw EOF"), "{stderr}");
+    let stderr = c.finish_with(4);
+    assert_contains(&stderr, "server saw EOF");
     let end = end_line(&tape);
     assert_eq!(end["reason"], "the client closed stdin");
     assert_eq!(end["exit"], json!({"code": 4}));
 }
 
+/// Records the Python server `script` with `--grace SECS` and closes stdin at once; requires
+/// record to exit as the server did, killed by `signal`. Returns record's stderr and the end line.
+fn stopped_after_grace(script: &str, secs: &str, signal: i32) -> (String, Value) {
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let c = record(&tape, &["--grace", secs], &py(script, &[]));
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(128 + signal), "{stderr}");
+    let end = end_line(&tape);
+    assert_eq!(end["exit"], json!({ "signal": signal }));
+    (stderr, end)
+}
+
 #[test]
 fn a_server_that_ignores_eof_is_terminated_after_the_grace_period() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
-    let server = py("import sys, time\nsys.stdin.read()\nsys.stderr.write('server saw EOF\\n')\ntime.sleep(120)\n", &[]);
-    let c = record(&tape, &["--grace", "0.2"], &server);
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
-    assert!(stderr.contains("server saw EOF"), "{stderr}");
-    let end = end_line(&tape);
-    assert_eq!(end["exit"], json!({"signal": libc::SIGTERM}));
+    let (stderr, end) = stopped_after_grace(
+        "import sys, time\nsys.stdin.read()\nsys.stderr.write('server saw EOF\\n')\ntime.sleep(120)\n",
+        "0.2",
+        libc::SIGTERM,
+    );
+    assert_contains(&stderr, "server saw EOF");
     assert_eq!(
         end["reason"],
         "the server did not exit within the grace period after stdin closed: SIGTERM"
@@ -458,14 +456,11 @@ fn a_server_that_ignores_eof_is_terminated_after_the_grace_period() {
 
 #[test]
 fn a_server_that_ignores_eof_and_sigterm_is_killed() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
-    let server = py("import sys, time, signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nsys.stdin.read()\ntime.sleep(120)\n", &[]);
-    let c = record(&tape, &["--grace", "0.1"], &server);
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(128 + libc::SIGKILL), "{stderr}");
-    let end = end_line(&tape);
-    assert_eq!(end["exit"], json!({"signal": libc::SIGKILL}));
+    let (_, end) = stopped_after_grace(
+        "import sys, time, signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nsys.stdin.read()\ntime.sleep(120)\n",
+        "0.1",
+        libc::SIGKILL,
+    );
     assert_eq!(
         end["reason"],
         "the server did not exit after SIGTERM: SIGKILL"
@@ -527,13 +522,34 @@ pub(crate) fn big_session(dir: &Path, flags: &[&str]) -> Vec<Vec<u8>> {
             at_server.len()
         );
     }
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    let raw = std::fs::read(&tape).unwrap();
-    raw.split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(<[u8]>::to_vec)
-        .collect()
+    c.finish_with(0);
+    raw_lines(&tape)
+}
+
+/// The four messages of [`big_session`], in order, with their direction.
+fn big_messages() -> [(Vec<u8>, &'static str); 4] {
+    [
+        (big_request(1), "c2s"),
+        (big_response(1), "s2c"),
+        (big_request(2), "c2s"),
+        (big_response(2), "s2c"),
+    ]
+}
+
+/// Requires `line` to be a tape's end line with `count` (`exchanges`, `messages`) at `n` and
+/// `raw` at `raw`.
+#[track_caller]
+fn assert_end_line(line: &[u8], count: &str, n: u64, raw: u64) {
+    let end: Value = serde_json::from_slice(line).expect("the end line is JSON");
+    assert_eq!(
+        (
+            end["type"].as_str(),
+            end[count].as_u64(),
+            end["raw"].as_u64()
+        ),
+        (Some("end"), Some(n), Some(raw)),
+        "{end}"
+    );
 }
 
 #[test]
@@ -541,15 +557,7 @@ fn sixteen_mib_messages_each_way_are_forwarded_and_recorded_verbatim() {
     let dir = tmp();
     let lines = big_session(dir.path(), &[]);
     assert_eq!(lines.len(), 2 + 4 + 1, "header, server, 4 messages, end");
-    for (i, (want, dir)) in [
-        (big_request(1), "c2s"),
-        (big_response(1), "s2c"),
-        (big_request(2), "c2s"),
-        (big_response(2), "s2c"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (i, (want, dir)) in big_messages().into_iter().enumerate() {
         let line = &lines[2 + i];
         // The message is spliced in verbatim, followed only by the chain hash.
         let mut tail = b",\"msg\":".to_vec();
@@ -569,15 +577,7 @@ fn sixteen_mib_messages_each_way_are_forwarded_and_recorded_verbatim() {
             head["kind"]
         );
     }
-    let end: Value = serde_json::from_slice(&lines[6]).unwrap();
-    assert_eq!(
-        (
-            end["type"].as_str(),
-            end["exchanges"].as_u64(),
-            end["raw"].as_u64()
-        ),
-        (Some("end"), Some(2), Some(0))
-    );
+    assert_end_line(&lines[6], "exchanges", 2, 0);
 }
 
 #[test]
@@ -585,15 +585,7 @@ fn messages_over_max_message_are_recorded_as_oversize_and_forwarded_intact() {
     let dir = tmp();
     let lines = big_session(dir.path(), &["--max-message", "1048576"]);
     assert_eq!(lines.len(), 7);
-    for (i, (want, dir)) in [
-        (big_request(1), "c2s"),
-        (big_response(1), "s2c"),
-        (big_request(2), "c2s"),
-        (big_response(2), "s2c"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (i, (want, dir)) in big_messages().into_iter().enumerate() {
         let m: Value = serde_json::from_slice(&lines[2 + i]).unwrap();
         assert_eq!(m["kind"], "oversize", "message {i}");
         assert_eq!(m["dir"], dir);
@@ -609,15 +601,7 @@ fn messages_over_max_message_are_recorded_as_oversize_and_forwarded_intact() {
         assert_eq!(m["b64"], b64(&head[..open]), "the head of the line");
         assert!(m.get("msg").is_none());
     }
-    let end: Value = serde_json::from_slice(&lines[6]).unwrap();
-    assert_eq!(
-        (
-            end["type"].as_str(),
-            end["messages"].as_u64(),
-            end["raw"].as_u64()
-        ),
-        (Some("end"), Some(4), Some(4))
-    );
+    assert_end_line(&lines[6], "messages", 4, 4);
 }
 
 /// Reads `n` requests before answering any, then answers them last first.
@@ -633,8 +617,7 @@ sys.stdin.read()
 
 #[test]
 fn parallel_calls_in_flight_are_forwarded_and_paired() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let mut c = record(&tape, &[], &py(REVERSE, &["4"]));
     let reqs: Vec<Value> = (1..=4)
         .map(|i| json!({"jsonrpc":"2.0","id":format!("r{i}"),"method":"tools/call","params":{"name":"t","arguments":{"i":i}}}))
@@ -649,8 +632,7 @@ fn parallel_calls_in_flight_are_forwarded_and_paired() {
         let req = reqs.iter().find(|r| r["id"] == a["id"]).unwrap();
         assert_eq!(a["result"]["echo"], req["params"]);
     }
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
     let msgs = tape_msgs(&tape);
     let on_tape: Vec<&Value> = msgs.iter().map(|m| &m["msg"]).collect();
     let expected: Vec<&Value> = reqs.iter().chain(&answers).collect();
@@ -660,15 +642,12 @@ fn parallel_calls_in_flight_are_forwarded_and_paired() {
     );
     let end = end_line(&tape);
     assert_eq!(end["exchanges"], 4);
-    let out = mcptape(&["show", "--json", &s(&tape)]);
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(doc["exchanges"], 4);
+    assert_eq!(show_json(&tape)["exchanges"], 4);
 }
 
 #[test]
 fn sigint_is_forwarded_too() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let mut c = record(&tape, &[], &ok_server(false));
     c.call(1, "tools/list", json!({}));
     kill(c.pid(), libc::SIGINT);
@@ -676,7 +655,7 @@ fn sigint_is_forwarded_too() {
     let (status, stderr) = wait_exit(c);
     // Python dies of an uncaught KeyboardInterrupt by re-raising SIGINT.
     assert_eq!(status.code(), Some(128 + libc::SIGINT), "{stderr}");
-    assert!(stderr.contains("KeyboardInterrupt"), "{stderr}");
+    assert_contains(&stderr, "KeyboardInterrupt");
     let end = end_line(&tape);
     assert_eq!(end["exit"], json!({"signal": libc::SIGINT}));
     assert_eq!(end["reason"], "SIGINT forwarded to the server");
@@ -693,8 +672,7 @@ sys.stdout.flush()
 
 #[test]
 fn an_answer_sent_after_the_client_closed_stdin_still_reaches_client_and_tape() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let mut c = record(&tape, &[], &py(ANSWER_AFTER_EOF, &[]));
     c.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}}));
     c.close_stdin();
@@ -703,8 +681,7 @@ fn an_answer_sent_after_the_client_closed_stdin_still_reaches_client_and_tape() 
         v,
         json!({"jsonrpc": "2.0", "id": 1, "result": {"late": true}})
     );
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
     let msgs = tape_msgs(&tape);
     assert_eq!(msgs.len(), 2);
     assert_eq!(msgs[1]["msg"], v);

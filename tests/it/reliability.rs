@@ -4,7 +4,7 @@
 //! docs/reliability.md states each promise and names the test that shows it.
 
 use crate::harness::*;
-use crate::record::{py, record};
+use crate::record::{assert_server_exit_passed_on, py, record, record_mt, record_sh, sh};
 use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -12,17 +12,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 // --- helpers ---------------------------------------------------------------------------------
-
-fn sh(script: &str) -> Vec<String> {
-    vec!["sh".into(), "-c".into(), script.into()]
-}
-
-fn end_of(tape: &Path) -> Value {
-    let lines = raw_lines(tape);
-    let last: Value = serde_json::from_slice(lines.last().expect("tape lines")).expect("JSON");
-    assert_eq!(last["type"], "end", "the tape is closed: {last}");
-    last
-}
 
 /// The tape's `msg` lines, read with the crate's own reader (which, unlike a `Value`, takes
 /// 10,000-deep messages): dir, kind, problem, text, b64, eol and the raw `msg` text.
@@ -57,39 +46,6 @@ fn recv_json(c: &mut LineClient) -> Value {
             return v;
         }
     }
-}
-
-/// `mcptape ARGS…` with `MCPTAPE_DIR` set, to completion.
-fn mcptape_in(dir: &Path, args: &[&str]) -> std::process::Output {
-    let mut c = Command::new(bin());
-    c.env("MCPTAPE_DIR", dir).args(args);
-    run_with_timeout(c, Duration::from_secs(60))
-}
-
-fn stderr_of(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Waits for a spawned mcptape to exit by itself (stdin still open).
-fn wait_self_exit(c: &mut LineClient, limit: Duration) {
-    let start = Instant::now();
-    while c.child.try_wait().expect("wait").is_none() {
-        assert!(
-            start.elapsed() < limit,
-            "mcptape did not exit within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// The raw bytes of each line of a file (terminator removed).
-fn raw_lines(path: &Path) -> Vec<Vec<u8>> {
-    std::fs::read(path)
-        .expect("read")
-        .split(|&b| b == b'\n')
-        .filter(|l| !l.is_empty())
-        .map(<[u8]>::to_vec)
-        .collect()
 }
 
 /// The verbatim message bytes spliced into a raw `msg` tape line (between `"msg":` and `,"h":`).
@@ -145,13 +101,11 @@ fn line(mut bytes: Vec<u8>) -> Vec<u8> {
 
 #[test]
 fn a_server_that_exits_before_the_handshake_leaves_a_closed_tape_and_its_exit_code() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     // The server prints a banner and a diagnostic, then dies before reading anything.
-    let mut c = record(
+    let mut c = record_sh(
         &tape,
-        &[],
-        &sh("echo 'starting…'; echo 'fatal: no API key' >&2; exit 3"),
+        "echo 'starting…'; echo 'fatal: no API key' >&2; exit 3",
     );
     assert_eq!(
         c.recv_raw(Duration::from_secs(30)).as_deref(),
@@ -159,14 +113,10 @@ fn a_server_that_exits_before_the_handshake_leaves_a_closed_tape_and_its_exit_co
         "the banner is forwarded"
     );
     assert_eq!(c.recv_raw(Duration::from_secs(30)), None, "then EOF");
-    wait_self_exit(&mut c, Duration::from_secs(30));
+    c.wait_exit(Duration::from_secs(30));
     let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(3), "the server's exit code: {stderr}");
-    assert!(
-        stderr.contains("fatal: no API key"),
-        "server stderr passes: {stderr}"
-    );
-    assert!(stderr.contains("mcptape: recorded 1 messages"), "{stderr}");
+    assert_server_exit_passed_on(status, &stderr, 3, "fatal: no API key");
+    assert_contains(&stderr, "mcptape: recorded 1 messages");
     let msgs = tape_msgs(&tape);
     assert_eq!(msgs.len(), 1);
     assert_eq!(
@@ -189,8 +139,7 @@ fn a_server_that_exits_before_the_handshake_leaves_a_closed_tape_and_its_exit_co
     let v = recv_json(&mut p);
     assert_eq!(v["id"], 0);
     assert!(v["error"]["message"].is_string(), "{v}");
-    let (status, stderr) = p.finish();
-    assert_eq!(status.code(), Some(1), "{stderr}");
+    p.finish_with(1);
 }
 
 /// Reads requests until EOF, waits a moment, then answers them all (last first).
@@ -205,8 +154,7 @@ for m in reversed(reqs):
 
 #[test]
 fn answers_pending_when_the_client_closes_stdin_are_forwarded_and_recorded() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let mut c = record(&tape, &["--grace", "10"], &py(ANSWER_ALL_AFTER_EOF, &[]));
     for i in 1..=3 {
         c.send(&json!({"jsonrpc":"2.0","id":i,"method":"tools/call","params":{"n":i}}));
@@ -215,8 +163,7 @@ fn answers_pending_when_the_client_closes_stdin_are_forwarded_and_recorded() {
     let got: Vec<Value> = (0..3).map(|_| c.recv()).collect();
     let ids: Vec<i64> = got.iter().map(|v| v["id"].as_i64().unwrap()).collect();
     assert_eq!(ids, [3, 2, 1], "every pending answer reaches the client");
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
     let msgs = tape_msgs(&tape);
     assert_eq!(msgs.len(), 6);
     let answers: Vec<&Value> = msgs[3..].iter().map(|m| &m["msg"]).collect();
@@ -244,8 +191,7 @@ signal.pause()
 
 #[test]
 fn answers_a_server_gives_when_the_grace_period_ends_are_still_recorded() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let mut c = record(&tape, &["--grace", "0.5"], &py(ANSWER_ON_SIGTERM, &[]));
     c.send(&json!({"jsonrpc":"2.0","id":"a","method":"tools/call","params":{}}));
     c.send(&json!({"jsonrpc":"2.0","id":"b","method":"tools/call","params":{}}));
@@ -253,8 +199,7 @@ fn answers_a_server_gives_when_the_grace_period_ends_are_still_recorded() {
     let a = c.recv();
     let b = c.recv();
     assert_eq!((&a["id"], &b["id"]), (&json!("a"), &json!("b")));
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
     let msgs = tape_msgs(&tape);
     assert_eq!(msgs.len(), 4, "{msgs:#?}");
     assert_eq!((&msgs[2]["msg"], &msgs[3]["msg"]), (&a, &b));
@@ -269,15 +214,7 @@ fn answers_a_server_gives_when_the_grace_period_ends_are_still_recorded() {
 /// `mcptape record` with RLIMIT_FSIZE (and optionally SIGXFSZ ignored, as inherited dispositions
 /// survive exec), against the raw responder.
 fn record_with_fsize(tape: &Path, limit: u64, ignore_xfsz: bool) -> LineClient {
-    let mut argv = vec![
-        s(bin()),
-        "record".into(),
-        "--tape".into(),
-        s(tape),
-        "--".into(),
-    ];
-    argv.extend(responder("now", 1));
-    let mut cmd = command(&argv);
+    let mut cmd = record_mt(tape, &[], &responder("now", 1)).command();
     // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -347,35 +284,34 @@ fn assert_loud_incomplete(tape: &Path, status: std::process::ExitStatus, stderr:
     );
     assert_eq!(end["incomplete"], true);
     assert_eq!(end["messages"], 6, "counts cover what crossed the wire");
-    let out = mcptape(&["show", "--json", &s(tape)]);
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = show_json(tape);
     assert!(
         doc["warnings"].to_string().contains("could not write"),
         "readers say the tape is incomplete: {doc}"
     );
 }
 
-#[test]
-fn a_write_error_keeps_the_session_and_marks_the_tape_incomplete_loudly() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
-    let mut c = record_with_fsize(&tape, 16 * 1024, true);
+/// [`session_past_the_limit`] through `c`, which then ends as [`assert_loud_incomplete`] says;
+/// returns its stderr.
+fn lose_lines_loudly(mut c: LineClient, tape: &Path) -> String {
     session_past_the_limit(&mut c);
     let (status, stderr) = c.finish();
-    assert!(stderr.contains("File too large"), "{stderr}");
-    assert_loud_incomplete(&tape, status, &stderr);
+    assert_loud_incomplete(tape, status, &stderr);
+    stderr
+}
+
+#[test]
+fn a_write_error_keeps_the_session_and_marks_the_tape_incomplete_loudly() {
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let stderr = lose_lines_loudly(record_with_fsize(&tape, 16 * 1024, true), &tape);
+    assert_contains(&stderr, "File too large");
 }
 
 #[test]
 
 fn a_file_size_limit_with_the_default_sigxfsz_is_not_a_silent_death() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
-    let mut c = record_with_fsize(&tape, 16 * 1024, false);
-    session_past_the_limit(&mut c);
-    let (status, stderr) = c.finish();
-    assert_loud_incomplete(&tape, status, &stderr);
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    lose_lines_loudly(record_with_fsize(&tape, 16 * 1024, false), &tape);
 }
 
 /// A 64 KiB tmpfs, unmounted on drop.
@@ -392,7 +328,7 @@ impl SmallFs {
         assert!(
             out.status.success(),
             "mounting a 64 KiB tmpfs needs root (the dev machines and CI are): {}",
-            stderr_of(&out)
+            text(&out.stderr)
         );
         SmallFs(d)
     }
@@ -410,25 +346,13 @@ fn a_full_filesystem_keeps_the_session_and_marks_the_tape_incomplete_loudly() {
     let tape = fs.0.path().join("t.jsonl");
     // Leave a little room: the header, the first exchange and the closing line fit.
     std::fs::write(fs.0.path().join("filler"), vec![0u8; 56 * 1024]).unwrap();
-    let mut argv = vec![
-        s(bin()),
-        "record".into(),
-        "--tape".into(),
-        s(&tape),
-        "--".into(),
-    ];
-    argv.extend(responder("now", 1));
-    let mut c = LineClient::spawn(&argv);
-    session_past_the_limit(&mut c);
-    let (status, stderr) = c.finish();
-    assert!(stderr.contains("No space left on device"), "{stderr}");
-    assert_loud_incomplete(&tape, status, &stderr);
+    let stderr = lose_lines_loudly(record(&tape, &[], &responder("now", 1)), &tape);
+    assert_contains(&stderr, "No space left on device");
 }
 
 #[test]
 fn no_room_even_for_the_closing_line_is_an_error_not_silence() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     // No limit at first (SIGXFSZ ignored); once the first exchange is on the tape, the limit is
     // set 50 bytes past its end with prlimit(1): the next call and the closing line cannot fit.
     let mut c = record_with_fsize(&tape, libc::RLIM_INFINITY, true);
@@ -446,8 +370,7 @@ fn no_room_even_for_the_closing_line_is_an_error_not_silence() {
         c.recv_raw(Duration::from_secs(30)).is_some(),
         "still forwarded"
     );
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(74), "{stderr}");
+    let stderr = c.finish_with(74);
     assert!(
         stderr.contains("mcptape: WARNING: writing tape"),
         "the first loss is reported: {stderr}"
@@ -458,9 +381,7 @@ fn no_room_even_for_the_closing_line_is_an_error_not_silence() {
         "the failed close is an error: {stderr}"
     );
     // The failed closing line may be left torn: readers skip it and say so.
-    let out = mcptape(&["show", "--json", &s(&tape)]);
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = show_json(&tape);
     assert!(
         doc["warnings"].to_string().contains("no closing line"),
         "the tape itself says it is cut off: {doc}"
@@ -485,8 +406,7 @@ sys.stdin.buffer.read()
 #[test]
 fn a_64_mib_message_each_way_is_forwarded_and_recorded_verbatim() {
     use sha2::Digest as _;
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let mut c = record(&tape, &[], &py(BIG_ANSWER, &[&MIB64.to_string()]));
     let pre = br#"{"id":1,"jsonrpc":"2.0","method":"tools/call","params":{"name":"big","arguments":{"blob":""#;
     let post = br#""}}}"#;
@@ -505,8 +425,7 @@ fn a_64_mib_message_each_way_is_forwarded_and_recorded_verbatim() {
         got.starts_with(format!(r#"{{"id":1,"jsonrpc":"2.0","result":{{"sha":"{sha}""#).as_bytes()),
         "the request reached the server intact"
     );
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
     let lines = raw_lines(&tape);
     assert_eq!(lines.len(), 5, "header, server, 2 messages, end");
     assert!(
@@ -526,12 +445,10 @@ fn a_64_mib_message_each_way_is_forwarded_and_recorded_verbatim() {
 
 #[test]
 fn a_server_that_writes_half_a_line_and_exits_is_recorded_as_a_torn_line() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
-    let mut c = record(
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let mut c = record_sh(
         &tape,
-        &[],
-        &sh(r#"read -r l; printf '{"jsonrpc":"2.0","id":1,"result":{"te'; exit 0"#),
+        r#"read -r l; printf '{"jsonrpc":"2.0","id":1,"result":{"te'; exit 0"#,
     );
     c.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}));
     assert_eq!(
@@ -539,9 +456,8 @@ fn a_server_that_writes_half_a_line_and_exits_is_recorded_as_a_torn_line() {
         Some(&br#"{"jsonrpc":"2.0","id":1,"result":{"te"#[..]),
         "the half line is forwarded as it came"
     );
-    wait_self_exit(&mut c, Duration::from_secs(30));
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.wait_exit(Duration::from_secs(30));
+    c.finish_with(0);
     let msgs = tape_msgs(&tape);
     assert_eq!(msgs.len(), 2);
     let torn = &msgs[1];
@@ -578,14 +494,10 @@ fn a_server_that_writes_half_a_line_and_exits_is_recorded_as_a_torn_line() {
 
 #[test]
 fn record_waits_for_a_stalled_server() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
-    let mut c = record(
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let mut c = record_sh(
         &tape,
-        &[],
-        &sh(
-            r#"read -r l; sleep 3; echo '{"jsonrpc":"2.0","id":1,"result":{"late":true}}'; cat >/dev/null"#,
-        ),
+        r#"read -r l; sleep 3; echo '{"jsonrpc":"2.0","id":1,"result":{"late":true}}'; cat >/dev/null"#,
     );
     c.send(&json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}));
     assert_eq!(c.recv_raw(Duration::from_secs(2)), None, "nothing yet");
@@ -594,8 +506,7 @@ fn record_waits_for_a_stalled_server() {
         "record has no timeout of its own"
     );
     assert_eq!(c.recv()["result"]["late"], true);
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
     assert_eq!(end_of(&tape)["exchanges"], 1);
 }
 
@@ -643,33 +554,31 @@ while True:
 
 #[test]
 fn check_times_out_on_a_stalled_server_and_kills_it() {
-    let dir = tmp();
-    let tape = dir.path().join("base.jsonl");
+    let (_dir, tape) = tmp_tape("base.jsonl");
     handshake_and_call(&tape);
     let start = Instant::now();
-    let mut cmd = Command::new(bin());
-    cmd.args(["check", &s(&tape), "--timeout", "1", "--json", "-", "--"])
-        .args(py(STALLS, &[]));
-    let out = run_with_timeout(cmd, Duration::from_secs(60));
+    let out = Mt::new(["check"])
+        .arg(&tape)
+        .args(["--timeout", "1", "--json", "-", "--"])
+        .args(py(STALLS, &[]))
+        .run();
     assert!(
         start.elapsed() < Duration::from_secs(20),
         "bounded: --timeout, then the 5 s grace, then SIGKILL ({:?})",
         start.elapsed()
     );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
-    let r: mcptape::check::CheckReport = serde_json::from_slice(&out.stdout).unwrap();
+    let r: CheckReport = out.status(1).json();
     let call = r
         .exchanges
         .iter()
         .find(|e| e.exchange.method == "tools/call")
         .expect("the call is in the report");
-    assert_eq!(call.status, mcptape::check::Status::Missing, "{call:#?}");
+    assert_eq!(call.status, Status::Missing, "{call:#?}");
 }
 
 #[test]
 fn play_does_not_wait_forever_for_a_stalled_client() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     // During the call the server asked the client for a sample; the client answered.
     write_tape(
         &tape,
@@ -693,13 +602,10 @@ fn play_does_not_wait_forever_for_a_stalled_client() {
         ],
         true,
     );
-    let mut p = LineClient::spawn(&[
-        s(bin()),
-        "play".into(),
-        s(&tape),
-        "--answer-timeout".into(),
-        "1".into(),
-    ]);
+    let mut p = Mt::new(["play"])
+        .arg(&tape)
+        .args(["--answer-timeout", "1"])
+        .spawn();
     p.send(&json!({"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"ask"}}));
     let start = Instant::now();
     let asked = p.recv();
@@ -710,18 +616,14 @@ fn play_does_not_wait_forever_for_a_stalled_client() {
     assert!(start.elapsed() < Duration::from_secs(10));
     let (status, stderr) = p.finish();
     assert_eq!(status.code(), Some(1), "drift: {stderr}");
-    assert!(
-        stderr.contains("did not answer sampling/createMessage"),
-        "{stderr}"
-    );
+    assert_contains(&stderr, "did not answer sampling/createMessage");
 }
 
 // --- bad input -------------------------------------------------------------------------------
 
 #[test]
 fn bad_client_lines_are_forwarded_byte_for_byte_and_recorded_with_their_problem() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     // `cat` sends every line straight back: what the client gets must be what it sent.
     let mut c = record(&tape, &[], &["cat".to_string()]);
     let deep_array = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
@@ -755,8 +657,7 @@ fn bad_client_lines_are_forwarded_byte_for_byte_and_recorded_with_their_problem(
                 .collect::<String>()
         );
     }
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
     let msgs = reader_msgs(&tape);
     assert_eq!(msgs.len(), cases.len() * 2);
     for (i, (bytes, kind)) in cases.iter().enumerate() {
@@ -805,16 +706,12 @@ fn bad_client_lines_are_forwarded_byte_for_byte_and_recorded_with_their_problem(
 
 #[test]
 fn bad_client_lines_to_play_get_an_error_each_and_play_goes_on() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     handshake_and_call(&tape);
-    let mut p = LineClient::spawn(&[
-        s(bin()),
-        "play".into(),
-        s(&tape),
-        "--max-message".into(),
-        "65536".into(),
-    ]);
+    let mut p = Mt::new(["play"])
+        .arg(&tape)
+        .args(["--max-message", "65536"])
+        .spawn();
     let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
     let over = format!(
         r#"{{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{{"x":"{}"}}}}"#,
@@ -872,18 +769,16 @@ fn bad_client_lines_to_play_get_an_error_each_and_play_goes_on() {
     // Still serving.
     let v = p.call(7, "tools/call", json!({"name":"slow","arguments":{}}));
     assert_eq!(v["result"]["content"][0]["text"], "done");
-    let (status, stderr) = p.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains(&format!("rejected {} unusable client lines", cases.len())),
-        "{stderr}"
+    let stderr = p.finish_with(0);
+    assert_contains(
+        &stderr,
+        &format!("rejected {} unusable client lines", cases.len()),
     );
 }
 
 #[test]
 fn a_10000_deep_request_and_answer_go_through_record_and_play() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     // Answers with the request's params as its result, byte for byte.
     let echo = py(
         r##"
@@ -907,8 +802,7 @@ for raw in iter(sys.stdin.buffer.readline, b''):
     let got = c.recv_raw(Duration::from_secs(30)).expect("answer");
     let want = format!(r#"{{"id":1,"jsonrpc":"2.0","result":{deep}}}"#);
     assert!(got == line(want.clone().into_bytes()), "forwarded intact");
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
     let lines = raw_lines(&tape);
     assert!(spliced_msg(&lines[2]) == &req[..]);
     assert!(spliced_msg(&lines[3]) == want.as_bytes());
@@ -922,15 +816,13 @@ for raw in iter(sys.stdin.buffer.readline, b''):
         got == line(want.into_bytes()),
         "matched and served verbatim"
     );
-    let (status, stderr) = p.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    p.finish_with(0);
 }
 
 #[test]
 
 fn a_secret_nested_deeper_than_serde_jsons_limit_is_still_redacted() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let secret = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789";
     let deep = format!(
         r#"{{"x":{}{{"api_key":"{secret}"}}{}}}"#,
@@ -940,16 +832,14 @@ fn a_secret_nested_deeper_than_serde_jsons_limit_is_still_redacted() {
     let mut c = record(&tape, &[], &["cat".to_string()]);
     c.send_raw(&line(raw_request("1", "tools/call", &deep)));
     c.recv_raw(Duration::from_secs(30)).expect("echo");
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
     let text = std::fs::read_to_string(&tape).unwrap();
     assert!(!text.contains(secret), "the secret reached the tape");
 }
 
 #[test]
 fn huge_negative_fractional_and_duplicate_ids_are_paired_in_record() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     let ids = [
         "123456789012345678901234567890",
         "-7",
@@ -976,8 +866,7 @@ fn huge_negative_fractional_and_duplicate_ids_are_paired_in_record() {
             "ids cross the proxy exactly"
         );
     }
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
     let lines = raw_lines(&tape);
     for (k, id) in ids.iter().enumerate() {
         let l = String::from_utf8_lossy(&lines[2 + k]);
@@ -1013,8 +902,7 @@ fn huge_negative_fractional_and_duplicate_ids_are_paired_in_record() {
 #[test]
 
 fn duplicate_in_flight_ids_are_paired_first_in_first_out() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     // Two calls with id 7 in flight, answered in order (k 0 then k 1).
     let mut c = record(&tape, &[], &responder("fwd", 2));
     c.send_raw(&line(raw_request("7", "tools/call", r#"{"k":0}"#)));
@@ -1026,8 +914,7 @@ fn duplicate_in_flight_ids_are_paired_first_in_first_out() {
             format!("{{\"id\":7,\"jsonrpc\":\"2.0\",\"result\":{{\"k\":{k}}}}}\n")
         );
     }
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
     assert_eq!(tape_msgs(&tape).len(), 4, "all four on the tape");
     let index = mcptape::tape::TapeIndex::load(&tape, None).unwrap();
     let pairs: Vec<(u64, Option<u64>)> = index
@@ -1050,8 +937,7 @@ fn duplicate_in_flight_ids_are_paired_first_in_first_out() {
 
 #[test]
 fn play_echoes_odd_client_ids_exactly() {
-    let dir = tmp();
-    let tape = dir.path().join("t.jsonl");
+    let (_dir, tape) = tmp_tape("t.jsonl");
     write_tape(
         &tape,
         &[
@@ -1095,7 +981,7 @@ fn play_echoes_odd_client_ids_exactly() {
         Some(1),
         "misses after the two recorded calls: {stderr}"
     );
-    assert!(stderr.contains("served 2"), "{stderr}");
+    assert_contains(&stderr, "served 2");
 }
 
 /// A valid tape with a defect spliced in at line `at` (1-based), as text.
@@ -1132,20 +1018,17 @@ fn bad_tapes_are_refused_with_the_line_named_and_exit_65() {
     ];
     for (name, bad) in &cases {
         let tape = tape_with(dir.path(), &format!("{name}.jsonl"), 4, bad);
-        for cmd in [vec!["show"], vec!["play"], vec!["verify"], vec!["lint"]] {
-            let mut args: Vec<String> = cmd.iter().map(|a| a.to_string()).collect();
-            args.push(s(&tape));
-            let a: Vec<&str> = args.iter().map(String::as_str).collect();
-            let out = mcptape(&a);
-            let err = stderr_of(&out);
+        for cmd in ["show", "play", "verify", "lint"] {
+            let out = Mt::new([cmd]).arg(&tape).run();
+            let err = &out.stderr;
             assert!(
-                out.status.code() == Some(65)
-                    || (cmd[0] != "show" && cmd[0] != "play" && out.status.code() == Some(1)),
+                out.exit.code() == Some(65)
+                    || (cmd != "show" && cmd != "play" && out.exit.code() == Some(1)),
                 "{name} {cmd:?}: exit {:?}\n{err}",
-                out.status.code()
+                out.exit.code()
             );
             assert!(!err.contains("panicked"), "{name} {cmd:?}: {err}");
-            if cmd[0] == "show" || cmd[0] == "play" {
+            if cmd == "show" || cmd == "play" {
                 assert!(
                     err.contains("line 4"),
                     "{name} {cmd:?} names the line: {err}"
@@ -1155,34 +1038,27 @@ fn bad_tapes_are_refused_with_the_line_named_and_exit_65() {
     }
     // A 10,000-deep message (and unknown field) on a tape line is no defect: read, no crash.
     let tape = tape_with(dir.path(), "deep.jsonl", 4, deep.as_bytes());
-    let out = mcptape(&["show", "--json", &s(&tape)]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = show_json(&tape);
     assert_eq!(doc["exchanges"], 3, "the deep request is indexed");
 }
 
 #[test]
 fn duplicate_sequence_numbers_do_not_break_reading() {
-    let dir = tmp();
-    let good = dir.path().join("good.jsonl");
+    let (dir, good) = tmp_tape("good.jsonl");
     handshake_and_call(&good);
     // Every msg line gets seq 1: seq is informational; lines are taken in file order.
     let text = std::fs::read_to_string(&good).unwrap();
     let re = regex::Regex::new(r#""seq":\d+"#).unwrap();
     let dup = dir.path().join("dup.jsonl");
     std::fs::write(&dup, re.replace_all(&text, r#""seq":1"#).as_ref()).unwrap();
-    let out = mcptape(&["show", "--json", &s(&dup)]);
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = show_json(&dup);
     assert_eq!(doc["exchanges"], 2, "{doc}");
     let mut p = LineClient::spawn(&play_cmd(&dup));
     p.initialize();
     let v = p.call(5, "tools/call", json!({"name":"slow","arguments":{}}));
     assert_eq!(v["result"]["content"][0]["text"], "done");
-    let (status, stderr) = p.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    let out = mcptape(&["diff", &s(&good), &s(&dup)]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    p.finish_with(0);
+    Mt::new(["diff"]).arg(&good).arg(&dup).run().success();
 }
 
 #[test]
@@ -1190,6 +1066,7 @@ fn hostile_tape_names_are_refused_by_every_command_before_anything_runs() {
     let dir = tmp();
     let marker = dir.path().join("server-ran");
     let server = sh(&format!("touch {}", s(&marker)));
+    let mcptape_in = |args: &[&str]| Mt::new(args).env("MCPTAPE_DIR", dir.path()).run();
     let long = "x".repeat(129);
     for name in [
         "",
@@ -1213,14 +1090,9 @@ fn hostile_tape_names_are_refused_by_every_command_before_anything_runs() {
             vec!["show", "--", name],
             vec!["verify", "--", name],
         ] {
-            let out = mcptape_in(dir.path(), &args);
-            assert_eq!(
-                out.status.code(),
-                Some(64),
-                "{name:?} {args:?}: {}",
-                stderr_of(&out)
-            );
-            assert!(stderr_of(&out).contains("invalid tape name"), "{name:?}");
+            let out = mcptape_in(&args);
+            assert_eq!(out.code(), 64, "{name:?} {args:?}: {}", out.console());
+            assert!(out.stderr.contains("invalid tape name"), "{name:?}");
         }
     }
     assert!(!marker.exists(), "the server never started");
@@ -1232,15 +1104,15 @@ fn hostile_tape_names_are_refused_by_every_command_before_anything_runs() {
     std::os::unix::fs::symlink(&target, tapes.join("evil.jsonl")).unwrap();
     let mut args = vec!["record", "--tape", "evil", "--"];
     args.extend(server.iter().map(String::as_str));
-    let out = mcptape_in(dir.path(), &args);
-    assert_eq!(out.status.code(), Some(64), "{}", stderr_of(&out));
-    assert!(stderr_of(&out).contains("symbolic link"));
+    mcptape_in(&args)
+        .status(64)
+        .stderr_contains("symbolic link");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
     assert!(!marker.exists());
     // `..` is a path (a folder): refused as unwritable, exit 74, nothing created.
     let mut args = vec!["record", "--tape", "..", "--"];
     args.extend(server.iter().map(String::as_str));
-    let out = mcptape_in(dir.path(), &args);
-    assert_eq!(out.status.code(), Some(74), "{}", stderr_of(&out));
-    assert!(stderr_of(&out).contains("could not write tape"));
+    mcptape_in(&args)
+        .status(74)
+        .stderr_contains("could not write tape");
 }

@@ -3,12 +3,11 @@
 //! (and anything base64 inside it) are searched for every secret.
 
 use crate::harness::*;
-use crate::record::py;
+use crate::record::{b64, hex, py};
 use base64::Engine as _;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 // --- the corpus ------------------------------------------------------------------------------
 
@@ -98,6 +97,13 @@ fn client_secrets() -> Vec<String> {
         .collect();
     v.extend(C_ARR.iter().map(|s| s.to_string()));
     v.extend(C_COOKIE.iter().map(|s| s.to_string()));
+    v
+}
+
+/// Every secret of the corpus, the server's and the client's.
+fn all_secrets() -> Vec<String> {
+    let mut v = server_secrets();
+    v.extend(client_secrets());
     v
 }
 
@@ -214,6 +220,33 @@ fn corpus_calls() -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// The rules that redact the client's secrets in the echo request.
+const REQUEST_RULES: &[&str] = &[
+    "key:apikey",
+    "key:password",
+    "key:authorization",
+    "key:access_token",
+    "key:secret",
+    "key:cookie",
+    "bearer",
+];
+
+/// The rules that redact the server's secrets in the `leak` result.
+const RESPONSE_RULES: &[&str] = &[
+    "openai-key",
+    "anthropic-key",
+    "github-token",
+    "slack-token",
+    "aws-access-key",
+    "google-api-key",
+    "jwt",
+    "private-key",
+    "url-param",
+    "key:password",
+    "key:apikey",
+    "key:secret",
+];
+
 // --- helpers ---------------------------------------------------------------------------------
 
 /// Play replays the corpus server's log line, as it is on the tape: redacted.
@@ -228,39 +261,17 @@ fn replayed_banner(c: &mut LineClient) {
     );
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn code(out: &Output) -> i32 {
-    out.status.code().expect("exited, not killed by a signal")
-}
-
-/// A hermetic `mcptape` command: run in `home`, its store `home/.mcptape`, no inherited key.
-fn cmd(home: &Path, env: &[(&str, &str)]) -> Command {
-    let mut c = Command::new(bin());
-    c.current_dir(home)
+/// A hermetic `mcptape ARGS…`: run in `home`, its store `home/.mcptape` (and no inherited key,
+/// as every [`Mt`]).
+fn mt(home: &Path, args: &[&str]) -> Mt {
+    Mt::new(args)
+        .dir(home)
         .env("MCPTAPE_DIR", home.join(".mcptape"))
-        .env_remove("MCPTAPE_SIGNING_KEY")
-        .env("NO_COLOR", "1");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c
 }
 
-fn mt(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = cmd(home, env);
-    c.args(args);
-    run_with_timeout(c, std::time::Duration::from_secs(60))
+/// `mcptape play TAPE` in `home`, as a line client.
+fn play_in(home: &Path, tape: &Path) -> LineClient {
+    mt(home, &["play", &s(tape)]).spawn()
 }
 
 fn spawn_record(
@@ -270,10 +281,12 @@ fn spawn_record(
     server: &[String],
     env: &[(&str, &str)],
 ) -> LineClient {
-    let mut c = cmd(home, env);
-    c.args(["record", "--tape", tape]).args(flags).arg("--");
-    c.args(server);
-    LineClient::spawn_cmd(c)
+    mt(home, &["record", "--tape", tape])
+        .args(flags)
+        .arg("--")
+        .args(server)
+        .envs(env)
+        .spawn()
 }
 
 /// What the client saw in a recorded session.
@@ -300,8 +313,7 @@ fn drive(mut c: LineClient, startup: usize, calls: &[(&str, Value)]) -> Session 
         .enumerate()
         .map(|(i, (method, params))| c.call(i as i64 + 1, method, params.clone()))
         .collect();
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    let stderr = c.finish_with(0);
     Session {
         startup,
         responses,
@@ -380,6 +392,16 @@ fn redacted_rules(line: &Value) -> Vec<String> {
         .collect()
 }
 
+/// Asserts `text` (a tape's) holds a marker of each rule.
+fn assert_markers(text: &str, rules: &[&str]) {
+    for rule in rules {
+        assert!(
+            text.contains(&format!("[REDACTED:{rule}:")),
+            "no {rule} marker:\n{text}"
+        );
+    }
+}
+
 fn assert_rules(line: &Value, want: &[&str]) {
     let got = redacted_rules(line);
     let missing: Vec<&&str> = want
@@ -394,52 +416,17 @@ fn assert_rules(line: &Value, want: &[&str]) {
 #[test]
 fn no_secret_of_the_corpus_reaches_the_tape_and_ordinary_content_survives() {
     assert_eq!(GOOGLE.len(), 39, "a Google API key is 39 characters");
-    let dir = tmp();
-    let tape = dir.path().join("corpus.jsonl");
+    let (dir, tape) = tmp_tape("corpus.jsonl");
     record_corpus(dir.path(), &s(&tape), &[], &[]);
 
-    let mut all = server_secrets();
-    all.extend(client_secrets());
+    let all = all_secrets();
     assert_absent(&tape, &all);
     let raw = std::fs::read_to_string(&tape).unwrap();
-    for rule in [
-        "openai-key",
-        "anthropic-key",
-        "github-token",
-        "slack-token",
-        "aws-access-key",
-        "google-api-key",
-        "jwt",
-        "private-key",
-        "url-param",
-        "bearer",
-        "key:apikey",
-        "key:password",
-        "key:authorization",
-        "key:access_token",
-        "key:secret",
-        "key:cookie",
-    ] {
-        assert!(
-            raw.contains(&format!("[REDACTED:{rule}:")),
-            "no {rule} marker:\n{raw}"
-        );
-    }
+    assert_markers(&raw, &[REQUEST_RULES, RESPONSE_RULES].concat());
 
     // The client's request: every secret under its key, the `redacted` field naming the rules.
     let req = msg_line(&tape, "c2s", 1);
-    assert_rules(
-        &req,
-        &[
-            "key:apikey",
-            "key:password",
-            "key:authorization",
-            "key:access_token",
-            "key:secret",
-            "key:cookie",
-            "bearer",
-        ],
-    );
+    assert_rules(&req, REQUEST_RULES);
     let a = &req["msg"]["params"]["arguments"];
     assert!(is_marker_of(&a["apiKey"], "key:apikey"), "{a}");
     assert!(is_marker_of(&a["password"], "key:password"), "{a}");
@@ -490,23 +477,7 @@ fn no_secret_of_the_corpus_reaches_the_tape_and_ordinary_content_survives() {
 
     // The server's answer.
     let resp = msg_line(&tape, "s2c", 3);
-    assert_rules(
-        &resp,
-        &[
-            "openai-key",
-            "anthropic-key",
-            "github-token",
-            "slack-token",
-            "aws-access-key",
-            "google-api-key",
-            "jwt",
-            "private-key",
-            "url-param",
-            "key:password",
-            "key:apikey",
-            "key:secret",
-        ],
-    );
+    assert_rules(&resp, RESPONSE_RULES);
     let result = &resp["msg"]["result"];
     let texts: Vec<&str> = result["content"]
         .as_array()
@@ -594,8 +565,7 @@ fn no_secret_of_the_corpus_reaches_the_tape_and_ordinary_content_survives() {
 
 #[test]
 fn the_client_gets_the_real_unredacted_bytes() {
-    let dir = tmp();
-    let tape = dir.path().join("corpus.jsonl");
+    let (dir, tape) = tmp_tape("corpus.jsonl");
     let seen = record_corpus(dir.path(), &s(&tape), &[], &[]);
     assert_eq!(seen.startup, [format!("{}\n", banner()).into_bytes()]);
     for r in &seen.responses[..2] {
@@ -606,9 +576,8 @@ fn the_client_gets_the_real_unredacted_bytes() {
         );
     }
     assert_eq!(seen.responses[2]["result"], leak_result());
-    assert!(seen.stderr.contains("mcptape: recorded"), "{}", seen.stderr);
-    let mut all = server_secrets();
-    all.extend(client_secrets());
+    assert_contains(&seen.stderr, "mcptape: recorded");
+    let all = all_secrets();
     assert!(
         !all.iter().any(|s| seen.stderr.contains(s.as_str())),
         "no secret in mcptape's own output: {}",
@@ -621,18 +590,29 @@ fn the_client_gets_the_real_unredacted_bytes() {
 
 #[test]
 fn no_default_redaction_records_secrets_as_they_are() {
-    let dir = tmp();
-    let tape = dir.path().join("plain.jsonl");
+    let (dir, tape) = tmp_tape("plain.jsonl");
     record_corpus(dir.path(), &s(&tape), &["--no-default-redaction"], &[]);
     let hay = haystack(&tape);
-    let mut all = server_secrets();
-    all.extend(client_secrets());
+    let all = all_secrets();
     for secret in &all {
         assert!(hay.contains(secret.as_str()), "{secret} not recorded as is");
     }
     assert!(!hay.contains("[REDACTED:"), "{hay}");
     assert!(tape_msgs(&tape).iter().all(|l| l.get("redacted").is_none()));
 }
+
+/// The user rules of [`assert_user_rules`] as `record` flags.
+const USER_RULE_FLAGS: [&str; 6] = [
+    "--redact",
+    "x-internal-id",
+    "--redact",
+    "re:corp-[0-9]{6}",
+    "--redact",
+    "path:$.params.arguments.pin",
+];
+
+/// The user rules of [`assert_user_rules`] as lines of the project config's `[redact]` table.
+const USER_RULES_TOML: &str = "keys = [\"x-internal-id\"]\npatterns = [\"corp-[0-9]{6}\"]\npaths = [\"$.params.arguments.pin\"]\n";
 
 /// The user rules (`x-internal-id`, `corp-NNNNNN`, `$.params.arguments.pin`) applied to the
 /// echo request; the built-in rules still on unless `defaults` is false.
@@ -655,8 +635,7 @@ fn assert_user_rules(tape: &Path, defaults: bool) {
     assert!(!hay.contains("corp-123456"), "{hay}");
     if defaults {
         assert!(is_marker_of(&a["apiKey"], "key:apikey"), "{a}");
-        let mut all = server_secrets();
-        all.extend(client_secrets());
+        let all = all_secrets();
         assert_absent(tape, &all);
     } else {
         assert_eq!(a["apiKey"], C_API, "built-in rules off");
@@ -667,62 +646,40 @@ fn assert_user_rules(tape: &Path, defaults: bool) {
 #[test]
 fn redact_flags_add_rules() {
     let dir = tmp();
-    let tape = dir.path().join("flags.jsonl");
-    record_corpus(
-        dir.path(),
-        &s(&tape),
-        &[
-            "--redact",
-            "x-internal-id",
-            "--redact",
-            "re:corp-[0-9]{6}",
-            "--redact",
-            "path:$.params.arguments.pin",
-        ],
-        &[],
-    );
-    assert_user_rules(&tape, true);
+    // With the built-in rules, then without them.
+    for (defaults, name) in [(true, "flags.jsonl"), (false, "flags-only.jsonl")] {
+        let mut flags = if defaults {
+            vec![]
+        } else {
+            vec!["--no-default-redaction"]
+        };
+        flags.extend(USER_RULE_FLAGS);
+        let tape = dir.path().join(name);
+        record_corpus(dir.path(), &s(&tape), &flags, &[]);
+        assert_user_rules(&tape, defaults);
+    }
+}
 
-    let tape2 = dir.path().join("flags-only.jsonl");
-    record_corpus(
-        dir.path(),
-        &s(&tape2),
-        &[
-            "--no-default-redaction",
-            "--redact",
-            "x-internal-id",
-            "--redact",
-            "re:corp-[0-9]{6}",
-            "--redact",
-            "path:$.params.arguments.pin",
-        ],
-        &[],
-    );
-    assert_user_rules(&tape2, false);
+/// Writes the project config, `home/.mcptape/config.toml`; returns its path.
+fn project_config(home: &Path, toml: &str) -> PathBuf {
+    let store = home.join(".mcptape");
+    std::fs::create_dir_all(&store).unwrap();
+    let path = store.join("config.toml");
+    std::fs::write(&path, toml).unwrap();
+    path
 }
 
 #[test]
 fn project_config_adds_rules() {
     let dir = tmp();
-    let store = dir.path().join(".mcptape");
-    std::fs::create_dir_all(&store).unwrap();
-    std::fs::write(
-        store.join("config.toml"),
-        "[redact]\nkeys = [\"x-internal-id\"]\npatterns = [\"corp-[0-9]{6}\"]\npaths = [\"$.params.arguments.pin\"]\n",
-    )
-    .unwrap();
-    let tape = dir.path().join("cfg.jsonl");
-    record_corpus(dir.path(), &s(&tape), &[], &[]);
-    assert_user_rules(&tape, true);
-
-    std::fs::write(
-        store.join("config.toml"),
-        "[redact]\ndefault = false\nkeys = [\"x-internal-id\"]\npatterns = [\"corp-[0-9]{6}\"]\npaths = [\"$.params.arguments.pin\"]\n",
-    )
-    .unwrap();
-    let tape2 = dir.path().join("cfg-only.jsonl");
-    record_corpus(dir.path(), &s(&tape2), &[], &[]);
-    assert_user_rules(&tape2, false);
+    // With the built-in rules, then with `default = false`.
+    for (defaults, name) in [(true, "cfg.jsonl"), (false, "cfg-only.jsonl")] {
+        let default = if defaults { "" } else { "default = false\n" };
+        project_config(dir.path(), &format!("[redact]\n{default}{USER_RULES_TOML}"));
+        let tape = dir.path().join(name);
+        record_corpus(dir.path(), &s(&tape), &[], &[]);
+        assert_user_rules(&tape, defaults);
+    }
 }
 
 #[test]
@@ -733,52 +690,37 @@ fn invalid_rules_are_usage_errors() {
     let tape = dir.path().join("never.jsonl");
     let tape_s = s(&tape);
     let record_with = |flags: &[&str]| {
-        let mut args = vec!["record", "--tape", &tape_s];
-        args.extend_from_slice(flags);
-        args.push("--");
-        args.extend(srv.iter().map(String::as_str));
-        mt(dir.path(), &args, &[])
+        mt(dir.path(), &["record", "--tape", &tape_s])
+            .args(flags)
+            .arg("--")
+            .args(&srv)
+            .run()
     };
-    let out = record_with(&["--redact", "re:(unclosed"]);
-    assert_eq!(code(&out), 64, "{}", text(&out.stderr));
-    let err = text(&out.stderr);
+    let err = record_with(&["--redact", "re:(unclosed"]).status(64).stderr;
     assert!(
         err.contains("invalid redaction regex") && err.contains("(unclosed"),
         "{err}"
     );
     assert!(!tape.exists(), "nothing recorded with a bad rule");
 
-    let out = record_with(&["--redact", "path:$[unclosed"]);
-    assert_eq!(code(&out), 64, "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("invalid redaction path"),
-        "{}",
-        text(&out.stderr)
-    );
+    record_with(&["--redact", "path:$[unclosed"])
+        .status(64)
+        .stderr_contains("invalid redaction path");
 
     // In the project config too, and for lint and redact.
-    let store = dir.path().join(".mcptape");
-    std::fs::create_dir_all(&store).unwrap();
-    std::fs::write(
-        store.join("config.toml"),
-        "[redact]\npatterns = [\"[z-a]\"]\n",
-    )
-    .unwrap();
-    let out = record_with(&[]);
-    assert_eq!(code(&out), 64, "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("invalid redaction regex"),
-        "{}",
-        text(&out.stderr)
-    );
+    let config = project_config(dir.path(), "[redact]\npatterns = [\"[z-a]\"]\n");
+    record_with(&[])
+        .status(64)
+        .stderr_contains("invalid redaction regex");
     assert!(!tape.exists());
-    std::fs::remove_file(store.join("config.toml")).unwrap();
+    std::fs::remove_file(config).unwrap();
     let some = dir.path().join("some.jsonl");
     write_tape(&some, &[], true);
     for cmd in ["lint", "redact"] {
-        let out = mt(dir.path(), &[cmd, &s(&some), "--redact", "re:("], &[]);
-        assert_eq!(code(&out), 64, "{cmd}: {}", text(&out.stderr));
-        assert!(text(&out.stderr).contains("invalid redaction regex"));
+        mt(dir.path(), &[cmd, &s(&some), "--redact", "re:("])
+            .run()
+            .status(64)
+            .stderr_contains("invalid redaction regex");
     }
 }
 
@@ -786,19 +728,13 @@ fn invalid_rules_are_usage_errors() {
 
 #[test]
 fn a_redacted_tape_plays_for_a_client_sending_real_secrets() {
-    let dir = tmp();
-    let tape = dir.path().join("corpus.jsonl");
+    let (dir, tape) = tmp_tape("corpus.jsonl");
     record_corpus(dir.path(), &s(&tape), &[], &[]);
     let recorded: Vec<Value> = (1..=3)
         .map(|id| msg_line(&tape, "s2c", id)["msg"].clone())
         .collect();
 
-    let play = |home: &Path| {
-        let mut c = cmd(home, &[]);
-        c.args(["play", &s(&tape)]);
-        LineClient::spawn_cmd(c)
-    };
-    let mut c = play(dir.path());
+    let mut c = play_in(dir.path(), &tape);
     replayed_banner(&mut c);
     c.initialize();
     // The very secrets recorded, then other real values.
@@ -822,20 +758,18 @@ fn a_redacted_tape_plays_for_a_client_sending_real_secrets() {
         want["id"] = json!(id);
         assert_eq!(r, &want, "answered as recorded");
     }
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("missed 0, drifted 0"), "{stderr}");
+    let stderr = c.finish_with(0);
+    assert_contains(&stderr, "missed 0, drifted 0");
 
     // A miss (a non-secret argument differs): the explanation shows no secret of the client.
-    let mut c = play(dir.path());
+    let mut c = play_in(dir.path(), &tape);
     replayed_banner(&mut c);
     c.initialize();
     let mut p = echo_params("yet-another-real-key", "missBearer4242", "missCurlCred4242");
     p["arguments"]["query"] = json!("different words");
     let r = c.call(21, "tools/call", p);
     assert!(r.get("error").is_some(), "{r}");
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(1), "{stderr}");
+    let stderr = c.finish_with(1);
     for secret in ["yet-another-real-key", "missBearer4242", "missCurlCred4242"] {
         assert!(!stderr.contains(secret), "{secret} on stderr:\n{stderr}");
         assert!(
@@ -843,8 +777,8 @@ fn a_redacted_tape_plays_for_a_client_sending_real_secrets() {
             "{secret} in the error: {r}"
         );
     }
-    assert!(stderr.contains("different words"), "{stderr}");
-    assert!(stderr.contains("matched as wildcards"), "{stderr}");
+    assert_contains(&stderr, "different words");
+    assert_contains(&stderr, "matched as wildcards");
 }
 
 // --- 5: tampering ------------------------------------------------------------------------------
@@ -860,6 +794,19 @@ fn record_small(home: &Path, tape: &Path, flags: &[&str], env: &[(&str, &str)]) 
             json!({"name": "echo", "arguments": {"city": "Lisbon"}}),
         )],
     );
+}
+
+/// The small session recorded (no flags) into `home/t.jsonl`.
+fn small_tape(home: &Path) -> PathBuf {
+    let tape = home.join("t.jsonl");
+    record_small(home, &tape, &[], &[]);
+    tape
+}
+
+/// The small session recorded (no flags) as the tape named `name`; returns its path in the store.
+fn small_named_tape(home: &Path, name: &str) -> PathBuf {
+    record_small(home, Path::new(name), &[], &[]);
+    home.join(".mcptape/tapes").join(format!("{name}.jsonl"))
 }
 
 fn lines_of(tape: &Path) -> Vec<String> {
@@ -890,22 +837,19 @@ fn verify(home: &Path, tape: &Path, flags: &[&str], env: &[(&str, &str)]) -> (i3
     let tape_s = s(tape);
     let mut args = vec!["verify", &tape_s];
     args.extend_from_slice(flags);
-    let out = mt(home, &args, env);
-    (code(&out), text(&out.stdout))
+    let out = mt(home, &args).envs(env).run();
+    (out.code(), out.stdout)
 }
 
 fn verify_json(home: &Path, tape: &Path) -> Value {
-    let out = mt(home, &["verify", &s(tape), "--json"], &[]);
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("verify --json ({e}): {}", text(&out.stdout)))
+    mt(home, &["verify", &s(tape), "--json"]).run().json()
 }
 
 #[test]
 fn verify_detects_each_kind_of_tampering() {
     let dir = tmp();
     let home = dir.path();
-    let tape = home.join("t.jsonl");
-    record_small(home, &tape, &[], &[]);
+    let tape = small_tape(home);
     let lines = lines_of(&tape);
     let n = lines.len();
     assert!(
@@ -915,8 +859,8 @@ fn verify_detects_each_kind_of_tampering() {
     );
     let (c, out) = verify(home, &tape, &[], &[]);
     assert_eq!(c, 0, "{out}");
-    assert!(out.contains("intact"), "{out}");
-    assert!(out.contains("not signed"), "{out}");
+    assert_contains(&out, "intact");
+    assert_contains(&out, "not signed");
     assert_eq!(verify_json(home, &tape)["verdict"], "intact");
 
     let req = line_with(&lines, "\"Lisbon\"");
@@ -932,7 +876,7 @@ fn verify_detects_each_kind_of_tampering() {
     let p = case("byte", l);
     let (c, out) = verify(home, &p, &[], &[]);
     assert_eq!(c, 1, "{out}");
-    assert!(out.contains(&format!("TAMPERED at line {req}")), "{out}");
+    assert_contains(&out, &format!("TAMPERED at line {req}"));
     let j = verify_json(home, &p);
     assert_eq!(
         (j["verdict"].as_str(), j["line"].as_u64()),
@@ -949,38 +893,35 @@ fn verify_detects_each_kind_of_tampering() {
     l[req - 1].push(last);
     let (c, out) = verify(home, &case("hash", l), &[], &[]);
     assert_eq!(c, 1, "{out}");
-    assert!(out.contains(&format!("TAMPERED at line {req}")), "{out}");
+    assert_contains(&out, &format!("TAMPERED at line {req}"));
 
     // A line deleted.
     let mut l = lines.clone();
     l.remove(req - 1);
     let (c, out) = verify(home, &case("deleted", l), &[], &[]);
     assert_eq!(c, 1, "{out}");
-    assert!(out.contains(&format!("TAMPERED at line {req}")), "{out}");
+    assert_contains(&out, &format!("TAMPERED at line {req}"));
 
     // Two lines swapped.
     let mut l = lines.clone();
     l.swap(req - 1, req);
     let (c, out) = verify(home, &case("swapped", l), &[], &[]);
     assert_eq!(c, 1, "{out}");
-    assert!(out.contains(&format!("TAMPERED at line {req}")), "{out}");
+    assert_contains(&out, &format!("TAMPERED at line {req}"));
 
     // The end line edited.
     let mut l = lines.clone();
     l[n - 1] = l[n - 1].replacen("\"messages\":", "\"messages\":1", 1);
     let (c, out) = verify(home, &case("end-edited", l), &[], &[]);
     assert_eq!(c, 1, "{out}");
-    assert!(out.contains(&format!("TAMPERED at line {n}")), "{out}");
+    assert_contains(&out, &format!("TAMPERED at line {n}"));
 
     // A line appended after the end line.
     let mut l = lines.clone();
     l.push(lines[req - 1].clone());
     let (c, out) = verify(home, &case("appended", l), &[], &[]);
     assert_eq!(c, 1, "{out}");
-    assert!(
-        out.contains(&format!("TAMPERED at line {}", n + 1)),
-        "{out}"
-    );
+    assert_contains(&out, &format!("TAMPERED at line {}", n + 1));
 
     // The end line cut off.
     let l = lines[..n - 1].to_vec();
@@ -1011,7 +952,7 @@ fn verify_detects_each_kind_of_tampering() {
     write_tape(&old, &[], true);
     let (c, out) = verify(home, &old, &[], &[]);
     assert_eq!(c, 1, "{out}");
-    assert!(out.contains("no hash chain"), "{out}");
+    assert_contains(&out, "no hash chain");
 }
 
 /// Recomputes every `h` (and the end line's `head`) as someone who edited the tape would; the
@@ -1045,16 +986,31 @@ fn rechain(lines: &[String], strip_sig: bool) -> Vec<String> {
     out
 }
 
+const SIGNING_KEY: &str = "s3cret-signing-key";
+
+/// A small session recorded with `--sign --key-file KEY` in `home`: (the key file, the tape).
+fn signed_tape(home: &Path) -> (PathBuf, PathBuf) {
+    let key = home.join("key");
+    std::fs::write(&key, format!("{SIGNING_KEY}\n")).unwrap();
+    let tape = home.join("signed.jsonl");
+    record_small(home, &tape, &["--sign", "--key-file", &s(&key)], &[]);
+    (key, tape)
+}
+
+/// `lines` re-chained (see [`rechain`]) into `home/NAME`: a forgery by someone without the key.
+fn forge(home: &Path, name: &str, lines: &[String], strip_sig: bool) -> PathBuf {
+    let forged = home.join(name);
+    write_lines(&forged, &rechain(lines, strip_sig));
+    forged
+}
+
 #[test]
 fn signed_tapes_verify_with_the_key_only() {
     let dir = tmp();
     let home = dir.path();
-    let key = home.join("key");
-    std::fs::write(&key, "s3cret-signing-key\n").unwrap();
+    let (key, tape) = signed_tape(home);
     let wrong = home.join("wrong");
     std::fs::write(&wrong, "not-the-key\n").unwrap();
-    let tape = home.join("signed.jsonl");
-    record_small(home, &tape, &["--sign", "--key-file", &s(&key)], &[]);
     let lines = lines_of(&tape);
     assert!(
         lines.last().unwrap().contains("\"sig\":\"hmac-sha256:"),
@@ -1068,12 +1024,7 @@ fn signed_tapes_verify_with_the_key_only() {
         out.contains("intact") && out.contains("signature valid"),
         "{out}"
     );
-    let (c, out) = verify(
-        home,
-        &tape,
-        &[],
-        &[("MCPTAPE_SIGNING_KEY", "s3cret-signing-key")],
-    );
+    let (c, out) = verify(home, &tape, &[], &[("MCPTAPE_SIGNING_KEY", SIGNING_KEY)]);
     assert_eq!(c, 0, "{out}");
     assert!(
         out.contains("signature valid"),
@@ -1081,7 +1032,7 @@ fn signed_tapes_verify_with_the_key_only() {
     );
     let (c, out) = verify(home, &tape, &["--key-file", &s(&wrong)], &[]);
     assert_eq!(c, 1, "{out}");
-    assert!(out.contains("SIGNATURE DOES NOT MATCH"), "{out}");
+    assert_contains(&out, "SIGNATURE DOES NOT MATCH");
     let (c, out) = verify(home, &tape, &[], &[]);
     assert_eq!(c, 0, "without a key the chain is checked: {out}");
     assert!(out.contains("signed (give the key"), "{out}");
@@ -1092,30 +1043,25 @@ fn signed_tapes_verify_with_the_key_only() {
         home,
         &tape_env,
         &["--sign"],
-        &[("MCPTAPE_SIGNING_KEY", "s3cret-signing-key")],
+        &[("MCPTAPE_SIGNING_KEY", SIGNING_KEY)],
     );
     let (c, out) = verify(home, &tape_env, &["--key-file", &s(&key)], &[]);
     assert_eq!(c, 0, "{out}");
-    assert!(out.contains("signature valid"), "{out}");
+    assert_contains(&out, "signature valid");
 
     // --sign without a key: a usage error, nothing recorded.
     let nokey = home.join("nokey.jsonl");
-    let mut args = vec!["record", "--sign", "--tape"];
-    let nokey_s = s(&nokey);
-    args.push(&nokey_s);
-    args.push("--");
-    let srv = server(home, &json!({}));
-    args.extend(srv.iter().map(String::as_str));
-    let out = mt(home, &args, &[]);
-    assert_eq!(code(&out), 64, "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("signing needs a key"));
+    mt(home, &["record", "--sign", "--tape", &s(&nokey), "--"])
+        .args(server(home, &json!({})))
+        .run()
+        .status(64)
+        .stderr_contains("signing needs a key");
 
     // Re-chained by someone without the key: the chain holds, the signature does not.
     let req = line_with(&lines, "\"Lisbon\"");
     let mut edited = lines.clone();
     edited[req - 1] = edited[req - 1].replacen("Lisbon", "Paris!", 1);
-    let forged = home.join("forged.jsonl");
-    write_lines(&forged, &rechain(&edited, false));
+    let forged = forge(home, "forged.jsonl", &edited, false);
     let (c, out) = verify(home, &forged, &[], &[]);
     assert_eq!(
         c, 0,
@@ -1123,59 +1069,56 @@ fn signed_tapes_verify_with_the_key_only() {
     );
     let (c, out) = verify(home, &forged, &["--key-file", &s(&key)], &[]);
     assert_eq!(c, 1, "{out}");
-    assert!(out.contains("SIGNATURE DOES NOT MATCH"), "{out}");
+    assert_contains(&out, "SIGNATURE DOES NOT MATCH");
     // The re-chaining itself is right: unchanged lines re-chain to the same tape.
     assert_eq!(rechain(&lines, false), lines);
 }
 
-#[test]
-fn a_signed_tape_with_its_signature_stripped_fails_verification_with_the_key() {
+/// Records a signed tape, lets `edit` change its lines, forges them (see [`forge`]; without the
+/// signature if `strip_sig`) and asserts `verify --key-file` rejects the forgery (`what` it is).
+fn assert_forged_edit_rejected(what: &str, strip_sig: bool, edit: impl FnOnce(&mut Vec<String>)) {
     let dir = tmp();
     let home = dir.path();
-    let key = home.join("key");
-    std::fs::write(&key, "s3cret-signing-key\n").unwrap();
-    let tape = home.join("signed.jsonl");
-    record_small(home, &tape, &["--sign", "--key-file", &s(&key)], &[]);
+    let (key, tape) = signed_tape(home);
     let mut lines = lines_of(&tape);
-    let req = line_with(&lines, "\"Lisbon\"");
-    lines[req - 1] = lines[req - 1].replacen("Lisbon", "Paris!", 1);
-    let forged = home.join("stripped.jsonl");
-    write_lines(&forged, &rechain(&lines, true));
-    assert!(!std::fs::read_to_string(&forged)
-        .unwrap()
-        .contains("\"sig\""));
-    // Whoever checks with the key expects a signature: an unsigned tape is not authentic.
+    edit(&mut lines);
+    let forged = forge(home, "forged.jsonl", &lines, strip_sig);
+    if strip_sig {
+        let text = std::fs::read_to_string(&forged).unwrap();
+        assert!(
+            !text.contains("\"sig\""),
+            "the signature is still on: {text}"
+        );
+    }
     let (c, out) = verify(home, &forged, &["--key-file", &s(&key)], &[]);
-    assert_eq!(
-        c, 1,
-        "an edited tape, re-chained and stripped of its signature, passes `verify --key-file`: {out}"
+    assert_eq!(c, 1, "{what}, yet `verify --key-file` passes: {out}");
+}
+
+#[test]
+fn a_signed_tape_with_its_signature_stripped_fails_verification_with_the_key() {
+    // Whoever checks with the key expects a signature: an unsigned tape is not authentic.
+    assert_forged_edit_rejected(
+        "an edited tape was re-chained and stripped of its signature",
+        true,
+        |lines| {
+            let req = line_with(lines, "\"Lisbon\"");
+            lines[req - 1] = lines[req - 1].replacen("Lisbon", "Paris!", 1);
+        },
     );
 }
 
 #[test]
 fn the_signature_covers_the_closing_line() {
-    let dir = tmp();
-    let home = dir.path();
-    let key = home.join("key");
-    std::fs::write(&key, "s3cret-signing-key\n").unwrap();
-    let tape = home.join("signed.jsonl");
-    record_small(home, &tape, &["--sign", "--key-file", &s(&key)], &[]);
-    let mut lines = lines_of(&tape);
-    let n = lines.len();
     // The recording's exit code (or message counts, or `incomplete`) forged on the end line,
     // and only that line's `h` recomputed.
-    assert!(
-        lines[n - 1].contains("\"exit\":{\"code\":0}"),
-        "{}",
-        lines[n - 1]
-    );
-    lines[n - 1] = lines[n - 1].replacen("\"exit\":{\"code\":0}", "\"exit\":{\"code\":3}", 1);
-    let forged = home.join("forged-end.jsonl");
-    write_lines(&forged, &rechain(&lines, false));
-    let (c, out) = verify(home, &forged, &["--key-file", &s(&key)], &[]);
-    assert_eq!(
-        c, 1,
-        "the closing line was edited and re-hashed, yet `verify --key-file` passes: {out}"
+    assert_forged_edit_rejected(
+        "the closing line was edited and re-hashed",
+        false,
+        |lines| {
+            let end = lines.last_mut().expect("the end line");
+            assert!(end.contains("\"exit\":{\"code\":0}"), "{end}");
+            *end = end.replacen("\"exit\":{\"code\":0}", "\"exit\":{\"code\":3}", 1);
+        },
     );
 }
 
@@ -1189,13 +1132,10 @@ fn redact_takes_secrets_out_of_an_existing_tape_and_lint_finds_them() {
     record_corpus(home, &s(&tape), &["--no-default-redaction"], &[]);
     let original = std::fs::read(&tape).unwrap();
     let lines = lines_of(&tape);
-    let mut all = server_secrets();
-    all.extend(client_secrets());
+    let all = all_secrets();
 
     // lint on the original: exit 1, naming lines and rules.
-    let out = mt(home, &["lint", &s(&tape)], &[]);
-    assert_eq!(code(&out), 1, "{}", text(&out.stderr));
-    let report = text(&out.stdout);
+    let report = mt(home, &["lint", &s(&tape)]).run().status(1).stdout;
     let req = line_with(&lines, "\"id\":1,\"method\":\"tools/call\"");
     let resp = line_with(&lines, "\"Your OpenAI key is");
     let log = line_with(&lines, "\"kind\":\"not_json\"");
@@ -1214,7 +1154,7 @@ fn redact_takes_secrets_out_of_an_existing_tape_and_lint_finds_them() {
             "line {line} {rule}:\n{report}"
         );
     }
-    assert!(report.contains("mcptape redact"), "{report}");
+    assert_contains(&report, "mcptape redact");
     assert!(
         !all.iter().any(|s| report.contains(s.as_str())),
         "lint quotes no secret:\n{report}"
@@ -1222,16 +1162,17 @@ fn redact_takes_secrets_out_of_an_existing_tape_and_lint_finds_them() {
 
     // redact -o: a new file, the original untouched.
     let out_path = home.join("out.jsonl");
-    let out = mt(home, &["redact", &s(&tape), "-o", &s(&out_path)], &[]);
-    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    mt(home, &["redact", &s(&tape), "-o", &s(&out_path)])
+        .run()
+        .success();
     assert_eq!(std::fs::read(&tape).unwrap(), original);
     assert_absent(&out_path, &all);
 
     // redact in place: the original kept as .bak.
-    let out = mt(home, &["redact", &s(&tape)], &[]);
-    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
-    let err = text(&out.stderr);
-    assert!(err.contains(".bak"), "{err}");
+    mt(home, &["redact", &s(&tape)])
+        .run()
+        .success()
+        .stderr_contains(".bak");
     let bak = home.join("plain.jsonl.bak");
     assert_eq!(
         std::fs::read(&bak).unwrap(),
@@ -1239,19 +1180,16 @@ fn redact_takes_secrets_out_of_an_existing_tape_and_lint_finds_them() {
         "the backup is the original"
     );
     assert_absent(&tape, &all);
-    let raw = std::fs::read_to_string(&tape).unwrap();
-    for rule in [
-        "openai-key",
-        "private-key",
-        "key:apikey",
-        "aws-access-key",
-        "bearer",
-    ] {
-        assert!(
-            raw.contains(&format!("[REDACTED:{rule}:")),
-            "{rule}:\n{raw}"
-        );
-    }
+    assert_markers(
+        &std::fs::read_to_string(&tape).unwrap(),
+        &[
+            "openai-key",
+            "private-key",
+            "key:apikey",
+            "aws-access-key",
+            "bearer",
+        ],
+    );
     assert_rules(&msg_line(&tape, "c2s", 1), &["key:apikey", "bearer"]);
     assert_eq!(
         tape_lines(&tape).len(),
@@ -1266,24 +1204,20 @@ fn redact_takes_secrets_out_of_an_existing_tape_and_lint_finds_them() {
     for t in [&tape, &out_path] {
         let (c, out) = verify(home, t, &[], &[]);
         assert_eq!(c, 0, "a fresh chain: {out}");
-        assert!(out.contains("intact"), "{out}");
-        let out = mt(home, &["lint", &s(t)], &[]);
-        assert_eq!(code(&out), 0, "{}", text(&out.stdout));
-        assert!(text(&out.stdout).contains("clean"), "{}", text(&out.stdout));
+        assert_contains(&out, "intact");
+        mt(home, &["lint", &s(t)])
+            .run()
+            .success()
+            .stdout_contains("clean");
     }
 
     // A redacted tape plays.
-    let mut c = {
-        let mut c = cmd(home, &[]);
-        c.args(["play", &s(&tape)]);
-        LineClient::spawn_cmd(c)
-    };
+    let mut c = play_in(home, &tape);
     replayed_banner(&mut c);
     c.initialize();
     let r = c.call(1, "tools/call", echo_params(C_API, C_BEARER, C_CURL_BEARER));
     assert!(r.get("result").is_some(), "{r}");
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
+    c.finish_with(0);
 }
 
 // --- 7: warnings on a broken chain -------------------------------------------------------------
@@ -1292,8 +1226,7 @@ fn redact_takes_secrets_out_of_an_existing_tape_and_lint_finds_them() {
 fn play_and_check_warn_on_a_broken_chain_but_still_work() {
     let dir = tmp();
     let home = dir.path();
-    let tape = home.join("t.jsonl");
-    record_small(home, &tape, &[], &[]);
+    let tape = small_tape(home);
     // Edit the timing of the answer: a change that touches no content.
     let mut lines = lines_of(&tape);
     let resp = line_with(&lines, "\"structuredContent\"");
@@ -1306,11 +1239,7 @@ fn play_and_check_warn_on_a_broken_chain_but_still_work() {
     let (c, out) = verify(home, &tape, &[], &[]);
     assert_eq!(c, 1, "{out}");
 
-    let mut c = {
-        let mut c = cmd(home, &[]);
-        c.args(["play", &s(&tape)]);
-        LineClient::spawn_cmd(c)
-    };
+    let mut c = play_in(home, &tape);
     c.initialize();
     let r = c.call(
         1,
@@ -1321,20 +1250,14 @@ fn play_and_check_warn_on_a_broken_chain_but_still_work() {
         r["result"]["structuredContent"]["echo"],
         json!({"city": "Lisbon"})
     );
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(0), "{stderr}");
-    assert!(
-        stderr.contains(&format!("the hash chain breaks at line {resp}")),
-        "{stderr}"
-    );
+    let stderr = c.finish_with(0);
+    assert_contains(&stderr, &format!("the hash chain breaks at line {resp}"));
 
-    let mut args = vec!["check".to_string(), s(&tape), "--".into()];
-    args.extend(server(home, &json!({})));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = mt(home, &args, &[]);
-    let err = text(&out.stderr);
-    assert_eq!(code(&out), 0, "{err}\n{}", text(&out.stdout));
-    assert!(err.contains("hash chain"), "{err}");
+    mt(home, &["check", &s(&tape), "--"])
+        .args(server(home, &json!({})))
+        .run()
+        .success()
+        .stderr_contains("hash chain");
 }
 
 // --- 8: files ----------------------------------------------------------------------------------
@@ -1350,9 +1273,8 @@ fn mode(p: &Path) -> u32 {
 fn tapes_are_private_and_a_symlinked_name_is_refused() {
     let dir = tmp();
     let home = dir.path();
-    record_small(home, Path::new("named"), &[], &[]);
+    let named = small_named_tape(home, "named");
     let store = home.join(".mcptape");
-    let named = store.join("tapes/named.jsonl");
     assert!(named.is_file());
     assert_eq!(mode(&store), 0o700, ".mcptape/");
     assert_eq!(mode(&store.join("tapes")), 0o700, ".mcptape/tapes/");
@@ -1363,15 +1285,11 @@ fn tapes_are_private_and_a_symlinked_name_is_refused() {
     assert_eq!(mode(&deep), 0o600);
     assert_eq!(mode(&home.join("new/dir")), 0o700);
     // What redact writes.
-    let out = mt(
-        home,
-        &["redact", "named", "-o", &s(home.join("r.jsonl"))],
-        &[],
-    );
-    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    mt(home, &["redact", "named", "-o", &s(home.join("r.jsonl"))])
+        .run()
+        .success();
     assert_eq!(mode(&home.join("r.jsonl")), 0o600);
-    let out = mt(home, &["redact", "named"], &[]);
-    assert_eq!(code(&out), 0, "{}", text(&out.stderr));
+    mt(home, &["redact", "named"]).run().success();
     assert_eq!(mode(&named), 0o600);
     assert_eq!(mode(&store.join("tapes/named.jsonl.bak")), 0o600);
 
@@ -1385,12 +1303,11 @@ fn tapes_are_private_and_a_symlinked_name_is_refused() {
     std::os::unix::fs::symlink(&nowhere, &dangling).unwrap();
     let srv = server(home, &json!({}));
     for name in ["evil", "dangling"] {
-        let mut args = vec!["record", "--tape", name, "--"];
-        args.extend(srv.iter().map(String::as_str));
-        let out = mt(home, &args, &[]);
-        let err = text(&out.stderr);
-        assert_eq!(code(&out), 64, "{name}: {err}");
-        assert!(err.contains("symbolic link"), "{err}");
+        mt(home, &["record", "--tape", name, "--"])
+            .args(&srv)
+            .run()
+            .status(64)
+            .stderr_contains("symbolic link");
     }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
     assert!(!nowhere.exists(), "nothing created through a dangling link");
@@ -1407,8 +1324,8 @@ fn redact_does_not_write_through_links_beside_a_named_tape() {
     // staging file of an in-place redact must not write through them.
     let dir = tmp();
     let home = dir.path();
-    record_small(home, Path::new("a"), &[], &[]);
-    record_small(home, Path::new("b"), &[], &[]);
+    small_named_tape(home, "a");
+    small_named_tape(home, "b");
     let tapes = home.join(".mcptape/tapes");
     let victim_bak = home.join("victim-bak.txt");
     let victim_tmp = home.join("victim-tmp.txt");
@@ -1416,14 +1333,14 @@ fn redact_does_not_write_through_links_beside_a_named_tape() {
     std::fs::write(&victim_tmp, "precious\n").unwrap();
     std::os::unix::fs::symlink(&victim_bak, tapes.join("a.jsonl.bak")).unwrap();
     std::os::unix::fs::symlink(&victim_tmp, tapes.join("b.jsonl.redact-tmp")).unwrap();
-    let out_a = mt(home, &["redact", "a"], &[]);
-    let out_b = mt(home, &["redact", "b"], &[]);
+    let out_a = mt(home, &["redact", "a"]).run();
+    let out_b = mt(home, &["redact", "b"]).run();
     for out in [&out_a, &out_b] {
         assert!(
-            matches!(code(out), 0 | 64 | 74),
+            matches!(out.code(), 0 | 64 | 74),
             "redact either works or refuses: exit {}: {}",
-            code(out),
-            text(&out.stderr)
+            out.code(),
+            out.stderr
         );
     }
     let bak = std::fs::read_to_string(&victim_bak).unwrap();
@@ -1432,9 +1349,9 @@ fn redact_does_not_write_through_links_beside_a_named_tape() {
         bak == "precious\n" && tmp == "precious\n",
         "files outside the store overwritten through links: via a.jsonl.bak (exit {}) → {:?}…; \
          via b.jsonl.redact-tmp (exit {}) → {:?}…",
-        code(&out_a),
+        out_a.code(),
         &bak[..bak.len().min(60)],
-        code(&out_b),
+        out_b.code(),
         &tmp[..tmp.len().min(60)],
     );
 }
@@ -1457,62 +1374,56 @@ fn record_lines(
     tape
 }
 
+/// Records a server whose first stdout line is `line` (with `flags`); asserts the tape holds it
+/// as a line of `kind` and holds none of `secrets`.
+fn assert_startup_line_redacted(
+    name: &str,
+    line: Vec<u8>,
+    flags: &[&str],
+    kind: &str,
+    secrets: &[&str],
+) {
+    let dir = tmp();
+    let tape = record_lines(dir.path(), name, &[line], json!({}), &[], flags);
+    let taped = tape_msgs(&tape)
+        .into_iter()
+        .find(|l| l["seq"] == 1)
+        .expect("the startup line on the tape");
+    assert_eq!(taped["kind"], kind, "{taped}");
+    let secrets: Vec<String> = secrets.iter().map(|s| s.to_string()).collect();
+    assert_absent(&tape, &secrets);
+}
+
 #[test]
 fn a_json_log_line_that_is_not_json_rpc_is_redacted() {
     // A server logging structured JSON to stdout by mistake: valid JSON, not JSON-RPC.
-    let dir = tmp();
     let log = json!({"level": "info", "msg": format!("using key {AWS}"), "apiKey": C_API, "auth": format!("Bearer {C_BEARER}")});
-    let tape = record_lines(
-        dir.path(),
+    assert_startup_line_redacted(
         "jsonlog",
-        &[log.to_string().into_bytes()],
-        json!({}),
+        log.to_string().into_bytes(),
         &[],
-        &[],
-    );
-    let line = tape_msgs(&tape)
-        .into_iter()
-        .find(|l| l["seq"] == 1)
-        .unwrap();
-    assert_eq!(line["kind"], "invalid", "{line}");
-    assert_absent(
-        &tape,
-        &[AWS.to_string(), C_API.to_string(), C_BEARER.to_string()],
+        "invalid",
+        &[AWS, C_API, C_BEARER],
     );
 }
 
 #[test]
 fn a_log_line_that_is_not_utf8_is_redacted() {
-    let dir = tmp();
     let mut log = format!("warn: key {AWS} for ").into_bytes();
     log.extend_from_slice(b"caf\xe9");
-    let tape = record_lines(dir.path(), "latin1", &[log], json!({}), &[], &[]);
-    let line = tape_msgs(&tape)
-        .into_iter()
-        .find(|l| l["seq"] == 1)
-        .unwrap();
-    assert_eq!(line["kind"], "not_json", "{line}");
-    assert_absent(&tape, &[AWS.to_string()]);
+    assert_startup_line_redacted("latin1", log, &[], "not_json", &[AWS]);
 }
 
 #[test]
 fn the_head_of_an_oversize_line_is_redacted() {
-    let dir = tmp();
     let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": {"apiKey": C_API, "text": format!("key {OPENAI}"), "pad": "x".repeat(600)}}});
-    let tape = record_lines(
-        dir.path(),
+    assert_startup_line_redacted(
         "oversize",
-        &[note.to_string().into_bytes()],
-        json!({}),
-        &[],
+        note.to_string().into_bytes(),
         &["--max-message", "400"],
+        "oversize",
+        &[C_API, OPENAI],
     );
-    let line = tape_msgs(&tape)
-        .into_iter()
-        .find(|l| l["seq"] == 1)
-        .unwrap();
-    assert_eq!(line["kind"], "oversize", "{line}");
-    assert_absent(&tape, &[C_API.to_string(), OPENAI.to_string()]);
 }
 
 #[test]
@@ -1557,13 +1468,7 @@ fn play_explanations_apply_the_projects_own_rules() {
     // client's real value of it either.
     let dir = tmp();
     let home = dir.path();
-    let store = home.join(".mcptape");
-    std::fs::create_dir_all(&store).unwrap();
-    std::fs::write(
-        store.join("config.toml"),
-        "[redact]\nkeys = [\"tenant-key\"]\n",
-    )
-    .unwrap();
+    project_config(home, "[redact]\nkeys = [\"tenant-key\"]\n");
     let tape = record_lines(
         home,
         "tenant",
@@ -1576,11 +1481,7 @@ fn play_explanations_apply_the_projects_own_rules() {
         &[],
     );
     assert_absent(&tape, &["tenant-value-1111".to_string()]);
-    let mut c = {
-        let mut c = cmd(home, &[]);
-        c.args(["play", &s(&tape)]);
-        LineClient::spawn_cmd(c)
-    };
+    let mut c = play_in(home, &tape);
     c.initialize();
     let r = c.call(
         5,
@@ -1588,8 +1489,7 @@ fn play_explanations_apply_the_projects_own_rules() {
         json!({"name": "echo", "arguments": {"tenant-key": "tenant-value-2222", "q": "b"}}),
     );
     assert!(r.get("error").is_some(), "{r}");
-    let (status, stderr) = c.finish();
-    assert_eq!(status.code(), Some(1), "{stderr}");
+    let stderr = c.finish_with(1);
     assert!(
         !stderr.contains("tenant-value-2222"),
         "the client's secret on stderr:\n{stderr}"

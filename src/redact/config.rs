@@ -1,0 +1,75 @@
+//! The user's redaction rules, before they are compiled into a [`Redactor`](super::Redactor).
+
+/// User rules, from flags and `.mcptape/config.toml`.
+#[derive(Debug, Clone, Default)]
+pub struct RedactConfig {
+    /// Apply the built-in rules (on unless `--no-default-redaction`).
+    pub defaults: bool,
+    /// Extra sensitive keys (`--redact KEY`).
+    pub keys: Vec<String>,
+    /// Extra patterns (`--redact re:REGEX`).
+    pub patterns: Vec<String>,
+    /// JSONPath queries over each message (`--redact path:JSONPATH`).
+    pub paths: Vec<String>,
+    /// Exact values that are secrets wherever they appear, with the rule they are reported
+    /// under (`check --fill`: the real values put back for the live call must not come back
+    /// onto the observed tape through an echo).
+    pub literals: Vec<(String, String)>,
+}
+
+/// A user rule that does not compile (exit 64).
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    /// A `re:` pattern that is not a valid regex.
+    #[error("invalid redaction regex {pattern:?}: {message}")]
+    Regex {
+        /// The pattern as given (all of them, `|`-joined, when only their union fails).
+        pattern: String,
+        /// The regex compiler's complaint.
+        message: String,
+    },
+    /// A `path:` rule that is not a valid JSONPath.
+    #[error("invalid redaction path {path:?}: {message}")]
+    Path {
+        /// The path as given.
+        path: String,
+        /// The parser's complaint.
+        message: String,
+    },
+}
+
+impl crate::exit::Coded for RuleError {
+    fn exit_code(&self) -> i32 {
+        crate::exit::USAGE
+    }
+}
+
+impl RedactConfig {
+    /// The built-in rules and nothing else.
+    pub fn defaults() -> RedactConfig {
+        RedactConfig {
+            defaults: true,
+            ..RedactConfig::default()
+        }
+    }
+
+    /// Adds one `--redact` argument: `re:REGEX`, `path:JSONPATH`, or a key name.
+    pub fn add_rule(&mut self, rule: &str) {
+        if let Some(re) = rule.strip_prefix("re:") {
+            self.patterns.push(re.to_string());
+        } else if let Some(p) = rule.strip_prefix("path:") {
+            self.paths.push(p.to_string());
+        } else {
+            self.keys.push(rule.to_string());
+        }
+    }
+
+    /// No rule at all: redaction is off.
+    pub fn is_off(&self) -> bool {
+        !self.defaults
+            && self.keys.is_empty()
+            && self.patterns.is_empty()
+            && self.paths.is_empty()
+            && self.literals.is_empty()
+    }
+}

@@ -1,0 +1,91 @@
+//! The stdio transport: an MCP server as a child process, its stdin and stdout piped, its
+//! stderr passed through; how it is stopped (its stdin closed, a grace period, then SIGTERM,
+//! then SIGKILL) and how its end is told (its exit code, or 128+N for a signal N).
+
+use std::io;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// After SIGTERM at the end of the grace period, how long before SIGKILL.
+pub(crate) const TERM_TO_KILL: Duration = Duration::from_secs(2);
+
+/// Starts `command` with stdin and stdout piped and stderr passed through. The child starts
+/// with every signal at its default disposition: mcptape ignores SIGXFSZ for itself (a full
+/// disk must show as a failed tape write, not kill it), which the child must not inherit.
+pub(crate) fn spawn(command: &[String]) -> io::Result<Child> {
+    let program = command
+        .first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no server command given"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(&command[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: runs in the child between fork and exec; signal(2) is async-signal-safe and
+        // touches nothing but the child's own signal table.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGXFSZ, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+    }
+    cmd.spawn()
+}
+
+/// Makes a file-size limit (RLIMIT_FSIZE) show up as a failed write — the tape marked
+/// incomplete, the loss reported — rather than SIGXFSZ killing the process silently. For the
+/// binary to call once; servers spawned by `spawn` keep the default disposition.
+pub fn ignore_sigxfsz() {
+    // SAFETY: setting a signal's disposition to "ignore" has no other effect.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+}
+
+/// After the server's stdin is closed: waits up to `grace` for it to exit, then kills it.
+/// `None` when it could not be waited for.
+pub(crate) fn wait_with_grace(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + grace;
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => return Some(st),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                let _ = child.kill();
+                return child.wait().ok();
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The exit code to pass on for a server that ended so: its own, or 128+N for a signal N.
+pub(crate) fn exit_code(st: &ExitStatus) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    st.code().or_else(|| st.signal().map(|s| 128 + s))
+}
+
+/// Sends signal `sig` to the process `pid` (our own child).
+pub(crate) fn signal(pid: u32, sig: i32) {
+    // SAFETY: plain kill(2) on a pid we spawned.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+/// The command as a user would type it, for messages.
+pub fn shell_words(cmd: &[String]) -> String {
+    cmd.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:@%+,".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -1,0 +1,79 @@
+//! What a request is: its params as a value, what it is about (a tool, a prompt, a resource),
+//! its progress token, and its match key — the hash of method and canonical params that play,
+//! check and diff pair requests by.
+
+use super::canonical::{canonical, hash_key, match_params};
+use serde_json::Value;
+
+/// A 128-bit hash of a request's method and match params: equal keys are taken as equal
+/// requests (a collision is as likely as two random UUIDs being equal), so matching needs no
+/// re-reading of the tape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct MatchKey(u64, u64);
+
+impl MatchKey {
+    /// The key made of its two 64-bit halves.
+    pub(crate) fn from_halves(a: u64, b: u64) -> MatchKey {
+        MatchKey(a, b)
+    }
+}
+
+/// The match key of a request. `initialize` is matched leniently: who the client is and which
+/// protocol version it asks for are not drift, so its params take no part.
+pub(crate) fn match_key(method: &str, params: Option<&Value>) -> (MatchKey, Value) {
+    let params = if method == "initialize" {
+        Value::Null
+    } else {
+        match_params(params)
+    };
+    let text = canonical(&params);
+    (hash_key(method, &text), params)
+}
+
+#[derive(serde::Deserialize)]
+struct ReqProbe {
+    #[serde(default)]
+    params: Option<Value>,
+}
+
+/// A message's params as a value. Params too deep for a `Value` (over serde_json's nesting limit)
+/// stand in as their exact text, so such a request still matches itself byte for byte.
+pub(crate) fn params_of(message: &[u8]) -> Option<Value> {
+    match serde_json::from_slice::<ReqProbe>(message) {
+        Ok(p) => p.params,
+        Err(_) => {
+            let obj: super::rewrite::RawObject<'_> = serde_json::from_slice(message).ok()?;
+            Some(Value::String(format!(
+                "(unparsed params) {}",
+                obj.get("params")?.get()
+            )))
+        }
+    }
+}
+
+/// Which param names what a request is about.
+pub(crate) fn target_key(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
+        _ => None,
+    }
+}
+
+/// The tool, prompt or resource a request with these params is about (see `call_target`).
+pub(crate) fn target_of(method: Option<&str>, params: Option<&Value>) -> Option<String> {
+    let key = target_key(method?)?;
+    params?.get(key)?.as_str().map(str::to_string)
+}
+
+/// A progress token, canonical JSON text: the request's `_meta.progressToken` (`in_meta`), or a
+/// progress notification's `progressToken`.
+pub(crate) fn progress_token(params: Option<&Value>, in_meta: bool) -> Option<String> {
+    let p = params?;
+    let t = if in_meta {
+        p.get("_meta")?.get("progressToken")?
+    } else {
+        p.get("progressToken")?
+    };
+    Some(canonical(t))
+}

@@ -1,0 +1,662 @@
+//! Processes that listen, and a raw HTTP/1.1 client to talk to them. Every server a test starts
+//! is on 127.0.0.1 and a free port, and is killed and reaped when its guard drops (also when the
+//! test fails).
+
+use super::{bin, peer, python, s, text, tmp};
+use serde_json::Value;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to listen, and record or play to exit after a signal.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+// --- processes -------------------------------------------------------------------------------
+
+/// A process a test started: SIGKILLed and reaped on drop unless it has exited. Stdin is closed;
+/// stderr (and stdout, unless piped) goes to its log file.
+pub struct Proc {
+    name: String,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Proc {
+    /// Spawns `cmd` with stdout and stderr to `log`.
+    pub fn spawn(name: &str, cmd: Command, log: PathBuf) -> Proc {
+        Proc::spawn_to(name, cmd, log, None)
+    }
+
+    fn spawn_to(name: &str, mut cmd: Command, log: PathBuf, stdout: Option<Stdio>) -> Proc {
+        let file = File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
+        let out = match stdout {
+            Some(o) => o,
+            None => file.try_clone().expect("log file").into(),
+        };
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        Proc {
+            name: name.into(),
+            child: Some(child),
+            log,
+        }
+    }
+
+    pub fn child(&mut self) -> &mut Child {
+        self.child.as_mut().expect("not stopped yet")
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("not stopped yet").id()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn died(&mut self) -> Option<ExitStatus> {
+        self.child().try_wait().expect("wait")
+    }
+
+    /// Waits until something accepts on 127.0.0.1:`port`; fails if the process dies first.
+    pub fn wait_listening(&mut self, port: u16) {
+        let start = Instant::now();
+        loop {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return;
+            }
+            if let Some(st) = self.died() {
+                panic!(
+                    "{} exited ({st}) before listening on {port}; log {}:\n{}",
+                    self.name,
+                    self.log.display(),
+                    self.log_text()
+                );
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "{} never listened on {port}; log {}:\n{}",
+                self.name,
+                self.log.display(),
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the log holds `needle` (or the process dies, or 20 s pass).
+    pub fn wait_log(&mut self, needle: &str) {
+        let start = Instant::now();
+        while !self.log_text().contains(needle) {
+            if let Some(st) = self.died() {
+                panic!("{} exited ({st}); log:\n{}", self.name, self.log_text());
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{} never logged {needle:?}; log:\n{}",
+                self.name,
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for the process to exit by itself; after `limit` it is killed and `None` returned.
+    pub fn wait_for(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        loop {
+            if let Some(st) = self.died() {
+                self.child = None;
+                return Some(st);
+            }
+            if start.elapsed() > limit {
+                let mut c = self.child.take().expect("running");
+                let _ = c.kill();
+                let _ = c.wait();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `sig` and waits for the exit; fails the test if it takes longer than `within`.
+    pub fn stop(&mut self, sig: i32, within: Duration) -> ExitStatus {
+        let pid = self.pid() as i32;
+        // SAFETY: kill(2) on a child this guard spawned and has not reaped.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill {pid} {sig}");
+        match self.wait_for(within) {
+            Some(st) => st,
+            None => panic!(
+                "{} did not exit within {within:?} of signal {sig}; log {}:\n{}",
+                self.name,
+                self.log.display(),
+                self.log_text()
+            ),
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A port nothing listens on right now (bound on loopback, then closed).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind 127.0.0.1:0")
+        .local_addr()
+        .expect("local addr")
+        .port()
+}
+
+/// Starts the server `cmd` builds for a free loopback port, output to `log`, and waits until it
+/// listens. Returns it and the port.
+pub fn listening(name: &str, log: PathBuf, cmd: impl FnOnce(u16) -> Command) -> (Proc, u16) {
+    let port = free_port();
+    let mut p = Proc::spawn(name, cmd(port), log);
+    p.wait_listening(port);
+    (p, port)
+}
+
+/// server-everything in an HTTP `mode` (`streamableHttp` or `sse`) on `port`: the real entry
+/// file behind node_modules/.bin/mcp-server-everything under the preload that keeps its
+/// listener on 127.0.0.1 (it binds all interfaces otherwise).
+pub fn everything_http_cmd(mode: &str, port: u16) -> Command {
+    let entry = std::fs::canonicalize(peer("node_modules/.bin/mcp-server-everything"))
+        .expect("resolve server-everything's entry file");
+    let mut c = Command::new("node");
+    c.arg("--require")
+        .arg(peer("loopback.js"))
+        .arg(entry)
+        .arg(mode)
+        .env("PORT", port.to_string());
+    c
+}
+
+/// The Python SDK fixture server over Streamable HTTP on `port`.
+pub fn py_server_http_cmd(port: u16) -> Command {
+    let mut c = Command::new(python());
+    c.arg(peer("py_server.py"))
+        .args(["--http", "--port", &port.to_string()]);
+    c
+}
+
+/// What every stdlib upstream script of the tests starts with: its imports; `switch(NAME)`, an
+/// event the test sets with `GET /release/NAME` ([`release`]); and `Quiet`, a handler base
+/// speaking HTTP/1.0 (a body without a length ends when the connection closes) that logs no
+/// requests, with what the scripts share: read the POSTed message, write at once, answer 202,
+/// 405, JSON, start an SSE stream, take a release switch.
+const PY_HTTP_PRELUDE: &str = r#"
+import json, sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+switches = {}
+
+def switch(name):
+    return switches.setdefault(name, threading.Event())
+
+class Quiet(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, *a):
+        pass
+
+    def read_msg(self):
+        """The JSON-RPC message POSTed: (it, its method, its id)."""
+        n = int(self.headers.get("Content-Length") or 0)
+        msg = json.loads(self.rfile.read(n) or b"{}")
+        return msg, msg.get("method"), msg.get("id")
+
+    def w(self, text, pause=0.0):
+        """Writes `text` at once (then sleeps `pause` seconds)."""
+        self.wfile.write(text.encode())
+        self.wfile.flush()
+        if pause:
+            time.sleep(pause)
+
+    def accepted(self):
+        self.send_response(202)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def not_allowed(self, *headers):
+        self.send_response(405)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+
+    def send_json(self, obj, status=200, headers=()):
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def start_sse(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+
+    def released(self):
+        """`GET /release/NAME` of a switch: set it, answer 204, True. Other paths: False."""
+        name = self.path.rsplit("/", 1)[-1]
+        if not (self.path.startswith("/release/") and name in switches):
+            return False
+        switches[name].set()
+        self.send_response(204)
+        self.end_headers()
+        return True
+"#;
+
+/// What it ends with: handler `H` served, a thread per request, on the port in argv[1].
+const PY_HTTP_SERVE: &str = r#"
+ThreadingHTTPServer.daemon_threads = True
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+/// A stdlib-Python HTTP upstream: `handler` defines class `H(Quiet)` (see PY_HTTP_PRELUDE);
+/// run as `python NAME.py PORT ARGS…` in `dir`, logging to `dir/NAME.log`. Returns it and its
+/// port, once it listens.
+pub fn py_upstream(dir: &Path, name: &str, handler: &str, args: &[&str]) -> (Proc, u16) {
+    let script = dir.join(format!("{name}.py"));
+    std::fs::write(&script, [PY_HTTP_PRELUDE, handler, PY_HTTP_SERVE].concat())
+        .expect("write upstream script");
+    listening(name, dir.join(format!("{name}.log")), |port| {
+        let mut c = Command::new(python());
+        c.arg(&script).arg(port.to_string()).args(args);
+        c
+    })
+}
+
+/// An upstream of [`py_upstream`] with `mcptape record --url` in front of it.
+pub struct RecordedUpstream {
+    pub up: Proc,
+    /// The upstream's `http://127.0.0.1:P` (its release switches are under it).
+    pub base: String,
+    pub tape: PathBuf,
+    /// The proxy, recording `BASE/mcp` to `tape`.
+    pub rec: Served,
+}
+
+/// [`py_upstream`] `name` running `handler` in `dir`, recorded through `record --url` to
+/// `dir/TAPE`.
+pub fn record_upstream(dir: &Path, name: &str, handler: &str, tape: &str) -> RecordedUpstream {
+    let (up, port) = py_upstream(dir, name, handler, &[]);
+    let base = format!("http://127.0.0.1:{port}");
+    let tape = dir.join(tape);
+    let rec = Served::record(&format!("{base}/mcp"), &tape);
+    RecordedUpstream {
+        up,
+        base,
+        tape,
+        rec,
+    }
+}
+
+/// `GET BASE/release/WHAT`: sets the switch WHAT of an upstream of [`py_upstream`], which must
+/// answer 204.
+pub fn release(base: &str, what: &str) {
+    let s = http_open(&format!("{base}/release/{what}"), "GET", &[], b"");
+    assert!(
+        s.status_line.starts_with("HTTP/1.0 204"),
+        "release {what}: {}",
+        s.status_line
+    );
+}
+
+/// `mcptape record --url`, `record --listen` or `play --listen`: the first stdout line is the URL
+/// to use; stopped with a signal. Its stderr goes to a log file (its own temp folder unless
+/// given). Killed on drop if still running.
+pub struct Served {
+    proc: Proc,
+    what: String,
+    pub url: String,
+    _logs: Option<tempfile::TempDir>,
+}
+
+impl Served {
+    pub fn spawn(args: &[&str]) -> Served {
+        let logs = tmp();
+        let log = logs.path().join("stderr.log");
+        let mut served = Served::spawn_logged(args, log);
+        served._logs = Some(logs);
+        served
+    }
+
+    /// [`Served::spawn`] with stderr to `log`.
+    pub fn spawn_logged<A: AsRef<str>>(args: &[A], log: PathBuf) -> Served {
+        let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+        let what = format!("mcptape {}", args.join(" "));
+        let mut cmd = Command::new(bin());
+        cmd.args(&args);
+        let mut proc = Proc::spawn_to(&what, cmd, log, Some(Stdio::piped()));
+        let stdout = proc.child().stdout.take().expect("stdout piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            let mut first = String::new();
+            let _ = r.read_line(&mut first);
+            let _ = tx.send(first);
+            let mut rest = Vec::new();
+            let _ = r.read_to_end(&mut rest); // stdout carries nothing else; keep it drained
+        });
+        let mut served = Served {
+            proc,
+            what,
+            url: String::new(),
+            _logs: None,
+        };
+        let first = rx.recv_timeout(PATIENCE).unwrap_or_default();
+        if !first.starts_with("http://") || !first.ends_with('\n') {
+            let (st, err) = served.signal(libc::SIGKILL, PATIENCE);
+            panic!(
+                "{} printed no URL first (got {first:?}); {st}; stderr:\n{err}",
+                served.what
+            );
+        }
+        served.url = first.trim_end().to_string();
+        served
+    }
+
+    /// `mcptape record --url UPSTREAM --tape TAPE`.
+    pub fn record(upstream: &str, tape: &Path) -> Served {
+        Served::spawn(&["record", "--url", upstream, "--tape", &s(tape)])
+    }
+
+    /// `mcptape record --listen 127.0.0.1:0 --tape TAPE -- SERVER…`: a stdio server behind HTTP.
+    pub fn bridge(tape: &Path, server: &[String]) -> Served {
+        let tape = s(tape);
+        let mut args = vec!["record", "--listen", "127.0.0.1:0", "--tape", &tape, "--"];
+        args.extend(server.iter().map(String::as_str));
+        Served::spawn(&args)
+    }
+
+    /// `mcptape play TAPE --listen 127.0.0.1:0`.
+    pub fn play(tape: &Path) -> Served {
+        Served::spawn(&["play", &s(tape), "--listen", "127.0.0.1:0"])
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.proc.pid()
+    }
+
+    /// `host:port` of the URL.
+    pub fn authority(&self) -> String {
+        split_url(&self.url).0
+    }
+
+    pub fn port(&self) -> u16 {
+        let a = self.authority();
+        a.rsplit_once(':').expect("port").1.parse().expect("port")
+    }
+
+    /// stderr so far.
+    pub fn log_text(&self) -> String {
+        self.proc.log_text()
+    }
+
+    /// Sends `sig` and waits (at most `within`) for the exit; returns the status and stderr.
+    pub fn signal(&mut self, sig: i32, within: Duration) -> (ExitStatus, String) {
+        let st = self.proc.stop(sig, within);
+        (st, self.log_text())
+    }
+
+    /// SIGINT; requires exit status 0 and returns stderr.
+    pub fn stop(mut self) -> String {
+        let (st, err) = self.signal(libc::SIGINT, PATIENCE);
+        assert!(
+            st.success(),
+            "{} should exit 0 after SIGINT, got {st}; stderr:\n{err}",
+            self.what
+        );
+        err
+    }
+}
+
+// --- a raw HTTP/1.1 client -------------------------------------------------------------------
+
+/// How long a read may wait before the test fails (instead of hanging).
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// (`host:port`, `/path`) of an `http://` URL.
+pub fn split_url(url: &str) -> (String, String) {
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    match rest.find('/') {
+        Some(i) => (rest[..i].to_string(), rest[i..].to_string()),
+        None => (rest.to_string(), "/".to_string()),
+    }
+}
+
+/// One response being read: head parsed, body decoded piece by piece as it arrives.
+pub struct HttpStream {
+    r: BufReader<TcpStream>,
+    /// `HTTP/1.0 204 No Content`, as sent (line end removed).
+    pub status_line: String,
+    pub status: u16,
+    /// Names in lower case.
+    pub headers: Vec<(String, String)>,
+    chunked: bool,
+    remaining: Option<usize>,
+    done: bool,
+}
+
+/// Sends one request (`Connection: close`) and reads the response head. A `Host` in `headers`
+/// replaces the default one.
+pub fn http_open(url: &str, method: &str, headers: &[(&str, &str)], body: &[u8]) -> HttpStream {
+    let (authority, path) = split_url(url);
+    let mut stream =
+        TcpStream::connect(&authority).unwrap_or_else(|e| panic!("connect {authority}: {e}"));
+    stream
+        .set_read_timeout(Some(READ_TIMEOUT))
+        .expect("read timeout");
+    let mut req = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {authority}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    ));
+    stream.write_all(req.as_bytes()).expect("write request");
+    stream.write_all(body).expect("write body");
+    stream.flush().expect("flush");
+    let mut r = BufReader::new(stream);
+    let mut line = String::new();
+    r.read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{method} {url}: no status line: {e}"));
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("{method} {url}: bad status line {line:?}"));
+    let mut headers = Vec::new();
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).expect("header line");
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (k, v) = h.split_once(':').expect("header: value");
+        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+    }
+    let mut s = HttpStream {
+        r,
+        status_line: line.trim_end().to_string(),
+        status,
+        headers,
+        chunked: false,
+        remaining: None,
+        done: false,
+    };
+    s.chunked = s
+        .header("transfer-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+    s.remaining = s.header("content-length").and_then(|v| v.parse().ok());
+    s
+}
+
+impl HttpStream {
+    /// The header `name` (lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn content_type(&self) -> &str {
+        self.header("content-type").unwrap_or("")
+    }
+
+    /// The next piece of the body as it arrives; None at its end.
+    pub fn next_piece(&mut self) -> Option<Vec<u8>> {
+        if self.done {
+            return None;
+        }
+        if self.chunked {
+            let mut size = String::new();
+            self.r.read_line(&mut size).expect("chunk size line");
+            let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16)
+                .unwrap_or_else(|_| panic!("bad chunk size line {size:?}"));
+            if n == 0 {
+                self.done = true;
+                return None;
+            }
+            let mut buf = vec![0; n + 2];
+            self.r.read_exact(&mut buf).expect("chunk data");
+            buf.truncate(n);
+            return Some(buf);
+        }
+        let want = self.remaining.unwrap_or(64 * 1024).min(64 * 1024);
+        if want == 0 {
+            self.done = true;
+            return None;
+        }
+        let mut buf = vec![0; want];
+        let n = self.r.read(&mut buf).expect("body read");
+        if n == 0 {
+            self.done = true;
+            return None;
+        }
+        buf.truncate(n);
+        if let Some(rem) = self.remaining.as_mut() {
+            *rem -= n;
+        }
+        Some(buf)
+    }
+
+    /// Reads pieces until what came holds `needle`; returns all of it.
+    pub fn read_until(&mut self, needle: &str) -> Vec<u8> {
+        let mut got = Vec::new();
+        while !text(&got).contains(needle) {
+            let piece = self.next_piece().unwrap_or_else(|| {
+                panic!("the body ended before {needle:?}; got:\n{}", text(&got))
+            });
+            got.extend(piece);
+        }
+        got
+    }
+
+    /// The rest of the body.
+    pub fn body(&mut self) -> Vec<u8> {
+        let mut all = Vec::new();
+        while let Some(p) = self.next_piece() {
+            all.extend(p);
+        }
+        all
+    }
+
+    /// Closes the connection both ways, the response unread: a client going away.
+    pub fn hang_up(self) {
+        self.r
+            .get_ref()
+            .shutdown(std::net::Shutdown::Both)
+            .expect("shutdown");
+    }
+}
+
+/// A whole request: (status, body).
+pub fn http(url: &str, method: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, Vec<u8>) {
+    let mut s = http_open(url, method, headers, body);
+    let b = s.body();
+    (s.status, b)
+}
+
+/// The headers every MCP POST carries.
+const MCP_POST: [(&str, &str); 2] = [
+    ("Content-Type", "application/json"),
+    ("Accept", "application/json, text/event-stream"),
+];
+
+/// [`MCP_POST`] and `extra`.
+pub fn post_headers<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    let mut h = MCP_POST.to_vec();
+    h.extend_from_slice(extra);
+    h
+}
+
+/// An MCP POST of `msg`, its response head read.
+pub fn post_open(url: &str, msg: &Value) -> HttpStream {
+    http_open(url, "POST", &post_headers(&[]), msg.to_string().as_bytes())
+}
+
+/// [`post_open`], requiring the answer's status to be 200.
+#[track_caller]
+pub fn post_open_ok(url: &str, msg: &Value) -> HttpStream {
+    let s = post_open(url, msg);
+    assert_eq!(s.status, 200, "the status of POST {url} {msg}");
+    s
+}
+
+/// A whole MCP POST of `msg`: (status, body).
+pub fn post(url: &str, msg: &Value) -> (u16, Vec<u8>) {
+    let mut s = post_open(url, msg);
+    let b = s.body();
+    (s.status, b)
+}
+
+/// server-everything in an HTTP `mode` on a free loopback port, its log in `dir`; returns it
+/// and its URL, `path` on it.
+pub fn everything_http_at(dir: &Path, mode: &str, path: &str) -> (Proc, String) {
+    let (p, port) = listening(
+        &format!("server-everything {mode}"),
+        dir.join(format!("everything-{mode}.log")),
+        |port| everything_http_cmd(mode, port),
+    );
+    (p, format!("http://127.0.0.1:{port}{path}"))
+}
+
+/// server-everything `streamableHttp`; its URL is `http://…/mcp`.
+pub fn everything_http(dir: &Path) -> (Proc, String) {
+    everything_http_at(dir, "streamableHttp", "/mcp")
+}
+
+/// The Python SDK fixture server over Streamable HTTP; its URL is `http://…/mcp`.
+pub fn py_server_http(dir: &Path) -> (Proc, String) {
+    let (p, port) = listening(
+        "py_server --http",
+        dir.join("py_server.log"),
+        py_server_http_cmd,
+    );
+    (p, format!("http://127.0.0.1:{port}/mcp"))
+}

@@ -1,0 +1,198 @@
+//! The JSON reports of `mcptape check --json` and `mcptape diff --format json`, as the tests
+//! expect them. These are the tests' own copies of the report shape, not the library's types, on
+//! purpose: each struct refuses unknown fields and each required field must be there, so a field
+//! the library adds, renames or drops fails a test instead of passing silently (and a reader of
+//! the JSON outside Rust would be broken the same way). Optional fields are `Option`, absent when
+//! the report leaves them out.
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+// --- check -----------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+pub enum Grade {
+    A,
+    B,
+    C,
+    D,
+    F,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Pass,
+    Regression,
+    Missing,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeKind {
+    MissingResponse,
+    ErrorStatusChange,
+    StructureChange,
+    OrderingChange,
+    ValueChange,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SurfaceKind {
+    Added,
+    Removed,
+    Narrowed,
+    Widened,
+    Changed,
+}
+
+/// A recorded client request: what it was and where it is on its tape.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExchangeRef {
+    pub method: String,
+    pub target: Option<String>,
+    pub arguments: Option<Value>,
+    pub line: u64,
+}
+
+/// One classified difference between a recorded answer and another.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Change {
+    pub kind: ChangeKind,
+    pub path: String,
+    pub recorded: Option<Value>,
+    pub observed: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolChange {
+    pub tool: String,
+    pub kind: SurfaceKind,
+    pub details: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dimensions {
+    pub responsiveness: f64,
+    pub match_rate: f64,
+    pub error_parity: f64,
+    pub structural_stability: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckedExchange {
+    pub exchange: ExchangeRef,
+    pub status: Status,
+    #[serde(default)]
+    pub changes: Vec<Change>,
+    pub detail: Option<String>,
+    pub recorded_latency_us: Option<u64>,
+    pub observed_latency_us: Option<u64>,
+    #[serde(default)]
+    pub slower: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LatencyRule {
+    pub factor: f64,
+    pub floor_ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    pub min_grade: Option<Grade>,
+    pub fail_on_regression: bool,
+    pub passed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExitInfo {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// `mcptape check --json`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckReport {
+    pub tape: String,
+    pub server: String,
+    pub grade: Grade,
+    pub score: f64,
+    pub capped: bool,
+    pub dimensions: Dimensions,
+    pub exchanges: Vec<CheckedExchange>,
+    pub regressions: BTreeMap<ChangeKind, usize>,
+    pub tool_surface: Vec<ToolChange>,
+    pub latency: Option<LatencyRule>,
+    pub gate: Gate,
+    pub run_error: Option<String>,
+    pub server_exit: Option<ExitInfo>,
+    pub updated_backup: Option<String>,
+    pub duration_ms: u64,
+}
+
+impl CheckReport {
+    /// Exchanges not answered as recorded.
+    pub fn regression_count(&self) -> usize {
+        self.exchanges
+            .iter()
+            .filter(|e| e.status != Status::Pass)
+            .count()
+    }
+}
+
+// --- diff ------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Same,
+    OutputDrift,
+    StructuralDrift,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    Same,
+    Changed,
+    Absent,
+    Unanswered,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExchangeComparison {
+    pub exchange: ExchangeRef,
+    pub outcome: Outcome,
+    pub other_line: Option<u64>,
+    #[serde(default)]
+    pub changes: Vec<Change>,
+    pub latency_us: Option<u64>,
+    pub other_latency_us: Option<u64>,
+}
+
+/// `mcptape diff --format json`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiffReport {
+    pub a: String,
+    pub b: String,
+    pub verdict: Verdict,
+    pub compared: usize,
+    pub drifts: Vec<ExchangeComparison>,
+    pub only_in_a: Vec<ExchangeRef>,
+    pub only_in_b: Vec<ExchangeRef>,
+    pub tool_surface: Vec<ToolChange>,
+}
