@@ -257,12 +257,8 @@ def sshstr(b):
     return struct.pack(">I", len(b)) + b
 
 
-def openssh_ed25519(comment):
-    pub = rbytes(32)
-    priv = rbytes(32)
-    pubblob = sshstr(b"ssh-ed25519") + sshstr(pub)
-    check = rbytes(4)
-    sec = check + check + sshstr(b"ssh-ed25519") + sshstr(pub) + sshstr(priv + pub) + sshstr(comment.encode())
+def openssh_unencrypted(pubblob, sec):
+    """An unencrypted `openssh-key-v1` private key file: one key, its private section padded."""
     i = 1
     while len(sec) % 8:
         sec += bytes([i])
@@ -276,7 +272,16 @@ def openssh_ed25519(comment):
         + sshstr(pubblob)
         + sshstr(sec)
     )
-    return pem("OPENSSH PRIVATE KEY", body, width=70), pub
+    return pem("OPENSSH PRIVATE KEY", body, width=70)
+
+
+def openssh_ed25519(comment):
+    pub = rbytes(32)
+    priv = rbytes(32)
+    pubblob = sshstr(b"ssh-ed25519") + sshstr(pub)
+    check = rbytes(4)
+    sec = check + check + sshstr(b"ssh-ed25519") + sshstr(pub) + sshstr(priv + pub) + sshstr(comment.encode())
+    return openssh_unencrypted(pubblob, sec), pub
 
 
 def mpint(nbytes):
@@ -303,20 +308,7 @@ def openssh_rsa(comment, bits=3072):
         + mpint(nb // 2)
         + sshstr(comment.encode())
     )
-    i = 1
-    while len(sec) % 8:
-        sec += bytes([i])
-        i += 1
-    body = (
-        b"openssh-key-v1\x00"
-        + sshstr(b"none")
-        + sshstr(b"none")
-        + sshstr(b"")
-        + struct.pack(">I", 1)
-        + sshstr(pubblob)
-        + sshstr(sec)
-    )
-    return pem("OPENSSH PRIVATE KEY", body, width=70)
+    return openssh_unencrypted(pubblob, sec)
 
 
 def openssh_encrypted_ed25519():
@@ -372,11 +364,13 @@ def add(fmt, secret, text, note=None):
 
 
 def each(fmt, gen, templates, regex=None, note=None):
+    """One entry per template, each with a fresh secret from `gen`: a template is a text with
+    @S@ (see `fill`) or a function from the secret to the text."""
     if regex:
         FORMAT_RE[fmt] = regex
     for tpl in templates:
         s = gen()
-        add(fmt, s, fill(tpl, s), note)
+        add(fmt, s, tpl(s) if callable(tpl) else fill(tpl, s), note)
 
 
 def openai(kind):
@@ -519,7 +513,7 @@ def gen_secrets():
     ], r"ASIA[A-Z2-7]{16}")
     # secret access keys: no prefix, context carries them
     sts_exp = ts_s()
-    for build in [
+    each("aws/secret-access-key", aws_secret, [
         lambda s: f"[default]\naws_access_key_id = {akia()}\naws_secret_access_key = {s}\n",
         lambda s: f"export AWS_SECRET_ACCESS_KEY={s}",
         lambda s: f"For the staging bucket use key {akia()} secret {s} (rotate after the demo).",
@@ -527,9 +521,7 @@ def gen_secrets():
         lambda s: f's3 = boto3.client("s3", aws_access_key_id="{akia()}", aws_secret_access_key="{s}")',
         lambda s: f'provider "aws" {{\n  region     = "eu-west-1"\n  access_key = "{akia()}"\n  secret_key = "{s}"\n}}',
         lambda s: f"AWS_ACCESS_KEY_ID={akia()} AWS_SECRET_ACCESS_KEY={s} aws s3 ls s3://acme-backups/",
-    ]:
-        s = aws_secret()
-        add("aws/secret-access-key", s, build(s))
+    ])
     for i in range(2):
         s = aws_secret()
         tok = "IQoJb3JpZ2luX2Vj" + b64(rbytes(372))[:-4] if i == 0 else "FwoGZXIvYXdz" + b64(rbytes(270))
@@ -624,20 +616,16 @@ def gen_secrets():
         "@S@",
         "TWILIO_API_KEY=@S@",
     ], r"SK[0-9a-f]{32}")
-    for build in [
+    each("twilio/api-key-secret", lambda: rs(ALNUM, 32), [
         lambda s: f"TWILIO_ACCOUNT_SID={ac()}\nTWILIO_API_KEY=SK{hexs(32)}\nTWILIO_API_SECRET={s}\n",
         lambda s: f'client = Client("SK{hexs(32)}", "{s}", "{ac()}")',
-    ]:
-        s = rs(ALNUM, 32)
-        add("twilio/api-key-secret", s, build(s))
-    for build in [
+    ])
+    each("twilio/auth-token", lambda: hexs(32), [
         lambda s: f"export TWILIO_AUTH_TOKEN={s}",
         lambda s: f"curl -X POST https://api.twilio.com/2010-04-01/Accounts/{(a := ac())}/Messages.json "
                   f"--data-urlencode 'To=+15558675310' -u {a}:{s}",
         lambda s: f'twilio:\n  account_sid: {ac()}\n  auth_token: "{s}"\n',
-    ]:
-        s = hexs(32)
-        add("twilio/auth-token", s, build(s))
+    ])
 
     # ---------------- Mailgun
     each("mailgun/api-key", lambda: "key-" + hexs(32), [
@@ -674,14 +662,12 @@ def gen_secrets():
 
     # ---------------- Azure
     acct = lambda: "st" + rs(LOWERDIG, 12)
-    for build in [
+    each("azure/storage-account-key", lambda: b64(rbytes(64)), [
         lambda k: f"DefaultEndpointsProtocol=https;AccountName={acct()};AccountKey={k};EndpointSuffix=core.windows.net",
         lambda k: '{\n  "IsEncrypted": false,\n  "Values": {\n    "AzureWebJobsStorage": "DefaultEndpointsProtocol=https;AccountName='
                   + acct() + ";AccountKey=" + k + ';EndpointSuffix=core.windows.net",\n    "FUNCTIONS_WORKER_RUNTIME": "node"\n  }\n}',
         lambda k: f"az storage blob upload --account-name {acct()} --account-key {k} -c backups -f db.dump -n db.dump",
-    ]:
-        k = b64(rbytes(64))
-        add("azure/storage-account-key", k, build(k))
+    ])
     k = b64(rbytes(64))
     add("azure/cosmos-account-key", k,
         f"AccountEndpoint=https://acme-orders.documents.azure.com:443/;AccountKey={k};")
@@ -775,12 +761,10 @@ def gen_secrets():
         "@S@",
     ], r"ATATT3xFfGF0[A-Za-z0-9_-]{171}=[0-9A-F]{8}")
     org = "o" + digits(7)
-    for build in [
+    each("sentry/dsn-key", lambda: hexs(32), [
         lambda k: f"SENTRY_DSN=https://{k}@{org}.ingest.us.sentry.io/{digits(16)}",
         lambda k: f'Sentry.init({{ dsn: "https://{k}@{org}.ingest.sentry.io/{digits(7)}", tracesSampleRate: 0.2 }});',
-    ]:
-        k = hexs(32)
-        add("sentry/dsn-key", k, build(k), note="DSN public key: semi-public, shipped in browser bundles")
+    ], note="DSN public key: semi-public, shipped in browser bundles")
     k = hexs(32)
     add("sentry/dsn-secret", k, f"raven.Client('https://{hexs(32)}:{k}@sentry.io/{digits(6)}')",
         note="legacy DSN with public:secret; the secret part is the credential")
@@ -797,34 +781,28 @@ def gen_secrets():
     ], r"sntryu_[0-9a-f]{64}")
 
     # ---------------- Vercel / Netlify / Heroku / Cloudflare
-    for build in [
+    each("vercel/token", lambda: rs(ALNUM, 24), [
         lambda s: f"VERCEL_TOKEN={s}",
         lambda s: f"vercel deploy --prod --token {s}",
         lambda s: f'curl -H "Authorization: Bearer {s}" https://api.vercel.com/v9/projects',
-    ]:
-        s = rs(ALNUM, 24)
-        add("vercel/token", s, build(s))
+    ])
     each("netlify/nfp", lambda: "nfp_" + rs(ALNUM, 36), [
         "NETLIFY_AUTH_TOKEN=@S@",
         "netlify deploy --prod --auth @S@",
     ], r"nfp_[A-Za-z0-9]{36}")
     s = rs(B64URL, 43)
     add("netlify/token", s, f"NETLIFY_AUTH_TOKEN={s}", note="older Netlify token, no prefix")
-    for build in [
+    each("heroku/api-key", uuid4, [
         lambda s: f"HEROKU_API_KEY={s}",
         lambda s: f"machine api.heroku.com\n  login ana@acme.io\n  password {s}\nmachine git.heroku.com\n  login ana@acme.io\n  password {s}\n",
         lambda s: f'curl -n https://api.heroku.com/apps -H "Accept: application/vnd.heroku+json; version=3" -H "Authorization: Bearer {s}"',
-    ]:
-        s = uuid4()
-        add("heroku/api-key", s, build(s), note="a UUID; only the context makes it a secret")
+    ], note="a UUID; only the context makes it a secret")
     each("heroku/hrku", lambda: "HRKU-AA" + rs(B64URL, 58), ["HEROKU_API_KEY=@S@"], r"HRKU-AA[A-Za-z0-9_-]{58}")
-    for build in [
+    each("cloudflare/api-token", lambda: rs(B64URL, 40), [
         lambda s: f"CLOUDFLARE_API_TOKEN={s}",
         lambda s: f'curl "https://api.cloudflare.com/client/v4/user/tokens/verify" -H "Authorization: Bearer {s}"',
         lambda s: f'[env.production]\naccount_id = "{hexs(32)}"\n# wrangler secret\nCF_API_TOKEN = "{s}"\n',
-    ]:
-        s = rs(B64URL, 40)
-        add("cloudflare/api-token", s, build(s))
+    ])
     s = hexs(37)
     add("cloudflare/global-api-key", s,
         f'curl https://api.cloudflare.com/client/v4/zones -H "X-Auth-Email: ana@acme.io" -H "X-Auth-Key: {s}"')
@@ -855,13 +833,11 @@ def gen_secrets():
     each("newrelic/insert-key", lambda: "NRII-" + rs(B64URL, 32), ["@S@"], r"NRII-[A-Za-z0-9_-]{32}")
     s = hexs(36) + "NRAL"
     add("newrelic/license-key", s, f"license_key: {s}")
-    for build in [
+    each("datadog/api-key", lambda: hexs(32), [
         lambda s: f"DD_API_KEY={s}",
         lambda s: f'curl -X POST "https://api.datadoghq.com/api/v2/series" -H "DD-API-KEY: {s}" -H "Content-Type: application/json"',
         lambda s: f"# datadog.yaml\napi_key: {s}\nsite: datadoghq.eu\n",
-    ]:
-        s = hexs(32)
-        add("datadog/api-key", s, build(s))
+    ])
     s = hexs(40)
     add("datadog/app-key", s, f"DD_API_KEY={hexs(32)}\nDD_APP_KEY={s}\n")
 
@@ -1161,6 +1137,12 @@ def o(category, key, value):
     ORDINARY.append((category, key, value))
 
 
+def o_cycle(category, keys, values):
+    """Adds each value of a category under the keys in turn (the first under keys[0], …)."""
+    for i, value in enumerate(values):
+        o(category, keys[i % len(keys)], value)
+
+
 def png(w, h):
     def chunk(t, d):
         return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
@@ -1416,8 +1398,7 @@ def gen_ordinary():
         "D:\\builds\\agent\\_work\\3\\s\\out\\Release\\app.exe",
         "/private/var/mobile/Containers/Data/Application/" + uuid4().upper() + "/Documents/db.sqlite",
     ]
-    for i, p in enumerate(paths):
-        o("file_path", ["path", "uri", "filename", "cwd"][i % 4], p)
+    o_cycle("file_path", ["path", "uri", "filename", "cwd"], paths)
     urls = [
         "https://www.google.com/search?q=how+to+rotate+api+keys&oq=how+to+rotate&sourceid=chrome&ie=UTF-8",
         "https://example.com/pricing?utm_source=newsletter&utm_medium=email&utm_campaign=spring_2025&utm_content=cta_button",
@@ -1437,8 +1418,7 @@ def gen_ordinary():
         "https://maps.example.com/@48.8584,2.2945,17z",
         "http://localhost:6274/?transport=stdio&serverCommand=node&serverArgs=dist%2Findex.js",
     ]
-    for i, u in enumerate(urls):
-        o("url", ["url", "href", "uri", "link"][i % 4], u)
+    o_cycle("url", ["url", "href", "uri", "link"], urls)
     for k, v in [
         ("Key", "uploads/2025/03/14/" + uuid4() + "/original.png"),
         ("key", f"AWSLogs/{(a := digits(12))}/CloudTrail/us-east-1/2025/03/14/{a}_CloudTrail_us-east-1_20250314T0925Z_{rs(ALNUM, 16)}.json.gz"),
@@ -1549,8 +1529,7 @@ def gen_ordinary():
         "Error: invalid_grant (the refresh token was revoked or has expired)",
         "401 Unauthorized: missing Authorization header",
     ]
-    for i, p in enumerate(prose):
-        o("prose", ["text", "message", "description", "content"][i % 4], p)
+    o_cycle("prose", ["text", "message", "description", "content"], prose)
     lorem = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit. Integer nec odio. Praesent libero. Sed cursus ante "
              "dapibus diam. Sed nisi. Nulla quis sem at nibh elementum imperdiet. Duis sagittis ipsum. Praesent mauris. "
              "Fusce nec tellus sed augue semper porta. Mauris massa. Vestibulum lacinia arcu eget nulla. Class aptent taciti "
@@ -1570,8 +1549,7 @@ def gen_ordinary():
         "def verify_password(plain: str, hashed: str) -> bool:\n    return bcrypt.checkpw(plain.encode(), hashed.encode())",
         "export PATH=\"$HOME/.cargo/bin:$PATH\"",
     ]
-    for i, c in enumerate(code):
-        o("code_snippet", ["code", "text", "snippet", "content"][i % 4], c)
+    o_cycle("code_snippet", ["code", "text", "snippet", "content"], code)
     md = [
         "# Authentication\n\nCreate an API key under **Settings → API keys**, then send it in the `Authorization` header.",
         "| Field | Type | Description |\n| --- | --- | --- |\n| `token` | string | Opaque pagination token |\n| `limit` | integer | Page size |",
@@ -1629,51 +1607,52 @@ def ordinary_line(cat, key, value):
 RAW_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?\Z")
 
 
+def jsonl_entries(path, errors):
+    """(line number, line, entry) for each line of a JSONL file; a line that is not JSON goes
+    to `errors` instead."""
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                e = json.loads(line)
+            except json.JSONDecodeError as err:
+                errors.append(f"{Path(path).name}:{n}: not JSON: {err}")
+                continue
+            yield n, line, e
+
+
 def validate(secrets_path, ordinary_path):
     errors = []
     secrets_seen = set()
     formats = Counter()
-    with open(secrets_path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            try:
-                e = json.loads(line)
-            except json.JSONDecodeError as err:
-                errors.append(f"secrets.jsonl:{n}: not JSON: {err}")
-                continue
-            extra = set(e) - {"format", "secret", "text", "note"}
-            if extra or not {"format", "secret", "text"} <= set(e):
-                errors.append(f"secrets.jsonl:{n}: fields {sorted(e)}")
-                continue
-            if not all(isinstance(e[k], str) and e[k] for k in ("format", "secret", "text")):
-                errors.append(f"secrets.jsonl:{n}: empty or non-string field")
-            if e["secret"] not in e["text"]:
-                errors.append(f"secrets.jsonl:{n}: secret not in text")
-            if e["secret"] in secrets_seen:
-                errors.append(f"secrets.jsonl:{n}: duplicate secret")
-            secrets_seen.add(e["secret"])
-            rx = FORMAT_RE.get(e["format"])
-            if rx and not re.fullmatch(rx, e["secret"]) and "note" not in e:
-                errors.append(f"secrets.jsonl:{n}: {e['format']} secret does not match {rx}")
-            formats[e["format"]] += 1
+    for n, _, e in jsonl_entries(secrets_path, errors):
+        extra = set(e) - {"format", "secret", "text", "note"}
+        if extra or not {"format", "secret", "text"} <= set(e):
+            errors.append(f"secrets.jsonl:{n}: fields {sorted(e)}")
+            continue
+        if not all(isinstance(e[k], str) and e[k] for k in ("format", "secret", "text")):
+            errors.append(f"secrets.jsonl:{n}: empty or non-string field")
+        if e["secret"] not in e["text"]:
+            errors.append(f"secrets.jsonl:{n}: secret not in text")
+        if e["secret"] in secrets_seen:
+            errors.append(f"secrets.jsonl:{n}: duplicate secret")
+        secrets_seen.add(e["secret"])
+        rx = FORMAT_RE.get(e["format"])
+        if rx and not re.fullmatch(rx, e["secret"]) and "note" not in e:
+            errors.append(f"secrets.jsonl:{n}: {e['format']} secret does not match {rx}")
+        formats[e["format"]] += 1
     cats = Counter()
-    with open(ordinary_path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            try:
-                e = json.loads(line)
-            except json.JSONDecodeError as err:
-                errors.append(f"ordinary.jsonl:{n}: not JSON: {err}")
-                continue
-            if set(e) != {"category", "key", "value"}:
-                errors.append(f"ordinary.jsonl:{n}: fields {sorted(e)}")
-                continue
-            blob = json.dumps(e["value"], ensure_ascii=False)
-            for rx in LINT:
-                if re.search(rx, blob):
-                    errors.append(f"ordinary.jsonl:{n}: value matches credential shape {rx}")
-            for s in secrets_seen:
-                if len(s) >= 8 and s in line:
-                    errors.append(f"ordinary.jsonl:{n}: contains a corpus secret")
-            cats[e["category"]] += 1
+    for n, line, e in jsonl_entries(ordinary_path, errors):
+        if set(e) != {"category", "key", "value"}:
+            errors.append(f"ordinary.jsonl:{n}: fields {sorted(e)}")
+            continue
+        blob = json.dumps(e["value"], ensure_ascii=False)
+        for rx in LINT:
+            if re.search(rx, blob):
+                errors.append(f"ordinary.jsonl:{n}: value matches credential shape {rx}")
+        for s in secrets_seen:
+            if len(s) >= 8 and s in line:
+                errors.append(f"ordinary.jsonl:{n}: contains a corpus secret")
+        cats[e["category"]] += 1
     return errors, formats, cats
 
 
