@@ -551,11 +551,12 @@ fn full_set(
     keys: &BTreeSet<String>,
     defaults: bool,
 ) -> Result<regex::bytes::RegexSet, regex::Error> {
-    // A name is matched loosely here (any case, `-`/`_` anywhere, anything before it); the
-    // exact rule decides.
+    // A name is matched loosely here (any case, any run of `-`/`_` anywhere — the exact rule
+    // squashes them all: `password__` is `password` — anything before it); the exact rule
+    // decides.
     let loose = |k: &str| {
         k.chars()
-            .map(|c| format!("{}[-_]?", regex::escape(&c.to_string())))
+            .map(|c| format!("{}[-_]*", regex::escape(&c.to_string())))
             .collect::<String>()
     };
     let mut pre: Vec<String> = Vec::new();
