@@ -165,6 +165,90 @@ pub struct ShowDoc {
     pub exchanges: usize,
     /// The shown server's messages, in tape order.
     pub messages: Vec<ShowRow>,
+    /// The model calls on the tape (an agent run's), in tape order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub model_calls: Vec<ModelRow>,
+}
+
+/// One model call in `mcptape show`.
+#[derive(Debug, Serialize)]
+pub struct ModelRow {
+    /// Its number under its label.
+    pub call: u64,
+    /// The label (`model` unless told otherwise).
+    pub label: String,
+    /// Tape line of its request.
+    pub line: u64,
+    /// When the request was read (microseconds since the recording started).
+    pub t_us: u64,
+    /// The API (`anthropic`, `openai-chat`, `openai-responses`, `gemini`, `other`).
+    pub provider: String,
+    /// The endpoint (`messages`, `responses`, …).
+    pub endpoint: String,
+    /// The model asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The answer's HTTP status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Stream events in the answer (0 for a whole JSON answer).
+    pub events: usize,
+    /// Time to the answer's head, microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttfb_us: Option<u64>,
+    /// Time to its end, microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_us: Option<u64>,
+    /// What the answer said about itself: `input_tokens`, `output_tokens`, `tool_calls`,
+    /// `stop`.
+    pub summary: serde_json::Value,
+    /// Why the answer was cut, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut: Option<String>,
+}
+
+impl ModelRow {
+    fn of(c: crate::model::calls::Call) -> ModelRow {
+        ModelRow {
+            call: c.n,
+            label: c.label,
+            line: c.line,
+            t_us: c.t_us,
+            provider: c.provider.name().to_string(),
+            endpoint: c.endpoint,
+            model: c.model,
+            status: c.status,
+            events: c.events.len(),
+            ttfb_us: c.ttfb_us,
+            total_us: c.total_us,
+            summary: c.summary,
+            cut: c.cut,
+        }
+    }
+
+    /// `anthropic messages claude-x: 200, 150→11 tokens, ttfb 1.20 s → mcp__S__echo`.
+    fn describe(&self) -> String {
+        let mut s = format!("{} {}", self.provider, self.endpoint);
+        if let Some(m) = &self.model {
+            s.push(' ');
+            s.push_str(m);
+        }
+        let num = |k: &str| self.summary.get(k).and_then(serde_json::Value::as_u64);
+        if let (Some(i), Some(o)) = (num("input_tokens"), num("output_tokens")) {
+            s.push_str(&format!(", {i}→{o} tok"));
+        }
+        if let Some(status) = self.status.filter(|s| *s != 200) {
+            s.push_str(&format!(", HTTP {status}"));
+        }
+        if self.cut.is_some() {
+            s.push_str(", CUT");
+        }
+        if let Some(calls) = self.summary.get("tool_calls").and_then(|v| v.as_array()) {
+            let names: Vec<&str> = calls.iter().filter_map(|c| c.as_str()).collect();
+            s.push_str(&format!(" → {}", names.join(", ")));
+        }
+        s
+    }
 }
 
 /// The messages of one server of a tape (default: the first declared), each with the method
@@ -236,6 +320,10 @@ pub fn show(path: &Path, server: Option<&str>) -> Result<ShowDoc, TapeError> {
         warnings: index.warnings.iter().map(|w| w.to_string()).collect(),
         exchanges: index.exchanges.len(),
         messages,
+        model_calls: crate::model::calls::load(path, None)?
+            .into_iter()
+            .map(ModelRow::of)
+            .collect(),
     })
 }
 
@@ -287,7 +375,28 @@ pub fn show_table(doc: &ShowDoc) -> String {
         "{:>5}  {:>10}  {:3}  {:12}  {:44}  {:>6}  {:>10}",
         "SEQ", "TIME", "DIR", "KIND", "METHOD / TARGET", "ID", "LATENCY"
     );
+    let mut models = doc.model_calls.iter().peekable();
+    let model_line = |out: &mut String, m: &ModelRow| {
+        let ttfb = m
+            .ttfb_us
+            .map(|us| format!("{:.2} ms", us as f64 / 1000.0))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{:>5}  {:>8.3} s  {:^3}  {:12}  {:44}  {:>6}  {:>10}",
+            "",
+            m.t_us as f64 / 1e6,
+            "→←",
+            format!("model:{}", m.label),
+            m.describe(),
+            m.call,
+            ttfb
+        );
+    };
     for r in &doc.messages {
+        while let Some(m) = models.next_if(|m| m.t_us <= r.t_us) {
+            model_line(&mut out, m);
+        }
         let mut what = match (&r.method, &r.target) {
             (Some(m), Some(t)) => format!("{m} {t}"),
             (Some(m), None) => m.clone(),
@@ -315,6 +424,9 @@ pub fn show_table(doc: &ShowDoc) -> String {
             truncate(&id, 6),
             latency
         );
+    }
+    for m in models {
+        model_line(&mut out, m);
     }
     out
 }

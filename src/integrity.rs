@@ -150,8 +150,6 @@ fn redact_line(
     line: &[u8],
     entry: &Entry<'_>,
 ) -> (Option<Vec<u8>>, Vec<Finding>) {
-    use base64::Engine as _;
-    let b64 = &base64::engine::general_purpose::STANDARD;
     let Ok(text) = std::str::from_utf8(line) else {
         return (None, Vec::new());
     };
@@ -162,15 +160,6 @@ fn redact_line(
     // Field → its new raw JSON text.
     let mut changes: Vec<(&str, String)> = Vec::new();
     let json_str = |s: &str| serde_json::to_string(s).expect("strings serialize");
-    let as_findings = |rules: Vec<String>, path: &str| -> Vec<Finding> {
-        rules
-            .into_iter()
-            .map(|rule| Finding {
-                rule,
-                path: path.to_string(),
-            })
-            .collect()
-    };
     match entry {
         Entry::Server(decl) => {
             if let Some(argv) = &decl.command {
@@ -201,70 +190,39 @@ fn redact_line(
                 }
             }
         }
-        Entry::Unknown => {
-            if obj.get("type").map(|t| t.get()) == Some("\"event\"") {
+        Entry::Unknown => match obj.get("type").map(|t| t.get()) {
+            Some("\"event\"") => {
                 if let Some((out, f)) = crate::tape::writer::redact_event(redactor, line) {
                     return (Some(out), f);
                 }
             }
-        }
+            Some("\"model\"") => {
+                // A model call's body (request, answer, stream event) and HTTP facts, as a
+                // message's.
+                let text_field: Option<String> = obj
+                    .get("text")
+                    .and_then(|t| serde_json::from_str::<String>(t.get()).ok());
+                let b64_field: Option<String> = obj
+                    .get("b64")
+                    .and_then(|t| serde_json::from_str::<String>(t.get()).ok());
+                let body = Body {
+                    msg: obj.get("msg"),
+                    text: text_field.as_deref(),
+                    b64: b64_field.as_deref(),
+                    oversize: false,
+                };
+                redact_body(redactor, &obj, &body, &mut found, &mut changes);
+            }
+            _ => {}
+        },
         Entry::Msg(m) => {
-            let mut rules: Vec<String> = Vec::new();
-            if let Some(raw) = m.msg {
-                if let Some((out, f)) = redactor.redact_json_found(raw.get().as_bytes()) {
-                    rules.extend(f.iter().map(|x| x.rule.clone()));
-                    found.extend(f);
-                    changes.push(("msg", String::from_utf8(out).unwrap_or_default()));
-                }
-            } else if let Some(t) = &m.text {
-                if let Some((out, r)) = redactor.redact_text(t) {
-                    found.extend(as_findings(r.clone(), "(text line)"));
-                    rules.extend(r);
-                    changes.push(("text", json_str(&out)));
-                }
-            } else if let Some(encoded) = &m.b64 {
-                if let Ok(bytes) = b64.decode(encoded.as_bytes()) {
-                    let (out, r) = if m.kind == crate::wire::Kind::Oversize {
-                        let (cut, r) = redactor.redact_head(&bytes);
-                        (Some(cut).filter(|c| c != &bytes), r)
-                    } else {
-                        match redactor.redact_bytes(&bytes) {
-                            Some((out, r)) => (Some(out), r),
-                            None => (None, Vec::new()),
-                        }
-                    };
-                    found.extend(as_findings(r.clone(), "(raw line)"));
-                    rules.extend(r);
-                    if let Some(out) = out {
-                        changes.push(("b64", json_str(&b64.encode(out))));
-                    }
-                }
-            }
-            if let Some(facts) = obj.get("http") {
-                if let Some((out, f)) =
-                    crate::tape::writer::redact_http_facts(redactor, facts.get().as_bytes())
-                {
-                    found.extend(f.into_iter().map(|x| Finding {
-                        rule: x.rule,
-                        path: format!("http{}", &x.path[1..]),
-                    }));
-                    changes.push(("http", String::from_utf8(out).unwrap_or_default()));
-                }
-            }
-            if !rules.is_empty() {
-                if let Some(prev) = obj
-                    .get("redacted")
-                    .and_then(|v| serde_json::from_str::<Vec<String>>(v.get()).ok())
-                {
-                    rules.extend(prev);
-                }
-                rules.sort();
-                rules.dedup();
-                changes.push((
-                    "redacted",
-                    serde_json::to_string(&rules).expect("strings serialize"),
-                ));
-            }
+            let body = Body {
+                msg: m.msg,
+                text: m.text.as_deref(),
+                b64: m.b64.as_deref(),
+                oversize: m.kind == crate::wire::Kind::Oversize,
+            };
+            redact_body(redactor, &obj, &body, &mut found, &mut changes);
         }
         Entry::End(_) => {}
     }
@@ -279,6 +237,92 @@ fn redact_line(
         out = o.to_string_with(field, &value);
     }
     (Some(out.into_bytes()), found)
+}
+
+/// A line's body fields: `msg`, `text` or `b64`.
+struct Body<'a> {
+    msg: Option<&'a serde_json::value::RawValue>,
+    text: Option<&'a str>,
+    b64: Option<&'a str>,
+    oversize: bool,
+}
+
+/// Redacts a line's body and HTTP facts: what was found, and each field's new raw text.
+fn redact_body<'o>(
+    redactor: &Redactor,
+    obj: &RawObject<'o>,
+    body: &Body<'_>,
+    found: &mut Vec<Finding>,
+    changes: &mut Vec<(&'static str, String)>,
+) {
+    use base64::Engine as _;
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    let json_str = |s: &str| serde_json::to_string(s).expect("strings serialize");
+    let as_findings = |rules: Vec<String>, path: &str| -> Vec<Finding> {
+        rules
+            .into_iter()
+            .map(|rule| Finding {
+                rule,
+                path: path.to_string(),
+            })
+            .collect()
+    };
+    let mut rules: Vec<String> = Vec::new();
+    if let Some(raw) = body.msg {
+        if let Some((out, f)) = redactor.redact_json_found(raw.get().as_bytes()) {
+            rules.extend(f.iter().map(|x| x.rule.clone()));
+            found.extend(f);
+            changes.push(("msg", String::from_utf8(out).unwrap_or_default()));
+        }
+    } else if let Some(t) = &body.text {
+        if let Some((out, r)) = redactor.redact_text(t) {
+            found.extend(as_findings(r.clone(), "(text line)"));
+            rules.extend(r);
+            changes.push(("text", json_str(&out)));
+        }
+    } else if let Some(encoded) = &body.b64 {
+        if let Ok(bytes) = b64.decode(encoded.as_bytes()) {
+            let (out, r) = if body.oversize {
+                let (cut, r) = redactor.redact_head(&bytes);
+                (Some(cut).filter(|c| c != &bytes), r)
+            } else {
+                match redactor.redact_bytes(&bytes) {
+                    Some((out, r)) => (Some(out), r),
+                    None => (None, Vec::new()),
+                }
+            };
+            found.extend(as_findings(r.clone(), "(raw line)"));
+            rules.extend(r);
+            if let Some(out) = out {
+                changes.push(("b64", json_str(&b64.encode(out))));
+            }
+        }
+    }
+    if let Some(facts) = obj.get("http") {
+        if let Some((out, f)) =
+            crate::tape::writer::redact_http_facts(redactor, facts.get().as_bytes())
+        {
+            found.extend(f.into_iter().map(|x| Finding {
+                rule: x.rule,
+                path: format!("http{}", &x.path[1..]),
+            }));
+            changes.push(("http", String::from_utf8(out).unwrap_or_default()));
+        }
+    }
+    if !rules.is_empty() {
+        if let Some(prev) = obj
+            .get("redacted")
+            .and_then(|v| serde_json::from_str::<Vec<String>>(v.get()).ok())
+        {
+            rules.extend(prev);
+        }
+        rules.sort();
+        rules.dedup();
+        changes.push((
+            "redacted",
+            serde_json::to_string(&rules).expect("strings serialize"),
+        ));
+    }
 }
 
 /// A suspected secret still on a tape.

@@ -10,10 +10,25 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("tape", &["exit", "wire", "redact"]),
     ("config", &["exit", "redact", "tape"]),
     ("integrity", &["exit", "wire", "redact", "tape"]),
-    ("inspect", &["exit", "wire", "transport", "redact", "tape"]),
+    (
+        "inspect",
+        &["exit", "wire", "transport", "redact", "tape", "model"],
+    ),
     ("record", &["exit", "wire", "transport", "redact", "tape"]),
     ("compare", &["exit", "wire", "redact", "tape"]),
     ("play", &["exit", "wire", "transport", "redact", "tape"]),
+    (
+        "model",
+        &[
+            "exit",
+            "wire",
+            "transport",
+            "redact",
+            "tape",
+            "record",
+            "compare",
+        ],
+    ),
     (
         "check",
         &[
@@ -27,6 +42,18 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("diff", &["exit", "wire", "tape", "compare"]),
+    (
+        "run",
+        &[
+            "exit",
+            "wire",
+            "transport",
+            "redact",
+            "tape",
+            "record",
+            "model",
+        ],
+    ),
     (
         "report",
         &["exit", "wire", "tape", "compare", "check", "diff"],

@@ -99,10 +99,12 @@ pub mod inspect;
 pub mod integrity;
 #[cfg(test)]
 mod layers;
+pub mod model;
 pub mod play;
 pub mod record;
 pub mod redact;
 pub mod report;
+pub mod run;
 pub mod tape;
 pub mod transport;
 pub mod wire;

@@ -5,8 +5,10 @@ mod demo;
 mod diff;
 mod inspect;
 mod integrity;
+mod model_proxy;
 mod play;
 mod record;
+mod run;
 mod runtime;
 
 use clap::{Parser, Subcommand};
@@ -50,6 +52,8 @@ enum Command {
     Redact(integrity::RedactCmdArgs),
     Lint(integrity::LintArgs),
     Show(inspect::ShowArgs),
+    ModelProxy(model_proxy::Args),
+    Run(run::Args),
     Demo(demo::Args),
     /// The bundled demo MCP server (stdio), used by `mcptape demo`.
     #[command(hide = true)]
@@ -79,6 +83,8 @@ pub fn main() -> i32 {
         Command::Redact(a) => integrity::redact(a),
         Command::Lint(a) => integrity::lint(a),
         Command::Show(a) => inspect::show(a),
+        Command::ModelProxy(a) => model_proxy::run(a),
+        Command::Run(a) => run::run_cmd(a),
         Command::Demo(a) => demo::run(a),
         Command::DemoServer(a) => demo::server(a),
     };

@@ -45,6 +45,17 @@ pub struct Args {
     /// Over HTTP: client connections served at once; past it a new connection gets 503.
     #[arg(long, value_name = "N", default_value_t = mcptape::transport::http::MAX_CONNECTIONS)]
     max_connections: usize,
+    /// Over HTTP: the CA certificates (PEM) to check an https:// upstream against, instead of
+    /// the system's roots.
+    #[arg(long, value_name = "FILE", requires = "url")]
+    upstream_ca: Option<std::path::PathBuf>,
+    /// The server's label on the tape (default: `default`).
+    #[arg(long, value_name = "LABEL")]
+    label: Option<String>,
+    /// Join the recording `mcptape run` owns at this socket instead of writing a tape (what
+    /// `run` puts in an agent's MCP config).
+    #[arg(long, value_name = "SOCKET", hide = true, conflicts_with_all = ["url", "listen", "tape"])]
+    join: Option<std::path::PathBuf>,
     /// The server command and its arguments (after `--`).
     #[arg(
         last = true,
@@ -63,13 +74,29 @@ pub fn run(a: Args) -> Result<i32> {
         return run_bridge(a, addr);
     }
     let name = a.tape.unwrap_or_else(|| store::default_name(&a.command));
-    let write = write_options(&a.redact, &a.sign)?;
-    let mut cfg = RecordConfig::new(store::resolve_for_write(&name)?, a.command, write);
+    let (tape, write) = match &a.join {
+        // The owner of the tape redacts and signs; nothing is written here.
+        Some(socket) => (socket.clone(), WriteOptions::default()),
+        None => (
+            store::resolve_for_write(&name)?,
+            write_options(&a.redact, &a.sign)?,
+        ),
+    };
+    let mut cfg = RecordConfig::new(tape, a.command, write);
     cfg.max_message = a.max_message;
     cfg.grace = a.grace;
+    cfg.join = a.join;
+    if let Some(label) = a.label {
+        cfg.server_label = label;
+    }
     let signals = super::runtime::forwarded_signals()?;
     let (stdin, stdout) = super::runtime::stdio();
+    let joined = cfg.join.is_some();
     let out = super::runtime::single()?.block_on(record_stdio(&cfg, stdin, stdout, signals))?;
+    if joined {
+        // The owner of the tape gives the summary.
+        return Ok(out.exit_code);
+    }
     Ok(report(out))
 }
 
@@ -129,6 +156,10 @@ fn run_http(a: Args, url: String) -> Result<i32> {
     cfg.listen = listen;
     cfg.max_message = a.max_message;
     cfg.max_connections = a.max_connections;
+    cfg.upstream_ca = a.upstream_ca;
+    if let Some(label) = a.label {
+        cfg.server_label = label;
+    }
     let out = super::runtime::single()?.block_on(async {
         let stop = super::runtime::stop_signal()?;
         let on_ready = |public: &str| {
@@ -159,6 +190,9 @@ fn run_bridge(a: Args, listen: std::net::SocketAddr) -> Result<i32> {
     cfg.max_message = a.max_message;
     cfg.max_connections = a.max_connections;
     cfg.grace = a.grace;
+    if let Some(label) = a.label.clone() {
+        cfg.server_label = label;
+    }
     let out = super::runtime::multi()?.block_on(async {
         let stop = super::runtime::stop_signal()?;
         let on_ready = |public: &str| {

@@ -15,7 +15,6 @@ use crate::transport::sse;
 use crate::wire::rewrite::with_id;
 use crate::wire::{classify, Kind};
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode};

@@ -12,7 +12,6 @@ use crate::transport::http::{accept_until, collect, plain, refuse_foreign, Chann
 use crate::transport::sse;
 use crate::wire::{classify, Dir, Frame, Framer, Kind};
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode};

@@ -17,9 +17,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Map, Value};
 use std::future::Future;
 use std::net::SocketAddr;
@@ -53,21 +50,6 @@ static RECORDED_HEADERS: [(HeaderName, &str); 7] = [
     (HeaderName::from_static("accept"), "accept"),
 ];
 
-/// Hop-by-hop headers: meaningful for one connection only, never forwarded.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-];
-
 /// What `record --url` needs.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -88,6 +70,9 @@ pub struct HttpRecordConfig {
     /// Client connections served at once (see
     /// [`MAX_CONNECTIONS`](crate::transport::http::MAX_CONNECTIONS)).
     pub max_connections: usize,
+    /// The CA certificates (PEM) an `https://` upstream is checked against instead of the
+    /// system's roots.
+    pub upstream_ca: Option<PathBuf>,
 }
 
 impl HttpRecordConfig {
@@ -102,6 +87,7 @@ impl HttpRecordConfig {
             write,
             max_message: crate::wire::DEFAULT_MAX_MESSAGE,
             max_connections: crate::transport::http::MAX_CONNECTIONS,
+            upstream_ca: None,
         }
     }
 }
@@ -117,7 +103,7 @@ struct Proxy {
     /// `Authorization: Basic …` from the URL's credentials, for requests that bring none.
     basic_auth: Option<HeaderValue>,
     local_port: u16,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: crate::transport::upstream::Upstream,
     max_message: usize,
     /// POSTs so far (shared by every handle of the proxy).
     posts: Arc<std::sync::atomic::AtomicU64>,
@@ -140,17 +126,11 @@ pub async fn record_http(
             why,
         })?;
     match upstream.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(RecordError::Upstream {
-                url: upstream.to_string(),
-                why: "https upstreams are not supported yet (plain http only)".into(),
-            })
-        }
+        Some("http" | "https") => {}
         _ => {
             return Err(RecordError::Upstream {
                 url: upstream.to_string(),
-                why: "the URL must start with http://".into(),
+                why: "the URL must start with http:// or https://".into(),
             })
         }
     }
@@ -161,6 +141,8 @@ pub async fn record_http(
             why: "no host".into(),
         })?
         .clone();
+    // Before the tape: a CA file that cannot be used costs no existing tape.
+    let client = crate::transport::upstream::client(cfg.upstream_ca.as_deref())?;
     let (listener, local) = crate::transport::http::bind(cfg.listen)
         .await
         .map_err(|cause| RecordError::Listen {
@@ -184,12 +166,12 @@ pub async fn record_http(
     let proxy = Arc::new(Proxy {
         tape: Recorder::new(writer, &cfg.server_label),
         upstream: upstream.clone(),
-        upstream_origin: format!("http://{authority}"),
+        upstream_origin: format!("{}://{authority}", upstream.scheme_str().unwrap_or("http")),
         upstream_host: HeaderValue::from_str(authority.as_str()).ok(),
         basic_auth,
         public_origin: public_origin.clone(),
         local_port: local.port(),
-        client: upstream_client(),
+        client,
         max_message: cfg.max_message,
         posts: Arc::default(),
     });
@@ -379,27 +361,6 @@ pub fn without_password(url: &str) -> String {
     }
 }
 
-/// The client to the upstream: pooled keep-alive connections (hyper reuses an idle one), with
-/// Nagle off since each request is written whole.
-fn upstream_client() -> Client<HttpConnector, Full<Bytes>> {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    Client::builder(TokioExecutor::new()).build(connector)
-}
-
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // The few names present are found by one pass over the map and removed by name (no
-    // parsing of the eleven hop-by-hop names on every request).
-    let present: Vec<HeaderName> = headers
-        .keys()
-        .filter(|k| HOP_BY_HOP.contains(&k.as_str()))
-        .cloned()
-        .collect();
-    for name in &present {
-        headers.remove(name);
-    }
-}
-
 fn request_facts(method: &Method, headers: &HeaderMap, path: &str) -> Map<String, Value> {
     let mut f = Map::new();
     f.insert("method".into(), json!(method.as_str()));
@@ -423,17 +384,6 @@ fn request_facts(method: &Method, headers: &HeaderMap, path: &str) -> Map<String
     f
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
-}
-
 /// A JSON-RPC error for the request in `body` (its id if it had one), so the client sees why.
 fn jsonrpc_error(status: StatusCode, body: &[u8], message: &str) -> Response<RespBody> {
     let id = serde_json::from_slice::<Value>(body)
@@ -443,7 +393,7 @@ fn jsonrpc_error(status: StatusCode, body: &[u8], message: &str) -> Response<Res
     let msg = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": message}});
     let mut r = Response::new(
         Full::new(Bytes::from(msg.to_string()))
-            .map_err(|never| match never {})
+            .map_err(|never| -> crate::transport::http::BodyError { match never {} })
             .boxed(),
     );
     *r.status_mut() = status;
@@ -502,7 +452,7 @@ impl crate::transport::http::Handler for Proxy {
         };
         // The client's header map is moved, not rebuilt: only the hop-by-hop ones come out.
         let mut headers = parts.headers;
-        strip_hop_by_hop(&mut headers);
+        crate::transport::upstream::strip_hop_by_hop(&mut headers);
         if let Some(a) = &self.upstream_host {
             headers.insert(hyper::header::HOST, a.clone());
         }
@@ -521,7 +471,7 @@ impl crate::transport::http::Handler for Proxy {
                 let why = format!(
                     "mcptape: the upstream {} did not answer: {}",
                     self.upstream,
-                    error_chain(&e)
+                    crate::transport::upstream::error_chain(&e)
                 );
                 self.tape_event("upstream-error", json!({ "error": why }));
                 crate::diag!("{why}");
@@ -557,7 +507,7 @@ impl crate::transport::http::Handler for Proxy {
         }
         let status = rparts.status;
         let mut out_headers = rparts.headers;
-        strip_hop_by_hop(&mut out_headers);
+        crate::transport::upstream::strip_hop_by_hop(&mut out_headers);
         let respond = |body: RespBody| {
             let mut r = Response::new(body);
             *r.status_mut() = status;
@@ -598,6 +548,10 @@ impl crate::transport::http::Handler for Proxy {
             );
             self.tape_event("http-error", Value::Object(facts));
         }
-        respond(Full::new(body).map_err(|never| match never {}).boxed())
+        respond(
+            Full::new(body)
+                .map_err(|never| -> crate::transport::http::BodyError { match never {} })
+                .boxed(),
+        )
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod bridge;
 pub mod http;
+pub mod join;
 pub mod recorder;
 pub mod stdio;
 

@@ -19,6 +19,8 @@ use std::time::Instant;
 struct Shared {
     /// `None` once closed: what comes after the tape's end is not taped.
     writer: Mutex<Option<TapeWriter>>,
+    /// Set when another process owns the tape (`record --join`): everything goes there.
+    joined: Option<Mutex<super::join::JoinSink>>,
     path: PathBuf,
     warned: AtomicBool,
 }
@@ -60,6 +62,9 @@ pub enum RecordError {
         #[source]
         cause: io::Error,
     },
+    /// The client to an `https://` upstream could not be set up (its CA file, exit 66).
+    #[error(transparent)]
+    Client(#[from] crate::transport::upstream::UpstreamError),
     /// The tape could not be written (exit 74).
     #[error("could not write tape {}", path.display())]
     Tape {
@@ -77,6 +82,7 @@ impl crate::exit::Coded for RecordError {
             RecordError::Spawn { .. } | RecordError::Listen { .. } => crate::exit::UNAVAILABLE,
             RecordError::Upstream { .. } => crate::exit::USAGE,
             RecordError::Tape { .. } => crate::exit::IO_ERR,
+            RecordError::Client(e) => crate::exit::Coded::exit_code(e),
         }
     }
 }
@@ -131,10 +137,48 @@ impl Recorder {
             shared: Arc::new(Shared {
                 path: writer.path().to_path_buf(),
                 writer: Mutex::new(Some(writer)),
+                joined: None,
                 warned: AtomicBool::new(false),
             }),
             label: label.into(),
         }
+    }
+
+    /// A recorder whose tape another process owns (`mcptape run`): what it is given goes over
+    /// `sink` to that process, which writes it.
+    pub(crate) fn joined(sink: super::join::JoinSink, socket: &Path, label: &str) -> Recorder {
+        Recorder {
+            shared: Arc::new(Shared {
+                path: socket.to_path_buf(),
+                writer: Mutex::new(None),
+                joined: Some(Mutex::new(sink)),
+                warned: AtomicBool::new(false),
+            }),
+            label: label.into(),
+        }
+    }
+
+    /// Sends to the owner of a joined tape; a failure is warned once, as a failed write is.
+    fn to_owner(&self, f: impl FnOnce(&mut super::join::JoinSink) -> io::Result<()>) -> bool {
+        let Some(j) = &self.shared.joined else {
+            return false;
+        };
+        let mut sink = j.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = f(&mut sink) {
+            if !self.shared.warned.swap(true, Ordering::Relaxed) {
+                crate::diag!("mcptape: WARNING: {e}; the session goes on, not recorded");
+            }
+        }
+        true
+    }
+
+    /// Declares another server on the tape (an agent run's servers, as they join).
+    pub fn declare(&self, decl: ServerDecl) {
+        self.with(|w| {
+            if let Err(e) = w.declare_server(decl) {
+                crate::diag!("mcptape: WARNING: could not declare a server on the tape: {e}");
+            }
+        });
     }
 
     /// The same tape, another server label.
@@ -159,6 +203,9 @@ impl Recorder {
     /// hands them to the kernel, so that the caller forwards the chunk only once they are on
     /// the tape: a crash then loses nothing already forwarded.
     pub fn chunk(&self, framer: &mut Framer, dir: Dir, chunk: &[u8]) {
+        if self.to_owner(|j| j.chunk(dir, chunk)) {
+            return;
+        }
         let at = Instant::now();
         self.with(|w| {
             framer.push(chunk, |frame| {
@@ -170,6 +217,9 @@ impl Recorder {
 
     /// Tapes what the framer still holds: the stream ended (a last line without its newline).
     pub fn finish_framer(&self, framer: &mut Framer, dir: Dir) {
+        if self.to_owner(|j| j.finish(dir)) {
+            return;
+        }
         let at = Instant::now();
         self.with(|w| {
             framer.finish(|frame| {
@@ -194,9 +244,26 @@ impl Recorder {
         } else {
             bytes
         };
+        if self.to_owner(|j| j.whole(dir, bytes)) {
+            return;
+        }
         let frame = Frame::whole(bytes);
         let at = Instant::now();
         self.with(|w| w.message_with(&self.label, dir, &frame, at, facts));
+    }
+
+    /// Tapes one part of a model API call (see [`TapeWriter::model`]).
+    pub fn model(
+        &self,
+        dir: Dir,
+        call: u64,
+        part: &str,
+        facts: &serde_json::Map<String, serde_json::Value>,
+        body: Option<&[u8]>,
+        http: Option<&serde_json::Value>,
+    ) {
+        let at = Instant::now();
+        self.with(|w| w.model(&self.label, dir, call, part, facts, body, http, at));
     }
 
     /// Tapes a transport event (an HTTP stream opened, the upstream unreachable…).
@@ -207,6 +274,20 @@ impl Recorder {
 
     /// Writes the closing line. Later calls, and messages after it, are not taped.
     pub fn close(&self, exit: Option<ExitInfo>, reason: String) -> io::Result<Closed> {
+        if let Some(j) = &self.shared.joined {
+            // The owner writes the closing line; this process says how its server ended.
+            let mut sink = j.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = sink.end(exit.clone(), reason.clone());
+            return Ok(Closed {
+                tape: self.shared.path.clone(),
+                end: End {
+                    exit,
+                    reason: Some(reason),
+                    ..End::default()
+                },
+                write_failure: None,
+            });
+        }
         let writer = self
             .shared
             .writer
@@ -257,6 +338,31 @@ impl StartError {
                 path: tape.to_path_buf(),
                 cause,
             },
+        }
+    }
+}
+
+/// Starts a stdio server and joins the recording another process owns at `socket` (see
+/// [`super::join`]): for `record --join`, which `mcptape run` puts in an agent's config.
+pub(crate) fn spawn_and_join(
+    command: &[String],
+    label: &str,
+    socket: &Path,
+) -> Result<(Child, Recorder), StartError> {
+    let mut child = crate::transport::stdio::spawn(command).map_err(StartError::Spawn)?;
+    let hello = super::join::Hello {
+        label: label.to_string(),
+        command: command.to_vec(),
+        cwd: std::env::current_dir()
+            .ok()
+            .map(|d| d.display().to_string()),
+    };
+    match super::join::JoinSink::connect(socket, &hello) {
+        Ok(sink) => Ok((child, Recorder::joined(sink, socket, label))),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(StartError::Tape(e))
         }
     }
 }

@@ -6,7 +6,9 @@
 //! a thread waking on its own read costs less latency than a reactor hop. The session's end (the
 //! client closing, the server exiting, a signal to forward) is awaited by the async caller.
 
-use super::recorder::{exit_info, spawn_and_tape, RecordError, RecordOutcome, Recorder};
+use super::recorder::{
+    exit_info, spawn_and_join, spawn_and_tape, RecordError, RecordOutcome, Recorder,
+};
 use crate::tape::WriteOptions;
 use crate::transport::stdio as child;
 use crate::wire::{Dir, Framer};
@@ -39,6 +41,9 @@ pub struct RecordConfig {
     pub grace: Duration,
     /// How the tape is written: the redactor, the signing key.
     pub write: WriteOptions,
+    /// Join the recording another process owns at this socket (`mcptape run`) instead of
+    /// writing a tape: `tape` and `write` are then unused.
+    pub join: Option<PathBuf>,
 }
 
 impl RecordConfig {
@@ -52,6 +57,7 @@ impl RecordConfig {
             max_message: crate::wire::DEFAULT_MAX_MESSAGE,
             grace: Duration::from_secs(5),
             write,
+            join: None,
         }
     }
 }
@@ -72,13 +78,18 @@ pub async fn record_stdio(
     to_client: impl Write + Send + 'static,
     mut signals: mpsc::UnboundedReceiver<i32>,
 ) -> Result<RecordOutcome, RecordError> {
-    let (server, tape) = spawn_and_tape(
-        &cfg.command,
-        &cfg.server_label,
-        &cfg.tape,
-        cfg.write.clone(),
-    )
-    .map_err(|e| e.for_record(&cfg.command, &cfg.tape))?;
+    let started = match &cfg.join {
+        Some(socket) => spawn_and_join(&cfg.command, &cfg.server_label, socket)
+            .map_err(|e| e.for_record(&cfg.command, socket)),
+        None => spawn_and_tape(
+            &cfg.command,
+            &cfg.server_label,
+            &cfg.tape,
+            cfg.write.clone(),
+        )
+        .map_err(|e| e.for_record(&cfg.command, &cfg.tape)),
+    };
+    let (server, tape) = started?;
     let pid = server.id();
     // Unbounded, and bounded all the same: three threads send one event each.
     let (events, mut inbox) = mpsc::unbounded_channel::<Event>();

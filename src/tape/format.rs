@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 
+/// The `transport` of a model API's `server` line (the model proxy's calls).
+pub const MODEL_API: &str = "model_api";
+
 /// The `format` every tape's header carries; a file whose header says otherwise is not a tape.
 pub const FORMAT_NAME: &str = "mcptape";
 /// A reader refuses a tape whose major version is newer than this.
@@ -41,7 +44,7 @@ pub struct ServerDecl {
     /// The server's label, which every message line of its conversation repeats
     /// ([`DEFAULT_SERVER`] on a single-server tape).
     pub server: String,
-    /// How it was reached: `stdio` or `streamable_http`.
+    /// How it was reached: `stdio`, `streamable_http`, or `model_api` (the model proxy).
     pub transport: String,
     /// Stdio: the command line that started it (through the redactor, like the messages). None
     /// over HTTP.
@@ -67,6 +70,15 @@ impl ServerDecl {
             cwd: None,
             url: None,
             t_us: 0,
+        }
+    }
+
+    /// A model API labelled `server` (the model proxy's upstream at `url`), declared at the
+    /// start.
+    pub fn model(server: &str, url: String) -> ServerDecl {
+        ServerDecl {
+            transport: MODEL_API.into(),
+            ..ServerDecl::http(server, url)
         }
     }
 

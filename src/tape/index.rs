@@ -349,7 +349,8 @@ impl TapeIndex {
             let fields = match &item.entry {
                 ScannedEntry::Msg(m) => m.clone(),
                 ScannedEntry::Entry(Entry::Server(decl)) => {
-                    if chosen.is_none() {
+                    // The default is the first MCP server: a model API is not one.
+                    if chosen.is_none() && decl.transport != super::format::MODEL_API {
                         chosen = Some(decl.server.clone());
                     }
                     servers.push(decl.clone());

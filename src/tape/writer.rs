@@ -349,6 +349,79 @@ impl TapeWriter {
         self.seal_pending(start);
     }
 
+    /// Appends a model API line (`{"type":"model",…}`): one part of one model call (its request,
+    /// the answer's head, one stream event, its end). `facts` are written after the head, in
+    /// their order; `body` is the request or answer body, or the event's data: JSON bodies go in
+    /// `msg` verbatim, anything else in `text` (or `b64`), each through the redactor as a
+    /// message's body is; `http` (method, path, status, content type) as a message's HTTP facts
+    /// are. Counted as a message; never as an exchange of an MCP server.
+    #[allow(clippy::too_many_arguments)]
+    pub fn model(
+        &mut self,
+        server: &str,
+        dir: Dir,
+        call: u64,
+        part: &str,
+        facts: &serde_json::Map<String, serde_json::Value>,
+        body: Option<&[u8]>,
+        http: Option<&serde_json::Value>,
+        at: Instant,
+    ) {
+        self.seq += 1;
+        let t_us = self.elapsed_us(at);
+        self.counts.messages += 1;
+        match dir {
+            Dir::C2S => self.counts.c2s += 1,
+            Dir::S2C => self.counts.s2c += 1,
+        }
+        let start = self.pending.len();
+        let mut p = std::mem::take(&mut self.pending);
+        let mut num = itoa::Buffer::new();
+        p.extend_from_slice(b"{\"type\":\"model\",\"seq\":");
+        p.extend_from_slice(num.format(self.seq).as_bytes());
+        p.extend_from_slice(b",\"t_us\":");
+        p.extend_from_slice(num.format(t_us).as_bytes());
+        p.extend_from_slice(b",\"server\":");
+        push_json_str(&mut p, server);
+        p.extend_from_slice(b",\"dir\":\"");
+        p.extend_from_slice(dir.as_str().as_bytes());
+        p.extend_from_slice(b"\",\"call\":");
+        p.extend_from_slice(num.format(call).as_bytes());
+        p.extend_from_slice(b",\"part\":");
+        push_json_str(&mut p, part);
+        for (k, v) in facts {
+            p.push(b',');
+            push_json_str(&mut p, k);
+            p.push(b':');
+            serde_json::to_writer(&mut p, v).expect("a Value serializes");
+        }
+        let redactor = self.redactor.as_deref();
+        // A pretty-printed JSON body (OpenAI's) holds line breaks only between tokens: on a
+        // tape line they become spaces, the one change a body may see.
+        let flat: Vec<u8>;
+        let body = match body {
+            Some(b) if is_json(b) => {
+                let b = b.trim_ascii();
+                flat = b
+                    .iter()
+                    .map(|&c| if c == b'\n' || c == b'\r' { b' ' } else { c })
+                    .collect();
+                Some(&flat[..])
+            }
+            other => other,
+        };
+        let big = match body {
+            Some(b) if !b.is_empty() && is_json(b) => push_json_body(&mut p, redactor, b),
+            Some(b) if !b.is_empty() => {
+                push_text_body(&mut p, redactor, b);
+                None
+            }
+            _ => None,
+        };
+        self.pending = p;
+        self.finish_line(start, big, http);
+    }
+
     /// Writes everything pending in one `write(2)`. After a failure the tape is marked
     /// incomplete: the proxy keeps forwarding (the session matters more than the tape), the loss
     /// is counted and reported loudly at the end.
@@ -462,6 +535,10 @@ fn push_msg_head(p: &mut Vec<u8>, seq: u64, t_us: u64, server: &str, dir: Dir) {
     p.extend_from_slice(b",\"dir\":\"");
     p.extend_from_slice(dir.as_str().as_bytes());
     p.extend_from_slice(b"\",\"kind\":\"");
+}
+
+fn is_json(b: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok()
 }
 
 /// `,"redacted":[…]` when rules fired.

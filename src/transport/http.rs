@@ -10,8 +10,13 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
-/// The body type of every response the listeners give.
-pub(crate) type RespBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+/// The body type of every response the listeners give. Its error ends the response without
+/// its terminating chunk: the client sees the stream cut, as the model proxy replays one that
+/// was cut when recorded.
+pub(crate) type RespBody = http_body_util::combinators::BoxBody<Bytes, BodyError>;
+
+/// Why a response body stopped short.
+pub(crate) type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 /// DNS-rebinding and cross-site protection for a listener on loopback: a foreign `Origin`, or a
 /// `Host` that is not this loopback address and port, gets 403. Returns why, when refused.
@@ -51,7 +56,7 @@ pub(crate) fn full(
 ) -> Response<RespBody> {
     let mut r = Response::new(
         Full::new(body.into())
-            .map_err(|never| match never {})
+            .map_err(|never| -> BodyError { match never {} })
             .boxed(),
     );
     *r.status_mut() = status;
@@ -107,15 +112,54 @@ pub(crate) struct ChannelBody {
     pub rx: mpsc::Receiver<Bytes>,
 }
 
+impl ChannelBody {
+    /// As a response body.
+    pub fn boxed(self) -> RespBody {
+        BodyExt::boxed(self)
+    }
+}
+
 impl Body for ChannelBody {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         self.rx.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// A response body fed by a channel that may end in an error: the stream is then cut (no
+/// terminating chunk), as a recorded stream was.
+pub(crate) struct CuttableBody {
+    pub rx: mpsc::Receiver<Result<Bytes, String>>,
+}
+
+/// Cuts a [`CuttableBody`] once what was sent before has gone out. hyper drops what it holds
+/// unwritten when a body fails, so the cut waits for the body to have taken every chunk and
+/// for one turn in which hyper flushes them (found replaying a recorded cut: with every event
+/// already queued the client got nothing, not even the head).
+pub(crate) async fn cut_after_flush(tx: &mpsc::Sender<Result<Bytes, String>>, why: String) {
+    while tx.capacity() < tx.max_capacity() && !tx.is_closed() {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let _ = tx.send(Err(why)).await;
+}
+
+impl Body for CuttableBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        self.rx
+            .poll_recv(cx)
+            .map(|b| b.map(|b| b.map(Frame::data).map_err(BodyError::from)))
     }
 }
 

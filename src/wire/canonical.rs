@@ -8,12 +8,22 @@ use std::fmt::Write as _;
 
 /// `_meta` keys that say who is asking rather than what is asked: they take no part in matching.
 /// `progressToken` is chosen by each client run; the `io.modelcontextprotocol/*` keys are the
-/// 2026-07-28 era's per-request handshake.
+/// 2026-07-28 era's per-request handshake. Agents tag each tool call with their own session
+/// and the model's call ids, new on every run (measured: Claude Code 2.1, Codex CLI 0.171).
 pub(crate) const VOLATILE_META_KEYS: &[&str] = &[
     "progressToken",
     "io.modelcontextprotocol/protocolVersion",
     "io.modelcontextprotocol/clientCapabilities",
     "io.modelcontextprotocol/clientInfo",
+    // Claude Code: the model's tool_use id.
+    "claudecode/toolUseId",
+    // Codex CLI: its session, thread, window and turn, and the model's call and item ids.
+    "sessionId",
+    "threadId",
+    "windowId",
+    "x-codex-turn-metadata",
+    "callId",
+    "itemId",
 ];
 
 /// Removes the volatile `_meta` keys (and `_meta` itself once empty) from request params, and

@@ -1,0 +1,155 @@
+use anyhow::Result;
+use mcptape::run::{run, Mode, RunConfig};
+use mcptape::tape::{store, WriteOptions};
+
+/// Run an agent with its model calls and its MCP servers on one tape; replay it with the tools
+/// from the tape, or fully offline.
+///
+///   mcptape run --tape bug-123 -- claude -p "…" --mcp-config mcp.json
+///   mcptape run --tape bug-123 --replay -- claude -p "…" --mcp-config mcp.json
+///   mcptape run --tape bug-123 --playback -- claude -p "…" --mcp-config mcp.json
+///
+/// The model proxy and the recorders are started here and the agent pointed at them: Claude
+/// Code through ANTHROPIC_BASE_URL and a rewritten copy of its --mcp-config (or its project
+/// .mcp.json, rewritten in place and put back at the end, also after a crash on the next run);
+/// Codex through a temporary CODEX_HOME holding a rewritten copy of its config.toml (with the
+/// command line's -c overrides folded in). Other agents: ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
+/// and --mcp-config or .mcp.json. Every stdio MCP server is labelled on the tape by its config
+/// name. --replay: the model live (not taped), every MCP server from the tape, none started.
+/// --playback: the model from the tape too, no upstream connection at all.
+///
+/// mcptape exits with the agent's exit code (1 when playback missed a model call and the agent
+/// exited 0).
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
+pub struct Args {
+    /// Tape name or path (as for `record`). Default when recording: the agent's name and the
+    /// time.
+    #[arg(long, short = 't', value_name = "NAME|PATH", required_if_eq_any([("replay", "true"), ("playback", "true")]))]
+    tape: Option<String>,
+    /// MCP servers from the tape, the model live.
+    #[arg(long, conflicts_with = "playback")]
+    replay: bool,
+    /// Everything from the tape: no MCP server started, no upstream connection.
+    #[arg(long)]
+    playback: bool,
+    /// Playback: a model request that matches nothing gets the next unused call of its
+    /// endpoint (reported).
+    #[arg(long, requires = "playback")]
+    lenient: bool,
+    /// Record against this model API instead of the one the agent is configured with.
+    #[arg(long, value_name = "URL")]
+    upstream: Option<String>,
+    /// CA certificates (PEM) to check an https:// upstream against.
+    #[arg(long, value_name = "FILE")]
+    upstream_ca: Option<std::path::PathBuf>,
+    /// Only put back the config files a run that did not finish left rewritten, then exit.
+    #[arg(long, conflicts_with_all = ["replay", "playback"])]
+    restore: bool,
+    #[command(flatten)]
+    redact: super::RedactArgs,
+    #[command(flatten)]
+    sign: super::SignArgs,
+    /// The agent's command line (after `--`).
+    #[arg(
+        last = true,
+        value_name = "AGENT COMMAND",
+        required_unless_present = "restore"
+    )]
+    command: Vec<String>,
+}
+
+pub fn run_cmd(a: Args) -> Result<i32> {
+    let mode = if a.playback {
+        Mode::Playback
+    } else if a.replay {
+        Mode::Replay
+    } else {
+        Mode::Record
+    };
+    let (tape, write) = match mode {
+        Mode::Record => {
+            let name = a
+                .tape
+                .clone()
+                .unwrap_or_else(|| store::default_name(&a.command));
+            let write = WriteOptions {
+                redactor: Some(std::sync::Arc::new(a.redact.redactor()?)),
+                signing_key: a.sign.signing_key()?,
+            };
+            (store::resolve_for_write(&name)?, write)
+        }
+        _ => (
+            store::resolve(a.tape.as_deref().unwrap_or_default())?,
+            WriteOptions::default(),
+        ),
+    };
+    let mut cfg = RunConfig::new(tape, mode, a.command.clone(), write);
+    if a.restore {
+        let restored = mcptape::run::config::restore_all(&cfg.journal)?;
+        for f in &restored {
+            crate::diag!("mcptape run: put back {}", f.display());
+        }
+        if restored.is_empty() {
+            crate::diag!("mcptape run: nothing to put back");
+        }
+        return Ok(mcptape::exit::OK);
+    }
+    cfg.upstream = a.upstream;
+    cfg.upstream_ca = a.upstream_ca;
+    cfg.lenient = a.lenient;
+    let signals = super::runtime::forwarded_signals()?;
+    let out = super::runtime::multi()?.block_on(run(&cfg, signals))?;
+    for f in &out.restored {
+        crate::diag!("mcptape run: put back {}", f.display());
+    }
+    if !out.servers.http.is_empty() {
+        crate::diag!(
+            "mcptape run: WARNING: HTTP MCP servers are not on the tape (not supported yet): {}",
+            out.servers.http.join(", ")
+        );
+    }
+    let servers = if out.servers.stdio.is_empty() {
+        "no MCP server".to_string()
+    } else {
+        format!("MCP servers {}", out.servers.stdio.join(", "))
+    };
+    let mut code = out.agent_exit;
+    match mode {
+        Mode::Record => {
+            let end = out.end.unwrap_or_default();
+            crate::diag!(
+                "mcptape run: {} exited {}; {} model calls and {servers} on {} ({} lines)",
+                out.agent.name(),
+                out.agent_exit,
+                out.model_calls,
+                cfg.tape.display(),
+                end.messages
+            );
+        }
+        Mode::Replay => crate::diag!(
+            "mcptape run: {} exited {}; {servers} served from {}, the model live",
+            out.agent.name(),
+            out.agent_exit,
+            cfg.tape.display()
+        ),
+        Mode::Playback => {
+            let r = out.model.unwrap_or_default();
+            for l in r.lenient.iter().chain(&r.misses) {
+                crate::diag!("{l}");
+            }
+            crate::diag!(
+                "mcptape run: {} exited {}; offline from {}: {} model calls served, {} missed, {servers} from the tape",
+                out.agent.name(),
+                out.agent_exit,
+                cfg.tape.display(),
+                r.served,
+                r.misses.len()
+            );
+            if code == 0 && (!r.misses.is_empty() || !r.lenient.is_empty()) {
+                code = mcptape::exit::DRIFT;
+            }
+        }
+    }
+    Ok(code)
+}

@@ -1,0 +1,245 @@
+//! The model calls on a tape, read back: each call's request, its answer's head, its stream
+//! events (or whole body) and how it ended, from the `model` lines of one label.
+
+use super::provider::Provider;
+use crate::tape::{Entry, TapeError, TapeReader};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::borrow::Cow;
+use std::path::Path;
+
+/// One stream event, as taped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// `event:` (none for data-only streams: OpenAI Chat, Gemini).
+    pub event: Option<String>,
+    /// `id:`.
+    pub id: Option<String>,
+    /// `retry:`.
+    pub retry: Option<u64>,
+    /// The data (JSON verbatim, or text such as `[DONE]`).
+    pub data: Option<String>,
+    /// A block kept raw (comments only, or over the size limit): `data` is the block.
+    pub raw: bool,
+    /// Microseconds since the call's request was read.
+    pub t_us: u64,
+}
+
+impl Event {
+    /// The event as it goes on the wire again: `event:`, `id:`, `retry:`, then the data one
+    /// `data:` line per line, and the blank line.
+    pub fn to_wire(&self) -> Vec<u8> {
+        if self.raw {
+            return self.data.clone().unwrap_or_default().into_bytes();
+        }
+        let mut out = String::new();
+        if let Some(e) = &self.event {
+            out.push_str(&format!("event: {e}\n"));
+        }
+        if let Some(id) = &self.id {
+            out.push_str(&format!("id: {id}\n"));
+        }
+        if let Some(r) = self.retry {
+            out.push_str(&format!("retry: {r}\n"));
+        }
+        if let Some(d) = &self.data {
+            for line in d.split('\n') {
+                out.push_str("data: ");
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out.push('\n');
+        out.into_bytes()
+    }
+}
+
+/// One model call, as taped.
+#[derive(Debug, Clone)]
+pub struct Call {
+    /// Its number on the tape (1, 2, … per label).
+    pub n: u64,
+    /// The tape line of its request.
+    pub line: u64,
+    /// The label it was taped under.
+    pub label: String,
+    /// When its request was read, in microseconds since the recording started.
+    pub t_us: u64,
+    /// The API.
+    pub provider: Provider,
+    /// The endpoint (see [`super::provider::Route::endpoint`]).
+    pub endpoint: String,
+    /// The model asked for.
+    pub model: Option<String>,
+    /// The HTTP method and path (with the query) the client used.
+    pub method: String,
+    /// The path and query.
+    pub path: String,
+    /// The request body, as taped (redacted).
+    pub request: Vec<u8>,
+    /// The answer's status, when one came.
+    pub status: Option<u16>,
+    /// The answer's content type.
+    pub content_type: Option<String>,
+    /// A whole (non-streamed) answer body.
+    pub body: Option<Vec<u8>>,
+    /// A streamed answer's events.
+    pub events: Vec<Event>,
+    /// Set when the stream was cut (or the upstream failed): why.
+    pub cut: Option<String>,
+    /// Time to the answer's head, and to its end, in microseconds.
+    pub ttfb_us: Option<u64>,
+    /// Total time, in microseconds.
+    pub total_us: Option<u64>,
+    /// What the answer said about itself (usage, tool calls, stop reason).
+    pub summary: Value,
+    /// The answer's tape line (its head), for explanations.
+    pub answer_line: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct Line<'a> {
+    server: Cow<'a, str>,
+    t_us: u64,
+    call: u64,
+    #[serde(borrow)]
+    part: Cow<'a, str>,
+    #[serde(default)]
+    provider: Option<String>,
+    #[serde(default)]
+    endpoint: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    event: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    retry: Option<u64>,
+    #[serde(default)]
+    raw: bool,
+    #[serde(default)]
+    cut: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    ttfb_us: Option<u64>,
+    #[serde(default)]
+    total_us: Option<u64>,
+    #[serde(default)]
+    summary: Option<Value>,
+    #[serde(borrow, default)]
+    msg: Option<&'a RawValue>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    http: Option<Value>,
+}
+
+impl Line<'_> {
+    fn body(&self) -> Option<Vec<u8>> {
+        match (&self.msg, &self.text) {
+            (Some(m), _) => Some(m.get().as_bytes().to_vec()),
+            (None, Some(t)) => Some(t.clone().into_bytes()),
+            _ => None,
+        }
+    }
+}
+
+/// Whether the tape line `raw` is a model line.
+pub(crate) fn is_model_line(raw: &[u8]) -> bool {
+    raw.starts_with(b"{\"type\":\"model\"")
+}
+
+/// The model calls of label `server` on the tape at `path` (any label when `None`), in order.
+pub fn load(path: &Path, server: Option<&str>) -> Result<Vec<Call>, TapeError> {
+    let mut r = TapeReader::open(path)?;
+    let mut calls: Vec<Call> = Vec::new();
+    let mut starts: std::collections::HashMap<(String, u64), (usize, u64)> = Default::default();
+    while let Some(item) = r.next_item()? {
+        if !matches!(item.entry, Entry::Unknown) || !is_model_line(item.raw) {
+            continue;
+        }
+        let l: Line<'_> = serde_json::from_slice(item.raw).map_err(|e| TapeError::Malformed {
+            path: path.to_path_buf(),
+            line: item.line,
+            message: format!("a model line that does not read: {e}"),
+        })?;
+        if server.is_some_and(|s| s != l.server) {
+            continue;
+        }
+        let key = (l.server.to_string(), l.call);
+        if l.part == "request" {
+            let http = l.http.clone().unwrap_or(Value::Null);
+            let s = |k: &str| {
+                http.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            starts.insert(key, (calls.len(), l.t_us));
+            calls.push(Call {
+                n: l.call,
+                line: item.line,
+                label: l.server.to_string(),
+                t_us: l.t_us,
+                provider: Provider::from_name(l.provider.as_deref().unwrap_or("")),
+                endpoint: l.endpoint.clone().unwrap_or_default(),
+                model: l.model.clone(),
+                method: s("method"),
+                path: s("path"),
+                request: l.body().unwrap_or_default(),
+                status: None,
+                content_type: None,
+                body: None,
+                events: Vec::new(),
+                cut: None,
+                ttfb_us: None,
+                total_us: None,
+                summary: Value::Null,
+                answer_line: None,
+            });
+            continue;
+        }
+        let Some(&(at, t0)) = starts.get(&key) else {
+            continue; // a part of a call whose request is not on the tape (cut at the start)
+        };
+        let call = &mut calls[at];
+        match l.part.as_ref() {
+            "response" => {
+                if let Some(h) = &l.http {
+                    call.status = h.get("status").and_then(Value::as_u64).map(|s| s as u16);
+                    call.content_type = h
+                        .get("content_type")
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
+                }
+                call.ttfb_us = l.ttfb_us;
+                call.total_us = l.total_us.or(call.total_us);
+                call.body = l.body();
+                call.answer_line = Some(item.line);
+                if let Some(s) = l.summary {
+                    call.summary = s;
+                }
+            }
+            "event" => call.events.push(Event {
+                event: l.event.clone(),
+                id: l.id.clone(),
+                retry: l.retry,
+                data: l.body().map(|b| String::from_utf8_lossy(&b).into_owned()),
+                raw: l.raw,
+                t_us: l.t_us.saturating_sub(t0),
+            }),
+            "end" => {
+                call.total_us = l.total_us.or(call.total_us);
+                call.cut = l.cut.clone().or(l.error.clone());
+                if let Some(s) = l.summary {
+                    call.summary = s;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(calls)
+}

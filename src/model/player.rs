@@ -1,0 +1,307 @@
+//! The model proxy in playback: answers model requests from the tape, with no upstream at all.
+//! A request is matched by content (its body with the volatile fields left out, markers
+//! standing for any value), the earliest unconsumed call first, so repeated identical requests
+//! get their recorded answers in order. A miss is answered in the provider's own error format,
+//! naming the nearest recorded call and how it differs.
+
+use super::calls::Call;
+use super::provider::{self, Provider};
+use super::volatile::canonical;
+use crate::transport::http::{collect, full, CuttableBody, Handler, RespBody};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::Value;
+use std::sync::Mutex;
+use tokio::sync::mpsc;
+
+/// How playback went, for the summary and the exit code.
+#[derive(Debug, Default, Clone)]
+pub struct PlaybackReport {
+    /// Model calls answered from the tape.
+    pub served: u64,
+    /// Requests served another call of the same endpoint (`--lenient`), with why.
+    pub lenient: Vec<String>,
+    /// Requests nothing on the tape answered, with the explanation each got.
+    pub misses: Vec<String>,
+    /// Recorded calls never asked for.
+    pub unused: u64,
+}
+
+struct Recorded {
+    call: Call,
+    canon: Option<Value>,
+}
+
+/// Serves recorded model calls.
+pub struct ModelPlayer {
+    calls: Vec<Recorded>,
+    lenient: bool,
+    max_message: usize,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    used: Vec<bool>,
+    report: PlaybackReport,
+}
+
+impl ModelPlayer {
+    /// A player of `calls`; with `lenient`, a miss is served the next unused call of its
+    /// endpoint.
+    pub fn new(calls: Vec<Call>, lenient: bool, max_message: usize) -> ModelPlayer {
+        let n = calls.len();
+        let calls = calls
+            .into_iter()
+            .map(|call| {
+                let mut canon = canonical(&call.request);
+                if let Some(c) = canon.as_mut() {
+                    crate::wire::marker::strip_marker_hashes(c);
+                }
+                Recorded { call, canon }
+            })
+            .collect();
+        ModelPlayer {
+            calls,
+            lenient,
+            max_message,
+            state: Mutex::new(State {
+                used: vec![false; n],
+                report: PlaybackReport::default(),
+            }),
+        }
+    }
+
+    /// The report so far (unused calls counted now).
+    pub fn report(&self) -> PlaybackReport {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = st.report.clone();
+        r.unused = st.used.iter().filter(|u| !**u).count() as u64;
+        r
+    }
+
+    /// The recorded call answering a request to `endpoint` with body `body`: the earliest
+    /// unused one whose body matches. Marks it used.
+    fn take(&self, endpoint: &str, method: &str, body: &[u8]) -> Result<usize, String> {
+        let live = canonical(body);
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let same_endpoint = |r: &Recorded| r.call.endpoint == endpoint && r.call.method == method;
+        let fits = |r: &Recorded| match (&r.canon, &live) {
+            (Some(rec), Some(live)) => crate::wire::marker::wildcard_eq(rec, live),
+            (None, None) => r.call.request == body,
+            _ => false,
+        };
+        let hit = (0..self.calls.len())
+            .find(|&i| !st.used[i] && same_endpoint(&self.calls[i]) && fits(&self.calls[i]));
+        if let Some(i) = hit {
+            st.used[i] = true;
+            st.report.served += 1;
+            return Ok(i);
+        }
+        let why = self.explain(&st.used, endpoint, method, live.as_ref());
+        if self.lenient {
+            if let Some(i) =
+                (0..self.calls.len()).find(|&i| !st.used[i] && same_endpoint(&self.calls[i]))
+            {
+                st.used[i] = true;
+                st.report.served += 1;
+                st.report.lenient.push(format!(
+                    "{why}\n  --lenient: served call {} (tape line {}) instead",
+                    self.calls[i].call.n, self.calls[i].call.line
+                ));
+                return Ok(i);
+            }
+        }
+        st.report.misses.push(why.clone());
+        Err(why)
+    }
+
+    /// Why nothing matched: the nearest recorded call of the endpoint and its differences.
+    fn explain(&self, used: &[bool], endpoint: &str, method: &str, live: Option<&Value>) -> String {
+        let head =
+            format!("mcptape: no recorded model call matches this request ({method} {endpoint})");
+        let candidates: Vec<usize> = (0..self.calls.len())
+            .filter(|&i| self.calls[i].call.endpoint == endpoint)
+            .collect();
+        if candidates.is_empty() {
+            let mut have: Vec<String> =
+                self.calls.iter().map(|r| r.call.endpoint.clone()).collect();
+            have.dedup();
+            return format!(
+                "{head}: the tape has no call to this endpoint (it has: {})",
+                if have.is_empty() {
+                    "none".into()
+                } else {
+                    have.join(", ")
+                }
+            );
+        }
+        let Some(live) = live else {
+            return format!("{head}: the request body is not JSON and matches no recorded body");
+        };
+        let diffs = |i: usize| {
+            self.calls[i]
+                .canon
+                .as_ref()
+                .map(|rec| crate::compare::diff_values::changes(rec, live, false))
+                .unwrap_or_default()
+        };
+        // Unused calls first, then the fewest differences.
+        let best = candidates
+            .iter()
+            .copied()
+            .min_by_key(|&i| (used[i], diffs(i).len()))
+            .expect("candidates is not empty");
+        let changes = diffs(best);
+        let state = if used[best] { "already used" } else { "unused" };
+        let r = &self.calls[best].call;
+        let mut s = format!(
+            "{head}; nearest: call {} at tape line {} ({state}), {} difference{}",
+            r.n,
+            r.line,
+            changes.len(),
+            if changes.len() == 1 { "" } else { "s" }
+        );
+        if changes.is_empty() {
+            s.push_str(" (identical: every recorded call like it was already used)");
+        }
+        for c in changes.iter().take(8) {
+            let (rec, asked) = match (&c.recorded, &c.observed) {
+                (Some(Value::String(a)), Some(Value::String(b))) => around_difference(a, b),
+                (r, o) => (
+                    crate::wire::canonical::short(r.as_ref(), 120),
+                    crate::wire::canonical::short(o.as_ref(), 120),
+                ),
+            };
+            s.push_str(&format!("\n  {}: recorded {rec}, asked {asked}", c.path));
+        }
+        if changes.len() > 8 {
+            s.push_str(&format!("\n  … and {} more", changes.len() - 8));
+        }
+        s
+    }
+
+    fn answer(&self, i: usize) -> Response<RespBody> {
+        let call = &self.calls[i].call;
+        let status = call
+            .status
+            .and_then(|s| StatusCode::from_u16(s).ok())
+            .unwrap_or(StatusCode::BAD_GATEWAY);
+        let content_type = call.content_type.clone().unwrap_or_default();
+        if call.status.is_none() {
+            // The upstream never answered when recording: the same failure again.
+            let why = call
+                .cut
+                .clone()
+                .unwrap_or_else(|| "no answer was recorded".into());
+            return error(call.provider, StatusCode::BAD_GATEWAY, &why);
+        }
+        let mut resp = if content_type.starts_with("text/event-stream") {
+            let (tx, rx) = mpsc::channel(call.events.len().max(1) + 1);
+            for ev in &call.events {
+                // The channel holds every event of the call: sending never waits.
+                let _ = tx.try_send(Ok(Bytes::from(ev.to_wire())));
+            }
+            match &call.cut {
+                Some(why) => {
+                    let why = format!("cut as recorded: {why}");
+                    tokio::spawn(async move {
+                        crate::transport::http::cut_after_flush(&tx, why).await;
+                    });
+                }
+                None => drop(tx),
+            }
+            Response::new(BodyExt::boxed(CuttableBody { rx }))
+        } else {
+            let body = call.body.clone().unwrap_or_default();
+            let mut r = full(status, "application/json", body);
+            r.headers_mut().remove(hyper::header::CONTENT_TYPE);
+            r
+        };
+        *resp.status_mut() = status;
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&content_type) {
+            if !content_type.is_empty() {
+                resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+            }
+        }
+        resp
+    }
+}
+
+/// Two long strings shown where they differ: the common start and end left out (`…`), a
+/// little context kept, so the difference is what is printed.
+fn around_difference(a: &str, b: &str) -> (String, String) {
+    const CONTEXT: usize = 24;
+    const WIDTH: usize = 80;
+    let (ac, bc): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let prefix = ac.iter().zip(&bc).take_while(|(x, y)| x == y).count();
+    let suffix = ac[prefix..]
+        .iter()
+        .rev()
+        .zip(bc[prefix..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let show = |c: &[char]| {
+        let start = prefix.saturating_sub(CONTEXT);
+        let end = (c.len() - suffix + CONTEXT).min(c.len()).min(start + WIDTH);
+        let mut s = String::from("\"");
+        if start > 0 {
+            s.push('…');
+        }
+        let part: String = c[start..end].iter().collect();
+        s.push_str(&part.escape_debug().to_string());
+        if end < c.len() {
+            s.push('…');
+        }
+        s.push('"');
+        s
+    };
+    (show(&ac), show(&bc))
+}
+
+fn error(provider: Provider, status: StatusCode, message: &str) -> Response<RespBody> {
+    let body = provider::error_body(provider, status.as_u16(), message);
+    full(status, "application/json", body.to_string())
+}
+
+impl Handler for ModelPlayer {
+    async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
+        let (parts, body) = req.into_parts();
+        if parts.method == Method::HEAD {
+            // A client's preconnect (Claude Code sends `HEAD /`): no content, nothing to match.
+            return full(StatusCode::OK, "text/plain", Bytes::new());
+        }
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let route = provider::route(path);
+        let body = match collect(body, self.max_message).await {
+            Ok(b) => b,
+            Err(why) => return error(route.provider, StatusCode::PAYLOAD_TOO_LARGE, &why),
+        };
+        match self.take(&route.endpoint, parts.method.as_str(), &body) {
+            Ok(i) => self.answer(i),
+            Err(why) => {
+                crate::diag!("{why}");
+                error(route.provider, StatusCode::BAD_REQUEST, &why)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_difference_deep_in_a_long_string_is_what_is_shown() {
+        let a = format!(
+            "{}Today the answer is 16:30 exactly.{}",
+            "x".repeat(500),
+            "y".repeat(500)
+        );
+        let b = a.replace("16:30", "16:31");
+        let (ra, rb) = super::around_difference(&a, &b);
+        assert!(ra.contains("16:30") && rb.contains("16:31"), "{ra} / {rb}");
+        assert!(ra.starts_with("\"…") && ra.ends_with("…\""), "{ra}");
+        assert!(ra.chars().count() < 100);
+    }
+}

@@ -1,0 +1,363 @@
+//! The model proxy in record mode: every request is taped (its body through the redactor),
+//! forwarded to the upstream with its headers (API keys forwarded, never taped), and the answer
+//! taped and forwarded — a stream event by event, each the moment it is complete and on the
+//! tape, nothing held back to the end of the stream.
+
+use super::provider::{self, Provider, Summary};
+use crate::record::Recorder;
+use crate::transport::http::{collect, full, CuttableBody, Handler, RespBody};
+use crate::transport::sse::SseParser;
+use crate::transport::upstream::{strip_hop_by_hop, Upstream};
+use crate::wire::Dir;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::HeaderValue;
+use hyper::{Request, Response, StatusCode, Uri};
+use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// Stream events in flight between the upstream reader and the client, per call: the reader
+/// waits when the client is slower (the queue bounds what one stream holds in memory).
+const EVENT_QUEUE: usize = 64;
+
+/// A model call's facts, the same on each of its lines.
+#[derive(Clone)]
+struct Call {
+    n: u64,
+    provider: Provider,
+    started: Instant,
+}
+
+impl Call {
+    /// Tapes one part of this call.
+    fn tape(
+        &self,
+        tape: &Recorder,
+        dir: Dir,
+        part: &str,
+        facts: &Map<String, Value>,
+        body: Option<&[u8]>,
+        http: Option<&Value>,
+    ) {
+        tape.model(dir, self.n, part, facts, body, http);
+    }
+
+    fn us_since(&self, t: Instant) -> u64 {
+        u64::try_from(t.duration_since(self.started).as_micros()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Records model calls to `tape` and forwards them to `upstream`.
+pub struct ModelProxy {
+    tape: Recorder,
+    /// The upstream's base URL: its scheme, host and path prefix (no trailing `/`).
+    upstream: Uri,
+    prefix: String,
+    host: Option<HeaderValue>,
+    client: Upstream,
+    max_message: usize,
+    calls: AtomicU64,
+}
+
+impl ModelProxy {
+    /// A proxy taping through `tape` (declared as a model API already) to `upstream`.
+    pub fn new(tape: Recorder, upstream: Uri, client: Upstream, max_message: usize) -> ModelProxy {
+        let prefix = upstream.path().trim_end_matches('/').to_string();
+        let host = upstream
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok());
+        ModelProxy {
+            tape,
+            upstream,
+            prefix,
+            host,
+            client,
+            max_message,
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// Model calls taped so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    fn upstream_uri(&self, path_and_query: &str) -> Option<Uri> {
+        let mut parts = hyper::http::uri::Parts::default();
+        parts.scheme = self.upstream.scheme().cloned();
+        parts.authority = self.upstream.authority().cloned();
+        parts.path_and_query = Some(format!("{}{path_and_query}", self.prefix).parse().ok()?);
+        Uri::from_parts(parts).ok()
+    }
+
+    fn error(&self, provider: Provider, status: StatusCode, message: &str) -> Response<RespBody> {
+        let body = provider::error_body(provider, status.as_u16(), message);
+        full(status, "application/json", body.to_string())
+    }
+
+    async fn forward(&self, req: Request<Incoming>) -> Response<RespBody> {
+        let started = Instant::now();
+        let (parts, body) = req.into_parts();
+        let path = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_string();
+        let route = provider::route(&path);
+        let body = match collect(body, self.max_message).await {
+            Ok(b) => b,
+            Err(why) => {
+                return self.error(route.provider, StatusCode::PAYLOAD_TOO_LARGE, &why);
+            }
+        };
+        let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let call = Call {
+            n: self.calls.fetch_add(1, Ordering::Relaxed) + 1,
+            provider: route.provider,
+            started,
+        };
+        let mut facts = Map::new();
+        facts.insert("provider".into(), json!(route.provider.name()));
+        facts.insert("endpoint".into(), json!(route.endpoint));
+        if let Some(m) = provider::model_of(&route, &parsed) {
+            facts.insert("model".into(), json!(m));
+        }
+        facts.insert("stream".into(), json!(provider::streams(&route, &parsed)));
+        let http = json!({"method": parts.method.as_str(), "path": path});
+        call.tape(
+            &self.tape,
+            Dir::C2S,
+            "request",
+            &facts,
+            Some(&body),
+            Some(&http),
+        );
+
+        let Some(uri) = self.upstream_uri(&path) else {
+            return self.error(route.provider, StatusCode::BAD_REQUEST, "bad request path");
+        };
+        let mut headers = parts.headers;
+        strip_hop_by_hop(&mut headers);
+        // The answer is taped and parsed as it streams: it must come uncompressed.
+        headers.remove(hyper::header::ACCEPT_ENCODING);
+        if let Some(h) = &self.host {
+            headers.insert(hyper::header::HOST, h.clone());
+        }
+        let mut up = Request::new(Full::new(body));
+        *up.method_mut() = parts.method;
+        *up.uri_mut() = uri;
+        *up.headers_mut() = headers;
+        let resp = match self.client.request(up).await {
+            Ok(r) => r,
+            Err(e) => {
+                let why = format!(
+                    "mcptape: the model API {} did not answer: {}",
+                    self.upstream,
+                    crate::transport::upstream::error_chain(&e)
+                );
+                let mut f = Map::new();
+                f.insert("error".into(), json!(why));
+                f.insert("total_us".into(), json!(call.us_since(Instant::now())));
+                call.tape(&self.tape, Dir::S2C, "end", &f, None, None);
+                crate::diag!("{why}");
+                return self.error(route.provider, StatusCode::BAD_GATEWAY, &why);
+            }
+        };
+        let (rparts, rbody) = resp.into_parts();
+        let content_type = rparts
+            .headers
+            .get(hyper::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let status = rparts.status;
+        let http = json!({"status": status.as_u16(), "content_type": content_type});
+        let mut out_headers = rparts.headers;
+        strip_hop_by_hop(&mut out_headers);
+        let respond = |body: RespBody| {
+            let mut r = Response::new(body);
+            *r.status_mut() = status;
+            *r.headers_mut() = out_headers;
+            r
+        };
+        let ttfb = call.us_since(Instant::now());
+        if content_type.starts_with("text/event-stream") {
+            let mut f = Map::new();
+            f.insert("ttfb_us".into(), json!(ttfb));
+            call.tape(&self.tape, Dir::S2C, "response", &f, None, Some(&http));
+            let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+            let tape = self.tape.clone();
+            tokio::spawn(pump_events(tape, call, rbody, tx, self.max_message));
+            return respond(BodyExt::boxed(CuttableBody { rx }));
+        }
+        let answer = match collect(rbody, self.max_message).await {
+            Ok(b) => b,
+            Err(why) => {
+                let mut f = Map::new();
+                f.insert("error".into(), json!(why));
+                call.tape(&self.tape, Dir::S2C, "end", &f, None, Some(&http));
+                return self.error(route.provider, StatusCode::BAD_GATEWAY, &why);
+            }
+        };
+        let mut f = Map::new();
+        f.insert("ttfb_us".into(), json!(ttfb));
+        f.insert("total_us".into(), json!(call.us_since(Instant::now())));
+        if let Ok(v) = serde_json::from_slice::<Value>(&answer) {
+            let mut s = Summary::default();
+            s.add(call.provider, &v);
+            f.insert("summary".into(), s.to_json());
+        }
+        call.tape(
+            &self.tape,
+            Dir::S2C,
+            "response",
+            &f,
+            Some(&answer),
+            Some(&http),
+        );
+        respond(
+            Full::new(answer)
+                .map_err(|never| -> crate::transport::http::BodyError { match never {} })
+                .boxed(),
+        )
+    }
+}
+
+impl Handler for ModelProxy {
+    async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
+        if req.method() == hyper::Method::HEAD {
+            return self.preconnect(req).await;
+        }
+        self.forward(req).await
+    }
+}
+
+impl ModelProxy {
+    /// A `HEAD` (Claude Code's preconnect): forwarded, not taped — it asks nothing of the
+    /// model, and play answers it by itself.
+    async fn preconnect(&self, req: Request<Incoming>) -> Response<RespBody> {
+        let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+        let Some(uri) = self.upstream_uri(path) else {
+            return full(StatusCode::BAD_REQUEST, "text/plain", "bad request path");
+        };
+        let mut up = Request::new(Full::new(Bytes::new()));
+        *up.method_mut() = hyper::Method::HEAD;
+        *up.uri_mut() = uri;
+        let mut headers = req.headers().clone();
+        strip_hop_by_hop(&mut headers);
+        if let Some(h) = &self.host {
+            headers.insert(hyper::header::HOST, h.clone());
+        }
+        *up.headers_mut() = headers;
+        match self.client.request(up).await {
+            Ok(r) => {
+                let mut out = full(r.status(), "text/plain", Bytes::new());
+                out.headers_mut().remove(hyper::header::CONTENT_TYPE);
+                out
+            }
+            Err(_) => full(StatusCode::BAD_GATEWAY, "text/plain", Bytes::new()),
+        }
+    }
+}
+
+/// Reads the upstream's event stream: each complete event is taped, then sent to the client.
+/// A stream that breaks is taped as cut and cut for the client too.
+async fn pump_events(
+    tape: Recorder,
+    call: Call,
+    mut body: Incoming,
+    tx: mpsc::Sender<Result<Bytes, String>>,
+    max: usize,
+) {
+    let mut parser = SseParser::new(max);
+    let mut summary = Summary::default();
+    let mut events = 0u64;
+    let mut client_gone = false;
+    let mut cut: Option<String> = None;
+    loop {
+        let frame = match body.frame().await {
+            None => break,
+            Some(Ok(f)) => f,
+            Some(Err(e)) => {
+                cut = Some(format!("the upstream stream broke: {e}"));
+                break;
+            }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        for block in parser.push(&data) {
+            tape_block(&tape, &call, &block, &mut summary, &mut events);
+            if !client_gone && tx.send(Ok(Bytes::from(block.raw))).await.is_err() {
+                // The client went away: keep reading, so the tape holds the whole answer.
+                client_gone = true;
+            }
+        }
+    }
+    if let Some(block) = parser.finish() {
+        // An event the stream ended in the middle of: forwarded, taped as it stood.
+        tape_block(&tape, &call, &block, &mut summary, &mut events);
+        if !client_gone {
+            let _ = tx.send(Ok(Bytes::from(block.raw))).await;
+        }
+        cut.get_or_insert_with(|| "the stream ended inside an event".into());
+    }
+    let mut f = Map::new();
+    f.insert("events".into(), json!(events));
+    f.insert("total_us".into(), json!(call.us_since(Instant::now())));
+    f.insert("summary".into(), summary.to_json());
+    if let Some(why) = &cut {
+        f.insert("cut".into(), json!(why));
+    }
+    call.tape(&tape, Dir::S2C, "end", &f, None, None);
+    if let Some(why) = cut {
+        crate::transport::http::cut_after_flush(&tx, why).await;
+    }
+}
+
+/// Tapes one block of the stream: its event name and id as facts, its data as the body.
+fn tape_block(
+    tape: &Recorder,
+    call: &Call,
+    block: &crate::transport::sse::Block,
+    summary: &mut Summary,
+    events: &mut u64,
+) {
+    let mut f = Map::new();
+    let data = match &block.event {
+        Some(ev) => {
+            if let Some(name) = &ev.event {
+                f.insert("event".into(), json!(name));
+            }
+            if let Some(id) = &ev.id {
+                f.insert("id".into(), json!(id));
+            }
+            if let Some(retry) = ev.retry {
+                f.insert("retry".into(), json!(retry));
+            }
+            ev.data.clone()
+        }
+        None => {
+            // Comments only (a keep-alive), or a block over the size limit: kept raw.
+            f.insert("raw".into(), json!(true));
+            Some(String::from_utf8_lossy(&block.raw).into_owned())
+        }
+    };
+    if let Some(d) = &data {
+        if let Ok(v) = serde_json::from_str::<Value>(d) {
+            summary.add(call.provider, &v);
+        }
+    }
+    *events += 1;
+    call.tape(
+        tape,
+        Dir::S2C,
+        "event",
+        &f,
+        data.as_deref().map(str::as_bytes),
+        None,
+    );
+}

@@ -1,0 +1,359 @@
+//! Pointing an agent at mcptape without touching the user's files where the agent allows it:
+//! which agent a command line starts, where it reads its model's base URL and its MCP servers,
+//! and the command line, environment and temporary files that send both through mcptape.
+
+use super::config::{self, InPlace, Rewritten, Through};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The agents mcptape knows how to point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agent {
+    /// Claude Code (`claude`): `ANTHROPIC_BASE_URL`, `--mcp-config`, a project `.mcp.json`.
+    ClaudeCode,
+    /// Codex CLI (`codex`): `$CODEX_HOME/config.toml` and `-c` overrides, Responses only.
+    Codex,
+    /// Anything else: `ANTHROPIC_BASE_URL` and `OPENAI_BASE_URL`, and `--mcp-config` or a
+    /// project `.mcp.json` when there is one.
+    Other,
+}
+
+impl Agent {
+    /// The agent a command line starts (by the program's file name).
+    pub fn of(command: &[String]) -> Agent {
+        let name = command
+            .first()
+            .map(|c| {
+                Path::new(c)
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or(c)
+            })
+            .unwrap_or("");
+        match name {
+            "claude" => Agent::ClaudeCode,
+            "codex" => Agent::Codex,
+            _ => Agent::Other,
+        }
+    }
+
+    /// Its name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "Claude Code",
+            Agent::Codex => "Codex CLI",
+            Agent::Other => "the agent",
+        }
+    }
+}
+
+/// The agent's command line and environment, pointed at mcptape.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    /// The command line to run.
+    pub argv: Vec<String>,
+    /// Variables to set for it.
+    pub env: Vec<(String, String)>,
+    /// Files rewritten in place, to restore at the end.
+    pub in_place: Vec<InPlace>,
+    /// The MCP servers found.
+    pub servers: Rewritten,
+    /// Where the model calls really go (record): the base URL the agent would have used.
+    pub upstream: Option<String>,
+}
+
+/// Why an agent could not be pointed at mcptape.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// A config file could not be read, parsed or written.
+    #[error("{}: {why}", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        why: String,
+    },
+}
+
+fn config_err(path: &Path, why: impl std::fmt::Display) -> PrepareError {
+    PrepareError::Config {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    }
+}
+
+/// How the run is pointed: where the model proxy listens (`None`: the model is left alone),
+/// what MCP servers become, and where temporary files go.
+pub struct Plan<'a> {
+    /// The model proxy's base URL.
+    pub model_url: Option<&'a str>,
+    /// What stdio servers become.
+    pub through: &'a Through,
+    /// A private temporary folder for rewritten copies.
+    pub temp: &'a Path,
+    /// A private folder whose path is the same for every run of one tape: an agent puts the
+    /// path of its home into its prompts (Codex: its skills folder), so a home that moved
+    /// would make every model request of a replay differ from the recorded one.
+    pub stable: &'a Path,
+    /// The journal of files rewritten in place.
+    pub journal: &'a Path,
+    /// The working folder the agent runs in.
+    pub cwd: &'a Path,
+}
+
+/// The base URL split into what the upstream is (scheme and host) and the path prefix the
+/// client puts in front of its paths (`https://api.openai.com/v1` → (`https://api.openai.com`,
+/// `/v1`)).
+fn split_base(url: &str) -> (String, String) {
+    let trimmed = url.trim_end_matches('/');
+    let after_scheme = trimmed.find("://").map_or(0, |i| i + 3);
+    match trimmed[after_scheme..].find('/') {
+        Some(i) => (
+            trimmed[..after_scheme + i].to_string(),
+            trimmed[after_scheme + i..].to_string(),
+        ),
+        None => (trimmed.to_string(), String::new()),
+    }
+}
+
+/// Points `command` (run by `agent`) at mcptape as `plan` says.
+pub fn prepare(
+    agent: Agent,
+    command: &[String],
+    plan: &Plan<'_>,
+) -> Result<Prepared, PrepareError> {
+    match agent {
+        Agent::Codex => prepare_codex(command, plan),
+        Agent::ClaudeCode | Agent::Other => prepare_json_agent(agent, command, plan),
+    }
+}
+
+/// Claude Code and agents like it: the base URL from the environment, the servers from
+/// `--mcp-config` (a file or inline JSON: rewritten into a temporary copy) or the project
+/// `.mcp.json` (rewritten in place, restored at the end).
+fn prepare_json_agent(
+    agent: Agent,
+    command: &[String],
+    plan: &Plan<'_>,
+) -> Result<Prepared, PrepareError> {
+    let mut p = Prepared {
+        argv: command.to_vec(),
+        ..Prepared::default()
+    };
+    if let Some(url) = plan.model_url {
+        p.upstream = Some(
+            std::env::var("ANTHROPIC_BASE_URL")
+                .unwrap_or_else(|_| "https://api.anthropic.com".to_string()),
+        );
+        p.env.push(("ANTHROPIC_BASE_URL".into(), url.to_string()));
+        if agent == Agent::Other {
+            let openai = std::env::var("OPENAI_BASE_URL").ok();
+            let (_, prefix) = split_base(openai.as_deref().unwrap_or("https://api.openai.com/v1"));
+            p.env
+                .push(("OPENAI_BASE_URL".into(), format!("{url}{prefix}")));
+        }
+    }
+    let mut found_flag = false;
+    let mut i = 1;
+    let mut n = 0;
+    while i < p.argv.len() {
+        let arg = p.argv[i].clone();
+        let inline = arg.strip_prefix("--mcp-config=").map(str::to_string);
+        if arg != "--mcp-config" && inline.is_none() {
+            i += 1;
+            continue;
+        }
+        found_flag = true;
+        // `--mcp-config A B …` takes values up to the next flag; `--mcp-config=A` one.
+        let values: Vec<usize> = if inline.is_some() {
+            vec![i]
+        } else {
+            (i + 1..p.argv.len())
+                .take_while(|&j| !p.argv[j].starts_with('-'))
+                .collect()
+        };
+        for j in values.iter().copied() {
+            let value = if j == i {
+                inline.clone().unwrap_or_default()
+            } else {
+                p.argv[j].clone()
+            };
+            let mut json: Value = if value.trim_start().starts_with('{') {
+                serde_json::from_str(&value)
+                    .map_err(|e| config_err(Path::new("--mcp-config"), e))?
+            } else {
+                let path = plan.cwd.join(&value);
+                let text = std::fs::read_to_string(&path).map_err(|e| config_err(&path, e))?;
+                serde_json::from_str(&text).map_err(|e| config_err(&path, e))?
+            };
+            let r = config::rewrite_json(&mut json, plan.through);
+            merge(&mut p.servers, r);
+            n += 1;
+            let copy = plan.temp.join(format!("mcp-config-{n}.json"));
+            std::fs::write(
+                &copy,
+                serde_json::to_vec_pretty(&json).expect("JSON serializes"),
+            )
+            .map_err(|e| config_err(&copy, e))?;
+            p.argv[j] = if j == i {
+                format!("--mcp-config={}", copy.display())
+            } else {
+                copy.display().to_string()
+            };
+        }
+        i += values.len().max(1);
+    }
+    let strict = p.argv.iter().any(|a| a == "--strict-mcp-config");
+    let project = plan.cwd.join(".mcp.json");
+    if !(found_flag && strict) && project.exists() {
+        let text = std::fs::read_to_string(&project).map_err(|e| config_err(&project, e))?;
+        let mut json: Value = serde_json::from_str(&text).map_err(|e| config_err(&project, e))?;
+        let r = config::rewrite_json(&mut json, plan.through);
+        if !r.stdio.is_empty() {
+            let bytes = serde_json::to_vec_pretty(&json).expect("JSON serializes");
+            p.in_place.push(
+                InPlace::rewrite(&project, &bytes, plan.journal)
+                    .map_err(|e| config_err(&project, e))?,
+            );
+        }
+        merge(&mut p.servers, r);
+    }
+    Ok(p)
+}
+
+fn merge(into: &mut Rewritten, r: Rewritten) {
+    into.stdio.extend(r.stdio);
+    into.http.extend(r.http);
+}
+
+/// Codex: a temporary `CODEX_HOME` holding a rewritten copy of its `config.toml` (with the
+/// command line's `-c` overrides folded in): the model through a provider of mcptape's
+/// (Responses), the MCP servers through mcptape; `auth.json` copied. Codex ignores
+/// `OPENAI_BASE_URL`, so the provider is the only way.
+fn prepare_codex(command: &[String], plan: &Plan<'_>) -> Result<Prepared, PrepareError> {
+    let home = std::env::var_os("CODEX_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")))
+        .unwrap_or_else(|| PathBuf::from(".codex"));
+    let file = home.join("config.toml");
+    let mut cfg: toml::Table = match std::fs::read_to_string(&file) {
+        Ok(text) => text.parse().map_err(|e| config_err(&file, e))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => toml::Table::new(),
+        Err(e) => return Err(config_err(&file, e)),
+    };
+    // `-c key=value` overrides are folded into the copy (and taken off the command line), so
+    // the rewritten entries are the ones Codex sees.
+    let mut argv = vec![command[0].clone()];
+    let mut i = 1;
+    while i < command.len() {
+        let a = &command[i];
+        let value = if a == "-c" || a == "--config" {
+            i += 1;
+            command.get(i).cloned()
+        } else {
+            a.strip_prefix("--config=").map(str::to_string)
+        };
+        match value {
+            Some(v) => config::apply_override(&mut cfg, &v)
+                .map_err(|why| config_err(Path::new("codex -c"), why))?,
+            None => argv.push(a.clone()),
+        }
+        i += 1;
+    }
+    let mut p = Prepared {
+        argv,
+        ..Prepared::default()
+    };
+    if let Some(url) = plan.model_url {
+        let id = cfg
+            .get("model_provider")
+            .and_then(|v| v.as_str())
+            .unwrap_or("openai")
+            .to_string();
+        let mut provider = cfg
+            .get("model_providers")
+            .and_then(|t| t.get(&id))
+            .and_then(|v| v.as_table())
+            .cloned()
+            .unwrap_or_else(|| {
+                // The built-in `openai` provider, spelled out.
+                let mut t = toml::Table::new();
+                t.insert("name".into(), "OpenAI".into());
+                t.insert("env_key".into(), "OPENAI_API_KEY".into());
+                t
+            });
+        let base = provider
+            .get("base_url")
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| "https://api.openai.com/v1".to_string());
+        let (upstream, prefix) = split_base(&base);
+        p.upstream = Some(upstream);
+        provider.insert("base_url".into(), format!("{url}{prefix}").into());
+        provider.insert("wire_api".into(), "responses".into());
+        let providers = cfg
+            .entry("model_providers")
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let Some(t) = providers.as_table_mut() {
+            t.insert("mcptape".into(), toml::Value::Table(provider));
+        }
+        cfg.insert("model_provider".into(), "mcptape".into());
+    }
+    p.servers = config::rewrite_toml(&mut cfg, plan.through);
+    let temp_home = plan.stable.to_path_buf();
+    fresh_private_dir(&temp_home).map_err(|e| config_err(&temp_home, e))?;
+    let out = temp_home.join("config.toml");
+    std::fs::write(
+        &out,
+        toml::to_string(&cfg).map_err(|e| config_err(&out, e))?,
+    )
+    .map_err(|e| config_err(&out, e))?;
+    let auth = home.join("auth.json");
+    if auth.exists() {
+        std::fs::copy(&auth, temp_home.join("auth.json")).map_err(|e| config_err(&auth, e))?;
+    }
+    p.env
+        .push(("CODEX_HOME".into(), temp_home.display().to_string()));
+    Ok(p)
+}
+
+/// Makes `dir` anew, empty and owner-only.
+fn fresh_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::DirBuilder::new().mode(0o700).create(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_split_into_upstream_and_prefix() {
+        assert_eq!(
+            split_base("https://api.openai.com/v1"),
+            ("https://api.openai.com".into(), "/v1".into())
+        );
+        assert_eq!(
+            split_base("http://127.0.0.1:8/"),
+            ("http://127.0.0.1:8".into(), String::new())
+        );
+        assert_eq!(
+            split_base("https://openrouter.ai/api/v1"),
+            ("https://openrouter.ai".into(), "/api/v1".into())
+        );
+    }
+
+    #[test]
+    fn agents_are_told_by_their_program() {
+        assert_eq!(
+            Agent::of(&["/x/node_modules/.bin/claude".into()]),
+            Agent::ClaudeCode
+        );
+        assert_eq!(Agent::of(&["codex".into(), "exec".into()]), Agent::Codex);
+        assert_eq!(Agent::of(&["llm".into()]), Agent::Other);
+    }
+}

@@ -1,0 +1,371 @@
+//! Rewriting an agent's MCP server entries so each stdio server goes through mcptape: recorded
+//! into the run's tape (`record --join`), or served from it (`play --server`). The JSON
+//! `mcpServers` shape (Claude Code, Cursor, Gemini CLI, Claude Desktop), VS Code's `servers`,
+//! and Codex's TOML `[mcp_servers.NAME]`.
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// What each stdio server entry becomes.
+#[derive(Debug, Clone)]
+pub enum Through {
+    /// `mcptape record --join SOCKET --label NAME -- <command…>`.
+    Record {
+        /// The mcptape binary.
+        exe: PathBuf,
+        /// The run's join socket.
+        socket: PathBuf,
+    },
+    /// `mcptape play TAPE --server NAME`: no server process at all.
+    Play {
+        /// The mcptape binary.
+        exe: PathBuf,
+        /// The tape.
+        tape: PathBuf,
+    },
+}
+
+impl Through {
+    /// The command and arguments for the server `name` started as `command args…`.
+    pub fn argv(&self, name: &str, command: &str, args: &[String]) -> (String, Vec<String>) {
+        match self {
+            Through::Record { exe, socket } => {
+                let mut a = vec![
+                    "record".to_string(),
+                    "--join".into(),
+                    socket.display().to_string(),
+                    "--label".into(),
+                    name.to_string(),
+                    "--".into(),
+                    command.to_string(),
+                ];
+                a.extend(args.iter().cloned());
+                (exe.display().to_string(), a)
+            }
+            Through::Play { exe, tape } => (
+                exe.display().to_string(),
+                vec![
+                    "play".into(),
+                    tape.display().to_string(),
+                    "--server".into(),
+                    name.to_string(),
+                ],
+            ),
+        }
+    }
+}
+
+/// The servers rewritten, by name (stdio ones; HTTP ones are left as they are and listed).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Rewritten {
+    /// Stdio servers now going through mcptape.
+    pub stdio: Vec<String>,
+    /// HTTP servers left alone (`url`): not on the tape.
+    pub http: Vec<String>,
+}
+
+/// Rewrites a JSON MCP config in place (`mcpServers`, or VS Code's `servers`).
+pub fn rewrite_json(config: &mut Value, through: &Through) -> Rewritten {
+    let mut out = Rewritten::default();
+    for key in ["mcpServers", "servers"] {
+        let Some(Value::Object(servers)) = config.get_mut(key) else {
+            continue;
+        };
+        for (name, entry) in servers.iter_mut() {
+            let Value::Object(e) = entry else { continue };
+            let Some(command) = e.get("command").and_then(Value::as_str).map(str::to_string) else {
+                if e.contains_key("url") || e.contains_key("httpUrl") || e.contains_key("serverUrl")
+                {
+                    out.http.push(name.clone());
+                }
+                continue;
+            };
+            let args: Vec<String> = e
+                .get("args")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let (cmd, argv) = through.argv(name, &command, &args);
+            e.insert("command".into(), json!(cmd));
+            e.insert("args".into(), json!(argv));
+            out.stdio.push(name.clone());
+        }
+    }
+    out
+}
+
+/// Rewrites Codex's TOML config in place: each `[mcp_servers.NAME]` with a `command`.
+pub fn rewrite_toml(config: &mut toml::Table, through: &Through) -> Rewritten {
+    let mut out = Rewritten::default();
+    let Some(toml::Value::Table(servers)) = config.get_mut("mcp_servers") else {
+        return out;
+    };
+    for (name, entry) in servers.iter_mut() {
+        let toml::Value::Table(e) = entry else {
+            continue;
+        };
+        let Some(command) = e
+            .get("command")
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+        else {
+            if e.contains_key("url") {
+                out.http.push(name.clone());
+            }
+            continue;
+        };
+        let args: Vec<String> = e
+            .get("args")
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (cmd, argv) = through.argv(name, &command, &args);
+        e.insert("command".into(), toml::Value::String(cmd));
+        e.insert(
+            "args".into(),
+            toml::Value::Array(argv.into_iter().map(toml::Value::String).collect()),
+        );
+        out.stdio.push(name.clone());
+    }
+    out
+}
+
+/// Merges a Codex `-c key.path=value` override into `config` (the value is TOML), as Codex
+/// applies it: later keys win.
+pub fn apply_override(config: &mut toml::Table, assignment: &str) -> Result<(), String> {
+    let (path, value) = assignment
+        .split_once('=')
+        .ok_or_else(|| format!("-c {assignment:?}: no `=`"))?;
+    let parsed: toml::Table = format!("v = {}", value.trim())
+        .parse()
+        .or_else(|_| format!("v = {}", toml::Value::String(value.trim().into())).parse())
+        .map_err(|e| format!("-c {assignment:?}: {e}"))?;
+    let value = parsed.get("v").cloned().expect("parsed as v");
+    let keys: Vec<&str> = path.trim().split('.').collect();
+    let mut table = config;
+    for k in &keys[..keys.len() - 1] {
+        let next = table
+            .entry((*k).to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if !next.is_table() {
+            *next = toml::Value::Table(toml::Table::new());
+        }
+        table = next.as_table_mut().expect("made a table");
+    }
+    table.insert(keys[keys.len() - 1].to_string(), value);
+    Ok(())
+}
+
+/// A file rewritten in place for the run (a project `.mcp.json`), with its original kept
+/// beside it until it is restored: on exit, on SIGINT/SIGTERM, or by the next `mcptape run`
+/// after a crash (the journal lists what is out).
+#[derive(Debug)]
+pub struct InPlace {
+    /// The rewritten file.
+    pub path: PathBuf,
+    /// Where the original is.
+    pub backup: PathBuf,
+}
+
+/// The suffix of a backup `run` keeps beside a file it rewrote.
+pub const BACKUP_SUFFIX: &str = ".mcptape-run-backup";
+
+impl InPlace {
+    /// Keeps `path`'s original beside it, notes it in the journal, then writes `contents`.
+    pub fn rewrite(path: &Path, contents: &[u8], journal: &Path) -> std::io::Result<InPlace> {
+        let mut b = path.as_os_str().to_owned();
+        b.push(BACKUP_SUFFIX);
+        let backup = PathBuf::from(b);
+        if backup.exists() {
+            // A run that died left it: the original is the backup, not the rewritten file.
+            std::fs::rename(&backup, path)?;
+        }
+        std::fs::copy(path, &backup)?;
+        journal_add(journal, path)?;
+        let tmp = path.with_extension("mcptape-run-tmp");
+        std::fs::write(&tmp, contents)?;
+        std::fs::rename(&tmp, path)?;
+        Ok(InPlace {
+            path: path.to_path_buf(),
+            backup,
+        })
+    }
+
+    /// Puts the original back.
+    pub fn restore(&self, journal: &Path) -> std::io::Result<()> {
+        std::fs::rename(&self.backup, &self.path)?;
+        journal_remove(journal, &self.path)
+    }
+}
+
+fn read_journal(journal: &Path) -> Vec<PathBuf> {
+    std::fs::read_to_string(journal)
+        .ok()
+        .and_then(|s| serde_json::from_str::<Vec<PathBuf>>(&s).ok())
+        .unwrap_or_default()
+}
+
+fn write_journal(journal: &Path, files: &[PathBuf]) -> std::io::Result<()> {
+    if files.is_empty() {
+        return match std::fs::remove_file(journal) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
+    }
+    if let Some(dir) = journal.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = journal.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec(files).expect("paths serialize"))?;
+    std::fs::rename(&tmp, journal)
+}
+
+fn journal_add(journal: &Path, path: &Path) -> std::io::Result<()> {
+    let mut files = read_journal(journal);
+    let path = std::path::absolute(path)?;
+    if !files.contains(&path) {
+        files.push(path);
+    }
+    write_journal(journal, &files)
+}
+
+fn journal_remove(journal: &Path, path: &Path) -> std::io::Result<()> {
+    let path = std::path::absolute(path)?;
+    let files: Vec<PathBuf> = read_journal(journal)
+        .into_iter()
+        .filter(|p| p != &path)
+        .collect();
+    write_journal(journal, &files)
+}
+
+/// Puts back every file a run that did not finish left rewritten; returns them.
+pub fn restore_all(journal: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut restored = Vec::new();
+    for path in read_journal(journal) {
+        let mut b = path.as_os_str().to_owned();
+        b.push(BACKUP_SUFFIX);
+        let backup = PathBuf::from(b);
+        if backup.exists() {
+            std::fs::rename(&backup, &path)?;
+            restored.push(path.clone());
+        }
+        journal_remove(journal, &path)?;
+    }
+    Ok(restored)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec() -> Through {
+        Through::Record {
+            exe: "/bin/mcptape".into(),
+            socket: "/tmp/s.sock".into(),
+        }
+    }
+
+    #[test]
+    fn json_configs_of_every_shape_are_rewritten() {
+        let mut claude = json!({"mcpServers": {
+            "mem": {"type": "stdio", "command": "npx", "args": ["-y", "server-memory"], "env": {"X": "1"}},
+            "web": {"type": "http", "url": "http://127.0.0.1:9/mcp"}
+        }});
+        let r = rewrite_json(&mut claude, &rec());
+        assert_eq!(r.stdio, ["mem"]);
+        assert_eq!(r.http, ["web"]);
+        assert_eq!(claude["mcpServers"]["mem"]["command"], "/bin/mcptape");
+        assert_eq!(
+            claude["mcpServers"]["mem"]["args"],
+            json!([
+                "record",
+                "--join",
+                "/tmp/s.sock",
+                "--label",
+                "mem",
+                "--",
+                "npx",
+                "-y",
+                "server-memory"
+            ])
+        );
+        assert_eq!(
+            claude["mcpServers"]["mem"]["env"],
+            json!({"X": "1"}),
+            "env kept"
+        );
+        // VS Code's `servers` key.
+        let mut vscode =
+            json!({"servers": {"fs": {"command": "node", "args": ["fs.js"]}}, "inputs": []});
+        let play = Through::Play {
+            exe: "/bin/mcptape".into(),
+            tape: "/t.jsonl".into(),
+        };
+        assert_eq!(rewrite_json(&mut vscode, &play).stdio, ["fs"]);
+        assert_eq!(
+            vscode["servers"]["fs"]["args"],
+            json!(["play", "/t.jsonl", "--server", "fs"])
+        );
+    }
+
+    #[test]
+    fn codex_toml_and_its_overrides() {
+        let mut t: toml::Table = r#"
+model = "gpt-x"
+[mcp_servers.S]
+command = "server"
+args = ["stdio"]
+default_tools_approval_mode = "approve"
+"#
+        .parse()
+        .unwrap();
+        apply_override(&mut t, r#"model_provider="fake""#).unwrap();
+        apply_override(
+            &mut t,
+            r#"model_providers.fake={name="fake",base_url="http://127.0.0.1:1/v1",env_key="KEY",wire_api="responses"}"#,
+        )
+        .unwrap();
+        apply_override(&mut t, "analytics.enabled=false").unwrap();
+        let r = rewrite_toml(&mut t, &rec());
+        assert_eq!(r.stdio, ["S"]);
+        assert_eq!(t["model_provider"].as_str(), Some("fake"));
+        assert_eq!(
+            t["model_providers"]["fake"]["base_url"].as_str(),
+            Some("http://127.0.0.1:1/v1")
+        );
+        assert_eq!(t["mcp_servers"]["S"]["args"][6].as_str(), Some("server"));
+        assert_eq!(
+            t["mcp_servers"]["S"]["default_tools_approval_mode"].as_str(),
+            Some("approve")
+        );
+        assert_eq!(t["analytics"]["enabled"].as_bool(), Some(false));
+    }
+
+    #[test]
+    fn a_rewritten_file_comes_back_and_a_crashed_run_is_undone() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join(".mcp.json");
+        let journal = dir.path().join("journal.json");
+        std::fs::write(&f, b"original").unwrap();
+        let r = InPlace::rewrite(&f, b"rewritten", &journal).unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), b"rewritten");
+        r.restore(&journal).unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), b"original");
+        assert!(!journal.exists());
+        // A run that died (SIGKILL) before restoring: the next one puts it back.
+        let _left = InPlace::rewrite(&f, b"rewritten", &journal).unwrap();
+        assert_eq!(
+            restore_all(&journal).unwrap(),
+            [std::path::absolute(&f).unwrap()]
+        );
+        assert_eq!(std::fs::read(&f).unwrap(), b"original");
+    }
+}

@@ -1,0 +1,379 @@
+//! `mcptape run -- <agent…>`: a whole agent run on one tape. The model proxy and a join socket
+//! are started in this process, the agent is pointed at them (see [`agent`]), each of its stdio
+//! MCP servers is started through `mcptape record --join` and taped here under its config name,
+//! and when the agent exits everything is stopped and the tape closed. With `--replay` every
+//! MCP server is served from the tape (no server process) and the model is live; with
+//! `--playback` the model is answered from the tape too (no upstream connection at all).
+
+pub mod agent;
+pub mod config;
+
+use crate::model::player::{ModelPlayer, PlaybackReport};
+use crate::model::proxy::ModelProxy;
+use crate::record::{RecordError, Recorder};
+use crate::tape::{End, ServerDecl, TapeWriter, WriteOptions};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How the run uses its tape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Record the model and every stdio MCP server onto the tape.
+    Record,
+    /// The model live (not taped), every MCP server from the tape.
+    Replay,
+    /// Everything from the tape: no server process, no upstream connection.
+    Playback,
+}
+
+/// What a run needs.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RunConfig {
+    /// The tape (written when recording, read otherwise).
+    pub tape: PathBuf,
+    /// How it is used.
+    pub mode: Mode,
+    /// The agent's command line.
+    pub command: Vec<String>,
+    /// How the tape is written.
+    pub write: WriteOptions,
+    /// The model API to record against, instead of the one the agent is configured with.
+    pub upstream: Option<String>,
+    /// CA certificates (PEM) for an `https://` upstream.
+    pub upstream_ca: Option<PathBuf>,
+    /// The journal of config files rewritten in place (restored by the next run after a
+    /// crash).
+    pub journal: PathBuf,
+    /// `--lenient` for the model in playback.
+    pub lenient: bool,
+}
+
+impl RunConfig {
+    /// A run of `command` on `tape` in `mode`, the tape written with `write`.
+    pub fn new(tape: PathBuf, mode: Mode, command: Vec<String>, write: WriteOptions) -> RunConfig {
+        RunConfig {
+            tape,
+            mode,
+            command,
+            write,
+            upstream: None,
+            upstream_ca: None,
+            journal: {
+                let tapes = crate::tape::store::tapes_dir();
+                tapes.parent().unwrap_or(&tapes).join("run-restore.json")
+            },
+            lenient: false,
+        }
+    }
+}
+
+/// How a run went.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// The agent's exit code (128+n for a signal).
+    pub agent_exit: i32,
+    /// Which agent it was.
+    pub agent: agent::Agent,
+    /// The MCP servers that went through mcptape, and the HTTP ones left alone.
+    pub servers: config::Rewritten,
+    /// Recording: the tape's closing line.
+    pub end: Option<End>,
+    /// Recording: model calls taped.
+    pub model_calls: u64,
+    /// Playback: how the model was answered.
+    pub model: Option<PlaybackReport>,
+    /// Config files put back.
+    pub restored: Vec<PathBuf>,
+}
+
+/// Why a run could not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Recording could not start (tape, upstream, listener).
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// The agent's config could not be rewritten.
+    #[error(transparent)]
+    Prepare(#[from] agent::PrepareError),
+    /// The tape to replay could not be read.
+    #[error(transparent)]
+    Tape(#[from] crate::tape::TapeError),
+    /// The agent could not be started.
+    #[error("could not start the agent `{command}`")]
+    Spawn {
+        /// The command.
+        command: String,
+        /// Why.
+        #[source]
+        cause: std::io::Error,
+    },
+    /// A temporary file or the journal could not be written.
+    #[error("{what}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why.
+        #[source]
+        cause: std::io::Error,
+    },
+}
+
+impl crate::exit::Coded for RunError {
+    fn exit_code(&self) -> i32 {
+        match self {
+            RunError::Record(e) => crate::exit::Coded::exit_code(e),
+            RunError::Prepare(_) => crate::exit::DATA_ERR,
+            RunError::Tape(e) => crate::exit::Coded::exit_code(e),
+            RunError::Spawn { .. } => crate::exit::UNAVAILABLE,
+            RunError::Io { .. } => crate::exit::IO_ERR,
+        }
+    }
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RunError {
+    let what = what.into();
+    move |cause| RunError::Io { what, cause }
+}
+
+/// The model side of a run, listening.
+enum ModelSide {
+    None,
+    Proxy(Arc<ModelProxy>),
+    Player(Arc<ModelPlayer>),
+}
+
+/// Runs the agent to its end. Each signal number received on `signals` is passed on to the
+/// agent (the binary feeds it SIGINT, SIGTERM and SIGHUP); the run ends when the agent does.
+pub async fn run(
+    cfg: &RunConfig,
+    mut signals: mpsc::UnboundedReceiver<i32>,
+) -> Result<RunOutcome, RunError> {
+    let mut restored = config::restore_all(&cfg.journal).map_err(io_err(format!(
+        "restoring the files a run that did not finish left rewritten ({})",
+        cfg.journal.display()
+    )))?;
+    let agent = agent::Agent::of(&cfg.command);
+    let exe = std::env::current_exe().map_err(io_err("finding the mcptape binary"))?;
+    let temp = tempfile::Builder::new()
+        .prefix("mcptape-run-")
+        .tempdir()
+        .map_err(io_err("making a temporary folder"))?;
+    let socket = temp.path().join("join.sock");
+    let cwd = std::env::current_dir().map_err(io_err("reading the working folder"))?;
+
+    // The model side listens first: its URL goes into the agent's config.
+    let (listener, local) =
+        crate::transport::http::bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .map_err(|cause| RecordError::Listen {
+                addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+                cause,
+            })?;
+    let model_url = format!("http://{local}");
+    let through = match cfg.mode {
+        Mode::Record => config::Through::Record {
+            exe: exe.clone(),
+            socket: socket.clone(),
+        },
+        Mode::Replay | Mode::Playback => config::Through::Play {
+            exe: exe.clone(),
+            tape: std::path::absolute(&cfg.tape).map_err(io_err("resolving the tape's path"))?,
+        },
+    };
+    let stable = stable_dir(&cfg.tape)?;
+    let plan = agent::Plan {
+        model_url: (cfg.mode != Mode::Replay).then_some(model_url.as_str()),
+        through: &through,
+        temp: temp.path(),
+        stable: &stable,
+        journal: &cfg.journal,
+        cwd: &cwd,
+    };
+    let prepared = agent::prepare(agent, &cfg.command, &plan)?;
+
+    // The tape, the model side and the join socket.
+    let mut tape: Option<Recorder> = None;
+    let model = match cfg.mode {
+        Mode::Record => {
+            let upstream = cfg
+                .upstream
+                .clone()
+                .or_else(|| prepared.upstream.clone())
+                .unwrap_or_else(|| "https://api.anthropic.com".into());
+            let uri = crate::model::serve::upstream_uri(&upstream)?;
+            let client = crate::transport::upstream::client(cfg.upstream_ca.as_deref())
+                .map_err(RecordError::from)?;
+            let tape_err = |cause| RecordError::Tape {
+                path: cfg.tape.clone(),
+                cause,
+            };
+            let mut w = TapeWriter::create(&cfg.tape, cfg.write.clone()).map_err(tape_err)?;
+            w.declare_server(ServerDecl::model(
+                crate::model::serve::DEFAULT_LABEL,
+                upstream.clone(),
+            ))
+            .map_err(tape_err)?;
+            let rec = Recorder::new(w, crate::model::serve::DEFAULT_LABEL);
+            tape = Some(rec.clone());
+            ModelSide::Proxy(Arc::new(ModelProxy::new(
+                rec,
+                uri,
+                client,
+                crate::wire::DEFAULT_MAX_MESSAGE,
+            )))
+        }
+        Mode::Playback => {
+            let calls =
+                crate::model::calls::load(&cfg.tape, Some(crate::model::serve::DEFAULT_LABEL))?;
+            ModelSide::Player(Arc::new(ModelPlayer::new(
+                calls,
+                cfg.lenient,
+                crate::wire::DEFAULT_MAX_MESSAGE,
+            )))
+        }
+        Mode::Replay => ModelSide::None,
+    };
+    let (stop_model, model_stopped) = tokio::sync::oneshot::channel::<()>();
+    let max = crate::transport::http::MAX_CONNECTIONS;
+    let serving = {
+        let stop = async move {
+            let _ = model_stopped.await;
+        };
+        match &model {
+            ModelSide::Proxy(p) => {
+                let p = p.clone();
+                tokio::spawn(async move {
+                    let (_, c) =
+                        crate::transport::http::accept_until(&listener, max, p, stop).await;
+                    drain(c).await;
+                })
+            }
+            ModelSide::Player(p) => {
+                let p = p.clone();
+                tokio::spawn(async move {
+                    let (_, c) =
+                        crate::transport::http::accept_until(&listener, max, p, stop).await;
+                    drain(c).await;
+                })
+            }
+            ModelSide::None => tokio::spawn(async move {
+                drop(listener);
+                stop.await;
+            }),
+        }
+    };
+    let joined = Arc::new(crate::record::join::Joined::default());
+    let joins = match &tape {
+        Some(rec) => {
+            let l = tokio::net::UnixListener::bind(&socket)
+                .map_err(io_err(format!("listening on {}", socket.display())))?;
+            Some(tokio::spawn(crate::record::join::serve(
+                l,
+                rec.clone(),
+                joined.clone(),
+            )))
+        }
+        None => None,
+    };
+
+    // The agent.
+    let mut cmd = tokio::process::Command::new(&prepared.argv[0]);
+    cmd.args(&prepared.argv[1..]);
+    for (k, v) in &prepared.env {
+        cmd.env(k, v);
+    }
+    let spawned = cmd.spawn();
+    let outcome = match spawned {
+        Ok(mut child) => {
+            let pid = child.id();
+            let status = loop {
+                tokio::select! {
+                    st = child.wait() => break st,
+                    Some(sig) = signals.recv() => {
+                        if let Some(pid) = pid {
+                            crate::transport::stdio::signal(pid, sig);
+                        }
+                    }
+                }
+            };
+            Ok(match status {
+                Ok(st) => crate::transport::stdio::exit_code(&st).unwrap_or(crate::exit::SOFTWARE),
+                Err(_) => crate::exit::SOFTWARE,
+            })
+        }
+        Err(cause) => Err(RunError::Spawn {
+            command: crate::transport::stdio::shell_words(&cfg.command),
+            cause,
+        }),
+    };
+
+    // The agent is gone: its servers get their grace period, the model side stops.
+    for f in &prepared.in_place {
+        match f.restore(&cfg.journal) {
+            Ok(()) => restored.push(f.path.clone()),
+            Err(e) => crate::diag!(
+                "mcptape: WARNING: could not put {} back (the original is {}): {e}",
+                f.path.display(),
+                f.backup.display()
+            ),
+        }
+    }
+    let _ = stop_model.send(());
+    let _ = serving.await;
+    if let Some(j) = joins {
+        // Joined recorders end when their servers do (the agent closed their stdin): they get
+        // their grace period (5 s) and a second more to say so, then the socket closes.
+        let _ = tokio::time::timeout(Duration::from_secs(6), joined.all_gone()).await;
+        j.abort();
+    }
+    let _ = std::fs::remove_dir_all(&stable);
+    let agent_exit = outcome?;
+    let (end, model_calls) = match (&tape, &model) {
+        (Some(rec), ModelSide::Proxy(p)) => {
+            let closed = rec
+                .close(None, format!("the agent exited ({agent_exit})"))
+                .map_err(|cause| RecordError::Tape {
+                    path: cfg.tape.clone(),
+                    cause,
+                })?;
+            (Some(closed.end), p.calls())
+        }
+        _ => (None, 0),
+    };
+    let model = match &model {
+        ModelSide::Player(p) => Some(p.report()),
+        _ => None,
+    };
+    Ok(RunOutcome {
+        agent_exit,
+        agent,
+        servers: prepared.servers,
+        end,
+        model_calls,
+        model,
+        restored,
+    })
+}
+
+/// The folder an agent's home is copied to for runs of `tape`: the same path every time (see
+/// [`agent::Plan::stable`]), private to this user.
+fn stable_dir(tape: &std::path::Path) -> Result<PathBuf, RunError> {
+    use sha2::Digest as _;
+    let abs = std::path::absolute(tape).map_err(io_err("resolving the tape's path"))?;
+    let hash = sha2::Sha256::digest(abs.as_os_str().as_encoded_bytes());
+    let tag: String = hash[..6].iter().map(|b| format!("{b:02x}")).collect();
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    Ok(std::env::temp_dir().join(format!("mcptape-run-{uid}-{tag}")))
+}
+
+async fn drain(mut connections: tokio::task::JoinSet<()>) {
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    connections.abort_all();
+}
