@@ -49,6 +49,87 @@ pub struct DiffReport {
     pub only_in_b: Vec<ExchangeRef>,
     /// How the tools listed changed from A to B.
     pub tool_surface: Vec<ToolChange>,
+    /// Agent runs: the first model request that diverged (absent when neither tape has model
+    /// calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelDiff>,
+}
+
+/// How the model calls of two agent runs compare: by request, in order (answers of a live
+/// model differ from run to run; what the agent asked is what diverges first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelDiff {
+    /// Model calls on A.
+    pub calls_a: usize,
+    /// Model calls on B.
+    pub calls_b: usize,
+    /// The first call whose request differs, or that only one run made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<ModelDivergence>,
+}
+
+/// The first model call two runs disagree on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelDivergence {
+    /// Its position among the model calls (1-based).
+    pub position: usize,
+    /// Its request's tape line in A (absent: only B made it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_a: Option<u64>,
+    /// Its request's tape line in B (absent: only A made it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_b: Option<u64>,
+    /// The endpoint (A's, else B's).
+    pub endpoint: String,
+    /// How the request differs (volatile fields left out), A → B.
+    pub changes: Vec<crate::compare::diff_values::Change>,
+}
+
+/// The first model request two runs disagree on, or `None` when neither has model calls.
+fn model_diff(a: &Path, b: &Path) -> Result<Option<ModelDiff>, TapeError> {
+    let (ca, cb) = (
+        crate::model::calls::load(a, None)?,
+        crate::model::calls::load(b, None)?,
+    );
+    if ca.is_empty() && cb.is_empty() {
+        return Ok(None);
+    }
+    let canon = |c: &crate::model::calls::Call| {
+        let mut v = crate::model::volatile::canonical(&c.request).unwrap_or_else(|| {
+            serde_json::Value::String(String::from_utf8_lossy(&c.request).into())
+        });
+        crate::wire::marker::strip_marker_hashes(&mut v);
+        v
+    };
+    let mut first = None;
+    for i in 0..ca.len().max(cb.len()) {
+        let (x, y) = (ca.get(i), cb.get(i));
+        let changes = match (x, y) {
+            (Some(x), Some(y)) if x.endpoint == y.endpoint => {
+                let (vx, vy) = (canon(x), canon(y));
+                if crate::wire::marker::wildcard_eq(&vx, &vy) {
+                    continue;
+                }
+                crate::compare::diff_values::changes(&vx, &vy, false)
+            }
+            _ => Vec::new(),
+        };
+        first = Some(ModelDivergence {
+            position: i + 1,
+            line_a: x.map(|c| c.line),
+            line_b: y.map(|c| c.line),
+            endpoint: x.or(y).map(|c| c.endpoint.clone()).unwrap_or_default(),
+            changes,
+        });
+        break;
+    }
+    Ok(Some(ModelDiff {
+        calls_a: ca.len(),
+        calls_b: cb.len(),
+        first,
+    }))
 }
 
 /// Compares two recordings (each the first server of its tape): the report, and the tapes'
@@ -94,6 +175,11 @@ pub fn diff(
             .tool_surface
             .iter()
             .any(|t| t.kind == SurfaceKind::Widened);
+    let model = model_diff(a_path, b_path)?;
+    let model_structural = model.as_ref().is_some_and(|m| m.calls_a != m.calls_b);
+    let model_output = model.as_ref().is_some_and(|m| m.first.is_some());
+    let structural = structural || model_structural;
+    let output = output || model_output;
     let verdict = if structural {
         Verdict::StructuralDrift
     } else if output {
@@ -110,6 +196,84 @@ pub fn diff(
         only_in_a,
         only_in_b: cmp.only_in_other,
         tool_surface: cmp.tool_surface,
+        model,
     };
     Ok((report, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
+    use crate::wire::Dir;
+    use serde_json::{json, Map};
+    use std::time::Instant;
+
+    /// A tape of an agent run with one model request per body in `asks`.
+    fn run_tape(path: &std::path::Path, asks: &[serde_json::Value]) {
+        let mut w = TapeWriter::create(path, WriteOptions::redacted()).unwrap();
+        w.declare_server(ServerDecl::model("model", "http://127.0.0.1:1".into()))
+            .unwrap();
+        for (i, ask) in asks.iter().enumerate() {
+            let mut f = Map::new();
+            f.insert("provider".into(), json!("anthropic"));
+            f.insert("endpoint".into(), json!("messages"));
+            let http = json!({"method": "POST", "path": "/v1/messages"});
+            let body = ask.to_string();
+            let n = i as u64 + 1;
+            w.model(
+                "model",
+                Dir::C2S,
+                n,
+                "request",
+                &f,
+                Some(body.as_bytes()),
+                Some(&http),
+                Instant::now(),
+            );
+            let answer =
+                json!({"content": [{"type": "text", "text": format!("answer {n}")}]}).to_string();
+            let http = json!({"status": 200, "content_type": "application/json"});
+            w.model(
+                "model",
+                Dir::S2C,
+                n,
+                "response",
+                &Map::new(),
+                Some(answer.as_bytes()),
+                Some(&http),
+                Instant::now(),
+            );
+        }
+        w.finish(None, Some("done".into())).unwrap();
+    }
+
+    fn ask(text: &str, session: &str) -> serde_json::Value {
+        json!({"model": "m", "metadata": {"user_id": session},
+               "messages": [{"role": "user", "content": text}]})
+    }
+
+    #[test]
+    fn two_runs_name_the_first_model_request_that_diverged() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, c) = (
+            dir.path().join("a.jsonl"),
+            dir.path().join("b.jsonl"),
+            dir.path().join("c.jsonl"),
+        );
+        run_tape(&a, &[ask("hi", "s1"), ask("list files", "s1")]);
+        // Another session (a volatile field) and the same questions: the same run.
+        run_tape(&b, &[ask("hi", "s2"), ask("list files", "s2")]);
+        // The second question differs.
+        run_tape(&c, &[ask("hi", "s3"), ask("delete files", "s3")]);
+        let norm = crate::compare::Normalizer::default();
+        let (same, _) = super::diff(&a, &b, &norm).unwrap();
+        assert_eq!(same.verdict, super::Verdict::Same);
+        assert_eq!(same.model.as_ref().map(|m| m.calls_a), Some(2));
+        let (drift, _) = super::diff(&a, &c, &norm).unwrap();
+        assert_eq!(drift.verdict, super::Verdict::OutputDrift);
+        let first = drift.model.unwrap().first.unwrap();
+        assert_eq!(first.position, 2);
+        assert_eq!(first.changes[0].path, "$.messages[0].content");
+        assert_eq!((first.line_a, first.line_b), (Some(5), Some(5)));
+    }
 }

@@ -41,7 +41,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "compare",
         ],
     ),
-    ("diff", &["exit", "wire", "tape", "compare"]),
+    ("diff", &["exit", "wire", "tape", "compare", "model"]),
     (
         "run",
         &[
@@ -51,6 +51,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "redact",
             "tape",
             "record",
+            "play",
             "model",
         ],
     ),

@@ -105,14 +105,21 @@ pub fn run_cmd(a: Args) -> Result<i32> {
     }
     if !out.servers.http.is_empty() {
         crate::diag!(
-            "mcptape run: WARNING: HTTP MCP servers are not on the tape (not supported yet): {}",
+            "mcptape run: WARNING: HTTP MCP servers left live, not on the tape (not recorded on it): {}",
             out.servers.http.join(", ")
         );
     }
-    let servers = if out.servers.stdio.is_empty() {
+    let names: Vec<&str> = out
+        .servers
+        .stdio
+        .iter()
+        .chain(&out.servers.http_through)
+        .map(String::as_str)
+        .collect();
+    let servers = if names.is_empty() {
         "no MCP server".to_string()
     } else {
-        format!("MCP servers {}", out.servers.stdio.join(", "))
+        format!("MCP servers {}", names.join(", "))
     };
     let mut code = out.agent_exit;
     match mode {

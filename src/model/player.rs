@@ -169,7 +169,9 @@ impl ModelPlayer {
         }
         for c in changes.iter().take(8) {
             let (rec, asked) = match (&c.recorded, &c.observed) {
-                (Some(Value::String(a)), Some(Value::String(b))) => around_difference(a, b),
+                (Some(Value::String(a)), Some(Value::String(b))) => {
+                    crate::wire::canonical::around_difference(a, b)
+                }
                 (r, o) => (
                     crate::wire::canonical::short(r.as_ref(), 120),
                     crate::wire::canonical::short(o.as_ref(), 120),
@@ -230,37 +232,6 @@ impl ModelPlayer {
     }
 }
 
-/// Two long strings shown where they differ: the common start and end left out (`…`), a
-/// little context kept, so the difference is what is printed.
-fn around_difference(a: &str, b: &str) -> (String, String) {
-    const CONTEXT: usize = 24;
-    const WIDTH: usize = 80;
-    let (ac, bc): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let prefix = ac.iter().zip(&bc).take_while(|(x, y)| x == y).count();
-    let suffix = ac[prefix..]
-        .iter()
-        .rev()
-        .zip(bc[prefix..].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    let show = |c: &[char]| {
-        let start = prefix.saturating_sub(CONTEXT);
-        let end = (c.len() - suffix + CONTEXT).min(c.len()).min(start + WIDTH);
-        let mut s = String::from("\"");
-        if start > 0 {
-            s.push('…');
-        }
-        let part: String = c[start..end].iter().collect();
-        s.push_str(&part.escape_debug().to_string());
-        if end < c.len() {
-            s.push('…');
-        }
-        s.push('"');
-        s
-    };
-    (show(&ac), show(&bc))
-}
-
 fn error(provider: Provider, status: StatusCode, message: &str) -> Response<RespBody> {
     let body = provider::error_body(provider, status.as_u16(), message);
     full(status, "application/json", body.to_string())
@@ -286,22 +257,5 @@ impl Handler for ModelPlayer {
                 error(route.provider, StatusCode::BAD_REQUEST, &why)
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_difference_deep_in_a_long_string_is_what_is_shown() {
-        let a = format!(
-            "{}Today the answer is 16:30 exactly.{}",
-            "x".repeat(500),
-            "y".repeat(500)
-        );
-        let b = a.replace("16:30", "16:31");
-        let (ra, rb) = super::around_difference(&a, &b);
-        assert!(ra.contains("16:30") && rb.contains("16:31"), "{ra} / {rb}");
-        assert!(ra.starts_with("\"…") && ra.ends_with("…\""), "{ra}");
-        assert!(ra.chars().count() < 100);
     }
 }

@@ -200,9 +200,26 @@ pub async fn serve_http(
             addr: listen,
             cause,
         })?;
+    Ok(serve_http_on(listener, local, index, opts, legacy, shutdown, on_ready).await)
+}
+
+/// [`serve_http`] on a listener already bound (an agent run binds it before the agent's config
+/// names its URL).
+pub async fn serve_http_on(
+    listener: tokio::net::TcpListener,
+    local: SocketAddr,
+    index: TapeIndex,
+    opts: ServeOptions,
+    legacy: bool,
+    shutdown: impl std::future::Future<Output = String>,
+    on_ready: impl FnOnce(&str),
+) -> PlayReport {
+    // The path the recorded server was at (the served label's, on a tape of several).
     let path = index
         .servers
-        .first()
+        .iter()
+        .find(|s| s.server == index.server)
+        .or(index.servers.first())
         .and_then(|s| s.url.as_deref())
         .and_then(|u| u.parse::<hyper::Uri>().ok())
         .map(|u| u.path().to_string())
@@ -232,7 +249,7 @@ pub async fn serve_http(
     let max_connections = player.opts.max_connections;
     let (_, mut connections) = accept_until(&listener, max_connections, handler, shutdown).await;
     connections.abort_all();
-    Ok(player.report())
+    player.report()
 }
 
 impl Player {

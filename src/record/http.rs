@@ -118,29 +118,7 @@ pub async fn record_http(
     shutdown: impl Future<Output = String>,
     on_ready: impl FnOnce(&str),
 ) -> Result<RecordOutcome, RecordError> {
-    // Credentials in the URL (`http://user:pass@host/mcp`) go to the upstream as an
-    // `Authorization: Basic` header, never as part of `Host`, and never onto the tape.
-    let (upstream, basic_auth) =
-        split_userinfo(&cfg.upstream).map_err(|why| RecordError::Upstream {
-            url: without_password(&cfg.upstream),
-            why,
-        })?;
-    match upstream.scheme_str() {
-        Some("http" | "https") => {}
-        _ => {
-            return Err(RecordError::Upstream {
-                url: upstream.to_string(),
-                why: "the URL must start with http:// or https://".into(),
-            })
-        }
-    }
-    let authority = upstream
-        .authority()
-        .ok_or_else(|| RecordError::Upstream {
-            url: upstream.to_string(),
-            why: "no host".into(),
-        })?
-        .clone();
+    let upstream = checked_upstream(&cfg.upstream)?;
     // Before the tape: a CA file that cannot be used costs no existing tape.
     let client = crate::transport::upstream::client(cfg.upstream_ca.as_deref())?;
     let (listener, local) = crate::transport::http::bind(cfg.listen)
@@ -161,33 +139,102 @@ pub async fn record_http(
             without_password(&cfg.upstream),
         ))
         .map_err(tape_err)?;
-    let public_origin = format!("http://{local}");
-    let path = upstream.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let proxy = Arc::new(Proxy {
-        tape: Recorder::new(writer, &cfg.server_label),
-        upstream: upstream.clone(),
-        upstream_origin: format!("{}://{authority}", upstream.scheme_str().unwrap_or("http")),
-        upstream_host: HeaderValue::from_str(authority.as_str()).ok(),
-        basic_auth,
-        public_origin: public_origin.clone(),
-        local_port: local.port(),
-        client,
-        max_message: cfg.max_message,
-        posts: Arc::default(),
-    });
-    on_ready(&format!("{public_origin}{path}"));
-    let handler = proxy.clone();
-    let (signal, mut connections) =
-        accept_until(&listener, cfg.max_connections, handler, shutdown).await;
-    let reason = format!("{signal}: recording stopped");
-    // Let requests in flight finish briefly; long-lived streams are cut.
-    let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
-    connections.abort_all();
-    let closed = proxy.tape.close(None, reason).map_err(tape_err)?;
+    let tape = Recorder::new(writer, &cfg.server_label);
+    let proxy = HttpProxy::new(tape.clone(), &upstream, client, cfg.max_message, local);
+    on_ready(&proxy.public_url);
+    let reason = proxy.serve(&listener, cfg.max_connections, shutdown).await;
+    let closed = tape
+        .close(None, format!("{reason}: recording stopped"))
+        .map_err(tape_err)?;
     Ok(RecordOutcome::new(closed, 0))
+}
+
+/// The upstream URL, checked (http or https, a host), with the credentials it carries split
+/// off for an `Authorization: Basic` header.
+pub struct CheckedUpstream {
+    uri: Uri,
+    basic_auth: Option<HeaderValue>,
+}
+
+/// Checks an upstream URL. Credentials in it (`http://user:pass@host/mcp`) go to the upstream
+/// as an `Authorization: Basic` header, never as part of `Host`, and never onto the tape.
+pub fn checked_upstream(url: &str) -> Result<CheckedUpstream, RecordError> {
+    let (uri, basic_auth) = split_userinfo(url).map_err(|why| RecordError::Upstream {
+        url: without_password(url),
+        why,
+    })?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        _ => {
+            return Err(RecordError::Upstream {
+                url: uri.to_string(),
+                why: "the URL must start with http:// or https://".into(),
+            })
+        }
+    }
+    if uri.authority().is_none() {
+        return Err(RecordError::Upstream {
+            url: uri.to_string(),
+            why: "no host".into(),
+        });
+    }
+    Ok(CheckedUpstream { uri, basic_auth })
+}
+
+/// The `record --url` proxy on a listener, taping through a recorder it is given (its own
+/// tape, or an agent run's, under the server's label).
+pub struct HttpProxy {
+    proxy: Arc<Proxy>,
+    /// The URL to give the client: this listener, the upstream's path.
+    pub public_url: String,
+}
+
+impl HttpProxy {
+    /// A proxy to `upstream` for clients of the listener at `local`.
+    pub fn new(
+        tape: Recorder,
+        upstream: &CheckedUpstream,
+        client: crate::transport::upstream::Upstream,
+        max_message: usize,
+        local: std::net::SocketAddr,
+    ) -> HttpProxy {
+        let uri = &upstream.uri;
+        let authority = uri.authority().expect("checked: a host").clone();
+        let public_origin = format!("http://{local}");
+        let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+        let public_url = format!("{public_origin}{path}");
+        let proxy = Arc::new(Proxy {
+            tape,
+            upstream: uri.clone(),
+            upstream_origin: format!("{}://{authority}", uri.scheme_str().unwrap_or("http")),
+            upstream_host: HeaderValue::from_str(authority.as_str()).ok(),
+            basic_auth: upstream.basic_auth.clone(),
+            public_origin,
+            local_port: local.port(),
+            client,
+            max_message,
+            posts: Arc::default(),
+        });
+        HttpProxy { proxy, public_url }
+    }
+
+    /// Serves until `shutdown` completes (its output returned); requests in flight get a
+    /// moment to finish, long-lived streams are cut.
+    pub async fn serve<S: Future>(
+        &self,
+        listener: &tokio::net::TcpListener,
+        max_connections: usize,
+        shutdown: S,
+    ) -> S::Output {
+        let (out, mut connections) =
+            accept_until(listener, max_connections, self.proxy.clone(), shutdown).await;
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        connections.abort_all();
+        out
+    }
 }
 
 impl Proxy {

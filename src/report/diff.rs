@@ -36,6 +36,49 @@ fn is_same(r: &DiffReport) -> bool {
         && r.only_in_a.is_empty()
         && r.only_in_b.is_empty()
         && r.tool_surface.is_empty()
+        && r.model.as_ref().is_none_or(|m| m.first.is_none())
+}
+
+/// Agent runs: where the model requests of the two runs first differ, in words.
+fn model_lines(r: &DiffReport) -> Vec<String> {
+    let Some(m) = &r.model else {
+        return Vec::new();
+    };
+    let Some(d) = &m.first else {
+        return vec![format!("model calls: the same {} requests", m.calls_a)];
+    };
+    let line = |l: Option<u64>| l.map_or("-".to_string(), |l| l.to_string());
+    let mut out = vec![format!(
+        "first model request that diverged: call {} ({}), A line {}, B line {} ({} model calls in A, {} in B)",
+        d.position,
+        d.endpoint,
+        line(d.line_a),
+        line(d.line_b),
+        m.calls_a,
+        m.calls_b
+    )];
+    if d.line_a.is_none() || d.line_b.is_none() {
+        out.push(format!(
+            "  only {} made it",
+            if d.line_a.is_some() { "A" } else { "B" }
+        ));
+    }
+    for c in d.changes.iter().take(8) {
+        let (a, b) = match (&c.recorded, &c.observed) {
+            (Some(serde_json::Value::String(a)), Some(serde_json::Value::String(b))) => {
+                crate::wire::canonical::around_difference(a, b)
+            }
+            (a, b) => (
+                crate::wire::canonical::short(a.as_ref(), 60),
+                crate::wire::canonical::short(b.as_ref(), 60),
+            ),
+        };
+        out.push(format!("  {}  {a} → {b}", c.path));
+    }
+    if d.changes.len() > 8 {
+        out.push(format!("  … and {} more", d.changes.len() - 8));
+    }
+    out
 }
 
 fn lines_of(d: &ExchangeComparison) -> String {
@@ -131,6 +174,11 @@ pub fn diff_text(r: &DiffReport, all: bool, color: bool) -> String {
             st.bold_yellow(title)
         });
         out.extend(surface_lines(&r.tool_surface, "  ", st));
+    }
+    let model = model_lines(r);
+    if !model.is_empty() {
+        out.push(String::new());
+        out.extend(model);
     }
     let mut s = out.join("\n");
     s.push('\n');
@@ -248,9 +296,21 @@ pub fn diff_markdown(r: &DiffReport) -> String {
         s.push_str(&surface_table(&r.tool_surface));
         s.push('\n');
     }
+    let model = model_lines(r);
+    if !model.is_empty() {
+        s.push_str("\n### Model calls\n\n");
+        for l in model {
+            s.push_str(&format!("- {}\n", md_escape_line(l.trim_start())));
+        }
+    }
     s.truncate(s.trim_end().len());
     s.push('\n');
     s
+}
+
+/// A line of text safe in a Markdown list item (code spans for paths and values).
+fn md_escape_line(l: &str) -> String {
+    l.replace('|', "\\|")
 }
 
 #[cfg(test)]
@@ -285,6 +345,39 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_first_model_request_that_diverged_is_named_with_what_differs() {
+        let mut r = sample();
+        r.model = Some(crate::diff::ModelDiff {
+            calls_a: 2,
+            calls_b: 2,
+            first: Some(crate::diff::ModelDivergence {
+                position: 2,
+                line_a: Some(5),
+                line_b: Some(7),
+                endpoint: "messages".into(),
+                changes: vec![Change {
+                    kind: ChangeKind::ValueChange,
+                    path: "$.messages[0].content".into(),
+                    recorded: Some(json!(format!("{}list files", "x".repeat(200)))),
+                    observed: Some(json!(format!("{}delete files", "x".repeat(200)))),
+                }],
+            }),
+        });
+        let text = diff_text(&r, false, false);
+        assert!(
+            text.contains(
+                "first model request that diverged: call 2 (messages), A line 5, B line 7"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("list files") && text.contains("delete files"),
+            "{text}"
+        );
+        assert!(diff_markdown(&r).contains("### Model calls"));
+    }
+
     fn sample() -> DiffReport {
         let mut second = drift(9, 11, "$.result.structuredContent.sum", 2, 5);
         second.changes.push(Change {
@@ -305,6 +398,7 @@ mod tests {
             ],
             only_in_a: vec![eref(20, "gone", json!({"q": "x|y"}))],
             only_in_b: vec![],
+            model: None,
             tool_surface: vec![
                 ToolChange {
                     tool: "gone".into(),
@@ -370,6 +464,7 @@ tool surface
             drifts: vec![],
             only_in_a: vec![],
             only_in_b: vec![],
+            model: None,
             tool_surface: vec![],
         };
         assert_eq!(

@@ -99,6 +99,8 @@ pub struct Plan<'a> {
     pub journal: &'a Path,
     /// The working folder the agent runs in.
     pub cwd: &'a Path,
+    /// What HTTP server entries' URLs become.
+    pub http: config::HttpHook<'a>,
 }
 
 /// The base URL split into what the upstream is (scheme and host) and the path prefix the
@@ -186,7 +188,7 @@ fn prepare_json_agent(
                 let text = std::fs::read_to_string(&path).map_err(|e| config_err(&path, e))?;
                 serde_json::from_str(&text).map_err(|e| config_err(&path, e))?
             };
-            let r = config::rewrite_json(&mut json, plan.through);
+            let r = config::rewrite_json(&mut json, plan.through, plan.http);
             merge(&mut p.servers, r);
             n += 1;
             let copy = plan.temp.join(format!("mcp-config-{n}.json"));
@@ -208,8 +210,8 @@ fn prepare_json_agent(
     if !(found_flag && strict) && project.exists() {
         let text = std::fs::read_to_string(&project).map_err(|e| config_err(&project, e))?;
         let mut json: Value = serde_json::from_str(&text).map_err(|e| config_err(&project, e))?;
-        let r = config::rewrite_json(&mut json, plan.through);
-        if !r.stdio.is_empty() {
+        let r = config::rewrite_json(&mut json, plan.through, plan.http);
+        if !r.stdio.is_empty() || !r.http_through.is_empty() {
             let bytes = serde_json::to_vec_pretty(&json).expect("JSON serializes");
             p.in_place.push(
                 InPlace::rewrite(&project, &bytes, plan.journal)
@@ -223,6 +225,7 @@ fn prepare_json_agent(
 
 fn merge(into: &mut Rewritten, r: Rewritten) {
     into.stdio.extend(r.stdio);
+    into.http_through.extend(r.http_through);
     into.http.extend(r.http);
 }
 
@@ -299,7 +302,7 @@ fn prepare_codex(command: &[String], plan: &Plan<'_>) -> Result<Prepared, Prepar
         }
         cfg.insert("model_provider".into(), "mcptape".into());
     }
-    p.servers = config::rewrite_toml(&mut cfg, plan.through);
+    p.servers = config::rewrite_toml(&mut cfg, plan.through, plan.http);
     let temp_home = plan.stable.to_path_buf();
     fresh_private_dir(&temp_home).map_err(|e| config_err(&temp_home, e))?;
     let out = temp_home.join("config.toml");

@@ -55,17 +55,27 @@ impl Through {
     }
 }
 
-/// The servers rewritten, by name (stdio ones; HTTP ones are left as they are and listed).
+/// The servers rewritten, by name.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Rewritten {
     /// Stdio servers now going through mcptape.
     pub stdio: Vec<String>,
-    /// HTTP servers left alone (`url`): not on the tape.
+    /// HTTP servers now going through mcptape (their URL is one of mcptape's).
+    pub http_through: Vec<String>,
+    /// HTTP servers left alone: not on the tape.
     pub http: Vec<String>,
 }
 
+/// What an HTTP server entry's URL becomes: given the server's name and URL, mcptape's URL for
+/// it (`None`: left alone).
+pub type HttpHook<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
+
+/// The keys an HTTP server entry's URL is under: `url`, Gemini CLI's `httpUrl`, Windsurf's
+/// `serverUrl`.
+const URL_KEYS: &[&str] = &["url", "httpUrl", "serverUrl"];
+
 /// Rewrites a JSON MCP config in place (`mcpServers`, or VS Code's `servers`).
-pub fn rewrite_json(config: &mut Value, through: &Through) -> Rewritten {
+pub fn rewrite_json(config: &mut Value, through: &Through, http: HttpHook<'_>) -> Rewritten {
     let mut out = Rewritten::default();
     for key in ["mcpServers", "servers"] {
         let Some(Value::Object(servers)) = config.get_mut(key) else {
@@ -74,9 +84,20 @@ pub fn rewrite_json(config: &mut Value, through: &Through) -> Rewritten {
         for (name, entry) in servers.iter_mut() {
             let Value::Object(e) = entry else { continue };
             let Some(command) = e.get("command").and_then(Value::as_str).map(str::to_string) else {
-                if e.contains_key("url") || e.contains_key("httpUrl") || e.contains_key("serverUrl")
-                {
-                    out.http.push(name.clone());
+                let Some(key) = URL_KEYS.iter().find(|k| e.contains_key(**k)) else {
+                    continue;
+                };
+                let url = e
+                    .get(*key)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                match http(name, &url) {
+                    Some(ours) => {
+                        e.insert((*key).to_string(), json!(ours));
+                        out.http_through.push(name.clone());
+                    }
+                    None => out.http.push(name.clone()),
                 }
                 continue;
             };
@@ -99,7 +120,7 @@ pub fn rewrite_json(config: &mut Value, through: &Through) -> Rewritten {
 }
 
 /// Rewrites Codex's TOML config in place: each `[mcp_servers.NAME]` with a `command`.
-pub fn rewrite_toml(config: &mut toml::Table, through: &Through) -> Rewritten {
+pub fn rewrite_toml(config: &mut toml::Table, through: &Through, http: HttpHook<'_>) -> Rewritten {
     let mut out = Rewritten::default();
     let Some(toml::Value::Table(servers)) = config.get_mut("mcp_servers") else {
         return out;
@@ -113,8 +134,15 @@ pub fn rewrite_toml(config: &mut toml::Table, through: &Through) -> Rewritten {
             .and_then(|v| v.as_str())
             .map(str::to_string)
         else {
-            if e.contains_key("url") {
-                out.http.push(name.clone());
+            let Some(url) = e.get("url").and_then(|v| v.as_str()).map(str::to_string) else {
+                continue;
+            };
+            match http(name, &url) {
+                Some(ours) => {
+                    e.insert("url".into(), toml::Value::String(ours));
+                    out.http_through.push(name.clone());
+                }
+                None => out.http.push(name.clone()),
             }
             continue;
         };
@@ -279,9 +307,14 @@ mod tests {
             "mem": {"type": "stdio", "command": "npx", "args": ["-y", "server-memory"], "env": {"X": "1"}},
             "web": {"type": "http", "url": "http://127.0.0.1:9/mcp"}
         }});
-        let r = rewrite_json(&mut claude, &rec());
+        let ours = |name: &str, url: &str| {
+            (name == "web")
+                .then(|| format!("http://127.0.0.1:2{}", &url[url.rfind('/').unwrap()..]))
+        };
+        let r = rewrite_json(&mut claude, &rec(), &ours);
         assert_eq!(r.stdio, ["mem"]);
-        assert_eq!(r.http, ["web"]);
+        assert_eq!(r.http_through, ["web"]);
+        assert_eq!(claude["mcpServers"]["web"]["url"], "http://127.0.0.1:2/mcp");
         assert_eq!(claude["mcpServers"]["mem"]["command"], "/bin/mcptape");
         assert_eq!(
             claude["mcpServers"]["mem"]["args"],
@@ -309,7 +342,7 @@ mod tests {
             exe: "/bin/mcptape".into(),
             tape: "/t.jsonl".into(),
         };
-        assert_eq!(rewrite_json(&mut vscode, &play).stdio, ["fs"]);
+        assert_eq!(rewrite_json(&mut vscode, &play, &|_, _| None).stdio, ["fs"]);
         assert_eq!(
             vscode["servers"]["fs"]["args"],
             json!(["play", "/t.jsonl", "--server", "fs"])
@@ -334,7 +367,7 @@ default_tools_approval_mode = "approve"
         )
         .unwrap();
         apply_override(&mut t, "analytics.enabled=false").unwrap();
-        let r = rewrite_toml(&mut t, &rec());
+        let r = rewrite_toml(&mut t, &rec(), &|_, _| None);
         assert_eq!(r.stdio, ["S"]);
         assert_eq!(t["model_provider"].as_str(), Some("fake"));
         assert_eq!(

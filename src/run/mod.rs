@@ -184,7 +184,34 @@ pub async fn run(
         },
     };
     let stable = stable_dir(&cfg.tape)?;
+    // HTTP MCP servers: a listener of mcptape's for each (a proxy when recording, the tape's
+    // player otherwise), bound now so the agent's config can name its URL.
+    let on_tape: Vec<String> = match cfg.mode {
+        Mode::Record => Vec::new(),
+        _ => crate::tape::TapeIndex::load(&cfg.tape, None)?
+            .servers
+            .iter()
+            .filter(|s| s.transport == "streamable_http")
+            .map(|s| s.server.clone())
+            .collect(),
+    };
+    let http_servers: std::cell::RefCell<Vec<(String, String, std::net::TcpListener)>> =
+        Default::default();
+    let hook = |name: &str, url: &str| -> Option<String> {
+        if cfg.mode != Mode::Record && !on_tape.iter().any(|n| n == name) {
+            return None; // not recorded: left live
+        }
+        let uri: hyper::Uri = url.parse().ok()?;
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+        let l = std::net::TcpListener::bind(("127.0.0.1", 0)).ok()?;
+        let port = l.local_addr().ok()?.port();
+        http_servers
+            .borrow_mut()
+            .push((name.to_string(), url.to_string(), l));
+        Some(format!("http://127.0.0.1:{port}{path}"))
+    };
     let plan = agent::Plan {
+        http: &hook,
         model_url: (cfg.mode != Mode::Replay).then_some(model_url.as_str()),
         through: &through,
         temp: temp.path(),
@@ -236,12 +263,19 @@ pub async fn run(
         }
         Mode::Replay => ModelSide::None,
     };
-    let (stop_model, model_stopped) = tokio::sync::oneshot::channel::<()>();
+    let (stop_all, stopped) = tokio::sync::watch::channel(false);
+    let stop_signal = move || {
+        let mut rx = stopped.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+            "the agent exited".to_string()
+        }
+    };
+    let http_tasks =
+        serve_http_servers(cfg, http_servers.into_inner(), tape.as_ref(), &stop_signal)?;
     let max = crate::transport::http::MAX_CONNECTIONS;
     let serving = {
-        let stop = async move {
-            let _ = model_stopped.await;
-        };
+        let stop = stop_signal();
         match &model {
             ModelSide::Proxy(p) => {
                 let p = p.clone();
@@ -261,7 +295,7 @@ pub async fn run(
             }
             ModelSide::None => tokio::spawn(async move {
                 drop(listener);
-                stop.await;
+                let _ = stop.await;
             }),
         }
     };
@@ -321,8 +355,11 @@ pub async fn run(
             ),
         }
     }
-    let _ = stop_model.send(());
+    let _ = stop_all.send(true);
     let _ = serving.await;
+    for t in http_tasks {
+        let _ = t.await;
+    }
     if let Some(j) = joins {
         // Joined recorders end when their servers do (the agent closed their stdin): they get
         // their grace period (5 s) and a second more to say so, then the socket closes.
@@ -356,6 +393,71 @@ pub async fn run(
         model,
         restored,
     })
+}
+
+/// Serves each HTTP MCP server of the agent's config on its listener until the agent exits:
+/// the `record --url` proxy taping under the server's name, or the tape's player for it.
+fn serve_http_servers<F, S>(
+    cfg: &RunConfig,
+    servers: Vec<(String, String, std::net::TcpListener)>,
+    tape: Option<&Recorder>,
+    stop: &F,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, RunError>
+where
+    F: Fn() -> S,
+    S: std::future::Future<Output = String> + Send + 'static,
+{
+    let mut tasks = Vec::new();
+    for (name, url, l) in servers {
+        l.set_nonblocking(true)
+            .map_err(io_err(format!("listening for the MCP server {name}")))?;
+        let local = l
+            .local_addr()
+            .map_err(io_err("reading a listener's address"))?;
+        let listener = tokio::net::TcpListener::from_std(l)
+            .map_err(io_err(format!("listening for the MCP server {name}")))?;
+        let stop = stop();
+        match tape {
+            Some(rec) => {
+                let upstream = crate::record::http::checked_upstream(&url)?;
+                let client = crate::transport::upstream::client(cfg.upstream_ca.as_deref())
+                    .map_err(RecordError::from)?;
+                let rec = rec.server(&name);
+                rec.declare(ServerDecl::http(
+                    &name,
+                    crate::record::http::without_password(&url),
+                ));
+                let proxy = crate::record::http::HttpProxy::new(
+                    rec,
+                    &upstream,
+                    client,
+                    crate::wire::DEFAULT_MAX_MESSAGE,
+                    local,
+                );
+                tasks.push(tokio::spawn(async move {
+                    proxy
+                        .serve(&listener, crate::transport::http::MAX_CONNECTIONS, stop)
+                        .await;
+                }));
+            }
+            None => {
+                let index = crate::tape::TapeIndex::load(&cfg.tape, Some(&name))?;
+                tasks.push(tokio::spawn(async move {
+                    crate::play::http::serve_http_on(
+                        listener,
+                        local,
+                        index,
+                        crate::play::ServeOptions::default(),
+                        false,
+                        stop,
+                        |_| {},
+                    )
+                    .await;
+                }));
+            }
+        }
+    }
+    Ok(tasks)
 }
 
 /// The folder an agent's home is copied to for runs of `tape`: the same path every time (see

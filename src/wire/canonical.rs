@@ -239,8 +239,53 @@ pub(crate) fn short(v: Option<&Value>, max: usize) -> String {
     }
 }
 
+/// Two long strings shown where they differ: the common start and end left out (`…`), a
+/// little context kept, so the difference is what is printed.
+pub(crate) fn around_difference(a: &str, b: &str) -> (String, String) {
+    const CONTEXT: usize = 24;
+    const WIDTH: usize = 80;
+    let (ac, bc): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let prefix = ac.iter().zip(&bc).take_while(|(x, y)| x == y).count();
+    let suffix = ac[prefix..]
+        .iter()
+        .rev()
+        .zip(bc[prefix..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let show = |c: &[char]| {
+        let start = prefix.saturating_sub(CONTEXT);
+        let end = (c.len() - suffix + CONTEXT).min(c.len()).min(start + WIDTH);
+        let mut s = String::from("\"");
+        if start > 0 {
+            s.push('…');
+        }
+        let part: String = c[start..end].iter().collect();
+        s.push_str(&part.escape_debug().to_string());
+        if end < c.len() {
+            s.push('…');
+        }
+        s.push('"');
+        s
+    };
+    (show(&ac), show(&bc))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_difference_deep_in_a_long_string_is_what_is_shown() {
+        let a = format!(
+            "{}Today the answer is 16:30 exactly.{}",
+            "x".repeat(500),
+            "y".repeat(500)
+        );
+        let b = a.replace("16:30", "16:31");
+        let (ra, rb) = super::around_difference(&a, &b);
+        assert!(ra.contains("16:30") && rb.contains("16:31"), "{ra} / {rb}");
+        assert!(ra.starts_with("\"…") && ra.ends_with("…\""), "{ra}");
+        assert!(ra.chars().count() < 100);
+    }
+
     use super::*;
     use serde_json::json;
 
