@@ -13,6 +13,17 @@ pub enum Agent {
     ClaudeCode,
     /// Codex CLI (`codex`): `$CODEX_HOME/config.toml` and `-c` overrides, Responses only.
     Codex,
+    /// Gemini CLI (`gemini`): `GOOGLE_GEMINI_BASE_URL`, `.gemini/settings.json` and
+    /// `~/.gemini/settings.json`.
+    GeminiCli,
+    /// Cursor (`cursor`): `.cursor/mcp.json`, `~/.cursor/mcp.json`. Its model is not pointed.
+    Cursor,
+    /// VS Code (`code`): `.vscode/mcp.json` (`servers`), the user profile's `mcp.json`. Its
+    /// model is not pointed.
+    VsCode,
+    /// Claude Desktop (`claude-desktop`): `claude_desktop_config.json`. Its model is not
+    /// pointed.
+    ClaudeDesktop,
     /// Anything else: `ANTHROPIC_BASE_URL` and `OPENAI_BASE_URL`, and `--mcp-config` or a
     /// project `.mcp.json` when there is one.
     Other,
@@ -33,6 +44,10 @@ impl Agent {
         match name {
             "claude" => Agent::ClaudeCode,
             "codex" => Agent::Codex,
+            "gemini" => Agent::GeminiCli,
+            "cursor" => Agent::Cursor,
+            "code" | "code-insiders" => Agent::VsCode,
+            "claude-desktop" | "Claude" => Agent::ClaudeDesktop,
             _ => Agent::Other,
         }
     }
@@ -42,6 +57,10 @@ impl Agent {
         match self {
             Agent::ClaudeCode => "Claude Code",
             Agent::Codex => "Codex CLI",
+            Agent::GeminiCli => "Gemini CLI",
+            Agent::Cursor => "Cursor",
+            Agent::VsCode => "VS Code",
+            Agent::ClaudeDesktop => "Claude Desktop",
             Agent::Other => "the agent",
         }
     }
@@ -101,6 +120,8 @@ pub struct Plan<'a> {
     pub cwd: &'a Path,
     /// What HTTP server entries' URLs become.
     pub http: config::HttpHook<'a>,
+    /// The user's home folder (`$HOME`), where user-level configs are.
+    pub home: Option<&'a Path>,
 }
 
 /// The base URL split into what the upstream is (scheme and host) and the path prefix the
@@ -126,13 +147,14 @@ pub fn prepare(
 ) -> Result<Prepared, PrepareError> {
     match agent {
         Agent::Codex => prepare_codex(command, plan),
-        Agent::ClaudeCode | Agent::Other => prepare_json_agent(agent, command, plan),
+        _ => prepare_json_agent(agent, command, plan),
     }
 }
 
-/// Claude Code and agents like it: the base URL from the environment, the servers from
-/// `--mcp-config` (a file or inline JSON: rewritten into a temporary copy) or the project
-/// `.mcp.json` (rewritten in place, restored at the end).
+/// Every agent but Codex: the model's base URL from the environment (none for the GUI
+/// clients), the servers from `--mcp-config` (a file or inline JSON: rewritten into a
+/// temporary copy) and the agent's config files ([`config_files`]: rewritten in place,
+/// restored at the end).
 fn prepare_json_agent(
     agent: Agent,
     command: &[String],
@@ -142,20 +164,89 @@ fn prepare_json_agent(
         argv: command.to_vec(),
         ..Prepared::default()
     };
-    if let Some(url) = plan.model_url {
-        p.upstream = Some(
-            std::env::var("ANTHROPIC_BASE_URL")
-                .unwrap_or_else(|_| "https://api.anthropic.com".to_string()),
-        );
-        p.env.push(("ANTHROPIC_BASE_URL".into(), url.to_string()));
-        if agent == Agent::Other {
-            let openai = std::env::var("OPENAI_BASE_URL").ok();
-            let (_, prefix) = split_base(openai.as_deref().unwrap_or("https://api.openai.com/v1"));
+    match (plan.model_url, agent) {
+        (Some(url), Agent::GeminiCli) => {
+            p.upstream = Some(
+                std::env::var("GOOGLE_GEMINI_BASE_URL")
+                    .unwrap_or_else(|_| "https://generativelanguage.googleapis.com".to_string()),
+            );
             p.env
-                .push(("OPENAI_BASE_URL".into(), format!("{url}{prefix}")));
+                .push(("GOOGLE_GEMINI_BASE_URL".into(), url.to_string()));
         }
+        // The GUI clients' model is theirs: only their MCP servers go through mcptape.
+        (_, Agent::Cursor | Agent::VsCode | Agent::ClaudeDesktop) | (None, _) => {}
+        (Some(url), _) => point_anthropic_and_openai(agent, url, &mut p),
     }
-    let mut found_flag = false;
+    rewrite_mcp_config_flags(&mut p, plan)?;
+    let flag_only = p.argv.iter().any(|a| a == "--strict-mcp-config");
+    for file in config_files(agent, plan.cwd, plan.home) {
+        if flag_only || !file.exists() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).map_err(|e| config_err(&file, e))?;
+        let mut json: Value = serde_json::from_str(&text).map_err(|e| config_err(&file, e))?;
+        let r = config::rewrite_json(&mut json, plan.through, plan.http);
+        if !r.stdio.is_empty() || !r.http_through.is_empty() {
+            let bytes = serde_json::to_vec_pretty(&json).expect("JSON serializes");
+            p.in_place.push(
+                InPlace::rewrite(&file, &bytes, plan.journal).map_err(|e| config_err(&file, e))?,
+            );
+        }
+        merge(&mut p.servers, r);
+    }
+    Ok(p)
+}
+
+/// The config files an agent reads its MCP servers from that `run` rewrites in place (and
+/// puts back), project files first.
+pub fn config_files(agent: Agent, cwd: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let user = |rel: &str| home.map(|h| h.join(rel));
+    match agent {
+        Agent::ClaudeCode | Agent::Other => out.push(cwd.join(".mcp.json")),
+        Agent::GeminiCli => {
+            out.push(cwd.join(".gemini/settings.json"));
+            out.extend(user(".gemini/settings.json"));
+        }
+        Agent::Cursor => {
+            out.push(cwd.join(".cursor/mcp.json"));
+            out.extend(user(".cursor/mcp.json"));
+        }
+        Agent::VsCode => {
+            out.push(cwd.join(".vscode/mcp.json"));
+            out.extend(user(".config/Code/User/mcp.json"));
+            out.extend(user("Library/Application Support/Code/User/mcp.json"));
+        }
+        Agent::ClaudeDesktop => {
+            out.extend(user(
+                "Library/Application Support/Claude/claude_desktop_config.json",
+            ));
+            out.extend(user(".config/Claude/claude_desktop_config.json"));
+        }
+        Agent::Codex => {}
+    }
+    out
+}
+
+/// `ANTHROPIC_BASE_URL` (and for other agents `OPENAI_BASE_URL`, with the `/v1` its base URL
+/// had) at the model proxy.
+fn point_anthropic_and_openai(agent: Agent, url: &str, p: &mut Prepared) {
+    p.upstream = Some(
+        std::env::var("ANTHROPIC_BASE_URL")
+            .unwrap_or_else(|_| "https://api.anthropic.com".to_string()),
+    );
+    p.env.push(("ANTHROPIC_BASE_URL".into(), url.to_string()));
+    if agent == Agent::Other {
+        let openai = std::env::var("OPENAI_BASE_URL").ok();
+        let (_, prefix) = split_base(openai.as_deref().unwrap_or("https://api.openai.com/v1"));
+        p.env
+            .push(("OPENAI_BASE_URL".into(), format!("{url}{prefix}")));
+    }
+}
+
+/// Each `--mcp-config` value (a file or inline JSON) rewritten into a temporary copy, the
+/// command line pointing at the copy.
+fn rewrite_mcp_config_flags(p: &mut Prepared, plan: &Plan<'_>) -> Result<(), PrepareError> {
     let mut i = 1;
     let mut n = 0;
     while i < p.argv.len() {
@@ -165,7 +256,6 @@ fn prepare_json_agent(
             i += 1;
             continue;
         }
-        found_flag = true;
         // `--mcp-config A B …` takes values up to the next flag; `--mcp-config=A` one.
         let values: Vec<usize> = if inline.is_some() {
             vec![i]
@@ -205,22 +295,7 @@ fn prepare_json_agent(
         }
         i += values.len().max(1);
     }
-    let strict = p.argv.iter().any(|a| a == "--strict-mcp-config");
-    let project = plan.cwd.join(".mcp.json");
-    if !(found_flag && strict) && project.exists() {
-        let text = std::fs::read_to_string(&project).map_err(|e| config_err(&project, e))?;
-        let mut json: Value = serde_json::from_str(&text).map_err(|e| config_err(&project, e))?;
-        let r = config::rewrite_json(&mut json, plan.through, plan.http);
-        if !r.stdio.is_empty() || !r.http_through.is_empty() {
-            let bytes = serde_json::to_vec_pretty(&json).expect("JSON serializes");
-            p.in_place.push(
-                InPlace::rewrite(&project, &bytes, plan.journal)
-                    .map_err(|e| config_err(&project, e))?,
-            );
-        }
-        merge(&mut p.servers, r);
-    }
-    Ok(p)
+    Ok(())
 }
 
 fn merge(into: &mut Rewritten, r: Rewritten) {
@@ -236,7 +311,7 @@ fn merge(into: &mut Rewritten, r: Rewritten) {
 fn prepare_codex(command: &[String], plan: &Plan<'_>) -> Result<Prepared, PrepareError> {
     let home = std::env::var_os("CODEX_HOME")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex")))
+        .or_else(|| plan.home.map(|h| h.join(".codex")))
         .unwrap_or_else(|| PathBuf::from(".codex"));
     let file = home.join("config.toml");
     let mut cfg: toml::Table = match std::fs::read_to_string(&file) {
@@ -348,6 +423,107 @@ mod tests {
             split_base("https://openrouter.ai/api/v1"),
             ("https://openrouter.ai".into(), "/api/v1".into())
         );
+    }
+
+    /// The GUI clients cannot run here: their files, in their real shapes, are rewritten and
+    /// put back byte for byte.
+    #[test]
+    fn gui_and_gemini_config_files_are_rewritten_in_place_and_restored() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cwd, home) = (dir.path().join("proj"), dir.path().join("home"));
+        let files: &[(&str, &str)] = &[
+            // Gemini CLI: settings beside the servers, `httpUrl` for HTTP.
+            (
+                "home/.gemini/settings.json",
+                "{\n  \"theme\": \"Default\",\n  \"telemetry\": {\"enabled\": false},\n  \"mcpServers\": {\n    \"mem\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-memory\"], \"trust\": true},\n    \"web\": {\"httpUrl\": \"http://127.0.0.1:9/mcp\"}\n  }\n}\n",
+            ),
+            // Cursor: `command` or `url`.
+            (
+                "proj/.cursor/mcp.json",
+                "{\"mcpServers\":{\"fs\":{\"command\":\"npx\",\"args\":[\"-y\",\"@modelcontextprotocol/server-filesystem\",\".\"],\"env\":{\"DEBUG\":\"1\"}}}}",
+            ),
+            // VS Code: `servers` and `inputs`.
+            (
+                "proj/.vscode/mcp.json",
+                "{\n\t\"inputs\": [{\"type\": \"promptString\", \"id\": \"key\", \"password\": true}],\n\t\"servers\": {\"git\": {\"type\": \"stdio\", \"command\": \"uvx\", \"args\": [\"mcp-server-git\"]}}\n}\n",
+            ),
+            // Claude Desktop (its Linux path).
+            (
+                "home/.config/Claude/claude_desktop_config.json",
+                "{\"mcpServers\": {\"time\": {\"command\": \"uvx\", \"args\": [\"mcp-server-time\"]}}}",
+            ),
+        ];
+        for (rel, text) in files {
+            let f = dir.path().join(rel);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(&f, text).unwrap();
+        }
+        let journal = dir.path().join("journal.json");
+        let through = Through::Record {
+            exe: "/bin/mcptape".into(),
+            socket: "/tmp/s.sock".into(),
+        };
+        let ours = |_: &str, url: &str| Some(url.replace("127.0.0.1:9", "127.0.0.1:7"));
+        let plan = Plan {
+            model_url: None,
+            through: &through,
+            temp: dir.path(),
+            stable: &dir.path().join("stable"),
+            journal: &journal,
+            cwd: &cwd,
+            http: &ours,
+            home: Some(&home),
+        };
+        for (agent, file, servers) in [
+            (
+                Agent::GeminiCli,
+                "home/.gemini/settings.json",
+                vec!["mem", "web"],
+            ),
+            (Agent::Cursor, "proj/.cursor/mcp.json", vec!["fs"]),
+            (Agent::VsCode, "proj/.vscode/mcp.json", vec!["git"]),
+            (
+                Agent::ClaudeDesktop,
+                "home/.config/Claude/claude_desktop_config.json",
+                vec!["time"],
+            ),
+        ] {
+            let f = dir.path().join(file);
+            let before = std::fs::read(&f).unwrap();
+            let p = prepare(agent, &["x".into()], &plan).unwrap();
+            let mut names = p.servers.stdio.clone();
+            names.extend(p.servers.http_through.clone());
+            assert_eq!(names, servers, "{agent:?}");
+            let now: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+            let key = if agent == Agent::VsCode {
+                "servers"
+            } else {
+                "mcpServers"
+            };
+            let first = &now[key][servers[0]];
+            assert_eq!(first["command"], "/bin/mcptape", "{agent:?}: {now}");
+            assert_eq!(first["args"][0], "record");
+            if agent == Agent::GeminiCli {
+                assert_eq!(now["theme"], "Default", "other settings kept");
+                assert_eq!(now["mcpServers"]["mem"]["trust"], true);
+                assert_eq!(
+                    now["mcpServers"]["web"]["httpUrl"],
+                    "http://127.0.0.1:7/mcp"
+                );
+            }
+            if agent == Agent::VsCode {
+                assert_eq!(now["inputs"][0]["id"], "key");
+            }
+            for f in &p.in_place {
+                f.restore(&journal).unwrap();
+            }
+            assert_eq!(
+                std::fs::read(&f).unwrap(),
+                before,
+                "{agent:?}: put back byte for byte"
+            );
+        }
+        assert!(!journal.exists(), "nothing left to restore");
     }
 
     #[test]

@@ -210,7 +210,9 @@ pub async fn run(
             .push((name.to_string(), url.to_string(), l));
         Some(format!("http://127.0.0.1:{port}{path}"))
     };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
     let plan = agent::Plan {
+        home: home.as_deref(),
         http: &hook,
         model_url: (cfg.mode != Mode::Replay).then_some(model_url.as_str()),
         through: &through,
