@@ -88,6 +88,9 @@ fn squash(key: &str) -> String {
 impl Redactor {
     /// Compiles the rules; an error names the first user rule that does not compile.
     pub fn new(cfg: &RedactConfig) -> Result<Redactor, RuleError> {
+        fn builtin(pattern: &str) -> Regex {
+            Regex::new(&rules::ascii_words(pattern)).expect("built-in regex")
+        }
         let mut key = [0u8; 32];
         fill_random(&mut key);
         let mut keys: BTreeSet<String> = cfg.keys.iter().map(|k| squash(k)).collect();
@@ -95,7 +98,7 @@ impl Redactor {
         if cfg.defaults {
             keys.extend(rules::SENSITIVE_KEYS.iter().map(|k| k.to_string()));
             for (name, re) in rules::SHAPES {
-                shapes.push((name.to_string(), Regex::new(re).expect("built-in regex")));
+                shapes.push((name.to_string(), builtin(re)));
             }
         }
         for p in &cfg.patterns {
@@ -130,14 +133,14 @@ impl Redactor {
             keys,
             shapes,
             literals,
-            auth_scheme: Regex::new(rules::AUTH_SCHEME).expect("built-in regex"),
-            url_param: Regex::new(rules::URL_PARAM).expect("built-in regex"),
-            url_credentials: Regex::new(rules::URL_CREDENTIALS).expect("built-in regex"),
-            assignment: Regex::new(rules::ASSIGNMENT).expect("built-in regex"),
-            cli_flag: Regex::new(rules::CLI_FLAG).expect("built-in regex"),
-            glued_p: Regex::new(rules::GLUED_P).expect("built-in regex"),
-            keyword: Regex::new(rules::KEYWORD).expect("built-in regex"),
-            xml_element: Regex::new(rules::XML_ELEMENT).expect("built-in regex"),
+            auth_scheme: builtin(rules::AUTH_SCHEME),
+            url_param: builtin(rules::URL_PARAM),
+            url_credentials: builtin(rules::URL_CREDENTIALS),
+            assignment: builtin(rules::ASSIGNMENT),
+            cli_flag: builtin(rules::CLI_FLAG),
+            glued_p: builtin(rules::GLUED_P),
+            keyword: builtin(rules::KEYWORD),
+            xml_element: builtin(rules::XML_ELEMENT),
             paths,
             prefilter,
         })

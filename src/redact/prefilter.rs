@@ -67,7 +67,7 @@ impl Prefilter {
     ) -> Result<Prefilter, regex::Error> {
         let shapes = if defaults {
             Some(regex::bytes::RegexSet::new(
-                rules::SHAPES.iter().map(|(_, re)| *re),
+                rules::SHAPES.iter().map(|(_, re)| rules::ascii_words(re)),
             )?)
         } else {
             None
@@ -117,7 +117,7 @@ impl Prefilter {
             shapes,
             user,
             pem: memchr::memmem::Finder::new(b"-----BEGIN"),
-            keyword: regex::bytes::Regex::new(&keyword_pattern())?,
+            keyword: regex::bytes::Regex::new(&rules::ascii_words(&keyword_pattern()))?,
             literals: finders,
         })
     }
@@ -627,7 +627,7 @@ fn full_set(
             pre.push(format!(r"(?i)<[a-z0-9_.:\-]*(?:{})>", suffixes.join("|")));
         }
     }
-    regex::bytes::RegexSet::new(&pre)
+    regex::bytes::RegexSet::new(pre.iter().map(|p| rules::ascii_words(p)))
 }
 
 /// Escapes that hide what a string says from the byte rules: `\/` (`postgres:\/\/…`) and `\u`

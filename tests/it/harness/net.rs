@@ -476,9 +476,21 @@ pub fn http_open(url: &str, method: &str, headers: &[(&str, &str)], body: &[u8])
         "Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     ));
-    stream.write_all(req.as_bytes()).expect("write request");
-    stream.write_all(body).expect("write body");
-    stream.flush().expect("flush");
+    // A server that answers before reading (a listener over its connection cap answers 503 and
+    // closes at once) can make the rest of the write fail: what it answered is still read.
+    let sent = stream
+        .write_all(req.as_bytes())
+        .and_then(|()| stream.write_all(body))
+        .and_then(|()| stream.flush());
+    if let Err(e) = &sent {
+        assert!(
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+            ),
+            "{method} {url}: writing the request: {e}"
+        );
+    }
     let mut r = BufReader::new(stream);
     let mut line = String::new();
     r.read_line(&mut line)
