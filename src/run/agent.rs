@@ -24,6 +24,8 @@ pub enum Agent {
     /// Claude Desktop (`claude-desktop`): `claude_desktop_config.json`. Its model is not
     /// pointed.
     ClaudeDesktop,
+    /// The `llm` CLI with `llm-tools-mcp`: `OPENAI_BASE_URL`, `~/.llm-tools-mcp/mcp.json`.
+    Llm,
     /// Anything else: `ANTHROPIC_BASE_URL` and `OPENAI_BASE_URL`, and `--mcp-config` or a
     /// project `.mcp.json` when there is one.
     Other,
@@ -48,6 +50,7 @@ impl Agent {
             "cursor" => Agent::Cursor,
             "code" | "code-insiders" => Agent::VsCode,
             "claude-desktop" | "Claude" => Agent::ClaudeDesktop,
+            "llm" => Agent::Llm,
             _ => Agent::Other,
         }
     }
@@ -61,6 +64,7 @@ impl Agent {
             Agent::Cursor => "Cursor",
             Agent::VsCode => "VS Code",
             Agent::ClaudeDesktop => "Claude Desktop",
+            Agent::Llm => "llm",
             Agent::Other => "the agent",
         }
     }
@@ -173,6 +177,14 @@ fn prepare_json_agent(
             p.env
                 .push(("GOOGLE_GEMINI_BASE_URL".into(), url.to_string()));
         }
+        (Some(url), Agent::Llm) => {
+            let base = std::env::var("OPENAI_BASE_URL")
+                .unwrap_or_else(|_| "https://api.openai.com/v1".to_string());
+            let (upstream, prefix) = split_base(&base);
+            p.upstream = Some(upstream);
+            p.env
+                .push(("OPENAI_BASE_URL".into(), format!("{url}{prefix}")));
+        }
         // The GUI clients' model is theirs: only their MCP servers go through mcptape.
         (_, Agent::Cursor | Agent::VsCode | Agent::ClaudeDesktop) | (None, _) => {}
         (Some(url), _) => point_anthropic_and_openai(agent, url, &mut p),
@@ -223,6 +235,7 @@ pub fn config_files(agent: Agent, cwd: &Path, home: Option<&Path>) -> Vec<PathBu
             ));
             out.extend(user(".config/Claude/claude_desktop_config.json"));
         }
+        Agent::Llm => out.extend(user(".llm-tools-mcp/mcp.json")),
         Agent::Codex => {}
     }
     out
@@ -533,6 +546,7 @@ mod tests {
             Agent::ClaudeCode
         );
         assert_eq!(Agent::of(&["codex".into(), "exec".into()]), Agent::Codex);
-        assert_eq!(Agent::of(&["llm".into()]), Agent::Other);
+        assert_eq!(Agent::of(&["llm".into()]), Agent::Llm);
+        assert_eq!(Agent::of(&["aider".into()]), Agent::Other);
     }
 }

@@ -4,6 +4,8 @@
 
 mod harness;
 
+mod agent_runs;
+mod agents;
 mod bounds;
 mod check_diff;
 mod cli;
@@ -13,7 +15,9 @@ mod corpus_e2e;
 mod http;
 mod http_leaks;
 mod http_sessions;
+mod llm_cli;
 mod load;
+mod model_proxy;
 mod peers;
 mod play;
 mod properties;

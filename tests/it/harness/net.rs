@@ -30,7 +30,7 @@ impl Proc {
         Proc::spawn_to(name, cmd, log, None)
     }
 
-    fn spawn_to(name: &str, mut cmd: Command, log: PathBuf, stdout: Option<Stdio>) -> Proc {
+    pub fn spawn_to(name: &str, mut cmd: Command, log: PathBuf, stdout: Option<Stdio>) -> Proc {
         let file = File::create(&log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
         let out = match stdout {
             Some(o) => o,

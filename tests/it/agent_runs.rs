@@ -1,0 +1,1085 @@
+//! `mcptape run` with the real agents (tests/agents): Claude Code and Codex CLI recorded whole —
+//! their model calls and their MCP server on one tape — then run again with the tools served
+//! from the tape and the model live (`--replay`), and fully offline (`--playback`, twice), each
+//! time with the recorded final answer; a project `.mcp.json` rewritten for the run and put back
+//! byte for byte, also by `run --restore` after a `kill -9`; a playback whose prompt changed
+//! failing with the nearest recorded call named; and what one tape with many writers costs,
+//! measured (printed, not asserted).
+//!
+//! Each agent test runs in a loopback-only network namespace of its own with every process of it
+//! inside (the fake provider, mcptape, the agent, its MCP server), so nothing can leave the
+//! machine. The MCP server is started through `tests/agents/runs/marker_server.sh`, which appends
+//! a line to a marker file each time it starts one: a replay or a playback must start none. A
+//! playback runs with the recording's fake provider stopped and a sentinel fake listening on its
+//! port (the upstream the agent is configured with): the sentinel's log must stay empty, not one
+//! connection.
+//!
+//! Both agents are told to wait for their MCP server before the first model request (Claude
+//! Code `MCP_CONNECTION_NONBLOCKING=0`, Codex `required = true`): left to themselves they ask the
+//! model at once with whatever tools are connected by then, and on a loaded machine that is none
+//! (measured: 4 of 4 runs "FINAL: no tool" under CPU starvation, with and without mcptape).
+
+use crate::agents::bed::{agent_bin, agents_dir, which, Net};
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::ffi::OsStr;
+use std::fs::File;
+
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a process may take to print its URL, to start a server, or to exit after a signal.
+const PATIENCE: Duration = Duration::from_secs(30);
+/// How long one `mcptape run` of an agent may take (they take 2-6 s; a stuck one fails the test).
+const AGENT_LIMIT: Duration = Duration::from_secs(90);
+
+const PROMPT: &str = "Call the echo tool once, then reply with its result.";
+const ECHO: &str = "Echo: hello from the fake model";
+
+// --- the bed: paths, the namespace, background processes, the fake provider ------------------
+
+/// A helper of these tests (tests/agents/runs).
+fn runs_file(name: &str) -> PathBuf {
+    agents_dir().join("runs").join(name)
+}
+
+/// A process running while the test goes on: stdout and stderr to files (so a grandchild that
+/// outlives it holds no pipe of the test's), stdin closed; SIGKILLed and reaped on drop.
+struct Bg {
+    name: String,
+    child: Option<Child>,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Bg {
+    fn spawn(name: &str, mut cmd: Command, dir: &Path) -> Bg {
+        let out = dir.join(format!("{name}.stdout"));
+        let err = dir.join(format!("{name}.stderr"));
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(File::create(&out).expect("stdout file"))
+            .stderr(File::create(&err).expect("stderr file"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+        Bg {
+            name: name.into(),
+            child: Some(child),
+            out,
+            err,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().expect("running").id() as i32
+    }
+
+    fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    /// Whether it has exited (reaping it if so).
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().expect("wait"))
+    }
+
+    /// The first stdout line (a URL), waited for; fails if the process dies first.
+    fn first_line(&mut self) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some((line, _)) = self.stdout().split_once('\n') {
+                return line.to_string();
+            }
+            if let Some(st) = self.exited() {
+                panic!(
+                    "{} exited ({st}) before printing a line:\n{}",
+                    self.name,
+                    self.stderr()
+                );
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "{} printed no line within {PATIENCE:?}:\n{}",
+                self.name,
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `sig`, waits for the exit.
+    fn stop(&mut self, sig: i32) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("still running");
+        // SAFETY: kill(2) on a child this guard spawned and has not reaped.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let start = Instant::now();
+        loop {
+            if let Some(st) = child.try_wait().expect("wait") {
+                return st;
+            }
+            if start.elapsed() > PATIENCE {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{} did not exit within {PATIENCE:?} of signal {sig}:\n{}",
+                    self.name,
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Bg {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `fake_provider.py --tool echo` (with `extra`, e.g. `--port N`) inside the namespace, its
+/// JSON-lines log in the test's folder.
+struct Fake {
+    proc: Bg,
+    url: String,
+    log: PathBuf,
+}
+
+impl Fake {
+    fn start(net: &Net, dir: &Path, name: &str, extra: &[&str]) -> Fake {
+        let log = dir.join(format!("{name}.log"));
+        let mut cmd = net.cmd(which("python3"));
+        cmd.arg(agents_dir().join("fake_provider.py"))
+            .args(["--tool", "echo", "--log"])
+            .arg(&log)
+            .args(extra);
+        let mut proc = Bg::spawn(name, cmd, dir);
+        let url = proc.first_line();
+        assert!(
+            url.starts_with("http://127.0.0.1:"),
+            "fake provider URL {url:?}"
+        );
+        Fake { proc, url, log }
+    }
+
+    fn port(&self) -> String {
+        self.url.rsplit(':').next().expect("port").to_string()
+    }
+
+    /// Its log so far: `{"connection": n}` per accepted connection, one line per request.
+    fn log(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON log line"))
+            .collect()
+    }
+
+    /// The model requests it answered (POSTs).
+    fn posts(&self) -> Vec<Value> {
+        self.log()
+            .into_iter()
+            .filter(|l| l["method"] == "POST")
+            .collect()
+    }
+
+    /// Stops it (SIGTERM); returns its log.
+    fn stop(mut self) -> Vec<Value> {
+        self.proc.stop(libc::SIGTERM);
+        self.log()
+    }
+}
+
+// --- the agents under `mcptape run` ---------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Agent {
+    Claude,
+    Codex,
+}
+
+impl Agent {
+    /// As `mcptape run` names it.
+    fn name(self) -> &'static str {
+        match self {
+            Agent::Claude => "Claude Code",
+            Agent::Codex => "Codex CLI",
+        }
+    }
+}
+
+/// Where the agent's MCP servers come from.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Servers {
+    /// `--mcp-config ROOT/mcp.json --strict-mcp-config` (Claude), `-c mcp_servers.S=…` (Codex).
+    CommandLine,
+    /// Claude Code's project `.mcp.json` in the working folder, no `--mcp-config`.
+    ProjectFile,
+}
+
+/// A test's folder and namespace, and the fixed paths of its agent runs (`ROOT/home`,
+/// `ROOT/work`: the agents put them in their prompts, so every run of one test uses the same
+/// ones; the config folder is made anew for each run, as on a fresh CI machine).
+struct Bed {
+    dir: tempfile::TempDir,
+    net: Net,
+    root: PathBuf,
+    /// `MCPTAPE_DIR` of every run (where `run` keeps its journal of rewritten files).
+    mcptape_dir: PathBuf,
+    /// One line per MCP server started (see marker_server.sh).
+    marker: PathBuf,
+}
+
+/// What one `mcptape run` did.
+struct RunOut {
+    agent: Agent,
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    secs: f64,
+}
+
+impl RunOut {
+    fn console(&self) -> String {
+        format!(
+            "mcptape run ({:?}) exit {:?} after {:.2} s\n--- stdout:\n{}\n--- stderr:\n{}",
+            self.agent, self.code, self.secs, self.stdout, self.stderr
+        )
+    }
+
+    /// Claude Code's `--output-format json` document (its last JSON line on stdout).
+    fn claude_json(&self) -> Value {
+        let line = self.stdout.lines().rev().find(|l| l.starts_with('{'));
+        line.and_then(|l| serde_json::from_str(l).ok())
+            .unwrap_or_else(|| panic!("no result JSON from Claude Code:\n{}", self.console()))
+    }
+
+    /// The agent's final answer: Claude's `result`, Codex's stdout (its last message).
+    fn answer(&self) -> String {
+        match self.agent {
+            Agent::Claude => self.claude_json()["result"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no result string:\n{}", self.console()))
+                .to_string(),
+            Agent::Codex => self.stdout.trim().to_string(),
+        }
+    }
+
+    /// Requires exit 0 and the fake provider's final answer quoting the echo tool's result
+    /// (Codex prefixes the tool's text with its own `Wall time: … seconds\nOutput:` lines);
+    /// returns the answer.
+    #[track_caller]
+    fn ok(&self) -> String {
+        assert_eq!(self.code, Some(0), "the run failed:\n{}", self.console());
+        let answer = self.answer();
+        match self.agent {
+            Agent::Claude => {
+                assert_eq!(answer, format!("FINAL: {ECHO}"), "{}", self.console());
+                assert_eq!(self.claude_json()["is_error"], false, "{}", self.console());
+            }
+            Agent::Codex => assert!(
+                answer.starts_with("FINAL: Wall time: ")
+                    && answer.ends_with(&format!("Output:\n{ECHO}")),
+                "the agent's answer:\n{}",
+                self.console()
+            ),
+        }
+        answer
+    }
+}
+
+/// Codex's answer with the wall time it measured for the tool call taken out (the one part of
+/// it that a live model, fed the live measurement, says differently each run).
+fn without_wall_time(answer: &str) -> String {
+    let Some(start) = answer.find("Wall time: ") else {
+        return answer.to_string();
+    };
+    let rest = &answer[start + "Wall time: ".len()..];
+    let end = rest.find(" seconds").unwrap_or(0);
+    format!("{}Wall time: N{}", &answer[..start], &rest[end..])
+}
+
+impl Bed {
+    fn new() -> Bed {
+        let dir = tmp();
+        let net = Net::new();
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("work")).expect("root");
+        let mcptape_dir = dir.path().join("mcptape");
+        let marker = dir.path().join("servers-started");
+        let bed = Bed {
+            dir,
+            net,
+            root,
+            mcptape_dir,
+            marker,
+        };
+        let (command, args) = bed.server_entry(None);
+        let mcp = json!({"mcpServers": {"S": {"type": "stdio", "command": command, "args": args}}});
+        std::fs::write(bed.root.join("mcp.json"), mcp.to_string()).expect("mcp.json");
+        bed
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn work(&self) -> PathBuf {
+        self.root.join("work")
+    }
+
+    fn home(&self) -> PathBuf {
+        self.root.join("home")
+    }
+
+    fn tape(&self, name: &str) -> PathBuf {
+        self.path().join(name)
+    }
+
+    /// The MCP server S as a config entry: `mcp-server-everything stdio` behind the marker
+    /// (which also copies `copy` aside when it starts the server).
+    fn server_entry(&self, copy: Option<&Path>) -> (String, Vec<String>) {
+        let mut args = vec![s(runs_file("marker_server.sh")), s(&self.marker)];
+        if let Some(c) = copy {
+            args.extend(["--copy".into(), s(c)]);
+        }
+        args.push("--".into());
+        args.extend(everything());
+        ("/bin/sh".into(), args)
+    }
+
+    /// How many MCP servers were really started so far.
+    fn starts(&self) -> usize {
+        std::fs::read_to_string(&self.marker)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    }
+
+    /// The `mcptape run MODE… -- AGENT…` command, inside the namespace, in the working folder,
+    /// with a cleared environment: the agent pointed at the model API `base`, asked `prompt`.
+    /// The agent's config folder is made anew.
+    fn command(
+        &self,
+        agent: Agent,
+        servers: Servers,
+        tape: &Path,
+        mode: &[&str],
+        base: &str,
+        prompt: &str,
+    ) -> Command {
+        let home = self.home();
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home).expect("home");
+        let mut cmd = self.net.cmd(bin());
+        cmd.arg("run").arg("--tape").arg(tape).args(mode).arg("--");
+        match agent {
+            Agent::Claude => {
+                let config = home.join(".claude");
+                std::fs::create_dir_all(&config).expect(".claude");
+                cmd.arg(agent_bin("claude")).args(["-p", prompt]);
+                match servers {
+                    Servers::CommandLine => {
+                        cmd.arg("--mcp-config")
+                            .arg(self.root.join("mcp.json"))
+                            .arg("--strict-mcp-config");
+                    }
+                    Servers::ProjectFile => {
+                        // A project's servers need the user's approval; in print mode this
+                        // setting is that approval.
+                        std::fs::write(
+                            config.join("settings.json"),
+                            r#"{"enableAllProjectMcpServers": true}"#,
+                        )
+                        .expect("settings.json");
+                    }
+                }
+                cmd.args(["--allowedTools", "mcp__S__echo", "--output-format", "json"])
+                    .env_clear()
+                    .env("CLAUDE_CONFIG_DIR", &config)
+                    .env("ANTHROPIC_BASE_URL", base)
+                    .env("ANTHROPIC_API_KEY", "sk-ant-fake-key-for-tests")
+                    .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+                    .env("DISABLE_TELEMETRY", "1")
+                    .env("DISABLE_AUTOUPDATER", "1")
+                    // In print mode Claude Code connects its MCP servers in the background
+                    // and asks the model at once, with whatever tools are there by then: on
+                    // a loaded machine (node starting slowly) the first request has no echo
+                    // tool. Blocking, it waits for them (5 s unless told).
+                    .env("MCP_CONNECTION_NONBLOCKING", "0")
+                    .env("MCP_CONNECT_TIMEOUT_MS", "60000");
+            }
+            Agent::Codex => {
+                assert_eq!(
+                    servers,
+                    Servers::CommandLine,
+                    "Codex has no project file here"
+                );
+                let (command, args) = self.server_entry(None);
+                let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+                // Codex waits ~2 s for an optional MCP server before its first request, then
+                // asks without its tools; a required one is waited for (and its failure is
+                // an error, not a quiet "no tool").
+                cmd.arg(agent_bin("codex"))
+                    .args(["exec", "--skip-git-repo-check", "--disable", "apps", "--disable", "plugins"])
+                    .args(["-c", "model=\"gpt-fake\"", "-c", "approval_policy=\"never\""])
+                    .args(["-c", "analytics.enabled=false", "-c", "model_provider=\"fake\""])
+                    .arg("-c")
+                    .arg(format!(
+                        "model_providers.fake={{name=\"fake\",base_url=\"{base}/v1\",env_key=\"FAKE_KEY\",wire_api=\"responses\"}}"
+                    ))
+                    .arg("-c")
+                    .arg(format!(
+                        "mcp_servers.S={{command={command:?},args=[{}],default_tools_approval_mode=\"approve\",required=true,startup_timeout_sec=60}}",
+                        args.join(",")
+                    ))
+                    .arg(prompt)
+                    .env_clear()
+                    .env("CODEX_HOME", &home)
+                    .env("FAKE_KEY", "sk-fake-key-for-tests");
+            }
+        }
+        cmd.env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("TERM", "dumb")
+            .env("HOME", &home)
+            .env("NO_COLOR", "1")
+            .env("MCPTAPE_DIR", &self.mcptape_dir)
+            .current_dir(self.work());
+        cmd
+    }
+
+    /// `mcptape run` of `agent` to its end.
+    fn run(
+        &self,
+        agent: Agent,
+        servers: Servers,
+        tape: &Path,
+        mode: &[&str],
+        base: &str,
+        prompt: &str,
+    ) -> RunOut {
+        let cmd = self.command(agent, servers, tape, mode, base, prompt);
+        let start = Instant::now();
+        let out = run_with_timeout(cmd, AGENT_LIMIT);
+        RunOut {
+            agent,
+            code: out.status.code(),
+            stdout: text(&out.stdout),
+            stderr: text(&out.stderr),
+            secs: start.elapsed().as_secs_f64(),
+        }
+    }
+
+    /// `mcptape ARGS…` with this bed's `MCPTAPE_DIR`, in the working folder.
+    fn mt<I, A>(&self, args: I) -> Mt
+    where
+        I: IntoIterator<Item = A>,
+        A: AsRef<OsStr>,
+    {
+        Mt::new(args)
+            .env("MCPTAPE_DIR", &self.mcptape_dir)
+            .dir(self.work())
+    }
+}
+
+// --- the tape ---------------------------------------------------------------------------------
+
+/// A recorded whole run: `verify` intact, `lint` clean, two model calls (the first answered
+/// with a call of the echo tool), the model and the server S declared, and S's conversation
+/// holding the `tools/call` of `echo` and its answer.
+#[track_caller]
+fn check_tape(agent: Agent, tape: &Path) {
+    Mt::new(["verify"])
+        .arg(tape)
+        .run()
+        .success()
+        .stdout_contains("intact");
+    Mt::new(["lint"])
+        .arg(tape)
+        .run()
+        .success()
+        .stdout_contains("clean");
+    let doc = show_json(tape);
+    let calls = doc["model_calls"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        calls.len(),
+        2,
+        "two model calls:\n{}",
+        pretty(&doc["model_calls"])
+    );
+    let (provider, endpoint) = match agent {
+        Agent::Claude => ("anthropic", "messages"),
+        Agent::Codex => ("openai-responses", "responses"),
+    };
+    for c in &calls {
+        assert_eq!(c["provider"], provider, "{}", pretty(c));
+        assert_eq!(c["endpoint"], endpoint, "{}", pretty(c));
+        assert_eq!(c["status"], 200, "{}", pretty(c));
+        assert_eq!(c["label"], "model", "{}", pretty(c));
+        assert!(
+            c["events"].as_u64().unwrap_or(0) > 0,
+            "streamed: {}",
+            pretty(c)
+        );
+    }
+    let called: Vec<String> = calls[0]["summary"]["tool_calls"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        called.len() == 1 && called[0].contains("echo"),
+        "the first answer called the echo tool: {}",
+        pretty(&calls[0])
+    );
+    assert!(
+        calls[1]["summary"]["tool_calls"]
+            .as_array()
+            .is_none_or(|a| a.is_empty()),
+        "the second answer is the final text: {}",
+        pretty(&calls[1])
+    );
+    let servers: Vec<(String, String)> = doc["servers"]
+        .as_array()
+        .expect("servers")
+        .iter()
+        .map(|d| {
+            (
+                d["server"].as_str().unwrap_or_default().to_string(),
+                d["transport"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        servers.contains(&("model".into(), "model_api".into()))
+            && servers.contains(&("S".into(), "stdio".into())),
+        "the model and S declared: {servers:?}"
+    );
+    let s_doc: Value = Mt::new(["show", "--json", "--server", "S"])
+        .arg(tape)
+        .run()
+        .success()
+        .json();
+    let msgs = s_doc["messages"].as_array().expect("messages");
+    let is = |m: &Value, dir: &str, kind: &str| {
+        m["dir"] == dir && m["kind"] == kind && m["method"] == "tools/call" && m["target"] == "echo"
+    };
+    assert_eq!(
+        msgs.iter().filter(|m| is(m, "c2s", "request")).count(),
+        1,
+        "one tools/call of echo on S:\n{}",
+        pretty(&s_doc["messages"])
+    );
+    assert_eq!(
+        msgs.iter().filter(|m| is(m, "s2c", "response")).count(),
+        1,
+        "its answer on S:\n{}",
+        pretty(&s_doc["messages"])
+    );
+    let lines = tape_lines(tape);
+    assert!(
+        lines.iter().any(|l| l["type"] == "msg"
+            && l["server"] == "S"
+            && l["dir"] == "s2c"
+            && l["msg"].to_string().contains(ECHO)),
+        "S's answer, the echo, on the tape"
+    );
+}
+
+// --- 1, 2: record, replay, playback ------------------------------------------------------------
+
+/// Records `agent` with `mcptape run`, replays it (`--replay`: S from the tape, the model live),
+/// then plays it back twice (`--playback`: offline, a sentinel on the upstream's port): the same
+/// answer each time, no server started after the recording, the tape untouched.
+fn record_replay_playback(agent: Agent) {
+    let bed = Bed::new();
+    let tape = bed.tape("run.jsonl");
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    let run =
+        |mode: &[&str], base: &str| bed.run(agent, Servers::CommandLine, &tape, mode, base, PROMPT);
+
+    let rec = run(&[], &fake.url);
+    let answer = rec.ok();
+    assert_contains(
+        &rec.stderr,
+        &format!(
+            "mcptape run: {} exited 0; 2 model calls and MCP servers S on {}",
+            agent.name(),
+            tape.display()
+        ),
+    );
+    assert_eq!(
+        bed.starts(),
+        1,
+        "recording started S once:\n{}",
+        rec.console()
+    );
+    let posts = fake.posts();
+    assert_eq!(posts.len(), 2, "two model requests upstream: {posts:#?}");
+    check_tape(agent, &tape);
+    let taped = std::fs::read(&tape).expect("tape");
+
+    let replay = run(&["--replay"], &fake.url);
+    assert_eq!(
+        without_wall_time(&replay.ok()),
+        without_wall_time(&answer),
+        "replay answered as recorded:\n{}",
+        replay.console()
+    );
+    assert_contains(
+        &replay.stderr,
+        &format!(
+            "mcptape run: {} exited 0; MCP servers S served from {}, the model live",
+            agent.name(),
+            tape.display()
+        ),
+    );
+    assert_eq!(
+        bed.starts(),
+        1,
+        "--replay started no server:\n{}",
+        replay.console()
+    );
+    assert_eq!(fake.posts().len(), 4, "--replay: the model live");
+    assert!(
+        std::fs::read(&tape).expect("tape") == taped,
+        "--replay left the tape as it was"
+    );
+
+    let port = fake.port();
+    let url = fake.url.clone();
+    fake.stop();
+    let sentinel = Fake::start(&bed.net, bed.path(), "sentinel", &["--port", &port]);
+    for round in 1..=2 {
+        let play = run(&["--playback"], &url);
+        assert_eq!(
+            play.ok(),
+            answer,
+            "playback {round} answered exactly as recorded:\n{}",
+            play.console()
+        );
+        assert_contains(
+            &play.stderr,
+            &format!(
+                "mcptape run: {} exited 0; offline from {}: 2 model calls served, 0 missed, MCP servers S from the tape",
+                agent.name(),
+                tape.display()
+            ),
+        );
+        assert_eq!(bed.starts(), 1, "--playback {round} started no server");
+        let reached = sentinel.log();
+        assert!(
+            reached.is_empty(),
+            "--playback {round} reached the upstream's port: {reached:#?}"
+        );
+        assert!(
+            std::fs::read(&tape).expect("tape") == taped,
+            "--playback left the tape as it was"
+        );
+    }
+    assert!(sentinel.stop().is_empty());
+}
+
+#[test]
+fn claude_code_is_recorded_replayed_and_played_back_offline() {
+    record_replay_playback(Agent::Claude);
+}
+
+#[test]
+fn codex_is_recorded_replayed_and_played_back_offline() {
+    record_replay_playback(Agent::Codex);
+}
+
+// --- 3: a project .mcp.json --------------------------------------------------------------------
+
+/// The journal of files `run` rewrote in place (under `MCPTAPE_DIR`).
+fn journal(bed: &Bed) -> PathBuf {
+    bed.mcptape_dir.join("run-restore.json")
+}
+
+#[test]
+fn a_project_mcp_json_is_rewritten_for_the_run_and_put_back_also_after_kill_9() {
+    let bed = Bed::new();
+    let project = bed.work().join(".mcp.json");
+    let backup = bed.work().join(".mcp.json.mcptape-run-backup");
+    let seen = PathBuf::from(format!("{}.copy", bed.marker.display()));
+    let (command, args) = bed.server_entry(Some(&project));
+    // Written by hand: tabs, odd spacing, a key order and non-ASCII text that a JSON writer
+    // would not reproduce, no final newline: only the original bytes put back compare equal.
+    let original = format!(
+        "{{\t\"note\" :  \"ünïcödé – kept byte for byte\",\n  \"mcpServers\": {{ \"S\" : {{\"args\": {}, \"command\": {:?},   \"type\": \"stdio\"}} }}\n}}",
+        serde_json::to_string(&args).unwrap(),
+        command
+    );
+    serde_json::from_str::<Value>(&original).expect("the project file is JSON");
+    std::fs::write(&project, &original).expect(".mcp.json");
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+
+    // A run to its end: the agent sees the rewritten file, the original is back afterwards.
+    let tape = bed.tape("project.jsonl");
+    let rec = bed.run(
+        Agent::Claude,
+        Servers::ProjectFile,
+        &tape,
+        &[],
+        &fake.url,
+        PROMPT,
+    );
+    rec.ok();
+    assert_eq!(bed.starts(), 1, "S started once:\n{}", rec.console());
+    let during = std::fs::read_to_string(&seen).expect("the file as S started");
+    assert_ne!(during, original, "rewritten during the run");
+    let rewritten: Value = serde_json::from_str(&during).expect("rewritten JSON");
+    let entry = &rewritten["mcpServers"]["S"];
+    assert_eq!(entry["command"], s(bin()), "{during}");
+    assert_eq!(entry["args"][0], "record", "{during}");
+    assert_eq!(entry["args"][1], "--join", "{during}");
+    assert_eq!(
+        rewritten["note"], "ünïcödé – kept byte for byte",
+        "other keys kept: {during}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&project).unwrap(),
+        original,
+        "put back byte for byte"
+    );
+    assert!(!backup.exists(), "no backup left");
+    assert!(!journal(&bed).exists(), "nothing left in the journal");
+    assert_contains(
+        &rec.stderr,
+        &format!("mcptape run: put back {}", project.display()),
+    );
+    check_tape(Agent::Claude, &tape);
+
+    // kill -9 of mcptape while the agent runs (its server just started): the file stays
+    // rewritten, the original beside it, and `run --restore` puts it back.
+    let killed_tape = bed.tape("killed.jsonl");
+    let mut cmd = bed.command(
+        Agent::Claude,
+        Servers::ProjectFile,
+        &killed_tape,
+        &[],
+        &fake.url,
+        PROMPT,
+    );
+    cmd.process_group(0);
+    let mut run = Bg::spawn("killed-run", cmd, bed.path());
+    let pgid = run.pid();
+    let start = Instant::now();
+    while bed.starts() < 2 {
+        if let Some(st) = run.exited() {
+            panic!(
+                "the run ended ({st}) before its server started:\n{}\n{}",
+                run.stdout(),
+                run.stderr()
+            );
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "S was not started:\n{}",
+            run.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let st = run.stop(libc::SIGKILL);
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&st),
+        Some(libc::SIGKILL),
+        "mcptape was killed mid-run, not ended: {st}\n{}",
+        run.stderr()
+    );
+    // The agent and its servers (mcptape's process group, ours) go too.
+    // SAFETY: kill(2) of the process group this test started.
+    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let left = std::fs::read_to_string(&project).expect(".mcp.json");
+    assert_ne!(left, original, "left rewritten by the killed run");
+    assert_contains(&left, "--join");
+    assert_eq!(
+        std::fs::read_to_string(&backup).expect("the backup beside it"),
+        original,
+        "the original kept as {}",
+        backup.display()
+    );
+    let listed: Vec<PathBuf> =
+        serde_json::from_str(&std::fs::read_to_string(journal(&bed)).expect("journal"))
+            .expect("journal JSON");
+    assert_eq!(
+        listed,
+        std::slice::from_ref(&project),
+        "the journal lists it"
+    );
+
+    bed.mt(["run", "--restore"])
+        .run()
+        .success()
+        .stderr_contains(&format!("mcptape run: put back {}", project.display()));
+    assert_eq!(
+        std::fs::read(&project).unwrap(),
+        original.as_bytes(),
+        "--restore put the original back byte for byte"
+    );
+    assert!(!backup.exists(), "no backup left");
+    assert!(!journal(&bed).exists(), "the journal is done with");
+    bed.mt(["run", "--restore"])
+        .run()
+        .success()
+        .stderr_contains("mcptape run: nothing to put back");
+    assert_eq!(std::fs::read(&project).unwrap(), original.as_bytes());
+    drop(fake);
+}
+
+// --- 4: a playback whose prompt changed --------------------------------------------------------
+
+/// Claude Code recorded with [`PROMPT`], then played back asked something else (the recording's
+/// fake provider stopped, a sentinel on its port): the `mcptape run --playback` and the
+/// sentinel's log.
+fn changed_prompt_playback() -> (RunOut, Vec<Value>) {
+    let bed = Bed::new();
+    let tape = bed.tape("run.jsonl");
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    bed.run(
+        Agent::Claude,
+        Servers::CommandLine,
+        &tape,
+        &[],
+        &fake.url,
+        PROMPT,
+    )
+    .ok();
+    assert_eq!(bed.starts(), 1);
+    let port = fake.port();
+    let url = fake.url.clone();
+    fake.stop();
+    let sentinel = Fake::start(&bed.net, bed.path(), "sentinel", &["--port", &port]);
+    let other = "Call the echo tool twice, then reply with its result.";
+    let play = bed.run(
+        Agent::Claude,
+        Servers::CommandLine,
+        &tape,
+        &["--playback"],
+        &url,
+        other,
+    );
+    assert_eq!(bed.starts(), 1, "no server started");
+    (play, sentinel.stop())
+}
+
+const MISS: &str = "mcptape: no recorded model call matches this request (POST messages)";
+
+#[test]
+fn a_playback_whose_prompt_changed_fails_naming_the_nearest_recorded_call() {
+    let (play, sentinel) = changed_prompt_playback();
+    assert_eq!(play.code, Some(1), "{}", play.console());
+    assert_contains(&play.stderr, MISS);
+    assert_contains(&play.stderr, "nearest: call 1 at tape line ");
+    // The difference itself, where it is.
+    let line = play
+        .stderr
+        .lines()
+        .find(|l| l.contains("recorded") && l.contains("asked") && l.contains("twice"))
+        .unwrap_or_else(|| panic!("the differing text named:\n{}", play.console()));
+    assert_contains(line, "once");
+    assert_contains(line, "messages[");
+    assert_contains(&play.stderr, "0 model calls served, ");
+    assert!(
+        !play.stderr.contains(" 0 missed"),
+        "the misses counted:\n{}",
+        play.console()
+    );
+    assert!(
+        sentinel.is_empty(),
+        "nothing reached the upstream: {sentinel:#?}"
+    );
+}
+
+/// Each miss is explained once on stderr: `run --playback` printed every one twice, when it
+/// happened (`ModelPlayer`, src/model/player.rs) and again before its summary (`run_cmd`,
+/// src/cli/run.rs, `for l in r.lenient.iter().chain(&r.misses)`).
+#[test]
+fn a_playback_miss_is_explained_once() {
+    let (play, _) = changed_prompt_playback();
+    let summary = play
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("mcptape run: Claude Code exited"))
+        .unwrap_or_else(|| panic!("a summary line:\n{}", play.console()));
+    let missed: usize = summary
+        .split(" missed")
+        .next()
+        .and_then(|h| h.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the misses counted: {summary}"));
+    assert!(missed >= 1, "{summary}");
+    let explained = play.stderr.lines().filter(|l| l.starts_with(MISS)).count();
+    assert_eq!(
+        explained, missed,
+        "{missed} misses, explained {explained} times:\n{}",
+        play.stderr
+    );
+}
+
+// --- 5: one tape, many writers: what it costs (measured, printed) ------------------------------
+//
+// The stand-in agent (tests/agents/runs/standin_agent.py) reads `--mcp-config` as Claude Code
+// does, starts server S from it and sends sequential `tools/list` requests; it is run with S
+// being `mcptape demo-server` directly, S being `mcptape record --tape X -- demo-server`, and
+// the agent under `mcptape run` (S rewritten to `record --join`: one writer, the run's process).
+// The figures are printed (and written to $TMPDIR/mcptape-one-tape-many-writers.txt), not
+// asserted; what is asserted is that every answer arrived and is on the tape.
+
+/// The stand-in agent's figures (standin_agent.py's JSON line) and its wall time.
+fn standin(label: &str, mut cmd: Command, n: usize) -> Value {
+    cmd.env("NO_COLOR", "1").env_remove("MCPTAPE_DIR");
+    let start = Instant::now();
+    let out = run_with_timeout(cmd, Duration::from_secs(120));
+    let secs = start.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{label}: {}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    let line = text(&out.stdout);
+    let mut v: Value = serde_json::from_str(line.trim())
+        .unwrap_or_else(|e| panic!("{label}: {e}: {line:?}\n{}", text(&out.stderr)));
+    assert_eq!(v["ok"], n, "{label}: every tools/list answered: {v}");
+    v["wall_s"] = json!((secs * 1000.0).round() / 1000.0);
+    v
+}
+
+/// How many `tools/list` answers the server's conversation on `tape` holds.
+fn tools_list_answers(tape: &Path, server: Option<&str>) -> usize {
+    let mut show = Mt::new(["show", "--json"]);
+    if let Some(s) = server {
+        show = show.args(["--server", s]);
+    }
+    let doc: Value = show.arg(tape).run().success().json();
+    doc["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["dir"] == "s2c" && m["method"] == "tools/list")
+        .count()
+}
+
+/// The stand-in agent's command: `python3 standin_agent.py --mcp-config CFG -n N`, optionally
+/// under `mcptape run PRE… --tape TAPE --`.
+fn standin_cmd(dir: &Path, cfg: &Path, n: usize, run: Option<(&Path, &[&str])>) -> Command {
+    let mut c = match run {
+        Some((tape, pre)) => {
+            let mut c = Command::new(bin());
+            c.arg("run").args(pre).arg("--tape").arg(tape).arg("--");
+            c.arg(which("python3"));
+            c
+        }
+        None => Command::new(which("python3")),
+    };
+    c.arg(runs_file("standin_agent.py"))
+        .arg("--mcp-config")
+        .arg(cfg)
+        .args(["-n", &n.to_string()])
+        .current_dir(dir);
+    c
+}
+
+/// An MCP config naming `argv` server S.
+fn standin_config(path: &Path, argv: &[String]) -> PathBuf {
+    let cfg = json!({"mcpServers": {"S": {"command": argv[0], "args": argv[1..]}}});
+    std::fs::write(path, cfg.to_string()).expect("config");
+    path.to_path_buf()
+}
+
+/// One measurement: the stand-in agent `n` times against the server directly, through `record`,
+/// and under `run`, `rounds` times each; the records' flags `redaction` (`[]`: the defaults).
+fn measure(dir: &Path, tag: &str, n: usize, rounds: usize, redaction: &[&str]) -> String {
+    let server = vec![s(bin()), "demo-server".to_string()];
+    let direct = standin_config(&dir.join(format!("{tag}-direct.json")), &server);
+    let mut rows: Vec<(&str, Vec<Value>)> = vec![
+        ("the server directly", vec![]),
+        ("agent -> mcptape record --tape X -- srv", vec![]),
+        ("mcptape run -- agent (record --join)", vec![]),
+    ];
+    for round in 0..rounds {
+        rows[0]
+            .1
+            .push(standin("direct", standin_cmd(dir, &direct, n, None), n));
+
+        let rec_tape = dir.join(format!("{tag}-record-{round}.jsonl"));
+        let mut argv = vec![s(bin()), "record".into()];
+        argv.extend(redaction.iter().map(|f| f.to_string()));
+        argv.extend(["--tape".into(), s(&rec_tape), "--".into()]);
+        argv.extend(server.iter().cloned());
+        let rec_cfg = standin_config(&dir.join(format!("{tag}-record-{round}.json")), &argv);
+        rows[1]
+            .1
+            .push(standin("record", standin_cmd(dir, &rec_cfg, n, None), n));
+        assert_eq!(
+            tools_list_answers(&rec_tape, None),
+            n,
+            "record: every answer taped"
+        );
+
+        let run_tape = dir.join(format!("{tag}-run-{round}.jsonl"));
+        let cmd = standin_cmd(dir, &direct, n, Some((&run_tape, redaction)));
+        rows[2].1.push(standin("run", cmd, n));
+        assert_eq!(
+            tools_list_answers(&run_tape, Some("S")),
+            n,
+            "run: every answer taped under S"
+        );
+        Mt::new(["verify"]).arg(&run_tape).run().success();
+    }
+    let mut report = format!(
+        "{n} sequential tools/list, server `mcptape demo-server`, debug build, redaction {}:\n",
+        if redaction.is_empty() {
+            "the defaults".to_string()
+        } else {
+            redaction.join(" ")
+        }
+    );
+    for (what, runs) in &rows {
+        for (i, v) in runs.iter().enumerate() {
+            report.push_str(&format!(
+                "  {what:<42} #{}: p50 {:>9} us  p90 {:>9} us  p99 {:>9} us  mean {:>9} us  all {:>7} s  wall {:>7} s\n",
+                i + 1,
+                v["p50_us"],
+                v["p90_us"],
+                v["p99_us"],
+                v["mean_us"],
+                v["total_s"],
+                v["wall_s"]
+            ));
+        }
+    }
+    report
+}
+
+#[test]
+fn one_tape_many_writers_costs_measured() {
+    let dir = tmp();
+    // 2000 calls as recorded by default (the built-in redaction rules on), twice; then once
+    // without them (the hop, the join socket and the one writer alone).
+    let mut report =
+        String::from("one tape, many writers (the stand-in agent, tests/agents/runs)\n");
+    report += &measure(dir.path(), "default", 2000, 2, &[]);
+    report += &measure(dir.path(), "bare", 2000, 1, &["--no-default-redaction"]);
+    eprintln!("{report}");
+    std::fs::write(
+        std::env::temp_dir().join("mcptape-one-tape-many-writers.txt"),
+        &report,
+    )
+    .expect("report");
+}

@@ -1,0 +1,208 @@
+//! The model proxy's own promises, with an upstream of our own (tests/agents/stream_upstream.py):
+//! a streamed answer reaches the client event by event while the upstream still holds the rest
+//! (nothing buffered to the end), over TLS checked against a private CA (and refused without
+//! it), API keys forwarded and never taped, and the same events played back. `record --url`
+//! reaches an `https://` upstream through the same client.
+
+use crate::harness::*;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const KEY: &str = "sk-ant-api03-Q7vN2pXcL9mR4tY8wK1zH6bJ3fD5sA0gE2uI9oP7lM4nB8vC1xZ6qW3eR5tY";
+
+/// stream_upstream.py in `dir` (HTTPS with `tls`): the process and its base URL.
+fn upstream(dir: &Path, tls: bool) -> (Proc, String) {
+    let mut cmd = Command::new(python());
+    cmd.arg(repo().join("tests/agents/stream_upstream.py"))
+        .arg("--dir")
+        .arg(dir)
+        .arg("--release")
+        .arg(dir.join("go"));
+    if tls {
+        cmd.arg("--tls");
+    }
+    let mut p = Proc::spawn_to(
+        "stream_upstream.py",
+        cmd,
+        dir.join("upstream.log"),
+        Some(Stdio::piped()),
+    );
+    let stdout = p.child().stdout.take().expect("stdout piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = String::new();
+        let mut r = BufReader::new(stdout);
+        let _ = r.read_line(&mut first);
+        let _ = tx.send(first);
+    });
+    let url = rx
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("the upstream printed no URL: {}", p.log_text()));
+    (p, url.trim().to_string())
+}
+
+fn ask(stream: bool) -> Vec<u8> {
+    serde_json::json!({
+        "model": "claude-test", "max_tokens": 5, "stream": stream,
+        "messages": [{"role": "user", "content": "say something"}]
+    })
+    .to_string()
+    .into_bytes()
+}
+
+const HEADERS: &[(&str, &str)] = &[
+    ("content-type", "application/json"),
+    ("x-api-key", KEY),
+    ("anthropic-version", "2023-06-01"),
+];
+
+#[test]
+fn a_stream_goes_through_event_by_event_over_tls_and_plays_back_the_same() {
+    let dir = tmp();
+    let (_up, base) = upstream(dir.path(), true);
+    assert!(base.starts_with("https://"), "{base}");
+    let tape = dir.path().join("model.jsonl");
+    let ca = dir.path().join("ca.pem");
+    let proxy = Served::spawn(&[
+        "model-proxy",
+        "--tape",
+        &s(&tape),
+        "--upstream",
+        &base,
+        "--upstream-ca",
+        &s(&ca),
+    ]);
+    let url = format!("{}/v1/messages?beta=true", proxy.url);
+
+    // The first event arrives while the upstream still holds the rest of the stream: had the
+    // proxy buffered the stream, this read would wait for a release that never comes.
+    let mut live = http_open(&url, "POST", HEADERS, &ask(true));
+    assert_eq!(live.status, 200);
+    assert!(live.content_type().starts_with("text/event-stream"));
+    let first = live.read_until("message_start");
+    assert!(
+        !text(&first).contains("released"),
+        "only the first event yet: {}",
+        text(&first)
+    );
+    std::fs::write(dir.path().join("go"), b"").unwrap();
+    let rest = text(&live.body());
+    assert!(
+        rest.contains("released") && rest.contains("message_stop"),
+        "{rest}"
+    );
+    let streamed = format!("{}{rest}", text(&first));
+
+    let (status, whole) = http(&url, "POST", HEADERS, &ask(false));
+    assert_eq!(status, 200);
+    assert!(text(&whole).contains("whole"));
+    proxy.stop();
+
+    // On the tape: the calls, their events and facts; never the key.
+    let raw = std::fs::read_to_string(&tape).unwrap();
+    assert!(!raw.contains(&KEY[..24]), "the API key reached the tape");
+    let calls: Vec<serde_json::Value> = tape_lines(&tape)
+        .into_iter()
+        .filter(|l| l["type"] == "model")
+        .collect();
+    let part = |call: u64, part: &str| {
+        calls
+            .iter()
+            .filter(|l| l["call"] == call && l["part"] == part)
+            .count()
+    };
+    assert_eq!(
+        (part(1, "request"), part(1, "event"), part(1, "end")),
+        (1, 6, 1)
+    );
+    assert_eq!(
+        (part(2, "request"), part(2, "response"), part(2, "event")),
+        (1, 1, 0)
+    );
+    let req = calls.iter().find(|l| l["part"] == "request").unwrap();
+    assert_eq!(req["provider"], "anthropic");
+    assert_eq!(req["model"], "claude-test");
+    assert_eq!(req["stream"], true);
+    assert_eq!(req["http"]["path"], "/v1/messages?beta=true");
+    let end = calls.iter().find(|l| l["part"] == "end").unwrap();
+    assert_eq!(end["summary"]["input_tokens"], 3);
+    assert_eq!(end["summary"]["output_tokens"], 2);
+    assert_eq!(end["summary"]["stop"], "end_turn");
+    Mt::new(["verify", &s(&tape)]).run().status(0);
+    Mt::new(["lint", &s(&tape)]).run().status(0);
+
+    // Playback: the same events, in order, byte for byte; no upstream at all.
+    let player = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--playback"]);
+    let purl = format!("{}/v1/messages?beta=true", player.url);
+    let mut replayed = http_open(&purl, "POST", HEADERS, &ask(true));
+    assert_eq!(replayed.status, 200);
+    assert_eq!(text(&replayed.body()), streamed);
+    let (status, again) = http(&purl, "POST", HEADERS, &ask(false));
+    assert_eq!((status, text(&again)), (200, text(&whole)));
+    let log = player.stop();
+    assert_contains(&log, "2 model calls served, 0 missed");
+}
+
+#[test]
+fn an_upstream_whose_certificate_is_not_trusted_is_refused_and_taped() {
+    let dir = tmp();
+    let (_up, base) = upstream(dir.path(), true);
+    let tape = dir.path().join("model.jsonl");
+    // No --upstream-ca: the private CA is not among the system's roots.
+    let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
+    let (status, body) = http(
+        &format!("{}/v1/messages", proxy.url),
+        "POST",
+        HEADERS,
+        &ask(false),
+    );
+    assert_eq!(status, 502);
+    let err: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(err["type"], "error", "Anthropic's error shape: {err}");
+    let message = err["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("did not answer"), "{message}");
+    assert!(
+        message.to_ascii_lowercase().contains("certificate"),
+        "says why: {message}"
+    );
+    proxy.stop();
+    let end = tape_lines(&tape)
+        .into_iter()
+        .find(|l| l["type"] == "model" && l["part"] == "end")
+        .expect("the failed call is on the tape");
+    assert!(end["error"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("certificate"));
+}
+
+#[test]
+fn record_url_reaches_an_https_upstream_with_a_private_ca() {
+    let dir = tmp();
+    let (_up, base) = upstream(dir.path(), true);
+    let tape = dir.path().join("http.jsonl");
+    let upstream_url = format!("{base}/v1/messages");
+    let rec = Served::spawn(&[
+        "record",
+        "--url",
+        &upstream_url,
+        "--upstream-ca",
+        &s(dir.path().join("ca.pem")),
+        "--tape",
+        &s(&tape),
+    ]);
+    let (status, body) = http(&rec.url, "POST", HEADERS, &ask(false));
+    assert_eq!(status, 200, "{}", text(&body));
+    assert!(text(&body).contains("whole"));
+    rec.stop();
+    let lines = tape_lines(&tape);
+    assert_eq!(lines[1]["url"], upstream_url.as_str());
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["dir"] == "s2c" && l["http"]["status"] == 200),
+        "the answer is on the tape"
+    );
+}
