@@ -40,6 +40,10 @@ fn coded(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
         crate::integrity::RedactError,
         crate::config::ConfigError,
         crate::play::PlayError,
+        crate::model::serve::PlayModelError,
+        crate::transport::upstream::UpstreamError,
+        crate::run::RunError,
+        crate::run::agent::PrepareError,
     );
     None
 }

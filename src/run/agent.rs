@@ -98,6 +98,13 @@ pub enum PrepareError {
     },
 }
 
+impl crate::exit::Coded for PrepareError {
+    /// A config file that cannot be read or parsed is bad input (65).
+    fn exit_code(&self) -> i32 {
+        crate::exit::DATA_ERR
+    }
+}
+
 fn config_err(path: &Path, why: impl std::fmt::Display) -> PrepareError {
     PrepareError::Config {
         path: path.to_path_buf(),

@@ -125,7 +125,7 @@ impl crate::exit::Coded for RunError {
     fn exit_code(&self) -> i32 {
         match self {
             RunError::Record(e) => crate::exit::Coded::exit_code(e),
-            RunError::Prepare(_) => crate::exit::DATA_ERR,
+            RunError::Prepare(e) => crate::exit::Coded::exit_code(e),
             RunError::Tape(e) => crate::exit::Coded::exit_code(e),
             RunError::Spawn { .. } => crate::exit::UNAVAILABLE,
             RunError::Io { .. } => crate::exit::IO_ERR,
@@ -369,19 +369,22 @@ pub async fn run(
         j.abort();
     }
     let _ = std::fs::remove_dir_all(&stable);
-    let agent_exit = outcome?;
+    // The tape is closed whatever happened to the agent (one that could not start too).
+    let reason = match &outcome {
+        Ok(code) => format!("the agent exited ({code})"),
+        Err(e) => format!("{e}"),
+    };
     let (end, model_calls) = match (&tape, &model) {
         (Some(rec), ModelSide::Proxy(p)) => {
-            let closed = rec
-                .close(None, format!("the agent exited ({agent_exit})"))
-                .map_err(|cause| RecordError::Tape {
-                    path: cfg.tape.clone(),
-                    cause,
-                })?;
+            let closed = rec.close(None, reason).map_err(|cause| RecordError::Tape {
+                path: cfg.tape.clone(),
+                cause,
+            })?;
             (Some(closed.end), p.calls())
         }
         _ => (None, 0),
     };
+    let agent_exit = outcome?;
     let model = match &model {
         ModelSide::Player(p) => Some(p.report()),
         _ => None,

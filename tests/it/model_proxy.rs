@@ -206,3 +206,39 @@ fn record_url_reaches_an_https_upstream_with_a_private_ca() {
         "the answer is on the tape"
     );
 }
+
+#[test]
+fn what_cannot_start_says_so_with_its_exit_code_and_loses_no_tape() {
+    let dir = tmp();
+    // A CA file that is not there: 66, before any tape is written.
+    let tape = dir.path().join("never.jsonl");
+    Mt::new([
+        "model-proxy",
+        "--tape",
+        &s(&tape),
+        "--upstream",
+        "https://127.0.0.1:1",
+        "--upstream-ca",
+        &s(dir.path().join("missing.pem")),
+    ])
+    .run()
+    .status(66);
+    assert!(!tape.exists(), "no tape for a proxy that never started");
+    // Playback of a tape that is not there: 66.
+    Mt::new(["model-proxy", "--tape", &s(&tape), "--playback"])
+        .run()
+        .status(66);
+    // An agent that cannot start: 69, and the run's tape is closed, saying why.
+    let run_tape = dir.path().join("run.jsonl");
+    let out = Mt::new(["run", "--tape", &s(&run_tape), "--", "/nonexistent/agent"])
+        .env("MCPTAPE_DIR", dir.path().join("store"))
+        .run()
+        .status(69);
+    assert_contains(&out.stderr, "could not start the agent");
+    let end = tape_lines(&run_tape).pop().expect("a tape");
+    assert_eq!(end["type"], "end");
+    assert!(end["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("/nonexistent/agent"));
+}
