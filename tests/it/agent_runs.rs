@@ -19,15 +19,14 @@
 //! model at once with whatever tools are connected by then, and on a loaded machine that is none
 //! (measured: 4 of 4 runs "FINAL: no tool" under CPU starvation, with and without mcptape).
 
-use crate::agents::bed::{agent_bin, agents_dir, which, Net};
+use crate::agents::bed::{agent_bin, agents_dir, which, Bg, Fake, Net};
 use crate::harness::*;
 use serde_json::{json, Value};
 use std::ffi::OsStr;
-use std::fs::File;
 
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// How long a process may take to print its URL, to start a server, or to exit after a signal.
@@ -43,162 +42,6 @@ const ECHO: &str = "Echo: hello from the fake model";
 /// A helper of these tests (tests/agents/runs).
 fn runs_file(name: &str) -> PathBuf {
     agents_dir().join("runs").join(name)
-}
-
-/// A process running while the test goes on: stdout and stderr to files (so a grandchild that
-/// outlives it holds no pipe of the test's), stdin closed; SIGKILLed and reaped on drop.
-struct Bg {
-    name: String,
-    child: Option<Child>,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-impl Bg {
-    fn spawn(name: &str, mut cmd: Command, dir: &Path) -> Bg {
-        let out = dir.join(format!("{name}.stdout"));
-        let err = dir.join(format!("{name}.stderr"));
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(File::create(&out).expect("stdout file"))
-            .stderr(File::create(&err).expect("stderr file"))
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-        Bg {
-            name: name.into(),
-            child: Some(child),
-            out,
-            err,
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.as_ref().expect("running").id() as i32
-    }
-
-    fn stdout(&self) -> String {
-        std::fs::read_to_string(&self.out).unwrap_or_default()
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.err).unwrap_or_default()
-    }
-
-    /// Whether it has exited (reaping it if so).
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child
-            .as_mut()
-            .and_then(|c| c.try_wait().expect("wait"))
-    }
-
-    /// The first stdout line (a URL), waited for; fails if the process dies first.
-    fn first_line(&mut self) -> String {
-        let start = Instant::now();
-        loop {
-            if let Some((line, _)) = self.stdout().split_once('\n') {
-                return line.to_string();
-            }
-            if let Some(st) = self.exited() {
-                panic!(
-                    "{} exited ({st}) before printing a line:\n{}",
-                    self.name,
-                    self.stderr()
-                );
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "{} printed no line within {PATIENCE:?}:\n{}",
-                self.name,
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Sends `sig`, waits for the exit.
-    fn stop(&mut self, sig: i32) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("still running");
-        // SAFETY: kill(2) on a child this guard spawned and has not reaped.
-        unsafe { libc::kill(child.id() as i32, sig) };
-        let start = Instant::now();
-        loop {
-            if let Some(st) = child.try_wait().expect("wait") {
-                return st;
-            }
-            if start.elapsed() > PATIENCE {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "{} did not exit within {PATIENCE:?} of signal {sig}:\n{}",
-                    self.name,
-                    self.stderr()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Bg {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// `fake_provider.py --tool echo` (with `extra`, e.g. `--port N`) inside the namespace, its
-/// JSON-lines log in the test's folder.
-struct Fake {
-    proc: Bg,
-    url: String,
-    log: PathBuf,
-}
-
-impl Fake {
-    fn start(net: &Net, dir: &Path, name: &str, extra: &[&str]) -> Fake {
-        let log = dir.join(format!("{name}.log"));
-        let mut cmd = net.cmd(which("python3"));
-        cmd.arg(agents_dir().join("fake_provider.py"))
-            .args(["--tool", "echo", "--log"])
-            .arg(&log)
-            .args(extra);
-        let mut proc = Bg::spawn(name, cmd, dir);
-        let url = proc.first_line();
-        assert!(
-            url.starts_with("http://127.0.0.1:"),
-            "fake provider URL {url:?}"
-        );
-        Fake { proc, url, log }
-    }
-
-    fn port(&self) -> String {
-        self.url.rsplit(':').next().expect("port").to_string()
-    }
-
-    /// Its log so far: `{"connection": n}` per accepted connection, one line per request.
-    fn log(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("a JSON log line"))
-            .collect()
-    }
-
-    /// The model requests it answered (POSTs).
-    fn posts(&self) -> Vec<Value> {
-        self.log()
-            .into_iter()
-            .filter(|l| l["method"] == "POST")
-            .collect()
-    }
-
-    /// Stops it (SIGTERM); returns its log.
-    fn stop(mut self) -> Vec<Value> {
-        self.proc.stop(libc::SIGTERM);
-        self.log()
-    }
 }
 
 // --- the agents under `mcptape run` ---------------------------------------------------------
@@ -794,7 +637,7 @@ fn a_project_mcp_json_is_rewritten_for_the_run_and_put_back_also_after_kill_9() 
         );
         std::thread::sleep(Duration::from_millis(5));
     }
-    let st = run.stop(libc::SIGKILL);
+    let (st, _) = run.stop(libc::SIGKILL);
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&st),
         Some(libc::SIGKILL),

@@ -166,23 +166,33 @@ impl Bg {
         }
     }
 
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().expect("running").id() as i32
+    }
+
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    /// Whether it has exited (reaping it if so).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().expect("wait"))
     }
 
     /// The first stdout line (a URL), waited for; fails if the process dies first.
     pub fn first_line(&mut self) -> String {
         let start = Instant::now();
         loop {
-            let out = std::fs::read_to_string(&self.out).unwrap_or_default();
-            if let Some((line, _)) = out.split_once('\n') {
+            if let Some((line, _)) = self.stdout().split_once('\n') {
                 return line.to_string();
             }
-            if let Some(st) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().expect("wait"))
-            {
+            if let Some(st) = self.exited() {
                 panic!(
                     "{} exited ({st}) before printing a line:\n{}",
                     self.name,
@@ -262,6 +272,16 @@ impl Fake {
 
     pub fn port(&self) -> String {
         self.url.rsplit(':').next().expect("port").to_string()
+    }
+
+    /// Its log so far: `{"connection": n}` per accepted connection, one line per request.
+    pub fn log(&self) -> Vec<Value> {
+        log_lines(&self.log)
+    }
+
+    /// The model requests it answered so far (POSTs).
+    pub fn posts(&self) -> Vec<Value> {
+        posts(&self.log()).into_iter().cloned().collect()
     }
 
     /// Stops it (SIGTERM) and returns its log.
