@@ -83,6 +83,9 @@ pub struct ModelDivergence {
     pub line_b: Option<u64>,
     /// The endpoint (A's, else B's).
     pub endpoint: String,
+    /// B's endpoint, when it is another one (another API: Claude Code against Codex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_b: Option<String>,
     /// How the request differs (volatile fields left out), A → B.
     pub changes: Vec<crate::compare::diff_values::Change>,
 }
@@ -121,6 +124,10 @@ fn model_diff(a: &Path, b: &Path) -> Result<Option<ModelDiff>, TapeError> {
             line_a: x.map(|c| c.line),
             line_b: y.map(|c| c.line),
             endpoint: x.or(y).map(|c| c.endpoint.clone()).unwrap_or_default(),
+            endpoint_b: match (x, y) {
+                (Some(x), Some(y)) if x.endpoint != y.endpoint => Some(y.endpoint.clone()),
+                _ => None,
+            },
             changes,
         });
         break;

@@ -103,6 +103,20 @@ pub fn run_cmd(a: Args) -> Result<i32> {
     for f in &out.restored {
         crate::diag!("mcptape run: put back {}", f.display());
     }
+    if let Some((state, given)) = &out.given_back {
+        if given.state {
+            crate::diag!(
+                "mcptape run: Claude Code's changes to its state kept in {} (its MCP servers as they were)",
+                state.display()
+            );
+        }
+        for m in &given.moved {
+            crate::diag!("mcptape run: Claude Code's new {} kept", m.display());
+        }
+        for w in &given.warnings {
+            crate::diag!("mcptape run: WARNING: {w}");
+        }
+    }
     if !out.servers.http.is_empty() {
         crate::diag!(
             "mcptape run: WARNING: HTTP MCP servers left live, not on the tape (not recorded on it): {}",

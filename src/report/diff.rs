@@ -48,10 +48,13 @@ fn model_lines(r: &DiffReport) -> Vec<String> {
         return vec![format!("model calls: the same {} requests", m.calls_a)];
     };
     let line = |l: Option<u64>| l.map_or("-".to_string(), |l| l.to_string());
+    let endpoint = match &d.endpoint_b {
+        Some(b) => format!("{} in A, {b} in B", d.endpoint),
+        None => d.endpoint.clone(),
+    };
     let mut out = vec![format!(
-        "first model request that diverged: call {} ({}), A line {}, B line {} ({} model calls in A, {} in B)",
+        "first model request that diverged: call {} ({endpoint}), A line {}, B line {} ({} model calls in A, {} in B)",
         d.position,
-        d.endpoint,
         line(d.line_a),
         line(d.line_b),
         m.calls_a,
@@ -93,15 +96,26 @@ fn lines_of(d: &ExchangeComparison) -> String {
 pub fn diff_text(r: &DiffReport, all: bool, color: bool) -> String {
     let st = Style::new(color);
     if is_same(r) {
+        let exchanges = match r.compared {
+            0 => None,
+            1 => Some("the one exchange".to_string()),
+            n => Some(format!("all {n} exchanges")),
+        };
+        // Agent runs: the model requests agree too (answers of a live model are not compared).
+        let model = r.model.as_ref().map(|m| match m.calls_a {
+            1 => "the one model request".to_string(),
+            n => format!("all {n} model requests"),
+        });
+        let what: Vec<String> = exchanges.into_iter().chain(model).collect();
         return format!(
             "{}: {} and {} agree on {}\n",
             st.bold_green("same"),
             r.a,
             r.b,
-            match r.compared {
-                0 => "everything (no exchanges)".to_string(),
-                1 => "the one exchange".to_string(),
-                n => format!("all {n} exchanges"),
+            if what.is_empty() {
+                "everything (no exchanges)".to_string()
+            } else {
+                what.join(" and ")
             }
         );
     }
@@ -356,6 +370,7 @@ mod tests {
                 line_a: Some(5),
                 line_b: Some(7),
                 endpoint: "messages".into(),
+                endpoint_b: None,
                 changes: vec![Change {
                     kind: ChangeKind::ValueChange,
                     path: "$.messages[0].content".into(),
@@ -470,6 +485,18 @@ tool surface
         assert_eq!(
             diff_text(&r, false, false),
             "same: a.jsonl and b.jsonl agree on all 12 exchanges\n"
+        );
+        let run = DiffReport {
+            model: Some(crate::diff::ModelDiff {
+                calls_a: 2,
+                calls_b: 2,
+                first: None,
+            }),
+            ..r.clone()
+        };
+        assert_eq!(
+            diff_text(&run, false, false),
+            "same: a.jsonl and b.jsonl agree on all 12 exchanges and all 2 model requests\n"
         );
         let md = diff_markdown(&r);
         assert!(md.starts_with("## ✅ mcptape diff: same\n"), "{md}");

@@ -2,6 +2,7 @@
 //! which agent a command line starts, where it reads its model's base URL and its MCP servers,
 //! and the command line, environment and temporary files that send both through mcptape.
 
+use super::claude_dir::{self, Borrowed};
 use super::config::{self, InPlace, Rewritten, Through};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -9,7 +10,8 @@ use std::path::{Path, PathBuf};
 /// The agents mcptape knows how to point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Agent {
-    /// Claude Code (`claude`): `ANTHROPIC_BASE_URL`, `--mcp-config`, a project `.mcp.json`.
+    /// Claude Code (`claude`): `ANTHROPIC_BASE_URL`, `--mcp-config`, a project `.mcp.json`,
+    /// its user- and local-scope servers through a borrowed `CLAUDE_CONFIG_DIR`.
     ClaudeCode,
     /// Codex CLI (`codex`): `$CODEX_HOME/config.toml` and `-c` overrides, Responses only.
     Codex,
@@ -83,6 +85,9 @@ pub struct Prepared {
     pub servers: Rewritten,
     /// Where the model calls really go (record): the base URL the agent would have used.
     pub upstream: Option<String>,
+    /// Claude Code's config folder, borrowed (its user- and local-scope servers): given back
+    /// at the end.
+    pub borrowed: Option<Borrowed>,
 }
 
 /// Why an agent could not be pointed at mcptape.
@@ -213,7 +218,34 @@ fn prepare_json_agent(
         }
         merge(&mut p.servers, r);
     }
+    if agent == Agent::ClaudeCode && !flag_only {
+        borrow_claude_dir(&mut p, plan)?;
+    }
     Ok(p)
+}
+
+/// Claude Code's user- and local-scope servers (`.claude.json`): its config folder borrowed
+/// for the run (see [`claude_dir`]), `CLAUDE_CONFIG_DIR` pointing at the borrowed one (at
+/// the stable folder: the same path for every run of a tape).
+fn borrow_claude_dir(p: &mut Prepared, plan: &Plan<'_>) -> Result<(), PrepareError> {
+    let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR").map(PathBuf::from);
+    let Some(real) = claude_dir::Home::locate(config_dir.as_deref(), plan.home) else {
+        return Ok(());
+    };
+    let state = real.state.clone();
+    let Some((borrowed, servers)) =
+        claude_dir::borrow(real, plan.stable, plan.cwd, plan.through, plan.http)
+            .map_err(|e| config_err(&state, e))?
+    else {
+        return Ok(());
+    };
+    merge(&mut p.servers, servers);
+    p.env.push((
+        "CLAUDE_CONFIG_DIR".into(),
+        borrowed.dir.display().to_string(),
+    ));
+    p.borrowed = Some(borrowed);
+    Ok(())
 }
 
 /// The config files an agent reads its MCP servers from that `run` rewrites in place (and
@@ -399,7 +431,7 @@ fn prepare_codex(command: &[String], plan: &Plan<'_>) -> Result<Prepared, Prepar
     }
     p.servers = config::rewrite_toml(&mut cfg, plan.through, plan.http);
     let temp_home = plan.stable.to_path_buf();
-    fresh_private_dir(&temp_home).map_err(|e| config_err(&temp_home, e))?;
+    config::fresh_private_dir(&temp_home).map_err(|e| config_err(&temp_home, e))?;
     let out = temp_home.join("config.toml");
     std::fs::write(
         &out,
@@ -413,16 +445,6 @@ fn prepare_codex(command: &[String], plan: &Plan<'_>) -> Result<Prepared, Prepar
     p.env
         .push(("CODEX_HOME".into(), temp_home.display().to_string()));
     Ok(p)
-}
-
-/// Makes `dir` anew, empty and owner-only.
-fn fresh_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    std::fs::DirBuilder::new().mode(0o700).create(dir)
 }
 
 #[cfg(test)]

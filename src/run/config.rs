@@ -290,6 +290,16 @@ pub fn restore_all(journal: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(restored)
 }
 
+/// Makes `dir` anew, empty and owner-only. Links in an old one are removed, not followed.
+pub fn fresh_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::DirBuilder::new().mode(0o700).create(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@
 //! `--playback` the model is answered from the tape too (no upstream connection at all).
 
 pub mod agent;
+pub mod claude_dir;
 pub mod config;
 
 use crate::model::player::{ModelPlayer, PlaybackReport};
@@ -87,6 +88,9 @@ pub struct RunOutcome {
     pub model: Option<PlaybackReport>,
     /// Config files put back.
     pub restored: Vec<PathBuf>,
+    /// Claude Code's borrowed config folder given back: its real state file, and what went
+    /// back into it.
+    pub given_back: Option<(PathBuf, claude_dir::GivenBack)>,
 }
 
 /// Why a run could not happen.
@@ -368,6 +372,11 @@ pub async fn run(
         let _ = tokio::time::timeout(Duration::from_secs(6), joined.all_gone()).await;
         j.abort();
     }
+    // What Claude Code wrote in its borrowed folder goes back before the folder goes.
+    let given_back = prepared
+        .borrowed
+        .as_ref()
+        .map(|b| (b.real.state.clone(), b.give_back()));
     let _ = std::fs::remove_dir_all(&stable);
     // The tape is closed whatever happened to the agent (one that could not start too).
     let reason = match &outcome {
@@ -397,6 +406,7 @@ pub async fn run(
         model_calls,
         model,
         restored,
+        given_back,
     })
 }
 

@@ -5,9 +5,10 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 claude_ok() { ./node_modules/.bin/claude --version >/dev/null 2>&1; }
 codex_ok() { ./node_modules/.bin/codex --version >/dev/null 2>&1; }
+gemini_ok() { ./node_modules/.bin/gemini --version >/dev/null 2>&1; }
 if [ -f node_modules/.package-lock.json ] && ! [ package-lock.json -nt node_modules/.package-lock.json ] \
-   && claude_ok && codex_ok; then
-  echo "agents up to date: $(./node_modules/.bin/claude --version), $(./node_modules/.bin/codex --version)"
+   && claude_ok && codex_ok && gemini_ok; then
+  echo "agents up to date: $(./node_modules/.bin/claude --version), $(./node_modules/.bin/codex --version), Gemini CLI $(./node_modules/.bin/gemini --version)"
   exit 0
 fi
 start=$(date +%s)
@@ -19,5 +20,6 @@ if ! claude_ok; then
 fi
 claude_ok || { echo "claude does not run after install" >&2; exit 1; }
 codex_ok || { echo "codex does not run after install" >&2; exit 1; }
+gemini_ok || { echo "gemini does not run after install" >&2; exit 1; }
 touch node_modules/.package-lock.json
-echo "agents installed in $(( $(date +%s) - start ))s ($(du -sh node_modules | cut -f1)): $(./node_modules/.bin/claude --version), $(./node_modules/.bin/codex --version)"
+echo "agents installed in $(( $(date +%s) - start ))s ($(du -sh node_modules | cut -f1)): $(./node_modules/.bin/claude --version), $(./node_modules/.bin/codex --version), Gemini CLI $(./node_modules/.bin/gemini --version)"

@@ -10,6 +10,7 @@ offered tool `echo`, and one with a tool result with "FINAL: <result>"):
   anthropic  messages.stream(...)                 -> tool call (MessageStream, get_final_message)
   anthropic  messages.create(stream=True)         -> text, from the raw event objects
   anthropic  messages.create()                    -> text (Message)
+  anthropic  messages.count_tokens() x2           -> input_tokens, of the question and the history
   openai     chat.completions.create(stream=True) -> tool call, from the chunks' deltas
   openai     chat.completions.create()            -> text (ChatCompletion)
   openai     responses.create(stream=True)        -> tool call, from the typed events
@@ -78,6 +79,13 @@ def anthropic_calls(base, out):
                 "message": m.model_dump(mode="json")}
 
     step(out, "anthropic.messages.create", create)
+
+    def count(messages):
+        return lambda: c.messages.count_tokens(model="claude-fake", messages=messages,
+                                               tools=tools).model_dump(mode="json")
+
+    step(out, "anthropic.messages.count_tokens(ask)", count(ask))
+    step(out, "anthropic.messages.count_tokens(history)", count(history))
 
 
 def openai_calls(base, out):

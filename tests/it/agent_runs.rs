@@ -50,6 +50,7 @@ fn runs_file(name: &str) -> PathBuf {
 enum Agent {
     Claude,
     Codex,
+    Gemini,
 }
 
 impl Agent {
@@ -58,6 +59,7 @@ impl Agent {
         match self {
             Agent::Claude => "Claude Code",
             Agent::Codex => "Codex CLI",
+            Agent::Gemini => "Gemini CLI",
         }
     }
 }
@@ -69,6 +71,10 @@ enum Servers {
     CommandLine,
     /// Claude Code's project `.mcp.json` in the working folder, no `--mcp-config`.
     ProjectFile,
+    /// Claude Code's user scope: `mcpServers` of `$CLAUDE_CONFIG_DIR/.claude.json`.
+    UserScope,
+    /// Claude Code's local scope: `projects["<working folder>"].mcpServers` there.
+    LocalScope,
 }
 
 /// A test's folder and namespace, and the fixed paths of its agent runs (`ROOT/home`,
@@ -115,7 +121,7 @@ impl RunOut {
                 .as_str()
                 .unwrap_or_else(|| panic!("no result string:\n{}", self.console()))
                 .to_string(),
-            Agent::Codex => self.stdout.trim().to_string(),
+            Agent::Codex | Agent::Gemini => self.stdout.trim().to_string(),
         }
     }
 
@@ -135,6 +141,13 @@ impl RunOut {
                 answer.starts_with("FINAL: Wall time: ")
                     && answer.ends_with(&format!("Output:\n{ECHO}")),
                 "the agent's answer:\n{}",
+                self.console()
+            ),
+            // Gemini CLI fences the tool's text as untrusted before the model sees it.
+            Agent::Gemini => assert_eq!(
+                answer,
+                format!("FINAL: <untrusted_context>\n{ECHO}\n</untrusted_context>"),
+                "{}",
                 self.console()
             ),
         }
@@ -202,6 +215,23 @@ impl Bed {
         ("/bin/sh".into(), args)
     }
 
+    /// Claude Code's state file with S in the user or the local scope (S copying the file
+    /// aside as it starts): written by hand, as a user's has keys of its own.
+    fn claude_state(&self, servers: Servers) -> String {
+        let state = self.home().join(".claude/.claude.json");
+        let (command, args) = self.server_entry(Some(&state));
+        let entry = json!({"S": {"type": "stdio", "command": command, "args": args}});
+        let doc = match servers {
+            Servers::UserScope => {
+                json!({"numStartups": 7, "tipsHistory": {"x": 1}, "mcpServers": entry})
+            }
+            _ => {
+                json!({"numStartups": 7, "projects": {s(self.work()): {"allowedTools": [], "mcpServers": entry}}})
+            }
+        };
+        serde_json::to_string_pretty(&doc).expect("JSON")
+    }
+
     /// How many MCP servers were really started so far.
     fn starts(&self) -> usize {
         std::fs::read_to_string(&self.marker)
@@ -246,6 +276,10 @@ impl Bed {
                         )
                         .expect("settings.json");
                     }
+                    Servers::UserScope | Servers::LocalScope => {
+                        std::fs::write(config.join(".claude.json"), self.claude_state(servers))
+                            .expect(".claude.json");
+                    }
                 }
                 cmd.args(["--allowedTools", "mcp__S__echo", "--output-format", "json"])
                     .env_clear()
@@ -261,6 +295,26 @@ impl Bed {
                     // tool. Blocking, it waits for them (5 s unless told).
                     .env("MCP_CONNECTION_NONBLOCKING", "0")
                     .env("MCP_CONNECT_TIMEOUT_MS", "60000");
+            }
+            Agent::Gemini => {
+                assert_eq!(servers, Servers::UserScope, "Gemini CLI: its user settings");
+                let (command, args) = self.server_entry(None);
+                let settings = json!({
+                    "mcpServers": {"S": {"command": command, "args": args, "trust": true}},
+                    "security": {"auth": {"selectedType": "gemini-api-key"}},
+                    "telemetry": {"enabled": false},
+                    "privacy": {"usageStatisticsEnabled": false},
+                });
+                std::fs::create_dir_all(home.join(".gemini")).expect(".gemini");
+                std::fs::write(home.join(".gemini/settings.json"), settings.to_string())
+                    .expect("settings.json");
+                // Without -m a router asks the model which model to use first.
+                cmd.arg(agent_bin("gemini"))
+                    .args(["-m", "gemini-2.5-flash", "-p", prompt, "--yolo"])
+                    .env_clear()
+                    .env("GOOGLE_GEMINI_BASE_URL", base)
+                    .env("GEMINI_API_KEY", "fake-gemini-key-for-tests")
+                    .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
             }
             Agent::Codex => {
                 assert_eq!(
@@ -363,6 +417,7 @@ fn check_tape(agent: Agent, tape: &Path) {
     let (provider, endpoint) = match agent {
         Agent::Claude => ("anthropic", "messages"),
         Agent::Codex => ("openai-responses", "responses"),
+        Agent::Gemini => ("gemini", "streamGenerateContent"),
     };
     for c in &calls {
         assert_eq!(c["provider"], provider, "{}", pretty(c));
@@ -451,8 +506,11 @@ fn record_replay_playback(agent: Agent) {
     let bed = Bed::new();
     let tape = bed.tape("run.jsonl");
     let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
-    let run =
-        |mode: &[&str], base: &str| bed.run(agent, Servers::CommandLine, &tape, mode, base, PROMPT);
+    let servers = match agent {
+        Agent::Gemini => Servers::UserScope,
+        _ => Servers::CommandLine,
+    };
+    let run = |mode: &[&str], base: &str| bed.run(agent, servers, &tape, mode, base, PROMPT);
 
     let rec = run(&[], &fake.url);
     let answer = rec.ok();
@@ -472,6 +530,15 @@ fn record_replay_playback(agent: Agent) {
     );
     let posts = fake.posts();
     assert_eq!(posts.len(), 2, "two model requests upstream: {posts:#?}");
+    if agent == Agent::Gemini {
+        let settings = bed.home().join(".gemini/settings.json");
+        assert_contains(
+            &rec.stderr,
+            &format!("mcptape run: put back {}", settings.display()),
+        );
+        let now = std::fs::read_to_string(&settings).expect("settings.json");
+        assert!(!now.contains("--join"), "put back: {now}");
+    }
     check_tape(agent, &tape);
     let taped = std::fs::read(&tape).expect("tape");
 
@@ -546,6 +613,13 @@ fn codex_is_recorded_replayed_and_played_back_offline() {
     record_replay_playback(Agent::Codex);
 }
 
+/// Gemini CLI's servers are in its user settings (`~/.gemini/settings.json`), rewritten in
+/// place for each run and put back.
+#[test]
+fn gemini_cli_is_recorded_replayed_and_played_back_offline() {
+    record_replay_playback(Agent::Gemini);
+}
+
 // --- 3: a project .mcp.json --------------------------------------------------------------------
 
 /// The journal of files `run` rewrote in place (under `MCPTAPE_DIR`).
@@ -553,15 +627,12 @@ fn journal(bed: &Bed) -> PathBuf {
     bed.mcptape_dir.join("run-restore.json")
 }
 
-#[test]
-fn a_project_mcp_json_is_rewritten_for_the_run_and_put_back_also_after_kill_9() {
-    let bed = Bed::new();
+/// A project `.mcp.json` with S (copying the file aside as it starts), written by hand: tabs,
+/// odd spacing, a key order and non-ASCII text that a JSON writer would not reproduce, no
+/// final newline: only the original bytes put back compare equal. Its path and text.
+fn hand_written_project_file(bed: &Bed) -> (PathBuf, String) {
     let project = bed.work().join(".mcp.json");
-    let backup = bed.work().join(".mcp.json.mcptape-run-backup");
-    let seen = PathBuf::from(format!("{}.copy", bed.marker.display()));
     let (command, args) = bed.server_entry(Some(&project));
-    // Written by hand: tabs, odd spacing, a key order and non-ASCII text that a JSON writer
-    // would not reproduce, no final newline: only the original bytes put back compare equal.
     let original = format!(
         "{{\t\"note\" :  \"ünïcödé – kept byte for byte\",\n  \"mcpServers\": {{ \"S\" : {{\"args\": {}, \"command\": {:?},   \"type\": \"stdio\"}} }}\n}}",
         serde_json::to_string(&args).unwrap(),
@@ -569,6 +640,35 @@ fn a_project_mcp_json_is_rewritten_for_the_run_and_put_back_also_after_kill_9() 
     );
     serde_json::from_str::<Value>(&original).expect("the project file is JSON");
     std::fs::write(&project, &original).expect(".mcp.json");
+    (project, original)
+}
+
+/// Waits until S has been started `n` times in all, the run still going.
+fn wait_for_starts(bed: &Bed, run: &mut Bg, n: usize) {
+    let start = Instant::now();
+    while bed.starts() < n {
+        if let Some(st) = run.exited() {
+            panic!(
+                "the run ended ({st}) before its server started:\n{}\n{}",
+                run.stdout(),
+                run.stderr()
+            );
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "S was not started:\n{}",
+            run.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_project_mcp_json_is_rewritten_for_the_run_and_put_back_also_after_kill_9() {
+    let bed = Bed::new();
+    let backup = bed.work().join(".mcp.json.mcptape-run-backup");
+    let seen = PathBuf::from(format!("{}.copy", bed.marker.display()));
+    let (project, original) = hand_written_project_file(&bed);
     let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
 
     // A run to its end: the agent sees the rewritten file, the original is back afterwards.
@@ -621,22 +721,7 @@ fn a_project_mcp_json_is_rewritten_for_the_run_and_put_back_also_after_kill_9() 
     cmd.process_group(0);
     let mut run = Bg::spawn("killed-run", cmd, bed.path());
     let pgid = run.pid();
-    let start = Instant::now();
-    while bed.starts() < 2 {
-        if let Some(st) = run.exited() {
-            panic!(
-                "the run ended ({st}) before its server started:\n{}\n{}",
-                run.stdout(),
-                run.stderr()
-            );
-        }
-        assert!(
-            start.elapsed() < PATIENCE,
-            "S was not started:\n{}",
-            run.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_starts(&bed, &mut run, 2);
     let (st, _) = run.stop(libc::SIGKILL);
     assert_eq!(
         std::os::unix::process::ExitStatusExt::signal(&st),
@@ -682,6 +767,248 @@ fn a_project_mcp_json_is_rewritten_for_the_run_and_put_back_also_after_kill_9() 
         .stderr_contains("mcptape run: nothing to put back");
     assert_eq!(std::fs::read(&project).unwrap(), original.as_bytes());
     drop(fake);
+}
+
+/// kill -9 of the agent (not of mcptape) while it runs, its server just started: mcptape
+/// sees it die, puts the project file back byte for byte, closes the tape intact and exits
+/// with the agent's status (128 + 9).
+#[test]
+fn a_project_mcp_json_is_put_back_when_the_agent_is_killed() {
+    let bed = Bed::new();
+    let (project, original) = hand_written_project_file(&bed);
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    let tape = bed.tape("agent-killed.jsonl");
+    let cmd = bed.command(
+        Agent::Claude,
+        Servers::ProjectFile,
+        &tape,
+        &[],
+        &fake.url,
+        PROMPT,
+    );
+    let mut run = Bg::spawn("agent-killed", cmd, bed.path());
+    wait_for_starts(&bed, &mut run, 1);
+    // mcptape's one child is the agent (its servers are the agent's children); a thread's
+    // children are listed under that thread.
+    let mcptape = run.pid();
+    let mut children = String::new();
+    for t in std::fs::read_dir(format!("/proc/{mcptape}/task")).expect("mcptape's threads") {
+        let t = t.expect("a thread").path();
+        children += &std::fs::read_to_string(t.join("children")).unwrap_or_default();
+    }
+    let agent: Vec<i32> = children
+        .split_whitespace()
+        .map(|p| p.parse().expect("a pid"))
+        .collect();
+    assert_eq!(agent.len(), 1, "one child, the agent: {children:?}");
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", agent[0])).unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("claude"),
+        "the child is Claude Code: {:?}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    // SAFETY: kill(2) of a process this test's run started.
+    assert_eq!(unsafe { libc::kill(agent[0], libc::SIGKILL) }, 0);
+    let start = Instant::now();
+    let st = loop {
+        if let Some(st) = run.exited() {
+            break st;
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "mcptape did not end after its agent was killed:\n{}",
+            run.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stderr = run.stderr();
+    assert_eq!(
+        st.code(),
+        Some(128 + 9),
+        "the agent's status: {st}\n{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&project).unwrap(),
+        original.as_bytes(),
+        "put back byte for byte:\n{stderr}"
+    );
+    assert!(!journal(&bed).exists(), "nothing left in the journal");
+    assert_contains(
+        &stderr,
+        &format!("mcptape run: put back {}", project.display()),
+    );
+    assert_contains(&stderr, "mcptape run: Claude Code exited 137;");
+    Mt::new(["verify"])
+        .arg(&tape)
+        .run()
+        .success()
+        .stdout_contains("intact");
+    let end = tape_lines(&tape)
+        .into_iter()
+        .rfind(|l| l["type"] == "end")
+        .expect("the tape closed");
+    assert_eq!(end["reason"], "the agent exited (137)", "{end}");
+    drop(fake);
+}
+
+/// Every file under `dir`, at any depth.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+// --- 3c: two runs diffed -----------------------------------------------------------------------
+
+/// Runs of real agents diffed: two of Claude Code asked the same are the same (its session
+/// ids and dates are volatile); asked something else, the first model request is named with
+/// the text that differs; Claude Code against Codex CLI, the first request (another API).
+#[test]
+fn two_agent_runs_diffed_name_the_first_model_request_that_diverged() {
+    let bed = Bed::new();
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    let record = |agent: Agent, name: &str, prompt: &str| {
+        let tape = bed.tape(name);
+        bed.run(agent, Servers::CommandLine, &tape, &[], &fake.url, prompt)
+            .ok();
+        tape
+    };
+    let a = record(Agent::Claude, "a.jsonl", PROMPT);
+    let again = record(Agent::Claude, "again.jsonl", PROMPT);
+    let other = record(
+        Agent::Claude,
+        "other.jsonl",
+        "Call the echo tool now, then reply with its result.",
+    );
+    let codex = record(Agent::Codex, "codex.jsonl", PROMPT);
+    let diff = |b: &Path| Mt::new(["diff"]).arg(&a).arg(b).run();
+
+    let same = diff(&again).success();
+    assert_contains(&same.stdout, " exchanges and all 2 model requests");
+
+    let changed = diff(&other).status(1);
+    let line = changed
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("first model request that diverged: call 1 (messages), A line "))
+        .unwrap_or_else(|| panic!("the first model request named:\n{}", changed.stdout));
+    assert_contains(line, "(2 model calls in A, 2 in B)");
+    assert!(
+        changed.stdout.contains("once") && changed.stdout.contains("now"),
+        "the text that differs, both sides:\n{}",
+        changed.stdout
+    );
+
+    // Their MCP sides differ too (another protocol version, another tool surface): exit 2.
+    let across = diff(&codex).status(2);
+    assert_contains(
+        &across.stdout,
+        "first model request that diverged: call 1 (messages in A, responses in B), A line ",
+    );
+    drop(fake);
+}
+
+// --- 3b: Claude Code's user and local scope ---------------------------------------------------
+
+/// S in Claude Code's user scope (`.claude.json` of its config folder): recorded through a
+/// borrowed config folder, the real state file untouched while the agent runs (S copies it
+/// aside as it starts) and afterwards holding Claude Code's own writes with S as it was; then
+/// played back offline with S in the local scope (`projects["<working folder>"]`).
+#[test]
+fn claude_user_and_local_scope_servers_go_through_a_borrowed_config_folder() {
+    let bed = Bed::new();
+    let state = bed.home().join(".claude/.claude.json");
+    let seen = PathBuf::from(format!("{}.copy", bed.marker.display()));
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    let tape = bed.tape("user.jsonl");
+    let rec = bed.run(
+        Agent::Claude,
+        Servers::UserScope,
+        &tape,
+        &[],
+        &fake.url,
+        PROMPT,
+    );
+    let answer = rec.ok();
+    assert_eq!(bed.starts(), 1, "S started once:\n{}", rec.console());
+    let original = bed.claude_state(Servers::UserScope);
+    assert_eq!(
+        std::fs::read_to_string(&seen).expect("the state file as S started"),
+        original,
+        "the user's file was not rewritten"
+    );
+    let after: Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).expect("state")).expect("JSON");
+    let before: Value = serde_json::from_str(&original).expect("JSON");
+    assert_eq!(
+        after["mcpServers"], before["mcpServers"],
+        "S as it was: {after:#}"
+    );
+    assert_eq!(
+        after["tipsHistory"], before["tipsHistory"],
+        "the user's keys kept"
+    );
+    let added: Vec<&String> = after
+        .as_object()
+        .expect("object")
+        .keys()
+        .filter(|k| before.get(k.as_str()).is_none())
+        .collect();
+    assert!(
+        !added.is_empty(),
+        "Claude Code's own writes kept: {after:#}\n{}",
+        rec.console()
+    );
+    assert_contains(
+        &rec.stderr,
+        &format!(
+            "mcptape run: Claude Code's changes to its state kept in {} (its MCP servers as they were)",
+            state.display()
+        ),
+    );
+    assert!(
+        bed.home().join(".claude/projects").is_dir(),
+        "its session transcript folder moved into the real one:\n{}",
+        rec.console()
+    );
+    // Nothing of the user's points at mcptape: not the state file, not its backups.
+    let pointed = files_under(&bed.home().join(".claude"))
+        .into_iter()
+        .filter(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains("--join")))
+        .collect::<Vec<_>>();
+    assert!(pointed.is_empty(), "left pointed at mcptape: {pointed:?}");
+    check_tape(Agent::Claude, &tape);
+
+    let port = fake.port();
+    let url = fake.url.clone();
+    fake.stop();
+    let sentinel = Fake::start(&bed.net, bed.path(), "sentinel", &["--port", &port]);
+    let play = bed.run(
+        Agent::Claude,
+        Servers::LocalScope,
+        &tape,
+        &["--playback"],
+        &url,
+        PROMPT,
+    );
+    assert_eq!(play.ok(), answer, "{}", play.console());
+    assert_eq!(bed.starts(), 1, "no server started");
+    let after: Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).expect("state")).expect("JSON");
+    let before: Value = serde_json::from_str(&bed.claude_state(Servers::LocalScope)).expect("JSON");
+    let work = s(bed.work());
+    assert_eq!(
+        after["projects"][&work]["mcpServers"], before["projects"][&work]["mcpServers"],
+        "S as it was: {after:#}"
+    );
+    assert!(sentinel.stop().is_empty(), "nothing reached the upstream");
 }
 
 // --- 4: a playback whose prompt changed --------------------------------------------------------

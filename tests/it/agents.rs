@@ -452,7 +452,7 @@ fn anthropic_and_openai_python_sdks_parse_replayed_streams_as_recorded() {
     let (code, stderr) = proxy.stop();
     assert_eq!(code, 0, "{stderr}");
     let port = fake.port();
-    assert_eq!(posts(&fake.stop()).len(), 7);
+    assert_eq!(posts(&fake.stop()).len(), 9);
 
     // What the SDKs parsed when recording: the scripted answers, whole.
     let r = &recorded;
@@ -477,6 +477,16 @@ fn anthropic_and_openai_python_sdks_parse_replayed_streams_as_recorded() {
         "message_start"
     );
     assert_eq!(r["anthropic.messages.create"]["text"], final_text);
+    let counted = |k: &str| r[k]["input_tokens"].as_u64().unwrap_or(0);
+    let (ask, history) = (
+        counted("anthropic.messages.count_tokens(ask)"),
+        counted("anthropic.messages.count_tokens(history)"),
+    );
+    assert!(
+        ask > 0 && history > ask,
+        "count_tokens answered per request: {}",
+        pretty(r)
+    );
     let chat_call = &r["openai.chat.completions.create(stream=True)"]["tool_calls"][0];
     assert_eq!(chat_call["name"], "echo", "{}", pretty(r));
     let args: Value =
@@ -507,6 +517,8 @@ fn anthropic_and_openai_python_sdks_parse_replayed_streams_as_recorded() {
             ("messages", true),
             ("messages", true),
             ("messages", false),
+            ("messages/count_tokens", false),
+            ("messages/count_tokens", false),
             ("chat/completions", true),
             ("chat/completions", false),
             ("responses", true),
@@ -520,7 +532,7 @@ fn anthropic_and_openai_python_sdks_parse_replayed_streams_as_recorded() {
     let replayed = sdk(&proxy.url);
     let (code, stderr) = proxy.stop();
     assert_eq!(code, 0, "{stderr}");
-    assert_contains(&stderr, &summary(7, 0, 0, 0));
+    assert_contains(&stderr, &summary(9, 0, 0, 0));
     assert!(sentinel.stop().is_empty(), "playback reached the upstream");
     assert!(
         recorded == replayed,
