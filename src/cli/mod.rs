@@ -141,6 +141,36 @@ fn stdout(text: &str) -> std::io::Result<()> {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// Like [`parse_secs`], more than zero.
+fn parse_positive_secs(s: &str) -> Result<std::time::Duration, String> {
+    match parse_secs(s)? {
+        d if d.is_zero() => Err("must be more than 0 seconds".into()),
+        d => Ok(d),
+    }
+}
+
+/// What an HTTP listener allows its connections, for the commands that listen.
+#[derive(clap::Args)]
+pub struct LimitArgs {
+    /// Over HTTP: client connections served at once; past it a new connection gets 503.
+    #[arg(long, value_name = "N", default_value_t = mcptape::transport::http::MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Over HTTP: seconds a connection may take to send a request's headers; also how long an
+    /// idle keep-alive connection stays open (slow or silent connections are closed).
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = parse_positive_secs)]
+    header_timeout: std::time::Duration,
+}
+
+impl LimitArgs {
+    /// As the library takes them.
+    fn limits(&self) -> mcptape::transport::http::Limits {
+        mcptape::transport::http::Limits {
+            max_connections: self.max_connections,
+            header_timeout: self.header_timeout,
+        }
+    }
+}
+
 /// Redaction options shared by the commands that write tapes.
 #[derive(clap::Args)]
 pub struct RedactArgs {

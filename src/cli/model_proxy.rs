@@ -52,9 +52,8 @@ pub struct Args {
     /// Largest request or answer body, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
     max_message: usize,
-    /// Connections served at once; past it a new connection gets 503.
-    #[arg(long, value_name = "N", default_value_t = mcptape::transport::http::MAX_CONNECTIONS)]
-    max_connections: usize,
+    #[command(flatten)]
+    limits: super::LimitArgs,
     #[command(flatten)]
     redact: super::RedactArgs,
     #[command(flatten)]
@@ -75,7 +74,7 @@ pub fn run(a: Args) -> Result<i32> {
         cfg.listen = listen;
         cfg.label = a.label.clone();
         cfg.max_message = a.max_message;
-        cfg.max_connections = a.max_connections;
+        cfg.limits = a.limits.limits();
         let report = super::runtime::multi()?.block_on(async {
             let stop = super::runtime::stop_signal()?;
             let on_ready = |url: &str| {
@@ -122,7 +121,7 @@ pub fn run(a: Args) -> Result<i32> {
     cfg.label = a.label;
     cfg.upstream_ca = a.upstream_ca;
     cfg.max_message = a.max_message;
-    cfg.max_connections = a.max_connections;
+    cfg.limits = a.limits.limits();
     let out = super::runtime::multi()?.block_on(async {
         let stop = super::runtime::stop_signal()?;
         let on_ready = |url: &str| {

@@ -39,9 +39,15 @@ pub struct Args {
         requires = "listen"
     )]
     transport: Transport,
-    /// With --listen: client connections served at once; past it a new connection gets 503.
-    #[arg(long, value_name = "N", default_value_t = mcptape::transport::http::MAX_CONNECTIONS, requires = "listen")]
-    max_connections: usize,
+    #[command(flatten)]
+    limits: super::LimitArgs,
+    /// With --listen: sessions open at once; past it an `initialize` gets 503.
+    #[arg(long, value_name = "N", default_value_t = mcptape::play::http::MAX_SESSIONS, requires = "listen")]
+    max_sessions: usize,
+    /// With --listen: seconds a session may go without a request (and no GET stream open)
+    /// before it is closed; its id then gets 404, and the client initializes again.
+    #[arg(long, value_name = "SECS", default_value = "3600", value_parser = super::parse_positive_secs, requires = "listen")]
+    session_idle: std::time::Duration,
     /// Largest client message accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
     max_message: usize,
@@ -73,7 +79,9 @@ pub fn run(a: Args) -> Result<i32> {
     opts.lenient = a.lenient;
     opts.max_message = a.max_message;
     opts.answer_timeout = a.answer_timeout;
-    opts.max_connections = a.max_connections;
+    opts.limits = a.limits.limits();
+    opts.max_sessions = a.max_sessions;
+    opts.session_idle = a.session_idle;
     let report = match a.listen {
         Some(addr) => {
             if !addr.ip().is_loopback() {

@@ -42,9 +42,8 @@ pub struct Args {
     /// while recording it (a bridge). Loopback unless you name another address.
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
-    /// Over HTTP: client connections served at once; past it a new connection gets 503.
-    #[arg(long, value_name = "N", default_value_t = mcptape::transport::http::MAX_CONNECTIONS)]
-    max_connections: usize,
+    #[command(flatten)]
+    limits: super::LimitArgs,
     /// Over HTTP: the CA certificates (PEM) to check an https:// upstream against, instead of
     /// the system's roots.
     #[arg(long, value_name = "FILE", requires = "url")]
@@ -155,7 +154,7 @@ fn run_http(a: Args, url: String) -> Result<i32> {
     let mut cfg = mcptape::record::http::HttpRecordConfig::new(tape, url.clone(), write);
     cfg.listen = listen;
     cfg.max_message = a.max_message;
-    cfg.max_connections = a.max_connections;
+    cfg.limits = a.limits.limits();
     cfg.upstream_ca = a.upstream_ca;
     if let Some(label) = a.label {
         cfg.server_label = label;
@@ -188,7 +187,7 @@ fn run_bridge(a: Args, listen: std::net::SocketAddr) -> Result<i32> {
     let mut cfg = mcptape::record::bridge::BridgeConfig::new(tape, a.command.clone(), write);
     cfg.listen = listen;
     cfg.max_message = a.max_message;
-    cfg.max_connections = a.max_connections;
+    cfg.limits = a.limits.limits();
     cfg.grace = a.grace;
     if let Some(label) = a.label.clone() {
         cfg.server_label = label;

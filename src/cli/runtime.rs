@@ -62,14 +62,39 @@ pub fn stop_signal() -> Result<impl Future<Output = String>> {
 }
 
 /// This process's stdin and stdout as raw descriptors: no std buffering on stdin (a proxy must
-/// not hold the client's bytes back) and no line buffering on stdout.
-pub fn stdio() -> (FdIo, FdIo) {
+/// not hold the client's bytes back) and no line buffering on stdout. Dropping the stdout one
+/// closes the client's pipe (see [`ClientOut`]).
+pub fn stdio() -> (FdIo, ClientOut) {
     // SAFETY: fds 0 and 1 are ours for the whole process; ManuallyDrop never closes them.
     unsafe {
         (
             FdIo(ManuallyDrop::new(std::fs::File::from_raw_fd(0))),
-            FdIo(ManuallyDrop::new(std::fs::File::from_raw_fd(1))),
+            ClientOut(FdIo(ManuallyDrop::new(std::fs::File::from_raw_fd(1)))),
         )
+    }
+}
+
+/// This process's stdout, to the client: when it is dropped (the server closed its output),
+/// the client's pipe is closed at once, so the client sees EOF while mcptape still waits for
+/// the server to exit. fd 1 is pointed at `/dev/null` rather than closed, so it can never be
+/// reused by a file opened later.
+pub struct ClientOut(FdIo);
+
+impl std::io::Write for ClientOut {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for ClientOut {
+    fn drop(&mut self) {
+        if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+            // SAFETY: dup2 onto fd 1, which this process owns; `null` stays valid for the call.
+            unsafe { libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), 1) };
+        }
     }
 }
 

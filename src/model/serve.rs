@@ -31,8 +31,8 @@ pub struct ModelProxyConfig {
     pub upstream_ca: Option<PathBuf>,
     /// Largest request or answer body, in bytes.
     pub max_message: usize,
-    /// Connections served at once.
-    pub max_connections: usize,
+    /// What the listener allows its connections.
+    pub limits: crate::transport::http::Limits,
 }
 
 impl ModelProxyConfig {
@@ -47,7 +47,7 @@ impl ModelProxyConfig {
             write,
             upstream_ca: None,
             max_message: crate::wire::DEFAULT_MAX_MESSAGE,
-            max_connections: crate::transport::http::MAX_CONNECTIONS,
+            limits: Default::default(),
         }
     }
 }
@@ -105,7 +105,7 @@ pub async fn record_model(
     ));
     on_ready(&format!("http://{local}"));
     let (why, connections) =
-        crate::transport::http::accept_until(&listener, cfg.max_connections, proxy, shutdown).await;
+        crate::transport::http::accept_until(&listener, cfg.limits, proxy, shutdown).await;
     // Streams still open get a moment to finish onto the tape.
     drain(connections).await;
     let closed = tape.close(None, why).map_err(tape_err)?;
@@ -134,13 +134,8 @@ pub async fn play_model(
         })?;
     let player = Arc::new(ModelPlayer::new(calls, lenient, cfg.max_message));
     on_ready(&format!("http://{local}"));
-    let (_, connections) = crate::transport::http::accept_until(
-        &listener,
-        cfg.max_connections,
-        player.clone(),
-        shutdown,
-    )
-    .await;
+    let (_, connections) =
+        crate::transport::http::accept_until(&listener, cfg.limits, player.clone(), shutdown).await;
     drain(connections).await;
     Ok(player.report())
 }

@@ -8,9 +8,7 @@
 use super::matcher::{Matcher, Outcome};
 use super::serve::{self, PlayReport, ServeOptions, Shared};
 use crate::tape::TapeIndex;
-use crate::transport::http::{
-    accept_until, collect, full, plain, refuse_foreign, ChannelBody, RespBody,
-};
+use crate::transport::http::{accept_until, collect, full, plain, ChannelBody, RespBody};
 use crate::transport::sse;
 use crate::wire::rewrite::with_id;
 use crate::wire::{classify, Kind};
@@ -35,6 +33,13 @@ const STREAM_QUEUE: usize = 64;
 /// GET) gets `503`. A real client opens one; the load tests a thousand at once.
 pub const MAX_SESSIONS: usize = 10_000;
 
+/// How long a session may go without a request, and with no GET stream open, unless told
+/// otherwise ([`ServeOptions::session_idle`]): then it is closed as a `DELETE` would close it
+/// (its report kept for the summary) and its id gets `404`, which tells a client to initialize
+/// again. A client that vanishes without `DELETE` (most do) would otherwise hold its session
+/// until play ends. An hour: longer than a person leaves an IDE's agent idle between calls.
+pub const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// The session id header (case-insensitive on the wire).
 const SESSION: &str = "mcp-session-id";
 
@@ -55,6 +60,22 @@ struct Session {
     get: Mutex<GetStream>,
     /// Streams closed as the recording closed them, by the event ids a GET may resume from.
     resumes: Mutex<HashMap<String, Arc<Mutex<Option<Resume>>>>>,
+    /// When its client last sent a request.
+    last_seen: Mutex<tokio::time::Instant>,
+}
+
+impl Session {
+    /// Whether it has gone `idle` without a request and has no GET stream open.
+    fn idle_for(&self, idle: std::time::Duration, now: tokio::time::Instant) -> bool {
+        let streaming = self
+            .get
+            .lock()
+            .expect("get lock")
+            .tx
+            .as_ref()
+            .is_some_and(|tx| !tx.is_closed());
+        !streaming && now.duration_since(*self.last_seen.lock().expect("seen lock")) >= idle
+    }
 }
 
 /// What a request's stream carries from `serve_exchange`: a line, and before a recorded one,
@@ -177,7 +198,6 @@ struct Player {
     done: Mutex<(PlayReport, Vec<bool>)>,
     /// One redactor for every session's miss explanations (it is costly to build).
     display: Option<Arc<crate::redact::Redactor>>,
-    local_port: u16,
     /// Recorded sessions a live session replays already: a new one takes another.
     taken: Mutex<std::collections::HashSet<u32>>,
     /// The standalone messages (indexes into `index.standalone`) of each recorded session.
@@ -241,15 +261,55 @@ pub async fn serve_http_on(
         display,
         sessions: Mutex::new(HashMap::new()),
         all: Mutex::new(Vec::new()),
-        local_port: local.port(),
         legacy,
     });
     on_ready(&format!("http://{local}{path}"));
     let handler = player.clone();
-    let max_connections = player.opts.max_connections;
-    let (_, mut connections) = accept_until(&listener, max_connections, handler, shutdown).await;
+    let limits = player.opts.limits;
+    let sweeper = tokio::spawn(expire_idle_sessions(Arc::downgrade(&player)));
+    let (_, mut connections) = accept_until(&listener, limits, handler, shutdown).await;
+    sweeper.abort();
     connections.abort_all();
     player.report()
+}
+
+/// Closes the sessions idle past `session_idle`, looking a few times per period.
+async fn expire_idle_sessions(player: std::sync::Weak<Player>) {
+    let idle = match player.upgrade() {
+        Some(p) => p.opts.session_idle,
+        None => return,
+    };
+    let mut tick = tokio::time::interval((idle / 4).max(std::time::Duration::from_millis(50)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(p) = player.upgrade() else { return };
+        let now = tokio::time::Instant::now();
+        let expired: Vec<(String, Arc<Session>)> = {
+            let mut sessions = p.sessions.lock().expect("sessions lock");
+            let ids: Vec<String> = sessions
+                .iter()
+                .filter(|(_, s)| s.idle_for(idle, now))
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| sessions.remove(&id).map(|s| (id, s)))
+                .collect()
+        };
+        for (id, s) in expired {
+            s.shared.closed.send_replace(true);
+            p.retire(&s);
+            crate::diag!(
+                "mcptape play: session {} closed after {} s without a request (--session-idle)",
+                if id.is_empty() {
+                    "(no session id)"
+                } else {
+                    &id
+                },
+                idle.as_secs_f64()
+            );
+        }
+    }
 }
 
 impl Player {
@@ -527,13 +587,7 @@ impl Player {
                     .query()
                     .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("sessionId=")))
                     .map(str::to_string);
-                let Some(session) = id.as_deref().and_then(|id| {
-                    self.sessions
-                        .lock()
-                        .expect("sessions lock")
-                        .get(id)
-                        .cloned()
-                }) else {
+                let Some(session) = id.as_deref().and_then(|id| self.session(Some(id))) else {
                     return plain(StatusCode::NOT_FOUND, "mcptape play: unknown sessionId");
                 };
                 let body = match collect(req.into_body(), self.opts.max_message).await {
@@ -629,7 +683,17 @@ impl Player {
         self.sessions.lock().expect("sessions lock").len() >= self.opts.max_sessions
     }
 
+    /// The session a request is for (the one without an id made when first needed), marked
+    /// as seen now.
     fn session(&self, id: Option<&str>) -> Option<Arc<Session>> {
+        let s = self.lookup(id);
+        if let Some(s) = &s {
+            *s.last_seen.lock().expect("seen lock") = tokio::time::Instant::now();
+        }
+        s
+    }
+
+    fn lookup(&self, id: Option<&str>) -> Option<Arc<Session>> {
         let sessions = self.sessions.lock().expect("sessions lock");
         match id {
             Some(id) => sessions.get(id).cloned(),
@@ -667,6 +731,7 @@ impl Player {
             next_standalone: Mutex::new(0),
             get: Mutex::new(GetStream::default()),
             resumes: Mutex::default(),
+            last_seen: Mutex::new(tokio::time::Instant::now()),
         });
         let weak = Arc::downgrade(&session);
         tokio::spawn(async move {
@@ -813,9 +878,6 @@ fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
 
 impl crate::transport::http::Handler for Player {
     async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
-        if let Some(why) = refuse_foreign(req.headers(), self.local_port) {
-            return plain(StatusCode::FORBIDDEN, &why);
-        }
         if self.legacy {
             return self.handle_legacy(req).await;
         }

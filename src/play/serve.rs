@@ -39,11 +39,14 @@ pub struct ServeOptions {
     /// The redactor applied to what a client asked before it is quoted in an explanation
     /// (`None`: quoted as asked).
     pub display: Option<Arc<crate::redact::Redactor>>,
-    /// Over HTTP: connections served at once (see
-    /// [`MAX_CONNECTIONS`](crate::transport::http::MAX_CONNECTIONS)).
-    pub max_connections: usize,
+    /// Over HTTP: what the listener allows its connections (see
+    /// [`Limits`](crate::transport::http::Limits)).
+    pub limits: crate::transport::http::Limits,
     /// Over HTTP: sessions open at once (see [`MAX_SESSIONS`](crate::play::http::MAX_SESSIONS)).
     pub max_sessions: usize,
+    /// Over HTTP: how long a session may go without a request (and without an open GET
+    /// stream) before it is closed (see [`SESSION_IDLE`](crate::play::http::SESSION_IDLE)).
+    pub session_idle: Duration,
 }
 
 impl Default for ServeOptions {
@@ -67,8 +70,9 @@ impl ServeOptions {
             max_message: crate::wire::DEFAULT_MAX_MESSAGE,
             answer_timeout: Duration::from_secs(60),
             display,
-            max_connections: crate::transport::http::MAX_CONNECTIONS,
+            limits: Default::default(),
             max_sessions: crate::play::http::MAX_SESSIONS,
+            session_idle: crate::play::http::SESSION_IDLE,
         }
     }
 }

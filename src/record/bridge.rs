@@ -8,7 +8,7 @@ use super::recorder::{exit_info, spawn_and_tape};
 use super::Recorder;
 use super::{RecordError, RecordOutcome};
 use crate::tape::WriteOptions;
-use crate::transport::http::{accept_until, collect, plain, refuse_foreign, ChannelBody, RespBody};
+use crate::transport::http::{accept_until, collect, plain, ChannelBody, RespBody};
 use crate::transport::sse;
 use crate::wire::{classify, Dir, Frame, Framer, Kind};
 use bytes::Bytes;
@@ -45,9 +45,9 @@ pub struct BridgeConfig {
     pub write: WriteOptions,
     /// Largest message kept whole, in bytes.
     pub max_message: usize,
-    /// Client connections served at once (see
-    /// [`MAX_CONNECTIONS`](crate::transport::http::MAX_CONNECTIONS)).
-    pub max_connections: usize,
+    /// What the listener allows client connections (see
+    /// [`Limits`](crate::transport::http::Limits)).
+    pub limits: crate::transport::http::Limits,
     /// After the listener stops and the server's stdin closes, how long it has to exit.
     pub grace: Duration,
 }
@@ -64,7 +64,7 @@ impl BridgeConfig {
             server_label: crate::tape::DEFAULT_SERVER.into(),
             write,
             max_message: crate::wire::DEFAULT_MAX_MESSAGE,
-            max_connections: crate::transport::http::MAX_CONNECTIONS,
+            limits: Default::default(),
             grace: Duration::from_secs(5),
         }
     }
@@ -86,7 +86,6 @@ struct Bridge {
     stdin: Mutex<Option<ChildStdin>>,
     routes: Arc<Mutex<Routes>>,
     session: String,
-    local_port: u16,
     max_message: usize,
 }
 
@@ -121,7 +120,6 @@ pub async fn record_bridge(
         stdin: Mutex::new(stdin),
         routes: Arc::new(Mutex::new(Routes::default())),
         session: crate::transport::http::session_id(),
-        local_port: local.port(),
         max_message: cfg.max_message,
     });
     // The server's output: taped, then routed to the stream it belongs to.
@@ -150,8 +148,7 @@ pub async fn record_bridge(
             s = shutdown => format!("{s}: recording stopped"),
         }
     };
-    let (reason, mut connections) =
-        accept_until(&listener, cfg.max_connections, handler, stop).await;
+    let (reason, mut connections) = accept_until(&listener, cfg.limits, handler, stop).await;
     connections.abort_all();
     // EOF for the server, as over stdio.
     bridge.stdin.lock().expect("stdin lock").take();
@@ -313,9 +310,6 @@ fn sse_response(rx: mpsc::Receiver<Bytes>, session: Option<String>) -> Response<
 
 impl crate::transport::http::Handler for Bridge {
     async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
-        if let Some(why) = refuse_foreign(req.headers(), self.local_port) {
-            return plain(StatusCode::FORBIDDEN, &why);
-        }
         match *req.method() {
             Method::POST => {
                 let body = match collect(req.into_body(), self.max_message).await {

@@ -9,7 +9,7 @@
 use super::Recorder;
 use super::{RecordError, RecordOutcome};
 use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
-use crate::transport::http::{accept_until, collect, plain, refuse_foreign, ChannelBody, RespBody};
+use crate::transport::http::{accept_until, collect, plain, ChannelBody, RespBody};
 use crate::transport::sse::{self, SseParser};
 use crate::wire::{Dir, Kind};
 use bytes::Bytes;
@@ -67,9 +67,9 @@ pub struct HttpRecordConfig {
     pub write: WriteOptions,
     /// Largest message kept whole, in bytes.
     pub max_message: usize,
-    /// Client connections served at once (see
-    /// [`MAX_CONNECTIONS`](crate::transport::http::MAX_CONNECTIONS)).
-    pub max_connections: usize,
+    /// What the listener allows client connections (see
+    /// [`Limits`](crate::transport::http::Limits)).
+    pub limits: crate::transport::http::Limits,
     /// The CA certificates (PEM) an `https://` upstream is checked against instead of the
     /// system's roots.
     pub upstream_ca: Option<PathBuf>,
@@ -86,7 +86,7 @@ impl HttpRecordConfig {
             server_label: crate::tape::DEFAULT_SERVER.into(),
             write,
             max_message: crate::wire::DEFAULT_MAX_MESSAGE,
-            max_connections: crate::transport::http::MAX_CONNECTIONS,
+            limits: Default::default(),
             upstream_ca: None,
         }
     }
@@ -142,7 +142,7 @@ pub async fn record_http(
     let tape = Recorder::new(writer, &cfg.server_label);
     let proxy = HttpProxy::new(tape.clone(), &upstream, client, cfg.max_message, local);
     on_ready(&proxy.public_url);
-    let reason = proxy.serve(&listener, cfg.max_connections, shutdown).await;
+    let reason = proxy.serve(&listener, cfg.limits, shutdown).await;
     let closed = tape
         .close(None, format!("{reason}: recording stopped"))
         .map_err(tape_err)?;
@@ -223,11 +223,11 @@ impl HttpProxy {
     pub async fn serve<S: Future>(
         &self,
         listener: &tokio::net::TcpListener,
-        max_connections: usize,
+        limits: crate::transport::http::Limits,
         shutdown: S,
     ) -> S::Output {
         let (out, mut connections) =
-            accept_until(listener, max_connections, self.proxy.clone(), shutdown).await;
+            accept_until(listener, limits, self.proxy.clone(), shutdown).await;
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, async {
             while connections.join_next().await.is_some() {}
         })
@@ -324,11 +324,6 @@ impl Proxy {
 
     fn tape_event(&self, what: &str, details: impl Into<Value>) {
         self.tape.event(what, details.into());
-    }
-
-    /// DNS-rebinding and cross-site protection: a browser page must not reach the proxy.
-    fn refuse(&self, req: &Request<Incoming>) -> Option<Response<RespBody>> {
-        refuse_foreign(req.headers(), self.local_port).map(|why| plain(StatusCode::FORBIDDEN, &why))
     }
 
     /// The upstream URL for a request's path and query: the upstream's scheme and authority.
@@ -453,9 +448,6 @@ fn jsonrpc_error(status: StatusCode, body: &[u8], message: &str) -> Response<Res
 
 impl crate::transport::http::Handler for Proxy {
     async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
-        if let Some(resp) = self.refuse(&req) {
-            return resp;
-        }
         let (parts, body) = req.into_parts();
         let facts_in = request_facts(&parts.method, &parts.headers, parts.uri.path());
         let body = match collect(body, self.max_message).await {

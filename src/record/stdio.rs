@@ -161,6 +161,9 @@ fn start_relays(
                     forward = false;
                 }
             });
+            // The server's output is over: so is the client's (EOF now, not when the server
+            // process finally exits; a `to_client` of the binary's closes its pipe on drop).
+            drop(to_client);
             let _ = s2c_events.send(Event::ServerOutputClosed);
         })
         .expect("spawn thread");
@@ -171,8 +174,10 @@ fn start_relays(
         .expect("spawn thread");
 }
 
-/// Waits for the server to exit, forwarding signals, and once the client has closed, giving it
-/// the grace period, then SIGTERM, then SIGKILL. Returns how it exited and why the session ended.
+/// Waits for the server to exit, forwarding signals, and once the client has closed (or the
+/// server has closed its stdout: the client got its EOF when the relay dropped its side),
+/// giving it the grace period, then SIGTERM, then SIGKILL. Returns how it exited and why the
+/// session ended.
 async fn supervise(
     pid: u32,
     grace: Duration,
@@ -182,6 +187,9 @@ async fn supervise(
     let mut deadline: Option<(tokio::time::Instant, i32)> = None; // when to send which signal
     let mut reason = None;
     let mut output_closed = false;
+    // Whether the grace period started with the server closing its stdout while it kept
+    // running (the client has had its EOF then: the session is over), not with stdin closing.
+    let mut after_stdout = false;
     let status = loop {
         let timer = async {
             match deadline {
@@ -195,9 +203,15 @@ async fn supervise(
             ev = inbox.recv() => match ev {
                 Some(Event::ClientClosed) => {
                     reason.get_or_insert("the client closed stdin");
-                    deadline = Some((tokio::time::Instant::now() + grace, libc::SIGTERM));
+                    deadline.get_or_insert((tokio::time::Instant::now() + grace, libc::SIGTERM));
                 }
-                Some(Event::ServerOutputClosed) => output_closed = true,
+                Some(Event::ServerOutputClosed) => {
+                    output_closed = true;
+                    if deadline.is_none() {
+                        after_stdout = true;
+                        deadline = Some((tokio::time::Instant::now() + grace, libc::SIGTERM));
+                    }
+                }
                 Some(Event::ServerExited(status)) => break status,
                 None => break Err(io::Error::other("lost track of the server process")),
             },
@@ -214,7 +228,11 @@ async fn supervise(
                 let (_, sig) = deadline.take().expect("a timer implies a deadline");
                 child::signal(pid, sig);
                 if sig == libc::SIGTERM {
-                    reason = Some("the server did not exit within the grace period after stdin closed: SIGTERM");
+                    reason = Some(if after_stdout {
+                        "the server closed its stdout and did not exit within the grace period: SIGTERM"
+                    } else {
+                        "the server did not exit within the grace period after stdin closed: SIGTERM"
+                    });
                     deadline = Some((tokio::time::Instant::now() + child::TERM_TO_KILL, libc::SIGKILL));
                 } else {
                     reason = Some("the server did not exit after SIGTERM: SIGKILL");

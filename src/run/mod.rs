@@ -279,7 +279,7 @@ pub async fn run(
     };
     let http_tasks =
         serve_http_servers(cfg, http_servers.into_inner(), tape.as_ref(), &stop_signal)?;
-    let max = crate::transport::http::MAX_CONNECTIONS;
+    let max = crate::transport::http::Limits::default();
     let serving = {
         let stop = stop_signal();
         match &model {
@@ -450,9 +450,7 @@ where
                     local,
                 );
                 tasks.push(tokio::spawn(async move {
-                    proxy
-                        .serve(&listener, crate::transport::http::MAX_CONNECTIONS, stop)
-                        .await;
+                    proxy.serve(&listener, Default::default(), stop).await;
                 }));
             }
             None => {

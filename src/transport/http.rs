@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
-use hyper::header::{HeaderMap, HeaderValue};
+use hyper::header::HeaderValue;
 use hyper::{Response, StatusCode};
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -18,31 +18,57 @@ pub(crate) type RespBody = http_body_util::combinators::BoxBody<Bytes, BodyError
 /// Why a response body stopped short.
 pub(crate) type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
-/// DNS-rebinding and cross-site protection for a listener on loopback: a foreign `Origin`, or a
-/// `Host` that is not this loopback address and port, gets 403. Returns why, when refused.
-pub(crate) fn refuse_foreign(headers: &HeaderMap, local_port: u16) -> Option<String> {
-    let local_host = |h: &str| {
-        let host = h.rsplit_once(':').map(|(h, _)| h).unwrap_or(h);
-        matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+/// DNS-rebinding and cross-site protection for a listener on loopback: a request a browser
+/// page could send from a foreign site gets 403. Returns why, when refused. Decided case by
+/// case (docs/reliability.md, "HTTP listeners"):
+/// - `Origin`: refused unless its host is loopback (`127.0.0.1`, `localhost`, `[::1]`, any
+///   case); a loopback origin on another port (a local dev page, the MCP Inspector) is on this
+///   machine and allowed; `Origin: null` (a sandboxed frame, a `file:` page) is refused.
+/// - `Host`: refused unless it is a loopback host with this listener's port (or no port);
+///   an empty `Host`, or two of them, is refused; no `Host` at all (HTTP/1.0) is allowed, since
+///   a browser always sends one.
+/// - An absolute-form request target (`POST http://host:port/mcp`) names the host the request
+///   is for (RFC 9112 §3.2.2 says it wins over `Host`): it must pass the same test.
+pub(crate) fn refuse_foreign<B>(req: &hyper::Request<B>, local_port: u16) -> Option<String> {
+    let loopback = |h: &str| {
+        let host = match h.rsplit_once(':') {
+            Some((host, port)) if !port.contains(']') => host,
+            _ => h,
+        };
+        let host = host.to_ascii_lowercase();
+        matches!(host.as_str(), "127.0.0.1" | "localhost" | "[::1]")
     };
-    if let Some(origin) = headers
-        .get(hyper::header::ORIGIN)
-        .and_then(|v| v.to_str().ok())
-    {
-        let host = origin.split_once("://").map(|(_, h)| h).unwrap_or(origin);
-        if !local_host(host) {
+    let this_port = |h: &str| match h.rsplit_once(':') {
+        Some((_, port)) if !port.contains(']') => port == local_port.to_string(),
+        _ => true,
+    };
+    let headers = req.headers();
+    if let Some(origin) = headers.get(hyper::header::ORIGIN) {
+        let origin = String::from_utf8_lossy(origin.as_bytes());
+        let host = origin.split_once("://").map_or("", |(_, h)| h);
+        if !loopback(host) {
             return Some(format!("mcptape: Origin {origin} is not allowed"));
         }
     }
-    if let Some(host) = headers
-        .get(hyper::header::HOST)
-        .and_then(|v| v.to_str().ok())
-    {
-        let port_ok = host
-            .rsplit_once(':')
-            .is_none_or(|(_, p)| p == local_port.to_string());
-        if !local_host(host) || !port_ok {
+    let hosts: Vec<_> = headers.get_all(hyper::header::HOST).iter().collect();
+    if hosts.len() > 1 {
+        return Some("mcptape: a request with two Host headers is not allowed".into());
+    }
+    if let Some(host) = hosts.first() {
+        let host = String::from_utf8_lossy(host.as_bytes());
+        if host.is_empty() {
+            return Some("mcptape: an empty Host is not allowed".into());
+        }
+        if !loopback(&host) || !this_port(&host) {
             return Some(format!("mcptape: Host {host} is not allowed"));
+        }
+    }
+    if let Some(authority) = req.uri().authority() {
+        let a = authority.as_str();
+        if !loopback(a) || !this_port(a) {
+            return Some(format!(
+                "mcptape: a request for {a} (its request line names the host) is not allowed"
+            ));
         }
     }
     None
@@ -196,9 +222,29 @@ impl StopSignals {
 /// GET stream); the load tests hold a thousand sessions open at once, a quarter of this.
 pub const MAX_CONNECTIONS: usize = 4096;
 
-/// How long a connection may take to send a request's headers: a connection that sends none
-/// (or a byte a minute) is closed instead of holding a connection slot.
-pub(crate) const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a connection may take to send a request's headers, unless told otherwise
+/// (`--header-timeout`): a connection that sends none (or a byte a minute: slowloris), or an
+/// idle keep-alive connection that sends no next request, is closed instead of holding a
+/// connection slot. A real client sends its headers in one write.
+pub const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a listener allows its connections (each a flag of the commands that listen).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once ([`MAX_CONNECTIONS`]).
+    pub max_connections: usize,
+    /// How long a request's headers may take ([`HEADER_TIMEOUT`]).
+    pub header_timeout: std::time::Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: MAX_CONNECTIONS,
+            header_timeout: HEADER_TIMEOUT,
+        }
+    }
+}
 
 /// What answers the requests of a listener: the player, the proxy, the bridge.
 pub(crate) trait Handler: Send + Sync + 'static {
@@ -223,10 +269,11 @@ const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncont
 
 /// Serves HTTP/1 connections with `handle` until `stop` completes, then returns its output with
 /// the connections still open (the caller decides how long they get). At most
-/// `max_connections` are served at once.
+/// `limits.max_connections` are served at once. Every request is checked first for a foreign
+/// `Host` or `Origin` ([`refuse_foreign`]): 403 before any handler sees it.
 pub(crate) async fn accept_until<H, S>(
     listener: &tokio::net::TcpListener,
-    max_connections: usize,
+    limits: Limits,
     handler: std::sync::Arc<H>,
     stop: S,
 ) -> (S::Output, tokio::task::JoinSet<()>)
@@ -235,6 +282,7 @@ where
     S: std::future::Future,
 {
     let mut connections = tokio::task::JoinSet::new();
+    let port = listener.local_addr().map_or(0, |a| a.port());
     tokio::pin!(stop);
     let out = loop {
         tokio::select! {
@@ -243,7 +291,7 @@ where
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 while connections.try_join_next().is_some() {}
-                if connections.len() >= max_connections {
+                if connections.len() >= limits.max_connections {
                     // A fresh socket's send buffer is empty: the answer goes out in one
                     // non-blocking write, and the socket closes when dropped.
                     let _ = stream.try_write(BUSY);
@@ -255,11 +303,16 @@ where
                 connections.spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
                         let handler = handler.clone();
-                        async move { Ok::<_, Infallible>(handler.handle(req).await) }
+                        async move {
+                            if let Some(why) = refuse_foreign(&req, port) {
+                                return Ok::<_, Infallible>(plain(StatusCode::FORBIDDEN, &why));
+                            }
+                            Ok::<_, Infallible>(handler.handle(req).await)
+                        }
                     });
                     let _ = hyper::server::conn::http1::Builder::new()
                         .timer(hyper_util::rt::TokioTimer::new())
-                        .header_read_timeout(HEADER_TIMEOUT)
+                        .header_read_timeout(limits.header_timeout)
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
                         .await;
                 });

@@ -191,6 +191,83 @@ fn sessions_past_the_cap_get_503_until_one_is_deleted() {
     assert_eq!(report.missed, 0);
 }
 
+/// `play --listen --max-sessions 2 --session-idle 0.5`: a third session gets 503 until the two
+/// go half a second without a request: they are closed (said on stderr) and their ids get
+/// 404; a session with its GET stream open is not closed however long it waits.
+#[test]
+fn idle_sessions_are_closed_and_their_ids_get_404() {
+    let (_dir, tape) = tmp_tape("idle.jsonl");
+    tape_of_calls(&tape, 1, 1, "ok");
+    let play = Served::spawn(&[
+        "play",
+        &s(&tape),
+        "--listen",
+        "127.0.0.1:0",
+        "--max-sessions",
+        "2",
+        "--session-idle",
+        "0.5",
+    ]);
+    let ids: Vec<String> = (0..2)
+        .map(|i| {
+            let (status, id) = initialize(&play.url);
+            assert_eq!(status, 200, "session {i}");
+            id.expect("a session id")
+        })
+        .collect();
+    // A session, once one is free: 503 until then.
+    let next_session = || {
+        let start = Instant::now();
+        loop {
+            let (status, id) = initialize(&play.url);
+            if status == 200 {
+                break id.expect("a session id");
+            }
+            assert_eq!(status, 503, "past --max-sessions");
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the idle sessions were never closed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // Two new sessions fit only once both old ones are gone.
+    next_session();
+    next_session();
+    for id in &ids {
+        let (status, body) = http(&play.url, "DELETE", &[("Mcp-Session-Id", id)], b"");
+        assert_eq!(status, 404, "an expired session: {}", text(&body));
+    }
+    // A session whose GET stream is open stays, however long it waits (opened at once; should
+    // a loaded machine take longer than the idle time to open it, with another session).
+    let (kept, stream) = loop {
+        let id = next_session();
+        let stream = http_open(
+            &play.url,
+            "GET",
+            &[("Accept", "text/event-stream"), ("Mcp-Session-Id", &id)],
+            b"",
+        );
+        if stream.status == 200 {
+            break (id, stream);
+        }
+        assert_eq!(stream.status, 404, "the GET stream");
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let (status, _) = http(&play.url, "DELETE", &[("Mcp-Session-Id", &kept)], b"");
+    assert_eq!(status, 200, "the streaming session was kept");
+    drop(stream);
+    let stderr = play.stop();
+    for id in &ids {
+        assert_contains(
+            &stderr,
+            &format!(
+                "mcptape play: session {id} closed after 0.5 s without a request (--session-idle)"
+            ),
+        );
+    }
+}
+
 /// A stdio server that answers `initialize`, then, on `notifications/initialized`, writes
 /// `count` log notifications of its own (tied to no request).
 fn chatty_server(dir: &Path, count: usize) -> Vec<String> {

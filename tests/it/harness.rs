@@ -744,6 +744,15 @@ impl LineClient {
         self.send_raw(&line);
     }
 
+    /// Whether the child's stdout reaches EOF within `limit` (a line instead is a failure).
+    pub fn eof_within(&mut self, limit: Duration) -> bool {
+        match self.lines.recv_timeout(limit) {
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => true,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => false,
+            Ok(line) => panic!("a line where EOF was expected: {}", text(&line)),
+        }
+    }
+
     /// The next line (raw bytes, terminator included), or None on EOF or timeout.
     pub fn recv_raw(&mut self, limit: Duration) -> Option<Vec<u8>> {
         self.lines.recv_timeout(limit).ok()

@@ -488,6 +488,176 @@ fn a_foreign_origin_or_host_gets_403_from_the_proxy_and_from_play() {
     assert_eq!(c2s, 1, "only the allowed request is taped: {msgs:?}");
 }
 
+/// One raw request `head` (its request line and headers, as written) with `body` to `port`:
+/// the response's status.
+fn raw_status(port: u16, head: &str, body: &str) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    let req = format!(
+        "{head}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("write");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let line = String::from_utf8_lossy(&out);
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {line:?}"))
+}
+
+/// The Host and Origin edge cases, decided once for every listener (play, the `record --url`
+/// proxy, the model proxy; `src/transport/http.rs`, `refuse_foreign`): an empty Host, two Host
+/// headers, an absolute-form request line naming a foreign host, `Origin: null` are refused; a
+/// loopback Origin on another port, an absolute-form line naming this listener, a Host in
+/// capitals are served.
+#[test]
+fn host_and_origin_edge_cases_are_decided_alike_by_every_listener() {
+    let dir = tmp();
+    let edge = edge_recording(dir.path(), "rec.jsonl");
+    let play_tape = dir.path().join("play.jsonl");
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let answer = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}});
+    // One recorded answer for each request that passes.
+    let msgs: Vec<(&str, Value)> = (0..3)
+        .flat_map(|_| [("c2s", call.clone()), ("s2c", answer.clone())])
+        .collect();
+    write_tape(&play_tape, &msgs, true);
+    let play = Served::play(&play_tape);
+    // Its upstream refuses connections: what passes the check gets 502, not 403.
+    let model = Served::spawn(&[
+        "model-proxy",
+        "--tape",
+        &s(dir.path().join("model.jsonl")),
+        "--upstream",
+        "http://127.0.0.1:9",
+    ]);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    for (served, path, ok) in [
+        (&edge.rec, "/mcp", 200),
+        (&play, "/mcp", 200),
+        (&model, "/v1/messages", 502),
+    ] {
+        let port = served.port();
+        let here = format!("127.0.0.1:{port}");
+        let cases: Vec<(&str, String, u16)> = vec![
+            (
+                "an empty Host",
+                format!("POST {path} HTTP/1.1\r\nHost: \r\n"),
+                403,
+            ),
+            (
+                "two Host headers",
+                format!("POST {path} HTTP/1.1\r\nHost: {here}\r\nHost: evil.example\r\n"),
+                403,
+            ),
+            (
+                "an absolute-form line naming another host",
+                format!("POST http://evil.example:{port}{path} HTTP/1.1\r\nHost: {here}\r\n"),
+                403,
+            ),
+            (
+                "Origin: null",
+                format!("POST {path} HTTP/1.1\r\nHost: {here}\r\nOrigin: null\r\n"),
+                403,
+            ),
+            (
+                "a loopback Origin on another port",
+                format!(
+                    "POST {path} HTTP/1.1\r\nHost: {here}\r\nOrigin: http://localhost:6274\r\n"
+                ),
+                ok,
+            ),
+            (
+                "an absolute-form line naming this listener",
+                format!("POST http://{here}{path} HTTP/1.1\r\nHost: {here}\r\n"),
+                ok,
+            ),
+            (
+                "a Host in capitals",
+                format!("POST {path} HTTP/1.1\r\nHost: LOCALHOST:{port}\r\n"),
+                ok,
+            ),
+        ];
+        for (what, head, want) in cases {
+            assert_eq!(
+                raw_status(port, &head, &body),
+                want,
+                "{what} at {}",
+                served.url
+            );
+        }
+    }
+    model.stop();
+    play.stop();
+    edge.rec.stop();
+}
+
+/// `--header-timeout`: a connection that sends its headers a byte at a time (slowloris) is
+/// closed once the timeout passes (the default, 30 s, is what the test's bound would not see),
+/// and a normal request is served meanwhile.
+#[test]
+fn a_slow_header_connection_is_closed_after_the_header_timeout() {
+    use std::io::{Read as _, Write as _};
+    let dir = tmp();
+    let tape = dir.path().join("play.jsonl");
+    write_tape(
+        &tape,
+        &[
+            (
+                "c2s",
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            ),
+            (
+                "s2c",
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}),
+            ),
+        ],
+        true,
+    );
+    let play = Served::spawn(&[
+        "play",
+        &s(&tape),
+        "--listen",
+        "127.0.0.1:0",
+        "--header-timeout",
+        "1",
+    ]);
+    let mut slow = std::net::TcpStream::connect(("127.0.0.1", play.port())).expect("connect");
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nX-Slow: ")
+        .expect("write");
+    slow.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .expect("timeout");
+    let start = std::time::Instant::now();
+    let closed = loop {
+        let _ = slow.write_all(b"a");
+        let mut buf = [0u8; 64];
+        match slow.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => break true, // an answer (408) before the close
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => {}
+        }
+        if start.elapsed() > std::time::Duration::from_secs(20) {
+            break false;
+        }
+    };
+    assert!(closed, "the slow connection was still open after 20 s");
+    let (status, resp) = http(
+        &play.url,
+        "POST",
+        &post_headers(&[]),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(status, 200, "{}", text(&resp));
+    play.stop();
+}
+
 // --- 6: upstream refuses or fails ------------------------------------------------------------
 
 #[test]

@@ -467,6 +467,51 @@ fn a_server_that_ignores_eof_and_sigterm_is_killed() {
     );
 }
 
+/// A server that answers, closes its stdout and keeps running (stdin open on both sides): the
+/// client gets EOF at once, while the server still runs; then the server gets the grace period
+/// and SIGTERM. (The client waited until the process exited: 120 s here.)
+#[test]
+fn a_server_that_closes_stdout_but_keeps_running_gives_the_client_eof_at_once() {
+    let (dir, tape) = tmp_tape("t.jsonl");
+    let pidfile = dir.path().join("pid");
+    let script = "import os, sys, time\nsys.stdin.readline()\nsys.stdout.write('{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\\n')\nsys.stdout.flush()\nos.close(1)\nopen(sys.argv[1], 'w').write(str(os.getpid()))\ntime.sleep(120)\n";
+    let mut c = record(&tape, &["--grace", "4"], &py(script, &[&s(&pidfile)]));
+    let answer = c.call(1, "ping", json!({}));
+    assert_eq!(answer["result"], json!({}), "{answer}");
+    assert!(
+        c.eof_within(Duration::from_secs(30)),
+        "the client got no EOF while the server kept running"
+    );
+    let start = std::time::Instant::now();
+    let pid = loop {
+        if let Some(p) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .filter(|p| !p.is_empty())
+        {
+            break p;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the server wrote no pid"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert!(
+        Path::new(&format!("/proc/{pid}")).exists(),
+        "the server still ran when the client got its EOF"
+    );
+    // stdin still open: the grace period, then SIGTERM.
+    c.wait_exit(Duration::from_secs(30));
+    let (status, stderr) = c.finish();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    let end = end_line(&tape);
+    assert_eq!(
+        end["reason"],
+        "the server closed its stdout and did not exit within the grace period: SIGTERM"
+    );
+    assert_eq!(end["messages"], 2, "{end}");
+}
+
 /// Reads one request line, saves its exact bytes to argv[1], answers with a result of `size`
 /// bytes of `y`; then the same once more (for a second request).
 const BIG: &str = r##"

@@ -16,7 +16,7 @@ pub fn golden_path(name: &str) -> PathBuf {
 /// | ------------------------------------------------ | ------------------- |
 /// | each of `dirs` (the test's temp folders)         | `<TMP>`             |
 /// | the path of the mcptape binary under test        | `mcptape`           |
-/// | a duration in milliseconds: `107 ms`, `(0 ms)`    | `<N> ms`            |
+/// | a duration: `107 ms`, `(0 ms)`, `1.18 s` (a slow machine's) | `<N> ms`  |
 /// | a JUnit `time="0.107"` (seconds)                 | `time="<T>"`        |
 /// | an RFC 3339 date and time (`2026-01-01T09:45:…Z`) | `<DATE>`            |
 ///
@@ -26,7 +26,7 @@ pub fn mask(text: &str, dirs: &[&Path]) -> String {
     let rules = RULES.get_or_init(|| {
         let re = |p: &str| regex::Regex::new(p).expect("mask regex");
         [
-            (re(r"\b\d+(\.\d+)? ms\b"), "<N> ms"),
+            (re(r"\b\d+(\.\d+)? m?s\b"), "<N> ms"),
             (re(r#"\btime="[0-9.]+""#), r#"time="<T>""#),
             (
                 re(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)"),
