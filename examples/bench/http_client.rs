@@ -389,9 +389,26 @@ impl HttpConn {
     pub fn check(&mut self, id: u64, size: usize) -> Result<()> {
         crate::client::check_answer(&self.name, &self.body, &mut self.expected, id, size)
     }
+
+    /// `DELETE` of the session; returns the status.
+    pub async fn delete(&mut self) -> Result<u16> {
+        use std::io::Write as _;
+        let session = self.session.clone().context("no session to delete")?;
+        self.req.clear();
+        write!(
+            self.req,
+            "DELETE {} HTTP/1.1\r\nHost: {}\r\nMcp-Session-Id: {session}\r\nContent-Length: 0\r\n\r\n",
+            self.path, self.host
+        )?;
+        self.stream
+            .write_all(&self.req)
+            .await
+            .with_context(|| format!("{}: sending DELETE", self.name))?;
+        Ok(self.read_response().await?.status)
+    }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)

@@ -17,6 +17,7 @@ mod relay;
 mod report;
 mod scenarios;
 mod serve;
+mod soak;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -45,9 +46,12 @@ struct Args {
     #[arg(long)]
     no_peer: bool,
     /// Run only these scenarios (repeatable): latency, pipelined, large, memory, startup, tools,
-    /// http.
+    /// http; and soak, which only runs when named.
     #[arg(long, value_name = "SCENARIO")]
     only: Vec<String>,
+    /// How long the soak runs, in seconds (`--only soak`).
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    soak_secs: u64,
     /// Keep the work directory (tapes, stderr of every target) and print its path.
     #[arg(long)]
     keep: bool,
@@ -61,6 +65,7 @@ const SCENARIOS: &[&str] = &[
     "startup",
     "tools",
     "http",
+    "soak",
 ];
 
 fn main() {
@@ -95,7 +100,8 @@ fn run(args: Args) -> Result<i32> {
             bail!("unknown scenario {s:?}; known: {}", SCENARIOS.join(", "));
         }
     }
-    let want = |s: &str| args.only.is_empty() || args.only.iter().any(|o| o == s);
+    let named = |s: &str| args.only.iter().any(|o| o == s);
+    let want = |s: &str| s != "soak" && (args.only.is_empty() || named(s));
     if let Some(cpu) = args.pin {
         pin(cpu)?;
     }
@@ -194,6 +200,10 @@ fn run(args: Args) -> Result<i32> {
         let (latency, pipelined) = scenarios::http(&env).context("Streamable HTTP")?;
         results.http_latency = latency;
         results.http_pipelined = pipelined;
+    }
+    if named("soak") {
+        step(&format!("soak, {} s", args.soak_secs));
+        results.soak = Some(soak::soak(&env, args.soak_secs).context("soak")?);
     }
     results.judge();
     results.print();

@@ -22,6 +22,8 @@ pub struct Results {
     pub http_latency: Vec<Latency>,
     /// Streamable HTTP: 1 KiB calls over 64 keep-alive connections.
     pub http_pipelined: Vec<Throughput>,
+    /// The soak (`--only soak`): record and play --listen under load for minutes.
+    pub soak: Option<crate::soak::Soak>,
     pub targets: Vec<Target>,
     pub notes: Vec<String>,
 }
@@ -260,6 +262,38 @@ impl Results {
             &self.http_pipelined,
             http,
         );
+        if let Some(soak) = &self.soak {
+            println!(
+                "\nSoak: {:.0} s of steady mixed load, sampled every second (start = after 10 s)",
+                soak.secs
+            );
+            println!(
+                "  {:<20} {:>8} {:>8} {:>10} {:>10} {:>10} {:>6} {:>6} {:>6}",
+                "target",
+                "calls",
+                "sessions",
+                "RSS start",
+                "RSS peak",
+                "RSS end",
+                "fds",
+                "peak",
+                "end"
+            );
+            for t in &soak.targets {
+                println!(
+                    "  {:<20} {:>8} {:>8} {:>10} {:>10} {:>10} {:>6} {:>6} {:>6}",
+                    t.target.label(),
+                    t.calls,
+                    t.sessions,
+                    mib(t.rss.start),
+                    mib(t.rss.peak),
+                    mib(t.rss.end),
+                    t.fds.start,
+                    t.fds.peak,
+                    t.fds.end
+                );
+            }
+        }
         if !self.targets.is_empty() {
             println!("\nTargets (issue 6)");
             for t in &self.targets {

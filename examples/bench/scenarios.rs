@@ -576,13 +576,17 @@ pub struct HttpTarget {
 }
 
 impl HttpTarget {
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         self.front.url.clone()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.front.pid()
     }
 
     /// Stops the target (every process must exit 0) and checks that the tape, if any, holds
     /// `messages` messages and was closed.
-    fn finish(self, messages: usize) -> Result<()> {
+    pub fn finish(self, messages: usize) -> Result<()> {
         let name = self.front.name.clone();
         self.front.finish(GRACE)?;
         if let Some(up) = self.upstream {
@@ -601,6 +605,11 @@ impl HttpTarget {
 impl Env {
     /// Starts `who` (an HTTP target) for `scenario`.
     pub fn spawn_http(&self, scenario: &str, who: Who) -> Result<HttpTarget> {
+        self.spawn_http_with(scenario, who, &[])
+    }
+
+    /// [`Env::spawn_http`] with `extra` arguments for mcptape (`record --url`, `play --listen`).
+    pub fn spawn_http_with(&self, scenario: &str, who: Who, extra: &[&str]) -> Result<HttpTarget> {
         let bench = self.bench.display().to_string();
         let mcptape = self.mcptape.display().to_string();
         let tape = self.work.join(format!("{scenario}-http.jsonl"));
@@ -639,6 +648,7 @@ impl Env {
                     "--tape".into(),
                     tape.display().to_string(),
                 ];
+                let cmd = [cmd, extra.iter().map(|a| a.to_string()).collect()].concat();
                 (start(who, cmd, Stop::Interrupt)?, Some(up), Some(tape))
             }
             Who::HttpPlay => {
@@ -649,6 +659,7 @@ impl Env {
                     "--listen".into(),
                     "127.0.0.1:0".into(),
                 ];
+                let cmd = [cmd, extra.iter().map(|a| a.to_string()).collect()].concat();
                 (start(who, cmd, Stop::Interrupt)?, None, None)
             }
             _ => bail!("{} is not an HTTP target", who.label()),
