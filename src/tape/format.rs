@@ -38,6 +38,13 @@ pub struct Header {
     pub tool: String,
 }
 
+impl Header {
+    /// Whether the tape is hash-chained: from format 1.1 on, every line after the header is.
+    pub fn chained(&self) -> bool {
+        self.minor >= 1
+    }
+}
+
 /// Declares one server of the tape and how it was reached.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ServerDecl {

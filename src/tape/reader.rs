@@ -203,7 +203,7 @@ impl TapeReader {
             });
         }
         // Tapes from format 1.1 on are chained from their header line.
-        let chain = if header.minor >= 1 {
+        let chain = if header.chained() {
             let h = buf.strip_suffix(b"\n").unwrap_or(&buf);
             Chain::Linked(super::chain::start(h.strip_suffix(b"\r").unwrap_or(h)))
         } else {
@@ -262,6 +262,12 @@ impl TapeReader {
     /// The tape's path, as opened.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file offset of the line read last: after a torn last line (`next_item` gave
+    /// `None`), where that line starts.
+    pub fn line_offset(&self) -> u64 {
+        self.offset
     }
 
     /// Warnings so far (complete once `next_item` has returned `None`).
