@@ -451,7 +451,8 @@ pub fn redact_tape(
     let mut r = TapeReader::open(path)?;
     let mut header = r.header().clone();
     header.minor = header.minor.max(crate::tape::format::MINOR);
-    let mut file = crate::tape::writer::open_own(&staging).map_err(werr)?;
+    // Removed on every way out but the rename at the end.
+    let (staged, mut file) = crate::tape::writer::Staged::create(&staging).map_err(werr)?;
     let mut buf = serde_json::to_vec(&OwnedLine::Header(&header)).expect("tape records serialize");
     let mut head = chain::start(&buf);
     buf.push(b'\n');
@@ -509,7 +510,7 @@ pub fn redact_tape(
         })?;
         backup = Some(b.display().to_string());
     }
-    std::fs::rename(&staging, &target).map_err(|cause| RedactError::Write {
+    staged.commit(&target).map_err(|cause| RedactError::Write {
         path: target.clone(),
         cause,
     })?;

@@ -1465,6 +1465,77 @@ fn redact_does_not_write_through_links_beside_a_named_tape() {
     );
 }
 
+/// The names in `dir` that end with `suffix`.
+fn named_like(dir: &Path, suffix: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(suffix))
+        .collect()
+}
+
+#[cfg(unix)]
+#[test]
+fn a_redact_or_check_update_that_fails_leaves_no_staging_file_behind() {
+    let dir = tmp();
+    let home = dir.path();
+    let tapes = home.join(".mcptape/tapes");
+    let victim = home.join("victim.txt");
+    std::fs::write(&victim, "precious\n").unwrap();
+
+    // redact in place, `TAPE.bak` a symbolic link: refused after the staging file was written.
+    let a = small_named_tape(home, "a");
+    let before = std::fs::read(&a).unwrap();
+    std::os::unix::fs::symlink(&victim, tapes.join("a.jsonl.bak")).unwrap();
+    mt(home, &["redact", "a"])
+        .run()
+        .status(74)
+        .stderr_contains("symbolic link");
+    // redact of a tape malformed in the middle, in place and to -o: refused while reading.
+    let bad = tapes.join("bad.jsonl");
+    let mut lines = lines_of(&a);
+    lines.insert(3, "#".into());
+    write_lines(&bad, &lines);
+    mt(home, &["redact", "bad"])
+        .run()
+        .status(65)
+        .stderr_contains("line 4");
+    let out = home.join("out.jsonl");
+    mt(home, &["redact", "bad", "-o", &s(&out)])
+        .run()
+        .status(65);
+    assert!(!out.exists());
+    assert_eq!(named_like(home, ".redact-tmp"), Vec::<String>::new());
+    assert_eq!(named_like(&tapes, ".redact-tmp"), Vec::<String>::new());
+    assert!(std::fs::read(&a).unwrap() == before, "the tape untouched");
+
+    // A staging name that is a link someone left is not mcptape's to remove.
+    let b = small_named_tape(home, "b");
+    let link = tapes.join("b.jsonl.redact-tmp");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    mt(home, &["redact", "b"]).run().status(74);
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(b.is_file());
+
+    // check --update, `TAPE.bak` a symbolic link: the observed session staged as `TAPE.new`.
+    let c = small_tape(home);
+    let before = std::fs::read(&c).unwrap();
+    std::os::unix::fs::symlink(&victim, home.join("t.jsonl.bak")).unwrap();
+    mt(home, &["check", &s(&c), "--update", "--"])
+        .args(server(home, &json!({})))
+        .run()
+        .status(74);
+    assert_eq!(named_like(home, ".new"), Vec::<String>::new());
+    assert!(
+        std::fs::read(&c).unwrap() == before,
+        "the baseline untouched"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+}
+
 // --- secrets in unusual frames -----------------------------------------------------------------
 
 /// Records a session whose server first writes `lines`, then answers `tools`; returns the tape.
