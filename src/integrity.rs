@@ -96,9 +96,10 @@ pub fn verify(path: &Path, key: Option<&[u8]>) -> Result<VerifyReport, TapeError
         }
     }
     let torn = r.warnings().iter().find_map(|w| match w {
-        Warning::TornLastLine { line, .. } => Some(*line),
+        Warning::TornLastLine { line, bytes } => Some((*line, *bytes)),
         _ => None,
     });
+    let torn_at = r.line_offset();
     let chain_state = r.chain().clone();
     let verdict = verdict.unwrap_or_else(|| match (&chain_state, &end) {
         (Chain::Broken(line), _) => Verdict::Tampered { line: *line, reason: "the hash chain breaks here: this line, or one before it, was edited, removed, inserted or moved".into() },
@@ -106,13 +107,17 @@ pub fn verify(path: &Path, key: Option<&[u8]>) -> Result<VerifyReport, TapeError
         (Chain::Linked(_), None) => Verdict::Cut {
             lines,
             reason: match torn {
-                Some(t) => format!("line {t} is torn and there is no closing line: the recording was cut off (crash, kill) or the tape was truncated"),
+                Some((t, _)) => format!("line {t} is torn and there is no closing line: the recording was cut off (crash, kill) or the tape was truncated"),
                 None => "no closing line: the recording was cut off (crash, kill) or the tape was truncated".into(),
             },
         },
         (Chain::Linked(_), Some((e, before, line))) => {
             if e.head.as_deref() != Some(before.as_str()) {
                 Verdict::Tampered { line: *line, reason: "the closing line's head does not match the chain".into() }
+            } else if let Some((line, bytes)) = torn {
+                // A torn line is how a crash ends a tape, before any closing line: after one, it
+                // is bytes added later (the reader skips them, so the chain never sees them).
+                Verdict::Tampered { line, reason: format!("{bytes} bytes after the closing line, from byte {torn_at} to the end of the file (no newline): added after the tape was closed") }
             } else {
                 Verdict::Intact
             }
@@ -446,7 +451,8 @@ pub fn redact_tape(
     let mut r = TapeReader::open(path)?;
     let mut header = r.header().clone();
     header.minor = header.minor.max(crate::tape::format::MINOR);
-    let mut file = crate::tape::writer::open_own(&staging).map_err(werr)?;
+    // Removed on every way out but the rename at the end.
+    let (staged, mut file) = crate::tape::writer::Staged::create(&staging).map_err(werr)?;
     let mut buf = serde_json::to_vec(&OwnedLine::Header(&header)).expect("tape records serialize");
     let mut head = chain::start(&buf);
     buf.push(b'\n');
@@ -504,7 +510,7 @@ pub fn redact_tape(
         })?;
         backup = Some(b.display().to_string());
     }
-    std::fs::rename(&staging, &target).map_err(|cause| RedactError::Write {
+    staged.commit(&target).map_err(|cause| RedactError::Write {
         path: target.clone(),
         cause,
     })?;

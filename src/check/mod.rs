@@ -283,16 +283,19 @@ fn regression_counts(exchanges: &[CheckedExchange]) -> BTreeMap<ChangeKind, usiz
 }
 
 /// Keeps the old baseline as `<tape>.bak` and puts the observed session in its place
-/// (written beside it, then renamed, so the baseline is never half-written).
+/// (written beside it, then renamed, so the baseline is never half-written; the staging file is
+/// removed if anything fails).
 fn update_baseline(tape: &Path, observed: &Path) -> std::io::Result<PathBuf> {
     let mut backup = tape.as_os_str().to_owned();
     backup.push(".bak");
     let backup = PathBuf::from(backup);
     let mut staging = tape.as_os_str().to_owned();
     staging.push(".new");
-    let staging = PathBuf::from(staging);
-    crate::tape::writer::copy_own(observed, &staging)?;
+    let (staged, mut file) = crate::tape::writer::Staged::create(Path::new(&staging))?;
+    std::io::copy(&mut std::fs::File::open(observed)?, &mut file)?;
+    file.sync_data()?;
+    drop(file);
     crate::tape::writer::copy_own(tape, &backup)?;
-    std::fs::rename(&staging, tape)?;
+    staged.commit(tape)?;
     Ok(backup)
 }

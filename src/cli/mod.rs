@@ -21,7 +21,8 @@ Exit codes:
       verify: tampered or cut off; lint: secrets or problems found
   2   diff: structural drift
   64  usage error
-  65  malformed tape, or a tape from a newer format version
+  65  malformed tape, or a tape from a newer format version;
+      play --require-chain: the tape's hash chain is missing or breaks
   66  tape not found
   69  the server could not be started, or a listener could not listen
   70  internal error (a bug)

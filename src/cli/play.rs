@@ -1,7 +1,9 @@
 use anyhow::Result;
 use mcptape::play::{serve, ServeOptions};
-use mcptape::tape::{store, TapeIndex};
+use mcptape::tape::{store, TapeIndex, Warning};
 use mcptape::wire::DEFAULT_MAX_MESSAGE;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Serve a tape as the MCP server over stdio: no server process, no side effects.
@@ -51,17 +53,55 @@ pub struct Args {
     /// Largest client message accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
     max_message: usize,
+    /// Refuse (exit 65) a tape whose hash chain is missing or does not hold, before serving
+    /// anything. Without it such a tape is played with a warning.
+    #[arg(long)]
+    require_chain: bool,
 }
 
 pub fn run(a: Args) -> Result<i32> {
     let path = store::resolve(&a.tape)?;
     // The hash chain is checked on a background thread while play serves: a broken chain is
-    // still reported on stderr (and waited for before exit), but start-up does not wait for it.
+    // still reported on stderr (and waited for before exit), but start-up does not wait for it,
+    // unless --require-chain, which refuses the tape instead.
     let warn_path = path.clone();
+    let broken_at = Arc::new(AtomicU64::new(0));
+    let broken = broken_at.clone();
+    let require = a.require_chain;
     let (index, chain) = TapeIndex::load_deferred(&path, a.server.as_deref(), move |w| {
-        super::warn_tape(&warn_path, &[w]);
+        if let Warning::ChainBroken { line } = w {
+            broken.store(line, Ordering::SeqCst);
+        }
+        if !require {
+            super::warn_tape(&warn_path, &[w]);
+        }
     })?;
     super::warn_tape(&path, &index.warnings);
+    let refuse = |why: String| mcptape::play::PlayError::Unchecked {
+        path: path.clone(),
+        why,
+    };
+    if !index.header.chained() {
+        let why =
+            "the tape has no hash chain (format 1.0, or stripped): it cannot be checked for edits";
+        if a.require_chain {
+            anyhow::bail!(refuse(why.into()));
+        }
+        crate::diag!(
+            "mcptape: warning: {}: {why} (`play --require-chain` refuses such a tape)",
+            path.display()
+        );
+    }
+    let mut chain = Some(chain);
+    if a.require_chain {
+        if let Some(pending) = chain.take() {
+            pending.wait();
+        }
+        let line = broken_at.load(Ordering::SeqCst);
+        if line > 0 {
+            anyhow::bail!(refuse(Warning::ChainBroken { line }.to_string()));
+        }
+    }
     if let Some(label) = &a.server {
         if !index.servers.iter().any(|s| &s.server == label) {
             anyhow::bail!(mcptape::tape::TapeError::NotATape {
@@ -110,7 +150,7 @@ pub fn run(a: Args) -> Result<i32> {
         }
     };
 
-    chain.wait();
+    drop(chain); // waits for the chain check and its report
     let mut summary = format!(
         "mcptape play: served {}, missed {}, drifted {}",
         report.served, report.missed, report.drifted

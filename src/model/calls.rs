@@ -129,7 +129,8 @@ struct Line<'a> {
     total_us: Option<u64>,
     #[serde(default)]
     summary: Option<Value>,
-    #[serde(borrow, default)]
+    /// `null` is a body too (an answer or event that said `null`).
+    #[serde(borrow, default, deserialize_with = "crate::tape::format::raw_body")]
     msg: Option<&'a RawValue>,
     #[serde(default)]
     text: Option<String>,
@@ -242,4 +243,44 @@ pub fn load(path: &Path, server: Option<&str>) -> Result<Vec<Call>, TapeError> {
         }
     }
     Ok(calls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
+    use crate::wire::Dir;
+    use serde_json::Map;
+    use std::time::Instant;
+
+    #[test]
+    fn a_null_body_is_read_back_as_null_not_as_no_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut w = TapeWriter::create(&path, WriteOptions::redacted()).unwrap();
+        w.declare_server(ServerDecl::model("model", "http://127.0.0.1:1".into()))
+            .unwrap();
+        let part = |w: &mut TapeWriter, dir, part, body: &[u8], http: Value| {
+            w.model(
+                "model",
+                dir,
+                1,
+                part,
+                &Map::new(),
+                Some(body),
+                Some(&http),
+                Instant::now(),
+            );
+        };
+        let post = serde_json::json!({"method": "POST", "path": "/v1/messages"});
+        part(&mut w, Dir::C2S, "request", br#"{"model":"m"}"#, post);
+        let ok = serde_json::json!({"status": 200, "content_type": "application/json"});
+        part(&mut w, Dir::S2C, "response", b"null", ok);
+        w.finish(None, Some("done".into())).unwrap();
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .contains(r#""msg":null"#));
+        let calls = load(&path, None).unwrap();
+        assert_eq!(calls[0].body.as_deref(), Some(&b"null"[..]));
+    }
 }

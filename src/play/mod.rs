@@ -19,12 +19,21 @@ pub enum PlayError {
         #[source]
         cause: std::io::Error,
     },
+    /// `--require-chain`, and the tape's hash chain is missing or does not hold (exit 65).
+    #[error("{}: refusing to play it (--require-chain): {why}", path.display())]
+    Unchecked {
+        /// The tape.
+        path: std::path::PathBuf,
+        /// What is wrong with its chain, in words.
+        why: String,
+    },
 }
 
 impl crate::exit::Coded for PlayError {
     fn exit_code(&self) -> i32 {
         match self {
             PlayError::Listen { .. } => crate::exit::UNAVAILABLE,
+            PlayError::Unchecked { .. } => crate::exit::DATA_ERR,
         }
     }
 }

@@ -38,6 +38,13 @@ pub struct Header {
     pub tool: String,
 }
 
+impl Header {
+    /// Whether the tape is hash-chained: from format 1.1 on, every line after the header is.
+    pub fn chained(&self) -> bool {
+        self.minor >= 1
+    }
+}
+
 /// Declares one server of the tape and how it was reached.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ServerDecl {
@@ -175,8 +182,8 @@ pub struct MsgLine<'a> {
     /// The JSON-RPC method, for requests and notifications.
     #[serde(borrow, default)]
     pub method: Option<Cow<'a, str>>,
-    /// The message verbatim, for JSON kinds.
-    #[serde(borrow, default)]
+    /// The message verbatim, for JSON kinds (`null` too: a line that said `null`).
+    #[serde(borrow, default, deserialize_with = "raw_body")]
     pub msg: Option<&'a RawValue>,
     /// A non-JSON line that is valid UTF-8, as a string.
     #[serde(borrow, default)]
@@ -285,4 +292,32 @@ pub(crate) fn routing_hash(
 
 fn yes() -> bool {
     true
+}
+
+/// A `msg` body as its raw text, whatever JSON it is. A plain `Option` would read `"msg":null`
+/// (a peer that printed `null`) as no body at all, and the line as unreadable.
+pub(crate) fn raw_body<'de, D>(d: D) -> Result<Option<&'de RawValue>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    <&'de RawValue>::deserialize(d).map(Some)
+}
+
+impl MsgLine<'_> {
+    /// Every message line has a body: `msg`, `text`, `b64`, or an oversize line's length.
+    /// Checked where a line is parsed, so that every reader refuses a bodiless line alike.
+    pub(crate) fn check_body(&self) -> Result<(), String> {
+        if self.msg.is_some()
+            || self.text.is_some()
+            || self.b64.is_some()
+            || self.kind == Kind::Oversize
+        {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} message has no body (msg, text or b64)",
+                self.kind
+            ))
+        }
+    }
 }

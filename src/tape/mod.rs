@@ -124,6 +124,40 @@ mod tests {
         assert!(err.to_string().contains("line 4"), "{err}");
     }
 
+    /// `"msg":null` is a body (a peer printed `null`); no body at all is a bad line, to the
+    /// line reader (`verify`, `lint`, `redact`) as to the index (`show`, `play`, `diff`).
+    #[test]
+    fn a_null_body_is_read_and_a_missing_body_refused_by_every_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        write_session(&path, &[(Dir::S2C, b"null\n"), (Dir::S2C, b"42\n")]);
+        let index = TapeIndex::load(&path, None).unwrap();
+        let bodies: Vec<Vec<u8>> = index
+            .msgs
+            .iter()
+            .map(|m| index.read_bytes(m).unwrap())
+            .collect();
+        assert_eq!(bodies, [b"null".to_vec(), b"42".to_vec()]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let bare = text.replace(r#","msg":null"#, "");
+        assert_ne!(bare, text);
+        std::fs::write(&path, bare).unwrap();
+        let by_index = TapeIndex::load(&path, None).err().expect("no body");
+        let mut r = TapeReader::open(&path).unwrap();
+        let by_reader = loop {
+            match r.next_item() {
+                Ok(Some(_)) => {}
+                Ok(None) => panic!("the reader took a line without a body"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(by_index.to_string(), by_reader.to_string());
+        assert!(
+            matches!(by_reader, TapeError::Malformed { line: 3, .. }),
+            "{by_reader}"
+        );
+    }
+
     #[test]
     fn newer_major_versions_are_refused_and_unknown_line_types_skipped() {
         let dir = tempfile::tempdir().unwrap();

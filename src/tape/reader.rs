@@ -203,7 +203,7 @@ impl TapeReader {
             });
         }
         // Tapes from format 1.1 on are chained from their header line.
-        let chain = if header.minor >= 1 {
+        let chain = if header.chained() {
             let h = buf.strip_suffix(b"\n").unwrap_or(&buf);
             Chain::Linked(super::chain::start(h.strip_suffix(b"\r").unwrap_or(h)))
         } else {
@@ -262,6 +262,12 @@ impl TapeReader {
     /// The tape's path, as opened.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file offset of the line read last: after a torn last line (`next_item` gave
+    /// `None`), where that line starts.
+    pub fn line_offset(&self) -> u64 {
+        self.offset
     }
 
     /// Warnings so far (complete once `next_item` has returned `None`).
@@ -432,16 +438,12 @@ fn parse_scanned(buf: &[u8]) -> Result<ScannedEntry<'_>, String> {
 fn parse_entry(buf: &[u8]) -> Result<Entry<'_>, String> {
     // The writer always puts `type` first; recognising message lines by prefix saves a parse.
     if buf.starts_with(br#"{"type":"msg","#) {
-        return serde_json::from_slice(buf)
-            .map(Entry::Msg)
-            .map_err(|e| format!("bad msg line: {e}"));
+        return msg_entry(buf);
     }
     let probe: TypeProbe<'_> =
         serde_json::from_slice(buf).map_err(|e| format!("not a JSON tape line: {e}"))?;
     match probe.ty.as_ref() {
-        "msg" => serde_json::from_slice(buf)
-            .map(Entry::Msg)
-            .map_err(|e| format!("bad msg line: {e}")),
+        "msg" => msg_entry(buf),
         "server" => serde_json::from_slice(buf)
             .map(Entry::Server)
             .map_err(|e| format!("bad server line: {e}")),
@@ -451,6 +453,12 @@ fn parse_entry(buf: &[u8]) -> Result<Entry<'_>, String> {
         "header" => Err("a second header line".into()),
         _ => Ok(Entry::Unknown),
     }
+}
+
+fn msg_entry(buf: &[u8]) -> Result<Entry<'_>, String> {
+    let m: MsgLine<'_> = serde_json::from_slice(buf).map_err(|e| format!("bad msg line: {e}"))?;
+    m.check_body()?;
+    Ok(Entry::Msg(m))
 }
 
 fn advance_chain(chain: &mut Chain, raw: &[u8], line: u64, warnings: &mut Vec<Warning>) {

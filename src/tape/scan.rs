@@ -115,7 +115,8 @@ pub(crate) fn scan_msg_line(line: &[u8]) -> Option<MsgFields<'_>> {
         None
     };
     let body = if c.lit(b",\"msg\":").is_some() {
-        // Objects and arrays only: serde reads `"msg":null` as no body.
+        // Objects and arrays only: other values are rare (the writer puts a `problem`, which
+        // sends the line to serde, before them), so they are left to serde.
         if !matches!(c.peek()?, b'{' | b'[') {
             return None;
         }

@@ -718,6 +718,42 @@ pub(crate) fn open_own(path: &Path) -> io::Result<File> {
     })
 }
 
+/// A file written under a name of mcptape's own beside a tape (`TAPE.redact-tmp`, `TAPE.new`)
+/// and then renamed over the tape: removed when dropped unless `commit` renamed it, so that no
+/// error path leaves it behind. Only a file this guard created is removed: a symbolic link left
+/// at the name is refused by `open_own` before the guard exists.
+pub(crate) struct Staged {
+    path: PathBuf,
+    armed: bool,
+}
+
+impl Staged {
+    /// Creates (or truncates) the staging file, owner-only, never through a symbolic link.
+    pub(crate) fn create(path: &Path) -> io::Result<(Staged, File)> {
+        let file = open_own(path)?;
+        let staged = Staged {
+            path: path.to_path_buf(),
+            armed: true,
+        };
+        Ok((staged, file))
+    }
+
+    /// Renames the staging file to `to`; on failure it is removed.
+    pub(crate) fn commit(mut self, to: &Path) -> io::Result<()> {
+        std::fs::rename(&self.path, to)?;
+        self.armed = false;
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
 /// Copies `from` to `to` (a name mcptape chose), never through a symbolic link at `to`.
 pub(crate) fn copy_own(from: &Path, to: &Path) -> io::Result<()> {
     let mut src = File::open(from)?;

@@ -776,6 +776,155 @@ fn bad_client_lines_to_play_get_an_error_each_and_play_goes_on() {
     );
 }
 
+/// JSON that is not a JSON-RPC message, as a server may print it among its answers.
+const NOT_MESSAGES: [&str; 7] = ["null", "42", r#""s""#, "true", "{}", "[]", "[1]"];
+
+/// Answers `initialize` and `tools/list`, printing its arguments, a line each, before each
+/// answer.
+const PRINTS_NOT_MESSAGES: &str = r##"
+import sys, json
+junk = sys.argv[1:]
+for line in sys.stdin:
+    m = json.loads(line)
+    if not isinstance(m, dict) or "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "junk", "version": "1"}}
+    else:
+        r = {"tools": []}
+    print("\n".join(junk), flush=True)
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+"##;
+
+/// Lines from a player up to and including the answer to `id`, raw.
+fn lines_until_answer(c: &mut LineClient, id: i64) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let l = c
+            .recv_raw(Duration::from_secs(30))
+            .expect("a line within 30 s");
+        let done = serde_json::from_slice::<Value>(&l)
+            .is_ok_and(|v| v.get("id") == Some(&json!(id)) && v.get("result").is_some());
+        out.push(l);
+        if done {
+            return out;
+        }
+    }
+}
+
+#[test]
+fn json_that_is_not_a_message_is_read_back_as_a_raw_line_by_every_reader() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let server = py(PRINTS_NOT_MESSAGES, &NOT_MESSAGES);
+    let mut c = record(&tape, &[], &server);
+    let junk: Vec<Vec<u8>> = NOT_MESSAGES
+        .iter()
+        .map(|j| line(j.as_bytes().to_vec()))
+        .collect();
+    c.send(&req(1, "initialize", init_params()));
+    let got = lines_until_answer(&mut c, 1);
+    assert!(got[..got.len() - 1] == junk[..], "forwarded as printed");
+    c.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    // A client may print one too.
+    c.send_raw(b"null\n");
+    c.send(&req(2, "tools/list", json!({})));
+    lines_until_answer(&mut c, 2);
+    c.finish_with(0);
+    // Recorded: verbatim in `msg`, `null` included; arrays as batches.
+    let lines = raw_lines(&tape);
+    let stored: Vec<&[u8]> = lines
+        .iter()
+        .filter(|l| {
+            let v: Value = serde_json::from_slice(l).unwrap();
+            v["kind"] == "invalid" || v["kind"] == "batch"
+        })
+        .map(|l| spliced_msg(l))
+        .collect();
+    let want: Vec<&[u8]> = NOT_MESSAGES
+        .iter()
+        .chain(&["null"])
+        .chain(&NOT_MESSAGES)
+        .map(|j| j.as_bytes())
+        .collect();
+    assert_eq!(stored, want, "each line stored verbatim");
+
+    // Every reader reads the tape, and reads those lines as raw lines.
+    let doc = show_json(&tape);
+    assert_eq!(doc["exchanges"], 2, "{doc}");
+    let kinds: Vec<&str> = doc["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m.get("id").is_none() && m.get("method").is_none())
+        .map(|m| m["kind"].as_str().unwrap())
+        .collect();
+    let one = [
+        "invalid", "invalid", "invalid", "invalid", "invalid", "batch", "batch",
+    ];
+    assert_eq!(kinds, [&one[..], &["invalid"], &one].concat(), "{doc}");
+    Mt::new(["show"]).arg(&tape).run().success();
+    Mt::new(["verify"])
+        .arg(&tape)
+        .run()
+        .success()
+        .stdout_contains("intact");
+    Mt::new(["lint"]).arg(&tape).run().success();
+    Mt::new(["diff"])
+        .arg(&tape)
+        .arg(&tape)
+        .run()
+        .success()
+        .stdout_contains("same");
+    Mt::new(["check"])
+        .arg(&tape)
+        .arg("--")
+        .args(&server)
+        .run()
+        .success();
+    let redacted = dir.path().join("redacted.jsonl");
+    Mt::new(["redact"])
+        .arg(&tape)
+        .arg("-o")
+        .arg(&redacted)
+        .run()
+        .success();
+    // The same lines, with a fresh chain (and nothing to redact).
+    let unchained = |lines: Vec<Vec<u8>>| -> Vec<Vec<u8>> {
+        let h = regex::bytes::Regex::new(r#","h":"[0-9a-f]{64}"\}$"#).unwrap();
+        lines
+            .iter()
+            .map(|l| h.replace(l, &b"}"[..]).into_owned())
+            .collect()
+    };
+    assert!(
+        unchained(raw_lines(&redacted)) == unchained(lines.clone()),
+        "redact kept every line"
+    );
+    Mt::new(["diff"])
+        .arg(&tape)
+        .arg(&redacted)
+        .run()
+        .success()
+        .stdout_contains("same");
+
+    // Play replays them as recorded, and still answers the client properly; a client line
+    // `null` gets -32600.
+    let mut p = LineClient::spawn(&play_cmd(&tape));
+    p.send(&req(1, "initialize", init_params()));
+    let got = lines_until_answer(&mut p, 1);
+    assert!(got[..got.len() - 1] == junk[..], "replayed verbatim");
+    p.send_raw(b"null\n");
+    let v = p.recv();
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    assert_eq!(v["id"], Value::Null, "{v}");
+    p.send(&req(2, "tools/list", json!({})));
+    let got = lines_until_answer(&mut p, 2);
+    assert_eq!(got.len(), junk.len() + 1);
+    let stderr = p.finish_with(0);
+    assert_contains(&stderr, "served 2, missed 0");
+}
+
 #[test]
 fn a_10000_deep_request_and_answer_go_through_record_and_play() {
     let (_dir, tape) = tmp_tape("t.jsonl");

@@ -955,6 +955,36 @@ fn verify_detects_each_kind_of_tampering() {
     assert_contains(&out, "no hash chain");
 }
 
+#[test]
+fn verify_fails_on_bytes_appended_past_the_closing_line_without_a_newline() {
+    let dir = tmp();
+    let home = dir.path();
+    let plain = small_tape(home);
+    let (key, signed) = signed_tape(home);
+    let key_flags = ["--key-file".to_string(), s(&key)];
+    for (tape, flags) in [(&plain, &[][..]), (&signed, &key_flags[..])] {
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let original = std::fs::read(tape).unwrap();
+        let n = lines_of(tape).len();
+        // Not JSON; and the start of a tape line, as a torn one looks.
+        for junk in [&b"garbage"[..], br#"{"type":"msg","seq":99"#] {
+            let p = home.join("appended.jsonl");
+            std::fs::write(&p, [&original[..], junk].concat()).unwrap();
+            let (c, out) = verify(home, &p, &flags, &[]);
+            assert_eq!(c, 1, "{out}");
+            assert_contains(&out, &format!("TAMPERED at line {}", n + 1));
+            assert_contains(&out, "after the closing line");
+            assert_contains(&out, &format!("byte {}", original.len()));
+            let j = verify_json(home, &p);
+            assert_eq!(
+                (j["verdict"].as_str(), j["line"].as_u64()),
+                (Some("tampered"), Some(n as u64 + 1)),
+                "{j}"
+            );
+        }
+    }
+}
+
 /// Recomputes every `h` (and the end line's `head`) as someone who edited the tape would; the
 /// end line's `sig` is kept unless `strip_sig`.
 fn rechain(lines: &[String], strip_sig: bool) -> Vec<String> {
@@ -1260,6 +1290,85 @@ fn play_and_check_warn_on_a_broken_chain_but_still_work() {
         .stderr_contains("hash chain");
 }
 
+/// `lines` with the hash chain taken out: `h` from every line, `head` and `sig` from the end.
+fn strip_chain(lines: &[String]) -> Vec<String> {
+    let re = regex::Regex::new(r#","(h|head)":"[0-9a-f]{64}"|,"sig":"hmac-sha256:[0-9a-f]{64}""#)
+        .unwrap();
+    lines
+        .iter()
+        .map(|l| re.replace_all(l, "").into_owned())
+        .collect()
+}
+
+/// `play FLAGS… TAPE` in `home`: the handshake and the recorded call; play's stderr.
+fn play_small(home: &Path, flags: &[&str], tape: &Path) -> String {
+    let mut c = mt(home, &["play"]).args(flags).arg(tape).spawn();
+    c.initialize();
+    let r = c.call(
+        1,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"city": "Lisbon"}}),
+    );
+    assert_eq!(
+        r["result"]["structuredContent"]["echo"],
+        json!({"city": "Lisbon"})
+    );
+    c.finish_with(0)
+}
+
+#[test]
+fn play_warns_on_a_tape_without_a_hash_chain_and_require_chain_refuses_it() {
+    let dir = tmp();
+    let home = dir.path();
+    let tape = small_tape(home);
+    let (_key, signed) = signed_tape(home);
+    let lines = lines_of(&tape);
+    // Stripped, the header saying format 1.0 (which has no chain): nothing left to check.
+    let mut stripped = strip_chain(&lines);
+    assert!(stripped[0].contains(r#""minor":2"#), "{}", stripped[0]);
+    stripped[0] = stripped[0].replacen(r#""minor":2"#, r#""minor":0"#, 1);
+    let unchained = home.join("unchained.jsonl");
+    write_lines(&unchained, &stripped);
+    // Stripped, the header left as it was: the chain breaks at the first line.
+    let headless = home.join("headless.jsonl");
+    write_lines(&headless, &strip_chain(&lines));
+    // One line edited.
+    let mut edited = lines.clone();
+    let resp = line_with(&edited, "\"structuredContent\"");
+    edited[resp - 1] = edited[resp - 1].replacen("\"t_us\":", "\"t_us\":1", 1);
+    let broken = home.join("broken.jsonl");
+    write_lines(&broken, &edited);
+
+    // Without the flag, played with one line of warning.
+    let stderr = play_small(home, &[], &unchained);
+    let warned: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("cannot be checked for edits"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{stderr}");
+    assert_contains(warned[0], &format!("{}:", unchained.display()));
+    // With it, refused before anything is served (exit 65).
+    let init = format!("{}\n", req(0, "initialize", init_params()));
+    for (p, why) in [
+        (&unchained, "no hash chain".to_string()),
+        (&headless, "the hash chain breaks at line 2".to_string()),
+        (&broken, format!("the hash chain breaks at line {resp}")),
+    ] {
+        mt(home, &["play", "--require-chain", &s(p)])
+            .stdin(init.clone())
+            .run()
+            .status(65)
+            .stdout_is("")
+            .stderr_contains(&why)
+            .stderr_contains("--require-chain");
+    }
+    // Chained tapes, signed or not, play with it, without a word about the chain.
+    for p in [&tape, &signed] {
+        let stderr = play_small(home, &["--require-chain"], p);
+        assert!(!stderr.contains("chain"), "{stderr}");
+    }
+}
+
 // --- 8: files ----------------------------------------------------------------------------------
 
 #[cfg(unix)]
@@ -1354,6 +1463,77 @@ fn redact_does_not_write_through_links_beside_a_named_tape() {
         out_b.code(),
         &tmp[..tmp.len().min(60)],
     );
+}
+
+/// The names in `dir` that end with `suffix`.
+fn named_like(dir: &Path, suffix: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(suffix))
+        .collect()
+}
+
+#[cfg(unix)]
+#[test]
+fn a_redact_or_check_update_that_fails_leaves_no_staging_file_behind() {
+    let dir = tmp();
+    let home = dir.path();
+    let tapes = home.join(".mcptape/tapes");
+    let victim = home.join("victim.txt");
+    std::fs::write(&victim, "precious\n").unwrap();
+
+    // redact in place, `TAPE.bak` a symbolic link: refused after the staging file was written.
+    let a = small_named_tape(home, "a");
+    let before = std::fs::read(&a).unwrap();
+    std::os::unix::fs::symlink(&victim, tapes.join("a.jsonl.bak")).unwrap();
+    mt(home, &["redact", "a"])
+        .run()
+        .status(74)
+        .stderr_contains("symbolic link");
+    // redact of a tape malformed in the middle, in place and to -o: refused while reading.
+    let bad = tapes.join("bad.jsonl");
+    let mut lines = lines_of(&a);
+    lines.insert(3, "#".into());
+    write_lines(&bad, &lines);
+    mt(home, &["redact", "bad"])
+        .run()
+        .status(65)
+        .stderr_contains("line 4");
+    let out = home.join("out.jsonl");
+    mt(home, &["redact", "bad", "-o", &s(&out)])
+        .run()
+        .status(65);
+    assert!(!out.exists());
+    assert_eq!(named_like(home, ".redact-tmp"), Vec::<String>::new());
+    assert_eq!(named_like(&tapes, ".redact-tmp"), Vec::<String>::new());
+    assert!(std::fs::read(&a).unwrap() == before, "the tape untouched");
+
+    // A staging name that is a link someone left is not mcptape's to remove.
+    let b = small_named_tape(home, "b");
+    let link = tapes.join("b.jsonl.redact-tmp");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    mt(home, &["redact", "b"]).run().status(74);
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(b.is_file());
+
+    // check --update, `TAPE.bak` a symbolic link: the observed session staged as `TAPE.new`.
+    let c = small_tape(home);
+    let before = std::fs::read(&c).unwrap();
+    std::os::unix::fs::symlink(&victim, home.join("t.jsonl.bak")).unwrap();
+    mt(home, &["check", &s(&c), "--update", "--"])
+        .args(server(home, &json!({})))
+        .run()
+        .status(74);
+    assert_eq!(named_like(home, ".new"), Vec::<String>::new());
+    assert!(
+        std::fs::read(&c).unwrap() == before,
+        "the baseline untouched"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
 }
 
 // --- secrets in unusual frames -----------------------------------------------------------------
