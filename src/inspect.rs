@@ -348,14 +348,24 @@ pub fn show_table(doc: &ShowDoc) -> String {
     }
     match &doc.end {
         Some(e) => {
+            // An agent run's tape (a model API on it) has the agent's exit in its reason.
+            let run = doc
+                .servers
+                .iter()
+                .any(|s| s.transport == crate::tape::format::MODEL_API);
             let exit = match &e.exit {
-                Some(x) if x.code.is_some() => format!("exit code {}", x.code.unwrap_or_default()),
-                Some(x) if x.signal.is_some() => format!("signal {}", x.signal.unwrap_or_default()),
-                _ => "no exit status (an HTTP server is not mcptape's child)".into(),
+                Some(x) if x.code.is_some() => {
+                    format!(", exit code {}", x.code.unwrap_or_default())
+                }
+                Some(x) if x.signal.is_some() => {
+                    format!(", signal {}", x.signal.unwrap_or_default())
+                }
+                _ if run => String::new(),
+                _ => ", no exit status (an HTTP server is not mcptape's child)".into(),
             };
             let _ = writeln!(
                 out,
-                "ended    after {:.3} s: {}, {exit}; {} messages, {} exchanges",
+                "ended    after {:.3} s: {}{exit}; {} messages, {} exchanges",
                 e.t_us as f64 / 1e6,
                 e.reason.as_deref().unwrap_or("-"),
                 e.messages,
