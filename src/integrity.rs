@@ -23,10 +23,14 @@ pub enum Verdict {
         /// What does not hold there, in words.
         reason: String,
     },
-    /// The tape ends early (a crash, or its end was cut off): intact as far as it goes.
+    /// The tape ends early (a crash, a full disk, or its end was cut off): intact as far as it
+    /// goes.
     Cut {
         /// Lines read, header included.
         lines: u64,
+        /// The first line that is missing or torn (the closing line, when the recorder could
+        /// not write everything and said so there).
+        at: u64,
         /// How it ends, in words.
         reason: String,
     },
@@ -105,14 +109,22 @@ pub fn verify(path: &Path, key: Option<&[u8]>) -> Result<VerifyReport, TapeError
         (Chain::Absent, _) => Verdict::Unchained,
         (Chain::Linked(_), None) => Verdict::Cut {
             lines,
+            at: lines + 1,
             reason: match torn {
-                Some(t) => format!("line {t} is torn and there is no closing line: the recording was cut off (crash, kill) or the tape was truncated"),
-                None => "no closing line: the recording was cut off (crash, kill) or the tape was truncated".into(),
+                Some(t) => format!("line {t} is torn and there is no closing line (or the tape was truncated)"),
+                None => "there is no closing line (or the tape was truncated)".into(),
             },
         },
         (Chain::Linked(_), Some((e, before, line))) => {
             if e.head.as_deref() != Some(before.as_str()) {
                 Verdict::Tampered { line: *line, reason: "the closing line's head does not match the chain".into() }
+            } else if e.incomplete {
+                // The chain holds: the recorder lost lines (a write failed) and said so.
+                Verdict::Cut {
+                    lines,
+                    at: *line,
+                    reason: format!("the recorder could not write what came after line {}; its closing line says so (`incomplete`) and counts everything that crossed the wire", line - 1),
+                }
             } else {
                 Verdict::Intact
             }

@@ -297,7 +297,16 @@ impl Recorder {
             .ok_or_else(|| io::Error::other("the tape was closed already"))?;
         let dropped = writer.dropped();
         let failure = writer.failure();
-        let end = writer.finish(exit, Some(reason))?;
+        let end = writer
+            .finish(exit, Some(reason))
+            .map_err(|e| match &failure {
+                // Say what else was lost: there is no closing line to count it.
+                Some(_) => io::Error::new(
+                    e.kind(),
+                    format!("{e}; {dropped} lines before it could not be written either"),
+                ),
+                None => e,
+            })?;
         Ok(Closed {
             tape: self.shared.path.clone(),
             end,
