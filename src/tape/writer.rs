@@ -8,6 +8,7 @@
 
 use super::chain;
 use super::format::{End, ExitInfo, Header, OwnedLine, ServerDecl, FORMAT_NAME, MINOR, VERSION};
+use super::place::Placed;
 use crate::redact::Redactor;
 use crate::wire::{classify, Dir, Frame, Kind};
 use base64::Engine as _;
@@ -17,14 +18,31 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
+/// A closed tape: its closing line, and where the recording is.
+#[derive(Debug)]
+pub struct Finished {
+    /// The closing line as written.
+    pub end: End,
+    /// At its path, in place of the tape that was there, or beside it.
+    pub placed: Placed,
+}
+
 /// Buffer capacity kept between messages; anything larger is released after use.
 const KEEP_CAPACITY: usize = 1024 * 1024;
 
 /// Writes one tape: the header on `create`, then server declarations, messages and events,
-/// each line chained to the one before, and the closing line on `finish`.
+/// each line chained to the one before, and the closing line on `finish`. Over a tape that is
+/// there already, the recording is written beside it and replaces it only if it holds a session
+/// (`super::place`).
 pub struct TapeWriter {
     file: File,
+    /// The tape asked for.
     path: PathBuf,
+    /// Set when a tape was there already: this recording is written beside it (`TAPE.new`)
+    /// and replaces it on `finish` only if it holds a session (see `super::place`).
+    beside: Option<super::place::Beside>,
+    /// The file written: `path`, or `TAPE.new`.
+    file_path: PathBuf,
     start: Instant,
     seq: u64,
     pending: Vec<u8>,
@@ -36,6 +54,11 @@ pub struct TapeWriter {
     failed: Option<io::Error>,
     /// Bytes of complete lines written so far.
     good_len: u64,
+    /// Model calls that got an answer (`part: "response"`): a session, as an exchange is.
+    model_answers: u64,
+    /// Exchanges and answered model calls on the file as of the last whole write: whether the
+    /// recording holds a session.
+    sessions_written: u64,
     dropped: u64,
     redactor: Option<std::sync::Arc<Redactor>>,
     signing_key: Option<Vec<u8>>,
@@ -131,15 +154,22 @@ impl std::fmt::Debug for WriteOptions {
 }
 
 impl TapeWriter {
-    /// Creates (or truncates) the tape, owner-only, and writes the header line.
+    /// Creates the tape, owner-only, and writes the header line: at `path`, or beside the tape
+    /// already there (`TAPE.new`, see `super::place`).
     pub fn create(path: &Path, opts: WriteOptions) -> io::Result<TapeWriter> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             super::store::create_private_dir(dir)?;
         }
-        let file = open_private(path)?;
+        let (file, beside) = super::place::open(path)?;
+        let file_path = match &beside {
+            Some(b) => b.staging().to_path_buf(),
+            None => path.to_path_buf(),
+        };
         let mut w = TapeWriter {
             file,
             path: path.to_path_buf(),
+            beside,
+            file_path,
             start: Instant::now(),
             seq: 0,
             pending: Vec::with_capacity(64 * 1024),
@@ -147,6 +177,8 @@ impl TapeWriter {
             open: [HashMap::new(), HashMap::new()],
             failed: None,
             good_len: 0,
+            model_answers: 0,
+            sessions_written: 0,
             dropped: 0,
             redactor: opts.redactor,
             signing_key: opts.signing_key,
@@ -170,9 +202,14 @@ impl TapeWriter {
         Ok(w)
     }
 
-    /// The tape's path, as created.
+    /// The tape's path, as asked for.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file being written: the tape's path, or `TAPE.new` beside the tape already there.
+    pub fn writing(&self) -> &Path {
+        &self.file_path
     }
 
     /// Microseconds since the tape started.
@@ -378,6 +415,9 @@ impl TapeWriter {
             Dir::C2S => self.counts.c2s += 1,
             Dir::S2C => self.counts.s2c += 1,
         }
+        if dir == Dir::S2C && part == "response" {
+            self.model_answers += 1;
+        }
         let start = self.pending.len();
         let mut p = std::mem::take(&mut self.pending);
         let mut num = itoa::Buffer::new();
@@ -486,11 +526,12 @@ impl TapeWriter {
             self.failed = Some(e);
             return Err(io::Error::other(format!(
                 "writing tape {}: {msg}",
-                self.path.display()
+                self.file_path.display()
             )));
         }
         self.good_len += len as u64;
         self.written_head.clone_from(&self.head);
+        self.sessions_written = self.counts.exchanges + self.model_answers;
         self.pending.clear();
         if self.pending.capacity() > KEEP_CAPACITY {
             // One huge message should not pin its size in memory for the rest of the session.
@@ -512,8 +553,43 @@ impl TapeWriter {
         self.dropped
     }
 
-    /// Writes the closing line and syncs the file. Returns the counts written.
-    pub fn finish(mut self, exit: Option<ExitInfo>, reason: Option<String>) -> io::Result<End> {
+    /// Writes the closing line and syncs the file; over a tape that was there already, puts the
+    /// recording in its place if it holds a session. Returns the counts written and where the
+    /// recording is.
+    pub fn finish(
+        mut self,
+        exit: Option<ExitInfo>,
+        reason: Option<String>,
+    ) -> io::Result<Finished> {
+        let beside = self.beside.take();
+        let lost = self.dropped; // before the closing line is counted among them
+        match self.close(exit, reason) {
+            Ok(end) => {
+                let placed = match beside {
+                    None => Placed::InPlace,
+                    Some(b) => b.settle(self.sessions_written > 0),
+                };
+                Ok(Finished { end, placed })
+            }
+            Err(e) => {
+                // There is no closing line to count what else was lost: say it here.
+                let e = match lost {
+                    0 => e,
+                    n => io::Error::new(
+                        e.kind(),
+                        format!("{e}; neither the closing line nor {n} lines before it could be written"),
+                    ),
+                };
+                Err(match &beside {
+                    Some(b) => b.not_closed(e),
+                    None => e,
+                })
+            }
+        }
+    }
+
+    /// The closing line, written and synced.
+    fn close(&mut self, exit: Option<ExitInfo>, reason: Option<String>) -> io::Result<End> {
         if self.failed.is_some() {
             // Lines built after the failure were never written: chain to the last one that was.
             self.head.clone_from(&self.written_head);

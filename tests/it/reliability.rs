@@ -437,7 +437,7 @@ fn a_burst_that_fills_the_disk_keeps_every_line_that_fits_and_verify_calls_it_cu
             assert_contains(&stderr, "mcptape: error: could not write tape");
             assert_contains(
                 &stderr,
-                &format!("{lost} lines before it could not be written"),
+                &format!("neither the closing line nor {lost} lines before it could be written"),
             );
         }
     }
