@@ -23,10 +23,14 @@ pub enum Verdict {
         /// What does not hold there, in words.
         reason: String,
     },
-    /// The tape ends early (a crash, or its end was cut off): intact as far as it goes.
+    /// The tape ends early (a crash, a full disk, or its end was cut off): intact as far as it
+    /// goes.
     Cut {
         /// Lines read, header included.
         lines: u64,
+        /// The first line that is missing or torn (the closing line, when the recorder could
+        /// not write everything and said so there).
+        at: u64,
         /// How it ends, in words.
         reason: String,
     },
@@ -106,9 +110,10 @@ pub fn verify(path: &Path, key: Option<&[u8]>) -> Result<VerifyReport, TapeError
         (Chain::Absent, _) => Verdict::Unchained,
         (Chain::Linked(_), None) => Verdict::Cut {
             lines,
+            at: lines + 1,
             reason: match torn {
-                Some((t, _)) => format!("line {t} is torn and there is no closing line: the recording was cut off (crash, kill) or the tape was truncated"),
-                None => "no closing line: the recording was cut off (crash, kill) or the tape was truncated".into(),
+                Some((t, _)) => format!("line {t} is torn and there is no closing line (or the tape was truncated)"),
+                None => "there is no closing line (or the tape was truncated)".into(),
             },
         },
         (Chain::Linked(_), Some((e, before, line))) => {
@@ -118,6 +123,13 @@ pub fn verify(path: &Path, key: Option<&[u8]>) -> Result<VerifyReport, TapeError
                 // A torn line is how a crash ends a tape, before any closing line: after one, it
                 // is bytes added later (the reader skips them, so the chain never sees them).
                 Verdict::Tampered { line, reason: format!("{bytes} bytes after the closing line, from byte {torn_at} to the end of the file (no newline): added after the tape was closed") }
+            } else if e.incomplete {
+                // The chain holds: the recorder lost lines (a write failed) and said so.
+                Verdict::Cut {
+                    lines,
+                    at: *line,
+                    reason: format!("the recorder could not write what came after line {}; its closing line says so (`incomplete`) and counts everything that crossed the wire", line - 1),
+                }
             } else {
                 Verdict::Intact
             }

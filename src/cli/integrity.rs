@@ -69,7 +69,7 @@ pub fn verify(a: VerifyArgs) -> Result<i32> {
         let text = match &report.verdict {
             Verdict::Intact => format!("intact: {} lines, hash chain holds to the closing line{sig}\n", report.lines),
             Verdict::Tampered { line, reason } => format!("TAMPERED at line {line}: {reason}\n"),
-            Verdict::Cut { lines, reason } => format!("cut off after line {lines}: {reason}; the {lines} lines before are intact\n"),
+            Verdict::Cut { at, reason, .. } => format!("cut off at line {at} (disk full or crash): {reason}; the {} lines before are intact\n", at - 1),
             Verdict::Unchained => "cannot verify: the tape has no hash chain (format 1.0); `mcptape redact` rewrites it with one\n".into(),
         };
         super::stdout(&format!("{}: {text}", path.display()))?;

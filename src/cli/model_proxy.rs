@@ -142,5 +142,8 @@ pub fn run(a: Args) -> Result<i32> {
         crate::diag!("mcptape: WARNING: {n} tape lines could not be written ({why}); the tape is marked incomplete");
         return Ok(mcptape::exit::IO_ERR);
     }
+    if matches!(out.placed, mcptape::tape::Placed::NotReplaced { .. }) {
+        return Ok(mcptape::exit::IO_ERR);
+    }
     Ok(mcptape::exit::OK)
 }

@@ -18,7 +18,9 @@ use std::time::Duration;
 #[command(visible_alias = "rec", after_help = super::EXIT_CODES, verbatim_doc_comment)]
 pub struct Args {
     /// Tape name (stored as .mcptape/tapes/NAME.jsonl, or under $MCPTAPE_DIR) or a path (with a
-    /// '/' or ending in .jsonl). Default: the server's name and the time.
+    /// '/' or ending in .jsonl). Default: the server's name and the time. Over a tape that is
+    /// there, the recording goes to TAPE.new and replaces it only if it holds an exchange (the
+    /// old one kept as TAPE.bak).
     #[arg(long, short = 't', value_name = "NAME|PATH")]
     tape: Option<String>,
     /// Largest message kept whole, in bytes; longer lines are forwarded but recorded as
@@ -108,7 +110,8 @@ fn write_options(redact: &super::RedactArgs, sign: &super::SignArgs) -> Result<W
 }
 
 /// The summary line on stderr, and the exit code: the server's (0 over HTTP), or 74 when the
-/// tape lost lines and the server exited 0 (so a failing tape never passes silently).
+/// tape lost lines or could not replace the tape that was there, and the server exited 0 (so a
+/// failing tape never passes silently).
 fn report(out: mcptape::record::RecordOutcome) -> i32 {
     let raw = if out.end.raw > 0 {
         format!(", {} non-JSON lines", out.end.raw)
@@ -127,11 +130,13 @@ fn report(out: mcptape::record::RecordOutcome) -> i32 {
             out.dropped
         );
     }
+    let mut failed = matches!(out.placed, mcptape::tape::Placed::NotReplaced { .. });
     if let Some((dropped, err)) = out.write_failure {
         crate::diag!("mcptape: WARNING: the tape is INCOMPLETE: {dropped} lines could not be written ({err})");
-        if out.exit_code == 0 {
-            return mcptape::exit::IO_ERR;
-        }
+        failed = true;
+    }
+    if failed && out.exit_code == 0 {
+        return mcptape::exit::IO_ERR;
     }
     out.exit_code
 }

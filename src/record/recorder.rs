@@ -7,7 +7,7 @@
 //! first failure is reported once on stderr, the session goes on, what could not be written is
 //! counted, and the closing line marks the tape incomplete.
 
-use crate::tape::{End, ExitInfo, ServerDecl, TapeWriter, WriteOptions};
+use crate::tape::{End, ExitInfo, Placed, ServerDecl, TapeWriter, WriteOptions};
 use crate::wire::{Dir, Frame, Framer};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -90,22 +90,27 @@ impl crate::exit::Coded for RecordError {
 /// How a recording ended, for the summary and the exit code.
 #[derive(Debug)]
 pub struct Closed {
-    /// The tape's path.
+    /// Where the recording is: the tape's path, or `TAPE.new` beside the tape it did not
+    /// replace (see `placed`).
     pub tape: PathBuf,
     /// The closing line as written.
     pub end: End,
     /// Tape lines that could not be written (disk full…), with the first error.
     pub write_failure: Option<(u64, String)>,
+    /// What became of a tape that was there already (said on stderr when it closed).
+    pub placed: Placed,
 }
 
 /// How a recording ended: what every transport's record function returns.
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct RecordOutcome {
-    /// The tape.
+    /// Where the recording is: the tape, or `TAPE.new` beside the tape it did not replace.
     pub tape: PathBuf,
     /// Its closing line.
     pub end: End,
+    /// What became of a tape that was there already.
+    pub placed: Placed,
     /// The exit code mcptape should exit with: the server's, or 128+n for a signal (0 for an
     /// HTTP upstream).
     pub exit_code: i32,
@@ -123,6 +128,7 @@ impl RecordOutcome {
         RecordOutcome {
             tape: closed.tape,
             end: closed.end,
+            placed: closed.placed,
             exit_code,
             write_failure: closed.write_failure,
             dropped: 0,
@@ -286,6 +292,7 @@ impl Recorder {
                     ..End::default()
                 },
                 write_failure: None,
+                placed: Placed::InPlace,
             });
         }
         let writer = self
@@ -297,11 +304,15 @@ impl Recorder {
             .ok_or_else(|| io::Error::other("the tape was closed already"))?;
         let dropped = writer.dropped();
         let failure = writer.failure();
-        let end = writer.finish(exit, Some(reason))?;
+        let finished = writer.finish(exit, Some(reason))?;
         Ok(Closed {
-            tape: self.shared.path.clone(),
-            end,
+            tape: finished
+                .placed
+                .elsewhere()
+                .map_or_else(|| self.shared.path.clone(), Path::to_path_buf),
+            end: finished.end,
             write_failure: failure.map(|f| (dropped, f)),
+            placed: finished.placed,
         })
     }
 

@@ -5,6 +5,7 @@ pub(crate) mod chain;
 pub mod format;
 pub mod index;
 mod index_cache;
+pub mod place;
 pub mod reader;
 pub(crate) mod scan;
 pub mod store;
@@ -12,8 +13,9 @@ pub mod writer;
 
 pub use format::{End, ExitInfo, Header, ServerDecl, DEFAULT_SERVER};
 pub use index::TapeIndex;
+pub use place::Placed;
 pub use reader::{Chain, Entry, Item, TapeError, TapeReader, Warning};
-pub use writer::{TapeWriter, WriteOptions};
+pub use writer::{Finished, TapeWriter, WriteOptions};
 
 #[cfg(test)]
 mod tests {
@@ -42,6 +44,7 @@ mod tests {
             Some("test".into()),
         )
         .unwrap()
+        .end
     }
 
     const SESSION: &[(Dir, &[u8])] = &[

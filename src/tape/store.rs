@@ -32,12 +32,15 @@ pub fn tapes_dir() -> PathBuf {
     root().join(TAPES_DIR)
 }
 
-/// A tape argument is a path when it contains a path separator or ends in `.jsonl`;
+/// A tape argument is a path when it contains a path separator or ends in `.jsonl` (or in
+/// `.jsonl.bak` or `.jsonl.new`, the names mcptape gives the tapes it keeps beside one);
 /// otherwise it is a name in the tape store.
 pub(crate) fn looks_like_path(arg: &str) -> bool {
     arg.contains('/')
         || arg.contains(std::path::MAIN_SEPARATOR)
         || arg.ends_with(".jsonl")
+        || arg.ends_with(".jsonl.bak")
+        || arg.ends_with(".jsonl.new")
         || arg == "."
         || arg == ".."
 }
@@ -206,6 +209,15 @@ mod tests {
         // Anything with a slash is a path, and is taken as given.
         assert_eq!(resolve("../x").unwrap(), PathBuf::from("../x"));
         assert_eq!(resolve("t.jsonl").unwrap(), PathBuf::from("t.jsonl"));
+        // The tapes kept beside one (a re-recording's backup, a recording that did not replace).
+        assert_eq!(
+            resolve("t.jsonl.bak").unwrap(),
+            PathBuf::from("t.jsonl.bak")
+        );
+        assert_eq!(
+            resolve("t.jsonl.new").unwrap(),
+            PathBuf::from("t.jsonl.new")
+        );
         assert!(resolve("..").is_ok_and(|p| p == Path::new("..")));
     }
 

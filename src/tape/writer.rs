@@ -8,6 +8,7 @@
 
 use super::chain;
 use super::format::{End, ExitInfo, Header, OwnedLine, ServerDecl, FORMAT_NAME, MINOR, VERSION};
+use super::place::Placed;
 use crate::redact::Redactor;
 use crate::wire::{classify, Dir, Frame, Kind};
 use base64::Engine as _;
@@ -17,14 +18,31 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
+/// A closed tape: its closing line, and where the recording is.
+#[derive(Debug)]
+pub struct Finished {
+    /// The closing line as written.
+    pub end: End,
+    /// At its path, in place of the tape that was there, or beside it.
+    pub placed: Placed,
+}
+
 /// Buffer capacity kept between messages; anything larger is released after use.
 const KEEP_CAPACITY: usize = 1024 * 1024;
 
 /// Writes one tape: the header on `create`, then server declarations, messages and events,
-/// each line chained to the one before, and the closing line on `finish`.
+/// each line chained to the one before, and the closing line on `finish`. Over a tape that is
+/// there already, the recording is written beside it and replaces it only if it holds a session
+/// (`super::place`).
 pub struct TapeWriter {
     file: File,
+    /// The tape asked for.
     path: PathBuf,
+    /// Set when a tape was there already: this recording is written beside it (`TAPE.new`)
+    /// and replaces it on `finish` only if it holds a session (see `super::place`).
+    beside: Option<super::place::Beside>,
+    /// The file written: `path`, or `TAPE.new`.
+    file_path: PathBuf,
     start: Instant,
     seq: u64,
     pending: Vec<u8>,
@@ -36,11 +54,19 @@ pub struct TapeWriter {
     failed: Option<io::Error>,
     /// Bytes of complete lines written so far.
     good_len: u64,
+    /// Model calls that got an answer (`part: "response"`): a session, as an exchange is.
+    model_answers: u64,
+    /// Exchanges and answered model calls on the file as of the last whole write: whether the
+    /// recording holds a session.
+    sessions_written: u64,
     dropped: u64,
     redactor: Option<std::sync::Arc<Redactor>>,
     signing_key: Option<Vec<u8>>,
     /// The chain's head: hex SHA-256 of the last line.
     head: String,
+    /// The chain's head at the last line that reached the file: after a failed write the
+    /// closing line chains to it, not to the lines that were lost.
+    written_head: String,
     /// The end of a line whose body is written straight from the caller's buffer.
     tail: Vec<u8>,
     /// A write error from a message written out at once (a big one), for the next `commit`.
@@ -128,15 +154,22 @@ impl std::fmt::Debug for WriteOptions {
 }
 
 impl TapeWriter {
-    /// Creates (or truncates) the tape, owner-only, and writes the header line.
+    /// Creates the tape, owner-only, and writes the header line: at `path`, or beside the tape
+    /// already there (`TAPE.new`, see `super::place`).
     pub fn create(path: &Path, opts: WriteOptions) -> io::Result<TapeWriter> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             super::store::create_private_dir(dir)?;
         }
-        let file = open_private(path)?;
+        let (file, beside) = super::place::open(path)?;
+        let file_path = match &beside {
+            Some(b) => b.staging().to_path_buf(),
+            None => path.to_path_buf(),
+        };
         let mut w = TapeWriter {
             file,
             path: path.to_path_buf(),
+            beside,
+            file_path,
             start: Instant::now(),
             seq: 0,
             pending: Vec::with_capacity(64 * 1024),
@@ -144,10 +177,13 @@ impl TapeWriter {
             open: [HashMap::new(), HashMap::new()],
             failed: None,
             good_len: 0,
+            model_answers: 0,
+            sessions_written: 0,
             dropped: 0,
             redactor: opts.redactor,
             signing_key: opts.signing_key,
             head: String::new(),
+            written_head: String::new(),
             tail: Vec::new(),
             unreported: None,
         };
@@ -166,9 +202,14 @@ impl TapeWriter {
         Ok(w)
     }
 
-    /// The tape's path, as created.
+    /// The tape's path, as asked for.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file being written: the tape's path, or `TAPE.new` beside the tape already there.
+    pub fn writing(&self) -> &Path {
+        &self.file_path
     }
 
     /// Microseconds since the tape started.
@@ -374,6 +415,9 @@ impl TapeWriter {
             Dir::C2S => self.counts.c2s += 1,
             Dir::S2C => self.counts.s2c += 1,
         }
+        if dir == Dir::S2C && part == "response" {
+            self.model_answers += 1;
+        }
         let start = self.pending.len();
         let mut p = std::mem::take(&mut self.pending);
         let mut num = itoa::Buffer::new();
@@ -434,7 +478,9 @@ impl TapeWriter {
     }
 
     /// Writes `pending` and then `more` (the rest of a line whose big body was not copied) in
-    /// one `writev(2)`, all or nothing as far as the tape's accounting goes.
+    /// one `writev(2)`. When the write fails part way (a full disk takes what fits), the whole
+    /// lines that reached the file stay and the torn rest is cut off at once: the tape ends on a
+    /// complete line, chained, whatever happens next.
     fn write_out(&mut self, more: &[&[u8]]) -> io::Result<()> {
         if self.pending.is_empty() && more.iter().all(|m| m.is_empty()) {
             return Ok(());
@@ -456,17 +502,36 @@ impl TapeWriter {
         parts.extend(more.iter().map(|m| io::IoSlice::new(m)));
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let result = write_all_vectored(&mut self.file, &mut parts);
-        if let Err(e) = result {
-            self.dropped += lines(&self.pending);
+        if let Err((written, e)) = result {
+            let slices: Vec<&[u8]> = std::iter::once(&self.pending[..])
+                .chain(more.iter().copied())
+                .collect();
+            let (kept, kept_lines) = match last_whole_line(&slices, written) {
+                Some((end, lines, h)) => {
+                    self.written_head.clear();
+                    self.written_head.push_str(h);
+                    (end, lines)
+                }
+                None => (0, 0),
+            };
+            self.dropped += lines(&self.pending) - kept_lines;
+            self.good_len += kept as u64;
             self.pending.clear();
+            // Best effort: `finish` cuts back again before the closing line.
+            if self.file.set_len(self.good_len).is_ok() {
+                use std::io::Seek;
+                let _ = self.file.seek(io::SeekFrom::Start(self.good_len));
+            }
             let msg = e.to_string();
             self.failed = Some(e);
             return Err(io::Error::other(format!(
                 "writing tape {}: {msg}",
-                self.path.display()
+                self.file_path.display()
             )));
         }
         self.good_len += len as u64;
+        self.written_head.clone_from(&self.head);
+        self.sessions_written = self.counts.exchanges + self.model_answers;
         self.pending.clear();
         if self.pending.capacity() > KEEP_CAPACITY {
             // One huge message should not pin its size in memory for the rest of the session.
@@ -488,8 +553,47 @@ impl TapeWriter {
         self.dropped
     }
 
-    /// Writes the closing line and syncs the file. Returns the counts written.
-    pub fn finish(mut self, exit: Option<ExitInfo>, reason: Option<String>) -> io::Result<End> {
+    /// Writes the closing line and syncs the file; over a tape that was there already, puts the
+    /// recording in its place if it holds a session. Returns the counts written and where the
+    /// recording is.
+    pub fn finish(
+        mut self,
+        exit: Option<ExitInfo>,
+        reason: Option<String>,
+    ) -> io::Result<Finished> {
+        let beside = self.beside.take();
+        let lost = self.dropped; // before the closing line is counted among them
+        match self.close(exit, reason) {
+            Ok(end) => {
+                let placed = match beside {
+                    None => Placed::InPlace,
+                    Some(b) => b.settle(self.sessions_written > 0),
+                };
+                Ok(Finished { end, placed })
+            }
+            Err(e) => {
+                // There is no closing line to count what else was lost: say it here.
+                let e = match lost {
+                    0 => e,
+                    n => io::Error::new(
+                        e.kind(),
+                        format!("{e}; neither the closing line nor {n} lines before it could be written"),
+                    ),
+                };
+                Err(match &beside {
+                    Some(b) => b.not_closed(e),
+                    None => e,
+                })
+            }
+        }
+    }
+
+    /// The closing line, written and synced.
+    fn close(&mut self, exit: Option<ExitInfo>, reason: Option<String>) -> io::Result<End> {
+        if self.failed.is_some() {
+            // Lines built after the failure were never written: chain to the last one that was.
+            self.head.clone_from(&self.written_head);
+        }
         let mut end = self.counts.clone();
         end.t_us = self.elapsed_us(Instant::now());
         end.exit = exit;
@@ -659,18 +763,47 @@ fn push_h(out: &mut Vec<u8>, head: &str) {
     out.extend_from_slice(b"\"}\n");
 }
 
-/// `write_all` over several buffers (std's `write_all_vectored` is not stable yet).
-fn write_all_vectored(file: &mut File, mut parts: &mut [io::IoSlice<'_>]) -> io::Result<()> {
+/// `write_all` over several buffers (std's `write_all_vectored` is not stable yet). On failure,
+/// how many bytes did reach the file, with the error.
+fn write_all_vectored(
+    file: &mut File,
+    mut parts: &mut [io::IoSlice<'_>],
+) -> Result<(), (usize, io::Error)> {
+    let mut written = 0;
     io::IoSlice::advance_slices(&mut parts, 0); // drop leading empty slices
     while !parts.is_empty() {
         match file.write_vectored(parts) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => io::IoSlice::advance_slices(&mut parts, n),
+            Ok(0) => return Err((written, io::ErrorKind::WriteZero.into())),
+            Ok(n) => {
+                written += n;
+                io::IoSlice::advance_slices(&mut parts, n)
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err((written, e)),
         }
     }
     Ok(())
+}
+
+/// Among the first `written` bytes of `parts` (consecutive tape lines, each ending in
+/// `,"h":"<hex>"}` and a newline): where the last complete line ends, how many complete lines
+/// there are, and that line's `h`. `None` when no line is complete.
+fn last_whole_line<'a>(parts: &[&'a [u8]], written: usize) -> Option<(usize, u64, &'a str)> {
+    let (mut at, mut lines, mut last) = (0usize, 0u64, None);
+    for part in parts {
+        let part: &'a [u8] = part;
+        let got = &part[..part.len().min(written - at)];
+        lines += memchr::memchr_iter(b'\n', got).count() as u64;
+        if let Some(nl) = memchr::memrchr(b'\n', got) {
+            // A line's newline and its `h` are in the same part (a big body is never last).
+            last = Some((at + nl + 1, lines, chain::locate_h(&part[..nl])?.1));
+        }
+        at += got.len();
+        if at == written {
+            break;
+        }
+    }
+    last
 }
 
 fn push_json_str(out: &mut Vec<u8>, s: &str) {
@@ -760,4 +893,26 @@ pub(crate) fn copy_own(from: &Path, to: &Path) -> io::Result<()> {
     let mut dst = open_own(to)?;
     io::copy(&mut src, &mut dst)?;
     dst.sync_data()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_cut_short_keeps_the_whole_lines_and_the_last_ones_hash() {
+        let h = |c: char| c.to_string().repeat(64);
+        let a = format!("{{\"type\":\"msg\",\"h\":\"{}\"}}\n", h('a'));
+        // The second line in three parts, as a big body is written: head, body, tail.
+        let pending = format!("{a}{{\"type\":\"msg\",\"msg\":");
+        let tail = format!(",\"h\":\"{}\"}}\n", h('b'));
+        let parts: [&[u8]; 3] = [pending.as_bytes(), b"[1,2,3]", tail.as_bytes()];
+        let all: usize = parts.iter().map(|p| p.len()).sum();
+        // Nothing whole yet; the first line whole; the first line and part of the second; both.
+        assert_eq!(last_whole_line(&parts, a.len() - 1), None);
+        let first = Some((a.len(), 1, &*h('a')));
+        assert_eq!(last_whole_line(&parts, a.len()), first);
+        assert_eq!(last_whole_line(&parts, all - 1), first);
+        assert_eq!(last_whole_line(&parts, all), Some((all, 2, &*h('b'))));
+    }
 }

@@ -1223,3 +1223,62 @@ fn play_answers_over_sse_or_json_as_the_recording_did() {
     let err = play.stop();
     assert_clean_play(&err);
 }
+
+// --- recording over a tape that is there already (issue 15) ----------------------------------
+
+#[test]
+fn re_recording_over_http_keeps_the_old_tape_until_the_new_one_holds_an_exchange() {
+    let dir = tmp();
+    let tape = dir.path().join("http.jsonl");
+    let (new, bak) = (
+        dir.path().join("http.jsonl.new"),
+        dir.path().join("http.jsonl.bak"),
+    );
+    write_tape(
+        &tape,
+        &[
+            ("c2s", json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+            ("s2c", json!({"jsonrpc": "2.0", "id": 1, "result": {}})),
+        ],
+        true,
+    );
+    let first = std::fs::read(&tape).unwrap();
+
+    // Started and stopped before any request: the tape stays, the empty recording is beside it.
+    let edge = edge_recording(dir.path(), "http.jsonl");
+    let err = edge.rec.stop();
+    assert!(
+        std::fs::read(&tape).unwrap() == first,
+        "the tape is untouched"
+    );
+    assert_contains(
+        &err,
+        &format!(
+            "the new recording held no exchange: {} is kept as it was; the new recording is at {}",
+            tape.display(),
+            new.display()
+        ),
+    );
+    assert_eq!(tape_lines(&new).last().unwrap()["exchanges"], 0);
+
+    // One request answered: the new recording replaces the tape, the old one kept as .bak.
+    let rec = Served::record(&format!("{}/mcp", edge.base), &tape);
+    let (status, body) = post(&rec.url, &edge_request(7, "tools/list"));
+    assert_eq!(status, 200, "{}", text(&body));
+    let err = rec.stop();
+    assert_contains(
+        &err,
+        &format!(
+            "replaced {}; the old tape is kept as {}",
+            tape.display(),
+            bak.display()
+        ),
+    );
+    assert!(
+        std::fs::read(&bak).unwrap() == first,
+        "the old tape, byte for byte"
+    );
+    assert!(!new.exists());
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs[1]["msg"]["result"]["echo"], "tools/list", "{msgs:#?}");
+}

@@ -242,3 +242,75 @@ fn what_cannot_start_says_so_with_its_exit_code_and_loses_no_tape() {
         .unwrap_or_default()
         .contains("/nonexistent/agent"));
 }
+
+/// Re-recording (issue 15): a model call the upstream answered is a session; one it never
+/// answered is not, and costs no tape.
+#[test]
+fn re_recording_model_calls_replaces_the_tape_only_once_a_call_was_answered() {
+    let dir = tmp();
+    let tape = dir.path().join("model.jsonl");
+    let (new, bak) = (
+        dir.path().join("model.jsonl.new"),
+        dir.path().join("model.jsonl.bak"),
+    );
+    write_tape(
+        &tape,
+        &[
+            (
+                "c2s",
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+            ),
+            (
+                "s2c",
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {}}),
+            ),
+        ],
+        true,
+    );
+    let first = std::fs::read(&tape).unwrap();
+    let proxy = |upstream: &str| {
+        Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", upstream])
+    };
+
+    // An upstream that is not there: the call fails (502), the tape stays.
+    let dead = proxy(&format!("http://127.0.0.1:{}", free_port()));
+    let (status, _) = http(
+        &format!("{}/v1/messages", dead.url),
+        "POST",
+        HEADERS,
+        &ask(false),
+    );
+    assert_eq!(status, 502);
+    let err = dead.stop();
+    assert_contains(&err, "the new recording held no exchange");
+    assert!(
+        std::fs::read(&tape).unwrap() == first,
+        "the tape is untouched"
+    );
+    assert!(tape_lines(&new).iter().any(|l| l["part"] == "request"));
+
+    // An answered call replaces it.
+    let (_up, base) = upstream(dir.path(), false);
+    let live = proxy(&base);
+    let (status, body) = http(
+        &format!("{}/v1/messages", live.url),
+        "POST",
+        HEADERS,
+        &ask(false),
+    );
+    assert_eq!(status, 200, "{}", text(&body));
+    let err = live.stop();
+    assert_contains(
+        &err,
+        &format!(
+            "replaced {}; the old tape is kept as {}",
+            tape.display(),
+            bak.display()
+        ),
+    );
+    assert!(
+        std::fs::read(&bak).unwrap() == first,
+        "the old tape, byte for byte"
+    );
+    assert!(tape_lines(&tape).iter().any(|l| l["part"] == "response"));
+}

@@ -734,3 +734,231 @@ fn an_answer_sent_after_the_client_closed_stdin_still_reaches_client_and_tape() 
     assert_eq!(end["exchanges"], 1);
     assert_eq!(end["reason"], "the client closed stdin");
 }
+
+// --- recording over a tape that is there already (issue 15) ----------------------------------
+
+/// `path` + `suffix` (`t.jsonl` → `t.jsonl.bak`).
+fn beside(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    p.into()
+}
+
+fn read(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// `mcptape record --tape NAME -- demo-server` with the store in `store`: the handshake and
+/// one `add` call per pair, or nothing at all (the client leaves at once) when `sums` is empty.
+/// Requires exit `code`; returns stderr.
+fn record_named(store: &Path, name: &str, sums: &[(i64, i64)], code: i32) -> String {
+    let mut c = Mt::new(["record", "--tape", name, "--"])
+        .args(demo_server("healthy"))
+        .env("MCPTAPE_DIR", store)
+        .spawn();
+    if !sums.is_empty() {
+        c.initialize();
+    }
+    for (i, (a, b)) in sums.iter().enumerate() {
+        let r = c.call(
+            i as i64 + 1,
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": a, "b": b}}),
+        );
+        assert_eq!(r["result"]["content"][0]["text"], (a + b).to_string());
+    }
+    c.finish_with(code)
+}
+
+/// The sums the `add` calls on a tape answered.
+fn sums_on(tape: &Path) -> Vec<String> {
+    tape_msgs(tape)
+        .iter()
+        .filter_map(|m| {
+            m["msg"]["result"]["content"][0]["text"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect()
+}
+
+#[test]
+fn re_recording_replaces_a_tape_only_with_a_session_and_keeps_the_old_one_as_bak() {
+    let store = tmp();
+    let tape = store.path().join("tapes/fixture.jsonl");
+    let (new, bak) = (beside(&tape, ".new"), beside(&tape, ".bak"));
+    record_named(store.path(), "fixture", &[(2, 3)], 0);
+    assert!(
+        !new.exists() && !bak.exists(),
+        "a first recording is written in place"
+    );
+    let first = read(&tape);
+
+    // A session with no exchange (the client leaves at once) does not cost the fixture.
+    let err = record_named(store.path(), "fixture", &[], 0);
+    assert!(read(&tape) == first, "the tape is untouched");
+    assert!(!bak.exists(), "nothing replaced, nothing backed up");
+    assert_contains(
+        &err,
+        &format!(
+            "mcptape: the new recording held no exchange: {} is kept as it was; the new recording is at {}",
+            tape.display(),
+            new.display()
+        ),
+    );
+    assert_contains(&err, &format!("(0 exchanges) to {}", new.display()));
+    assert_eq!(end_line(&new)["exchanges"], 0);
+
+    // A session replaces it; the old tape is kept as TAPE.bak. (The closed recording left at
+    // TAPE.new was reported when it ended: it is written over without a word.)
+    let err = record_named(store.path(), "fixture", &[(4, 5)], 0);
+    assert!(!err.contains("mcptape: found"), "{err}");
+    assert_eq!(sums_on(&tape), ["9"]);
+    assert!(read(&bak) == first, "the old tape, byte for byte");
+    assert!(!new.exists(), "the new recording went into place");
+    assert_contains(
+        &err,
+        &format!(
+            "mcptape: replaced {}; the old tape is kept as {}",
+            tape.display(),
+            bak.display()
+        ),
+    );
+    assert_contains(&err, &format!("(2 exchanges) to {}", tape.display()));
+    Mt::new(["verify"]).arg(&tape).run().status(0);
+
+    // Once more: the backup is the tape just replaced.
+    let second = read(&tape);
+    record_named(store.path(), "fixture", &[(6, 7)], 0);
+    assert_eq!(sums_on(&tape), ["13"]);
+    assert!(read(&bak) == second, "the backup is the tape just replaced");
+    let names: Vec<String> = Mt::new(["ls"])
+        .env("MCPTAPE_DIR", store.path())
+        .run()
+        .success()
+        .stdout
+        .lines()
+        .filter(|l| l.contains("fixture"))
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        names.len(),
+        1,
+        "ls lists the tape, not its backup: {names:?}"
+    );
+}
+
+#[test]
+fn a_re_recording_killed_with_sigkill_leaves_the_old_tape_at_its_path_and_the_new_one_beside_it() {
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let (new, bak) = (beside(&tape, ".new"), beside(&tape, ".bak"));
+    let mut c = record(&tape, &[], &demo_server("healthy"));
+    c.initialize();
+    c.finish_with(0);
+    let first = read(&tape);
+
+    let mut c = record(&tape, &[], &demo_server("healthy"));
+    c.initialize();
+    let r = c.call(
+        1,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+    );
+    kill(c.pid(), libc::SIGKILL);
+    wait_exit(c);
+    assert!(read(&tape) == first, "the old tape is still at its path");
+    let msgs = tape_msgs(&new);
+    assert_eq!(
+        msgs.len(),
+        5,
+        "the partial recording is beside it: {msgs:#?}"
+    );
+    assert_eq!(msgs[4]["msg"], r, "up to the last message forwarded");
+    assert_contains(&show_json(&new)["warnings"].to_string(), "no closing line");
+    assert!(!bak.exists());
+
+    // The next recording says what it found, and goes on as usual.
+    let mut c = record(&tape, &[], &demo_server("healthy"));
+    c.initialize();
+    let err = c.finish_with(0);
+    assert_contains(
+        &err,
+        &format!(
+            "mcptape: found {}, left by a recording that did not finish (killed, or the machine stopped); this recording writes over it",
+            new.display()
+        ),
+    );
+    assert!(read(&bak) == first, "the old tape, byte for byte");
+    assert!(!new.exists());
+}
+
+#[test]
+fn a_backup_name_that_is_a_symlink_is_refused_and_the_old_tape_stays() {
+    let (dir, tape) = tmp_tape("t.jsonl");
+    let (new, bak) = (beside(&tape, ".new"), beside(&tape, ".bak"));
+    let mut c = record(&tape, &[], &demo_server("healthy"));
+    c.initialize();
+    c.finish_with(0);
+    let first = read(&tape);
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    std::os::unix::fs::symlink(&victim, &bak).unwrap();
+
+    let mut c = record(&tape, &[], &demo_server("healthy"));
+    c.initialize();
+    let err = c.finish_with(74);
+    assert_contains(
+        &err,
+        &format!(
+            "mcptape: error: could not replace {}: {} is a symbolic link; refusing to replace it. {} is kept as it was; the new recording is at {}",
+            tape.display(),
+            bak.display(),
+            tape.display(),
+            new.display()
+        ),
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(std::fs::symlink_metadata(&bak)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(read(&tape) == first, "the tape is untouched");
+    assert_eq!(end_line(&new)["exchanges"], 1, "the new recording is whole");
+}
+
+#[test]
+fn a_tape_path_that_is_a_symlink_is_re_recorded_behind_the_link() {
+    let (dir, real) = tmp_tape("real.jsonl");
+    let link = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let mut c = record(&link, &[], &demo_server("healthy"));
+    c.initialize();
+    c.finish_with(0);
+    let first = read(&real);
+
+    let mut c = record(&link, &[], &demo_server("healthy"));
+    c.initialize();
+    c.call(2, "tools/list", json!({}));
+    let err = c.finish_with(0);
+    // The file the link points to is the tape: replaced there, its backup beside it.
+    let real = real.canonicalize().unwrap();
+    let bak = beside(&real, ".bak");
+    assert_contains(
+        &err,
+        &format!(
+            "replaced {}; the old tape is kept as {}",
+            real.display(),
+            bak.display()
+        ),
+    );
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(
+        tape_msgs(&link).len(),
+        5,
+        "the link leads to the new recording"
+    );
+    assert!(read(&bak) == first, "the old tape, byte for byte");
+}

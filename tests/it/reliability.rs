@@ -289,6 +289,16 @@ fn assert_loud_incomplete(tape: &Path, status: std::process::ExitStatus, stderr:
         doc["warnings"].to_string().contains("could not write"),
         "readers say the tape is incomplete: {doc}"
     );
+    // The closing line chains to the last line written: incomplete, not tampered.
+    let out = Mt::new(["verify"]).arg(tape).run().status(1);
+    assert!(
+        out.stdout.contains(&format!(
+            "cut off at line {} (disk full or crash): the recorder could not write",
+            lines.len()
+        )),
+        "{}",
+        out.stdout
+    );
 }
 
 /// [`session_past_the_limit`] through `c`, which then ends as [`assert_loud_incomplete`] says;
@@ -314,20 +324,21 @@ fn a_file_size_limit_with_the_default_sigxfsz_is_not_a_silent_death() {
     lose_lines_loudly(record_with_fsize(&tape, 16 * 1024, false), &tape);
 }
 
-/// A 64 KiB tmpfs, unmounted on drop.
+/// A small tmpfs, unmounted on drop.
 struct SmallFs(tempfile::TempDir);
 
 impl SmallFs {
-    fn mount() -> SmallFs {
+    /// A tmpfs of `kib` KiB (a multiple of the 4 KiB page: all of it holds file data).
+    fn mount(kib: u64) -> SmallFs {
         let d = tmp();
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
             .arg(d.path())
             .output()
             .expect("run mount");
         assert!(
             out.status.success(),
-            "mounting a 64 KiB tmpfs needs root (the dev machines and CI are): {}",
+            "mounting a {kib} KiB tmpfs needs root (the dev machines and CI are): {}",
             text(&out.stderr)
         );
         SmallFs(d)
@@ -342,12 +353,107 @@ impl Drop for SmallFs {
 
 #[test]
 fn a_full_filesystem_keeps_the_session_and_marks_the_tape_incomplete_loudly() {
-    let fs = SmallFs::mount();
+    let fs = SmallFs::mount(64);
     let tape = fs.0.path().join("t.jsonl");
     // Leave a little room: the header, the first exchange and the closing line fit.
     std::fs::write(fs.0.path().join("filler"), vec![0u8; 56 * 1024]).unwrap();
     let stderr = lose_lines_loudly(record(&tape, &[], &responder("now", 1)), &tape);
     assert_contains(&stderr, "No space left on device");
+}
+
+/// A 12 KiB tmpfs takes about 55 tape lines; the client sends `initialize` and 200 pings in one
+/// write, so the recorder frames many lines from each read and hands them to the kernel in one
+/// `write(2)`, which the full disk cuts short.
+#[test]
+fn a_burst_that_fills_the_disk_keeps_every_line_that_fits_and_verify_calls_it_cut_off() {
+    const FS: u64 = 12 * 1024;
+    let fs = SmallFs::mount(FS / 1024);
+    let tape = fs.0.path().join("t.jsonl");
+    let mut c = record(&tape, &[], &responder("now", 1));
+    let mut burst = line(raw_request("0", "initialize", &init_params().to_string()));
+    for id in 1..=200 {
+        burst.extend(line(raw_request(&id.to_string(), "ping", "{}")));
+    }
+    c.send_raw(&burst);
+    for id in 0..=200 {
+        let a = c
+            .recv_raw(Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("answer {id} forwarded although the disk is full"));
+        assert!(
+            a.starts_with(format!(r#"{{"id":{id},"#).as_bytes()),
+            "{}",
+            text(&a)
+        );
+    }
+    let (status, stderr) = c.finish();
+    assert_eq!(
+        status.code(),
+        Some(74),
+        "lines were lost: exit 74; stderr:\n{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("mcptape: WARNING: writing tape").count(),
+        1,
+        "one message when taping stops: {stderr}"
+    );
+    assert_contains(&stderr, "No space left on device");
+
+    // Every line on the tape is whole; the messages kept are the first ones, in order.
+    let bytes = std::fs::read(&tape).unwrap();
+    assert!(bytes.ends_with(b"\n"), "no torn last line");
+    let lines = tape_lines(&tape);
+    let msgs: Vec<&Value> = lines.iter().filter(|l| l["type"] == "msg").collect();
+    let seqs: Vec<u64> = msgs.iter().map(|m| m["seq"].as_u64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        (1..=msgs.len() as u64).collect::<Vec<_>>(),
+        "a prefix"
+    );
+    // What fits is kept: the room left is less than one more line (and the closing line).
+    let longest = raw_lines(&tape)
+        .iter()
+        .map(|l| l.len() as u64 + 1)
+        .max()
+        .unwrap();
+    assert!(
+        bytes.len() as u64 + 2 * longest >= FS,
+        "{} messages in {} bytes of a {FS}-byte disk: more would have fit",
+        msgs.len(),
+        bytes.len()
+    );
+    let end = lines.last().filter(|l| l["type"] == "end");
+    // The closing line fits only if the torn line cut off was longer than it (here it is not).
+    let lost = 402 - msgs.len();
+    match end {
+        Some(end) => {
+            assert_eq!(end["incomplete"], true);
+            assert_eq!(end["messages"], 402, "counts cover what crossed the wire");
+            assert_contains(
+                &stderr,
+                &format!("the tape is INCOMPLETE: {lost} lines could not be written"),
+            );
+        }
+        None => {
+            assert_contains(&stderr, "mcptape: error: could not write tape");
+            assert_contains(
+                &stderr,
+                &format!("neither the closing line nor {lost} lines before it could be written"),
+            );
+        }
+    }
+
+    // Cut off, not tampered: the hash chain holds over every line kept.
+    let out = Mt::new(["verify"]).arg(&tape).run().status(1);
+    let cut_at = msgs.len() + 3; // header, server, the messages: the next line is where it stops
+    assert!(
+        out.stdout
+            .contains(&format!("cut off at line {cut_at} (disk full or crash)"))
+            && !out.stdout.contains("TAMPERED"),
+        "{}",
+        out.stdout
+    );
+    let doc = show_json(&tape);
+    assert_eq!(doc["messages"].as_array().unwrap().len(), msgs.len());
 }
 
 #[test]

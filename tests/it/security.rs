@@ -929,7 +929,8 @@ fn verify_detects_each_kind_of_tampering() {
     let (c, out) = verify(home, &p, &[], &[]);
     assert_eq!(c, 1, "{out}");
     assert!(
-        out.contains(&format!("cut off after line {}", n - 1)) && out.contains("no closing line"),
+        out.contains(&format!("cut off at line {n} (disk full or crash)"))
+            && out.contains("no closing line"),
         "{out}"
     );
     assert_eq!(verify_json(home, &p)["verdict"], "cut");

@@ -1,0 +1,203 @@
+//! Recording over a tape that is there already. The new recording of `TAPE` is written beside
+//! it, to `TAPE.new`, and replaces `TAPE` only when it holds a session — at least one exchange:
+//! a request and its answer, or a model call and its answer — the old tape then kept as
+//! `TAPE.bak`. A recording without one (the client left at once, the server never answered)
+//! costs no tape: `TAPE` stays as it was and the recording stays at `TAPE.new`, where the next
+//! recording writes over it. Killed mid-recording, mcptape leaves `TAPE` untouched and the partial
+//! recording at `TAPE.new`.
+//!
+//! With no tape there yet (no file, an empty one, or something that is not a regular file such
+//! as `/dev/null`) the recording is written in place, as before: a first recording killed with
+//! SIGKILL is still readable at its path. Every command that records goes through
+//! [`TapeWriter`](super::TapeWriter), so this is the one place of the policy.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A recording written beside the tape it may replace.
+#[derive(Debug)]
+pub(crate) struct Beside {
+    /// The tape (a symbolic link given as a path is followed to its file).
+    target: PathBuf,
+    /// Where the recording is written: `TAPE.new`.
+    staging: PathBuf,
+}
+
+/// What became of a recording when its tape closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placed {
+    /// Written at its path: no tape was there.
+    InPlace,
+    /// It replaced the tape at its path; the old one is kept at `backup`.
+    Replaced {
+        /// `TAPE.bak`.
+        backup: PathBuf,
+    },
+    /// It held no exchange: the tape at its path is kept as it was; the recording is at `at`.
+    KeptOld {
+        /// `TAPE.new`.
+        at: PathBuf,
+    },
+    /// The tape could not be replaced: it is kept as it was; the recording is at `at`.
+    NotReplaced {
+        /// `TAPE.new`.
+        at: PathBuf,
+        /// Why, in words.
+        why: String,
+    },
+}
+
+impl Placed {
+    /// Where the recording is now, if not at the path it was asked for.
+    pub fn elsewhere(&self) -> Option<&Path> {
+        match self {
+            Placed::KeptOld { at } | Placed::NotReplaced { at, .. } => Some(at),
+            Placed::InPlace | Placed::Replaced { .. } => None,
+        }
+    }
+}
+
+/// `path` with `suffix` appended to its file name (`t.jsonl` → `t.jsonl.new`).
+pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    p.into()
+}
+
+/// Opens the file a recording of `path` is written to: `path` itself unless a tape is there (a
+/// regular file with something in it), else `TAPE.new` beside it, never through a symbolic link
+/// someone left at that name.
+pub(crate) fn open(path: &Path) -> io::Result<(File, Option<Beside>)> {
+    let there = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 0);
+    if !there {
+        return Ok((super::writer::open_private(path)?, None));
+    }
+    // A link given as a path is the user's choice (a named tape that is a link was refused
+    // already): the file it points to is the tape, and its backup goes beside that file.
+    let target = if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+        std::fs::canonicalize(path)?
+    } else {
+        path.to_path_buf()
+    };
+    let staging = with_suffix(&target, ".new");
+    if unfinished(&staging) {
+        crate::diag!(
+            "mcptape: found {}, left by a recording that did not finish (killed, or the machine stopped); this recording writes over it",
+            staging.display()
+        );
+    }
+    let file = super::writer::open_own(&staging)?;
+    #[cfg(unix)]
+    {
+        // `open_own` sets the mode only when it creates the file.
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok((file, Some(Beside { target, staging })))
+}
+
+/// Whether `path` is a recording cut off before its closing line (what a killed re-recording
+/// leaves at `TAPE.new`). One left by a recording that held no exchange is closed: it was
+/// reported when it ended and is written over without a word.
+fn unfinished(path: &Path) -> bool {
+    use std::io::{Read, Seek};
+    let Ok(mut f) = File::open(path) else {
+        return false;
+    };
+    // The closing line is short (counts, exit, reason, hashes): it is in the last 4 KiB.
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut tail = Vec::new();
+    if f.seek(io::SeekFrom::Start(len.saturating_sub(4096)))
+        .is_err()
+        || f.read_to_end(&mut tail).is_err()
+    {
+        return false;
+    }
+    let last = tail.strip_suffix(b"\n").unwrap_or(&tail);
+    let last = last.rsplit(|&b| b == b'\n').next().unwrap_or_default();
+    len > 0 && !last.starts_with(b"{\"type\":\"end\"")
+}
+
+impl Beside {
+    /// `TAPE.new`, the file written.
+    pub(crate) fn staging(&self) -> &Path {
+        &self.staging
+    }
+
+    /// Puts the closed recording in place if it holds a session, and says on stderr what
+    /// became of it.
+    pub(crate) fn settle(self, session: bool) -> Placed {
+        let (tape, new) = (self.target.display(), self.staging.display());
+        if !session {
+            crate::diag!(
+                "mcptape: the new recording held no exchange: {tape} is kept as it was; the new recording is at {new}"
+            );
+            return Placed::KeptOld { at: self.staging };
+        }
+        let backup = with_suffix(&self.target, ".bak");
+        let replaced = keep_as_backup(&self.target, &backup).and_then(|()| {
+            std::fs::rename(&self.staging, &self.target)
+                .map_err(|e| io::Error::new(e.kind(), format!("moving {new} there: {e}")))
+        });
+        match replaced {
+            Ok(()) => {
+                crate::diag!(
+                    "mcptape: replaced {tape}; the old tape is kept as {}",
+                    backup.display()
+                );
+                Placed::Replaced { backup }
+            }
+            Err(e) => {
+                crate::diag!(
+                    "mcptape: error: could not replace {tape}: {e}. {tape} is kept as it was; the new recording is at {new}"
+                );
+                Placed::NotReplaced {
+                    why: e.to_string(),
+                    at: self.staging,
+                }
+            }
+        }
+    }
+
+    /// The note for an error that kept the recording from closing: nothing was replaced.
+    pub(crate) fn not_closed(&self, e: io::Error) -> io::Error {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{e}; {} is kept as it was, the unfinished recording is at {}",
+                self.target.display(),
+                self.staging.display()
+            ),
+        )
+    }
+}
+
+/// Keeps `tape` as `backup`: a hard link (no copy, and no moment without a tape at its path),
+/// or a copy where links cannot be made. An earlier backup is replaced, a symbolic link at that
+/// name is not (nor followed).
+fn keep_as_backup(tape: &Path, backup: &Path) -> io::Result<()> {
+    let named = |e: io::Error| {
+        io::Error::new(
+            e.kind(),
+            format!("keeping the old tape as {}: {e}", backup.display()),
+        )
+    };
+    match std::fs::symlink_metadata(backup) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(io::Error::other(format!(
+                "{} is a symbolic link; refusing to replace it",
+                backup.display()
+            )))
+        }
+        Ok(_) => std::fs::remove_file(backup).map_err(named)?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(named(e)),
+    }
+    // `link` never follows a link at its new name: one planted meanwhile fails it, and then
+    // `copy_own` refuses it too.
+    if std::fs::hard_link(tape, backup).is_err() {
+        super::writer::copy_own(tape, backup).map_err(named)?;
+    }
+    Ok(())
+}
