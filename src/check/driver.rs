@@ -54,6 +54,16 @@ pub enum DriveError {
         #[source]
         cause: io::Error,
     },
+    /// The server at the URL could not be reached: nothing listens there, or the host is
+    /// unknown (exit 69, as for a stdio server that cannot start).
+    #[error("the server could not be reached at {url}")]
+    Unreachable {
+        /// The URL.
+        url: String,
+        /// Why.
+        #[source]
+        cause: io::Error,
+    },
     /// The server URL is not one the driver can use (exit 64).
     #[error("invalid server URL {url:?}: {why}")]
     Url {
@@ -76,7 +86,7 @@ pub enum DriveError {
 impl crate::exit::Coded for DriveError {
     fn exit_code(&self) -> i32 {
         match self {
-            DriveError::Spawn { .. } => crate::exit::UNAVAILABLE,
+            DriveError::Spawn { .. } | DriveError::Unreachable { .. } => crate::exit::UNAVAILABLE,
             DriveError::Url { .. } => crate::exit::USAGE,
             DriveError::Tape { .. } => crate::exit::IO_ERR,
         }

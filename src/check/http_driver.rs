@@ -86,6 +86,36 @@ pub(crate) async fn drive_http(
             why: "only http:// URLs are supported".into(),
         });
     }
+    // A server that is not there is not a server that answers badly: found before anything is
+    // sent, so it is not graded F.
+    let port = uri.port_u16().unwrap_or(80);
+    let host = uri
+        .host()
+        .unwrap_or("")
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let reach = tokio::time::timeout(timeout, tokio::net::TcpStream::connect((host, port))).await;
+    match reach {
+        Ok(Ok(_)) => {}
+        Ok(Err(cause)) => {
+            return Err(DriveError::Unreachable {
+                url: url.into(),
+                cause,
+            })
+        }
+        Err(_) => {
+            return Err(DriveError::Unreachable {
+                url: url.into(),
+                cause: std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no connection within {} s (--timeout)",
+                        timeout.as_secs_f64()
+                    ),
+                ),
+            })
+        }
+    }
     let tape_err = |cause| DriveError::Tape {
         path: observed.to_path_buf(),
         cause,

@@ -38,6 +38,9 @@ pub struct CheckConfig {
     pub min_grade: Option<Grade>,
     /// Fail on any regression.
     pub fail_on_regression: bool,
+    /// Whether the gate was named (`--min-grade`, `--fail-on-regression`); without, the
+    /// default gate (any regression fails) is what the report names.
+    pub gate_named: bool,
     /// Keep the observed session as the new baseline (the old one kept as a backup).
     pub update: bool,
     /// Largest message kept whole, in bytes.
@@ -64,6 +67,7 @@ impl CheckConfig {
             latency: None,
             min_grade: None,
             fail_on_regression: true,
+            gate_named: false,
             update: false,
             max_message: crate::wire::DEFAULT_MAX_MESSAGE,
             grace: Duration::from_secs(5),
@@ -198,6 +202,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
         gate: Gate {
             min_grade: cfg.min_grade,
             fail_on_regression: cfg.fail_on_regression,
+            default: !cfg.gate_named && cfg.min_grade.is_none(),
             passed,
         },
         run_error: outcome.run_error,

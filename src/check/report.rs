@@ -123,6 +123,9 @@ pub struct Gate {
     pub min_grade: Option<Grade>,
     /// Any regression or missing answer fails the gate, whatever the grade.
     pub fail_on_regression: bool,
+    /// No gate was named, so the default one applied (any regression fails).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub default: bool,
     /// The gate passed.
     pub passed: bool,
 }

@@ -142,6 +142,7 @@ pub fn run(a: Args) -> Result<i32> {
     cfg.min_grade = a.min_grade;
     // With no gate named, regressions fail the check: CI should not pass a drifting build.
     cfg.fail_on_regression = a.fail_on_regression || a.min_grade.is_none();
+    cfg.gate_named = a.fail_on_regression || a.min_grade.is_some();
     cfg.update = a.update;
     cfg.max_message = a.max_message;
     cfg.redact = a.redact.config()?;
@@ -179,7 +180,8 @@ pub fn run(a: Args) -> Result<i32> {
     if let Some(p) = &a.badge {
         write(p, mcptape::report::check_badge(&report))?;
     }
-    Ok(if report.gate.passed {
+    // `--update` accepted what changed as the new baseline: that is the success asked for.
+    Ok(if report.gate.passed || report.updated_backup.is_some() {
         mcptape::exit::OK
     } else {
         mcptape::exit::DRIFT

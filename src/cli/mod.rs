@@ -24,7 +24,7 @@ Exit codes:
   65  malformed tape, or a tape from a newer format version;
       play --require-chain: the tape's hash chain is missing or breaks
   66  tape not found
-  69  the server could not be started, or a listener could not listen
+  69  the server could not be started (check --url: reached), or a listener could not listen
   70  internal error (a bug)
   74  I/O error (writing the tape…)
   record exits with the server's own exit code (128+N when a signal N ended it).";

@@ -1,13 +1,13 @@
 //! `mcptape check` reports: console, Markdown, JUnit XML, shields.io badge.
 
 use super::{
-    change_lines, md_cell, md_code, md_value, ms, pad, pct, plural, surface_lines, surface_table,
+    change_lines, md_cell, md_code, md_values, ms, pad, pct, plural, surface_lines, surface_table,
     Style, ARGS_WIDTH, MD_MAX_ROWS,
 };
 use crate::check::grade::WEIGHTS;
 use crate::check::report::{CheckReport, CheckedExchange, Grade, Status};
 use crate::compare::ChangeKind;
-use crate::wire::canonical::short;
+use crate::wire::canonical::short_pair;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use std::time::Duration;
 
@@ -45,7 +45,9 @@ fn gate_text(r: &CheckReport) -> (bool, Option<String>) {
     if let Some(m) = g.min_grade {
         asked.push(format!("--min-grade {}", m.as_str()));
     }
-    if g.fail_on_regression {
+    if g.default {
+        asked.push("the default gate: any regression fails".to_string());
+    } else if g.fail_on_regression {
         asked.push("--fail-on-regression".to_string());
     }
     if g.passed {
@@ -65,8 +67,13 @@ fn gate_text(r: &CheckReport) -> (bool, Option<String>) {
     let regressions = r.regression_count();
     if g.fail_on_regression && regressions > 0 {
         why.push(format!(
-            "{} with --fail-on-regression",
-            plural(regressions, "regression", "regressions")
+            "{} ({})",
+            plural(regressions, "regression", "regressions"),
+            if g.default {
+                "the default gate: any regression fails; --min-grade sets another"
+            } else {
+                "--fail-on-regression"
+            }
         ));
     }
     if why.is_empty() {
@@ -163,14 +170,8 @@ fn console_summary(r: &CheckReport, st: Style) -> Vec<String> {
             (_, false) => st.green(&s),
         }
     };
-    let (passed, gate) = gate_text(r);
-    let gate_word = match (passed, &gate) {
-        (true, None) => st.dim("no gate"),
-        (true, Some(_)) => st.green("gate passed"),
-        (false, _) => st.bold_red("gate failed"),
-    };
     out.push(format!(
-        "{}  {:.1}/100   {}   {}   {}   {gate_word}",
+        "{}  {:.1}/100   {}   {}   {}",
         grade_style(st, r.grade, &format!("grade {}", r.grade.as_str())),
         r.score,
         count(c.pass, "pass", "pass", false),
@@ -248,7 +249,7 @@ fn console_slower(r: &CheckReport, st: Style) -> Vec<String> {
     out
 }
 
-/// The run error, the updated baseline, and the failed gate's reasons.
+/// The run error, the updated baseline, and the gate: passed (what it asked) or failed (why).
 fn console_ending(r: &CheckReport, st: Style) -> Vec<String> {
     let (passed, gate) = gate_text(r);
     let mut out = Vec::new();
@@ -268,13 +269,20 @@ fn console_ending(r: &CheckReport, st: Style) -> Vec<String> {
             r.tape
         ));
     }
-    if !passed {
-        out.push(String::new());
-        out.push(match gate {
-            Some(why) => format!("{} {why}", st.bold_red("gate failed:")),
-            None => st.bold_red("gate failed"),
-        });
+    // The gate on a line of its own, last: what CI reads first.
+    out.push(String::new());
+    if r.updated_backup.is_some() {
+        out.push(st.green(
+            "gate: not applied — --update accepted the changes above as the new baseline (exit 0)",
+        ));
+        return out;
     }
+    out.push(match (passed, gate) {
+        (false, Some(why)) => format!("{} {why}", st.bold_red("gate failed:")),
+        (false, None) => st.bold_red("gate failed"),
+        (true, Some(asked)) => format!("{} ({asked})", st.green("gate passed")),
+        (true, None) => st.dim("no gate"),
+    });
     out
 }
 
@@ -369,13 +377,12 @@ fn md_regressions(r: &CheckReport, s: &mut String) {
                 if rows == MD_MAX_ROWS {
                     break 'outer;
                 }
+                let (r, o) = md_values(ch);
                 s.push_str(&format!(
-                    "| {} | {} | {} | {} | {} |\n",
+                    "| {} | {} | {} | {r} | {o} |\n",
                     if i == 0 { name.as_str() } else { "" },
                     ch.kind.as_str(),
                     md_code(&ch.path),
-                    md_value(ch.recorded.as_ref()),
-                    md_value(ch.observed.as_ref()),
                 ));
                 rows += 1;
             }
@@ -449,6 +456,10 @@ fn md_ending(r: &CheckReport, s: &mut String) {
             md_code(b)
         ));
     }
+    if r.updated_backup.is_some() {
+        s.push_str("**Gate:** not applied: `--update` accepted the changes as the new baseline.\n");
+        return;
+    }
     s.push_str(&match (passed, gate) {
         (true, None) => "**Gate:** none set.\n".to_string(),
         (true, Some(asked)) => format!("**Gate: passed** ({asked}).\n"),
@@ -477,13 +488,8 @@ pub fn check_junit(r: &CheckReport) -> String {
                     .changes
                     .iter()
                     .map(|c| {
-                        format!(
-                            "{} {}: {} → {}",
-                            c.kind.as_str(),
-                            c.path,
-                            short(c.recorded.as_ref(), 200),
-                            short(c.observed.as_ref(), 200)
-                        )
+                        let (r, o) = short_pair(c.recorded.as_ref(), c.observed.as_ref(), 200);
+                        format!("{} {}: {r} → {o}", c.kind.as_str(), c.path)
                     })
                     .collect();
                 let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
@@ -665,6 +671,7 @@ pub(crate) mod tests {
             gate: Gate {
                 min_grade: Some(Grade::B),
                 fail_on_regression: false,
+                default: false,
                 passed: false,
             },
             run_error: None,
@@ -698,6 +705,7 @@ pub(crate) mod tests {
             gate: Gate {
                 min_grade: Some(Grade::B),
                 fail_on_regression: true,
+                default: false,
                 passed: true,
             },
             run_error: None,
@@ -719,7 +727,7 @@ pub(crate) mod tests {
         );
         assert_eq!(
             lines[1],
-            "grade D  66.0/100   2 pass   2 regressions   1 missing   gate failed"
+            "grade D  66.0/100   2 pass   2 regressions   1 missing"
         );
         assert!(
             s.contains("\n  line 5  tools/call convert {\"celsius\":21.5}\n"),
@@ -766,9 +774,27 @@ pub(crate) mod tests {
         assert!(s.contains("\x1b[31m"), "{s}");
         let ok = check_console(&all_pass(), false);
         assert!(
-            ok.contains("grade A  100.0/100   2 pass   0 regressions   0 missing   gate passed\n"),
+            ok.contains("grade A  100.0/100   2 pass   0 regressions   0 missing\n"),
             "{ok}"
         );
+        assert!(
+            ok.ends_with("\n\ngate passed (--min-grade B, --fail-on-regression)\n"),
+            "the gate on its own line, last: {ok}"
+        );
+        let mut default = all_pass();
+        default.gate = Gate {
+            min_grade: None,
+            fail_on_regression: true,
+            default: true,
+            passed: false,
+        };
+        default.exchanges[1].status = Status::Regression;
+        let s = check_console(&default, false);
+        assert!(
+            s.ends_with("\n\ngate failed: 1 regression (the default gate: any regression fails; --min-grade sets another)\n"),
+            "no gate named: the default one said so: {s}"
+        );
+        assert!(!s.contains("--fail-on-regression"), "{s}");
         assert!(
             ok.contains("  all 2 exchanges answered as recorded\n"),
             "{ok}"

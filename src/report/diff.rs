@@ -1,8 +1,8 @@
 //! `mcptape diff` reports: console text and Markdown.
 
 use super::{
-    change_lines, md_code, md_value, plural, surface_breaking, surface_lines, surface_table, Style,
-    ARGS_WIDTH, MD_MAX_ROWS,
+    change_lines, md_code, md_values, plural, surface_breaking, surface_lines, surface_table,
+    Style, ARGS_WIDTH, MD_MAX_ROWS,
 };
 use crate::compare::{ChangeKind, ExchangeComparison, ExchangeRef, Outcome};
 use crate::diff::{DiffReport, Verdict};
@@ -71,10 +71,7 @@ fn model_lines(r: &DiffReport) -> Vec<String> {
             (Some(serde_json::Value::String(a)), Some(serde_json::Value::String(b))) => {
                 crate::wire::canonical::around_difference(a, b)
             }
-            (a, b) => (
-                crate::wire::canonical::short(a.as_ref(), 60),
-                crate::wire::canonical::short(b.as_ref(), 60),
-            ),
+            (a, b) => crate::wire::canonical::short_pair(a.as_ref(), b.as_ref(), 60),
         };
         out.push(format!("  {}  {a} → {b}", c.path));
     }
@@ -268,12 +265,11 @@ pub fn diff_markdown(r: &DiffReport) -> String {
                 } else {
                     ("", "")
                 };
+                let (r, o) = md_values(c);
                 s.push_str(&format!(
-                    "| {n} | {l} | {} | {} | {} | {} |\n",
+                    "| {n} | {l} | {} | {} | {r} | {o} |\n",
                     c.kind.as_str(),
                     md_code(&c.path),
-                    md_value(c.recorded.as_ref()),
-                    md_value(c.observed.as_ref()),
                 ));
                 rows += 1;
             }

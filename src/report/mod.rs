@@ -11,7 +11,7 @@ pub use diff::{diff_markdown, diff_text};
 
 use crate::compare::surface::{SurfaceKind, ToolChange};
 use crate::compare::{Change, ChangeKind};
-use crate::wire::canonical::short;
+use crate::wire::canonical::short_pair;
 
 /// Whether console output should be coloured: never with a non-empty `NO_COLOR`, always with a
 /// non-empty `CLICOLOR_FORCE` other than `0`, otherwise when the stream is a terminal (and
@@ -107,27 +107,29 @@ pub(crate) fn change_lines(
     } else {
         0
     };
-    let rec: Vec<String> = changes
+    // Each pair shown where its two sides differ (a long value cut at a width would print
+    // the same prefix on both sides).
+    let pairs: Vec<(String, String)> = changes
         .iter()
-        .map(|c| short(c.recorded.as_ref(), VALUE_WIDTH))
+        .map(|c| short_pair(c.recorded.as_ref(), c.observed.as_ref(), VALUE_WIDTH))
         .collect();
-    let rw = rec.iter().map(|s| width(s)).max().unwrap_or(0);
+    let rw = pairs.iter().map(|(r, _)| width(r)).max().unwrap_or(0);
     // `(absent)` is not a value: dimmed, after padding so the columns stay aligned.
-    let value = |v: Option<&serde_json::Value>, st: Style| match v {
-        Some(_) => short(v, VALUE_WIDTH),
-        None => st.dim(&short(None, VALUE_WIDTH)),
+    let value = |v: Option<&serde_json::Value>, shown: &str, st: Style| match v {
+        Some(_) => shown.to_string(),
+        None => st.dim(shown),
     };
     changes
         .iter()
-        .zip(&rec)
-        .map(|(c, r)| {
+        .zip(&pairs)
+        .map(|(c, (r, o))| {
             let r = if c.recorded.is_some() {
                 pad(r, rw)
             } else {
                 st.dim(&pad(r, rw))
             };
             let kind = kind_style(c.kind, &pad(c.kind.as_str(), kw));
-            let o = value(c.observed.as_ref(), st);
+            let o = value(c.observed.as_ref(), o, st);
             format!(
                 "{indent}{kind}  {}  {}  {}  {o}",
                 pad(&c.path, pw),
@@ -257,12 +259,15 @@ pub(crate) fn surface_table(changes: &[ToolChange]) -> String {
     s
 }
 
-/// A value for a Markdown table cell: short inline code, or *absent*.
-pub(crate) fn md_value(v: Option<&serde_json::Value>) -> String {
-    match v {
-        Some(v) => md_code(&short(Some(v), VALUE_WIDTH)),
+/// A change's two values for Markdown table cells: short inline code where they differ
+/// ([`short_pair`]), or *absent*.
+pub(crate) fn md_values(c: &Change) -> (String, String) {
+    let (r, o) = short_pair(c.recorded.as_ref(), c.observed.as_ref(), VALUE_WIDTH);
+    let cell = |v: Option<&serde_json::Value>, shown: String| match v {
+        Some(_) => md_code(&shown),
         None => "*absent*".into(),
-    }
+    };
+    (cell(c.recorded.as_ref(), r), cell(c.observed.as_ref(), o))
 }
 
 /// Markdown rows kept per table; the rest are counted.

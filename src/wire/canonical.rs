@@ -239,39 +239,106 @@ pub(crate) fn short(v: Option<&Value>, max: usize) -> String {
     }
 }
 
+/// Where two texts differ, as char ranges of each to show: from a little before their first
+/// difference (`context` chars) to a little after their last, at most `width` chars.
+fn window(
+    a: &[char],
+    b: &[char],
+    context: usize,
+    width: usize,
+) -> ((usize, usize), (usize, usize)) {
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let suffix = a[prefix..]
+        .iter()
+        .rev()
+        .zip(b[prefix..].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let range = |c: &[char]| {
+        let start = prefix.saturating_sub(context);
+        let end = (c.len() - suffix + context).min(c.len()).min(start + width);
+        (start, end)
+    };
+    (range(a), range(b))
+}
+
+/// `c[start..end]`, with `…` where text was left out at either end.
+fn elided(c: &[char], (start, end): (usize, usize), escape: bool) -> String {
+    let mut s = String::new();
+    if start > 0 {
+        s.push('…');
+    }
+    let part: String = c[start..end].iter().collect();
+    if escape {
+        s.push_str(&part.escape_debug().to_string());
+    } else {
+        s.push_str(&part);
+    }
+    if end < c.len() {
+        s.push('…');
+    }
+    s
+}
+
 /// Two long strings shown where they differ: the common start and end left out (`…`), a
 /// little context kept, so the difference is what is printed.
 pub(crate) fn around_difference(a: &str, b: &str) -> (String, String) {
-    const CONTEXT: usize = 24;
-    const WIDTH: usize = 80;
     let (ac, bc): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let prefix = ac.iter().zip(&bc).take_while(|(x, y)| x == y).count();
-    let suffix = ac[prefix..]
-        .iter()
-        .rev()
-        .zip(bc[prefix..].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    let show = |c: &[char]| {
-        let start = prefix.saturating_sub(CONTEXT);
-        let end = (c.len() - suffix + CONTEXT).min(c.len()).min(start + WIDTH);
-        let mut s = String::from("\"");
-        if start > 0 {
-            s.push('…');
-        }
-        let part: String = c[start..end].iter().collect();
-        s.push_str(&part.escape_debug().to_string());
-        if end < c.len() {
-            s.push('…');
-        }
-        s.push('"');
-        s
+    let (ra, rb) = window(&ac, &bc, 24, 80);
+    (
+        format!("\"{}\"", elided(&ac, ra, true)),
+        format!("\"{}\"", elided(&bc, rb, true)),
+    )
+}
+
+/// Two values side by side, each in at most about `max` chars: as [`short`] when both fit;
+/// otherwise the part of their JSON texts where they differ, the common start and end left
+/// out and marked `…` — cut at a fixed width, both sides would print the same prefix and the
+/// difference would not show.
+pub(crate) fn short_pair(a: Option<&Value>, b: Option<&Value>, max: usize) -> (String, String) {
+    let (Some(x), Some(y)) = (a, b) else {
+        return (short(a, max), short(b, max));
     };
-    (show(&ac), show(&bc))
+    let (sx, sy) = (canonical(x), canonical(y));
+    let (xc, yc): (Vec<char>, Vec<char>) = (sx.chars().collect(), sy.chars().collect());
+    if (xc.len() <= max && yc.len() <= max) || xc == yc {
+        return (short(a, max), short(b, max));
+    }
+    let (rx, ry) = window(&xc, &yc, max / 4, max.saturating_sub(2));
+    (elided(&xc, rx, false), elided(&yc, ry, false))
 }
 
 #[cfg(test)]
 mod tests {
+    /// Long values that differ late: both sides show the difference, not the same prefix.
+    #[test]
+    fn a_pair_of_long_values_shows_where_they_differ() {
+        let a = serde_json::json!({"city": "Lisbon", "target_timezone": "Asia/Tokyo", "time": "16:30", "pad": "x".repeat(40)});
+        let b = serde_json::json!({"city": "Lisbon", "target_timezone": "Asia/Tokyo", "time": "16:31", "pad": "x".repeat(40)});
+        assert_eq!(
+            short(Some(&a), 48),
+            short(Some(&b), 48),
+            "cut at a width: the same"
+        );
+        let (x, y) = short_pair(Some(&a), Some(&b), 48);
+        assert_ne!(x, y);
+        assert!(x.contains("16:30") && y.contains("16:31"), "{x} / {y}");
+        assert!(x.starts_with('…'), "the common start left out: {x}");
+        assert!(x.chars().count() <= 48, "{x}");
+        let (p, q) = short_pair(Some(&serde_json::json!(1)), None, 48);
+        assert_eq!((p.as_str(), q.as_str()), ("1", "(absent)"));
+        let (p, q) = short_pair(
+            Some(&serde_json::json!("ab")),
+            Some(&serde_json::json!("ac")),
+            48,
+        );
+        assert_eq!(
+            (p.as_str(), q.as_str()),
+            ("\"ab\"", "\"ac\""),
+            "short ones as they are"
+        );
+    }
+
     #[test]
     fn a_difference_deep_in_a_long_string_is_what_is_shown() {
         let a = format!(

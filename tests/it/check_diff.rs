@@ -661,6 +661,11 @@ fn update_makes_the_drifted_behaviour_the_baseline_and_keeps_a_backup() {
     let original = std::fs::read(&tape).unwrap();
 
     let (r, out) = check(&tape, &["--update"], &py_server(), DRIFT);
+    let out = out.success(); // accepting the change is what was asked: exit 0 (it was 1)
+    assert_contains(
+        &out.stderr,
+        "--update accepted the changes above as the new baseline",
+    );
     assert_eq!(r.regression_count(), 4, "{}", out.console());
     let bak = PathBuf::from(r.updated_backup.as_deref().expect("backup named"));
     assert_eq!(bak, PathBuf::from(format!("{}.bak", tape.display())));
@@ -1009,5 +1014,41 @@ fn diff_reports_match_the_golden_files() {
             .status(code)
             .stderr_is("");
         assert_golden(golden, &mask(&out.stdout, &[dir.path()]));
+    }
+}
+
+/// A long value that changes late (a time inside a tool's text answer, as mcp-server-time
+/// gives it): the text and Markdown reports show the part that differs on both sides, the
+/// common start left out and marked, not the same 48-character prefix twice.
+#[test]
+fn a_long_value_that_changes_late_is_shown_where_it_differs() {
+    let dir = tmp();
+    let answer = |time: &str| {
+        let text = format!(
+            "Converted from the source timezone Europe/Lisbon at 09:30, the time in the target timezone Asia/Tokyo is {time}; daylight saving time is not in effect."
+        );
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}})
+    };
+    let call = req(
+        1,
+        "tools/call",
+        json!({"name": "convert_time", "arguments": {"time": "09:30"}}),
+    );
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    write_tape(&a, &[("c2s", call.clone()), ("s2c", answer("16:30"))], true);
+    write_tape(&b, &[("c2s", call), ("s2c", answer("16:31"))], true);
+    for format in ["text", "markdown"] {
+        let out = diff_cmd(&a, &b, &["--format", format]).status(1);
+        let line = out
+            .stdout
+            .lines()
+            .find(|l| l.contains("16:30"))
+            .unwrap_or_else(|| panic!("{format}: the recorded time is shown:\n{}", out.stdout));
+        assert_contains(line, "16:31");
+        assert_contains(line, "…");
+        assert!(
+            !line.contains("Converted from"),
+            "{format}: the common start is left out: {line}"
+        );
     }
 }

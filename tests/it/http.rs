@@ -1140,6 +1140,44 @@ fn check_drives_a_running_http_server_in_both_eras() {
     }
 }
 
+/// `check --url` where nothing listens: "the server could not be reached", exit 69 (as for a
+/// stdio server that cannot start), not a grade F with exit 1; no report is written.
+#[test]
+fn check_url_of_a_server_that_is_not_there_exits_69() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    write_tape(
+        &tape,
+        &[
+            (
+                "c2s",
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            ),
+            (
+                "s2c",
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}),
+            ),
+        ],
+        true,
+    );
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let report = dir.path().join("report.json");
+    let out = Mt::new(["check", &s(&tape), "--url", &url, "--json", &s(&report)])
+        .run()
+        .status(69);
+    assert_contains(
+        &out.stderr,
+        &format!("the server could not be reached at {url}"),
+    );
+    assert!(!out.stdout.contains("grade F"), "{}", out.console());
+    assert!(!report.exists(), "no report for a check that did not run");
+}
+
 #[test]
 fn play_answers_over_sse_or_json_as_the_recording_did() {
     // Recorded: one answer that came as JSON, one that came as an SSE stream (with nothing but

@@ -111,6 +111,8 @@ pub struct LatencyRule {
 pub struct Gate {
     pub min_grade: Option<Grade>,
     pub fail_on_regression: bool,
+    #[serde(default)]
+    pub default: bool,
     pub passed: bool,
 }
 
