@@ -134,3 +134,62 @@ fn show_json_keeps_ids_exactly() {
         "ids are shown as written, cut to the column"
     );
 }
+
+/// The server command may follow without `--` (the MCP Inspector's CLI swallows a `--`); the
+/// flags after it are the server's.
+#[test]
+fn a_server_command_needs_no_double_dash() {
+    let dir = tmp();
+    let tape = s(dir.path().join("t.jsonl"));
+    let server = [
+        "sh",
+        "-c",
+        "echo \"server got: $*\" >&2; exit 7",
+        "sh",
+        "--port",
+        "1",
+    ];
+    Mt::new(["record", "--tape", &tape])
+        .args(server)
+        .timeout(Duration::from_secs(20))
+        .run()
+        .status(7)
+        .stderr_contains("server got: --port 1");
+    // `--` still works, and what follows it is the server's even when it looks like a flag.
+    Mt::new(["record", "--tape", &tape, "--"])
+        .args(server)
+        .timeout(Duration::from_secs(20))
+        .run()
+        .status(7)
+        .stderr_contains("server got: --port 1");
+    // A mistyped flag before the command is still a usage error, not a server to start.
+    Mt::new(["record", "--tapee", &tape])
+        .args(server)
+        .run()
+        .status(64)
+        .stderr_contains("unexpected argument '--tapee'");
+    // `run`: the agent's command line the same way.
+    Mt::new(["run", "--tape", &tape])
+        .args([
+            "sh",
+            "-c",
+            "echo \"agent got: $*\" >&2; exit 5",
+            "sh",
+            "-p",
+            "x",
+        ])
+        .env("MCPTAPE_DIR", dir.path())
+        .dir(dir.path())
+        .timeout(Duration::from_secs(30))
+        .run()
+        .status(5)
+        .stderr_contains("agent got: -p x");
+    // `check TAPE CMD…`: the command is taken (the tape is missing, so 66, not a usage error).
+    Mt::new(["check", "nope.jsonl"])
+        .args(server)
+        .dir(dir.path())
+        .timeout(Duration::from_secs(20))
+        .run()
+        .status(66)
+        .stderr_contains("tape not found");
+}
