@@ -193,3 +193,39 @@ fn a_server_command_needs_no_double_dash() {
         .status(66)
         .stderr_contains("tape not found");
 }
+
+/// A tape argument that is not a name in the store but a file in the working folder is that file;
+/// a folder is a usage error that says so, for every command that reads a tape.
+#[test]
+fn a_tape_argument_is_an_existing_file_and_never_a_folder() {
+    let dir = tmp();
+    Mt::new(["demo", "--dir"]).arg(dir.path()).run().success();
+    std::fs::copy(dir.path().join("demo.jsonl"), dir.path().join("demo.json")).unwrap();
+    let store = tmp();
+    for command in ["show", "verify", "lint"] {
+        Mt::new([command, "demo.json"])
+            .dir(dir.path())
+            .env("MCPTAPE_DIR", store.path())
+            .run()
+            .stdout_contains("demo.json");
+    }
+    let folder = s(dir.path());
+    for args in [
+        vec!["show", "."],
+        vec!["play", "."],
+        vec!["verify", "."],
+        vec!["lint", "."],
+        vec!["redact", "."],
+        vec!["diff", ".", "demo.jsonl"],
+        vec!["check", ".", "sh", "-c", "exit 0"],
+        vec!["show", &folder],
+    ] {
+        Mt::new(&args)
+            .dir(dir.path())
+            .env("MCPTAPE_DIR", store.path())
+            .timeout(Duration::from_secs(20))
+            .run()
+            .status(64)
+            .stderr_contains("is a folder, not a tape");
+    }
+}
