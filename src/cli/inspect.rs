@@ -47,6 +47,7 @@ pub fn ls(a: LsArgs) -> Result<i32> {
 pub fn show(a: ShowArgs) -> Result<i32> {
     let path = store::resolve(&a.tape)?;
     let doc = inspect::show(&path, a.server.as_deref())?;
+    super::known_server(a.server.as_deref(), &doc.servers, !doc.messages.is_empty())?;
     if a.json {
         super::stdout(&format!("{}\n", serde_json::to_string_pretty(&doc)?))?;
     } else {

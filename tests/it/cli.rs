@@ -229,3 +229,30 @@ fn a_tape_argument_is_an_existing_file_and_never_a_folder() {
             .stderr_contains("is a folder, not a tape");
     }
 }
+
+/// `--server LABEL` that the tape does not have is a usage error naming the labels it has.
+#[test]
+fn an_unknown_server_label_names_the_ones_the_tape_has() {
+    let (_dir, tape) = tmp_tape("two.jsonl");
+    let lines = [
+        r#"{"type":"header","format":"mcptape","version":1,"minor":0,"created":"2026-01-01T00:00:00Z","tool":"test"}"#,
+        r#"{"type":"server","server":"a","transport":"stdio","command":["x"],"t_us":0}"#,
+        r#"{"type":"server","server":"b","transport":"stdio","command":["y"],"t_us":0}"#,
+        r#"{"type":"msg","seq":1,"t_us":0,"server":"a","dir":"c2s","kind":"request","id":1,"method":"ping","msg":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#,
+        r#"{"type":"msg","seq":2,"t_us":5,"server":"a","dir":"s2c","kind":"response","id":1,"msg":{"jsonrpc":"2.0","id":1,"result":{}}}"#,
+    ];
+    std::fs::write(&tape, lines.join("\n") + "\n").unwrap();
+    for command in ["show", "play"] {
+        Mt::new([command, "--server", "nope"])
+            .arg(&tape)
+            .timeout(Duration::from_secs(20))
+            .run()
+            .status(64)
+            .stderr_contains("no server labelled nope; this tape has: a, b");
+    }
+    // A label it has still works.
+    Mt::new(["show", "--server", "b"])
+        .arg(&tape)
+        .run()
+        .success();
+}
