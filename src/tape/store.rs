@@ -200,8 +200,12 @@ pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
 
 /// The tapes in the store, sorted by name.
 pub(crate) fn list() -> io::Result<Vec<PathBuf>> {
-    let dir = tapes_dir();
-    let entries = match std::fs::read_dir(&dir) {
+    list_in(&tapes_dir())
+}
+
+/// The `.jsonl` files in a folder (not its subfolders), sorted by name; none when it is not there.
+pub(crate) fn list_in(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),

@@ -256,3 +256,47 @@ fn an_unknown_server_label_names_the_ones_the_tape_has() {
         .run()
         .success();
 }
+
+/// `ls DIR` lists the tapes kept in any folder, in the same table; other `.jsonl` files there
+/// are not tapes and are left out.
+#[test]
+fn ls_lists_the_tapes_in_a_folder() {
+    let dir = tmp();
+    Mt::new(["demo", "--dir"]).arg(dir.path()).run().success();
+    std::fs::write(dir.path().join("events.jsonl"), "{\"a\":1}\n").unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
+    let store = tmp();
+    let out = Mt::new(["ls"])
+        .arg(dir.path())
+        .env("MCPTAPE_DIR", store.path())
+        .run()
+        .success()
+        .stdout_contains("NAME")
+        .stdout_contains("demo ");
+    assert!(!out.stdout.contains("events"), "{}", out.stdout);
+    assert!(!out.stderr.contains("events"), "{}", out.stderr);
+    let rows: serde_json::Value = Mt::new(["ls", "--json"])
+        .arg(dir.path())
+        .env("MCPTAPE_DIR", store.path())
+        .run()
+        .success()
+        .json();
+    // The demo writes demo.jsonl and demo-drifted.jsonl; events.jsonl is not a tape.
+    assert_eq!(rows.as_array().map(Vec::len), Some(2), "{rows}");
+    // An empty folder says so; a folder that is not there, or a file, is a usage error.
+    Mt::new(["ls"])
+        .arg(store.path())
+        .run()
+        .success()
+        .stderr_contains("no tapes in");
+    Mt::new(["ls"])
+        .arg(store.path().join("nope"))
+        .run()
+        .status(64)
+        .stderr_contains("no such folder");
+    Mt::new(["ls"])
+        .arg(dir.path().join("demo.jsonl"))
+        .run()
+        .status(64)
+        .stderr_contains("is not a folder");
+}
