@@ -217,6 +217,19 @@ impl RedactArgs {
         self.build(&self.rules()?)
     }
 
+    /// These options as they were given, to put in a suggested command line.
+    pub fn as_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for r in &self.rules {
+            args.push("--redact".to_string());
+            args.push(r.clone());
+        }
+        if self.no_default_redaction {
+            args.push("--no-default-redaction".to_string());
+        }
+        args
+    }
+
     fn rules(&self) -> anyhow::Result<mcptape::redact::RedactConfig> {
         let project = mcptape::config::load().map_err(|e| UsageError(e.to_string()))?;
         Ok(project.redaction(self.no_default_redaction, &self.rules))

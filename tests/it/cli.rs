@@ -300,3 +300,36 @@ fn ls_lists_the_tapes_in_a_folder() {
         .status(64)
         .stderr_contains("is not a folder");
 }
+
+/// lint's suggested `redact` command carries the `--redact` rules lint was given (shell-quoted),
+/// so that running it takes out what lint found.
+#[test]
+fn lint_suggests_a_redact_command_with_the_rules_it_was_given() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let lines = [
+        r#"{"type":"header","format":"mcptape","version":1,"minor":0,"created":"2026-01-01T00:00:00Z","tool":"test"}"#,
+        r#"{"type":"server","server":"default","transport":"stdio","command":["x"],"t_us":0}"#,
+        r#"{"type":"msg","seq":1,"t_us":0,"server":"default","dir":"c2s","kind":"request","id":1,"method":"tools/call","msg":{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"badge":"ACME 1234"}}}}"#,
+    ];
+    std::fs::write(&tape, lines.join("\n") + "\n").unwrap();
+    let rule = "re:ACME [0-9]+";
+    Mt::new(["lint", "t.jsonl", "--redact", rule])
+        .dir(dir.path())
+        .run()
+        .status(1)
+        .stdout_contains("`mcptape redact t.jsonl --redact 're:ACME [0-9]+'` takes them out");
+    // Running the suggestion leaves nothing for lint to find.
+    Mt::new(["redact", "t.jsonl", "--redact", rule])
+        .dir(dir.path())
+        .run()
+        .success();
+    let after = Mt::new(["lint", "t.jsonl", "--redact", rule])
+        .dir(dir.path())
+        .run();
+    assert!(
+        !after.stdout.contains("suspected secret"),
+        "{}",
+        after.stdout
+    );
+}
