@@ -31,6 +31,7 @@ fn coded(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
     try_types!(
         crate::tape::TapeError,
         crate::tape::store::NameError,
+        crate::tape::store::ResolveError,
         crate::redact::RuleError,
         crate::compare::normalize::PathError,
         crate::record::RecordError,

@@ -455,3 +455,13 @@ fn truncate(s: &str, n: usize) -> String {
 pub fn ls() -> std::io::Result<Vec<Result<TapeSummary, TapeError>>> {
     Ok(store::list()?.iter().map(|p| summarize(p)).collect())
 }
+
+/// The tapes in a folder: its `.jsonl` files that are mcptape tapes (a file that is not one is
+/// left out; one that is, but cannot be read, is an error in the list).
+pub fn ls_in(dir: &Path) -> std::io::Result<Vec<Result<TapeSummary, TapeError>>> {
+    Ok(store::list_in(dir)?
+        .iter()
+        .map(|p| summarize(p))
+        .filter(|r| !matches!(r, Err(TapeError::NotATape { .. })))
+        .collect())
+}

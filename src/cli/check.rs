@@ -71,9 +71,10 @@ pub struct Args {
     /// Check a running Streamable HTTP server at this URL instead of starting one.
     #[arg(long, value_name = "URL", conflicts_with = "command")]
     url: Option<String>,
-    /// The server command and its arguments (after `--`).
+    /// The server command and its arguments (`--` before it is optional; everything after the
+    /// command's name is the server's, flags too).
     #[arg(
-        last = true,
+        trailing_var_arg = true,
         required_unless_present = "url",
         value_name = "SERVER COMMAND"
     )]

@@ -2,10 +2,13 @@ use anyhow::Result;
 use mcptape::inspect;
 use mcptape::tape::store;
 
-/// List the tapes in .mcptape/tapes (or $MCPTAPE_DIR/tapes).
+/// List the tapes in .mcptape/tapes (or $MCPTAPE_DIR/tapes), or in a folder of your own.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct LsArgs {
+    /// A folder to list instead: its `.jsonl` files that are mcptape tapes.
+    #[arg(value_name = "DIR")]
+    dir: Option<std::path::PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -27,8 +30,23 @@ pub struct ShowArgs {
 }
 
 pub fn ls(a: LsArgs) -> Result<i32> {
+    let listed = match &a.dir {
+        Some(dir) if !dir.exists() => {
+            return Err(super::UsageError(format!("no such folder: {}", dir.display())).into())
+        }
+        Some(dir) if !dir.is_dir() => {
+            return Err(super::UsageError(format!(
+                "{} is not a folder (`mcptape show {}` shows a tape)",
+                dir.display(),
+                dir.display()
+            ))
+            .into())
+        }
+        Some(dir) => inspect::ls_in(dir)?,
+        None => inspect::ls()?,
+    };
     let mut rows = Vec::new();
-    for r in inspect::ls()? {
+    for r in listed {
         match r {
             Ok(row) => rows.push(row),
             Err(e) => crate::diag!("mcptape: skipping: {e}"),
@@ -37,7 +55,8 @@ pub fn ls(a: LsArgs) -> Result<i32> {
     if a.json {
         super::stdout(&format!("{}\n", serde_json::to_string_pretty(&rows)?))?;
     } else if rows.is_empty() {
-        crate::diag!("no tapes in {}", store::tapes_dir().display());
+        let dir = a.dir.clone().unwrap_or_else(store::tapes_dir);
+        crate::diag!("no tapes in {}", dir.display());
     } else {
         super::stdout(&inspect::ls_table(&rows))?;
     }
@@ -47,6 +66,7 @@ pub fn ls(a: LsArgs) -> Result<i32> {
 pub fn show(a: ShowArgs) -> Result<i32> {
     let path = store::resolve(&a.tape)?;
     let doc = inspect::show(&path, a.server.as_deref())?;
+    super::known_server(a.server.as_deref(), &doc.servers, !doc.messages.is_empty())?;
     if a.json {
         super::stdout(&format!("{}\n", serde_json::to_string_pretty(&doc)?))?;
     } else {

@@ -121,10 +121,13 @@ pub fn lint(a: LintArgs) -> Result<i32> {
     if findings.is_empty() && problems.is_empty() {
         text.push_str(&format!("{}: clean\n", path.display()));
     } else if !findings.is_empty() {
+        // The same rules as this lint, or running the suggestion would find nothing to take out.
+        let mut cmd = vec!["mcptape".to_string(), "redact".to_string(), a.tape.clone()];
+        cmd.extend(a.rules.as_args());
         text.push_str(&format!(
-            "{} suspected secrets: `mcptape redact {}` takes them out\n",
+            "{} suspected secrets: `{}` takes them out\n",
             findings.len(),
-            a.tape
+            mcptape::transport::stdio::shell_words(&cmd)
         ));
     }
     super::stdout(&text)?;

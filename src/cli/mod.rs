@@ -115,6 +115,26 @@ fn warn_tape(path: &std::path::Path, warnings: &[mcptape::tape::Warning]) {
     }
 }
 
+/// Refuses (exit 64) a `--server LABEL` the tape does not have: neither declared nor on any of
+/// the messages read for it.
+fn known_server(
+    asked: Option<&str>,
+    declared: &[mcptape::tape::ServerDecl],
+    has_messages: bool,
+) -> anyhow::Result<()> {
+    let Some(label) = asked else { return Ok(()) };
+    if has_messages || declared.iter().any(|s| s.server == label) {
+        return Ok(());
+    }
+    let labels: Vec<&str> = declared.iter().map(|s| s.server.as_str()).collect();
+    let has = if labels.is_empty() {
+        "this tape declares no servers".to_string()
+    } else {
+        format!("this tape has: {}", labels.join(", "))
+    };
+    Err(UsageError(format!("no server labelled {label}; {has}")).into())
+}
+
 /// Parses a number of seconds (fractions allowed) for duration options.
 fn parse_secs(s: &str) -> Result<std::time::Duration, String> {
     let v: f64 = s
@@ -195,6 +215,19 @@ impl RedactArgs {
     /// The redactor, built once for the whole command.
     pub fn redactor(&self) -> anyhow::Result<mcptape::redact::Redactor> {
         self.build(&self.rules()?)
+    }
+
+    /// These options as they were given, to put in a suggested command line.
+    pub fn as_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for r in &self.rules {
+            args.push("--redact".to_string());
+            args.push(r.clone());
+        }
+        if self.no_default_redaction {
+            args.push("--no-default-redaction".to_string());
+        }
+        args
     }
 
     fn rules(&self) -> anyhow::Result<mcptape::redact::RedactConfig> {

@@ -76,6 +76,7 @@ pub fn run(a: Args) -> Result<i32> {
             super::warn_tape(&warn_path, &[w]);
         }
     })?;
+    super::known_server(a.server.as_deref(), &index.servers, !index.msgs.is_empty())?;
     super::warn_tape(&path, &index.warnings);
     let refuse = |why: String| mcptape::play::PlayError::Unchecked {
         path: path.clone(),
@@ -100,14 +101,6 @@ pub fn run(a: Args) -> Result<i32> {
         let line = broken_at.load(Ordering::SeqCst);
         if line > 0 {
             anyhow::bail!(refuse(Warning::ChainBroken { line }.to_string()));
-        }
-    }
-    if let Some(label) = &a.server {
-        if !index.servers.iter().any(|s| &s.server == label) {
-            anyhow::bail!(mcptape::tape::TapeError::NotATape {
-                path: path.clone(),
-                why: format!("it has no server labelled {label:?}")
-            });
         }
     }
     // Explanations quote what the client asked: with the project's redaction rules applied.

@@ -57,9 +57,10 @@ pub struct Args {
     /// `run` puts in an agent's MCP config).
     #[arg(long, value_name = "SOCKET", hide = true, conflicts_with_all = ["url", "listen", "tape"])]
     join: Option<std::path::PathBuf>,
-    /// The server command and its arguments (after `--`).
+    /// The server command and its arguments (`--` before it is optional; everything after the
+    /// command's name is the server's, flags too).
     #[arg(
-        last = true,
+        trailing_var_arg = true,
         required_unless_present = "url",
         value_name = "SERVER COMMAND"
     )]

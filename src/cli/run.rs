@@ -50,9 +50,10 @@ pub struct Args {
     redact: super::RedactArgs,
     #[command(flatten)]
     sign: super::SignArgs,
-    /// The agent's command line (after `--`).
+    /// The agent's command line (`--` before it is optional; everything after the agent's name
+    /// is the agent's, flags too).
     #[arg(
-        last = true,
+        trailing_var_arg = true,
         value_name = "AGENT COMMAND",
         required_unless_present = "restore"
     )]

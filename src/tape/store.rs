@@ -1,5 +1,6 @@
 //! Named tapes: `NAME` means `<root>/tapes/NAME.jsonl`, where the root is `$MCPTAPE_DIR` or
 //! `./.mcptape`. Names cannot escape that folder. Anything that looks like a path is a path.
+//! Reading, a name that is not in the store but is a file in the working folder is that file.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -72,8 +73,19 @@ pub(crate) fn validate_name(name: &str) -> Result<(), NameError> {
     Ok(())
 }
 
-/// Resolves a tape argument (name or path) to a file path.
-pub fn resolve(arg: &str) -> Result<PathBuf, NameError> {
+/// A tape argument that cannot be used (exit 64): a bad name, or a folder.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// A name that cannot be a tape in the store.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// The argument names a folder.
+    #[error("{} is a folder, not a tape (a tape is a .jsonl file; `mcptape ls {}` lists the tapes in a folder)", .0.display(), .0.display())]
+    Folder(PathBuf),
+}
+
+/// Where a tape argument points, as written: a path as given, a name in the store.
+fn place(arg: &str) -> Result<PathBuf, NameError> {
     if looks_like_path(arg) {
         return Ok(PathBuf::from(arg));
     }
@@ -81,20 +93,46 @@ pub fn resolve(arg: &str) -> Result<PathBuf, NameError> {
     Ok(tapes_dir().join(format!("{arg}.{EXTENSION}")))
 }
 
+/// Resolves a tape argument (name or path) to the file of a tape to read. A name that is not a
+/// tape in the store but is a file in the working folder (`demo.json`) is that file. A folder is
+/// refused.
+pub fn resolve(arg: &str) -> Result<PathBuf, ResolveError> {
+    let path = match place(arg) {
+        Ok(p) if p.exists() || looks_like_path(arg) => p,
+        named => {
+            if !arg.is_empty() && Path::new(arg).is_file() {
+                PathBuf::from(arg)
+            } else {
+                named?
+            }
+        }
+    };
+    not_a_folder(path)
+}
+
+fn not_a_folder(path: PathBuf) -> Result<PathBuf, ResolveError> {
+    if path.is_dir() {
+        return Err(ResolveError::Folder(path));
+    }
+    Ok(path)
+}
+
 /// Resolves a tape argument for writing. A named tape that is a symbolic link is refused: a
 /// name must stay inside the tapes folder, and a link could point anywhere. (A path given
-/// explicitly is the user's choice and is followed.)
-pub fn resolve_for_write(arg: &str) -> Result<PathBuf, NameError> {
-    let path = resolve(arg)?;
+/// explicitly is the user's choice and is followed.) A name is always a name in the store here:
+/// a file of that name in the working folder is never written over.
+pub fn resolve_for_write(arg: &str) -> Result<PathBuf, ResolveError> {
+    let path = place(arg)?;
     if !looks_like_path(arg)
         && std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink())
     {
         return Err(NameError {
             name: arg.to_string(),
             why: "the tape in the store is a symbolic link; give its path explicitly to write through it",
-        });
+        }
+        .into());
     }
-    Ok(path)
+    not_a_folder(path)
 }
 
 /// A default name for a new recording: the server program's name and the time.
@@ -162,8 +200,12 @@ pub(crate) fn create_private_dir(dir: &Path) -> io::Result<()> {
 
 /// The tapes in the store, sorted by name.
 pub(crate) fn list() -> io::Result<Vec<PathBuf>> {
-    let dir = tapes_dir();
-    let entries = match std::fs::read_dir(&dir) {
+    list_in(&tapes_dir())
+}
+
+/// The `.jsonl` files in a folder (not its subfolders), sorted by name; none when it is not there.
+pub(crate) fn list_in(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(e),
@@ -180,6 +222,12 @@ pub(crate) fn list() -> io::Result<Vec<PathBuf>> {
 }
 
 impl crate::exit::Coded for NameError {
+    fn exit_code(&self) -> i32 {
+        crate::exit::USAGE
+    }
+}
+
+impl crate::exit::Coded for ResolveError {
     fn exit_code(&self) -> i32 {
         crate::exit::USAGE
     }
@@ -218,7 +266,7 @@ mod tests {
             resolve("t.jsonl.new").unwrap(),
             PathBuf::from("t.jsonl.new")
         );
-        assert!(resolve("..").is_ok_and(|p| p == Path::new("..")));
+        assert!(matches!(resolve(".."), Err(ResolveError::Folder(p)) if p == Path::new("..")));
     }
 
     #[test]

@@ -134,3 +134,202 @@ fn show_json_keeps_ids_exactly() {
         "ids are shown as written, cut to the column"
     );
 }
+
+/// The server command may follow without `--` (the MCP Inspector's CLI swallows a `--`); the
+/// flags after it are the server's.
+#[test]
+fn a_server_command_needs_no_double_dash() {
+    let dir = tmp();
+    let tape = s(dir.path().join("t.jsonl"));
+    let server = [
+        "sh",
+        "-c",
+        "echo \"server got: $*\" >&2; exit 7",
+        "sh",
+        "--port",
+        "1",
+    ];
+    Mt::new(["record", "--tape", &tape])
+        .args(server)
+        .timeout(Duration::from_secs(20))
+        .run()
+        .status(7)
+        .stderr_contains("server got: --port 1");
+    // `--` still works, and what follows it is the server's even when it looks like a flag.
+    Mt::new(["record", "--tape", &tape, "--"])
+        .args(server)
+        .timeout(Duration::from_secs(20))
+        .run()
+        .status(7)
+        .stderr_contains("server got: --port 1");
+    // A mistyped flag before the command is still a usage error, not a server to start.
+    Mt::new(["record", "--tapee", &tape])
+        .args(server)
+        .run()
+        .status(64)
+        .stderr_contains("unexpected argument '--tapee'");
+    // `run`: the agent's command line the same way.
+    Mt::new(["run", "--tape", &tape])
+        .args([
+            "sh",
+            "-c",
+            "echo \"agent got: $*\" >&2; exit 5",
+            "sh",
+            "-p",
+            "x",
+        ])
+        .env("MCPTAPE_DIR", dir.path())
+        .dir(dir.path())
+        .timeout(Duration::from_secs(30))
+        .run()
+        .status(5)
+        .stderr_contains("agent got: -p x");
+    // `check TAPE CMD…`: the command is taken (the tape is missing, so 66, not a usage error).
+    Mt::new(["check", "nope.jsonl"])
+        .args(server)
+        .dir(dir.path())
+        .timeout(Duration::from_secs(20))
+        .run()
+        .status(66)
+        .stderr_contains("tape not found");
+}
+
+/// A tape argument that is not a name in the store but a file in the working folder is that file;
+/// a folder is a usage error that says so, for every command that reads a tape.
+#[test]
+fn a_tape_argument_is_an_existing_file_and_never_a_folder() {
+    let dir = tmp();
+    Mt::new(["demo", "--dir"]).arg(dir.path()).run().success();
+    std::fs::copy(dir.path().join("demo.jsonl"), dir.path().join("demo.json")).unwrap();
+    let store = tmp();
+    for command in ["show", "verify", "lint"] {
+        Mt::new([command, "demo.json"])
+            .dir(dir.path())
+            .env("MCPTAPE_DIR", store.path())
+            .run()
+            .stdout_contains("demo.json");
+    }
+    let folder = s(dir.path());
+    for args in [
+        vec!["show", "."],
+        vec!["play", "."],
+        vec!["verify", "."],
+        vec!["lint", "."],
+        vec!["redact", "."],
+        vec!["diff", ".", "demo.jsonl"],
+        vec!["check", ".", "sh", "-c", "exit 0"],
+        vec!["show", &folder],
+    ] {
+        Mt::new(&args)
+            .dir(dir.path())
+            .env("MCPTAPE_DIR", store.path())
+            .timeout(Duration::from_secs(20))
+            .run()
+            .status(64)
+            .stderr_contains("is a folder, not a tape");
+    }
+}
+
+/// `--server LABEL` that the tape does not have is a usage error naming the labels it has.
+#[test]
+fn an_unknown_server_label_names_the_ones_the_tape_has() {
+    let (_dir, tape) = tmp_tape("two.jsonl");
+    let lines = [
+        r#"{"type":"header","format":"mcptape","version":1,"minor":0,"created":"2026-01-01T00:00:00Z","tool":"test"}"#,
+        r#"{"type":"server","server":"a","transport":"stdio","command":["x"],"t_us":0}"#,
+        r#"{"type":"server","server":"b","transport":"stdio","command":["y"],"t_us":0}"#,
+        r#"{"type":"msg","seq":1,"t_us":0,"server":"a","dir":"c2s","kind":"request","id":1,"method":"ping","msg":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#,
+        r#"{"type":"msg","seq":2,"t_us":5,"server":"a","dir":"s2c","kind":"response","id":1,"msg":{"jsonrpc":"2.0","id":1,"result":{}}}"#,
+    ];
+    std::fs::write(&tape, lines.join("\n") + "\n").unwrap();
+    for command in ["show", "play"] {
+        Mt::new([command, "--server", "nope"])
+            .arg(&tape)
+            .timeout(Duration::from_secs(20))
+            .run()
+            .status(64)
+            .stderr_contains("no server labelled nope; this tape has: a, b");
+    }
+    // A label it has still works.
+    Mt::new(["show", "--server", "b"])
+        .arg(&tape)
+        .run()
+        .success();
+}
+
+/// `ls DIR` lists the tapes kept in any folder, in the same table; other `.jsonl` files there
+/// are not tapes and are left out.
+#[test]
+fn ls_lists_the_tapes_in_a_folder() {
+    let dir = tmp();
+    Mt::new(["demo", "--dir"]).arg(dir.path()).run().success();
+    std::fs::write(dir.path().join("events.jsonl"), "{\"a\":1}\n").unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "hello\n").unwrap();
+    let store = tmp();
+    let out = Mt::new(["ls"])
+        .arg(dir.path())
+        .env("MCPTAPE_DIR", store.path())
+        .run()
+        .success()
+        .stdout_contains("NAME")
+        .stdout_contains("demo ");
+    assert!(!out.stdout.contains("events"), "{}", out.stdout);
+    assert!(!out.stderr.contains("events"), "{}", out.stderr);
+    let rows: serde_json::Value = Mt::new(["ls", "--json"])
+        .arg(dir.path())
+        .env("MCPTAPE_DIR", store.path())
+        .run()
+        .success()
+        .json();
+    // The demo writes demo.jsonl and demo-drifted.jsonl; events.jsonl is not a tape.
+    assert_eq!(rows.as_array().map(Vec::len), Some(2), "{rows}");
+    // An empty folder says so; a folder that is not there, or a file, is a usage error.
+    Mt::new(["ls"])
+        .arg(store.path())
+        .run()
+        .success()
+        .stderr_contains("no tapes in");
+    Mt::new(["ls"])
+        .arg(store.path().join("nope"))
+        .run()
+        .status(64)
+        .stderr_contains("no such folder");
+    Mt::new(["ls"])
+        .arg(dir.path().join("demo.jsonl"))
+        .run()
+        .status(64)
+        .stderr_contains("is not a folder");
+}
+
+/// lint's suggested `redact` command carries the `--redact` rules lint was given (shell-quoted),
+/// so that running it takes out what lint found.
+#[test]
+fn lint_suggests_a_redact_command_with_the_rules_it_was_given() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let lines = [
+        r#"{"type":"header","format":"mcptape","version":1,"minor":0,"created":"2026-01-01T00:00:00Z","tool":"test"}"#,
+        r#"{"type":"server","server":"default","transport":"stdio","command":["x"],"t_us":0}"#,
+        r#"{"type":"msg","seq":1,"t_us":0,"server":"default","dir":"c2s","kind":"request","id":1,"method":"tools/call","msg":{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"badge":"ACME 1234"}}}}"#,
+    ];
+    std::fs::write(&tape, lines.join("\n") + "\n").unwrap();
+    let rule = "re:ACME [0-9]+";
+    Mt::new(["lint", "t.jsonl", "--redact", rule])
+        .dir(dir.path())
+        .run()
+        .status(1)
+        .stdout_contains("`mcptape redact t.jsonl --redact 're:ACME [0-9]+'` takes them out");
+    // Running the suggestion leaves nothing for lint to find.
+    Mt::new(["redact", "t.jsonl", "--redact", rule])
+        .dir(dir.path())
+        .run()
+        .success();
+    let after = Mt::new(["lint", "t.jsonl", "--redact", rule])
+        .dir(dir.path())
+        .run();
+    assert!(
+        !after.stdout.contains("suspected secret"),
+        "{}",
+        after.stdout
+    );
+}

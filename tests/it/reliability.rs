@@ -1364,10 +1364,11 @@ fn hostile_tape_names_are_refused_by_every_command_before_anything_runs() {
         .stderr_contains("symbolic link");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me");
     assert!(!marker.exists());
-    // `..` is a path (a folder): refused as unwritable, exit 74, nothing created.
+    // `..` is a path (a folder): refused as a usage error before the server starts.
     let mut args = vec!["record", "--tape", "..", "--"];
     args.extend(server.iter().map(String::as_str));
     mcptape_in(&args)
-        .status(74)
-        .stderr_contains("could not write tape");
+        .status(64)
+        .stderr_contains("is a folder, not a tape");
+    assert!(!marker.exists());
 }
