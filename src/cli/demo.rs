@@ -7,7 +7,8 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CODES)]
 pub struct Args {
-    /// Folder for the demo's tapes (default: a fresh folder under the system temp dir).
+    /// Folder for the demo's tapes (default: `mcptape-demo-<uid>` under the system temp dir,
+    /// made anew by each run, so runs leave one folder, not one each).
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
 }
@@ -32,7 +33,20 @@ pub fn run(a: Args) -> Result<i32> {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let dir = match a.dir {
         Some(d) => d,
-        None => std::env::temp_dir().join(format!("mcptape-demo-{}", std::process::id())),
+        None => {
+            // SAFETY: getuid has no preconditions and cannot fail.
+            let uid = unsafe { libc::getuid() };
+            let d = std::env::temp_dir().join(format!("mcptape-demo-{uid}"));
+            // The last run's tapes go (a link there is removed, not followed): a run's
+            // recordings are fresh ones, not re-recordings kept beside `.bak`s.
+            match std::fs::remove_dir_all(&d) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("clearing {}", d.display()))
+                }
+                _ => {}
+            }
+            d
+        }
     };
     let exe = std::env::current_exe().context("locating the mcptape binary")?;
     let ok = demo::run_demo(&exe, &dir)?;

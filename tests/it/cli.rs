@@ -16,6 +16,49 @@ fn demo_runs_the_whole_loop() {
     assert!(dir.path().join("demo.jsonl").exists());
 }
 
+/// Without `--dir`, runs of the demo share one folder under the temp dir, made anew each time:
+/// the second run records fresh tapes (no `.bak` of the first), and one folder is left, not one
+/// per run (each run left `/tmp/mcptape-demo-<pid>`).
+#[test]
+fn demo_runs_leave_one_folder_not_one_each() {
+    let tmpdir = tmp();
+    for run in 1..=2 {
+        let out = Mt::new(["demo"])
+            .env("TMPDIR", tmpdir.path())
+            .run()
+            .success();
+        assert!(
+            !out.stderr.contains("replaced"),
+            "run {run} recorded over the last one's tapes:\n{}",
+            out.stderr
+        );
+    }
+    let left: Vec<String> = std::fs::read_dir(tmpdir.path())
+        .expect("the temp dir")
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|n| n.starts_with("mcptape-demo"))
+        .collect();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let files: Vec<String> = std::fs::read_dir(tmpdir.path().join(&left[0]))
+        .expect("the demo folder")
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert!(
+        !files.iter().any(|f| f.ends_with(".bak")),
+        "no backups of the last run: {files:?}"
+    );
+}
+
 #[test]
 fn help_states_the_exit_codes() {
     for args in [&["--help"][..], &["record", "--help"], &["play", "--help"]] {
