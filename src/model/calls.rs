@@ -165,7 +165,11 @@ pub fn load(path: &Path, server: Option<&str>) -> Result<Vec<Call>, TapeError> {
         let l: Line<'_> = serde_json::from_slice(item.raw).map_err(|e| TapeError::Malformed {
             path: path.to_path_buf(),
             line: item.line,
-            message: format!("a model line that does not read: {e}"),
+            message: crate::tape::reader::json_problem(
+                "a model line that does not read",
+                &e,
+                item.raw,
+            ),
         })?;
         if server.is_some_and(|s| s != l.server) {
             continue;

@@ -27,7 +27,7 @@ pub enum TapeError {
         cause: io::Error,
     },
     /// A complete line that is not a valid tape line (a torn last line is a warning instead).
-    #[error("{}: line {line}: {message}", path.display())]
+    #[error("{}: tape line {line}{}", path.display(), located(message))]
     Malformed {
         /// The tape being read.
         path: PathBuf,
@@ -435,28 +435,55 @@ fn parse_scanned(buf: &[u8]) -> Result<ScannedEntry<'_>, String> {
     parse_entry(buf).map(ScannedEntry::Entry)
 }
 
+/// What serde says is wrong with a tape line, placed in the line: `column C: WHAT: why`
+/// (serde's own "at line 1 column C" counts within the line's buffer, which is one tape line,
+/// so its line number would mislead). An error at the buffer's end is at the line's end.
+pub(crate) fn json_problem(what: &str, e: &serde_json::Error, buf: &[u8]) -> String {
+    let full = e.to_string();
+    let why = full
+        .rfind(" at line ")
+        .map_or(full.as_str(), |i| &full[..i]);
+    let text = buf.strip_suffix(b"\n").unwrap_or(buf);
+    let column = if e.line() <= 1 {
+        e.column()
+    } else {
+        String::from_utf8_lossy(text).chars().count()
+    };
+    format!("column {column}: {what}: {why}")
+}
+
+/// A malformed line's message after "tape line N": `, column C: …` when it has a column.
+fn located(message: &str) -> String {
+    if message.starts_with("column ") {
+        format!(", {message}")
+    } else {
+        format!(": {message}")
+    }
+}
+
 fn parse_entry(buf: &[u8]) -> Result<Entry<'_>, String> {
     // The writer always puts `type` first; recognising message lines by prefix saves a parse.
     if buf.starts_with(br#"{"type":"msg","#) {
         return msg_entry(buf);
     }
     let probe: TypeProbe<'_> =
-        serde_json::from_slice(buf).map_err(|e| format!("not a JSON tape line: {e}"))?;
+        serde_json::from_slice(buf).map_err(|e| json_problem("not a JSON tape line", &e, buf))?;
     match probe.ty.as_ref() {
         "msg" => msg_entry(buf),
         "server" => serde_json::from_slice(buf)
             .map(Entry::Server)
-            .map_err(|e| format!("bad server line: {e}")),
+            .map_err(|e| json_problem("bad server line", &e, buf)),
         "end" => serde_json::from_slice(buf)
             .map(Entry::End)
-            .map_err(|e| format!("bad end line: {e}")),
+            .map_err(|e| json_problem("bad end line", &e, buf)),
         "header" => Err("a second header line".into()),
         _ => Ok(Entry::Unknown),
     }
 }
 
 fn msg_entry(buf: &[u8]) -> Result<Entry<'_>, String> {
-    let m: MsgLine<'_> = serde_json::from_slice(buf).map_err(|e| format!("bad msg line: {e}"))?;
+    let m: MsgLine<'_> =
+        serde_json::from_slice(buf).map_err(|e| json_problem("bad msg line", &e, buf))?;
     m.check_body()?;
     Ok(Entry::Msg(m))
 }

@@ -376,3 +376,30 @@ fn lint_suggests_a_redact_command_with_the_rules_it_was_given() {
         after.stdout
     );
 }
+
+/// A corrupt line in the middle of a tape is named as a tape line and a column in it, not with
+/// serde's "at line 1 column 16" (which counts within the one line it was given).
+#[test]
+fn a_corrupt_tape_line_is_named_by_tape_line_and_column() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    std::fs::write(
+        &tape,
+        concat!(
+            r#"{"type":"header","format":"mcptape","version":1,"minor":0,"created":"2026-01-01T00:00:00Z","tool":"t"}"#,
+            "\n",
+            r#"{"type":"server","server":"default","transport":"stdio","command":["x"],"t_us":0}"#,
+            "\n",
+            r#"{"type":"end","t_us":1,"messages":0,"exchanges":oops}"#,
+            "\n",
+            r#"{"type":"end","t_us":2,"messages":0,"exchanges":0}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    for cmd in ["show", "play"] {
+        let out = Mt::new([cmd]).arg(&tape).run().status(65);
+        assert_contains(&out.stderr, "t.jsonl: tape line 3, column 49: ");
+        assert!(!out.stderr.contains(" at line 1 column"), "{}", out.stderr);
+    }
+}
