@@ -383,7 +383,7 @@ pub fn show_table(doc: &ShowDoc) -> String {
     let _ = writeln!(
         out,
         "{:>5}  {:>10}  {:3}  {:12}  {:44}  {:>6}  {:>10}",
-        "SEQ", "TIME", "DIR", "KIND", "METHOD / TARGET", "ID", "LATENCY"
+        "LINE", "TIME", "DIR", "KIND", "METHOD / TARGET", "ID", "LATENCY"
     );
     let mut models = doc.model_calls.iter().peekable();
     let model_line = |out: &mut String, m: &ModelRow| {
@@ -394,7 +394,7 @@ pub fn show_table(doc: &ShowDoc) -> String {
         let _ = writeln!(
             out,
             "{:>5}  {:>8.3} s  {:^3}  {:12}  {:44}  {:>6}  {:>10}",
-            "",
+            m.line,
             m.t_us as f64 / 1e6,
             "→←",
             format!("model:{}", m.label),
@@ -425,8 +425,9 @@ pub fn show_table(doc: &ShowDoc) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             out,
+            // The tape line, as every other message names a message (`tape line N`).
             "{:>5}  {:>8.3} s  {:^3}  {:12}  {:44}  {:>6}  {:>10}",
-            r.seq,
+            r.line,
             r.t_us as f64 / 1e6,
             r.dir.arrow(),
             r.kind.as_str(),
