@@ -17,9 +17,8 @@ use std::time::Duration;
 /// structural stability; A ≥ 90, B ≥ 80, C ≥ 70, D ≥ 60, else F; a missing response caps at D.
 ///
 /// Gates: --fail-on-regression and --min-grade; with neither, any regression fails.
-/// Exit codes: 0 gate passed, 1 gate failed; 65/66 bad or missing tape, 69 server did not start.
 #[derive(clap::Args)]
-#[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
+#[command(after_help = super::EXIT_CHECK, verbatim_doc_comment)]
 pub struct Args {
     /// The baseline tape (name or path).
     #[arg(value_name = "TAPE")]

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 /// Run the whole loop on the bundled demo server: record a session, play it back with no
 /// server, show a miss explained, and record a regressed build to show drift.
 #[derive(clap::Args)]
-#[command(after_help = super::EXIT_CODES)]
+#[command(after_help = super::EXIT_DEMO)]
 pub struct Args {
     /// Folder for the demo's tapes (default: `mcptape-demo-<uid>` under the system temp dir,
     /// made anew by each run, so runs leave one folder, not one each).

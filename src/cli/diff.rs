@@ -5,10 +5,10 @@ use mcptape::tape::store;
 /// Compare two recordings: exchanges aligned by content (reordered or parallel calls are not
 /// drift), answers compared after normalization, down to the first call that drifted.
 ///
-/// Exit codes: 0 same, 1 output drift (same calls, different answers), 2 structural drift (calls
-/// on one side only, tools added or removed, a tool schema narrowed).
+/// Output drift: the same calls, different answers. Structural drift: calls on one side only,
+/// tools added or removed, a tool schema narrowed.
 #[derive(clap::Args)]
-#[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
+#[command(after_help = super::EXIT_DIFF, verbatim_doc_comment)]
 pub struct Args {
     /// The first tape (name or path).
     #[arg(value_name = "A")]

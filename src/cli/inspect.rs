@@ -4,7 +4,7 @@ use mcptape::tape::store;
 
 /// List the tapes in .mcptape/tapes (or $MCPTAPE_DIR/tapes), or in a folder of your own.
 #[derive(clap::Args)]
-#[command(after_help = super::EXIT_CODES)]
+#[command(after_help = super::EXIT_LS)]
 pub struct LsArgs {
     /// A folder to list instead: its `.jsonl` files that are mcptape tapes.
     #[arg(value_name = "DIR")]
@@ -16,7 +16,7 @@ pub struct LsArgs {
 
 /// Show the messages of a tape: direction, kind, method or tool, id, latency per exchange.
 #[derive(clap::Args)]
-#[command(after_help = super::EXIT_CODES)]
+#[command(after_help = super::EXIT_SHOW)]
 pub struct ShowArgs {
     /// Tape name or path.
     #[arg(value_name = "TAPE")]

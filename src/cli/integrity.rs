@@ -6,11 +6,12 @@ use std::path::PathBuf;
 /// Check that a tape is what was written: its hash chain from the header to the closing line,
 /// and with a key (--key-file or $MCPTAPE_SIGNING_KEY) its signature.
 ///
-/// Exit codes: 0 intact; 1 tampered (the first line that does not hold is named), cut off (no
-/// closing line, or a torn last line), written without a chain, or a bad signature.
+/// Tampered names the first line that does not hold; cut off is a tape whose recording stopped
+/// short (no closing line, a torn last line, or a recorder that could not write everything).
 #[derive(clap::Args)]
-#[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
+#[command(after_help = super::EXIT_VERIFY, verbatim_doc_comment)]
 pub struct VerifyArgs {
+    /// Tape name or path.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// A file holding the signing key (else $MCPTAPE_SIGNING_KEY, if set).
@@ -25,8 +26,9 @@ pub struct VerifyArgs {
 /// --redact), and write it anew with a fresh hash chain. In place by default (atomically, the
 /// original kept as TAPE.bak), or to -o OUT.
 #[derive(clap::Args)]
-#[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
+#[command(after_help = super::EXIT_REDACT, verbatim_doc_comment)]
 pub struct RedactCmdArgs {
+    /// Tape name or path.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Write the redacted tape here instead of replacing TAPE.
@@ -40,11 +42,10 @@ pub struct RedactCmdArgs {
 
 /// Look for secrets still in a tape (what the redaction rules would take out) and for format
 /// problems (torn or unclosed tape, broken hash chain, malformed lines).
-///
-/// Exit codes: 0 clean; 1 suspected secrets or problems found.
 #[derive(clap::Args)]
-#[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
+#[command(after_help = super::EXIT_LINT, verbatim_doc_comment)]
 pub struct LintArgs {
+    /// Tape name or path.
     #[arg(value_name = "TAPE")]
     tape: String,
     #[command(flatten)]

@@ -27,7 +27,48 @@ Exit codes:
   69  the server could not be started (check --url: reached), or a listener could not listen
   70  internal error (a bug)
   74  I/O error (writing the tape…)
-  record exits with the server's own exit code (128+N when a signal N ended it).";
+  record exits with the server's own exit code (128+N when a signal N ended it).
+  `mcptape help COMMAND` gives each command's own.";
+
+/// Each command's own exit codes (`--help` of the command); the whole table is `mcptape --help`.
+const EXIT_RECORD: &str = "\
+Exit codes: the server's own (128+N when a signal N ended it); 64 usage error; 69 the server
+could not be started, or --listen could not listen; 74 the tape could not be written (or
+replaced) and the server exited 0.";
+const EXIT_PLAY: &str = "\
+Exit codes: 0 everything asked was served; 1 a miss, a drifted answer to a replayed server
+request, or a request the recorded server never answered; 64 usage error (an unknown --server);
+65 malformed tape (--require-chain: no hash chain, or a broken one); 66 tape not found; 69
+--listen could not listen.";
+const EXIT_CHECK: &str = "\
+Exit codes: 0 the gate passed (or --update accepted the changes); 1 the gate failed; 64 usage
+error; 65 malformed baseline; 66 baseline not found; 69 the server could not be started or
+reached; 74 the baseline could not be updated.";
+const EXIT_DIFF: &str = "\
+Exit codes: 0 same; 1 output drift; 2 structural drift; 64 usage error; 65 malformed tape; 66
+tape not found.";
+const EXIT_LS: &str = "\
+Exit codes: 0 listed; 64 DIR is not a folder.";
+const EXIT_VERIFY: &str = "\
+Exit codes: 0 intact; 1 tampered, cut off, or a bad signature; 64 usage error; 66 tape not
+found.";
+const EXIT_REDACT: &str = "\
+Exit codes: 0 redacted; 64 usage error (a bad rule, a backup that is a link); 65 malformed tape;
+66 tape not found; 74 the tape could not be written.";
+const EXIT_LINT: &str = "\
+Exit codes: 0 clean; 1 suspected secrets or format problems; 64 usage error; 66 tape not found.";
+const EXIT_SHOW: &str = "\
+Exit codes: 0 shown; 64 usage error (an unknown --server); 65 malformed tape; 66 tape not found.";
+const EXIT_MODEL_PROXY: &str = "\
+Exit codes: 0 stopped (Ctrl-C) with every request answered; 1 --playback: a request matched no
+recorded call; 64 usage error; 65 malformed tape; 66 tape (or --upstream-ca file) not found; 69
+could not listen; 74 the tape could not be written.";
+const EXIT_RUN: &str = "\
+Exit codes: the agent's own; 1 --playback: a model request matched no recorded call (when the
+agent exited 0); 64 usage error; 65 an agent config that does not read, or a malformed tape; 66
+tape not found; 69 the agent could not be started; 74 the tape could not be written.";
+const EXIT_DEMO: &str = "\
+Exit codes: 0 every step went as expected; 1 a step did not.";
 
 #[derive(Parser)]
 #[command(
@@ -44,17 +85,33 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    #[command(about = "Record an MCP session: run the server, relay stdio, tape every message.")]
     Record(record::Args),
+    #[command(about = "Serve a tape as the MCP server: no server process, no side effects.")]
     Play(play::Args),
+    #[command(about = "Check a new build of a server against a recording, graded A–F.")]
     Check(check::Args),
+    #[command(about = "Compare two recordings, down to the first call that drifted.")]
     Diff(diff::Args),
+    #[command(about = "List the tapes (of the store, or of a folder).")]
     Ls(inspect::LsArgs),
+    #[command(about = "Check a tape's hash chain (and signature): intact, tampered or cut off.")]
     Verify(integrity::VerifyArgs),
+    #[command(about = "Take secrets out of an existing tape.")]
     Redact(integrity::RedactCmdArgs),
+    #[command(about = "Look for secrets and format problems left in a tape.")]
     Lint(integrity::LintArgs),
+    #[command(about = "Show a tape's messages and model calls.")]
     Show(inspect::ShowArgs),
+    #[command(about = "Record an agent's model API calls onto a tape, or answer them from one.")]
     ModelProxy(model_proxy::Args),
+    #[command(
+        about = "Run an agent with its model calls and MCP servers on one tape; replay it, or offline."
+    )]
     Run(run::Args),
+    #[command(
+        about = "The whole loop on a bundled demo server: record, play, a miss, check, diff."
+    )]
     Demo(demo::Args),
     /// The bundled demo MCP server (stdio), used by `mcptape demo`.
     #[command(hide = true)]

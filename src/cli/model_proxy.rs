@@ -19,7 +19,7 @@ use mcptape::wire::DEFAULT_MAX_MESSAGE;
 /// fields such as session ids and dates left out), the earliest unused recorded call first; a
 /// miss gets an error in the provider's format naming the nearest recorded call, and exit 1.
 #[derive(clap::Args)]
-#[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
+#[command(after_help = super::EXIT_MODEL_PROXY, verbatim_doc_comment)]
 pub struct Args {
     /// Tape name or path (as for `record`). Default when recording: `model` and the time.
     #[arg(

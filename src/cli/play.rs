@@ -13,7 +13,7 @@ use std::time::Duration;
 /// error naming the nearest recorded calls and the exact JSON differences (also on stderr), and
 /// play exits 1 at the end. A summary goes to stderr: served, missed, drifted, unused.
 #[derive(clap::Args)]
-#[command(after_help = super::EXIT_CODES)]
+#[command(after_help = super::EXIT_PLAY)]
 pub struct Args {
     /// Tape name or path.
     #[arg(value_name = "TAPE")]

@@ -15,7 +15,7 @@ use std::time::Duration;
 /// server; when the client closes stdin, the server gets EOF and --grace seconds to exit.
 /// mcptape exits with the server's exit code; one summary line goes to stderr.
 #[derive(clap::Args)]
-#[command(visible_alias = "rec", after_help = super::EXIT_CODES, verbatim_doc_comment)]
+#[command(visible_alias = "rec", after_help = super::EXIT_RECORD, verbatim_doc_comment)]
 pub struct Args {
     /// Tape name (stored as .mcptape/tapes/NAME.jsonl, or under $MCPTAPE_DIR) or a path (with a
     /// '/' or ending in .jsonl). Default: the server's name and the time. Over a tape that is

@@ -21,7 +21,7 @@ use mcptape::tape::{store, WriteOptions};
 /// mcptape exits with the agent's exit code (1 when playback missed a model call and the agent
 /// exited 0).
 #[derive(clap::Args)]
-#[command(after_help = super::EXIT_CODES, verbatim_doc_comment)]
+#[command(after_help = super::EXIT_RUN, verbatim_doc_comment)]
 pub struct Args {
     /// Tape name or path (as for `record`). Default when recording: the agent's name and the
     /// time.

@@ -61,11 +61,70 @@ fn demo_runs_leave_one_folder_not_one_each() {
 
 #[test]
 fn help_states_the_exit_codes() {
-    for args in [&["--help"][..], &["record", "--help"], &["play", "--help"]] {
-        Mt::new(args)
-            .run()
-            .success()
-            .stdout_contains("65  malformed tape");
+    Mt::new(["--help"])
+        .run()
+        .success()
+        .stdout_contains("65  malformed tape");
+    // Each command its own codes, not the whole table again.
+    for (cmd, says) in [
+        ("record", "Exit codes: the server's own"),
+        ("play", "1 a miss, a drifted answer"),
+        (
+            "check",
+            "0 the gate passed (or --update accepted the changes)",
+        ),
+        ("diff", "2 structural drift"),
+        (
+            "verify",
+            "0 intact; 1 tampered, cut off, or a bad signature",
+        ),
+        ("run", "Exit codes: the agent's own"),
+    ] {
+        let out = Mt::new([cmd, "--help"]).run().success();
+        assert_contains(&out.stdout, says);
+        assert!(
+            !out.stdout.contains("70  internal error"),
+            "{cmd}: the whole table again:\n{}",
+            out.stdout
+        );
+    }
+}
+
+/// The command list is one line per command (short summaries, not long descriptions wrapped
+/// raggedly), and every command's TAPE argument says what it is.
+#[test]
+fn help_lists_one_line_per_command_and_describes_every_tape_argument() {
+    let out = Mt::new(["--help"]).run().success();
+    let list: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert!(list.len() >= 12, "{}", out.stdout);
+    for l in &list {
+        assert!(
+            l.starts_with("  ") && !l.starts_with("   "),
+            "a continuation line in the command list: {l:?}\n{}",
+            out.stdout
+        );
+    }
+    for cmd in ["verify", "redact", "lint", "show", "play"] {
+        let out = Mt::new([cmd, "--help"]).run().success();
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with("<TAPE>"))
+            .unwrap_or_else(|| panic!("{cmd}: no <TAPE> line:\n{}", out.stdout));
+        // Short help puts the description beside it, long help on the next line.
+        let described =
+            lines[at].trim() != "<TAPE>" || lines.get(at + 1).is_some_and(|n| !n.trim().is_empty());
+        assert!(
+            described,
+            "{cmd}: <TAPE> has no description:\n{}",
+            out.stdout
+        );
     }
 }
 
