@@ -31,6 +31,19 @@ pub(crate) const TIMESTAMP_KEYS: &[&str] = &[
     "servertime",
 ];
 
+/// Keys (compared like [`TIMESTAMP_KEYS`]) whose numbers are masked when they look like epoch
+/// seconds or milliseconds; their strings only where they hold a date. So are keys ending in
+/// `_at`, `-at` or `At` (`created_at`, `updatedAt`): see [`is_epoch_key`].
+pub(crate) const EPOCH_KEYS: &[&str] = &[
+    "mtime",
+    "atime",
+    "ctime",
+    "birthtime",
+    "created",
+    "modified",
+    "updated",
+];
+
 /// Keys whose values identify a session, request or trace rather than describe behaviour.
 pub(crate) const ID_KEYS: &[&str] = &[
     "sessionid",
@@ -204,13 +217,30 @@ fn squash(key: &str) -> String {
         .collect()
 }
 
+/// A key an epoch number under which is a timestamp: a [`TIMESTAMP_KEYS`] or [`EPOCH_KEYS`]
+/// key, or one ending in `_at`, `-at` or `At`.
+fn is_epoch_key(key: &str, squashed: &str) -> bool {
+    TIMESTAMP_KEYS.contains(&squashed)
+        || EPOCH_KEYS.contains(&squashed)
+        || (key.len() > 3 && (key.ends_with("_at") || key.ends_with("-at") || key.ends_with("At")))
+}
+
+/// Dates in text: ISO 8601 / RFC 3339 (with or without a zone), JavaScript's
+/// `Date.prototype.toString` (`Mon Dec 01 2026 07:20:00 GMT+0000 (Coordinated Universal Time)`)
+/// and RFC 2822 (`Tue, 01 Dec 2026 07:20:00 +0000`).
 fn timestamp_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(
-            r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b",
-        )
-        .expect("valid regex")
+        const DAY: &str = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)";
+        const MONTH: &str = "(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)";
+        let iso = r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b";
+        let js = format!(
+            r"\b{DAY} {MONTH} \d{{1,2}} \d{{4}} \d{{2}}:\d{{2}}:\d{{2}} GMT[+-]\d{{4}}(?: \([^()]*\))?"
+        );
+        let rfc2822 = format!(
+            r"\b(?:{DAY}, )?\d{{1,2}} {MONTH} \d{{4}} \d{{2}}:\d{{2}}(?::\d{{2}})? (?:[+-]\d{{4}}|GMT|UTC?|[ECMP][SD]T)\b"
+        );
+        Regex::new(&format!("{js}|{rfc2822}|{iso}")).expect("valid regex")
     })
 }
 
@@ -222,14 +252,19 @@ fn uuid_re() -> &'static Regex {
     })
 }
 
-/// Epoch seconds or milliseconds between 2001 and 2096.
+/// Epoch seconds (10 digits) or milliseconds (13 digits) from 2001-09-09 to the end of 2099.
 fn is_epoch(n: &serde_json::Number) -> bool {
+    const END_2099: f64 = 4_102_444_800.0;
     let Some(f) = n.as_f64() else { return false };
-    (1.0e9..4.0e9).contains(&f) || (1.0e12..4.0e12).contains(&f)
+    (1.0e9..END_2099).contains(&f) || (1.0e12..END_2099 * 1000.0).contains(&f)
 }
 
 fn mask(v: &mut Value, key: Option<&str>) {
     let squashed = key.map(squash);
+    let epoch_key = match (key, squashed.as_deref()) {
+        (Some(k), Some(s)) => is_epoch_key(k, s),
+        _ => false,
+    };
     let role = squashed.as_deref().map(|k| {
         if TIMESTAMP_KEYS.contains(&k) {
             Some(MASK_TIMESTAMP)
@@ -256,7 +291,7 @@ fn mask(v: &mut Value, key: Option<&str>) {
             }
         }
         Value::Number(n) => {
-            if role == Some(Some(MASK_TIMESTAMP)) && is_epoch(n) {
+            if epoch_key && is_epoch(n) {
                 *v = Value::String(MASK_TIMESTAMP.into());
             } else if role == Some(Some(MASK_ID)) {
                 *v = Value::String(MASK_ID.into());
@@ -304,6 +339,92 @@ mod tests {
         assert_eq!(
             off.normalize(json!({"sessionId": "abc"})),
             json!({"sessionId": "abc"})
+        );
+    }
+
+    fn masked(v: Value) -> Value {
+        Normalizer::new(true, &[], false).unwrap().normalize(v)
+    }
+
+    #[test]
+    fn masks_javascript_rfc2822_and_zoneless_iso_dates_in_text() {
+        for (text, want) in [
+            (
+                "at Mon Dec 01 2026 07:20:00 GMT+0000 (Coordinated Universal Time).",
+                "at <timestamp>.",
+            ),
+            (
+                "at Tue Dec 01 2026 08:20:00 GMT+0100, ok",
+                "at <timestamp>, ok",
+            ),
+            (
+                "sent Tue, 01 Dec 2026 07:20:00 +0000 ok",
+                "sent <timestamp> ok",
+            ),
+            ("sent Tue, 01 Dec 2026 07:20:00 GMT", "sent <timestamp>"),
+            ("sent 1 Dec 2026 07:20 -0500", "sent <timestamp>"),
+            ("built 2026-12-01T07:20:00 here", "built <timestamp> here"),
+            ("built 2026-12-01 07:20:00.123", "built <timestamp>"),
+            ("built 2026-12-01T07:20:00+01:00", "built <timestamp>"),
+            (
+                "Dec 01 2026 is a day, 01 Dec 2026 too",
+                "Dec 01 2026 is a day, 01 Dec 2026 too",
+            ),
+        ] {
+            assert_eq!(
+                masked(json!({"result": {"note": text}})),
+                json!({"result": {"note": want}}),
+                "{text}"
+            );
+        }
+        let off = Normalizer::new(false, &[], false).unwrap();
+        let js = json!({"note": "Mon Dec 01 2026 07:20:00 GMT+0000"});
+        assert_eq!(off.normalize(js.clone()), js);
+    }
+
+    #[test]
+    fn epoch_numbers_are_masked_under_time_like_keys_only() {
+        let v = masked(json!({"result": {
+            "mtime": 1764573600, "atime": 1764573600.25, "ctime": 1764573600123_u64,
+            "created": 1764573600, "modified": 1764573600, "updated": 1764573600,
+            "timestamp": 1764573600, "time": 1764573600, "date": 1764573600123_u64,
+            "created_at": 1764573600, "updatedAt": 1764573600123_u64, "seen-at": 1764573600,
+            "count": 1764573600, "size": 1764573600123_u64, "format": 1764573600,
+            "mtime_small": 1764573600, "old": {"mtime": 999999999, "far": {"time": 4102444800_u64}}
+        }}));
+        let r = &v["result"];
+        for k in [
+            "mtime",
+            "atime",
+            "ctime",
+            "created",
+            "modified",
+            "updated",
+            "timestamp",
+            "time",
+            "date",
+            "created_at",
+            "updatedAt",
+            "seen-at",
+        ] {
+            assert_eq!(r[k], json!("<timestamp>"), "{k}: {v}");
+        }
+        // Elsewhere, or outside 2001–2099, a number is a number.
+        assert_eq!(r["count"], json!(1764573600));
+        assert_eq!(r["size"], json!(1764573600123_u64));
+        assert_eq!(r["format"], json!(1764573600));
+        assert_eq!(r["mtime_small"], json!(1764573600));
+        assert_eq!(
+            r["old"],
+            json!({"mtime": 999999999, "far": {"time": 4102444800_u64}})
+        );
+        // A string under one of these keys is masked only where it holds a date.
+        let v = masked(json!({"created": "by alice", "updated": "Tue, 01 Dec 2026 07:20:00 GMT"}));
+        assert_eq!(v, json!({"created": "by alice", "updated": "<timestamp>"}));
+        let off = Normalizer::new(false, &[], false).unwrap();
+        assert_eq!(
+            off.normalize(json!({"mtime": 1764573600})),
+            json!({"mtime": 1764573600})
         );
     }
 
