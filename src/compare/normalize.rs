@@ -67,13 +67,98 @@ pub(crate) const MASK_UUID: &str = "<uuid>";
 pub(crate) const MASK_ID: &str = "<id>";
 
 #[derive(Debug, thiserror::Error)]
-/// An `--ignore-path` that is not a valid JSONPath (exit 64).
+/// An `--ignore-path` that is not a valid JSONPath, or whose scope is not valid (exit 64).
 #[error("invalid --ignore-path {path:?}: {message}")]
 pub struct PathError {
-    /// The path as given.
+    /// The flag's value as given.
     pub path: String,
-    /// The parser's complaint.
+    /// What is wrong with it.
     pub message: String,
+}
+
+/// The requests an `--ignore-path` applies to: one method, or one tool, prompt or resource of
+/// it (`tools/call:get_file_info:$…`, `resources/read:$…`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    /// The request's method.
+    pub method: String,
+    /// `params.name` (tools/call, prompts/get) or `params.uri` (resources/…), when given.
+    pub target: Option<String>,
+}
+
+/// One `--ignore-path`: a JSONPath, everywhere or in one scope.
+#[derive(Debug, Clone)]
+pub struct IgnorePath {
+    /// The flag's value as given.
+    pub spec: String,
+    /// Where it applies; everywhere when `None`.
+    pub scope: Option<Scope>,
+    /// The RFC 9535 query.
+    pub path: JsonPath,
+}
+
+impl IgnorePath {
+    /// `$…`, `METHOD:$…` or `METHOD:NAME:$…`. The JSONPath starts at the first `:$`, so a
+    /// NAME may hold `:` (a resource URI) and the path may hold anything.
+    pub fn parse(spec: &str) -> Result<IgnorePath, PathError> {
+        let err = |message: String| PathError {
+            path: spec.to_string(),
+            message,
+        };
+        let (scope, path) = if spec.starts_with('$') {
+            (None, spec)
+        } else {
+            let Some(at) = spec.find(":$") else {
+                return Err(err(
+                    "expected a JSONPath starting with `$`, alone or after `METHOD:` or \
+                     `METHOD:NAME:` (e.g. `tools/call:get_file_info:$.result`)"
+                        .into(),
+                ));
+            };
+            let (scope, path) = (&spec[..at], &spec[at + 1..]);
+            let (method, target) = match scope.split_once(':') {
+                Some((m, t)) => (m, Some(t)),
+                None => (scope, None),
+            };
+            let method_ok = !method.is_empty()
+                && method
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "/_.-".contains(c));
+            if !method_ok {
+                return Err(err(format!("{method:?} is not a method name")));
+            }
+            if let Some(t) = target {
+                if t.is_empty() || t.trim() != t {
+                    return Err(err(format!("{t:?} is not a tool, prompt or resource name")));
+                }
+                if crate::wire::params::target_key(method).is_none() {
+                    return Err(err(format!(
+                        "{method} names no tool, prompt or resource to scope to (use \
+                         `{method}:$…`)"
+                    )));
+                }
+            }
+            let scope = Scope {
+                method: method.to_string(),
+                target: target.map(str::to_string),
+            };
+            (Some(scope), path)
+        };
+        let parsed = JsonPath::parse(path).map_err(|e| err(e.to_string()))?;
+        Ok(IgnorePath {
+            spec: spec.to_string(),
+            scope,
+            path: parsed,
+        })
+    }
+
+    /// Whether it applies to a request of `method` about `target`.
+    pub(crate) fn applies(&self, method: &str, target: Option<&str>) -> bool {
+        match &self.scope {
+            None => true,
+            Some(s) => s.method == method && (s.target.is_none() || s.target.as_deref() == target),
+        }
+    }
 }
 
 /// What is masked or removed from both answers before they are compared.
@@ -81,8 +166,8 @@ pub struct PathError {
 pub struct Normalizer {
     /// Mask timestamps, UUIDs and session/request ids (on unless `--no-auto-mask`).
     pub auto_mask: bool,
-    /// RFC 9535 JSONPath queries whose nodes are removed before comparing.
-    pub ignore: Vec<(String, JsonPath)>,
+    /// `--ignore-path`s: nodes removed before comparing.
+    pub ignore: Vec<IgnorePath>,
     /// Compare arrays as multisets.
     pub allow_reorder: bool,
 }
@@ -94,14 +179,10 @@ impl Normalizer {
         ignore_paths: &[String],
         allow_reorder: bool,
     ) -> Result<Normalizer, PathError> {
-        let mut ignore = Vec::new();
-        for p in ignore_paths {
-            let parsed = JsonPath::parse(p).map_err(|e| PathError {
-                path: p.clone(),
-                message: e.to_string(),
-            })?;
-            ignore.push((p.clone(), parsed));
-        }
+        let ignore = ignore_paths
+            .iter()
+            .map(|p| IgnorePath::parse(p))
+            .collect::<Result<_, _>>()?;
         Ok(Normalizer {
             auto_mask,
             ignore,
@@ -109,11 +190,17 @@ impl Normalizer {
         })
     }
 
-    /// The comparable form of one answer body (`{"result": …}` or `{"error": …}`).
-    pub(crate) fn normalize(&self, mut v: Value) -> Value {
+    /// Whether some `--ignore-path` is scoped (so the request's method and target matter).
+    pub(crate) fn has_scoped(&self) -> bool {
+        self.ignore.iter().any(|p| p.scope.is_some())
+    }
+
+    /// The comparable form of one answer body (`{"result": …}` or `{"error": …}`) to a request
+    /// of `method` about `target` (the tool, prompt or resource, if any).
+    pub(crate) fn normalize(&self, mut v: Value, method: &str, target: Option<&str>) -> Value {
         parse_embedded_json(&mut v, 0);
-        for (_, path) in &self.ignore {
-            remove_matches(&mut v, path);
+        for p in self.ignore.iter().filter(|p| p.applies(method, target)) {
+            remove_matches(&mut v, &p.path);
         }
         if self.auto_mask {
             mask(&mut v, None);
@@ -327,7 +414,7 @@ mod tests {
                 "sessionId": "abc", "note": "done at 2026-11-30T05:40:45.123Z by 123e4567-e89b-12d3-a456-426614174000",
                 "plain": "2026 was a year"
             }
-        }));
+        }), "tools/call", None);
         assert_eq!(
             v,
             json!({"result": {
@@ -337,13 +424,15 @@ mod tests {
         );
         let off = Normalizer::new(false, &[], false).unwrap();
         assert_eq!(
-            off.normalize(json!({"sessionId": "abc"})),
+            off.normalize(json!({"sessionId": "abc"}), "tools/call", None),
             json!({"sessionId": "abc"})
         );
     }
 
     fn masked(v: Value) -> Value {
-        Normalizer::new(true, &[], false).unwrap().normalize(v)
+        Normalizer::new(true, &[], false)
+            .unwrap()
+            .normalize(v, "tools/call", None)
     }
 
     #[test]
@@ -379,7 +468,7 @@ mod tests {
         }
         let off = Normalizer::new(false, &[], false).unwrap();
         let js = json!({"note": "Mon Dec 01 2026 07:20:00 GMT+0000"});
-        assert_eq!(off.normalize(js.clone()), js);
+        assert_eq!(off.normalize(js.clone(), "tools/call", None), js);
     }
 
     #[test]
@@ -423,7 +512,7 @@ mod tests {
         assert_eq!(v, json!({"created": "by alice", "updated": "<timestamp>"}));
         let off = Normalizer::new(false, &[], false).unwrap();
         assert_eq!(
-            off.normalize(json!({"mtime": 1764573600})),
+            off.normalize(json!({"mtime": 1764573600}), "tools/call", None),
             json!({"mtime": 1764573600})
         );
     }
@@ -439,10 +528,14 @@ mod tests {
             false,
         )
         .unwrap();
-        let v = n.normalize(json!({"result": {"content": [
+        let v = n.normalize(
+            json!({"result": {"content": [
             {"type": "text", "text": "{\"name\":\"Lisbon\",\"population\":5}"},
             {"type": "text", "text": "not json {"}
-        ], "debug": {"x": 1}}}));
+        ], "debug": {"x": 1}}}),
+            "tools/call",
+            None,
+        );
         assert_eq!(
             v,
             json!({"result": {"content": [
@@ -450,6 +543,79 @@ mod tests {
                 {"type": "text", "text": "not json {"}
             ]}})
         );
+    }
+
+    #[test]
+    fn ignore_paths_scoped_to_a_method_or_a_tool() {
+        let n = Normalizer::new(
+            false,
+            &[
+                "tools/call:get_file_info:$.result.content[0].text".into(),
+                "resources/read:$.result.contents[*].text".into(),
+                "resources/read:file:///a:b.txt:$.result.x".into(),
+                "$..debug".into(),
+            ],
+            false,
+        )
+        .unwrap();
+        let scopes: Vec<_> = n.ignore.iter().map(|p| p.scope.clone()).collect();
+        let scope = |m: &str, t: Option<&str>| {
+            Some(Scope {
+                method: m.into(),
+                target: t.map(Into::into),
+            })
+        };
+        assert_eq!(
+            scopes,
+            [
+                scope("tools/call", Some("get_file_info")),
+                scope("resources/read", None),
+                scope("resources/read", Some("file:///a:b.txt")),
+                None
+            ]
+        );
+        let call = json!({"result": {"content": [{"type": "text", "text": "now"}], "debug": 1}});
+        assert_eq!(
+            n.normalize(call.clone(), "tools/call", Some("get_file_info")),
+            json!({"result": {"content": [{"type": "text"}]}})
+        );
+        assert_eq!(
+            n.normalize(call.clone(), "tools/call", Some("other")),
+            json!({"result": {"content": [{"type": "text", "text": "now"}]}})
+        );
+        let read = json!({"result": {"contents": [{"uri": "u", "text": "now"}], "x": 1}});
+        assert_eq!(
+            n.normalize(read.clone(), "resources/read", Some("u")),
+            json!({"result": {"contents": [{"uri": "u"}], "x": 1}})
+        );
+        assert_eq!(
+            n.normalize(read.clone(), "resources/read", Some("file:///a:b.txt")),
+            json!({"result": {"contents": [{"uri": "u"}]}})
+        );
+        assert_eq!(n.normalize(read.clone(), "tools/call", Some("u")), read);
+    }
+
+    #[test]
+    fn bad_scoped_ignore_paths_are_refused() {
+        for (spec, says) in [
+            ("tools/call:get_file_info", "expected a JSONPath"),
+            (":$.result", "\"\" is not a method name"),
+            ("tools call:$.result", "is not a method name"),
+            (
+                "tools/call::$.result",
+                "is not a tool, prompt or resource name",
+            ),
+            ("initialize:x:$.result", "initialize names no tool"),
+            (
+                "tools/call:add:$[",
+                "invalid --ignore-path \"tools/call:add:$[\"",
+            ),
+        ] {
+            let e = Normalizer::new(false, &[spec.into()], false).unwrap_err();
+            let e = e.to_string();
+            assert!(e.contains(says), "{spec}: {e}");
+            assert!(e.contains(&format!("{spec:?}")), "{spec}: {e}");
+        }
     }
 
     #[test]

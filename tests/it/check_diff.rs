@@ -1151,3 +1151,59 @@ fn diff_masks_javascript_rfc2822_zoneless_iso_and_epoch_times_but_not_other_numb
     assert_eq!(ch[0].path, format!("{t}.count"));
     assert_eq!(ch[0].observed, Some(json!(1764577200)));
 }
+
+// --- --ignore-path scoped to a method or a tool ----------------------------------------------
+
+#[test]
+fn ignore_path_scoped_to_a_tool_leaves_the_same_field_of_another_tool_compared() {
+    let dir = tmp();
+    let tape = |name: &str, rev: &str| {
+        let path = dir.path().join(name);
+        let answer = json!(json!({"name": "a.txt", "rev": rev}).to_string());
+        let msgs: Vec<(&str, Value)> = init_pair(1)
+            .into_iter()
+            .chain(call_pair(
+                2,
+                "get_file_info",
+                json!({"path": "a.txt"}),
+                answer.clone(),
+            ))
+            .chain(call_pair(3, "stat", json!({"path": "a.txt"}), answer))
+            .collect();
+        write_tape(&path, &msgs, true);
+        path
+    };
+    let (a, b) = (tape("a.jsonl", "r1"), tape("b.jsonl", "r2"));
+    let scoped = "tools/call:get_file_info:$.result.content[0].text.rev";
+    let (r, out) = diff_json(&a, &b, &["--ignore-path", scoped]);
+    out.status(1);
+    assert_eq!(r.drifts.len(), 1, "{r:#?}");
+    assert_eq!(r.drifts[0].exchange.target.as_deref(), Some("stat"));
+    assert_eq!(r.drifts[0].changes[0].path, "$.result.content[0].text.rev");
+    // Scoped to the method, or not scoped: both calls ignore it.
+    for p in [
+        "tools/call:$.result.content[0].text.rev",
+        "$.result.content[0].text.rev",
+    ] {
+        let (r, out) = diff_json(&a, &b, &["--ignore-path", p]);
+        out.status(0);
+        assert_eq!(r.verdict, Verdict::Same, "{p}: {r:#?}");
+    }
+    // Scoped to another method: neither.
+    let (r, _) = diff_json(&a, &b, &["--ignore-path", "resources/read:$..rev"]);
+    assert_eq!(r.drifts.len(), 2, "{r:#?}");
+
+    // A bad scope is a usage error naming the flag value.
+    for bad in [
+        "tools/call get_file_info:$.result",
+        "initialize:x:$.a",
+        "tools/call:x",
+    ] {
+        diff_cmd(&a, &b, &["--ignore-path", bad])
+            .status(64)
+            .stderr_contains(bad);
+        check_cmd(&a, &["--ignore-path", bad], &py_server(), &[])
+            .status(64)
+            .stderr_contains(bad);
+    }
+}
