@@ -84,8 +84,9 @@ pub struct Args {
 #[derive(clap::Args)]
 pub struct NormArgs {
     /// Remove the nodes an RFC 9535 JSONPath selects (in the answer body: `$.result…`,
-    /// `$.error…`) before comparing. Repeatable.
-    #[arg(long, value_name = "JSONPATH")]
+    /// `$.error…`) before comparing. Scoped to one method (`resources/read:$…`) or one tool,
+    /// prompt or resource (`tools/call:get_file_info:$…`); unscoped, everywhere. Repeatable.
+    #[arg(long, value_name = "[METHOD:[NAME:]]JSONPATH")]
     ignore_path: Vec<String>,
     /// Compare arrays as multisets: order does not matter.
     #[arg(long)]

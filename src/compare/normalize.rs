@@ -31,6 +31,19 @@ pub(crate) const TIMESTAMP_KEYS: &[&str] = &[
     "servertime",
 ];
 
+/// Keys (compared like [`TIMESTAMP_KEYS`]) whose numbers are masked when they look like epoch
+/// seconds or milliseconds; their strings only where they hold a date. So are keys ending in
+/// `_at`, `-at` or `At` (`created_at`, `updatedAt`): see [`is_epoch_key`].
+pub(crate) const EPOCH_KEYS: &[&str] = &[
+    "mtime",
+    "atime",
+    "ctime",
+    "birthtime",
+    "created",
+    "modified",
+    "updated",
+];
+
 /// Keys whose values identify a session, request or trace rather than describe behaviour.
 pub(crate) const ID_KEYS: &[&str] = &[
     "sessionid",
@@ -54,13 +67,98 @@ pub(crate) const MASK_UUID: &str = "<uuid>";
 pub(crate) const MASK_ID: &str = "<id>";
 
 #[derive(Debug, thiserror::Error)]
-/// An `--ignore-path` that is not a valid JSONPath (exit 64).
+/// An `--ignore-path` that is not a valid JSONPath, or whose scope is not valid (exit 64).
 #[error("invalid --ignore-path {path:?}: {message}")]
 pub struct PathError {
-    /// The path as given.
+    /// The flag's value as given.
     pub path: String,
-    /// The parser's complaint.
+    /// What is wrong with it.
     pub message: String,
+}
+
+/// The requests an `--ignore-path` applies to: one method, or one tool, prompt or resource of
+/// it (`tools/call:get_file_info:$…`, `resources/read:$…`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    /// The request's method.
+    pub method: String,
+    /// `params.name` (tools/call, prompts/get) or `params.uri` (resources/…), when given.
+    pub target: Option<String>,
+}
+
+/// One `--ignore-path`: a JSONPath, everywhere or in one scope.
+#[derive(Debug, Clone)]
+pub struct IgnorePath {
+    /// The flag's value as given.
+    pub spec: String,
+    /// Where it applies; everywhere when `None`.
+    pub scope: Option<Scope>,
+    /// The RFC 9535 query.
+    pub path: JsonPath,
+}
+
+impl IgnorePath {
+    /// `$…`, `METHOD:$…` or `METHOD:NAME:$…`. The JSONPath starts at the first `:$`, so a
+    /// NAME may hold `:` (a resource URI) and the path may hold anything.
+    pub fn parse(spec: &str) -> Result<IgnorePath, PathError> {
+        let err = |message: String| PathError {
+            path: spec.to_string(),
+            message,
+        };
+        let (scope, path) = if spec.starts_with('$') {
+            (None, spec)
+        } else {
+            let Some(at) = spec.find(":$") else {
+                return Err(err(
+                    "expected a JSONPath starting with `$`, alone or after `METHOD:` or \
+                     `METHOD:NAME:` (e.g. `tools/call:get_file_info:$.result`)"
+                        .into(),
+                ));
+            };
+            let (scope, path) = (&spec[..at], &spec[at + 1..]);
+            let (method, target) = match scope.split_once(':') {
+                Some((m, t)) => (m, Some(t)),
+                None => (scope, None),
+            };
+            let method_ok = !method.is_empty()
+                && method
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "/_.-".contains(c));
+            if !method_ok {
+                return Err(err(format!("{method:?} is not a method name")));
+            }
+            if let Some(t) = target {
+                if t.is_empty() || t.trim() != t {
+                    return Err(err(format!("{t:?} is not a tool, prompt or resource name")));
+                }
+                if crate::wire::params::target_key(method).is_none() {
+                    return Err(err(format!(
+                        "{method} names no tool, prompt or resource to scope to (use \
+                         `{method}:$…`)"
+                    )));
+                }
+            }
+            let scope = Scope {
+                method: method.to_string(),
+                target: target.map(str::to_string),
+            };
+            (Some(scope), path)
+        };
+        let parsed = JsonPath::parse(path).map_err(|e| err(e.to_string()))?;
+        Ok(IgnorePath {
+            spec: spec.to_string(),
+            scope,
+            path: parsed,
+        })
+    }
+
+    /// Whether it applies to a request of `method` about `target`.
+    pub(crate) fn applies(&self, method: &str, target: Option<&str>) -> bool {
+        match &self.scope {
+            None => true,
+            Some(s) => s.method == method && (s.target.is_none() || s.target.as_deref() == target),
+        }
+    }
 }
 
 /// What is masked or removed from both answers before they are compared.
@@ -68,8 +166,8 @@ pub struct PathError {
 pub struct Normalizer {
     /// Mask timestamps, UUIDs and session/request ids (on unless `--no-auto-mask`).
     pub auto_mask: bool,
-    /// RFC 9535 JSONPath queries whose nodes are removed before comparing.
-    pub ignore: Vec<(String, JsonPath)>,
+    /// `--ignore-path`s: nodes removed before comparing.
+    pub ignore: Vec<IgnorePath>,
     /// Compare arrays as multisets.
     pub allow_reorder: bool,
 }
@@ -81,14 +179,10 @@ impl Normalizer {
         ignore_paths: &[String],
         allow_reorder: bool,
     ) -> Result<Normalizer, PathError> {
-        let mut ignore = Vec::new();
-        for p in ignore_paths {
-            let parsed = JsonPath::parse(p).map_err(|e| PathError {
-                path: p.clone(),
-                message: e.to_string(),
-            })?;
-            ignore.push((p.clone(), parsed));
-        }
+        let ignore = ignore_paths
+            .iter()
+            .map(|p| IgnorePath::parse(p))
+            .collect::<Result<_, _>>()?;
         Ok(Normalizer {
             auto_mask,
             ignore,
@@ -96,11 +190,17 @@ impl Normalizer {
         })
     }
 
-    /// The comparable form of one answer body (`{"result": …}` or `{"error": …}`).
-    pub(crate) fn normalize(&self, mut v: Value) -> Value {
+    /// Whether some `--ignore-path` is scoped (so the request's method and target matter).
+    pub(crate) fn has_scoped(&self) -> bool {
+        self.ignore.iter().any(|p| p.scope.is_some())
+    }
+
+    /// The comparable form of one answer body (`{"result": …}` or `{"error": …}`) to a request
+    /// of `method` about `target` (the tool, prompt or resource, if any).
+    pub(crate) fn normalize(&self, mut v: Value, method: &str, target: Option<&str>) -> Value {
         parse_embedded_json(&mut v, 0);
-        for (_, path) in &self.ignore {
-            remove_matches(&mut v, path);
+        for p in self.ignore.iter().filter(|p| p.applies(method, target)) {
+            remove_matches(&mut v, &p.path);
         }
         if self.auto_mask {
             mask(&mut v, None);
@@ -204,13 +304,30 @@ fn squash(key: &str) -> String {
         .collect()
 }
 
+/// A key an epoch number under which is a timestamp: a [`TIMESTAMP_KEYS`] or [`EPOCH_KEYS`]
+/// key, or one ending in `_at`, `-at` or `At`.
+fn is_epoch_key(key: &str, squashed: &str) -> bool {
+    TIMESTAMP_KEYS.contains(&squashed)
+        || EPOCH_KEYS.contains(&squashed)
+        || (key.len() > 3 && (key.ends_with("_at") || key.ends_with("-at") || key.ends_with("At")))
+}
+
+/// Dates in text: ISO 8601 / RFC 3339 (with or without a zone), JavaScript's
+/// `Date.prototype.toString` (`Mon Dec 01 2026 07:20:00 GMT+0000 (Coordinated Universal Time)`)
+/// and RFC 2822 (`Tue, 01 Dec 2026 07:20:00 +0000`).
 fn timestamp_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(
-            r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b",
-        )
-        .expect("valid regex")
+        const DAY: &str = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)";
+        const MONTH: &str = "(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)";
+        let iso = r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b";
+        let js = format!(
+            r"\b{DAY} {MONTH} \d{{1,2}} \d{{4}} \d{{2}}:\d{{2}}:\d{{2}} GMT[+-]\d{{4}}(?: \([^()]*\))?"
+        );
+        let rfc2822 = format!(
+            r"\b(?:{DAY}, )?\d{{1,2}} {MONTH} \d{{4}} \d{{2}}:\d{{2}}(?::\d{{2}})? (?:[+-]\d{{4}}|GMT|UTC?|[ECMP][SD]T)\b"
+        );
+        Regex::new(&format!("{js}|{rfc2822}|{iso}")).expect("valid regex")
     })
 }
 
@@ -222,14 +339,19 @@ fn uuid_re() -> &'static Regex {
     })
 }
 
-/// Epoch seconds or milliseconds between 2001 and 2096.
+/// Epoch seconds (10 digits) or milliseconds (13 digits) from 2001-09-09 to the end of 2099.
 fn is_epoch(n: &serde_json::Number) -> bool {
+    const END_2099: f64 = 4_102_444_800.0;
     let Some(f) = n.as_f64() else { return false };
-    (1.0e9..4.0e9).contains(&f) || (1.0e12..4.0e12).contains(&f)
+    (1.0e9..END_2099).contains(&f) || (1.0e12..END_2099 * 1000.0).contains(&f)
 }
 
 fn mask(v: &mut Value, key: Option<&str>) {
     let squashed = key.map(squash);
+    let epoch_key = match (key, squashed.as_deref()) {
+        (Some(k), Some(s)) => is_epoch_key(k, s),
+        _ => false,
+    };
     let role = squashed.as_deref().map(|k| {
         if TIMESTAMP_KEYS.contains(&k) {
             Some(MASK_TIMESTAMP)
@@ -256,7 +378,7 @@ fn mask(v: &mut Value, key: Option<&str>) {
             }
         }
         Value::Number(n) => {
-            if role == Some(Some(MASK_TIMESTAMP)) && is_epoch(n) {
+            if epoch_key && is_epoch(n) {
                 *v = Value::String(MASK_TIMESTAMP.into());
             } else if role == Some(Some(MASK_ID)) {
                 *v = Value::String(MASK_ID.into());
@@ -292,7 +414,7 @@ mod tests {
                 "sessionId": "abc", "note": "done at 2026-11-30T05:40:45.123Z by 123e4567-e89b-12d3-a456-426614174000",
                 "plain": "2026 was a year"
             }
-        }));
+        }), "tools/call", None);
         assert_eq!(
             v,
             json!({"result": {
@@ -302,8 +424,96 @@ mod tests {
         );
         let off = Normalizer::new(false, &[], false).unwrap();
         assert_eq!(
-            off.normalize(json!({"sessionId": "abc"})),
+            off.normalize(json!({"sessionId": "abc"}), "tools/call", None),
             json!({"sessionId": "abc"})
+        );
+    }
+
+    fn masked(v: Value) -> Value {
+        Normalizer::new(true, &[], false)
+            .unwrap()
+            .normalize(v, "tools/call", None)
+    }
+
+    #[test]
+    fn masks_javascript_rfc2822_and_zoneless_iso_dates_in_text() {
+        for (text, want) in [
+            (
+                "at Mon Dec 01 2026 07:20:00 GMT+0000 (Coordinated Universal Time).",
+                "at <timestamp>.",
+            ),
+            (
+                "at Tue Dec 01 2026 08:20:00 GMT+0100, ok",
+                "at <timestamp>, ok",
+            ),
+            (
+                "sent Tue, 01 Dec 2026 07:20:00 +0000 ok",
+                "sent <timestamp> ok",
+            ),
+            ("sent Tue, 01 Dec 2026 07:20:00 GMT", "sent <timestamp>"),
+            ("sent 1 Dec 2026 07:20 -0500", "sent <timestamp>"),
+            ("built 2026-12-01T07:20:00 here", "built <timestamp> here"),
+            ("built 2026-12-01 07:20:00.123", "built <timestamp>"),
+            ("built 2026-12-01T07:20:00+01:00", "built <timestamp>"),
+            (
+                "Dec 01 2026 is a day, 01 Dec 2026 too",
+                "Dec 01 2026 is a day, 01 Dec 2026 too",
+            ),
+        ] {
+            assert_eq!(
+                masked(json!({"result": {"note": text}})),
+                json!({"result": {"note": want}}),
+                "{text}"
+            );
+        }
+        let off = Normalizer::new(false, &[], false).unwrap();
+        let js = json!({"note": "Mon Dec 01 2026 07:20:00 GMT+0000"});
+        assert_eq!(off.normalize(js.clone(), "tools/call", None), js);
+    }
+
+    #[test]
+    fn epoch_numbers_are_masked_under_time_like_keys_only() {
+        let v = masked(json!({"result": {
+            "mtime": 1764573600, "atime": 1764573600.25, "ctime": 1764573600123_u64,
+            "created": 1764573600, "modified": 1764573600, "updated": 1764573600,
+            "timestamp": 1764573600, "time": 1764573600, "date": 1764573600123_u64,
+            "created_at": 1764573600, "updatedAt": 1764573600123_u64, "seen-at": 1764573600,
+            "count": 1764573600, "size": 1764573600123_u64, "format": 1764573600,
+            "mtime_small": 1764573600, "old": {"mtime": 999999999, "far": {"time": 4102444800_u64}}
+        }}));
+        let r = &v["result"];
+        for k in [
+            "mtime",
+            "atime",
+            "ctime",
+            "created",
+            "modified",
+            "updated",
+            "timestamp",
+            "time",
+            "date",
+            "created_at",
+            "updatedAt",
+            "seen-at",
+        ] {
+            assert_eq!(r[k], json!("<timestamp>"), "{k}: {v}");
+        }
+        // Elsewhere, or outside 2001–2099, a number is a number.
+        assert_eq!(r["count"], json!(1764573600));
+        assert_eq!(r["size"], json!(1764573600123_u64));
+        assert_eq!(r["format"], json!(1764573600));
+        assert_eq!(r["mtime_small"], json!(1764573600));
+        assert_eq!(
+            r["old"],
+            json!({"mtime": 999999999, "far": {"time": 4102444800_u64}})
+        );
+        // A string under one of these keys is masked only where it holds a date.
+        let v = masked(json!({"created": "by alice", "updated": "Tue, 01 Dec 2026 07:20:00 GMT"}));
+        assert_eq!(v, json!({"created": "by alice", "updated": "<timestamp>"}));
+        let off = Normalizer::new(false, &[], false).unwrap();
+        assert_eq!(
+            off.normalize(json!({"mtime": 1764573600}), "tools/call", None),
+            json!({"mtime": 1764573600})
         );
     }
 
@@ -318,10 +528,14 @@ mod tests {
             false,
         )
         .unwrap();
-        let v = n.normalize(json!({"result": {"content": [
+        let v = n.normalize(
+            json!({"result": {"content": [
             {"type": "text", "text": "{\"name\":\"Lisbon\",\"population\":5}"},
             {"type": "text", "text": "not json {"}
-        ], "debug": {"x": 1}}}));
+        ], "debug": {"x": 1}}}),
+            "tools/call",
+            None,
+        );
         assert_eq!(
             v,
             json!({"result": {"content": [
@@ -329,6 +543,79 @@ mod tests {
                 {"type": "text", "text": "not json {"}
             ]}})
         );
+    }
+
+    #[test]
+    fn ignore_paths_scoped_to_a_method_or_a_tool() {
+        let n = Normalizer::new(
+            false,
+            &[
+                "tools/call:get_file_info:$.result.content[0].text".into(),
+                "resources/read:$.result.contents[*].text".into(),
+                "resources/read:file:///a:b.txt:$.result.x".into(),
+                "$..debug".into(),
+            ],
+            false,
+        )
+        .unwrap();
+        let scopes: Vec<_> = n.ignore.iter().map(|p| p.scope.clone()).collect();
+        let scope = |m: &str, t: Option<&str>| {
+            Some(Scope {
+                method: m.into(),
+                target: t.map(Into::into),
+            })
+        };
+        assert_eq!(
+            scopes,
+            [
+                scope("tools/call", Some("get_file_info")),
+                scope("resources/read", None),
+                scope("resources/read", Some("file:///a:b.txt")),
+                None
+            ]
+        );
+        let call = json!({"result": {"content": [{"type": "text", "text": "now"}], "debug": 1}});
+        assert_eq!(
+            n.normalize(call.clone(), "tools/call", Some("get_file_info")),
+            json!({"result": {"content": [{"type": "text"}]}})
+        );
+        assert_eq!(
+            n.normalize(call.clone(), "tools/call", Some("other")),
+            json!({"result": {"content": [{"type": "text", "text": "now"}]}})
+        );
+        let read = json!({"result": {"contents": [{"uri": "u", "text": "now"}], "x": 1}});
+        assert_eq!(
+            n.normalize(read.clone(), "resources/read", Some("u")),
+            json!({"result": {"contents": [{"uri": "u"}], "x": 1}})
+        );
+        assert_eq!(
+            n.normalize(read.clone(), "resources/read", Some("file:///a:b.txt")),
+            json!({"result": {"contents": [{"uri": "u"}]}})
+        );
+        assert_eq!(n.normalize(read.clone(), "tools/call", Some("u")), read);
+    }
+
+    #[test]
+    fn bad_scoped_ignore_paths_are_refused() {
+        for (spec, says) in [
+            ("tools/call:get_file_info", "expected a JSONPath"),
+            (":$.result", "\"\" is not a method name"),
+            ("tools call:$.result", "is not a method name"),
+            (
+                "tools/call::$.result",
+                "is not a tool, prompt or resource name",
+            ),
+            ("initialize:x:$.result", "initialize names no tool"),
+            (
+                "tools/call:add:$[",
+                "invalid --ignore-path \"tools/call:add:$[\"",
+            ),
+        ] {
+            let e = Normalizer::new(false, &[spec.into()], false).unwrap_err();
+            let e = e.to_string();
+            assert!(e.contains(says), "{spec}: {e}");
+            assert!(e.contains(&format!("{spec:?}")), "{spec}: {e}");
+        }
     }
 
     #[test]

@@ -234,8 +234,19 @@ fn compare(
                             latency(b, j),
                         ),
                         (Some(x), Some(y)) => {
-                            let c =
-                                changes(&norm.normalize(x), &norm.normalize(y), norm.allow_reorder);
+                            // The same method and params on both sides (aligned by them).
+                            let req = &a.msgs[a.exchanges[i].request];
+                            let method = req.method.clone().unwrap_or_default();
+                            let target = if norm.has_scoped() {
+                                exchange_ref(a, i).target
+                            } else {
+                                None
+                            };
+                            let c = changes(
+                                &norm.normalize(x, &method, target.as_deref()),
+                                &norm.normalize(y, &method, target.as_deref()),
+                                norm.allow_reorder,
+                            );
                             let outcome = if c.is_empty() {
                                 Outcome::Same
                             } else {

@@ -1052,3 +1052,158 @@ fn a_long_value_that_changes_late_is_shown_where_it_differs() {
         );
     }
 }
+
+// --- masking of dates and epoch times --------------------------------------------------------
+
+/// A file-info answer, as JSON text: its times in several formats, and a count.
+fn file_info(mtime: u64, js: &str, rfc2822: &str, iso: &str, count: u64) -> Value {
+    json!(json!({
+        "mtime": mtime, "created_at": mtime * 1000, "modifiedAt": mtime,
+        "note": format!("changed {js}"), "sent": rfc2822, "built": iso, "count": count
+    })
+    .to_string())
+}
+
+#[test]
+fn diff_masks_javascript_rfc2822_zoneless_iso_and_epoch_times_but_not_other_numbers() {
+    let dir = tmp();
+    let tape = |name: &str, info: Value| {
+        let path = dir.path().join(name);
+        let msgs: Vec<(&str, Value)> = init_pair(1)
+            .into_iter()
+            .chain(call_pair(
+                2,
+                "get_file_info",
+                json!({"path": "a.txt"}),
+                info,
+            ))
+            .collect();
+        write_tape(&path, &msgs, true);
+        path
+    };
+    let a = tape(
+        "a.jsonl",
+        file_info(
+            1764573600,
+            "Mon Dec 01 2026 07:20:00 GMT+0000 (Coordinated Universal Time)",
+            "Tue, 01 Dec 2026 07:20:00 +0000",
+            "2026-12-01T07:20:00",
+            7,
+        ),
+    );
+    let b = tape(
+        "b.jsonl",
+        file_info(
+            1764577200,
+            "Tue Dec 01 2026 08:20:00 GMT+0100",
+            "Tue, 01 Dec 2026 08:20:00 GMT",
+            "2026-12-01 08:20:00.123",
+            7,
+        ),
+    );
+    let (r, out) = diff_json(&a, &b, &[]);
+    out.status(0);
+    assert_eq!(r.verdict, Verdict::Same, "{r:#?}");
+
+    // Without masking every one of them drifts.
+    let (r, out) = diff_json(&a, &b, &["--no-auto-mask"]);
+    out.status(1);
+    let mut paths: Vec<&str> = r.drifts[0]
+        .changes
+        .iter()
+        .map(|c| c.path.as_str())
+        .collect();
+    paths.sort();
+    let t = "$.result.content[0].text";
+    assert_eq!(
+        paths,
+        ["built", "created_at", "modifiedAt", "mtime", "note", "sent"].map(|k| format!("{t}.{k}")),
+        "{r:#?}"
+    );
+
+    // An epoch-sized number under another key is not a time: its change is drift.
+    let c = tape(
+        "c.jsonl",
+        file_info(
+            1764573600,
+            "Mon Dec 01 2026 07:20:00 GMT+0000",
+            "Tue, 01 Dec 2026 07:20:00 +0000",
+            "2026-12-01T07:20:00",
+            1764573600,
+        ),
+    );
+    let d = tape(
+        "d.jsonl",
+        file_info(
+            1764573600,
+            "Mon Dec 01 2026 07:20:00 GMT+0000",
+            "Tue, 01 Dec 2026 07:20:00 +0000",
+            "2026-12-01T07:20:00",
+            1764577200,
+        ),
+    );
+    let (r, out) = diff_json(&c, &d, &[]);
+    out.status(1);
+    assert_eq!(r.drifts.len(), 1, "{r:#?}");
+    let ch = &r.drifts[0].changes;
+    assert_eq!(ch.len(), 1, "{r:#?}");
+    assert_eq!(ch[0].kind, ChangeKind::ValueChange);
+    assert_eq!(ch[0].path, format!("{t}.count"));
+    assert_eq!(ch[0].observed, Some(json!(1764577200)));
+}
+
+// --- --ignore-path scoped to a method or a tool ----------------------------------------------
+
+#[test]
+fn ignore_path_scoped_to_a_tool_leaves_the_same_field_of_another_tool_compared() {
+    let dir = tmp();
+    let tape = |name: &str, rev: &str| {
+        let path = dir.path().join(name);
+        let answer = json!(json!({"name": "a.txt", "rev": rev}).to_string());
+        let msgs: Vec<(&str, Value)> = init_pair(1)
+            .into_iter()
+            .chain(call_pair(
+                2,
+                "get_file_info",
+                json!({"path": "a.txt"}),
+                answer.clone(),
+            ))
+            .chain(call_pair(3, "stat", json!({"path": "a.txt"}), answer))
+            .collect();
+        write_tape(&path, &msgs, true);
+        path
+    };
+    let (a, b) = (tape("a.jsonl", "r1"), tape("b.jsonl", "r2"));
+    let scoped = "tools/call:get_file_info:$.result.content[0].text.rev";
+    let (r, out) = diff_json(&a, &b, &["--ignore-path", scoped]);
+    out.status(1);
+    assert_eq!(r.drifts.len(), 1, "{r:#?}");
+    assert_eq!(r.drifts[0].exchange.target.as_deref(), Some("stat"));
+    assert_eq!(r.drifts[0].changes[0].path, "$.result.content[0].text.rev");
+    // Scoped to the method, or not scoped: both calls ignore it.
+    for p in [
+        "tools/call:$.result.content[0].text.rev",
+        "$.result.content[0].text.rev",
+    ] {
+        let (r, out) = diff_json(&a, &b, &["--ignore-path", p]);
+        out.status(0);
+        assert_eq!(r.verdict, Verdict::Same, "{p}: {r:#?}");
+    }
+    // Scoped to another method: neither.
+    let (r, _) = diff_json(&a, &b, &["--ignore-path", "resources/read:$..rev"]);
+    assert_eq!(r.drifts.len(), 2, "{r:#?}");
+
+    // A bad scope is a usage error naming the flag value.
+    for bad in [
+        "tools/call get_file_info:$.result",
+        "initialize:x:$.a",
+        "tools/call:x",
+    ] {
+        diff_cmd(&a, &b, &["--ignore-path", bad])
+            .status(64)
+            .stderr_contains(bad);
+        check_cmd(&a, &["--ignore-path", bad], &py_server(), &[])
+            .status(64)
+            .stderr_contains(bad);
+    }
+}
