@@ -76,31 +76,19 @@ fn pointer_token(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// Borrows `real` into `dir` when its state file has servers for a run in `cwd`: `None` when
-/// there is no state file or nothing in it to rewrite (the agent then uses its own folder).
-pub fn borrow(
-    real: Home,
-    dir: &Path,
-    cwd: &Path,
+/// Rewrites the state file's servers for a run in the folders `bases` (the working folder, and
+/// the same canonicalized): the user's (`mcpServers`), and the local ones of each base and of
+/// the folders above it (Claude Code keys a project by the folder it was started in, or its
+/// repository's root). Returns each rewritten entry (its JSON pointer, and what it was) and the
+/// servers by kind. Touches no file.
+pub(crate) fn point(
+    json: &mut Value,
+    bases: &[&Path],
     through: &Through,
     http: config::HttpHook<'_>,
-) -> std::io::Result<Option<(Borrowed, Rewritten)>> {
-    let original = match std::fs::read(&real.state) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let mut json: Value = serde_json::from_slice(&original).map_err(|e| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("not JSON ({e}); Claude Code would not read it either"),
-        )
-    })?;
-    // The user's servers, and the local ones of this folder and of the folders above it
-    // (Claude Code keys a project by the folder it was started in, or its repository's root).
+) -> (Vec<(String, Value)>, Rewritten) {
     let mut at: Vec<String> = vec![String::new()];
-    let canonical = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
-    for base in [cwd, canonical.as_path()] {
+    for base in bases {
         for a in base.ancestors() {
             let key = format!("/projects/{}", pointer_token(&a.to_string_lossy()));
             if json.pointer(&key).is_some() && !at.contains(&key) {
@@ -128,6 +116,54 @@ pub fn borrow(
         servers.http_through.extend(r.http_through);
         servers.http.extend(r.http);
     }
+    (entries, servers)
+}
+
+/// A copy of the state file (`bytes`) with each rewritten entry of `entries` as it was;
+/// anything else as it is (the same bytes when nothing was pointed, or not JSON).
+pub(crate) fn unpoint(entries: &[(String, Value)], bytes: Vec<u8>) -> Vec<u8> {
+    let Ok(mut json) = serde_json::from_slice::<Value>(&bytes) else {
+        return bytes;
+    };
+    let mut changed = false;
+    for (pointer, was) in entries {
+        if let Some(v) = json.pointer_mut(pointer) {
+            if v != was {
+                *v = was.clone();
+                changed = true;
+            }
+        }
+    }
+    if !changed {
+        return bytes;
+    }
+    let mut out = serde_json::to_vec_pretty(&json).expect("JSON serializes");
+    out.push(b'\n');
+    out
+}
+
+/// Borrows `real` into `dir` when its state file has servers for a run in `cwd`: `None` when
+/// there is no state file or nothing in it to rewrite (the agent then uses its own folder).
+pub fn borrow(
+    real: Home,
+    dir: &Path,
+    cwd: &Path,
+    through: &Through,
+    http: config::HttpHook<'_>,
+) -> std::io::Result<Option<(Borrowed, Rewritten)>> {
+    let original = match std::fs::read(&real.state) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut json: Value = serde_json::from_slice(&original).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not JSON ({e}); Claude Code would not read it either"),
+        )
+    })?;
+    let canonical = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
+    let (entries, servers) = point(&mut json, &[cwd, canonical.as_path()], through, http);
     if entries.is_empty() {
         return Ok(None);
     }
@@ -204,24 +240,7 @@ impl Borrowed {
     /// A copy of the state file (the copy itself, or a backup of it) with the server entries
     /// as they were; anything else as it is.
     fn unpointed(&self, bytes: Vec<u8>) -> Vec<u8> {
-        let Ok(mut json) = serde_json::from_slice::<Value>(&bytes) else {
-            return bytes;
-        };
-        let mut changed = false;
-        for (pointer, was) in &self.entries {
-            if let Some(v) = json.pointer_mut(pointer) {
-                if v != was {
-                    *v = was.clone();
-                    changed = true;
-                }
-            }
-        }
-        if !changed {
-            return bytes;
-        }
-        let mut out = serde_json::to_vec_pretty(&json).expect("JSON serializes");
-        out.push(b'\n');
-        out
+        unpoint(&self.entries, bytes)
     }
 
     /// The state file's changes into the real one: `Ok(false)` when the agent changed nothing.
