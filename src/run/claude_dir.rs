@@ -77,8 +77,8 @@ fn pointer_token(key: &str) -> String {
 }
 
 /// Rewrites the state file's servers for a run in the folders `bases` (the working folder, and
-/// the same canonicalized): the user's (`mcpServers`), and the local ones of each base and of
-/// the folders above it (Claude Code keys a project by the folder it was started in, or its
+/// the same canonicalized): the user's (`mcpServers`), and the local ones (`mcpServers` of
+/// `projects["<dir>"]`) of each base and of the folders above it (Claude Code keys a project by the folder it was started in, or its
 /// repository's root). Returns each rewritten entry (its JSON pointer, and what it was) and the
 /// servers by kind. Touches no file.
 pub(crate) fn point(
@@ -99,17 +99,20 @@ pub(crate) fn point(
     let mut servers = Rewritten::default();
     let mut entries = Vec::new();
     for scope in &at {
-        let Some(value) = json.pointer_mut(scope) else {
+        // Only `mcpServers`: Claude Code reads nothing else here (a VS Code style `servers` is
+        // not its own, and would not be given back as it was).
+        let Some(value) = json
+            .pointer_mut(scope)
+            .and_then(|v| v.get_mut("mcpServers"))
+        else {
             continue;
         };
-        let before = value.get("mcpServers").cloned();
-        let r = config::rewrite_json(value, through, http);
+        let before = value.clone();
+        let mut only = serde_json::json!({ "mcpServers": value.take() });
+        let r = config::rewrite_json(&mut only, through, http);
+        *value = only["mcpServers"].take();
         for name in r.stdio.iter().chain(&r.http_through) {
-            let was = before
-                .as_ref()
-                .and_then(|s| s.get(name))
-                .cloned()
-                .unwrap_or(Value::Null);
+            let was = before.get(name).cloned().unwrap_or(Value::Null);
             entries.push((format!("{scope}/mcpServers/{}", pointer_token(name)), was));
         }
         servers.stdio.extend(r.stdio);
@@ -454,6 +457,27 @@ mod tests {
             std::fs::read_to_string(real.join("todos/a.json")).unwrap(),
             "[]"
         );
+    }
+
+    /// Claude Code reads `mcpServers` in its state file, nothing else: a `servers` key (VS
+    /// Code's shape) there is left alone, and everything pointed comes back as it was. (Found by
+    /// the `agent_config` fuzz target: `servers` entries were rewritten in the copy but given
+    /// back under `mcpServers`, so the real file kept them pointed at mcptape.)
+    #[test]
+    fn only_the_servers_claude_code_reads_are_pointed_and_all_come_back() {
+        let state = json!({
+            "servers": {"fs": {"command": "node", "args": ["fs.js"]}},
+            "mcpServers": {"fs": {"command": "npx"}},
+            "projects": {"/w": {"servers": {"x": {"command": "x"}}}}
+        });
+        let mut pointed = state.clone();
+        let (entries, servers) = point(&mut pointed, &[Path::new("/w")], &through(), &no_http);
+        assert_eq!(servers.stdio, ["fs"]);
+        assert_eq!(pointed["servers"], state["servers"]);
+        assert_eq!(pointed["projects"], state["projects"]);
+        assert_eq!(pointed["mcpServers"]["fs"]["command"], "/bin/mcptape");
+        let back = unpoint(&entries, serde_json::to_vec_pretty(&pointed).unwrap());
+        assert_eq!(serde_json::from_slice::<Value>(&back).unwrap(), state);
     }
 
     /// No servers: nothing borrowed. Something else wrote the real file meanwhile: it wins, and
