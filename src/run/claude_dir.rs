@@ -480,6 +480,23 @@ mod tests {
         assert_eq!(serde_json::from_slice::<Value>(&back).unwrap(), state);
     }
 
+    /// Numbers the agent's state file holds (JavaScript writes the shortest text that reads
+    /// back as its double) come back as they were: read exactly, written shortest. Without
+    /// serde_json's `float_roundtrip` about one in eight such costs read an ulp off, and the
+    /// user's file was given back changed (found by the `model_body` fuzz target, whose
+    /// canonical form was not idempotent for the same reason).
+    #[test]
+    fn numbers_in_the_state_file_come_back_as_they_were() {
+        let text = r#"{"lastCost": 0.009043200000000001, "big": 3.3333333333333334e42,
+            "mcpServers": {"a": {"command": "a"}}}"#;
+        let mut json: Value = serde_json::from_str(text).unwrap();
+        let (entries, _) = point(&mut json, &[Path::new("/w")], &through(), &no_http);
+        let back = unpoint(&entries, serde_json::to_vec_pretty(&json).unwrap());
+        let back = String::from_utf8(back).unwrap();
+        assert!(back.contains("0.009043200000000001"), "{back}");
+        assert!(back.contains("3.3333333333333334e+42"), "{back}");
+    }
+
     /// No servers: nothing borrowed. Something else wrote the real file meanwhile: it wins, and
     /// that is said.
     #[test]
