@@ -95,6 +95,8 @@ pub mod demo;
 pub mod diff;
 pub mod errors;
 pub mod exit;
+#[doc(hidden)]
+pub mod fuzz_api;
 pub mod inspect;
 pub mod integrity;
 #[cfg(test)]

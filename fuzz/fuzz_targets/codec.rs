@@ -43,20 +43,9 @@ fuzz_target!(|data: &[u8]| {
         rest = &rest[n..];
     }
     let chunked = frames(max, &chunks);
-    assert_eq!(chunked.len(), whole.len(), "chunking changed the frames");
-    for (c, w) in chunked.iter().zip(&whole) {
-        match (c, w) {
-            // KNOWN BUG (docs/reliability.md): the kept head of an over-long line misses the
-            // bytes of the read that ends it, so it depends on chunking. Until fixed, only a
-            // prefix is required; corpus/codec/crash-oversize-head-chunking reproduces it.
-            // Tighten to `assert_eq!(chunked, whole)` once Framer::push keeps them.
-            (Owned::Over(lc, hc), Owned::Over(lw, hw)) => {
-                assert_eq!(lc, lw, "oversize length");
-                assert!(hw.starts_with(hc), "oversize head is not a prefix");
-            }
-            _ => assert_eq!(c, w, "chunking changed the frames"),
-        }
-    }
+    // The kept head of an over-long line once depended on chunking (bug 4 in
+    // docs/reliability.md; corpus/codec/crash-oversize-head-chunking): now everything must agree.
+    assert_eq!(chunked, whole, "chunking changed the frames");
     // Nothing is lost: every non-blank byte is in a frame (lines) or counted (oversize).
     for f in &whole {
         match f {

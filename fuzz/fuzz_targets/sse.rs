@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcptape::transport::sse::SseParser;
+use mcptape::fuzz_api::SseParser;
 
 fn blocks(chunks: &[&[u8]]) -> Vec<(Vec<u8>, bool)> {
     let mut p = SseParser::new(1 << 16);
@@ -16,7 +16,9 @@ fn blocks(chunks: &[&[u8]]) -> Vec<(Vec<u8>, bool)> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&seed, stream)) = data.split_first() else { return };
+    let Some((&seed, stream)) = data.split_first() else {
+        return;
+    };
     let whole = blocks(&[stream]);
     // Chunk sizes from the seed: 1..=8 bytes, cycling.
     let mut chunks = Vec::new();
@@ -31,6 +33,9 @@ fuzz_target!(|data: &[u8]| {
     let split = blocks(&chunks);
     assert_eq!(whole, split, "chunking changed the blocks");
     let joined: Vec<u8> = whole.iter().flat_map(|(raw, _)| raw.clone()).collect();
-    let body = stream.strip_prefix(b"\xEF\xBB\xBF".as_slice()).filter(|_| stream.len() >= 3).unwrap_or(stream);
+    let body = stream
+        .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+        .filter(|_| stream.len() >= 3)
+        .unwrap_or(stream);
     assert_eq!(joined, body, "bytes lost or invented");
 });

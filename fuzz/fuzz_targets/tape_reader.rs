@@ -21,8 +21,8 @@ fuzz_target!(|data: &[u8]| {
         for m in &index.msgs {
             let _ = index.read_bytes(m);
             if m.kind == mcptape::wire::Kind::Request {
-                let _ = index.request_match_params(m);
-                let _ = index.describe_request(m);
+                let _ = mcptape::fuzz_api::request_match_params(&index, m);
+                let _ = mcptape::fuzz_api::describe_request(&index, m);
             }
         }
     }

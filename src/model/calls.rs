@@ -134,15 +134,20 @@ struct Line<'a> {
     msg: Option<&'a RawValue>,
     #[serde(default)]
     text: Option<String>,
+    /// A body that is not UTF-8, in base64.
+    #[serde(borrow, default)]
+    b64: Option<Cow<'a, str>>,
     #[serde(default)]
     http: Option<Value>,
 }
 
 impl Line<'_> {
     fn body(&self) -> Option<Vec<u8>> {
-        match (&self.msg, &self.text) {
-            (Some(m), _) => Some(m.get().as_bytes().to_vec()),
-            (None, Some(t)) => Some(t.clone().into_bytes()),
+        use base64::Engine as _;
+        match (&self.msg, &self.text, &self.b64) {
+            (Some(m), _, _) => Some(m.get().as_bytes().to_vec()),
+            (None, Some(t), _) => Some(t.clone().into_bytes()),
+            (None, None, Some(b)) => base64::engine::general_purpose::STANDARD.decode(&**b).ok(),
             _ => None,
         }
     }
@@ -254,7 +259,7 @@ mod tests {
     use super::*;
     use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
     use crate::wire::Dir;
-    use serde_json::Map;
+    use serde_json::{json, Map, Value};
     use std::time::Instant;
 
     #[test]
@@ -286,5 +291,128 @@ mod tests {
             .contains(r#""msg":null"#));
         let calls = load(&path, None).unwrap();
         assert_eq!(calls[0].body.as_deref(), Some(&b"null"[..]));
+    }
+
+    /// A body that is not UTF-8 is taped as `b64`: it reads back byte for byte (found by the
+    /// `model_body` fuzz target: it read back empty, so a binary answer was replayed as an empty
+    /// body and a binary request never matched again).
+    #[test]
+    fn a_body_that_is_not_utf8_reads_back_byte_for_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut w = TapeWriter::create(&path, WriteOptions::redacted()).unwrap();
+        w.declare_server(ServerDecl::model("model", "http://127.0.0.1:1".into()))
+            .unwrap();
+        let now = Instant::now();
+        let request: &[u8] = b"\x1f\x8b\x08 binary \xff request";
+        let answer: &[u8] = b"ID3\x04\x00 an mp3 \xfe\xff";
+        let http = json!({"method": "POST", "path": "/v1/audio/speech"});
+        w.model(
+            "model",
+            Dir::C2S,
+            1,
+            "request",
+            &Map::new(),
+            Some(request),
+            Some(&http),
+            now,
+        );
+        let http = json!({"status": 200, "content_type": "audio/mpeg"});
+        w.model(
+            "model",
+            Dir::S2C,
+            1,
+            "response",
+            &Map::new(),
+            Some(answer),
+            Some(&http),
+            now,
+        );
+        w.finish(None, Some("done".into())).unwrap();
+        let calls = super::load(&path, Some("model")).unwrap();
+        assert_eq!(calls[0].request, request);
+        assert_eq!(calls[0].body.as_deref(), Some(answer));
+    }
+
+    /// An event whose data is empty (`data:`) keeps it: replayed without its data line, a
+    /// client would not see the event at all (an event-stream client dispatches nothing for an
+    /// event with no data). Found by the `model_body` fuzz target.
+    #[test]
+    fn an_event_with_empty_data_is_served_with_its_data_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut w = TapeWriter::create(&path, WriteOptions::redacted()).unwrap();
+        w.declare_server(ServerDecl::model("model", "http://127.0.0.1:1".into()))
+            .unwrap();
+        let now = Instant::now();
+        let http = json!({"method": "POST", "path": "/v1/messages"});
+        w.model(
+            "model",
+            Dir::C2S,
+            1,
+            "request",
+            &Map::new(),
+            Some(b"{}"),
+            Some(&http),
+            now,
+        );
+        let http = json!({"status": 200, "content_type": "text/event-stream"});
+        w.model(
+            "model",
+            Dir::S2C,
+            1,
+            "response",
+            &Map::new(),
+            None,
+            Some(&http),
+            now,
+        );
+        let mut f = Map::new();
+        f.insert("event".into(), json!("ping"));
+        w.model("model", Dir::S2C, 1, "event", &f, Some(b""), None, now);
+        w.finish(None, Some("done".into())).unwrap();
+        let calls = super::load(&path, Some("model")).unwrap();
+        assert_eq!(calls[0].events[0].data.as_deref(), Some(""));
+        assert_eq!(calls[0].events[0].to_wire(), b"event: ping\ndata: \n\n");
+    }
+
+    /// JSON with bytes that are not UTF-8 inside a string is not JSON for the tape: taped as
+    /// `b64`, the tape still reads (found by the `model_body` fuzz target: the body went on the
+    /// tape line verbatim, the line no longer read, and neither did any model call of the tape).
+    #[test]
+    fn json_that_is_not_utf8_does_not_break_the_tape() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut w = TapeWriter::create(&path, WriteOptions::redacted()).unwrap();
+        w.declare_server(ServerDecl::model("model", "http://127.0.0.1:1".into()))
+            .unwrap();
+        let now = Instant::now();
+        let request: &[u8] = b"{\"model\": \"m\", \"x\": \"caf\xe9\"}";
+        let http = json!({"method": "POST", "path": "/v1/messages"});
+        w.model(
+            "model",
+            Dir::C2S,
+            1,
+            "request",
+            &Map::new(),
+            Some(request),
+            Some(&http),
+            now,
+        );
+        let http = json!({"status": 200, "content_type": "application/json"});
+        w.model(
+            "model",
+            Dir::S2C,
+            1,
+            "response",
+            &Map::new(),
+            Some(request),
+            Some(&http),
+            now,
+        );
+        w.finish(None, Some("done".into())).unwrap();
+        let calls = super::load(&path, Some("model")).expect("the tape reads");
+        assert_eq!(calls[0].request, request);
+        assert_eq!(calls[0].body.as_deref(), Some(request));
     }
 }

@@ -55,12 +55,9 @@ impl ModelPlayer {
         let n = calls.len();
         let calls = calls
             .into_iter()
-            .map(|call| {
-                let mut canon = canonical(&call.request);
-                if let Some(c) = canon.as_mut() {
-                    crate::wire::marker::strip_marker_hashes(c);
-                }
-                Recorded { call, canon }
+            .map(|call| Recorded {
+                canon: recorded_canonical(&call.request),
+                call,
             })
             .collect();
         ModelPlayer {
@@ -88,11 +85,7 @@ impl ModelPlayer {
         let live = canonical(body);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let same_endpoint = |r: &Recorded| r.call.endpoint == endpoint && r.call.method == method;
-        let fits = |r: &Recorded| match (&r.canon, &live) {
-            (Some(rec), Some(live)) => crate::wire::marker::wildcard_eq(rec, live),
-            (None, None) => r.call.request == body,
-            _ => false,
-        };
+        let fits = |r: &Recorded| body_fits(r.canon.as_ref(), &r.call.request, live.as_ref(), body);
         let hit = (0..self.calls.len())
             .find(|&i| !st.used[i] && same_endpoint(&self.calls[i]) && fits(&self.calls[i]));
         if let Some(i) = hit {
@@ -229,6 +222,32 @@ impl ModelPlayer {
             }
         }
         resp
+    }
+}
+
+/// A taped request body as matching compares it: [`canonical`], each redaction marker a
+/// wildcard (its hash left out).
+pub(crate) fn recorded_canonical(taped: &[u8]) -> Option<Value> {
+    let mut canon = canonical(taped);
+    if let Some(c) = canon.as_mut() {
+        crate::wire::marker::strip_marker_hashes(c);
+    }
+    canon
+}
+
+/// Whether a live request body (`live` its [`canonical`] form) is answered by a recorded one
+/// (`recorded` its [`recorded_canonical`] form): JSON compared with markers standing for any
+/// value, anything else byte for byte.
+pub(crate) fn body_fits(
+    recorded: Option<&Value>,
+    recorded_body: &[u8],
+    live: Option<&Value>,
+    live_body: &[u8],
+) -> bool {
+    match (recorded, live) {
+        (Some(rec), Some(live)) => crate::wire::marker::wildcard_eq(rec, live),
+        (None, None) => recorded_body == live_body,
+        _ => false,
     }
 }
 

@@ -86,11 +86,7 @@ impl ModelProxy {
     }
 
     fn upstream_uri(&self, path_and_query: &str) -> Option<Uri> {
-        let mut parts = hyper::http::uri::Parts::default();
-        parts.scheme = self.upstream.scheme().cloned();
-        parts.authority = self.upstream.authority().cloned();
-        parts.path_and_query = Some(format!("{}{path_and_query}", self.prefix).parse().ok()?);
-        Uri::from_parts(parts).ok()
+        upstream_uri(&self.upstream, &self.prefix, path_and_query)
     }
 
     fn error(&self, provider: Provider, status: StatusCode, message: &str) -> Response<RespBody> {
@@ -226,6 +222,16 @@ impl ModelProxy {
     }
 }
 
+/// The upstream's scheme and authority, its path prefix, then the client's path and query
+/// (`None`: not a URI).
+pub(crate) fn upstream_uri(upstream: &Uri, prefix: &str, path_and_query: &str) -> Option<Uri> {
+    let mut parts = hyper::http::uri::Parts::default();
+    parts.scheme = upstream.scheme().cloned();
+    parts.authority = upstream.authority().cloned();
+    parts.path_and_query = Some(format!("{prefix}{path_and_query}").parse().ok()?);
+    Uri::from_parts(parts).ok()
+}
+
 impl Handler for ModelProxy {
     async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
         if req.method() == hyper::Method::HEAD {
@@ -326,6 +332,29 @@ fn tape_block(
     summary: &mut Summary,
     events: &mut u64,
 ) {
+    let (f, data) = block_facts(block);
+    if let Some(d) = &data {
+        if let Ok(v) = serde_json::from_str::<Value>(d) {
+            summary.add(call.provider, &v);
+        }
+    }
+    *events += 1;
+    call.tape(
+        tape,
+        Dir::S2C,
+        "event",
+        &f,
+        data.as_deref().map(str::as_bytes),
+        None,
+    );
+}
+
+/// What the tape keeps of one block of a stream: its event name, id and retry as facts, and
+/// its data as the body; a block with no event (comments only, or over the size limit) as its
+/// raw text, marked `raw`.
+pub(crate) fn block_facts(
+    block: &crate::transport::sse::Block,
+) -> (Map<String, Value>, Option<String>) {
     let mut f = Map::new();
     let data = match &block.event {
         Some(ev) => {
@@ -346,18 +375,5 @@ fn tape_block(
             Some(String::from_utf8_lossy(&block.raw).into_owned())
         }
     };
-    if let Some(d) = &data {
-        if let Ok(v) = serde_json::from_str::<Value>(d) {
-            summary.add(call.provider, &v);
-        }
-    }
-    *events += 1;
-    call.tape(
-        tape,
-        Dir::S2C,
-        "event",
-        &f,
-        data.as_deref().map(str::as_bytes),
-        None,
-    );
+    (f, data)
 }

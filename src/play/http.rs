@@ -169,7 +169,7 @@ enum Answer {
 }
 
 /// What a live request's routing headers hash to (as `record --url` taped them).
-fn routing_of(headers: &hyper::HeaderMap) -> u64 {
+pub(crate) fn routing_of(headers: &hyper::HeaderMap) -> u64 {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let params: std::collections::BTreeMap<String, String> = headers
         .iter()

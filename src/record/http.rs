@@ -328,11 +328,7 @@ impl Proxy {
 
     /// The upstream URL for a request's path and query: the upstream's scheme and authority.
     fn upstream_uri(&self, pq: &str) -> Option<Uri> {
-        let mut parts = hyper::http::uri::Parts::default();
-        parts.scheme = self.upstream.scheme().cloned();
-        parts.authority = self.upstream.authority().cloned();
-        parts.path_and_query = Some(pq.parse().ok()?);
-        Uri::from_parts(parts).ok()
+        upstream_uri(&self.upstream, pq)
     }
 
     fn clone_handle(&self) -> Arc<Proxy> {
@@ -403,7 +399,21 @@ pub fn without_password(url: &str) -> String {
     }
 }
 
-fn request_facts(method: &Method, headers: &HeaderMap, path: &str) -> Map<String, Value> {
+/// The upstream's scheme and authority with the client's path and query (`None`: not a URI).
+pub(crate) fn upstream_uri(upstream: &Uri, pq: &str) -> Option<Uri> {
+    let mut parts = hyper::http::uri::Parts::default();
+    parts.scheme = upstream.scheme().cloned();
+    parts.authority = upstream.authority().cloned();
+    parts.path_and_query = Some(pq.parse().ok()?);
+    Uri::from_parts(parts).ok()
+}
+
+/// What the tape keeps of a request's head: method, path and the headers readers use.
+pub(crate) fn request_facts(
+    method: &Method,
+    headers: &HeaderMap,
+    path: &str,
+) -> Map<String, Value> {
     let mut f = Map::new();
     f.insert("method".into(), json!(method.as_str()));
     f.insert("path".into(), json!(path));

@@ -76,6 +76,75 @@ fn pointer_token(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
+/// Rewrites the state file's servers for a run in the folders `bases` (the working folder, and
+/// the same canonicalized): the user's (`mcpServers`), and the local ones (`mcpServers` of
+/// `projects["<dir>"]`) of each base and of the folders above it (Claude Code keys a project by the folder it was started in, or its
+/// repository's root). Returns each rewritten entry (its JSON pointer, and what it was) and the
+/// servers by kind. Touches no file.
+pub(crate) fn point(
+    json: &mut Value,
+    bases: &[&Path],
+    through: &Through,
+    http: config::HttpHook<'_>,
+) -> (Vec<(String, Value)>, Rewritten) {
+    let mut at: Vec<String> = vec![String::new()];
+    for base in bases {
+        for a in base.ancestors() {
+            let key = format!("/projects/{}", pointer_token(&a.to_string_lossy()));
+            if json.pointer(&key).is_some() && !at.contains(&key) {
+                at.push(key);
+            }
+        }
+    }
+    let mut servers = Rewritten::default();
+    let mut entries = Vec::new();
+    for scope in &at {
+        // Only `mcpServers`: Claude Code reads nothing else here (a VS Code style `servers` is
+        // not its own, and would not be given back as it was).
+        let Some(value) = json
+            .pointer_mut(scope)
+            .and_then(|v| v.get_mut("mcpServers"))
+        else {
+            continue;
+        };
+        let before = value.clone();
+        let mut only = serde_json::json!({ "mcpServers": value.take() });
+        let r = config::rewrite_json(&mut only, through, http);
+        *value = only["mcpServers"].take();
+        for name in r.stdio.iter().chain(&r.http_through) {
+            let was = before.get(name).cloned().unwrap_or(Value::Null);
+            entries.push((format!("{scope}/mcpServers/{}", pointer_token(name)), was));
+        }
+        servers.stdio.extend(r.stdio);
+        servers.http_through.extend(r.http_through);
+        servers.http.extend(r.http);
+    }
+    (entries, servers)
+}
+
+/// A copy of the state file (`bytes`) with each rewritten entry of `entries` as it was;
+/// anything else as it is (the same bytes when nothing was pointed, or not JSON).
+pub(crate) fn unpoint(entries: &[(String, Value)], bytes: Vec<u8>) -> Vec<u8> {
+    let Ok(mut json) = serde_json::from_slice::<Value>(&bytes) else {
+        return bytes;
+    };
+    let mut changed = false;
+    for (pointer, was) in entries {
+        if let Some(v) = json.pointer_mut(pointer) {
+            if v != was {
+                *v = was.clone();
+                changed = true;
+            }
+        }
+    }
+    if !changed {
+        return bytes;
+    }
+    let mut out = serde_json::to_vec_pretty(&json).expect("JSON serializes");
+    out.push(b'\n');
+    out
+}
+
 /// Borrows `real` into `dir` when its state file has servers for a run in `cwd`: `None` when
 /// there is no state file or nothing in it to rewrite (the agent then uses its own folder).
 pub fn borrow(
@@ -96,38 +165,8 @@ pub fn borrow(
             format!("not JSON ({e}); Claude Code would not read it either"),
         )
     })?;
-    // The user's servers, and the local ones of this folder and of the folders above it
-    // (Claude Code keys a project by the folder it was started in, or its repository's root).
-    let mut at: Vec<String> = vec![String::new()];
     let canonical = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
-    for base in [cwd, canonical.as_path()] {
-        for a in base.ancestors() {
-            let key = format!("/projects/{}", pointer_token(&a.to_string_lossy()));
-            if json.pointer(&key).is_some() && !at.contains(&key) {
-                at.push(key);
-            }
-        }
-    }
-    let mut servers = Rewritten::default();
-    let mut entries = Vec::new();
-    for scope in &at {
-        let Some(value) = json.pointer_mut(scope) else {
-            continue;
-        };
-        let before = value.get("mcpServers").cloned();
-        let r = config::rewrite_json(value, through, http);
-        for name in r.stdio.iter().chain(&r.http_through) {
-            let was = before
-                .as_ref()
-                .and_then(|s| s.get(name))
-                .cloned()
-                .unwrap_or(Value::Null);
-            entries.push((format!("{scope}/mcpServers/{}", pointer_token(name)), was));
-        }
-        servers.stdio.extend(r.stdio);
-        servers.http_through.extend(r.http_through);
-        servers.http.extend(r.http);
-    }
+    let (entries, servers) = point(&mut json, &[cwd, canonical.as_path()], through, http);
     if entries.is_empty() {
         return Ok(None);
     }
@@ -204,24 +243,7 @@ impl Borrowed {
     /// A copy of the state file (the copy itself, or a backup of it) with the server entries
     /// as they were; anything else as it is.
     fn unpointed(&self, bytes: Vec<u8>) -> Vec<u8> {
-        let Ok(mut json) = serde_json::from_slice::<Value>(&bytes) else {
-            return bytes;
-        };
-        let mut changed = false;
-        for (pointer, was) in &self.entries {
-            if let Some(v) = json.pointer_mut(pointer) {
-                if v != was {
-                    *v = was.clone();
-                    changed = true;
-                }
-            }
-        }
-        if !changed {
-            return bytes;
-        }
-        let mut out = serde_json::to_vec_pretty(&json).expect("JSON serializes");
-        out.push(b'\n');
-        out
+        unpoint(&self.entries, bytes)
     }
 
     /// The state file's changes into the real one: `Ok(false)` when the agent changed nothing.
@@ -435,6 +457,44 @@ mod tests {
             std::fs::read_to_string(real.join("todos/a.json")).unwrap(),
             "[]"
         );
+    }
+
+    /// Claude Code reads `mcpServers` in its state file, nothing else: a `servers` key (VS
+    /// Code's shape) there is left alone, and everything pointed comes back as it was. (Found by
+    /// the `agent_config` fuzz target: `servers` entries were rewritten in the copy but given
+    /// back under `mcpServers`, so the real file kept them pointed at mcptape.)
+    #[test]
+    fn only_the_servers_claude_code_reads_are_pointed_and_all_come_back() {
+        let state = json!({
+            "servers": {"fs": {"command": "node", "args": ["fs.js"]}},
+            "mcpServers": {"fs": {"command": "npx"}},
+            "projects": {"/w": {"servers": {"x": {"command": "x"}}}}
+        });
+        let mut pointed = state.clone();
+        let (entries, servers) = point(&mut pointed, &[Path::new("/w")], &through(), &no_http);
+        assert_eq!(servers.stdio, ["fs"]);
+        assert_eq!(pointed["servers"], state["servers"]);
+        assert_eq!(pointed["projects"], state["projects"]);
+        assert_eq!(pointed["mcpServers"]["fs"]["command"], "/bin/mcptape");
+        let back = unpoint(&entries, serde_json::to_vec_pretty(&pointed).unwrap());
+        assert_eq!(serde_json::from_slice::<Value>(&back).unwrap(), state);
+    }
+
+    /// Numbers the agent's state file holds (JavaScript writes the shortest text that reads
+    /// back as its double) come back as they were: read exactly, written shortest. Without
+    /// serde_json's `float_roundtrip` about one in eight such costs read an ulp off, and the
+    /// user's file was given back changed (found by the `model_body` fuzz target, whose
+    /// canonical form was not idempotent for the same reason).
+    #[test]
+    fn numbers_in_the_state_file_come_back_as_they_were() {
+        let text = r#"{"lastCost": 0.009043200000000001, "big": 3.3333333333333334e42,
+            "mcpServers": {"a": {"command": "a"}}}"#;
+        let mut json: Value = serde_json::from_str(text).unwrap();
+        let (entries, _) = point(&mut json, &[Path::new("/w")], &through(), &no_http);
+        let back = unpoint(&entries, serde_json::to_vec_pretty(&json).unwrap());
+        let back = String::from_utf8(back).unwrap();
+        assert!(back.contains("0.009043200000000001"), "{back}");
+        assert!(back.contains("3.3333333333333334e+42"), "{back}");
     }
 
     /// No servers: nothing borrowed. Something else wrote the real file meanwhile: it wins, and

@@ -456,11 +456,13 @@ impl TapeWriter {
         };
         let big = match body {
             Some(b) if !b.is_empty() && is_json(b) => push_json_body(&mut p, redactor, b),
-            Some(b) if !b.is_empty() => {
+            // An empty body is kept as one (`"text":""`): an event's empty `data:` is not the
+            // same as no data field, which a client would not dispatch at all.
+            Some(b) => {
                 push_text_body(&mut p, redactor, b);
                 None
             }
-            _ => None,
+            None => None,
         };
         self.pending = p;
         self.finish_line(start, big, http);
@@ -642,7 +644,9 @@ fn push_msg_head(p: &mut Vec<u8>, seq: u64, t_us: u64, server: &str, dir: Dir) {
 }
 
 fn is_json(b: &[u8]) -> bool {
-    serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok()
+    // `IgnoredAny` skips strings without checking their UTF-8: a body with other bytes in a
+    // string would go on the tape line verbatim and the line would not read.
+    std::str::from_utf8(b).is_ok_and(|s| serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok())
 }
 
 /// `,"redacted":[…]` when rules fired.
