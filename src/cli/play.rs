@@ -138,6 +138,7 @@ pub fn run(a: Args) -> Result<i32> {
             })?
         }
         None => {
+            super::hint_if_terminal("play");
             let (stdin, stdout) = super::runtime::stdio();
             super::runtime::single()?.block_on(serve(index, opts, stdin, stdout))
         }

@@ -971,6 +971,54 @@ fn the_summary_counts_the_redaction_markers_served_in_place_of_values() {
     );
 }
 
+/// Runs `argv` with its stdin a pseudo-terminal, types Ctrl-D (end of input) after a moment, and
+/// gives its stderr.
+fn on_a_terminal(argv: &[String]) -> String {
+    const SCRIPT: &str = r#"
+import os, subprocess, sys, time
+m, s = os.openpty()
+p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+os.close(s)
+time.sleep(1.0)
+os.write(m, b"\x04")
+_, err = p.communicate(timeout=20)
+sys.stdout.write(err.decode())
+"#;
+    let mut cmd = std::process::Command::new(python());
+    cmd.arg("-c").arg(SCRIPT).args(argv);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+#[test]
+fn play_and_record_started_by_hand_in_a_terminal_say_they_wait_for_an_mcp_client() {
+    let (dir, tape) = tmp_tape("t.jsonl");
+    pre_2026_tape(&tape);
+    let hint = "waiting for an MCP client on stdin";
+    let stderr = on_a_terminal(&[s(bin()), "play".into(), s(&tape)]);
+    assert_contains(&stderr, &format!("mcptape play: {hint}"));
+    assert_contains(
+        &stderr,
+        "normally started by an MCP client, from the server command in its config",
+    );
+    let rec = dir.path().join("r.jsonl");
+    let stderr = on_a_terminal(&[
+        s(bin()),
+        "record".into(),
+        "--tape".into(),
+        s(&rec),
+        "--".into(),
+        "cat".into(),
+    ]);
+    assert_contains(&stderr, &format!("mcptape record: {hint}"));
+    // Started by a client (stdin a pipe): no such line.
+    let mut c = play(&tape, &[]);
+    c.initialize();
+    let stderr = c.finish_with(0);
+    assert!(!stderr.contains(hint), "{stderr}");
+}
+
 /// The Python SDK's `auto` mode probes `server/discover` first: against a tape of a pre-2026
 /// server (recorded in `legacy` mode, so no probe on it) play answers -32601 as that server
 /// would, the client falls back to `initialize`, and play exits 0.
