@@ -358,3 +358,33 @@ impl SignArgs {
         }
     }
 }
+
+/// The line `play` or `record` prints when started by hand in a terminal: it is an MCP server
+/// on stdio, waiting for a client, which normally starts it.
+pub(crate) fn terminal_hint(command: &str) -> String {
+    format!(
+        "mcptape {command}: waiting for an MCP client on stdin (JSON-RPC, one message a line); \
+         `mcptape {command}` is normally started by an MCP client, from the server command in its \
+         config (see the README's Quickstart); Ctrl-D or Ctrl-C to stop"
+    )
+}
+
+/// Prints [`terminal_hint`] when stdin is a terminal (someone typed the command by hand).
+pub(crate) fn hint_if_terminal(command: &str) {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() {
+        crate::diag!("{}", terminal_hint(command));
+    }
+}
+
+#[cfg(test)]
+mod hint_tests {
+    #[test]
+    fn the_terminal_hint_says_what_play_waits_for_and_who_starts_it() {
+        let hint = super::terminal_hint("play");
+        assert!(hint.starts_with("mcptape play: waiting for an MCP client on stdin"));
+        assert!(hint
+            .contains("normally started by an MCP client, from the server command in its config"));
+        assert!(!hint.contains('\n'));
+    }
+}

@@ -138,6 +138,7 @@ pub fn run(a: Args) -> Result<i32> {
             })?
         }
         None => {
+            super::hint_if_terminal("play");
             let (stdin, stdout) = super::runtime::stdio();
             super::runtime::single()?.block_on(serve(index, opts, stdin, stdout))
         }
@@ -153,6 +154,20 @@ pub fn run(a: Args) -> Result<i32> {
     }
     if report.unanswered > 0 {
         summary.push_str(&format!(", unanswered on the tape {}", report.unanswered));
+    }
+    if report.probes > 0 {
+        let s = if report.probes == 1 { "" } else { "s" };
+        summary.push_str(&format!(
+            ", answered {} server/discover probe{s} as the recorded pre-2026 server would (method not found)",
+            report.probes
+        ));
+    }
+    if report.markers > 0 {
+        let s = if report.markers == 1 { "" } else { "s" };
+        summary.push_str(&format!(
+            ", {} redaction marker{s} served in place of values",
+            report.markers
+        ));
     }
     if report.dropped > 0 {
         summary.push_str(&format!(

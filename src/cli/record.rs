@@ -92,6 +92,7 @@ pub fn run(a: Args) -> Result<i32> {
         cfg.server_label = label;
     }
     let signals = super::runtime::forwarded_signals()?;
+    super::hint_if_terminal("record");
     let (stdin, stdout) = super::runtime::stdio();
     let joined = cfg.join.is_some();
     let out = super::runtime::single()?.block_on(record_stdio(&cfg, stdin, stdout, signals))?;

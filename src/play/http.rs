@@ -426,8 +426,19 @@ impl Player {
                 self.taken.lock().expect("taken lock").insert(recorded);
             }
         }
+        if let (true, Some(ex)) = (opening, taken_ex) {
+            let w =
+                serve::version_warning(&self.index, &session.shared.bodies, ex, params.as_ref());
+            if let Some(w) = w {
+                crate::diag!("{w}");
+            }
+        }
         match outcome {
             Outcome::Hit(ex) => Answer::Exchange(ex, token),
+            Outcome::Miss(_) if serve::legacy_probe_answer(&self.index, method, id).is_some() => {
+                session.shared.report.lock().expect("report lock").probes += 1;
+                Answer::Now(serve::legacy_probe_answer(&self.index, method, id).expect("checked"))
+            }
             Outcome::Lenient(ex, miss) => {
                 let line = self.index.msgs[self.index.exchanges[ex].request].line;
                 crate::diag!(
@@ -863,6 +874,8 @@ fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
     total.drifted += r.drifted;
     total.rejected += r.rejected;
     total.unanswered += r.unanswered;
+    total.markers += r.markers;
+    total.probes += r.probes;
     total.dropped += s.get.lock().expect("get lock").waiting.dropped;
     total.misses.extend(r.misses.iter().cloned());
     total.drifts.extend(r.drifts.iter().cloned());

@@ -116,6 +116,63 @@ pub struct PlayReport {
     /// Messages for a GET stream no client opened, dropped past
     /// [`GET_BACKLOG`](crate::transport::http::GET_BACKLOG) (over HTTP only).
     pub dropped: u64,
+    /// Redaction markers (`[REDACTED:…]`) in the answers served, where the recorded server had
+    /// sent a value.
+    pub markers: u64,
+    /// `server/discover` probes answered "method not found", as the recorded pre-2026 server
+    /// would have (the tape has no `server/discover`): not misses.
+    pub probes: u64,
+}
+
+/// The error a pre-2026 server gives a `server/discover` probe, when the tape has no
+/// `server/discover` of its own (the recorded server predates it): `-32601`, so that a client
+/// that probes first falls back to `initialize`. `None` for anything else.
+pub(crate) fn legacy_probe_answer(index: &TapeIndex, method: &str, id: &str) -> Option<String> {
+    const PROBE: &str = "server/discover";
+    if method != PROBE
+        || index
+            .exchanges
+            .iter()
+            .any(|ex| index.msgs[ex.request].method.as_deref() == Some(PROBE))
+    {
+        return None;
+    }
+    let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32601, "message": "Method not found: server/discover (the recorded server predates the 2026-07-28 protocol; initialize instead)"}});
+    with_id(&msg.to_string(), id).ok()
+}
+
+/// The warning for an `initialize` that asks another protocol version than the recorded answer
+/// gives (the recorded answer is served all the same). `None` when they agree, or when either
+/// names none.
+pub(crate) fn version_warning(
+    index: &TapeIndex,
+    bodies: &Bodies,
+    ex: usize,
+    params: Option<&Value>,
+) -> Option<String> {
+    let asked = params?.get("protocolVersion")?.as_str()?;
+    let r = index.exchanges[ex].response?;
+    let meta = &index.msgs[r];
+    let text = match bodies.json(meta) {
+        Some(t) => std::borrow::Cow::Borrowed(t),
+        None => std::borrow::Cow::Owned(index.read_text(meta).ok()?),
+    };
+    let v: Value = serde_json::from_str(&text).ok()?;
+    let answered = v.get("result")?.get("protocolVersion")?.as_str()?;
+    (asked != answered).then(|| {
+        format!(
+            "mcptape play: warning: the client asked for protocol version {asked}, the tape answers {answered} (tape line {}): the recorded answer is served",
+            meta.line
+        )
+    })
+}
+
+/// How many redaction markers an answer holds.
+fn count_markers(text: &str) -> u64 {
+    if !crate::wire::marker::has_marker(text) {
+        return 0;
+    }
+    crate::wire::marker::marker_re().find_iter(text).count() as u64
 }
 
 /// A recorded exchange that was never served.
@@ -510,6 +567,12 @@ async fn request<W: Write + Send + 'static>(
     let outcome = matcher.take(&shared.index, &method, params.as_ref(), shared.opts.lenient);
     let ex = match outcome {
         Outcome::Hit(ex) => ex,
+        Outcome::Miss(_) if legacy_probe_answer(&shared.index, &method, &id).is_some() => {
+            let text = legacy_probe_answer(&shared.index, &method, &id).expect("just checked");
+            direct.emit(text.into_bytes()).await;
+            shared.report.lock().expect("report lock").probes += 1;
+            return;
+        }
         Outcome::Lenient(ex, miss) => {
             let line = shared.index.msgs[shared.index.exchanges[ex].request].line;
             crate::diag!(
@@ -537,6 +600,11 @@ async fn request<W: Write + Send + 'static>(
             return;
         }
     };
+    if method == "initialize" {
+        if let Some(w) = version_warning(&shared.index, &shared.bodies, ex, params.as_ref()) {
+            crate::diag!("{w}");
+        }
+    }
     let waits = shared.index.exchanges[ex]
         .during
         .iter()
@@ -653,6 +721,7 @@ pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
             }
         }
     };
+    let markers = count_markers(text);
     out.before(meta).await;
     match id_span(text) {
         // The bytes `with_id` gives, without building them first.
@@ -672,7 +741,9 @@ pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
             ),
         },
     }
-    shared.report.lock().expect("report lock").served += 1;
+    let mut r = shared.report.lock().expect("report lock");
+    r.served += 1;
+    r.markers += markers;
 }
 
 /// Re-issues a recorded server request with a fresh id, awaits the client's answer and compares
@@ -874,6 +945,17 @@ mod tests {
         assert_eq!(tape.json(&json(7, 40)), None);
         assert_eq!(tape.json(&meta(Body::Text { offset: 7, len: 20 })), None);
         assert_eq!(Bodies(None).json(&json(7, 20)), None);
+    }
+
+    #[test]
+    fn markers_are_counted_in_an_answer_and_nothing_else_is() {
+        assert_eq!(count_markers(r#"{"result":{"text":"plain [REDACTED"}}"#), 0);
+        assert_eq!(
+            count_markers(
+                r#"{"result":{"a":"[REDACTED:key:api_key:0a1b2c3d]","b":"x [REDACTED:bearer] y [REDACTED:jwt]"}}"#
+            ),
+            3
+        );
     }
 
     #[test]

@@ -878,3 +878,177 @@ fn pipelined_plain_calls_around_a_server_request_a_miss_and_progress_all_get_the
         "served 203, missed 1, drifted 0; every recorded exchange was used",
     );
 }
+
+/// A pre-2026 tape: `initialize` (2025-06-18), `tools/list`, and a call whose answer holds two
+/// redaction markers.
+fn pre_2026_tape(tape: &Path) {
+    write_tape(
+        tape,
+        &[
+            ("c2s", req(1, "initialize", init_params())),
+            (
+                "s2c",
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "old", "version": "1"}}}),
+            ),
+            (
+                "c2s",
+                json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            ),
+            ("c2s", req(2, "tools/list", json!({}))),
+            (
+                "s2c",
+                json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": []}}),
+            ),
+            (
+                "c2s",
+                req(3, "tools/call", json!({"name": "whoami", "arguments": {}})),
+            ),
+            (
+                "s2c",
+                json!({"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "key [REDACTED:key:api_key:0a1b2c3d], token [REDACTED:bearer]"}]}}),
+            ),
+        ],
+        true,
+    );
+}
+
+#[test]
+fn an_initialize_asking_another_protocol_version_gets_the_recorded_answer_and_one_warning() {
+    let (_dir, tape) = tmp_tape("v.jsonl");
+    pre_2026_tape(&tape);
+    let mut c = play(&tape, &[]);
+    let mut params = init_params();
+    params["protocolVersion"] = json!("2025-03-26");
+    let (answer, _) = c.ask(&req(1, "initialize", params));
+    assert_eq!(answer["result"]["protocolVersion"], json!("2025-06-18"));
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let stderr = c.finish_with(0);
+    let warned: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("protocol version"))
+        .collect();
+    assert_eq!(warned.len(), 1, "one warning line: {stderr}");
+    assert_contains(
+        warned[0],
+        "the client asked for protocol version 2025-03-26, the tape answers 2025-06-18",
+    );
+}
+
+#[test]
+fn a_server_discover_probe_on_a_pre_2026_tape_is_method_not_found_and_no_miss() {
+    let (_dir, tape) = tmp_tape("d.jsonl");
+    pre_2026_tape(&tape);
+    let mut c = play(&tape, &[]);
+    let (probe, _) = c.ask(&req(
+        0,
+        "server/discover",
+        json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+    ));
+    assert_eq!(probe["id"], json!(0));
+    assert_eq!(probe["error"]["code"], json!(-32601), "{probe}");
+    let (init, _) = c.ask(&req(1, "initialize", init_params()));
+    assert_eq!(init["result"]["protocolVersion"], json!("2025-06-18"));
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let (list, _) = c.ask(&req(2, "tools/list", json!({})));
+    assert_eq!(list["result"], json!({"tools": []}));
+    let stderr = c.finish_with(0);
+    assert_contains(&stderr, "served 2, missed 0, drifted 0");
+    assert_contains(&stderr, "server/discover");
+}
+
+#[test]
+fn the_summary_counts_the_redaction_markers_served_in_place_of_values() {
+    let (_dir, tape) = tmp_tape("m.jsonl");
+    pre_2026_tape(&tape);
+    let mut c = play(&tape, &[]);
+    c.initialize();
+    let answer = c.call(7, "tools/call", json!({"name": "whoami", "arguments": {}}));
+    assert_contains(&answer.to_string(), "[REDACTED:bearer]");
+    let stderr = c.finish_with(0);
+    assert_contains(
+        &stderr,
+        "served 2, missed 0, drifted 0, 2 redaction markers served in place of values",
+    );
+}
+
+/// Runs `argv` with its stdin a pseudo-terminal, types Ctrl-D (end of input) after a moment, and
+/// gives its stderr.
+fn on_a_terminal(argv: &[String]) -> String {
+    const SCRIPT: &str = r#"
+import os, subprocess, sys, time
+m, s = os.openpty()
+p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+os.close(s)
+time.sleep(1.0)
+os.write(m, b"\x04")
+_, err = p.communicate(timeout=20)
+sys.stdout.write(err.decode())
+"#;
+    let mut cmd = std::process::Command::new(python());
+    cmd.arg("-c").arg(SCRIPT).args(argv);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+#[test]
+fn play_and_record_started_by_hand_in_a_terminal_say_they_wait_for_an_mcp_client() {
+    let (dir, tape) = tmp_tape("t.jsonl");
+    pre_2026_tape(&tape);
+    let hint = "waiting for an MCP client on stdin";
+    let stderr = on_a_terminal(&[s(bin()), "play".into(), s(&tape)]);
+    assert_contains(&stderr, &format!("mcptape play: {hint}"));
+    assert_contains(
+        &stderr,
+        "normally started by an MCP client, from the server command in its config",
+    );
+    let rec = dir.path().join("r.jsonl");
+    let stderr = on_a_terminal(&[
+        s(bin()),
+        "record".into(),
+        "--tape".into(),
+        s(&rec),
+        "--".into(),
+        "cat".into(),
+    ]);
+    assert_contains(&stderr, &format!("mcptape record: {hint}"));
+    // Started by a client (stdin a pipe): no such line.
+    let mut c = play(&tape, &[]);
+    c.initialize();
+    let stderr = c.finish_with(0);
+    assert!(!stderr.contains(hint), "{stderr}");
+}
+
+/// The Python SDK's `auto` mode probes `server/discover` first: against a tape of a pre-2026
+/// server (recorded in `legacy` mode, so no probe on it) play answers -32601 as that server
+/// would, the client falls back to `initialize`, and play exits 0.
+#[test]
+fn python_client_auto_mode_plays_a_tape_recorded_without_the_probe() {
+    let (dir, tape) = tmp_tape("everything.jsonl");
+    let (_, out) = py_client(
+        "everything",
+        "legacy",
+        &record_cmd(&tape, &everything()),
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !std::fs::read_to_string(&tape)
+            .unwrap()
+            .contains("server/discover"),
+        "the legacy recording has no probe"
+    );
+    let (rc, err) = (dir.path().join("rc"), dir.path().join("err"));
+    let (transcript, out) = py_client(
+        "everything",
+        "auto",
+        &play_reporting(&tape, &rc, Some(&err)),
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(transcript["protocolVersion"], "2025-11-25");
+    assert_eq!(reported_status(&rc), 0);
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert_contains(&stderr, "missed 0");
+    assert_contains(&stderr, "answered 1 server/discover probe");
+}
