@@ -259,33 +259,59 @@ mod tests {
     use super::*;
     use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
     use crate::wire::Dir;
-    use serde_json::{json, Map, Value};
+    use serde_json::{json, Map};
     use std::time::Instant;
 
-    #[test]
-    fn a_null_body_is_read_back_as_null_not_as_no_body() {
+    /// A model tape of one call: its request (a POST of `/v1/messages`), an answer with
+    /// `content_type` and `answer` as its body (`None`: a stream, whose events follow), and
+    /// `events` as `(event name, data)`. Returns the tape's folder (kept alive) and path.
+    fn one_call(
+        request: &[u8],
+        content_type: &str,
+        answer: Option<&[u8]>,
+        events: &[(&str, &[u8])],
+    ) -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.jsonl");
         let mut w = TapeWriter::create(&path, WriteOptions::redacted()).unwrap();
         w.declare_server(ServerDecl::model("model", "http://127.0.0.1:1".into()))
             .unwrap();
-        let part = |w: &mut TapeWriter, dir, part, body: &[u8], http: Value| {
-            w.model(
-                "model",
-                dir,
-                1,
-                part,
-                &Map::new(),
-                Some(body),
-                Some(&http),
-                Instant::now(),
-            );
-        };
-        let post = serde_json::json!({"method": "POST", "path": "/v1/messages"});
-        part(&mut w, Dir::C2S, "request", br#"{"model":"m"}"#, post);
-        let ok = serde_json::json!({"status": 200, "content_type": "application/json"});
-        part(&mut w, Dir::S2C, "response", b"null", ok);
+        let now = Instant::now();
+        let post = json!({"method": "POST", "path": "/v1/messages"});
+        let none = Map::new();
+        w.model(
+            "model",
+            Dir::C2S,
+            1,
+            "request",
+            &none,
+            Some(request),
+            Some(&post),
+            now,
+        );
+        let head = json!({"status": 200, "content_type": content_type});
+        w.model(
+            "model",
+            Dir::S2C,
+            1,
+            "response",
+            &none,
+            answer,
+            Some(&head),
+            now,
+        );
+        for (name, data) in events {
+            let mut f = Map::new();
+            f.insert("event".into(), json!(name));
+            w.model("model", Dir::S2C, 1, "event", &f, Some(data), None, now);
+        }
         w.finish(None, Some("done".into())).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn a_null_body_is_read_back_as_null_not_as_no_body() {
+        let (_dir, path) = one_call(br#"{"model":"m"}"#, "application/json", Some(b"null"), &[]);
         assert!(std::fs::read_to_string(&path)
             .unwrap()
             .contains(r#""msg":null"#));
@@ -298,38 +324,10 @@ mod tests {
     /// body and a binary request never matched again).
     #[test]
     fn a_body_that_is_not_utf8_reads_back_byte_for_byte() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        let mut w = TapeWriter::create(&path, WriteOptions::redacted()).unwrap();
-        w.declare_server(ServerDecl::model("model", "http://127.0.0.1:1".into()))
-            .unwrap();
-        let now = Instant::now();
         let request: &[u8] = b"\x1f\x8b\x08 binary \xff request";
         let answer: &[u8] = b"ID3\x04\x00 an mp3 \xfe\xff";
-        let http = json!({"method": "POST", "path": "/v1/audio/speech"});
-        w.model(
-            "model",
-            Dir::C2S,
-            1,
-            "request",
-            &Map::new(),
-            Some(request),
-            Some(&http),
-            now,
-        );
-        let http = json!({"status": 200, "content_type": "audio/mpeg"});
-        w.model(
-            "model",
-            Dir::S2C,
-            1,
-            "response",
-            &Map::new(),
-            Some(answer),
-            Some(&http),
-            now,
-        );
-        w.finish(None, Some("done".into())).unwrap();
-        let calls = super::load(&path, Some("model")).unwrap();
+        let (_dir, path) = one_call(request, "audio/mpeg", Some(answer), &[]);
+        let calls = load(&path, Some("model")).unwrap();
         assert_eq!(calls[0].request, request);
         assert_eq!(calls[0].body.as_deref(), Some(answer));
     }
@@ -339,39 +337,8 @@ mod tests {
     /// event with no data). Found by the `model_body` fuzz target.
     #[test]
     fn an_event_with_empty_data_is_served_with_its_data_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        let mut w = TapeWriter::create(&path, WriteOptions::redacted()).unwrap();
-        w.declare_server(ServerDecl::model("model", "http://127.0.0.1:1".into()))
-            .unwrap();
-        let now = Instant::now();
-        let http = json!({"method": "POST", "path": "/v1/messages"});
-        w.model(
-            "model",
-            Dir::C2S,
-            1,
-            "request",
-            &Map::new(),
-            Some(b"{}"),
-            Some(&http),
-            now,
-        );
-        let http = json!({"status": 200, "content_type": "text/event-stream"});
-        w.model(
-            "model",
-            Dir::S2C,
-            1,
-            "response",
-            &Map::new(),
-            None,
-            Some(&http),
-            now,
-        );
-        let mut f = Map::new();
-        f.insert("event".into(), json!("ping"));
-        w.model("model", Dir::S2C, 1, "event", &f, Some(b""), None, now);
-        w.finish(None, Some("done".into())).unwrap();
-        let calls = super::load(&path, Some("model")).unwrap();
+        let (_dir, path) = one_call(b"{}", "text/event-stream", None, &[("ping", b"")]);
+        let calls = load(&path, Some("model")).unwrap();
         assert_eq!(calls[0].events[0].data.as_deref(), Some(""));
         assert_eq!(calls[0].events[0].to_wire(), b"event: ping\ndata: \n\n");
     }
@@ -381,37 +348,9 @@ mod tests {
     /// tape line verbatim, the line no longer read, and neither did any model call of the tape).
     #[test]
     fn json_that_is_not_utf8_does_not_break_the_tape() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        let mut w = TapeWriter::create(&path, WriteOptions::redacted()).unwrap();
-        w.declare_server(ServerDecl::model("model", "http://127.0.0.1:1".into()))
-            .unwrap();
-        let now = Instant::now();
         let request: &[u8] = b"{\"model\": \"m\", \"x\": \"caf\xe9\"}";
-        let http = json!({"method": "POST", "path": "/v1/messages"});
-        w.model(
-            "model",
-            Dir::C2S,
-            1,
-            "request",
-            &Map::new(),
-            Some(request),
-            Some(&http),
-            now,
-        );
-        let http = json!({"status": 200, "content_type": "application/json"});
-        w.model(
-            "model",
-            Dir::S2C,
-            1,
-            "response",
-            &Map::new(),
-            Some(request),
-            Some(&http),
-            now,
-        );
-        w.finish(None, Some("done".into())).unwrap();
-        let calls = super::load(&path, Some("model")).expect("the tape reads");
+        let (_dir, path) = one_call(request, "application/json", Some(request), &[]);
+        let calls = load(&path, Some("model")).expect("the tape reads");
         assert_eq!(calls[0].request, request);
         assert_eq!(calls[0].body.as_deref(), Some(request));
     }
