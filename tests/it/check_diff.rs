@@ -1037,8 +1037,12 @@ fn a_long_value_that_changes_late_is_shown_where_it_differs() {
     let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
     write_tape(&a, &[("c2s", call.clone()), ("s2c", answer("16:30"))], true);
     write_tape(&b, &[("c2s", call), ("s2c", answer("16:31"))], true);
-    for format in ["text", "markdown"] {
+    for (format, golden) in [
+        ("text", "diff-long-value.txt"),
+        ("markdown", "diff-long-value.md"),
+    ] {
         let out = diff_cmd(&a, &b, &["--format", format]).status(1);
+        assert_golden(golden, &mask(&out.stdout, &[dir.path()]));
         let line = out
             .stdout
             .lines()
