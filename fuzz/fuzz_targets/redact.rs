@@ -16,8 +16,11 @@ fuzz_target!(|data: &[u8]| {
     if let Some((out, rules)) = r.redact_json(data) {
         assert!(!rules.is_empty());
         let v: serde_json::Value = serde_json::from_slice(&out).expect("redacted JSON is JSON");
-        // Idempotent: the redacted message needs no more redaction.
-        if let Some((again, _)) = r.redact_json(&out) {
+        // Idempotent: the redacted message needs no more redaction. (Only for a message that
+        // was JSON: one that was not comes back as a JSON string of its redacted text, and
+        // redacting that string reads the text inside it as JSON, which text rules did not.)
+        let was_json = serde_json::from_slice::<serde_json::Value>(data).is_ok();
+        if let Some((again, _)) = r.redact_json(&out).filter(|_| was_json) {
             let w: serde_json::Value = serde_json::from_slice(&again).unwrap();
             assert_eq!(v, w, "redacting twice changed the message");
         }

@@ -202,24 +202,38 @@ impl Redactor {
         let mut walk = json::Walk::new(self, &selected, kept).secret_at_top(secret);
         match walk.run(bytes, batch) {
             Ok(()) if walk.splices.is_empty() => None,
-            Ok(()) => Some((json::apply(bytes, &walk.splices), walk.found)),
-            // Too deep to walk (or not JSON after all): redacted as text. Markers hold no quote
-            // or backslash, so the result keeps the JSON shape; it is checked before use.
-            Err(json::NotJson) => {
-                let text = std::str::from_utf8(bytes).ok()?;
-                let (out, rules) = self.redact_text(text)?;
-                let found = rules
-                    .into_iter()
-                    .map(|rule| Finding {
-                        rule,
-                        path: "$".into(),
-                    })
-                    .collect();
-                match serde_json::from_str::<&serde_json::value::RawValue>(&out) {
-                    Ok(_) => Some((out.into_bytes(), found)),
-                    Err(_) => Some((serde_json::to_vec(&out).expect("strings serialize"), found)),
+            Ok(()) => {
+                let out = json::apply(bytes, &walk.splices);
+                // The walk is lenient (it is meant for JSON already checked): what it spliced in
+                // a message that was not JSON after all is not handed back as JSON.
+                if std::str::from_utf8(&out)
+                    .is_ok_and(|s| serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok())
+                {
+                    Some((out, walk.found))
+                } else {
+                    self.redact_as_text(bytes)
                 }
             }
+            Err(json::NotJson) => self.redact_as_text(bytes),
+        }
+    }
+
+    /// Too deep to walk (or not JSON after all): redacted as text. Markers hold no quote or
+    /// backslash, so the result keeps the JSON shape; it is checked before use, and what is not
+    /// JSON becomes a JSON string.
+    fn redact_as_text(&self, bytes: &[u8]) -> Option<(Vec<u8>, Vec<Finding>)> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        let (out, rules) = self.redact_text(text)?;
+        let found = rules
+            .into_iter()
+            .map(|rule| Finding {
+                rule,
+                path: "$".into(),
+            })
+            .collect();
+        match serde_json::from_str::<&serde_json::value::RawValue>(&out) {
+            Ok(_) => Some((out.into_bytes(), found)),
+            Err(_) => Some((serde_json::to_vec(&out).expect("strings serialize"), found)),
         }
     }
 

@@ -267,6 +267,28 @@ fn a_value_under_a_sensitive_key_goes_whole_in_text() {
 }
 
 #[test]
+fn what_redact_json_gives_is_json_even_for_a_message_that_was_not() {
+    // Found by the `redact` fuzz target: the raw walker is lenient (a control character in a
+    // string, a number such as `1-2`), so a line that is not JSON could be walked, spliced and
+    // handed back as "JSON" that is not. mcptape's writer checks a line is JSON first; the
+    // library's `redact_json` did not promise that, and now checks what it gives.
+    let r = redactor();
+    for line in [
+        &b"{\"id\":1,\"\x01\":{\"text\":\"token ghp_abcdefghijklmnopqrstuvwxyz0123456789\"}}"[..],
+        b"{\"n\":1-2,\"text\":\"token ghp_abcdefghijklmnopqrstuvwxyz0123456789\"}",
+    ] {
+        let (out, rules) = r.redact_json(line).expect("a secret in it");
+        assert!(!rules.is_empty());
+        assert!(
+            serde_json::from_slice::<serde::de::IgnoredAny>(&out).is_ok(),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+        assert!(!String::from_utf8_lossy(&out).contains("ghp_abc"));
+    }
+}
+
+#[test]
 fn text_lines_are_scrubbed_in_place() {
     let r = redactor();
     let (t, rules) = r
