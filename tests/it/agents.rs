@@ -144,6 +144,20 @@ fn has_tool_result(request: &Value) -> bool {
     t.contains(r#""type":"tool_result""#) || t.contains(r#""type":"function_call_output""#)
 }
 
+/// Requires `c` to be a streamed 200 answer of `endpoint` whose events run from `first` to
+/// `last`; returns its event names.
+#[track_caller]
+fn streamed(c: &TapedCall, endpoint: &str, first: &str, last: &str) -> Vec<String> {
+    assert_eq!(
+        (c.endpoint.as_str(), c.stream, c.status),
+        (endpoint, true, Some(200))
+    );
+    let names = c.event_names();
+    assert_eq!(names.first().map(String::as_str), Some(first), "{names:?}");
+    assert_eq!(names.last().map(String::as_str), Some(last), "{names:?}");
+    names
+}
+
 // --- 1, 2: whole agent runs, replayed offline --------------------------------------------------
 
 #[test]
@@ -164,21 +178,7 @@ fn claude_code_run_replays_offline_twice_with_the_same_result() {
     let calls = taped_calls(&rec.tape);
     assert_eq!(calls.len(), 2, "{calls:#?}");
     for c in &calls {
-        assert_eq!(
-            (c.endpoint.as_str(), c.stream, c.status),
-            ("messages", true, Some(200))
-        );
-        let names = c.event_names();
-        assert_eq!(
-            names.first().map(String::as_str),
-            Some("message_start"),
-            "{names:?}"
-        );
-        assert_eq!(
-            names.last().map(String::as_str),
-            Some("message_stop"),
-            "{names:?}"
-        );
+        let names = streamed(c, "messages", "message_start", "message_stop");
         let end = c.end.as_ref().expect("an end line");
         assert_eq!(end["events"], names.len(), "{end}");
         assert!(end.get("cut").is_none(), "{end}");
@@ -226,21 +226,7 @@ fn codex_run_replays_offline_twice_with_the_same_answer() {
     let calls = taped_calls(&rec.tape);
     assert_eq!(calls.len(), 2, "{calls:#?}");
     for c in &calls {
-        assert_eq!(
-            (c.endpoint.as_str(), c.stream, c.status),
-            ("responses", true, Some(200))
-        );
-        let names = c.event_names();
-        assert_eq!(
-            names.first().map(String::as_str),
-            Some("response.created"),
-            "{names:?}"
-        );
-        assert_eq!(
-            names.last().map(String::as_str),
-            Some("response.completed"),
-            "{names:?}"
-        );
+        streamed(c, "responses", "response.created", "response.completed");
     }
     assert!(!has_tool_result(&calls[0].request) && has_tool_result(&calls[1].request));
     assert_intact_and_clean(&rec.tape);
