@@ -6,7 +6,7 @@
 
 use crate::record::recorder::{exit_info, spawn_and_tape, StartError};
 use crate::record::Recorder;
-use crate::tape::index::Exchange;
+use crate::tape::index::{Exchange, MsgMeta};
 use crate::tape::{ExitInfo, TapeIndex, WriteOptions, DEFAULT_SERVER};
 use crate::transport::stdio::shell_words;
 use crate::wire::canonical::canonical;
@@ -111,6 +111,9 @@ pub(crate) enum Event {
     Answers(Vec<(String, Option<Vec<u8>>)>),
     /// A request that got no answer, and why (an HTTP refusal, a broken stream).
     Failed(String, String),
+    /// Server-initiated messages that arrived, in order: (method, whether a request). Requests
+    /// are already answered with the client's recorded answers when this is sent.
+    Seen(Vec<(String, bool)>),
     /// The server's output ended: nothing more will come.
     Gone,
 }
@@ -130,13 +133,22 @@ pub(crate) trait Live {
     fn notification(&mut self, text: &[u8]);
     /// Sends what is queued: the driver is about to wait. False when the server is gone.
     fn flush(&mut self) -> bool;
+    /// Whether this side reports (as `Event::Seen`) a server-initiated message recorded as
+    /// `meta`; the driver waits only for those it can see arrive.
+    fn sees(&self, meta: &MsgMeta) -> bool {
+        let _ = meta;
+        true
+    }
 }
 
-/// Drives the baseline's client side through `live`, which reports answers on `inbox`: the
-/// requests in recorded order (those that overlapped in the recording without waiting for each
-/// other), each sent only after every request the recording had answered before it; the live
-/// server's multi-round-trip state carried into retries; requests timed out. Returns
-/// (missing, whether the server went away).
+/// Drives the baseline's client side through `live`, which reports answers on `inbox`, keeping
+/// the recorded causality: each client message is sent only once what preceded it in the
+/// recording has happened live — the answers to earlier requests, the server's own requests
+/// (answered with the client's recorded answers) and notifications, and, after the client's
+/// answer to a server request, the pause the recording had (up to `SETTLE_MAX`: the server may
+/// act on the answer without saying so). Requests that overlapped in the recording are sent
+/// without waiting for each other. The live server's multi-round-trip state is carried into
+/// retries; requests time out. Returns (missing, whether the server went away).
 pub(crate) fn drive(
     base: &TapeIndex,
     live: &mut dyn Live,
@@ -144,6 +156,7 @@ pub(crate) fn drive(
     timeout: Duration,
     filler: &super::fill::Filler,
 ) -> (HashMap<usize, String>, bool) {
+    let causes = Causes::of(base, &*live);
     let mut run = Run {
         base,
         live,
@@ -156,6 +169,8 @@ pub(crate) fn drive(
         missing: HashMap::new(),
         gone: false,
         states: HashMap::new(),
+        seen: HashMap::new(),
+        last_seen_request: None,
     };
     // Requests whose recorded answer came before a step must be answered before it is sent.
     let mut by_answer: Vec<(usize, usize)> = base
@@ -166,14 +181,21 @@ pub(crate) fn drive(
         .collect();
     by_answer.sort_unstable();
     let mut answered_before = 0;
+    let mut needs = Needs::default();
     for step in plan(base) {
         let at = match step {
             Step::Request { msg, .. } | Step::Notification { msg } => msg,
         };
         while answered_before < by_answer.len() && by_answer[answered_before].0 < at {
             let ex = by_answer[answered_before].1;
-            run.wait_for(|r| r.done[ex] || r.gone);
+            run.wait_for(|r| r.done[ex] || r.gone, None);
             answered_before += 1;
+        }
+        if needs.add(&causes, at) {
+            run.wait_for_server(&mut needs);
+        }
+        if let Some(pause) = causes.settle(base, at) {
+            run.settle(pause);
         }
         match step {
             Step::Request { exchange, msg } => run.send_request(exchange, msg),
@@ -185,8 +207,116 @@ pub(crate) fn drive(
     if !run.live.flush() {
         run.server_gone();
     }
-    run.wait_for(|r| r.pending.is_empty());
+    run.wait_for(|r| r.pending.is_empty(), None);
     (std::mem::take(&mut run.missing), run.gone)
+}
+
+/// After the client's answer to a server request, the recorded pause before its next message is
+/// kept, up to this long: a server may act on the answer (roots that replace its allowed
+/// directories) without saying when it is done.
+const SETTLE_MAX: Duration = Duration::from_secs(1);
+
+/// A recorded notification that does not come live is waited for at most this long (a server
+/// request, up to the request timeout): a new build may send fewer progress or log messages,
+/// which the comparison reports; waiting for each the full timeout would only slow the check.
+const NOTIFICATION_WAIT: Duration = Duration::from_secs(2);
+
+/// The server-initiated messages of the recording that the live side can see arrive, in
+/// recorded order: (message index, method, whether it is a request).
+struct Causes {
+    msgs: Vec<(usize, String, bool)>,
+}
+
+impl Causes {
+    fn of(base: &TapeIndex, live: &dyn Live) -> Causes {
+        let msgs = base
+            .msgs
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.dir == Dir::S2C)
+            .filter(|(_, m)| matches!(m.kind, Kind::Request | Kind::Notification))
+            .filter(|(_, m)| live.sees(m))
+            .map(|(i, m)| {
+                (
+                    i,
+                    m.method.clone().unwrap_or_default(),
+                    m.kind == Kind::Request,
+                )
+            })
+            .collect();
+        Causes { msgs }
+    }
+
+    /// When the client message at `at` came right after the client's answer to a server
+    /// request that the live side sees: the recorded pause between the two, capped.
+    fn settle(&self, base: &TapeIndex, at: usize) -> Option<Duration> {
+        if self.msgs.is_empty() || at == 0 {
+            return None;
+        }
+        let prev = base.msgs[..at].iter().rposition(|m| m.dir == Dir::C2S)?;
+        let answer = &base.msgs[prev];
+        if !matches!(answer.kind, Kind::Response | Kind::Error) {
+            return None;
+        }
+        let gap = base.msgs[at].t_us.saturating_sub(answer.t_us);
+        Some(Duration::from_micros(gap).min(SETTLE_MAX))
+    }
+}
+
+/// What the live server must have sent before the next client message: counts by method of the
+/// server's requests and notifications recorded before it (cumulative), less those given up on.
+#[derive(Default)]
+struct Needs {
+    /// How many of `Causes::msgs` are before the current step.
+    next: usize,
+    /// Method → (how many are needed, whether one of them is a request).
+    want: HashMap<String, (u64, bool)>,
+    /// Method → how many were waited for and did not come.
+    excused: HashMap<String, u64>,
+}
+
+impl Needs {
+    /// Takes in the recorded server messages before `at`; true when there were new ones.
+    fn add(&mut self, causes: &Causes, at: usize) -> bool {
+        let start = self.next;
+        while let Some((i, method, request)) = causes.msgs.get(self.next) {
+            if *i >= at {
+                break;
+            }
+            let w = self.want.entry(method.clone()).or_default();
+            w.0 += 1;
+            w.1 |= *request;
+            self.next += 1;
+        }
+        self.next > start
+    }
+
+    fn met(&self, seen: &HashMap<String, u64>) -> bool {
+        self.want.iter().all(|(m, (n, _))| {
+            seen.get(m).copied().unwrap_or(0) + self.excused.get(m).copied().unwrap_or(0) >= *n
+        })
+    }
+
+    /// Gives up on what has not come: later steps do not wait for it again (a late one still
+    /// counts towards the next).
+    fn excuse(&mut self, seen: &HashMap<String, u64>) {
+        for (m, (n, _)) in &self.want {
+            let have =
+                seen.get(m).copied().unwrap_or(0) + self.excused.get(m).copied().unwrap_or(0);
+            if have < *n {
+                *self.excused.entry(m.clone()).or_default() += n - have;
+            }
+        }
+    }
+
+    /// Whether a request is among what is still awaited.
+    fn awaits_request(&self, seen: &HashMap<String, u64>) -> bool {
+        self.want.iter().any(|(m, (n, request))| {
+            *request
+                && seen.get(m).copied().unwrap_or(0) + self.excused.get(m).copied().unwrap_or(0)
+                    < *n
+        })
+    }
 }
 
 /// Drives a live stdio server: started here, its output taped and its requests answered with
@@ -290,9 +420,42 @@ struct Run<'a> {
     /// The latest `requestState` the live server gave, by (method, target): a multi-round-trip
     /// retry must carry the live server's state, not the recorded one.
     states: HashMap<(String, Option<String>), String>,
+    /// Server-initiated messages seen live, by method.
+    seen: HashMap<String, u64>,
+    /// When the live server's latest request was seen (and answered).
+    last_seen_request: Option<Instant>,
 }
 
 impl Run<'_> {
+    /// Waits until the live server has sent what `needs` names: for a server request up to the
+    /// request timeout, for notifications only up to `NOTIFICATION_WAIT`.
+    fn wait_for_server(&mut self, needs: &mut Needs) {
+        if needs.met(&self.seen) {
+            return;
+        }
+        let limit = if needs.awaits_request(&self.seen) {
+            self.timeout
+        } else {
+            NOTIFICATION_WAIT.min(self.timeout)
+        };
+        let until = Instant::now() + limit;
+        let needs_ref = &*needs;
+        self.wait_for(|r| r.gone || needs_ref.met(&r.seen), Some(until));
+        needs.excuse(&self.seen);
+    }
+
+    /// Lets `pause` pass after the live server's latest request was answered (handling events
+    /// meanwhile).
+    fn settle(&mut self, pause: Duration) {
+        let Some(answered) = self.last_seen_request else {
+            return;
+        };
+        let until = answered + pause;
+        if Instant::now() < until {
+            self.wait_for(|r| r.gone, Some(until));
+        }
+    }
+
     fn send_request(&mut self, exchange: usize, msg: usize) {
         if self.gone {
             self.missing
@@ -333,9 +496,13 @@ impl Run<'_> {
         }
     }
 
-    /// Handles events until `cond` holds, timing out requests as their deadlines pass.
-    fn wait_for(&mut self, cond: impl Fn(&Run<'_>) -> bool) {
+    /// Handles events until `cond` holds (or `until` passes), timing out requests as their
+    /// deadlines pass.
+    fn wait_for(&mut self, cond: impl Fn(&Run<'_>) -> bool, until: Option<Instant>) {
         while !cond(self) {
+            if until.is_some_and(|u| Instant::now() >= u) {
+                return;
+            }
             // About to wait: what is queued goes out first (an answer may depend on it).
             if !self.live.flush() {
                 self.server_gone();
@@ -350,6 +517,7 @@ impl Run<'_> {
                 .pending
                 .values()
                 .map(|(_, at)| *at + self.timeout)
+                .chain(until)
                 .min();
             let event = match next_deadline {
                 Some(d) => self
@@ -375,6 +543,14 @@ impl Run<'_> {
                     if let Some((ex, _)) = self.pending.remove(&id) {
                         self.done[ex] = true;
                         self.missing.insert(ex, why);
+                    }
+                }
+                Ok(Event::Seen(msgs)) => {
+                    for (m, request) in msgs {
+                        *self.seen.entry(m).or_default() += 1;
+                        if request {
+                            self.last_seen_request = Some(Instant::now());
+                        }
                     }
                 }
                 Ok(Event::Gone) | Err(mpsc::RecvTimeoutError::Disconnected) => self.server_gone(),
@@ -570,6 +746,13 @@ impl RecordedAnswers {
     }
 }
 
+/// What one read of the server's output brought, handed to the driver together.
+#[derive(Default)]
+struct Batch {
+    answers: Vec<(String, Option<Vec<u8>>)>,
+    seen: Vec<(String, bool)>,
+}
+
 fn read_server(
     mut stdout: impl Read,
     max: usize,
@@ -585,25 +768,31 @@ fn read_server(
     let mut buf = vec![0u8; 64 * 1024];
     // The answers of one read go to the driver together: one hand-off per read rather than
     // per answer.
-    let mut batch: Vec<(String, Option<Vec<u8>>)> = Vec::new();
-    let handle = |frame: Frame<'_>, batch: &mut Vec<(String, Option<Vec<u8>>)>| {
+    let mut batch = Batch::default();
+    let handle = |frame: Frame<'_>, batch: &mut Batch| {
         let Frame::Line(line) = frame else { return };
         let c = classify(line.bytes);
         match (c.kind, c.id) {
             (Kind::Response | Kind::Error, Some(id)) => {
                 let bytes = may_hold_state(line.bytes).then(|| line.bytes.to_vec());
-                batch.push((id, bytes));
+                batch.answers.push((id, bytes));
             }
             (Kind::Request, Some(id)) => {
-                let reply = recorded_reply(answers, line.bytes, &c.method.unwrap_or_default(), &id);
+                let method = c.method.unwrap_or_default();
+                let reply = recorded_reply(answers, line.bytes, &method, &id);
                 write_client(tape, stdin, reply.as_bytes());
+                batch.seen.push((method, true));
             }
+            (Kind::Notification, _) => batch.seen.push((c.method.unwrap_or_default(), false)),
             _ => {}
         }
     };
-    let deliver = |batch: &mut Vec<(String, Option<Vec<u8>>)>| {
-        if !batch.is_empty() {
-            let _ = events.send(Event::Answers(std::mem::take(batch)));
+    let deliver = |batch: &mut Batch| {
+        if !batch.seen.is_empty() {
+            let _ = events.send(Event::Seen(std::mem::take(&mut batch.seen)));
+        }
+        if !batch.answers.is_empty() {
+            let _ = events.send(Event::Answers(std::mem::take(&mut batch.answers)));
         }
     };
     loop {
@@ -665,6 +854,36 @@ mod tests {
         assert!(!may_hold_state(
             br#"{"id":1,"result":{"content":[{"type":"text","text":"hi"}]}}"#
         ));
+    }
+
+    /// Needs count server messages by method, cumulatively; what was given up on is not waited
+    /// for again, and a late one counts towards the next need.
+    #[test]
+    fn needs_count_by_method_and_excuse_what_did_not_come() {
+        let causes = Causes {
+            msgs: vec![
+                (2, "roots/list".into(), true),
+                (4, "notifications/message".into(), false),
+                (6, "notifications/message".into(), false),
+            ],
+        };
+        let mut needs = Needs::default();
+        let mut seen: HashMap<String, u64> = HashMap::new();
+        assert!(!needs.add(&causes, 2), "nothing recorded before message 2");
+        assert!(needs.met(&seen));
+        assert!(needs.add(&causes, 5));
+        assert!(!needs.met(&seen));
+        assert!(needs.awaits_request(&seen));
+        seen.insert("roots/list".into(), 1);
+        assert!(!needs.met(&seen), "the log message is still awaited");
+        assert!(!needs.awaits_request(&seen));
+        needs.excuse(&seen);
+        assert!(needs.met(&seen));
+        // The second log message is needed next; the first, arriving late, counts for it.
+        assert!(needs.add(&causes, 7));
+        assert!(!needs.met(&seen));
+        seen.insert("notifications/message".into(), 1);
+        assert!(needs.met(&seen));
     }
 
     /// A stateful server: the first `ask` gets `input_required` with a live state, the retry

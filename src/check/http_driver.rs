@@ -7,6 +7,7 @@ use super::driver::{
     drive, recorded_reply, DriveError, DriveOutcome, Event, Live, RecordedAnswers,
 };
 use crate::record::Recorder;
+use crate::tape::index::MsgMeta;
 use crate::tape::{ServerDecl, TapeIndex, TapeWriter, WriteOptions, DEFAULT_SERVER};
 use crate::transport::sse::SseParser;
 use crate::wire::{classify, Dir, Kind};
@@ -46,7 +47,7 @@ impl Live for HttpLive {
     fn request(&mut self, id: &str, text: String) {
         let (ctx, events, id) = (self.ctx.clone(), self.events.clone(), id.to_string());
         self.rt.spawn(async move {
-            let event = match ctx.request(text).await {
+            let event = match ctx.request(text, &events).await {
                 Ok(answer) => Event::Answers(vec![(id, Some(answer))]),
                 Err(why) => Event::Failed(id, why),
             };
@@ -61,6 +62,11 @@ impl Live for HttpLive {
 
     fn flush(&mut self) -> bool {
         true
+    }
+
+    /// Only what came on a POST's answer stream: the driver opens no GET stream.
+    fn sees(&self, meta: &MsgMeta) -> bool {
+        meta.stream_of.is_some() && !meta.http.as_ref().is_some_and(|h| h.on_get)
     }
 }
 
@@ -209,7 +215,11 @@ impl Ctx {
     }
 
     /// Sends a request and reads its answer, answering server requests on the way.
-    async fn request(self: Arc<Self>, message: String) -> Result<Vec<u8>, String> {
+    async fn request(
+        self: Arc<Self>,
+        message: String,
+        events: &mpsc::Sender<Event>,
+    ) -> Result<Vec<u8>, String> {
         let resp = self.post(message.into_bytes()).await?;
         if let Some(sid) = resp
             .headers()
@@ -264,13 +274,14 @@ impl Ctx {
                     }
                     Kind::Request => {
                         let id = c.id.unwrap_or_else(|| "null".into());
-                        let reply = recorded_reply(
-                            &self.answers,
-                            payload.as_bytes(),
-                            &c.method.unwrap_or_default(),
-                            &id,
-                        );
+                        let method = c.method.unwrap_or_default();
+                        let reply = recorded_reply(&self.answers, payload.as_bytes(), &method, &id);
                         let _ = self.post(reply.into_bytes()).await;
+                        let _ = events.send(Event::Seen(vec![(method, true)]));
+                    }
+                    Kind::Notification => {
+                        let method = c.method.unwrap_or_default();
+                        let _ = events.send(Event::Seen(vec![(method, false)]));
                     }
                     _ => {}
                 }

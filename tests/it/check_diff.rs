@@ -1211,3 +1211,66 @@ fn ignore_path_scoped_to_a_tool_leaves_the_same_field_of_another_tool_compared()
             .stderr_contains(bad);
     }
 }
+
+// --- check keeps the recorded causality -----------------------------------------------------
+
+/// A session with server-filesystem whose answer depends on what the server was told before it:
+/// the client declares roots; on `initialized` the server asks for them, and once the client has
+/// answered, the roots replace the directory of its command line (asynchronously: it resolves
+/// them on the file system, and says nothing when done). The client asks for the allowed
+/// directories a moment later. Recorded by hand through `mcptape record`.
+fn record_roots_session(tape: &Path, server: &[String], root: &Path) {
+    let mut c = LineClient::spawn(&record_cmd(tape, server));
+    let mut init = init_params();
+    init["capabilities"] = json!({"roots": {"listChanged": true}});
+    c.call(0, "initialize", init);
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let ask = c.recv();
+    assert_eq!(ask["method"], "roots/list", "{ask}");
+    let uri = format!("file://{}", root.display());
+    c.send(
+        &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [
+            {"uri": uri, "name": "project"}
+        ]}}),
+    );
+    // As a person at a client would be: not at once.
+    std::thread::sleep(Duration::from_millis(300));
+    let listed = c.call(
+        1,
+        "tools/call",
+        json!({"name": "list_allowed_directories", "arguments": {}}),
+    );
+    assert_contains(&listed.to_string(), &s(root));
+    c.close_stdin();
+    let (status, err) = c.finish();
+    assert!(status.success(), "record: {status:?}\n{err}");
+}
+
+/// The same check, 20 times, against a server with such a race: the same grade every time
+/// (A: the session is the same), because check sends each client message only once what
+/// preceded it in the recording has happened — the server's roots request arrived and was
+/// answered, and the pause the recording had after that answer (up to a second) has passed.
+#[test]
+fn check_keeps_the_recorded_order_of_server_requests_and_grades_the_same_twenty_times() {
+    let dir = tmp();
+    let (cli_dir, root) = (dir.path().join("cli"), dir.path().join("root"));
+    for d in [&cli_dir, &root] {
+        std::fs::create_dir(d).expect("mkdir");
+    }
+    let server = filesystem(&cli_dir);
+    let tape = dir.path().join("roots.jsonl");
+    record_roots_session(&tape, &server, &root);
+    let mut grades = Vec::new();
+    for run in 0..20 {
+        let (report, out) = check(&tape, &[], &server, &[]);
+        assert!(
+            report.regressions.is_empty() && report.grade == Grade::A,
+            "run {run}: grade {:?} {}\n{}",
+            report.grade,
+            report.score,
+            out.console()
+        );
+        grades.push((report.grade, report.score));
+    }
+    assert!(grades.iter().all(|g| *g == grades[0]), "{grades:?}");
+}

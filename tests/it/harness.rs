@@ -51,6 +51,11 @@ pub fn memory() -> Vec<String> {
     vec![s(peer("node_modules/.bin/mcp-server-memory"))]
 }
 
+/// `mcp-server-filesystem DIR`.
+pub fn filesystem(dir: &Path) -> Vec<String> {
+    vec![s(peer("node_modules/.bin/mcp-server-filesystem")), s(dir)]
+}
+
 pub fn python() -> String {
     s(peer(".venv/bin/python"))
 }
