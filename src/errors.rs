@@ -45,6 +45,8 @@ fn coded(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
         crate::transport::upstream::UpstreamError,
         crate::run::RunError,
         crate::run::agent::PrepareError,
+        crate::export::spans::SpansError,
+        crate::export::send::SendError,
     );
     None
 }

@@ -43,6 +43,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("diff", &["exit", "wire", "tape", "compare", "model"]),
     (
+        "export",
+        &["exit", "wire", "transport", "redact", "tape", "model"],
+    ),
+    (
         "run",
         &[
             "exit",

@@ -25,6 +25,8 @@
 //! * [`play`] — a tape served as the server, over stdio ([`serve`](fn@play::serve)) or HTTP.
 //! * [`compare`] and [`check`] — how two answers differ; the recorded client side driven
 //!   against a live server ([`check::check`]) and graded.
+//! * [`export`] — a tape as OpenTelemetry traces (OTLP/JSON or protobuf, to a file or an
+//!   OTLP/HTTP endpoint).
 //! * [`diff`], [`report`], [`inspect`], [`integrity`], [`config`], [`demo`] — the commands'
 //!   library halves; [`errors::exit_code`] maps any of the library's errors to its exit code.
 //!
@@ -95,6 +97,7 @@ pub mod demo;
 pub mod diff;
 pub mod errors;
 pub mod exit;
+pub mod export;
 #[doc(hidden)]
 pub mod fuzz_api;
 pub mod inspect;

@@ -3,6 +3,7 @@
 mod check;
 mod demo;
 mod diff;
+mod export;
 mod inspect;
 mod integrity;
 mod model_proxy;
@@ -67,6 +68,9 @@ const EXIT_RUN: &str = "\
 Exit codes: the agent's own; 1 --playback: a model request matched no recorded call (when the
 agent exited 0); 64 usage error; 65 an agent config that does not read, or a malformed tape; 66
 tape not found; 69 the agent could not be started; 74 the tape could not be written.";
+const EXIT_EXPORT: &str = "\
+Exit codes: 0 exported; 64 usage error (a bad endpoint or header); 65 malformed tape; 66 tape not
+found; 69 the endpoint could not be reached or refused the export; 74 the file could not be written.";
 const EXIT_DEMO: &str = "\
 Exit codes: 0 every step went as expected; 1 a step did not.";
 
@@ -103,6 +107,10 @@ enum Command {
     Lint(integrity::LintArgs),
     #[command(about = "Show a tape's messages and model calls.")]
     Show(inspect::ShowArgs),
+    #[command(
+        about = "Export a tape as OpenTelemetry traces (OTLP/JSON or protobuf, file or endpoint)."
+    )]
+    Export(export::Args),
     #[command(about = "Record an agent's model API calls onto a tape, or answer them from one.")]
     ModelProxy(model_proxy::Args),
     #[command(
@@ -141,6 +149,7 @@ pub fn main() -> i32 {
         Command::Redact(a) => integrity::redact(a),
         Command::Lint(a) => integrity::lint(a),
         Command::Show(a) => inspect::show(a),
+        Command::Export(a) => export::run(a),
         Command::ModelProxy(a) => model_proxy::run(a),
         Command::Run(a) => run::run_cmd(a),
         Command::Demo(a) => demo::run(a),

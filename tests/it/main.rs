@@ -12,6 +12,7 @@ mod cli;
 mod conformance;
 mod corpus;
 mod corpus_e2e;
+mod export;
 mod http;
 mod http_leaks;
 mod http_sessions;

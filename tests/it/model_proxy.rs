@@ -5,43 +5,8 @@
 //! reaches an `https://` upstream through the same client.
 
 use crate::harness::*;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
 const KEY: &str = "sk-ant-api03-Q7vN2pXcL9mR4tY8wK1zH6bJ3fD5sA0gE2uI9oP7lM4nB8vC1xZ6qW3eR5tY";
-
-/// stream_upstream.py in `dir` (HTTPS with `tls`): the process and its base URL.
-fn upstream(dir: &Path, tls: bool) -> (Proc, String) {
-    let mut cmd = Command::new(python());
-    cmd.arg(repo().join("tests/agents/stream_upstream.py"))
-        .arg("--dir")
-        .arg(dir)
-        .arg("--release")
-        .arg(dir.join("go"));
-    if tls {
-        cmd.arg("--tls");
-    }
-    let mut p = Proc::spawn_to(
-        "stream_upstream.py",
-        cmd,
-        dir.join("upstream.log"),
-        Some(Stdio::piped()),
-    );
-    let stdout = p.child().stdout.take().expect("stdout piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut first = String::new();
-        let mut r = BufReader::new(stdout);
-        let _ = r.read_line(&mut first);
-        let _ = tx.send(first);
-    });
-    let url = rx
-        .recv_timeout(Duration::from_secs(30))
-        .unwrap_or_else(|_| panic!("the upstream printed no URL: {}", p.log_text()));
-    (p, url.trim().to_string())
-}
 
 fn ask(stream: bool) -> Vec<u8> {
     serde_json::json!({
@@ -61,7 +26,7 @@ const HEADERS: &[(&str, &str)] = &[
 #[test]
 fn a_stream_goes_through_event_by_event_over_tls_and_plays_back_the_same() {
     let dir = tmp();
-    let (_up, base) = upstream(dir.path(), true);
+    let (_up, base) = model_upstream(dir.path(), true);
     assert!(base.starts_with("https://"), "{base}");
     let tape = dir.path().join("model.jsonl");
     let ca = dir.path().join("ca.pem");
@@ -148,7 +113,7 @@ fn a_stream_goes_through_event_by_event_over_tls_and_plays_back_the_same() {
 #[test]
 fn an_upstream_whose_certificate_is_not_trusted_is_refused_and_taped() {
     let dir = tmp();
-    let (_up, base) = upstream(dir.path(), true);
+    let (_up, base) = model_upstream(dir.path(), true);
     let tape = dir.path().join("model.jsonl");
     // No --upstream-ca: the private CA is not among the system's roots.
     let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
@@ -181,7 +146,7 @@ fn an_upstream_whose_certificate_is_not_trusted_is_refused_and_taped() {
 #[test]
 fn record_url_reaches_an_https_upstream_with_a_private_ca() {
     let dir = tmp();
-    let (_up, base) = upstream(dir.path(), true);
+    let (_up, base) = model_upstream(dir.path(), true);
     let tape = dir.path().join("http.jsonl");
     let upstream_url = format!("{base}/v1/messages");
     let rec = Served::spawn(&[
@@ -290,7 +255,7 @@ fn re_recording_model_calls_replaces_the_tape_only_once_a_call_was_answered() {
     assert!(tape_lines(&new).iter().any(|l| l["part"] == "request"));
 
     // An answered call replaces it.
-    let (_up, base) = upstream(dir.path(), false);
+    let (_up, base) = model_upstream(dir.path(), false);
     let live = proxy(&base);
     let (status, body) = http(
         &format!("{}/v1/messages", live.url),

@@ -2,7 +2,7 @@
 //! is on 127.0.0.1 and a free port, and is killed and reaped when its guard drops (also when the
 //! test fails).
 
-use super::{bin, peer, python, s, text, tmp};
+use super::{bin, peer, python, repo, s, text, tmp};
 use serde_json::Value;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -671,4 +671,36 @@ pub fn py_server_http(dir: &Path) -> (Proc, String) {
         py_server_http_cmd,
     );
     (p, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// tests/agents/stream_upstream.py in `dir`, a small Anthropic-shaped model API (HTTPS with
+/// `tls`, its CA in `dir/ca.pem`): the process and its base URL.
+pub fn model_upstream(dir: &Path, tls: bool) -> (Proc, String) {
+    let mut cmd = Command::new(python());
+    cmd.arg(repo().join("tests/agents/stream_upstream.py"))
+        .arg("--dir")
+        .arg(dir)
+        .arg("--release")
+        .arg(dir.join("go"));
+    if tls {
+        cmd.arg("--tls");
+    }
+    let mut p = Proc::spawn_to(
+        "stream_upstream.py",
+        cmd,
+        dir.join("upstream.log"),
+        Some(Stdio::piped()),
+    );
+    let stdout = p.child().stdout.take().expect("stdout piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = String::new();
+        let mut r = BufReader::new(stdout);
+        let _ = r.read_line(&mut first);
+        let _ = tx.send(first);
+    });
+    let url = rx
+        .recv_timeout(Duration::from_secs(30))
+        .unwrap_or_else(|_| panic!("the upstream printed no URL: {}", p.log_text()));
+    (p, url.trim().to_string())
 }
