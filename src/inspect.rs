@@ -361,7 +361,10 @@ pub fn show_table(doc: &ShowDoc) -> String {
                     format!(", signal {}", x.signal.unwrap_or_default())
                 }
                 _ if run => String::new(),
-                _ => ", no exit status (an HTTP server is not mcptape's child)".into(),
+                _ if doc.servers.iter().all(|s| s.transport == "streamable_http") => {
+                    ", no exit status (an HTTP server is not mcptape's child)".into()
+                }
+                _ => ", no exit status recorded".into(),
             };
             let _ = writeln!(
                 out,

@@ -3,8 +3,10 @@
 pub mod explain;
 pub mod http;
 pub mod matcher;
+pub mod player;
 pub mod serve;
 
+pub use player::{Player, Playing};
 pub use serve::{serve, Drift, PlayReport, ServeOptions, Unused};
 
 /// Why play could not serve.

@@ -141,9 +141,10 @@ pub(crate) fn legacy_probe_answer(index: &TapeIndex, method: &str, id: &str) -> 
     with_id(&msg.to_string(), id).ok()
 }
 
-/// The warning for an `initialize` that asks another protocol version than the recorded answer
-/// gives (the recorded answer is served all the same). `None` when they agree, or when either
-/// names none.
+/// The warning for an `initialize` that asks another protocol version than the recorded client
+/// did (the recorded answer is served all the same). `None` when they agree — a client that
+/// asks what the recorded one asked gets what it got, even where the server answered another
+/// version — or when either names none.
 pub(crate) fn version_warning(
     index: &TapeIndex,
     bodies: &Bodies,
@@ -151,17 +152,30 @@ pub(crate) fn version_warning(
     params: Option<&Value>,
 ) -> Option<String> {
     let asked = params?.get("protocolVersion")?.as_str()?;
-    let r = index.exchanges[ex].response?;
-    let meta = &index.msgs[r];
-    let text = match bodies.json(meta) {
-        Some(t) => std::borrow::Cow::Borrowed(t),
-        None => std::borrow::Cow::Owned(index.read_text(meta).ok()?),
+    let json_of = |meta: &crate::tape::index::MsgMeta| -> Option<Value> {
+        let text = match bodies.json(meta) {
+            Some(t) => std::borrow::Cow::Borrowed(t),
+            None => std::borrow::Cow::Owned(index.read_text(meta).ok()?),
+        };
+        serde_json::from_str(&text).ok()
     };
-    let v: Value = serde_json::from_str(&text).ok()?;
+    let req = json_of(&index.msgs[index.exchanges[ex].request]);
+    let recorded = req
+        .as_ref()
+        .and_then(|v| v["params"]["protocolVersion"].as_str().map(String::from));
+    let meta = &index.msgs[index.exchanges[ex].response?];
+    let v = json_of(meta)?;
     let answered = v.get("result")?.get("protocolVersion")?.as_str()?;
-    (asked != answered).then(|| {
+    let differs = match &recorded {
+        Some(r) => asked != r,
+        None => asked != answered,
+    };
+    differs.then(|| {
+        let rec = recorded
+            .map(|r| format!("the recorded client asked for {r}; "))
+            .unwrap_or_default();
         format!(
-            "mcptape play: warning: the client asked for protocol version {asked}, the tape answers {answered} (tape line {}): the recorded answer is served",
+            "mcptape play: warning: the client asked for protocol version {asked}, the tape answers {answered} ({rec}tape line {}): the recorded answer is served",
             meta.line
         )
     })

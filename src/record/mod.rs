@@ -8,6 +8,7 @@ pub mod http;
 pub mod join;
 pub mod recorder;
 pub mod stdio;
+pub mod tap;
 
 pub use recorder::{Closed, RecordError, RecordOutcome, Recorder};
 pub use stdio::{record_stdio, RecordConfig};

@@ -67,11 +67,17 @@ pub fn py_server() -> Vec<String> {
 
 /// The rmcp client example (built by `cargo test --all-targets`).
 pub fn rmcp_client() -> PathBuf {
+    example("rmcp_client")
+}
+
+/// An example of examples/, built (by `cargo test --all-targets`, or scripts/test).
+pub fn example(name: &str) -> PathBuf {
     let exe = bin();
     let path = exe
         .parent()
         .expect("target dir")
-        .join("examples/rmcp_client");
+        .join("examples")
+        .join(name);
     assert!(
         path.exists(),
         "{} is missing: run ./scripts/test (cargo test --all-targets builds it)",

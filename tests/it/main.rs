@@ -12,6 +12,7 @@ mod cli;
 mod conformance;
 mod corpus;
 mod corpus_e2e;
+mod embed;
 mod export;
 mod http;
 mod http_leaks;

@@ -1052,3 +1052,36 @@ fn python_client_auto_mode_plays_a_tape_recorded_without_the_probe() {
     assert_contains(&stderr, "missed 0");
     assert_contains(&stderr, "answered 1 server/discover probe");
 }
+
+/// Real traffic: rmcp and other new clients ask for 2026-07-28 and server-everything answers
+/// 2025-11-25. Playing that tape to a client that asks what the recorded client asked is no
+/// surprise and gets no warning; a client asking another version does.
+#[test]
+fn the_protocol_version_warning_compares_with_what_the_recorded_client_asked() {
+    let (_dir, tape) = tmp_tape("asked.jsonl");
+    let mut init = init_params();
+    init["protocolVersion"] = json!("2026-07-28");
+    let mut c = LineClient::spawn(&record_cmd(&tape, &everything()));
+    let answer = c.call(0, "initialize", init.clone());
+    let answered = answer["result"]["protocolVersion"].clone();
+    assert_ne!(answered, json!("2026-07-28"), "{answer}");
+    c.close_stdin();
+    c.finish();
+
+    let mut c = play(&tape, &[]);
+    c.call(0, "initialize", init.clone());
+    let stderr = c.finish_with(0);
+    assert!(!stderr.contains("protocol version"), "{stderr}");
+
+    let mut c = play(&tape, &[]);
+    init["protocolVersion"] = json!("2025-03-26");
+    c.call(0, "initialize", init);
+    let stderr = c.finish_with(0);
+    assert_contains(
+        &stderr,
+        &format!(
+            "the client asked for protocol version 2025-03-26, the tape answers {} (the recorded client asked for 2026-07-28;",
+            answered.as_str().unwrap()
+        ),
+    );
+}
