@@ -12,6 +12,7 @@ mod cli;
 mod conformance;
 mod corpus;
 mod corpus_e2e;
+mod dist;
 mod embed;
 mod export;
 mod http;
