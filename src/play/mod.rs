@@ -3,8 +3,11 @@
 pub mod explain;
 pub mod http;
 pub mod matcher;
+pub mod policy;
 pub mod serve;
+pub mod usage;
 
+pub use policy::{MatchMode, MatchPolicy, Repeat};
 pub use serve::{serve, Drift, PlayReport, ServeOptions, Unused};
 
 /// Why play could not serve.
