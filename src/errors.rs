@@ -41,6 +41,8 @@ fn coded(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
         crate::integrity::RedactError,
         crate::config::ConfigError,
         crate::play::PlayError,
+        crate::play::usage::UsageError,
+        crate::tape::prune::PruneError,
         crate::model::serve::PlayModelError,
         crate::transport::upstream::UpstreamError,
         crate::run::RunError,

@@ -6,8 +6,10 @@ mod diff;
 mod export;
 mod inspect;
 mod integrity;
+mod matching;
 mod model_proxy;
 mod play;
+mod prune;
 mod record;
 mod run;
 mod runtime;
@@ -64,6 +66,10 @@ const EXIT_MODEL_PROXY: &str = "\
 Exit codes: 0 stopped (Ctrl-C) with every request answered; 1 --playback: a request matched no
 recorded call; 64 usage error; 65 malformed tape; 66 tape (or --upstream-ca file) not found; 69
 could not listen; 74 the tape could not be written.";
+const EXIT_PRUNE: &str = "\
+Exit codes: 0 pruned; 64 usage error; 65 malformed tape or report, a report written for another
+tape (or the tape changed since), or a broken hash chain; 66 tape or report not found; 74 the
+tape could not be written.";
 const EXIT_RUN: &str = "\
 Exit codes: the agent's own; 1 --playback: a model request matched no recorded call (when the
 agent exited 0); 64 usage error; 65 an agent config that does not read, or a malformed tape; 66
@@ -99,6 +105,10 @@ enum Command {
     Diff(diff::Args),
     #[command(about = "List the tapes (of the store, or of a folder).")]
     Ls(inspect::LsArgs),
+    #[command(
+        about = "Drop the recorded exchanges a play run never used (a play --unused-report)."
+    )]
+    Prune(prune::Args),
     #[command(about = "Check a tape's hash chain (and signature): intact, tampered or cut off.")]
     Verify(integrity::VerifyArgs),
     #[command(about = "Take secrets out of an existing tape.")]
@@ -145,6 +155,7 @@ pub fn main() -> i32 {
         Command::Check(a) => check::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Ls(a) => inspect::ls(a),
+        Command::Prune(a) => prune::run(a),
         Command::Verify(a) => integrity::verify(a),
         Command::Redact(a) => integrity::redact(a),
         Command::Lint(a) => integrity::lint(a),

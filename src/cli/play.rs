@@ -21,6 +21,8 @@ pub struct Args {
     /// On a miss, serve the next unused recorded exchange of the same method instead (reported).
     #[arg(long)]
     lenient: bool,
+    #[command(flatten)]
+    matching: super::matching::MatchArgs,
     /// Which server of a multi-server tape to play (default: the first).
     #[arg(long, value_name = "LABEL")]
     server: Option<String>,
@@ -115,6 +117,8 @@ pub fn run(a: Args) -> Result<i32> {
     opts.limits = a.limits.limits();
     opts.max_sessions = a.max_sessions;
     opts.session_idle = a.session_idle;
+    opts.policy = std::sync::Arc::new(a.matching.policy()?);
+    let played = (path.clone(), index.server.clone());
     let report = match a.listen {
         Some(addr) => {
             if !addr.ip().is_loopback() {
@@ -152,6 +156,7 @@ pub fn run(a: Args) -> Result<i32> {
     if report.lenient > 0 {
         summary.push_str(&format!(", served leniently {}", report.lenient));
     }
+    summary.push_str(&a.matching.summary(&report));
     if report.unanswered > 0 {
         summary.push_str(&format!(", unanswered on the tape {}", report.unanswered));
     }
@@ -196,6 +201,7 @@ pub fn run(a: Args) -> Result<i32> {
             crate::diag!("  … and {} more", report.unused.len() - 20);
         }
     }
+    a.matching.write_report(&played.0, &played.1, &report)?;
     Ok(
         if report.missed > 0 || report.drifted > 0 || report.unanswered > 0 {
             mcptape::exit::DRIFT

@@ -4,7 +4,6 @@
 
 use regex::Regex;
 use serde_json::{Map, Value};
-use serde_json_path::JsonPath;
 use std::sync::OnceLock;
 
 /// Keys (compared lower-case, without `_` and `-`) whose values are timestamps: masked whatever
@@ -66,100 +65,7 @@ pub(crate) const MASK_UUID: &str = "<uuid>";
 /// What a masked session, request or trace id becomes.
 pub(crate) const MASK_ID: &str = "<id>";
 
-#[derive(Debug, thiserror::Error)]
-/// An `--ignore-path` that is not a valid JSONPath, or whose scope is not valid (exit 64).
-#[error("invalid --ignore-path {path:?}: {message}")]
-pub struct PathError {
-    /// The flag's value as given.
-    pub path: String,
-    /// What is wrong with it.
-    pub message: String,
-}
-
-/// The requests an `--ignore-path` applies to: one method, or one tool, prompt or resource of
-/// it (`tools/call:get_file_info:$…`, `resources/read:$…`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Scope {
-    /// The request's method.
-    pub method: String,
-    /// `params.name` (tools/call, prompts/get) or `params.uri` (resources/…), when given.
-    pub target: Option<String>,
-}
-
-/// One `--ignore-path`: a JSONPath, everywhere or in one scope.
-#[derive(Debug, Clone)]
-pub struct IgnorePath {
-    /// The flag's value as given.
-    pub spec: String,
-    /// Where it applies; everywhere when `None`.
-    pub scope: Option<Scope>,
-    /// The RFC 9535 query.
-    pub path: JsonPath,
-}
-
-impl IgnorePath {
-    /// `$…`, `METHOD:$…` or `METHOD:NAME:$…`. The JSONPath starts at the first `:$`, so a
-    /// NAME may hold `:` (a resource URI) and the path may hold anything.
-    pub fn parse(spec: &str) -> Result<IgnorePath, PathError> {
-        let err = |message: String| PathError {
-            path: spec.to_string(),
-            message,
-        };
-        let (scope, path) = if spec.starts_with('$') {
-            (None, spec)
-        } else {
-            let Some(at) = spec.find(":$") else {
-                return Err(err(
-                    "expected a JSONPath starting with `$`, alone or after `METHOD:` or \
-                     `METHOD:NAME:` (e.g. `tools/call:get_file_info:$.result`)"
-                        .into(),
-                ));
-            };
-            let (scope, path) = (&spec[..at], &spec[at + 1..]);
-            let (method, target) = match scope.split_once(':') {
-                Some((m, t)) => (m, Some(t)),
-                None => (scope, None),
-            };
-            let method_ok = !method.is_empty()
-                && method
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "/_.-".contains(c));
-            if !method_ok {
-                return Err(err(format!("{method:?} is not a method name")));
-            }
-            if let Some(t) = target {
-                if t.is_empty() || t.trim() != t {
-                    return Err(err(format!("{t:?} is not a tool, prompt or resource name")));
-                }
-                if crate::wire::params::target_key(method).is_none() {
-                    return Err(err(format!(
-                        "{method} names no tool, prompt or resource to scope to (use \
-                         `{method}:$…`)"
-                    )));
-                }
-            }
-            let scope = Scope {
-                method: method.to_string(),
-                target: target.map(str::to_string),
-            };
-            (Some(scope), path)
-        };
-        let parsed = JsonPath::parse(path).map_err(|e| err(e.to_string()))?;
-        Ok(IgnorePath {
-            spec: spec.to_string(),
-            scope,
-            path: parsed,
-        })
-    }
-
-    /// Whether it applies to a request of `method` about `target`.
-    pub(crate) fn applies(&self, method: &str, target: Option<&str>) -> bool {
-        match &self.scope {
-            None => true,
-            Some(s) => s.method == method && (s.target.is_none() || s.target.as_deref() == target),
-        }
-    }
-}
+pub use crate::wire::jsonpath::{IgnorePath, PathError, Scope};
 
 /// What is masked or removed from both answers before they are compared.
 #[derive(Debug, Clone, Default)]
@@ -200,7 +106,7 @@ impl Normalizer {
     pub(crate) fn normalize(&self, mut v: Value, method: &str, target: Option<&str>) -> Value {
         parse_embedded_json(&mut v, 0);
         for p in self.ignore.iter().filter(|p| p.applies(method, target)) {
-            remove_matches(&mut v, &p.path);
+            p.remove_from(&mut v);
         }
         if self.auto_mask {
             mask(&mut v, None);
@@ -236,63 +142,6 @@ fn parse_embedded_json(v: &mut Value, depth: usize) {
         Value::Array(items) => items
             .iter_mut()
             .for_each(|i| parse_embedded_json(i, depth + 1)),
-        _ => {}
-    }
-}
-
-fn remove_matches(v: &mut Value, path: &JsonPath) {
-    // Locate first (immutable), then remove from the last location backwards so that earlier
-    // array indices stay valid.
-    let mut pointers: Vec<Vec<Step>> = path
-        .query_located(v)
-        .locations()
-        .map(|loc| {
-            loc.iter()
-                .map(|e| match e {
-                    serde_json_path::PathElement::Name(n) => Step::Key(n.to_string()),
-                    serde_json_path::PathElement::Index(i) => Step::Index(*i),
-                })
-                .collect()
-        })
-        .collect();
-    pointers.sort();
-    for p in pointers.iter().rev() {
-        remove_at(v, p);
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Step {
-    Key(String),
-    Index(usize),
-}
-
-fn remove_at(v: &mut Value, path: &[Step]) {
-    let Some((last, parents)) = path.split_last() else {
-        *v = Value::Null; // `$` itself: nothing left to compare
-        return;
-    };
-    let mut cur = v;
-    for step in parents {
-        cur = match (step, cur) {
-            (Step::Key(k), Value::Object(m)) => match m.get_mut(k) {
-                Some(c) => c,
-                None => return,
-            },
-            (Step::Index(i), Value::Array(a)) => match a.get_mut(*i) {
-                Some(c) => c,
-                None => return,
-            },
-            _ => return,
-        };
-    }
-    match (last, cur) {
-        (Step::Key(k), Value::Object(m)) => {
-            m.remove(k);
-        }
-        (Step::Index(i), Value::Array(a)) if *i < a.len() => {
-            a.remove(*i);
-        }
         _ => {}
     }
 }
@@ -391,12 +240,6 @@ fn mask(v: &mut Value, key: Option<&str>) {
 fn mask_map(map: &mut Map<String, Value>) {
     for (k, child) in map.iter_mut() {
         mask(child, Some(k));
-    }
-}
-
-impl crate::exit::Coded for PathError {
-    fn exit_code(&self) -> i32 {
-        crate::exit::USAGE
     }
 }
 

@@ -37,6 +37,18 @@ pub enum MissReason {
         /// How many times it was recorded.
         recorded: usize,
     },
+    /// `--match sequence`: the recording has another method at this place of the session, or
+    /// none (its requests ran out).
+    OutOfSequence {
+        /// The request's place in the session, from 1 (pings take none).
+        position: usize,
+        /// The method the recording has there.
+        recorded_method: Option<String>,
+        /// Tape line of that recorded request.
+        recorded_line: Option<u64>,
+        /// How many requests the recorded session has (pings aside).
+        recorded_requests: usize,
+    },
 }
 
 /// A request play had no recorded answer for, explained (also the `data` of the error the
@@ -54,13 +66,49 @@ pub struct Miss {
     pub nearest: Vec<Near>,
     /// Every method on the tape with its count.
     pub recorded_methods: Vec<(String, usize)>,
+    /// The matcher that ran (`--match`: `content`, `method` or `sequence`).
+    pub matcher: String,
+    /// The `--ignore-param` paths left out of matching, as given.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<String>,
 }
 
 impl Miss {
-    /// One line, for the JSON-RPC error message.
+    /// One line, for the JSON-RPC error message: the default matcher goes unsaid, another one
+    /// (or ignored params) is named at the end.
     pub fn headline(&self) -> String {
+        let mut s = self.reason_line();
+        if self.matcher != "content" || !self.ignored.is_empty() {
+            let _ = write!(s, " ({})", self.matcher_line());
+        }
+        s
+    }
+
+    /// `--match content, ignoring $.arguments.nonce`.
+    fn matcher_line(&self) -> String {
+        let mut s = format!("--match {}", self.matcher);
+        if !self.ignored.is_empty() {
+            let _ = write!(s, ", ignoring {}", self.ignored.join(", "));
+        }
+        s
+    }
+
+    fn reason_line(&self) -> String {
         let what = format!("{} {}", self.method, short(Some(&self.asked), 120));
         match &self.reason {
+            MissReason::OutOfSequence {
+                position,
+                recorded_method,
+                recorded_line,
+                recorded_requests,
+            } => match (recorded_method, recorded_line) {
+                (Some(m), Some(line)) => format!(
+                    "no recorded answer for {what}: it is request {position} of the session, and the recording's request {position} (tape line {line}) is {m}"
+                ),
+                _ => format!(
+                    "no recorded answer for {what}: it is request {position} of the session, and the recording has {recorded_requests} (--repeat last or cycle serves past the end)"
+                ),
+            },
             MissReason::MethodNotRecorded => format!("no recorded answer for {what}: the tape has no {} call", self.method),
             MissReason::AllUsed { recorded } => format!(
                 "no recorded answer for {what}: this call was recorded {recorded} time{} and every answer is used",
@@ -84,14 +132,16 @@ impl Miss {
 
     /// The full explanation for stderr.
     pub fn render(&self, client_id: &str) -> String {
-        let mut s = format!("{} (request id {client_id})\n", self.headline());
+        let mut s = format!("{} (request id {client_id})\n", self.reason_line());
         let _ = writeln!(
             s,
             "  asked:  {} {}",
             self.method,
             short(Some(&self.asked), 200)
         );
+        let _ = writeln!(s, "  matched by: {}", self.matcher_line());
         match &self.reason {
+            MissReason::OutOfSequence { .. } => {}
             MissReason::MethodNotRecorded => {
                 let list: Vec<String> = self
                     .recorded_methods
@@ -109,6 +159,12 @@ impl Miss {
                 );
             }
             MissReason::AllUsed { .. } | MissReason::NoMatch => {
+                if matches!(self.reason, MissReason::AllUsed { .. }) {
+                    let _ = writeln!(
+                        s,
+                        "  (--repeat last or --repeat cycle serves used answers again)"
+                    );
+                }
                 for n in &self.nearest {
                     let state = if n.used { "already used" } else { "unused" };
                     if n.differences.is_empty() {

@@ -196,8 +196,6 @@ struct Player {
     all: Mutex<Vec<Arc<Session>>>,
     /// The reports of deleted sessions, and which exchanges they used.
     done: Mutex<(PlayReport, Vec<bool>)>,
-    /// One redactor for every session's miss explanations (it is costly to build).
-    display: Option<Arc<crate::redact::Redactor>>,
     /// Recorded sessions a live session replays already: a new one takes another.
     taken: Mutex<std::collections::HashSet<u32>>,
     /// The standalone messages (indexes into `index.standalone`) of each recorded session.
@@ -246,7 +244,6 @@ pub async fn serve_http_on(
         .filter(|p| p != "/")
         .unwrap_or_else(|| "/mcp".into());
     let path = if legacy { "/sse".to_string() } else { path };
-    let display = opts.display.clone();
     let used = vec![false; index.exchanges.len()];
     let mut standalone: HashMap<Option<u32>, Vec<usize>> = HashMap::new();
     for (i, st) in index.standalone.iter().enumerate() {
@@ -258,7 +255,6 @@ pub async fn serve_http_on(
         index: Arc::new(index),
         opts,
         done: Mutex::new((PlayReport::default(), used)),
-        display,
         sessions: Mutex::new(HashMap::new()),
         all: Mutex::new(Vec::new()),
         legacy,
@@ -733,10 +729,7 @@ impl Player {
                 opts: self.opts.clone(),
                 bodies: Default::default(),
             }),
-            matcher: tokio::sync::Mutex::new(Matcher::with_display(
-                &self.index,
-                self.display.clone(),
-            )),
+            matcher: tokio::sync::Mutex::new(Matcher::for_play(&self.index, &self.opts)),
             c2s: AtomicU64::new(0),
             recorded: Mutex::new(None),
             next_standalone: Mutex::new(0),
@@ -880,6 +873,8 @@ fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
     total.misses.extend(r.misses.iter().cloned());
     total.drifts.extend(r.drifts.iter().cloned());
     if let Ok(m) = s.matcher.try_lock() {
+        total.repeats += m.repeats();
+        super::usage::add_uses(&mut total.uses, m.uses());
         let unused: std::collections::HashSet<usize> = m.unused().into_iter().collect();
         for (i, u) in used.iter_mut().enumerate() {
             if !unused.contains(&i) {

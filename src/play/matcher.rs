@@ -6,7 +6,7 @@ use super::explain::{Miss, MissReason, Near};
 use crate::tape::index::Exchange;
 use crate::tape::TapeIndex;
 use crate::wire::canonical::{differences, match_key_halves};
-use crate::wire::params::{match_key, MatchKey};
+use crate::wire::params::MatchKey;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -20,6 +20,8 @@ pub struct Matcher {
     consumed: Vec<bool>,
     /// Redacts what the client asked before it is shown in an explanation.
     display: Option<std::sync::Arc<crate::redact::Redactor>>,
+    /// `--match`, `--ignore-param`, `--repeat`, and what they keep (see `policy.rs`).
+    pub(super) policy: super::policy::PolicyState,
 }
 
 /// What `take` found for a request; exchanges are indexes into [`TapeIndex::exchanges`].
@@ -46,15 +48,30 @@ impl Matcher {
         index: &TapeIndex,
         display: Option<std::sync::Arc<crate::redact::Redactor>>,
     ) -> Matcher {
+        Matcher::with_policy(index, display, Default::default())
+    }
+
+    /// The matcher of one play session: the options' display redactor and match policy.
+    pub(crate) fn for_play(index: &TapeIndex, opts: &super::ServeOptions) -> Matcher {
+        Matcher::with_policy(index, opts.display.clone(), opts.policy.clone())
+    }
+
+    fn with_policy(
+        index: &TapeIndex,
+        display: Option<std::sync::Arc<crate::redact::Redactor>>,
+        policy: std::sync::Arc<super::policy::MatchPolicy>,
+    ) -> Matcher {
+        let policy = super::policy::PolicyState::new(index, policy);
         let mut by_key: HashMap<MatchKey, VecDeque<usize>, _> = HashMap::default();
-        for (i, ex) in index.exchanges.iter().enumerate() {
-            by_key.entry(ex.key).or_default().push_back(i);
+        for (i, key) in policy.keys.iter().enumerate() {
+            by_key.entry(*key).or_default().push_back(i);
         }
         Matcher {
             by_key,
             scratch: Vec::new(),
             consumed: vec![false; index.exchanges.len()],
             display,
+            policy,
         }
     }
 
@@ -82,17 +99,22 @@ impl Matcher {
         lenient: bool,
         prefer: &Prefer<'_>,
     ) -> Outcome {
+        let plain = self.policy.policy.plain();
+        if self.policy.policy.mode == super::policy::MatchMode::Sequence && method != "ping" {
+            return self.take_in_sequence(index, method, params, lenient, prefer);
+        }
         // The fast key takes no copy of the params; the general one is for the rare rest
-        // (redaction markers) and gives what a miss explanation shows.
-        let fast = if method == "initialize" {
-            match_key_halves(method, None, &mut self.scratch)
-        } else {
-            match_key_halves(method, params, &mut self.scratch)
+        // (redaction markers, a policy other than plain content) and gives what a miss
+        // explanation shows.
+        let fast = match (plain, method == "initialize") {
+            (false, _) => None,
+            (true, true) => match_key_halves(method, None, &mut self.scratch),
+            (true, false) => match_key_halves(method, params, &mut self.scratch),
         };
         let (key, asked) = match fast {
             Some(key) => (key, None),
             None => {
-                let (key, asked) = match_key(method, params);
+                let (key, asked) = self.policy.policy.asked(method, params);
                 (key, Some(asked))
             }
         };
@@ -100,18 +122,19 @@ impl Matcher {
             let at = best(q.iter().copied(), prefer, index).map_or(0, |(at, _)| at);
             let ex = q.remove(at).expect("in the queue");
             self.consumed[ex] = true;
+            self.policy.served[ex] += 1;
             return Outcome::Hit(ex);
         }
-        let asked = asked.unwrap_or_else(|| match_key(method, params).1);
+        let asked = asked.unwrap_or_else(|| self.policy.policy.asked(method, params).1);
         // A recorded request with redacted values matches a live one holding the real secret:
         // the markers are wildcards.
         let wild = best(
             self.unused_of(index, method).filter(|&i| {
                 let ex = &index.exchanges[i];
                 ex.redacted
-                    && index
-                        .request_match_params(&index.msgs[ex.request])
-                        .is_ok_and(|recorded| crate::redact::wildcard_eq(&recorded, &asked))
+                    && self
+                        .recorded_view(index, i)
+                        .is_some_and(|recorded| crate::redact::wildcard_eq(&recorded, &asked))
             }),
             prefer,
             index,
@@ -120,10 +143,12 @@ impl Matcher {
             self.consume(index, ex);
             return Outcome::Hit(ex);
         }
+        if let Some(ex) = self.repeat(index, key, &asked, method, prefer) {
+            return Outcome::Hit(ex);
+        }
         let miss = self.explain(index, method, asked);
         if lenient {
-            let next = best(self.unused_of(index, method), prefer, index).map(|(_, ex)| ex);
-            if let Some(ex) = next {
+            if let Some(ex) = self.next_unused(index, method, prefer) {
                 self.consume(index, ex);
                 return Outcome::Lenient(ex, miss);
             }
@@ -147,10 +172,22 @@ impl Matcher {
             .map(|(i, _)| i)
     }
 
+    /// The earliest unserved exchange of `method` (the best by `prefer`): what `--lenient`
+    /// serves on a miss.
+    pub(super) fn next_unused(
+        &self,
+        index: &TapeIndex,
+        method: &str,
+        prefer: &Prefer<'_>,
+    ) -> Option<usize> {
+        best(self.unused_of(index, method), prefer, index).map(|(_, ex)| ex)
+    }
+
     /// Marks `ex` served when it was found another way than by its key's queue.
-    fn consume(&mut self, index: &TapeIndex, ex: usize) {
+    pub(super) fn consume(&mut self, _index: &TapeIndex, ex: usize) {
         self.consumed[ex] = true;
-        if let Some(q) = self.by_key.get_mut(&index.exchanges[ex].key) {
+        self.policy.served[ex] += 1;
+        if let Some(q) = self.by_key.get_mut(&self.policy.keys[ex]) {
             q.retain(|&e| e != ex);
         }
     }
@@ -165,6 +202,16 @@ impl Matcher {
                 .unwrap_or_else(|| text.to_string()),
             None => text.to_string(),
         }
+    }
+
+    /// How many times each exchange was served (repeats included).
+    pub(crate) fn uses(&self) -> &[u32] {
+        &self.policy.served
+    }
+
+    /// Answers served again by `--repeat last|cycle`.
+    pub(crate) fn repeats(&self) -> u64 {
+        self.policy.repeats
     }
 
     /// Recorded exchanges never served, in recorded order.
@@ -199,7 +246,7 @@ impl Matcher {
             .iter()
             .filter_map(|&i| {
                 let req = &index.msgs[index.exchanges[i].request];
-                let recorded = index.request_match_params(req).ok()?;
+                let recorded = self.recorded_view(index, i)?;
                 // Redacted values on the tape match anything: not differences.
                 let (wild, real): (Vec<_>, Vec<_>) = differences(&recorded, &asked)
                     .into_iter()
@@ -235,12 +282,15 @@ impl Matcher {
         let best = near.first().map(|n| n.differences.len()).unwrap_or(0);
         near.retain(|n| n.differences.len() <= best + 1);
         near.truncate(3);
+        let (matcher, ignored) = self.described();
         Miss {
             method: method.to_string(),
             asked,
             reason,
             nearest: near,
             recorded_methods: methods.into_iter().collect(),
+            matcher,
+            ignored,
         }
     }
 }
@@ -264,7 +314,7 @@ impl Prefer<'_> {
 }
 
 /// The candidate (position, exchange) scoring highest, the earliest among equals.
-fn best(
+pub(super) fn best(
     candidates: impl Iterator<Item = usize>,
     prefer: &Prefer<'_>,
     index: &TapeIndex,
@@ -306,6 +356,7 @@ impl Hasher for KeyHasher {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::params::match_key;
     use serde_json::json;
 
     #[test]

@@ -4,9 +4,12 @@ pub mod explain;
 pub mod http;
 pub mod matcher;
 pub mod player;
+pub mod policy;
 pub mod serve;
+pub mod usage;
 
 pub use player::{Player, Playing};
+pub use policy::{MatchMode, MatchPolicy, Repeat};
 pub use serve::{serve, Drift, PlayReport, ServeOptions, Unused};
 
 /// Why play could not serve.

@@ -47,6 +47,8 @@ pub struct ServeOptions {
     /// Over HTTP: how long a session may go without a request (and without an open GET
     /// stream) before it is closed (see [`SESSION_IDLE`](crate::play::http::SESSION_IDLE)).
     pub session_idle: Duration,
+    /// How requests are matched (`--match`, `--ignore-param`) and repeated (`--repeat`).
+    pub policy: Arc<super::MatchPolicy>,
 }
 
 impl Default for ServeOptions {
@@ -73,6 +75,7 @@ impl ServeOptions {
             limits: Default::default(),
             max_sessions: crate::play::http::MAX_SESSIONS,
             session_idle: crate::play::http::SESSION_IDLE,
+            policy: Default::default(),
         }
     }
 }
@@ -122,6 +125,11 @@ pub struct PlayReport {
     /// `server/discover` probes answered "method not found", as the recorded pre-2026 server
     /// would have (the tape has no `server/discover`): not misses.
     pub probes: u64,
+    /// Answers served again by `--repeat last|cycle` (counted in `served` too).
+    pub repeats: u64,
+    /// How many times each recorded exchange was served, by exchange number (what
+    /// `--unused-report` writes).
+    pub uses: Vec<u32>,
 }
 
 /// The error a pre-2026 server gives a `server/discover` probe, when the tape has no
@@ -332,7 +340,7 @@ where
     let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(OUTPUT_QUEUE);
     let writer = tokio::spawn(write_queue(out_rx, output.clone()));
     let serving = Loop {
-        matcher: Matcher::with_display(&index, opts.display.clone()),
+        matcher: Matcher::for_play(&index, &opts),
         shared: Arc::new(Shared {
             bodies: Bodies::preload(&index),
             index: Arc::new(index),
@@ -487,6 +495,8 @@ impl<W: Write + Send + 'static> Loop<W> {
         drop(shared.out);
         let mut report = shared.report.into_inner().expect("report lock");
         report.unused = unused;
+        report.repeats = matcher.repeats();
+        report.uses = matcher.uses().to_vec();
         report
     }
 

@@ -6,6 +6,7 @@ pub mod format;
 pub mod index;
 mod index_cache;
 pub mod place;
+pub mod prune;
 pub mod reader;
 pub(crate) mod scan;
 pub mod store;

@@ -5,6 +5,7 @@
 pub mod canonical;
 pub mod classify;
 pub mod codec;
+pub mod jsonpath;
 pub(crate) mod marker;
 pub mod params;
 pub(crate) mod rewrite;

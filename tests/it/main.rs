@@ -23,6 +23,7 @@ mod load;
 mod model_proxy;
 mod peers;
 mod play;
+mod play_policy;
 mod properties;
 mod record;
 mod reliability;

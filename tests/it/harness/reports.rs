@@ -198,3 +198,38 @@ pub struct DiffReport {
     pub only_in_b: Vec<ExchangeRef>,
     pub tool_surface: Vec<ToolChange>,
 }
+
+// --- play --unused-report --------------------------------------------------------------------
+
+/// `mcptape play --unused-report FILE`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnusedReport {
+    pub format: String,
+    pub version: u32,
+    pub tape: String,
+    pub server: String,
+    pub exchanges: usize,
+    pub unused: Vec<ExchangeUse>,
+    pub used: Vec<ExchangeUse>,
+}
+
+/// One exchange of an [`UnusedReport`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExchangeUse {
+    pub line: u64,
+    pub seq: u64,
+    pub method: String,
+    pub target: Option<String>,
+    pub id: Value,
+    pub lines: Vec<u64>,
+    pub h: Option<String>,
+    pub served: u32,
+}
+
+/// The unused report at `path`, read strictly.
+pub fn unused_report(path: &std::path::Path) -> UnusedReport {
+    let text = std::fs::read_to_string(path).expect("the unused report");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not an unused report ({e}):\n{text}"))
+}
