@@ -45,6 +45,7 @@ fn coded(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
         crate::transport::upstream::UpstreamError,
         crate::run::RunError,
         crate::run::agent::PrepareError,
+        crate::report::html::ReportError,
     );
     None
 }

@@ -23,5 +23,6 @@ mod play;
 mod properties;
 mod record;
 mod reliability;
+mod report;
 mod secret_args;
 mod security;

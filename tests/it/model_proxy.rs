@@ -13,7 +13,7 @@ use std::time::Duration;
 const KEY: &str = "sk-ant-api03-Q7vN2pXcL9mR4tY8wK1zH6bJ3fD5sA0gE2uI9oP7lM4nB8vC1xZ6qW3eR5tY";
 
 /// stream_upstream.py in `dir` (HTTPS with `tls`): the process and its base URL.
-fn upstream(dir: &Path, tls: bool) -> (Proc, String) {
+pub(crate) fn upstream(dir: &Path, tls: bool) -> (Proc, String) {
     let mut cmd = Command::new(python());
     cmd.arg(repo().join("tests/agents/stream_upstream.py"))
         .arg("--dir")
@@ -43,7 +43,7 @@ fn upstream(dir: &Path, tls: bool) -> (Proc, String) {
     (p, url.trim().to_string())
 }
 
-fn ask(stream: bool) -> Vec<u8> {
+pub(crate) fn ask(stream: bool) -> Vec<u8> {
     serde_json::json!({
         "model": "claude-test", "max_tokens": 5, "stream": stream,
         "messages": [{"role": "user", "content": "say something"}]
@@ -52,7 +52,7 @@ fn ask(stream: bool) -> Vec<u8> {
     .into_bytes()
 }
 
-const HEADERS: &[(&str, &str)] = &[
+pub(crate) const HEADERS: &[(&str, &str)] = &[
     ("content-type", "application/json"),
     ("x-api-key", KEY),
     ("anthropic-version", "2023-06-01"),
