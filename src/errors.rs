@@ -49,6 +49,7 @@ fn coded(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
         crate::run::agent::PrepareError,
         crate::export::spans::SpansError,
         crate::export::send::SendError,
+        crate::report::html::ReportError,
     );
     None
 }

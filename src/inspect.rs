@@ -102,7 +102,7 @@ pub fn ls_table(rows: &[TapeSummary]) -> String {
 }
 
 /// A byte count for humans: `512 B`, `1.5 KiB`, … up to GiB.
-pub(crate) fn human_bytes(n: u64) -> String {
+pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
     let mut v = n as f64;
     let mut u = 0;
@@ -445,7 +445,8 @@ pub fn show_table(doc: &ShowDoc) -> String {
     out
 }
 
-fn truncate(s: &str, n: usize) -> String {
+/// `s` cut to `n` characters, the last one an ellipsis when cut.
+pub(crate) fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
         s.to_string()
     } else {

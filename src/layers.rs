@@ -14,6 +14,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "inspect",
         &["exit", "wire", "transport", "redact", "tape", "model"],
     ),
+    ("stats", &["wire", "tape", "model", "inspect"]),
     ("record", &["exit", "wire", "transport", "redact", "tape"]),
     ("compare", &["exit", "wire", "redact", "tape"]),
     ("play", &["exit", "wire", "transport", "redact", "tape"]),
@@ -61,7 +62,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "report",
-        &["exit", "wire", "tape", "compare", "check", "diff"],
+        &[
+            "exit", "wire", "tape", "compare", "check", "diff", "model", "stats", "inspect",
+        ],
     ),
     (
         "demo",

@@ -110,6 +110,7 @@ pub mod record;
 pub mod redact;
 pub mod report;
 pub mod run;
+pub mod stats;
 pub mod tape;
 pub mod transport;
 pub mod wire;

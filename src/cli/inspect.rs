@@ -24,9 +24,14 @@ pub struct ShowArgs {
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
-    /// Which server of a multi-server tape (default: the first).
+    /// Which server of a multi-server tape (default: the first; with --stats, all).
     #[arg(long, value_name = "LABEL")]
     server: Option<String>,
+    /// Per-tool statistics instead of the messages: calls, errors, p50 / p95 / max latency,
+    /// request and answer sizes, per server and method (tools, prompts and resources apart),
+    /// model calls included.
+    #[arg(long)]
+    stats: bool,
 }
 
 pub fn ls(a: LsArgs) -> Result<i32> {
@@ -65,6 +70,16 @@ pub fn ls(a: LsArgs) -> Result<i32> {
 
 pub fn show(a: ShowArgs) -> Result<i32> {
     let path = store::resolve(&a.tape)?;
+    if a.stats {
+        let doc = mcptape::stats::tape_stats(&path, a.server.as_deref())?;
+        super::known_server(a.server.as_deref(), &doc.declared, !doc.rows.is_empty())?;
+        if a.json {
+            super::stdout(&format!("{}\n", serde_json::to_string_pretty(&doc)?))?;
+        } else {
+            super::stdout(&mcptape::stats::stats_table(&doc))?;
+        }
+        return Ok(mcptape::exit::OK);
+    }
     let doc = inspect::show(&path, a.server.as_deref())?;
     super::known_server(a.server.as_deref(), &doc.servers, !doc.messages.is_empty())?;
     if a.json {

@@ -11,6 +11,7 @@ mod model_proxy;
 mod play;
 mod prune;
 mod record;
+mod report;
 mod run;
 mod runtime;
 
@@ -25,8 +26,9 @@ Exit codes:
   2   diff: structural drift
   64  usage error
   65  malformed tape, or a tape from a newer format version;
-      play --require-chain: the tape's hash chain is missing or breaks
-  66  tape not found
+      play --require-chain: the tape's hash chain is missing or breaks;
+      report --check: not a check report, or another tape's
+  66  tape (or report --check's file) not found
   69  the server could not be started (check --url: reached), or a listener could not listen
   70  internal error (a bug)
   74  I/O error (writing the tape…)
@@ -62,6 +64,10 @@ const EXIT_LINT: &str = "\
 Exit codes: 0 clean; 1 suspected secrets or format problems; 64 usage error; 66 tape not found.";
 const EXIT_SHOW: &str = "\
 Exit codes: 0 shown; 64 usage error (an unknown --server); 65 malformed tape; 66 tape not found.";
+const EXIT_REPORT: &str = "\
+Exit codes: 0 written; 64 usage error; 65 malformed tape, or a --check file that is
+not a check report (or is another tape's); 66 tape (or --check file) not found; 74 the report
+could not be written.";
 const EXIT_MODEL_PROXY: &str = "\
 Exit codes: 0 stopped (Ctrl-C) with every request answered; 1 --playback: a request matched no
 recorded call; 64 usage error; 65 malformed tape; 66 tape (or --upstream-ca file) not found; 69
@@ -115,8 +121,12 @@ enum Command {
     Redact(integrity::RedactCmdArgs),
     #[command(about = "Look for secrets and format problems left in a tape.")]
     Lint(integrity::LintArgs),
-    #[command(about = "Show a tape's messages and model calls.")]
+    #[command(about = "Show a tape's messages and model calls, or its per-tool statistics.")]
     Show(inspect::ShowArgs),
+    #[command(
+        about = "Write a self-contained HTML report of a tape: timeline, calls, statistics."
+    )]
+    Report(report::Args),
     #[command(
         about = "Export a tape as OpenTelemetry traces (OTLP/JSON or protobuf, file or endpoint)."
     )]
@@ -160,6 +170,7 @@ pub fn main() -> i32 {
         Command::Redact(a) => integrity::redact(a),
         Command::Lint(a) => integrity::lint(a),
         Command::Show(a) => inspect::show(a),
+        Command::Report(a) => report::run(a),
         Command::Export(a) => export::run(a),
         Command::ModelProxy(a) => model_proxy::run(a),
         Command::Run(a) => run::run_cmd(a),

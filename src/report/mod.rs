@@ -1,10 +1,13 @@
-//! Rendering check and diff results: console text, Markdown, JUnit XML, shields.io badge.
+//! Rendering check and diff results: console text, Markdown, JUnit XML, shields.io badge; and
+//! the HTML report of a session ([`html`]).
 //!
-//! Every renderer is pure: a report in, a `String` out; the caller decides where it goes.
+//! Every renderer is pure: a report in, a `String` out; the caller decides where it goes (the
+//! HTML report's data is read from the tape first, by [`html::gather`]).
 //! Console output takes a `color` flag (see [`use_color`]); the other formats never colour.
 
 mod check;
 mod diff;
+pub mod html;
 
 pub use check::{check_badge, check_console, check_junit, check_markdown};
 pub use diff::{diff_markdown, diff_text};

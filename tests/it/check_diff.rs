@@ -72,7 +72,7 @@ fn assert_change(e: &CheckedExchange, kind: ChangeKind, path: &str) -> Change {
 /// Records a session with the fixture server by hand: `mcptape record` in front of the normal
 /// (undrifted) `py_server.py`, a line client doing the handshake then each call in turn.
 /// Returns the responses.
-fn record_py(tape: &Path, calls: &[(&str, Value)]) -> Vec<Value> {
+pub(crate) fn record_py(tape: &Path, calls: &[(&str, Value)]) -> Vec<Value> {
     let mut c = Mt::new(["record", "--tape"])
         .arg(tape)
         .arg("--")
@@ -90,7 +90,7 @@ fn record_py(tape: &Path, calls: &[(&str, Value)]) -> Vec<Value> {
     responses
 }
 
-fn tool(name: &str, arguments: Value) -> (&'static str, Value) {
+pub(crate) fn tool(name: &str, arguments: Value) -> (&'static str, Value) {
     ("tools/call", json!({"name": name, "arguments": arguments}))
 }
 

@@ -27,5 +27,6 @@ mod play_policy;
 mod properties;
 mod record;
 mod reliability;
+mod report;
 mod secret_args;
 mod security;

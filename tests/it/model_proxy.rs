@@ -8,7 +8,7 @@ use crate::harness::*;
 
 const KEY: &str = "sk-ant-api03-Q7vN2pXcL9mR4tY8wK1zH6bJ3fD5sA0gE2uI9oP7lM4nB8vC1xZ6qW3eR5tY";
 
-fn ask(stream: bool) -> Vec<u8> {
+pub(crate) fn ask(stream: bool) -> Vec<u8> {
     serde_json::json!({
         "model": "claude-test", "max_tokens": 5, "stream": stream,
         "messages": [{"role": "user", "content": "say something"}]
@@ -17,7 +17,7 @@ fn ask(stream: bool) -> Vec<u8> {
     .into_bytes()
 }
 
-const HEADERS: &[(&str, &str)] = &[
+pub(crate) const HEADERS: &[(&str, &str)] = &[
     ("content-type", "application/json"),
     ("x-api-key", KEY),
     ("anthropic-version", "2023-06-01"),

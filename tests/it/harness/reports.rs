@@ -233,3 +233,54 @@ pub fn unused_report(path: &std::path::Path) -> UnusedReport {
     let text = std::fs::read_to_string(path).expect("the unused report");
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("not an unused report ({e}):\n{text}"))
 }
+
+// --- show --stats ----------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Latency {
+    pub p50: u64,
+    pub p95: u64,
+    pub max: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sizes {
+    pub total: u64,
+    pub mean: u64,
+    pub max: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatsRow {
+    pub server: String,
+    pub kind: String,
+    pub method: String,
+    pub target: Option<String>,
+    pub calls: u64,
+    pub errors: u64,
+    pub unanswered: u64,
+    pub latency_us: Option<Latency>,
+    pub request_bytes: Sizes,
+    pub answer_bytes: Sizes,
+}
+
+/// `mcptape show --stats --json`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatsDoc {
+    pub tape: String,
+    pub rows: Vec<StatsRow>,
+}
+
+impl StatsDoc {
+    /// The row of `method` (and `target`) on `server`, which must be there.
+    pub fn row(&self, server: &str, method: &str, target: Option<&str>) -> &StatsRow {
+        self.rows
+            .iter()
+            .find(|r| r.server == server && r.method == method && r.target.as_deref() == target)
+            .unwrap_or_else(|| panic!("no row {server} {method} {target:?} in {:#?}", self.rows))
+    }
+}

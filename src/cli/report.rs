@@ -1,0 +1,88 @@
+use anyhow::{Context as _, Result};
+use mcptape::report::html;
+use mcptape::tape::store;
+use std::path::PathBuf;
+
+/// Write a self-contained HTML report of a tape: a timeline of the session, a list of every
+/// exchange (filter by server, method or tool, errors, slow calls; search; each opens to its
+/// request and answer), the per-tool statistics. It needs no network: open it from disk.
+///
+/// With --check REPORT.json (from `mcptape check --json FILE`) or --diff OTHER, the exchanges
+/// that drifted are marked and their differences shown side by side.
+#[derive(clap::Args)]
+#[command(after_help = super::EXIT_REPORT, verbatim_doc_comment)]
+pub struct Args {
+    /// Tape name or path.
+    #[arg(value_name = "TAPE")]
+    tape: String,
+    /// Where to write the report (`-`: stdout). Default: TAPE's name with `.html`, in the
+    /// current folder.
+    #[arg(short, long, value_name = "FILE.html")]
+    output: Option<PathBuf>,
+    /// Mark what this check found: the JSON report of `mcptape check TAPE --json FILE`.
+    #[arg(long, value_name = "REPORT.json", conflicts_with = "diff")]
+    check: Option<PathBuf>,
+    /// Mark how TAPE drifted from OTHER (as `mcptape diff TAPE OTHER`), OTHER's answers beside.
+    #[arg(long, value_name = "OTHER")]
+    diff: Option<String>,
+    #[command(flatten)]
+    norm: super::check::NormArgs,
+}
+
+pub fn run(a: Args) -> Result<i32> {
+    let path = store::resolve(&a.tape)?;
+    let mut data = html::gather(&path)?;
+    for w in &data.warnings {
+        crate::diag!("mcptape: warning: {}: {w}", path.display());
+    }
+    if let Some(file) = &a.check {
+        let report = html::read_check_report(file)?;
+        html::mark_check(&mut data, &report, file)?;
+    }
+    if let Some(other) = &a.diff {
+        let other = store::resolve(other)?;
+        let (report, warnings) = mcptape::diff::diff(&path, &other, &a.norm.normalizer()?)?;
+        for w in warnings
+            .iter()
+            .filter(|w| !w.starts_with(&path.display().to_string()))
+        {
+            crate::diag!("mcptape: warning: {w}");
+        }
+        html::mark_diff(&mut data, &report, &other)?;
+    }
+    let page = html::render(&data);
+    let out = a.output.unwrap_or_else(|| {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_os_string())
+            .unwrap_or_default();
+        PathBuf::from(stem).with_extension("html")
+    });
+    if out.as_os_str() == "-" {
+        super::stdout(&page)?;
+    } else {
+        write_owner_only(&out, page.as_bytes())
+            .with_context(|| format!("writing {}", out.display()))?;
+        crate::diag!(
+            "mcptape: wrote {} ({} items, {}); open it in a browser",
+            out.display(),
+            data.items.len(),
+            mcptape::inspect::human_bytes(std::fs::metadata(&out).map_or(0, |m| m.len()))
+        );
+    }
+    Ok(mcptape::exit::OK)
+}
+
+/// Writes the report owner-only (0600), as tapes are: it holds what crossed the wire.
+fn write_owner_only(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
