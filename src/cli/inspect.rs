@@ -27,6 +27,8 @@ pub struct ShowArgs {
     /// Which server of a multi-server tape (default: the first).
     #[arg(long, value_name = "LABEL")]
     server: Option<String>,
+    #[command(flatten)]
+    read: super::ReadArgs,
 }
 
 pub fn ls(a: LsArgs) -> Result<i32> {
@@ -65,7 +67,10 @@ pub fn ls(a: LsArgs) -> Result<i32> {
 
 pub fn show(a: ShowArgs) -> Result<i32> {
     let path = store::resolve(&a.tape)?;
-    let doc = inspect::show(&path, a.server.as_deref())?;
+    let doc = inspect::show(&path, a.server.as_deref(), a.read.options())?;
+    for b in &doc.skipped_lines {
+        super::warn_tape(&path, &[mcptape::tape::Warning::SkippedLine(b.clone())]);
+    }
     super::known_server(a.server.as_deref(), &doc.servers, !doc.messages.is_empty())?;
     if a.json {
         super::stdout(&format!("{}\n", serde_json::to_string_pretty(&doc)?))?;

@@ -54,6 +54,9 @@ pub struct Miss {
     pub nearest: Vec<Near>,
     /// Every method on the tape with its count.
     pub recorded_methods: Vec<(String, usize)>,
+    /// Tape lines skipped as malformed (`--skip-bad-lines`): the call may have been on one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped_lines: Vec<u64>,
 }
 
 impl Miss {
@@ -151,6 +154,14 @@ impl Miss {
                     }
                 }
             }
+        }
+        if !self.skipped_lines.is_empty() {
+            let lines: Vec<String> = self.skipped_lines.iter().map(u64::to_string).collect();
+            let _ = writeln!(
+                s,
+                "  tape lines skipped as malformed (--skip-bad-lines): {}; the call may have been on one",
+                lines.join(", ")
+            );
         }
         s
     }

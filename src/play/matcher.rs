@@ -241,6 +241,7 @@ impl Matcher {
             reason,
             nearest: near,
             recorded_methods: methods.into_iter().collect(),
+            skipped_lines: index.skipped_lines().iter().map(|b| b.line).collect(),
         }
     }
 }

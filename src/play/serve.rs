@@ -692,9 +692,16 @@ pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
         }
         // Recorded without an answer: tell the client instead of leaving it waiting forever.
         let line = index.msgs[ex.request].line;
-        let message = format!(
-            "mcptape: the recorded server never answered this request (tape line {line}): it exited or the recording was cut off before its response"
-        );
+        let message = match index.skipped_lines().iter().find(|b| b.line > line) {
+            // --skip-bad-lines: the answer may have been on a line that did not read.
+            Some(bad) => format!(
+                "mcptape: the recorded answer to this request (tape line {line}) is not on the tape: tape line {}, after it, was skipped as malformed (--skip-bad-lines) and may have held it",
+                bad.line
+            ),
+            None => format!(
+                "mcptape: the recorded server never answered this request (tape line {line}): it exited or the recording was cut off before its response"
+            ),
+        };
         crate::diag!(
             "mcptape play: request id {client_id}: {}",
             &message["mcptape: ".len()..]

@@ -6,6 +6,7 @@ mod harness;
 
 mod agent_runs;
 mod agents;
+mod bad_lines;
 mod bounds;
 mod check_diff;
 mod cli;
