@@ -332,6 +332,35 @@ fn a_tape_argument_is_an_existing_file_and_never_a_folder() {
     }
 }
 
+/// A name that is neither the store's tape nor a file in the working folder: "not found" names
+/// both places it looked (exit 66), for every command that reads a tape.
+#[test]
+fn a_tape_found_nowhere_is_not_found_naming_both_places_tried() {
+    let dir = tmp();
+    let store = tmp();
+    let cwd = dir.path().canonicalize().unwrap();
+    let want = format!(
+        "tape not found: neither {} (the store's tape demo.json) nor {} (a file in the working folder) exists",
+        store.path().join("tapes/demo.json.jsonl").display(),
+        cwd.join("demo.json").display()
+    );
+    for args in [
+        vec!["show", "demo.json"],
+        vec!["play", "demo.json"],
+        vec!["verify", "demo.json"],
+        vec!["diff", "demo.json", "demo.json"],
+        vec!["check", "demo.json", "sh", "-c", "exit 0"],
+    ] {
+        Mt::new(&args)
+            .dir(&cwd)
+            .env("MCPTAPE_DIR", store.path())
+            .timeout(Duration::from_secs(20))
+            .run()
+            .status(66)
+            .stderr_contains(&want);
+    }
+}
+
 /// `--server LABEL` that the tape does not have is a usage error naming the labels it has.
 #[test]
 fn an_unknown_server_label_names_the_ones_the_tape_has() {
