@@ -809,6 +809,12 @@ pub(crate) async fn server_request<O: Sink + ?Sized>(
                 None => None, // nothing recorded to compare with
             }
         }
+        // The recorded client did not answer either (it left first, as the Inspector's CLI
+        // does): silence is what was recorded, not drift.
+        None if recorded_answer.is_none() => {
+            shared.pending.lock().expect("pending lock").remove(&id);
+            None
+        }
         _ => {
             shared.pending.lock().expect("pending lock").remove(&id);
             Some(Drift {

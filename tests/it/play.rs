@@ -1052,3 +1052,44 @@ fn python_client_auto_mode_plays_a_tape_recorded_without_the_probe() {
     assert_contains(&stderr, "missed 0");
     assert_contains(&stderr, "answered 1 server/discover probe");
 }
+
+/// A client that declares roots, is asked `roots/list` by server-everything, never answers it
+/// and calls echo: the same session against play (the MCP Inspector's CLI is such a client: it
+/// leaves before answering). Returns the client's echo answer and, for play, its stderr.
+fn unanswered_roots_session(mut c: LineClient) -> (Value, LineClient) {
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {"roots": {"listChanged": true}}, "clientInfo": {"name": "it", "version": "1"}});
+    c.call(0, "initialize", init);
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    while c.recv()["method"] != "roots/list" {}
+    let echo = c.call(
+        1,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"message": "hi"}}),
+    );
+    (echo, c)
+}
+
+/// A server request the recorded client never answered, unanswered again in play, is what was
+/// recorded, not drift: play exits 0 (it said "drift: the client did not answer roots/list" and
+/// exited 1, which made every Inspector CLI session against play a failure).
+#[test]
+fn a_server_request_unanswered_in_the_recording_and_in_play_is_no_drift() {
+    let (_dir, tape) = tmp_tape("roots.jsonl");
+    let (recorded, c) =
+        unanswered_roots_session(LineClient::spawn(&record_cmd(&tape, &everything())));
+    // server-everything, still waiting for its roots, outlives the grace period: SIGTERM (143).
+    c.finish();
+    let lines = tape_lines(&tape);
+    let roots = position(&lines, "roots/list", |l| l["method"] == "roots/list");
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l["dir"] == "c2s" && l["id"] == lines[roots]["id"] && l["kind"] == "response"),
+        "the recorded client did not answer roots/list"
+    );
+    let (played, c) = unanswered_roots_session(play(&tape, &[]));
+    assert_eq!(played["result"], recorded["result"]);
+    let stderr = c.finish_with(0);
+    assert!(!stderr.contains("drift:"), "{stderr}");
+    assert_contains(&stderr, "served 2, missed 0, drifted 0");
+}
