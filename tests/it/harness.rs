@@ -38,6 +38,32 @@ pub fn peer(rel: &str) -> PathBuf {
     path
 }
 
+/// The MCP Inspector's CLI (`mcp-inspector --cli`, npm `@modelcontextprotocol/inspector`, on
+/// the Node 22 that scripts/conformance.d installs), run in `home` as its HOME (it may keep a
+/// catalog there) with `args`: a server command or `--config FILE --server NAME`, and a
+/// `--method …`. Its output, after at most 90 s.
+pub fn inspector_cli(home: &Path, args: &[String]) -> Output {
+    let d = repo().join("scripts/conformance.d/node_modules");
+    let (node, cli) = (
+        d.join(".bin/node"),
+        d.join("@modelcontextprotocol/inspector"),
+    );
+    assert!(
+        node.exists() && cli.exists(),
+        "the MCP Inspector (or its Node 22) is missing from {}: run ./scripts/test (it installs them)",
+        d.display()
+    );
+    let mut cmd = Command::new(node);
+    cmd.arg(d.join(".bin/mcp-inspector"))
+        .arg("--cli")
+        .args(args)
+        .current_dir(home)
+        .env("HOME", home)
+        // No keychain here: without this it says so on every run.
+        .env("MCP_INSPECTOR_SECRET_STORE", "memory");
+    run_with_timeout(cmd, Duration::from_secs(90))
+}
+
 /// `mcp-server-everything stdio`.
 pub fn everything() -> Vec<String> {
     vec![

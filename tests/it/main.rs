@@ -16,6 +16,7 @@ mod corpus_e2e;
 mod http;
 mod http_leaks;
 mod http_sessions;
+mod inspector;
 mod llm_cli;
 mod load;
 mod model_proxy;
