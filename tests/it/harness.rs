@@ -422,6 +422,21 @@ pub fn show_json(tape: &Path) -> Value {
     Mt::new(["show", "--json"]).arg(tape).run().success().json()
 }
 
+/// Play's stderr warns once, on one line, that the client asked for protocol version `asked`
+/// and the tape answers `recorded`.
+#[track_caller]
+pub fn assert_one_version_warning(stderr: &str, asked: &str, recorded: &str) {
+    let warned: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("protocol version"))
+        .collect();
+    assert_eq!(warned.len(), 1, "one warning line: {stderr}");
+    assert_contains(
+        warned[0],
+        &format!("the client asked for protocol version {asked}, the tape answers {recorded}"),
+    );
+}
+
 /// `mcptape record --tape TAPE -- server…` as a command line (for clients that spawn it).
 pub fn record_cmd(tape: &Path, server: &[String]) -> Vec<String> {
     let mut v = vec![

@@ -22,6 +22,7 @@ mod load;
 mod model_proxy;
 mod peers;
 mod play;
+mod play_http_warnings;
 mod properties;
 mod record;
 mod reliability;

@@ -923,15 +923,7 @@ fn an_initialize_asking_another_protocol_version_gets_the_recorded_answer_and_on
     assert_eq!(answer["result"]["protocolVersion"], json!("2025-06-18"));
     c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let stderr = c.finish_with(0);
-    let warned: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("protocol version"))
-        .collect();
-    assert_eq!(warned.len(), 1, "one warning line: {stderr}");
-    assert_contains(
-        warned[0],
-        "the client asked for protocol version 2025-03-26, the tape answers 2025-06-18",
-    );
+    assert_one_version_warning(&stderr, "2025-03-26", "2025-06-18");
 }
 
 #[test]
