@@ -264,7 +264,7 @@ fn parse_positive_secs(s: &str) -> Result<std::time::Duration, String> {
 /// How the commands that read a tape treat a malformed line.
 #[derive(clap::Args, Clone, Copy)]
 pub struct ReadArgs {
-    /// Skip malformed tape lines (each reported, and counted) instead of refusing the tape.
+    /// Skip malformed tape lines, each reported on stderr (default: refuse).
     #[arg(long)]
     skip_bad_lines: bool,
 }
