@@ -2,7 +2,8 @@
 
 use crate::compare::surface::{SurfaceKind, ToolChange};
 use crate::compare::{compare_tapes_drift, ExchangeComparison, ExchangeRef, Normalizer, Outcome};
-use crate::tape::{TapeError, TapeIndex};
+use crate::tape::reader::merge_skipped;
+use crate::tape::{ReadOptions, TapeError, TapeIndex};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -53,6 +54,12 @@ pub struct DiffReport {
     /// calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelDiff>,
+    /// A's lines skipped as malformed (`--skip-bad-lines`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_lines_a: Vec<crate::tape::BadLine>,
+    /// B's lines skipped as malformed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_lines_b: Vec<crate::tape::BadLine>,
 }
 
 /// How the model calls of two agent runs compare: by request, in order (answers of a live
@@ -91,13 +98,12 @@ pub struct ModelDivergence {
 }
 
 /// The first model request two runs disagree on, or `None` when neither has model calls.
-fn model_diff(a: &Path, b: &Path) -> Result<Option<ModelDiff>, TapeError> {
-    let (ca, cb) = (
-        crate::model::calls::load(a, None)?,
-        crate::model::calls::load(b, None)?,
-    );
+fn model_diff(
+    ca: Vec<crate::model::calls::Call>,
+    cb: Vec<crate::model::calls::Call>,
+) -> Option<ModelDiff> {
     if ca.is_empty() && cb.is_empty() {
-        return Ok(None);
+        return None;
     }
     let canon = |c: &crate::model::calls::Call| {
         let mut v = crate::model::volatile::canonical(&c.request).unwrap_or_else(|| {
@@ -132,11 +138,11 @@ fn model_diff(a: &Path, b: &Path) -> Result<Option<ModelDiff>, TapeError> {
         });
         break;
     }
-    Ok(Some(ModelDiff {
+    Some(ModelDiff {
         calls_a: ca.len(),
         calls_b: cb.len(),
         first,
-    }))
+    })
 }
 
 /// Compares two recordings (each the first server of its tape): the report, and the tapes'
@@ -146,8 +152,20 @@ pub fn diff(
     b_path: &Path,
     norm: &Normalizer,
 ) -> Result<(DiffReport, Vec<String>), TapeError> {
-    let a = TapeIndex::load(a_path, None)?;
-    let b = TapeIndex::load(b_path, None)?;
+    diff_with(a_path, b_path, norm, ReadOptions::default())
+}
+
+/// [`diff`], with how the tapes' malformed lines are treated (`--skip-bad-lines`).
+pub fn diff_with(
+    a_path: &Path,
+    b_path: &Path,
+    norm: &Normalizer,
+    read: ReadOptions,
+) -> Result<(DiffReport, Vec<String>), TapeError> {
+    let a = TapeIndex::load_with(a_path, None, read)?;
+    let b = TapeIndex::load_with(b_path, None, read)?;
+    let (calls_a, model_skipped_a) = crate::model::calls::load_with(a_path, None, read)?;
+    let (calls_b, model_skipped_b) = crate::model::calls::load_with(b_path, None, read)?;
     let mut warnings = Vec::new();
     for (p, idx) in [(a_path, &a), (b_path, &b)] {
         for w in &idx.warnings {
@@ -182,7 +200,7 @@ pub fn diff(
             .tool_surface
             .iter()
             .any(|t| t.kind == SurfaceKind::Widened);
-    let model = model_diff(a_path, b_path)?;
+    let model = model_diff(calls_a, calls_b);
     let model_structural = model.as_ref().is_some_and(|m| m.calls_a != m.calls_b);
     let model_output = model.as_ref().is_some_and(|m| m.first.is_some());
     let structural = structural || model_structural;
@@ -204,6 +222,8 @@ pub fn diff(
         only_in_b: cmp.only_in_other,
         tool_surface: cmp.tool_surface,
         model,
+        skipped_lines_a: merge_skipped(a.skipped_lines(), model_skipped_a),
+        skipped_lines_b: merge_skipped(b.skipped_lines(), model_skipped_b),
     };
     Ok((report, warnings))
 }

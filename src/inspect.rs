@@ -161,6 +161,9 @@ pub struct ShowDoc {
     pub end: Option<End>,
     /// The reader's warnings, in words.
     pub warnings: Vec<String>,
+    /// Tape lines skipped as malformed (`--skip-bad-lines`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped_lines: Vec<crate::tape::BadLine>,
     /// How many client requests the shown server's conversation has.
     pub exchanges: usize,
     /// The shown server's messages, in tape order.
@@ -253,8 +256,13 @@ impl ModelRow {
 
 /// The messages of one server of a tape (default: the first declared), each with the method
 /// and target of the request it belongs to and its latency.
-pub fn show(path: &Path, server: Option<&str>) -> Result<ShowDoc, TapeError> {
-    let index = TapeIndex::load(path, server)?;
+pub fn show(
+    path: &Path,
+    server: Option<&str>,
+    read: crate::tape::ReadOptions,
+) -> Result<ShowDoc, TapeError> {
+    let index = TapeIndex::load_with(path, server, read)?;
+    let (model_calls, model_skipped) = crate::model::calls::load_with(path, None, read)?;
     let mut method_of = vec![None; index.msgs.len()];
     let mut target_of = vec![None; index.msgs.len()];
     let mut latency_of = vec![None; index.msgs.len()];
@@ -318,12 +326,10 @@ pub fn show(path: &Path, server: Option<&str>) -> Result<ShowDoc, TapeError> {
         servers: index.servers.clone(),
         end: index.end.clone(),
         warnings: index.warnings.iter().map(|w| w.to_string()).collect(),
+        skipped_lines: crate::tape::reader::merge_skipped(index.skipped_lines(), model_skipped),
         exchanges: index.exchanges.len(),
         messages,
-        model_calls: crate::model::calls::load(path, None)?
-            .into_iter()
-            .map(ModelRow::of)
-            .collect(),
+        model_calls: model_calls.into_iter().map(ModelRow::of).collect(),
     })
 }
 
@@ -381,6 +387,18 @@ pub fn show_table(doc: &ShowDoc) -> String {
     }
     for w in &doc.warnings {
         let _ = writeln!(out, "warning  {w}");
+    }
+    if !doc.skipped_lines.is_empty() {
+        let lines: Vec<String> = doc
+            .skipped_lines
+            .iter()
+            .map(|b| b.line.to_string())
+            .collect();
+        let _ = writeln!(
+            out,
+            "skipped  malformed lines (--skip-bad-lines): {}",
+            lines.join(", ")
+        );
     }
     let _ = writeln!(out);
     let _ = writeln!(

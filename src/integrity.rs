@@ -4,7 +4,7 @@
 use crate::redact::{Finding, Redactor};
 use crate::tape::chain;
 use crate::tape::format::{End, OwnedLine};
-use crate::tape::{Chain, Entry, TapeError, TapeReader, Warning};
+use crate::tape::{Chain, Entry, ReadOptions, TapeError, TapeReader, Warning};
 use crate::wire::rewrite::RawObject;
 use serde::Serialize;
 use std::io::Write;
@@ -53,6 +53,9 @@ pub struct VerifyReport {
     /// `signed-valid`, `signed-unchecked` (no key given), `signed-invalid`, `unsigned`, or
     /// `unsigned-with-key` (a key was given, so a signature was expected: a failure).
     pub signature: &'static str,
+    /// Malformed lines read past (`--skip-bad-lines`); the verdict is tampered at the first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped_lines: Vec<crate::tape::BadLine>,
 }
 
 impl VerifyReport {
@@ -65,8 +68,12 @@ impl VerifyReport {
 
 /// Checks a tape's hash chain from the header to the closing line and, with `key`, the
 /// closing line's signature. An error only when the tape cannot be opened or is not a tape.
-pub fn verify(path: &Path, key: Option<&[u8]>) -> Result<VerifyReport, TapeError> {
-    let mut r = TapeReader::open(path)?;
+pub fn verify(
+    path: &Path,
+    key: Option<&[u8]>,
+    read: ReadOptions,
+) -> Result<VerifyReport, TapeError> {
+    let mut r = TapeReader::open_with(path, read)?;
     let mut lines = 1u64;
     let mut end: Option<(End, String, u64)> = None; // the end line, the chain head before it, its line
     let mut verdict = None;
@@ -105,6 +112,21 @@ pub fn verify(path: &Path, key: Option<&[u8]>) -> Result<VerifyReport, TapeError
     });
     let torn_at = r.line_offset();
     let chain_state = r.chain().clone();
+    let skipped = crate::tape::reader::skipped_lines(r.warnings());
+    // A line skipped is a line changed: tampered there, unless the chain broke before it.
+    if let Some(first) = skipped.first() {
+        let earlier = matches!(chain_state, Chain::Broken(at) if at < first.line);
+        if verdict.is_none() && !earlier {
+            verdict = Some(Verdict::Tampered {
+                line: first.line,
+                reason: format!(
+                    "not a valid tape line: {} (read past with --skip-bad-lines: {})",
+                    first.why,
+                    crate::tape::reader::skipped_summary(&skipped)
+                ),
+            });
+        }
+    }
     let verdict = verdict.unwrap_or_else(|| match (&chain_state, &end) {
         (Chain::Broken(line), _) => Verdict::Tampered { line: *line, reason: "the hash chain breaks here: this line, or one before it, was edited, removed, inserted or moved".into() },
         (Chain::Absent, _) => Verdict::Unchained,
@@ -155,6 +177,7 @@ pub fn verify(path: &Path, key: Option<&[u8]>) -> Result<VerifyReport, TapeError
         lines,
         head,
         signature,
+        skipped_lines: skipped,
     })
 }
 
@@ -360,8 +383,9 @@ pub struct LintFinding {
 pub fn lint(
     path: &Path,
     redactor: &Redactor,
+    read: ReadOptions,
 ) -> Result<(Vec<LintFinding>, Vec<String>), TapeError> {
-    let mut r = TapeReader::open(path)?;
+    let mut r = TapeReader::open_with(path, read)?;
     let mut findings = Vec::new();
     let mut problems = Vec::new();
     loop {
@@ -437,6 +461,8 @@ pub struct RedactOutcome {
     /// Where the original was kept (`TAPE.bak`) when it was replaced in place; None with an
     /// output path.
     pub backup: Option<String>,
+    /// Malformed lines left out of the new tape (`--skip-bad-lines`).
+    pub skipped_lines: Vec<crate::tape::BadLine>,
 }
 
 /// Applies the redactor to every message of a tape and writes it anew with a fresh hash chain
@@ -447,6 +473,7 @@ pub fn redact_tape(
     out: Option<&Path>,
     redactor: &Redactor,
     signing_key: Option<&[u8]>,
+    read: ReadOptions,
 ) -> Result<RedactOutcome, RedactError> {
     let target = out
         .map(Path::to_path_buf)
@@ -460,7 +487,7 @@ pub fn redact_tape(
         path: staging.clone(),
         cause,
     };
-    let mut r = TapeReader::open(path)?;
+    let mut r = TapeReader::open_with(path, read)?;
     let mut header = r.header().clone();
     header.minor = header.minor.max(crate::tape::format::MINOR);
     // Removed on every way out but the rename at the end.
@@ -531,6 +558,7 @@ pub fn redact_tape(
         redacted,
         output: target.display().to_string(),
         backup,
+        skipped_lines: crate::tape::reader::skipped_lines(r.warnings()),
     })
 }
 
@@ -596,7 +624,7 @@ mod tests {
         let raw = std::fs::read_to_string(&path).unwrap();
         assert!(raw.contains(KEY), "written in clear: {raw}");
         let r = Redactor::new(&RedactConfig::defaults()).unwrap();
-        let (found, _) = lint(&path, &r).unwrap();
+        let (found, _) = lint(&path, &r, ReadOptions::default()).unwrap();
         let lines: std::collections::BTreeSet<u64> = found.iter().map(|f| f.line).collect();
         // Header is line 1: the server line, the message (body and facts), the event, the text
         // line, the line that is not UTF-8, the oversize head.
@@ -606,7 +634,7 @@ mod tests {
             "{found:?}"
         );
         assert!(found.iter().any(|f| f.path == "$.url"), "{found:?}");
-        redact_tape(&path, None, &r, None).unwrap();
+        redact_tape(&path, None, &r, None, ReadOptions::default()).unwrap();
         let raw = std::fs::read_to_string(&path).unwrap();
         assert!(!raw.contains(KEY), "{raw}");
         for line in raw.lines() {
@@ -622,9 +650,12 @@ mod tests {
                 );
             }
         }
-        let (found, problems) = lint(&path, &r).unwrap();
+        let (found, problems) = lint(&path, &r, ReadOptions::default()).unwrap();
         assert!(found.is_empty(), "{found:?}");
         assert!(problems.is_empty(), "{problems:?}");
-        assert_eq!(verify(&path, None).unwrap().verdict, Verdict::Intact);
+        assert_eq!(
+            verify(&path, None, ReadOptions::default()).unwrap().verdict,
+            Verdict::Intact
+        );
     }
 }

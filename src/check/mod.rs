@@ -52,6 +52,8 @@ pub struct CheckConfig {
     pub redact: crate::redact::RedactConfig,
     /// `--fill NAME=env:VAR`: real values for redacted arguments, for the live calls only.
     pub fills: Vec<fill::Fill>,
+    /// How the baseline's malformed lines are treated (`--skip-bad-lines`).
+    pub read: crate::tape::ReadOptions,
 }
 
 impl CheckConfig {
@@ -73,6 +75,7 @@ impl CheckConfig {
             grace: Duration::from_secs(5),
             redact: crate::redact::RedactConfig::defaults(),
             fills: Vec::new(),
+            read: crate::tape::ReadOptions::default(),
         }
     }
 }
@@ -115,7 +118,7 @@ impl crate::exit::Coded for CheckError {
 /// returns warnings for humans (a torn baseline, markers sent unfilled).
 pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError> {
     let started = Instant::now();
-    let base = Arc::new(TapeIndex::load(&cfg.tape, None)?);
+    let base = Arc::new(TapeIndex::load_with(&cfg.tape, None, cfg.read)?);
     let warnings: Vec<String> = base
         .warnings
         .iter()
@@ -208,6 +211,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
         run_error: outcome.run_error,
         server_exit: outcome.exit,
         updated_backup: None,
+        skipped_lines: base.skipped_lines(),
         duration_ms: started.elapsed().as_millis() as u64,
     };
     if cfg.update {

@@ -166,6 +166,10 @@ pub struct CheckReport {
     /// With `--update`: where the previous baseline was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_backup: Option<String>,
+    /// Baseline lines skipped as malformed (`--skip-bad-lines`): their exchanges were not
+    /// checked (a request on one was never sent; an answer on one left its request unanswered).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_lines: Vec<crate::tape::BadLine>,
     /// Wall-clock time of the whole check, milliseconds.
     pub duration_ms: u64,
 }

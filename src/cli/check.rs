@@ -57,6 +57,8 @@ pub struct Args {
     #[command(flatten)]
     norm: NormArgs,
     #[command(flatten)]
+    read: super::ReadArgs,
+    #[command(flatten)]
     redact: super::RedactArgs,
     /// Largest message kept whole, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
@@ -148,6 +150,7 @@ pub fn run(a: Args) -> Result<i32> {
     cfg.max_message = a.max_message;
     cfg.redact = a.redact.config()?;
     cfg.fills = fills;
+    cfg.read = a.read.options();
     let (report, warnings) = super::runtime::multi()?.block_on(check(&cfg))?;
     for w in warnings {
         crate::diag!("mcptape: warning: {w}");

@@ -24,6 +24,8 @@ pub struct Args {
     format: Format,
     #[command(flatten)]
     norm: super::check::NormArgs,
+    #[command(flatten)]
+    read: super::ReadArgs,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -37,7 +39,7 @@ pub fn run(a: Args) -> Result<i32> {
     let pa = store::resolve(&a.a)?;
     let pb = store::resolve(&a.b)?;
     let norm: Normalizer = a.norm.normalizer()?;
-    let (report, warnings) = mcptape::diff::diff(&pa, &pb, &norm)?;
+    let (report, warnings) = mcptape::diff::diff_with(&pa, &pb, &norm, a.read.options())?;
     for w in warnings {
         crate::diag!("mcptape: warning: {w}");
     }

@@ -32,6 +32,8 @@ pub struct ShowArgs {
     /// model calls included.
     #[arg(long)]
     stats: bool,
+    #[command(flatten)]
+    read: super::ReadArgs,
 }
 
 pub fn ls(a: LsArgs) -> Result<i32> {
@@ -80,7 +82,10 @@ pub fn show(a: ShowArgs) -> Result<i32> {
         }
         return Ok(mcptape::exit::OK);
     }
-    let doc = inspect::show(&path, a.server.as_deref())?;
+    let doc = inspect::show(&path, a.server.as_deref(), a.read.options())?;
+    for b in &doc.skipped_lines {
+        super::warn_tape(&path, &[mcptape::tape::Warning::SkippedLine(b.clone())]);
+    }
     super::known_server(a.server.as_deref(), &doc.servers, !doc.messages.is_empty())?;
     if a.json {
         super::stdout(&format!("{}\n", serde_json::to_string_pretty(&doc)?))?;

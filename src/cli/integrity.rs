@@ -20,6 +20,8 @@ pub struct VerifyArgs {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    read: super::ReadArgs,
 }
 
 /// Take secrets out of an existing tape with the redaction rules (built-in, .mcptape/config.toml,
@@ -38,6 +40,8 @@ pub struct RedactCmdArgs {
     rules: super::RedactArgs,
     #[command(flatten)]
     sign: super::SignArgs,
+    #[command(flatten)]
+    read: super::ReadArgs,
 }
 
 /// Look for secrets still in a tape (what the redaction rules would take out) and for format
@@ -50,13 +54,18 @@ pub struct LintArgs {
     tape: String,
     #[command(flatten)]
     rules: super::RedactArgs,
+    #[command(flatten)]
+    read: super::ReadArgs,
 }
 
 pub fn verify(a: VerifyArgs) -> Result<i32> {
     let path = store::resolve(&a.tape)?;
     let sign = super::SignArgs::from_key_file(a.key_file);
     let key = sign.key(false)?;
-    let report = integrity::verify(&path, key.as_deref())?;
+    let report = integrity::verify(&path, key.as_deref(), a.read.options())?;
+    for b in &report.skipped_lines {
+        super::warn_tape(&path, &[mcptape::tape::Warning::SkippedLine(b.clone())]);
+    }
     if a.json {
         super::stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
     } else {
@@ -87,13 +96,30 @@ pub fn redact(a: RedactCmdArgs) -> Result<i32> {
     let cfg = a.rules.config()?;
     let redactor = mcptape::redact::Redactor::new(&cfg)?;
     let key = a.sign.signing_key()?;
-    let out = integrity::redact_tape(&path, a.output.as_deref(), &redactor, key.as_deref())?;
+    let out = integrity::redact_tape(
+        &path,
+        a.output.as_deref(),
+        &redactor,
+        key.as_deref(),
+        a.read.options(),
+    )?;
+    for b in &out.skipped_lines {
+        super::warn_tape(&path, &[mcptape::tape::Warning::SkippedLine(b.clone())]);
+    }
     let backup = out
         .backup
         .map(|b| format!("; the original is kept as {b}"))
         .unwrap_or_default();
+    let skipped = if out.skipped_lines.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {}, not copied",
+            mcptape::tape::reader::skipped_summary(&out.skipped_lines)
+        )
+    };
     crate::diag!(
-        "mcptape: redacted {} of {} messages; wrote {} with a fresh hash chain{backup}",
+        "mcptape: redacted {} of {} messages; wrote {} with a fresh hash chain{skipped}{backup}",
         out.redacted,
         out.messages,
         out.output
@@ -105,7 +131,7 @@ pub fn lint(a: LintArgs) -> Result<i32> {
     let path = store::resolve(&a.tape)?;
     let cfg = a.rules.config()?;
     let redactor = mcptape::redact::Redactor::new(&cfg)?;
-    let (findings, problems) = integrity::lint(&path, &redactor)?;
+    let (findings, problems) = integrity::lint(&path, &redactor, a.read.options())?;
     let mut text = String::new();
     for f in &findings {
         text.push_str(&format!(

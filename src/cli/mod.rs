@@ -159,6 +159,17 @@ pub fn main() -> i32 {
             };
         }
     };
+    // The commands with --skip-bad-lines say so when a malformed line stops them.
+    let skips = matches!(
+        cli.command,
+        Command::Play(_)
+            | Command::Check(_)
+            | Command::Diff(_)
+            | Command::Show(_)
+            | Command::Verify(_)
+            | Command::Lint(_)
+            | Command::Redact(_)
+    );
     let result = match cli.command {
         Command::Record(a) => record::run(a),
         Command::Play(a) => play::run(a),
@@ -180,10 +191,33 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            crate::diag!("mcptape: error: {e:#}");
+            let hint = if skips && malformed_line(&e) {
+                " (--skip-bad-lines reads past such lines, each reported)"
+            } else {
+                ""
+            };
+            crate::diag!("mcptape: error: {e:#}{hint}");
             code_for(&e)
         }
     }
+}
+
+/// A malformed tape line stopped the command (also inside check's and redact's errors, which
+/// wrap the tape's transparently).
+fn malformed_line(e: &anyhow::Error) -> bool {
+    use mcptape::tape::TapeError;
+    e.chain().any(|c| {
+        let tape = c.downcast_ref::<TapeError>().or_else(|| {
+            match c.downcast_ref::<mcptape::check::CheckError>() {
+                Some(mcptape::check::CheckError::Tape(t)) => Some(t),
+                _ => match c.downcast_ref::<mcptape::integrity::RedactError>() {
+                    Some(mcptape::integrity::RedactError::Tape(t)) => Some(t),
+                    _ => None,
+                },
+            }
+        });
+        matches!(tape, Some(TapeError::Malformed { .. }))
+    })
 }
 
 /// Exit code for an error that stopped a command: the library's errors know their own; a usage
@@ -255,6 +289,23 @@ fn parse_positive_secs(s: &str) -> Result<std::time::Duration, String> {
     match parse_secs(s)? {
         d if d.is_zero() => Err("must be more than 0 seconds".into()),
         d => Ok(d),
+    }
+}
+
+/// How the commands that read a tape treat a malformed line.
+#[derive(clap::Args, Clone, Copy)]
+pub struct ReadArgs {
+    /// Skip malformed tape lines, each reported on stderr (default: refuse).
+    #[arg(long)]
+    skip_bad_lines: bool,
+}
+
+impl ReadArgs {
+    /// As the library takes them.
+    fn options(self) -> mcptape::tape::ReadOptions {
+        mcptape::tape::ReadOptions {
+            skip_bad_lines: self.skip_bad_lines,
+        }
     }
 }
 

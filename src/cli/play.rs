@@ -59,6 +59,8 @@ pub struct Args {
     /// anything. Without it such a tape is played with a warning.
     #[arg(long)]
     require_chain: bool,
+    #[command(flatten)]
+    read: super::ReadArgs,
 }
 
 pub fn run(a: Args) -> Result<i32> {
@@ -70,16 +72,19 @@ pub fn run(a: Args) -> Result<i32> {
     let broken_at = Arc::new(AtomicU64::new(0));
     let broken = broken_at.clone();
     let require = a.require_chain;
-    let (index, chain) = TapeIndex::load_deferred(&path, a.server.as_deref(), move |w| {
-        if let Warning::ChainBroken { line } = w {
-            broken.store(line, Ordering::SeqCst);
-        }
-        if !require {
-            super::warn_tape(&warn_path, &[w]);
-        }
-    })?;
+    let read = a.read.options();
+    let (index, chain) =
+        TapeIndex::load_deferred_with(&path, a.server.as_deref(), read, move |w| {
+            if let Warning::ChainBroken { line } = w {
+                broken.store(line, Ordering::SeqCst);
+            }
+            if !require {
+                super::warn_tape(&warn_path, &[w]);
+            }
+        })?;
     super::known_server(a.server.as_deref(), &index.servers, !index.msgs.is_empty())?;
     super::warn_tape(&path, &index.warnings);
+    let skipped = index.skipped_lines();
     let refuse = |why: String| mcptape::play::PlayError::Unchecked {
         path: path.clone(),
         why,
@@ -172,6 +177,12 @@ pub fn run(a: Args) -> Result<i32> {
         summary.push_str(&format!(
             ", {} redaction marker{s} served in place of values",
             report.markers
+        ));
+    }
+    if !skipped.is_empty() {
+        summary.push_str(&format!(
+            ", {}",
+            mcptape::tape::reader::skipped_summary(&skipped)
         ));
     }
     if report.dropped > 0 {

@@ -160,22 +160,38 @@ pub(crate) fn is_model_line(raw: &[u8]) -> bool {
 
 /// The model calls of label `server` on the tape at `path` (any label when `None`), in order.
 pub fn load(path: &Path, server: Option<&str>) -> Result<Vec<Call>, TapeError> {
-    let mut r = TapeReader::open(path)?;
+    load_with(path, server, crate::tape::ReadOptions::default()).map(|(calls, _)| calls)
+}
+
+/// [`load`], with how bad lines are treated (`--skip-bad-lines`: a model line that does not
+/// read is skipped like any other bad line); also the lines skipped.
+pub fn load_with(
+    path: &Path,
+    server: Option<&str>,
+    options: crate::tape::ReadOptions,
+) -> Result<(Vec<Call>, Vec<crate::tape::BadLine>), TapeError> {
+    let mut r = TapeReader::open_with(path, options)?;
     let mut calls: Vec<Call> = Vec::new();
     let mut starts: std::collections::HashMap<(String, u64), (usize, u64)> = Default::default();
     while let Some(item) = r.next_item()? {
         if !matches!(item.entry, Entry::Unknown) || !is_model_line(item.raw) {
             continue;
         }
-        let l: Line<'_> = serde_json::from_slice(item.raw).map_err(|e| TapeError::Malformed {
-            path: path.to_path_buf(),
-            line: item.line,
-            message: crate::tape::reader::json_problem(
-                "a model line that does not read",
-                &e,
-                item.raw,
-            ),
-        })?;
+        let l: Line<'_> = match serde_json::from_slice(item.raw) {
+            Ok(l) => l,
+            Err(e) => {
+                let (line, message) = (
+                    item.line,
+                    crate::tape::reader::json_problem(
+                        "a model line that does not read",
+                        &e,
+                        item.raw,
+                    ),
+                );
+                r.bad_line(line, message)?;
+                continue;
+            }
+        };
         if server.is_some_and(|s| s != l.server) {
             continue;
         }
@@ -251,7 +267,7 @@ pub fn load(path: &Path, server: Option<&str>) -> Result<Vec<Call>, TapeError> {
             _ => {}
         }
     }
-    Ok(calls)
+    Ok((calls, crate::tape::reader::skipped_lines(r.warnings())))
 }
 
 #[cfg(test)]

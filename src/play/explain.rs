@@ -71,6 +71,9 @@ pub struct Miss {
     /// The `--ignore-param` paths left out of matching, as given.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ignored: Vec<String>,
+    /// Tape lines skipped as malformed (`--skip-bad-lines`): the call may have been on one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped_lines: Vec<u64>,
 }
 
 impl Miss {
@@ -207,6 +210,14 @@ impl Miss {
                     }
                 }
             }
+        }
+        if !self.skipped_lines.is_empty() {
+            let lines: Vec<String> = self.skipped_lines.iter().map(u64::to_string).collect();
+            let _ = writeln!(
+                s,
+                "  tape lines skipped as malformed (--skip-bad-lines): {}; the call may have been on one",
+                lines.join(", ")
+            );
         }
         s
     }

@@ -291,6 +291,7 @@ impl Matcher {
             recorded_methods: methods.into_iter().collect(),
             matcher,
             ignored,
+            skipped_lines: index.skipped_lines().iter().map(|b| b.line).collect(),
         }
     }
 }

@@ -366,6 +366,7 @@ impl Matcher {
             recorded_methods: methods.into_iter().collect(),
             matcher,
             ignored,
+            skipped_lines: index.skipped_lines().iter().map(|b| b.line).collect(),
         };
         if lenient {
             if let Some(ex) = self.next_unused(index, method, prefer) {

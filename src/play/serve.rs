@@ -716,9 +716,16 @@ pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
         }
         // Recorded without an answer: tell the client instead of leaving it waiting forever.
         let line = index.msgs[ex.request].line;
-        let message = format!(
-            "mcptape: the recorded server never answered this request (tape line {line}): it exited or the recording was cut off before its response"
-        );
+        let message = match index.skipped_lines().iter().find(|b| b.line > line) {
+            // --skip-bad-lines: the answer may have been on a line that did not read.
+            Some(bad) => format!(
+                "mcptape: the recorded answer to this request (tape line {line}) is not on the tape: tape line {}, after it, was skipped as malformed (--skip-bad-lines) and may have held it",
+                bad.line
+            ),
+            None => format!(
+                "mcptape: the recorded server never answered this request (tape line {line}): it exited or the recording was cut off before its response"
+            ),
+        };
         crate::diag!(
             "mcptape play: request id {client_id}: {}",
             &message["mcptape: ".len()..]
@@ -825,6 +832,12 @@ pub(crate) async fn server_request<O: Sink + ?Sized>(
                 }
                 None => None, // nothing recorded to compare with
             }
+        }
+        // The recorded client did not answer either (it left first, as the Inspector's CLI
+        // does): silence is what was recorded, not drift.
+        None if recorded_answer.is_none() => {
+            shared.pending.lock().expect("pending lock").remove(&id);
+            None
         }
         _ => {
             shared.pending.lock().expect("pending lock").remove(&id);

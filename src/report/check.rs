@@ -253,6 +253,14 @@ fn console_slower(r: &CheckReport, st: Style) -> Vec<String> {
 fn console_ending(r: &CheckReport, st: Style) -> Vec<String> {
     let (passed, gate) = gate_text(r);
     let mut out = Vec::new();
+    if !r.skipped_lines.is_empty() {
+        out.push(String::new());
+        out.push(format!(
+            "{} {}",
+            st.bold_yellow("baseline:"),
+            crate::tape::reader::skipped_summary(&r.skipped_lines)
+        ));
+    }
     if let Some(err) = &r.run_error {
         out.push(String::new());
         out.push(format!(
@@ -443,6 +451,12 @@ fn md_slower(r: &CheckReport, s: &mut String) {
 /// The run error, the updated baseline, and the gate's verdict.
 fn md_ending(r: &CheckReport, s: &mut String) {
     let (passed, gate) = gate_text(r);
+    if !r.skipped_lines.is_empty() {
+        s.push_str(&format!(
+            "**Baseline:** {} (`--skip-bad-lines`).\n\n",
+            crate::tape::reader::skipped_summary(&r.skipped_lines)
+        ));
+    }
     if let Some(err) = &r.run_error {
         s.push_str(&format!(
             "### Run error\n\n{}{}\n\n",
@@ -675,6 +689,7 @@ pub(crate) mod tests {
                 passed: false,
             },
             run_error: None,
+            skipped_lines: Vec::new(),
             server_exit: None,
             updated_backup: None,
             duration_ms: 1250,
@@ -709,6 +724,7 @@ pub(crate) mod tests {
                 passed: true,
             },
             run_error: None,
+            skipped_lines: Vec::new(),
             server_exit: None,
             updated_backup: None,
             duration_ms: 340,

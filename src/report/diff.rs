@@ -91,6 +91,31 @@ fn lines_of(d: &ExchangeComparison) -> String {
 /// Console text: the verdict and counts, the first drift (every drift with `all`), calls on one
 /// side only, tool-surface changes.
 pub fn diff_text(r: &DiffReport, all: bool, color: bool) -> String {
+    let mut s = diff_text_body(r, all, color);
+    for note in skipped_notes(r) {
+        s.push_str(&format!("note: {note}\n"));
+    }
+    s
+}
+
+/// The lines each tape had skipped as malformed (`--skip-bad-lines`), for every rendering.
+fn skipped_notes(r: &DiffReport) -> Vec<String> {
+    [
+        ("A", &r.a, &r.skipped_lines_a),
+        ("B", &r.b, &r.skipped_lines_b),
+    ]
+    .into_iter()
+    .filter(|(_, _, s)| !s.is_empty())
+    .map(|(side, path, s)| {
+        format!(
+            "{side} ({path}): {}",
+            crate::tape::reader::skipped_summary(s)
+        )
+    })
+    .collect()
+}
+
+fn diff_text_body(r: &DiffReport, all: bool, color: bool) -> String {
     let st = Style::new(color);
     if is_same(r) {
         let exchanges = match r.compared {
@@ -213,6 +238,17 @@ fn ref_lines(refs: &[ExchangeRef], st: Style) -> Vec<String> {
 /// Markdown: the verdict and counts, every drift in a table, calls on one side only, tool
 /// surface changes.
 pub fn diff_markdown(r: &DiffReport) -> String {
+    let mut s = diff_markdown_body(r);
+    for note in skipped_notes(r) {
+        s.push_str(&format!(
+            "\n**Note:** {} (`--skip-bad-lines`).\n",
+            super::md_cell(&note)
+        ));
+    }
+    s
+}
+
+fn diff_markdown_body(r: &DiffReport) -> String {
     let same = is_same(r);
     let mut s = format!(
         "## {} mcptape diff: {}\n\n{} → {}: {}.\n\n",
@@ -410,6 +446,8 @@ mod tests {
             only_in_a: vec![eref(20, "gone", json!({"q": "x|y"}))],
             only_in_b: vec![],
             model: None,
+            skipped_lines_a: vec![],
+            skipped_lines_b: vec![],
             tool_surface: vec![
                 ToolChange {
                     tool: "gone".into(),
@@ -476,6 +514,8 @@ tool surface
             only_in_a: vec![],
             only_in_b: vec![],
             model: None,
+            skipped_lines_a: vec![],
+            skipped_lines_b: vec![],
             tool_surface: vec![],
         };
         assert_eq!(

@@ -3,7 +3,9 @@
 //! It holds offsets into the tape file and match hashes, never copies of message bodies.
 
 use super::format::{End, Header, MsgLine, ServerDecl};
-use super::reader::{Entry, Scanned, ScannedEntry, TapeError, TapeReader, Warning};
+use super::reader::{
+    BadLine, Entry, ReadOptions, Scanned, ScannedEntry, TapeError, TapeReader, Warning,
+};
 use super::scan::{BodyText, HttpMeta, MsgFields};
 use crate::wire::canonical::canonical;
 use crate::wire::params::{match_key, params_of, progress_token, target_key, target_of, MatchKey};
@@ -254,13 +256,27 @@ impl Drop for PendingChain {
 impl TapeIndex {
     /// Reads the tape and indexes the conversation of `server` (default: the first declared).
     pub fn load(path: &Path, server: Option<&str>) -> Result<TapeIndex, TapeError> {
-        Self::load_checking(path, server, true)
+        Self::load_with(path, server, ReadOptions::default())
+    }
+
+    /// [`load`](Self::load), with how bad lines are treated (`--skip-bad-lines`).
+    pub fn load_with(
+        path: &Path,
+        server: Option<&str>,
+        options: ReadOptions,
+    ) -> Result<TapeIndex, TapeError> {
+        Self::load_checking(path, server, true, options)
+    }
+
+    /// The lines skipped as malformed (`--skip-bad-lines`), in tape order.
+    pub fn skipped_lines(&self) -> Vec<BadLine> {
+        super::reader::skipped_lines(&self.warnings)
     }
 
     /// Loads a tape this process has just written itself (`check`'s observed recording): its
     /// hash chain cannot have been changed by anyone else, so it is not checked.
     pub(crate) fn load_own(path: &Path) -> Result<TapeIndex, TapeError> {
-        Self::load_checking(path, None, false)
+        Self::load_checking(path, None, false, ReadOptions::default())
     }
 
     /// Like `load`, but the hash chain is checked afterwards on a background thread of the
@@ -272,13 +288,30 @@ impl TapeIndex {
         server: Option<&str>,
         report: impl FnOnce(Warning) + Send + 'static,
     ) -> Result<(TapeIndex, PendingChain), TapeError> {
+        Self::load_deferred_with(path, server, ReadOptions::default(), report)
+    }
+
+    /// [`load_deferred`](Self::load_deferred), with how bad lines are treated.
+    pub fn load_deferred_with(
+        path: &Path,
+        server: Option<&str>,
+        options: ReadOptions,
+        report: impl FnOnce(Warning) + Send + 'static,
+    ) -> Result<(TapeIndex, PendingChain), TapeError> {
         // A big tape's index is kept in the user's cache between plays (`index_cache.rs`): the
-        // chain check below still reads the whole tape, but in the background.
-        let index = match super::index_cache::load(path, server) {
+        // chain check below still reads the whole tape, but in the background. An index read
+        // skipping bad lines is neither taken from the cache nor put there, so that a play
+        // without the flag still refuses the tape.
+        let cached = (!options.skip_bad_lines)
+            .then(|| super::index_cache::load(path, server))
+            .flatten();
+        let index = match cached {
             Some(parts) => Self::from_parts(path, parts)?,
             None => {
-                let index = Self::load_checking(path, server, false)?;
-                super::index_cache::store(&index, server);
+                let index = Self::load_checking(path, server, false, options)?;
+                if !options.skip_bad_lines {
+                    super::index_cache::store(&index, server);
+                }
                 index
             }
         };
@@ -331,8 +364,9 @@ impl TapeIndex {
         path: &Path,
         server: Option<&str>,
         check_chain: bool,
+        options: ReadOptions,
     ) -> Result<TapeIndex, TapeError> {
-        let mut reader = TapeReader::open(path)?;
+        let mut reader = TapeReader::open_with(path, options)?;
         if !check_chain {
             reader.skip_chain();
         }
@@ -372,13 +406,14 @@ impl TapeIndex {
                     }
                     continue;
                 }
-                ScannedEntry::Entry(Entry::Msg(m)) => {
-                    fields_of(item.raw, m).map_err(|message| TapeError::Malformed {
-                        path: path.to_path_buf(),
-                        line: item.line,
-                        message,
-                    })?
-                }
+                ScannedEntry::Entry(Entry::Msg(m)) => match fields_of(item.raw, m) {
+                    Ok(fields) => fields,
+                    Err(message) => {
+                        let line = item.line;
+                        reader.bad_line(line, message)?;
+                        continue;
+                    }
+                },
             };
             let label = chosen.get_or_insert_with(|| fields.server.to_string());
             if fields.server != label.as_str() {

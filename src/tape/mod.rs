@@ -15,7 +15,7 @@ pub mod writer;
 pub use format::{End, ExitInfo, Header, ServerDecl, DEFAULT_SERVER};
 pub use index::TapeIndex;
 pub use place::Placed;
-pub use reader::{Chain, Entry, Item, TapeError, TapeReader, Warning};
+pub use reader::{BadLine, Chain, Entry, Item, ReadOptions, TapeError, TapeReader, Warning};
 pub use writer::{Finished, TapeWriter, WriteOptions};
 
 #[cfg(test)]
@@ -108,12 +108,9 @@ mod tests {
         assert!(index.warnings.contains(&Warning::NotClosed));
     }
 
-    #[test]
-    fn a_malformed_middle_line_is_an_error_naming_the_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        write_session(&path, SESSION);
-        let mut bytes = std::fs::read(&path).unwrap();
+    /// Makes tape line 4 (a message in the middle) invalid JSON: a `#` before it.
+    fn corrupt_line_4(path: &std::path::Path) {
+        let mut bytes = std::fs::read(path).unwrap();
         let third = bytes
             .iter()
             .enumerate()
@@ -122,10 +119,47 @@ mod tests {
             .unwrap()
             .0;
         bytes.insert(third + 1, b'#');
-        std::fs::write(&path, &bytes).unwrap();
+        std::fs::write(path, &bytes).unwrap();
+    }
+
+    #[test]
+    fn a_malformed_middle_line_is_an_error_naming_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        write_session(&path, SESSION);
+        corrupt_line_4(&path);
         let err = TapeIndex::load(&path, None).err().expect("malformed");
         assert!(matches!(err, TapeError::Malformed { line: 4, .. }), "{err}");
         assert!(err.to_string().contains("line 4"), "{err}");
+    }
+
+    /// With `--skip-bad-lines` the same line is skipped with a warning naming it, the lines
+    /// after it are read, and the chain breaks at it (a skipped line is not an unread one).
+    #[test]
+    fn a_malformed_middle_line_is_skipped_when_asked_and_breaks_the_chain_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        write_session(&path, SESSION);
+        let whole = TapeIndex::load(&path, None).unwrap().msgs.len();
+        corrupt_line_4(&path);
+        let skip = ReadOptions {
+            skip_bad_lines: true,
+        };
+        let index = TapeIndex::load_with(&path, None, skip).unwrap();
+        assert_eq!(index.msgs.len(), whole - 1);
+        assert_eq!(
+            index
+                .skipped_lines()
+                .iter()
+                .map(|b| b.line)
+                .collect::<Vec<_>>(),
+            [4]
+        );
+        assert!(index.warnings.contains(&Warning::ChainBroken { line: 4 }));
+        assert!(index.end.is_some(), "read on past the bad line to the end");
+        let mut r = TapeReader::open_with(&path, skip).unwrap();
+        while r.next_item().unwrap().is_some() {}
+        assert_eq!(r.chain(), &Chain::Broken(4));
     }
 
     /// `"msg":null` is a body (a peer printed `null`); no body at all is a bad line, to the

@@ -83,6 +83,60 @@ pub enum Warning {
         /// 1-based number of the first line whose link does not hold.
         line: u64,
     },
+    /// A complete line that is not a valid tape line, skipped (`--skip-bad-lines`).
+    SkippedLine(BadLine),
+}
+
+/// A tape line skipped as malformed: where, and why (as the refusal would have said).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BadLine {
+    /// 1-based number of the line.
+    pub line: u64,
+    /// What is wrong with it: `column C: …` when serde placed it.
+    pub why: String,
+}
+
+/// The lines skipped as malformed, in tape order, from a reader's warnings.
+pub fn skipped_lines(warnings: &[Warning]) -> Vec<BadLine> {
+    warnings
+        .iter()
+        .filter_map(|w| match w {
+            Warning::SkippedLine(b) => Some(b.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `2 malformed tape lines skipped (lines 8, 12)`: the count every summary gives.
+pub fn skipped_summary(skipped: &[BadLine]) -> String {
+    let lines: Vec<String> = skipped.iter().map(|b| b.line.to_string()).collect();
+    let s = if skipped.len() == 1 { "" } else { "s" };
+    format!(
+        "{} malformed tape line{s} skipped (line{s} {})",
+        skipped.len(),
+        lines.join(", ")
+    )
+}
+
+/// Two readers' skipped lines as one list, in tape order, each line once (the index and the
+/// model-call reader both read every line of a tape).
+pub fn merge_skipped(mut a: Vec<BadLine>, b: Vec<BadLine>) -> Vec<BadLine> {
+    for x in b {
+        if !a.iter().any(|y| y.line == x.line) {
+            a.push(x);
+        }
+    }
+    a.sort_by_key(|x| x.line);
+    a
+}
+
+/// How a reader treats a complete line that is not a valid tape line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Skip it, with a [`Warning::SkippedLine`], instead of refusing the tape. The hash chain
+    /// still runs over it, so a chained tape's chain breaks there.
+    pub skip_bad_lines: bool,
 }
 
 /// Where the hash chain stands after the lines read so far.
@@ -105,6 +159,7 @@ impl std::fmt::Display for Warning {
             Warning::NotClosed => f.write_str("the tape has no closing line: the recording did not end cleanly; everything before the cut is read"),
             Warning::Incomplete => f.write_str("the recorder reported messages it could not write (tape marked incomplete)"),
             Warning::ChainBroken { line } => write!(f, "the hash chain breaks at line {line}: the tape was changed after it was written (`mcptape verify` tells more)"),
+            Warning::SkippedLine(b) => write!(f, "tape line {} skipped (--skip-bad-lines){}", b.line, located(&b.why)),
         }
     }
 }
@@ -151,12 +206,18 @@ pub struct TapeReader {
     chain: Chain,
     /// Off when another pass checks the chain (`TapeIndex::load_deferred`).
     check_chain: bool,
+    options: ReadOptions,
 }
 
 impl TapeReader {
     /// Opens a tape and reads its header: an error if the file is missing, not a tape, or of a
     /// newer major version.
     pub fn open(path: &Path) -> Result<TapeReader, TapeError> {
+        Self::open_with(path, ReadOptions::default())
+    }
+
+    /// [`open`](Self::open), with how bad lines are treated.
+    pub fn open_with(path: &Path, options: ReadOptions) -> Result<TapeReader, TapeError> {
         let file = File::open(path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => TapeError::NotFound {
                 path: path.to_path_buf(),
@@ -221,7 +282,23 @@ impl TapeReader {
             saw_end: false,
             chain,
             check_chain: true,
+            options,
         })
+    }
+
+    /// A complete line the caller found malformed past the reader's own parse (the index's
+    /// message fields): skipped and reported with `--skip-bad-lines`, else the tape's error.
+    pub(crate) fn bad_line(&mut self, line: u64, message: String) -> Result<(), TapeError> {
+        if !self.options.skip_bad_lines {
+            return Err(TapeError::Malformed {
+                path: self.path.clone(),
+                line,
+                message,
+            });
+        }
+        self.warnings
+            .push(Warning::SkippedLine(BadLine { line, why: message }));
+        Ok(())
     }
 
     /// Reads without checking the hash chain (`chain` then stays as it was after the header):
@@ -326,9 +403,26 @@ impl TapeReader {
             }
             self.next_offset += n as u64;
             self.line += 1;
-            if !self.buf.iter().all(|b| b.is_ascii_whitespace()) {
-                break;
+            if self.buf.iter().all(|b| b.is_ascii_whitespace()) {
+                continue;
             }
+            // Skipping parses a complete line twice (here, and below as the caller asked): a
+            // cost only damaged tapes pay. A torn last line stays the warning it always is.
+            if self.options.skip_bad_lines && self.buf.last() == Some(&b'\n') {
+                if let Err(why) = parse_entry(&self.buf) {
+                    // Skipped, not unread: the chain runs over the line as stored, so a chained
+                    // tape's chain breaks here, as `verify` says.
+                    if self.check_chain {
+                        advance_chain(&mut self.chain, &self.buf, self.line, &mut self.warnings);
+                    }
+                    self.warnings.push(Warning::SkippedLine(BadLine {
+                        line: self.line,
+                        why,
+                    }));
+                    continue;
+                }
+            }
+            break;
         }
         // Disjoint field borrows: the entry borrows `buf` while the bookkeeping fields change.
         let TapeReader {

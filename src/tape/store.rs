@@ -82,6 +82,16 @@ pub enum ResolveError {
     /// The argument names a folder.
     #[error("{} is a folder, not a tape (a tape is a .jsonl file; `mcptape ls {}` lists the tapes in a folder)", .0.display(), .0.display())]
     Folder(PathBuf),
+    /// A name that is neither a tape in the store nor a file in the working folder (exit 66).
+    #[error("tape not found: neither {} (the store's tape {name}) nor {} (a file in the working folder) exists", store.display(), local.display())]
+    NotFound {
+        /// The name as given.
+        name: String,
+        /// The store's tape of that name.
+        store: PathBuf,
+        /// The working folder's file of that name.
+        local: PathBuf,
+    },
 }
 
 /// Where a tape argument points, as written: a path as given, a name in the store.
@@ -103,7 +113,15 @@ pub fn resolve(arg: &str) -> Result<PathBuf, ResolveError> {
             if !arg.is_empty() && Path::new(arg).is_file() {
                 PathBuf::from(arg)
             } else {
-                named?
+                let store = named?;
+                // Both places were tried: say so, so that a tape kept elsewhere is found.
+                return Err(ResolveError::NotFound {
+                    name: arg.to_string(),
+                    store,
+                    local: std::env::current_dir()
+                        .map(|d| d.join(arg))
+                        .unwrap_or_else(|_| PathBuf::from(".").join(arg)),
+                });
             }
         }
     };
@@ -229,7 +247,10 @@ impl crate::exit::Coded for NameError {
 
 impl crate::exit::Coded for ResolveError {
     fn exit_code(&self) -> i32 {
-        crate::exit::USAGE
+        match self {
+            ResolveError::NotFound { .. } => crate::exit::NO_INPUT,
+            _ => crate::exit::USAGE,
+        }
     }
 }
 

@@ -1023,38 +1023,67 @@ fn diff_reports_match_the_golden_files() {
 #[test]
 fn a_long_value_that_changes_late_is_shown_where_it_differs() {
     let dir = tmp();
-    let answer = |time: &str| {
-        let text = format!(
-            "Converted from the source timezone Europe/Lisbon at 09:30, the time in the target timezone Asia/Tokyo is {time}; daylight saving time is not in effect."
-        );
-        json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}})
-    };
-    let call = req(
-        1,
-        "tools/call",
-        json!({"name": "convert_time", "arguments": {"time": "09:30"}}),
-    );
     let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
-    write_tape(&a, &[("c2s", call.clone()), ("s2c", answer("16:30"))], true);
-    write_tape(&b, &[("c2s", call), ("s2c", answer("16:31"))], true);
+    write_tape(&a, &late_change_exchange("16:30"), true);
+    write_tape(&b, &late_change_exchange("16:31"), true);
     for (format, golden) in [
         ("text", "diff-long-value.txt"),
         ("markdown", "diff-long-value.md"),
     ] {
         let out = diff_cmd(&a, &b, &["--format", format]).status(1);
         assert_golden(golden, &mask(&out.stdout, &[dir.path()]));
-        let line = out
-            .stdout
-            .lines()
-            .find(|l| l.contains("16:30"))
-            .unwrap_or_else(|| panic!("{format}: the recorded time is shown:\n{}", out.stdout));
-        assert_contains(line, "16:31");
-        assert_contains(line, "…");
-        assert!(
-            !line.contains("Converted from"),
-            "{format}: the common start is left out: {line}"
-        );
+        assert_shown_where_it_differs(format, &out.stdout);
     }
+}
+
+/// A convert_time call and its answer: a long text whose time, near the end, is `time`.
+fn late_change_exchange(time: &str) -> [(&'static str, Value); 2] {
+    let call = req(
+        1,
+        "tools/call",
+        json!({"name": "convert_time", "arguments": {"time": "09:30"}}),
+    );
+    let answer = json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": late_change_text(time)}]}});
+    [("c2s", call), ("s2c", answer)]
+}
+
+fn late_change_text(time: &str) -> String {
+    format!("Converted from the source timezone Europe/Lisbon at 09:30, the time in the target timezone Asia/Tokyo is {time}; daylight saving time is not in effect.")
+}
+
+/// The report's line with the recorded 16:30 shows the 16:31 too, the common start left out
+/// and the elision marked.
+fn assert_shown_where_it_differs(format: &str, report: &str) {
+    let line = report
+        .lines()
+        .find(|l| l.contains("16:30"))
+        .unwrap_or_else(|| panic!("{format}: the recorded time is shown:\n{report}"));
+    assert_contains(line, "16:31");
+    assert_contains(line, "…");
+    assert!(
+        !line.contains("Converted from"),
+        "{format}: the common start is left out: {line}"
+    );
+}
+
+/// check's console and Markdown reports show such a value where it differs too, against a live
+/// server whose answer changed late.
+#[test]
+fn check_shows_a_long_value_that_changes_late_where_it_differs() {
+    let dir = tmp();
+    let tape = dir.path().join("time.jsonl");
+    write_tape(&tape, &late_change_exchange("16:30"), true);
+    let server = crate::record::py(
+        &format!(
+            "import sys, json\nfor line in sys.stdin:\n    m = json.loads(line)\n    if 'id' in m and 'method' in m:\n        print(json.dumps({{'jsonrpc': '2.0', 'id': m['id'], 'result': {{'content': [{{'type': 'text', 'text': {:?}}}]}}}}), flush=True)\n",
+            late_change_text("16:31")
+        ),
+        &[],
+    );
+    let md = dir.path().join("report.md");
+    let out = check_cmd(&tape, &["--markdown", &s(&md)], &server, &[]).status(1);
+    assert_shown_where_it_differs("console", &out.stdout);
+    assert_shown_where_it_differs("markdown", &std::fs::read_to_string(&md).unwrap());
 }
 
 // --- masking of dates and epoch times --------------------------------------------------------

@@ -1,6 +1,7 @@
 //! The command line itself: help, exit codes, the demo.
 
 use crate::harness::*;
+use serde_json::{json, Value};
 use std::time::Duration;
 
 #[test]
@@ -329,6 +330,79 @@ fn a_tape_argument_is_an_existing_file_and_never_a_folder() {
             .run()
             .status(64)
             .stderr_contains("is a folder, not a tape");
+    }
+}
+
+/// A name that is neither the store's tape nor a file in the working folder: "not found" names
+/// both places it looked (exit 66), for every command that reads a tape.
+#[test]
+fn a_tape_found_nowhere_is_not_found_naming_both_places_tried() {
+    let dir = tmp();
+    let store = tmp();
+    let cwd = dir.path().canonicalize().unwrap();
+    let want = format!(
+        "tape not found: neither {} (the store's tape demo.json) nor {} (a file in the working folder) exists",
+        store.path().join("tapes/demo.json.jsonl").display(),
+        cwd.join("demo.json").display()
+    );
+    for args in [
+        vec!["show", "demo.json"],
+        vec!["play", "demo.json"],
+        vec!["verify", "demo.json"],
+        vec!["diff", "demo.json", "demo.json"],
+        vec!["check", "demo.json", "sh", "-c", "exit 0"],
+    ] {
+        Mt::new(&args)
+            .dir(&cwd)
+            .env("MCPTAPE_DIR", store.path())
+            .timeout(Duration::from_secs(20))
+            .run()
+            .status(66)
+            .stderr_contains(&want);
+    }
+}
+
+/// `show` numbers its rows by tape line, the number every error and report gives a message
+/// (not by `seq`): a recording with notifications and a stray stdout line, each row's LINE is
+/// the line of the file that holds it.
+#[test]
+fn show_numbers_rows_by_tape_line() {
+    let (_dir, tape) = tmp_tape("lines.jsonl");
+    let server = crate::record::py(
+        "import sys, json\nfor line in sys.stdin:\n    m = json.loads(line)\n    print(json.dumps({'jsonrpc': '2.0', 'method': 'notifications/message', 'params': {'level': 'info', 'data': 'x'}}), flush=True)\n    print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': {}}), flush=True)\nprint('a goodbye banner on stdout', flush=True)\n",
+        &[],
+    );
+    let mut c = LineClient::spawn(&record_cmd(&tape, &server));
+    c.call(1, "tools/list", json!({}));
+    c.call(2, "tools/call", json!({"name": "a", "arguments": {}}));
+    c.finish_with(0);
+    let in_file: Vec<(u64, Value)> = tape_lines(&tape)
+        .into_iter()
+        .enumerate()
+        .filter(|(_, l)| l["type"] == "msg")
+        .map(|(i, l)| (i as u64 + 1, l))
+        .collect();
+    assert!(in_file.len() >= 6, "{in_file:?}");
+    let doc = show_json(&tape);
+    let rows = doc["messages"].as_array().unwrap();
+    let lines: Vec<u64> = rows.iter().map(|r| r["line"].as_u64().unwrap()).collect();
+    assert_eq!(lines, in_file.iter().map(|(n, _)| *n).collect::<Vec<_>>());
+    assert!(
+        in_file
+            .iter()
+            .any(|(n, l)| *n != l["seq"].as_u64().unwrap()),
+        "lines and seqs differ"
+    );
+    let table = Mt::new(["show"]).arg(&tape).run().success().stdout;
+    assert_contains(&table, " LINE ");
+    for (n, l) in &in_file {
+        let row = table
+            .lines()
+            .find(|r| r.trim_start().starts_with(&format!("{n} ")))
+            .unwrap_or_else(|| panic!("no row for tape line {n}:\n{table}"));
+        if let Some(method) = l["method"].as_str() {
+            assert_contains(row, method);
+        }
     }
 }
 

@@ -41,6 +41,32 @@ pub fn peer(rel: &str) -> PathBuf {
     path
 }
 
+/// The MCP Inspector's CLI (`mcp-inspector --cli`, npm `@modelcontextprotocol/inspector`, on
+/// the Node 22 that scripts/conformance.d installs), run in `home` as its HOME (it may keep a
+/// catalog there) with `args`: a server command or `--config FILE --server NAME`, and a
+/// `--method …`. Its output, after at most 90 s.
+pub fn inspector_cli(home: &Path, args: &[String]) -> Output {
+    let d = repo().join("scripts/conformance.d/node_modules");
+    let (node, cli) = (
+        d.join(".bin/node"),
+        d.join("@modelcontextprotocol/inspector"),
+    );
+    assert!(
+        node.exists() && cli.exists(),
+        "the MCP Inspector (or its Node 22) is missing from {}: run ./scripts/test (it installs them)",
+        d.display()
+    );
+    let mut cmd = Command::new(node);
+    cmd.arg(d.join(".bin/mcp-inspector"))
+        .arg("--cli")
+        .args(args)
+        .current_dir(home)
+        .env("HOME", home)
+        // No keychain here: without this it says so on every run.
+        .env("MCP_INSPECTOR_SECRET_STORE", "memory");
+    run_with_timeout(cmd, Duration::from_secs(90))
+}
+
 /// `mcp-server-everything stdio`.
 pub fn everything() -> Vec<String> {
     vec![
@@ -408,6 +434,21 @@ pub fn assert_same_text(what: &str, want: &str, actual: &str, context: &str) {
 #[track_caller]
 pub fn show_json(tape: &Path) -> Value {
     Mt::new(["show", "--json"]).arg(tape).run().success().json()
+}
+
+/// Play's stderr warns once, on one line, that the client asked for protocol version `asked`
+/// and the tape answers `recorded`.
+#[track_caller]
+pub fn assert_one_version_warning(stderr: &str, asked: &str, recorded: &str) {
+    let warned: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("protocol version"))
+        .collect();
+    assert_eq!(warned.len(), 1, "one warning line: {stderr}");
+    assert_contains(
+        warned[0],
+        &format!("the client asked for protocol version {asked}, the tape answers {recorded}"),
+    );
 }
 
 /// `mcptape record --tape TAPE -- server…` as a command line (for clients that spawn it).

@@ -923,15 +923,7 @@ fn an_initialize_asking_another_protocol_version_gets_the_recorded_answer_and_on
     assert_eq!(answer["result"]["protocolVersion"], json!("2025-06-18"));
     c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let stderr = c.finish_with(0);
-    let warned: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("protocol version"))
-        .collect();
-    assert_eq!(warned.len(), 1, "one warning line: {stderr}");
-    assert_contains(
-        warned[0],
-        "the client asked for protocol version 2025-03-26, the tape answers 2025-06-18",
-    );
+    assert_one_version_warning(&stderr, "2025-03-26", "2025-06-18");
 }
 
 #[test]
@@ -1084,4 +1076,45 @@ fn the_protocol_version_warning_compares_with_what_the_recorded_client_asked() {
             answered.as_str().unwrap()
         ),
     );
+}
+
+/// A client that declares roots, is asked `roots/list` by server-everything, never answers it
+/// and calls echo: the same session against play (the MCP Inspector's CLI is such a client: it
+/// leaves before answering). Returns the client's echo answer and, for play, its stderr.
+fn unanswered_roots_session(mut c: LineClient) -> (Value, LineClient) {
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {"roots": {"listChanged": true}}, "clientInfo": {"name": "it", "version": "1"}});
+    c.call(0, "initialize", init);
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    while c.recv()["method"] != "roots/list" {}
+    let echo = c.call(
+        1,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"message": "hi"}}),
+    );
+    (echo, c)
+}
+
+/// A server request the recorded client never answered, unanswered again in play, is what was
+/// recorded, not drift: play exits 0 (it said "drift: the client did not answer roots/list" and
+/// exited 1, which made every Inspector CLI session against play a failure).
+#[test]
+fn a_server_request_unanswered_in_the_recording_and_in_play_is_no_drift() {
+    let (_dir, tape) = tmp_tape("roots.jsonl");
+    let (recorded, c) =
+        unanswered_roots_session(LineClient::spawn(&record_cmd(&tape, &everything())));
+    // server-everything, still waiting for its roots, outlives the grace period: SIGTERM (143).
+    c.finish();
+    let lines = tape_lines(&tape);
+    let roots = position(&lines, "roots/list", |l| l["method"] == "roots/list");
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l["dir"] == "c2s" && l["id"] == lines[roots]["id"] && l["kind"] == "response"),
+        "the recorded client did not answer roots/list"
+    );
+    let (played, c) = unanswered_roots_session(play(&tape, &[]));
+    assert_eq!(played["result"], recorded["result"]);
+    let stderr = c.finish_with(0);
+    assert!(!stderr.contains("drift:"), "{stderr}");
+    assert_contains(&stderr, "served 2, missed 0, drifted 0");
 }

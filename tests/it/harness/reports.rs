@@ -141,7 +141,17 @@ pub struct CheckReport {
     pub run_error: Option<String>,
     pub server_exit: Option<ExitInfo>,
     pub updated_backup: Option<String>,
+    #[serde(default)]
+    pub skipped_lines: Vec<BadLine>,
     pub duration_ms: u64,
+}
+
+/// A tape line skipped as malformed (`--skip-bad-lines`), in the JSON reports.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BadLine {
+    pub line: u64,
+    pub why: String,
 }
 
 impl CheckReport {
@@ -197,6 +207,10 @@ pub struct DiffReport {
     pub only_in_a: Vec<ExchangeRef>,
     pub only_in_b: Vec<ExchangeRef>,
     pub tool_surface: Vec<ToolChange>,
+    #[serde(default)]
+    pub skipped_lines_a: Vec<BadLine>,
+    #[serde(default)]
+    pub skipped_lines_b: Vec<BadLine>,
 }
 
 // --- play --unused-report --------------------------------------------------------------------
