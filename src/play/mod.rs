@@ -1,10 +1,14 @@
 //! `mcptape play`: serve a tape as the server.
 
 pub mod explain;
+pub mod faults;
 pub mod http;
 pub mod matcher;
+pub mod pace;
+pub mod plan;
 pub mod serve;
 
+pub use plan::{Injected, Plan};
 pub use serve::{serve, Drift, PlayReport, ServeOptions, Unused};
 
 /// Why play could not serve.
