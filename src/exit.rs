@@ -21,6 +21,9 @@ pub const UNAVAILABLE: i32 = 69;
 pub const SOFTWARE: i32 = 70;
 /// An I/O error (writing the tape, reading stdin…).
 pub const IO_ERR: i32 = 74;
+/// `play` over stdio cut the connection on purpose (`--faults drop`): a transient failure,
+/// as sysexits' EX_TEMPFAIL says.
+pub const TEMPFAIL: i32 = 75;
 
 /// An error that knows which exit code it means.
 pub trait Coded {

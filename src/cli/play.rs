@@ -61,6 +61,38 @@ pub struct Args {
     require_chain: bool,
     #[command(flatten)]
     read: super::ReadArgs,
+    /// Answer with the recorded latencies (`recorded`), or N times them.
+    ///
+    /// Each answer goes out as long after its request arrived as it took in the recording;
+    /// notifications and server requests at their recorded offsets. Other calls are served
+    /// meanwhile.
+    #[arg(long, value_name = "recorded|N", value_parser = mcptape::play::pace::parse_pace)]
+    pace: Option<f64>,
+    /// Add a random delay to every answer, e.g. 20ms..200ms.
+    ///
+    /// Drawn from the seed for each answer; one duration (50ms) is a fixed delay.
+    #[arg(long, value_name = "MIN..MAX")]
+    latency: Option<mcptape::play::pace::Latency>,
+    /// Inject failures, e.g. error=-32603@tool:echo (docs/play-policies.md).
+    ///
+    /// error=CODE, drop, stall, stall=DURATION or skip, each @tool:NAME, @prompt:NAME,
+    /// @resource:URI, @method:METHOD, @P% or @after:N (all must hold). Repeatable, or a comma
+    /// list. Faults injected are listed in the summary and are not misses.
+    #[arg(long, value_name = "SPEC", value_parser = parse_fault_list)]
+    faults: Vec<FaultList>,
+    /// Seed the random choices (--latency, P% faults); else one is printed.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+}
+
+/// One `--faults` value.
+#[derive(Clone)]
+struct FaultList(Vec<mcptape::play::faults::Fault>);
+
+fn parse_fault_list(s: &str) -> Result<FaultList, String> {
+    mcptape::play::faults::parse_faults(s)
+        .map(FaultList)
+        .map_err(|e| e.to_string())
 }
 
 pub fn run(a: Args) -> Result<i32> {
@@ -124,6 +156,18 @@ pub fn run(a: Args) -> Result<i32> {
     opts.session_idle = a.session_idle;
     opts.policy = std::sync::Arc::new(a.matching.policy()?);
     let played = (path.clone(), index.server.clone());
+    let plan = mcptape::play::Plan {
+        pace: a.pace,
+        latency: a.latency,
+        faults: a.faults.into_iter().flat_map(|f| f.0).collect(),
+        seed: a.seed.unwrap_or_else(mcptape::play::plan::fresh_seed),
+    };
+    // Said before serving, so that a run cut short still tells its seed.
+    let settings = plan.settings();
+    if let Some(s) = &settings {
+        crate::diag!("mcptape play: {s}");
+    }
+    opts.plan = Arc::new(plan);
     let report = match a.listen {
         Some(addr) => {
             if !addr.ip().is_loopback() {
@@ -197,6 +241,14 @@ pub fn run(a: Args) -> Result<i32> {
             report.rejected
         ));
     }
+    if !report.injected.is_empty() {
+        let n = report.injected.len();
+        let s = if n == 1 { "" } else { "s" };
+        summary.push_str(&format!(", injected {n} fault{s} on purpose"));
+    }
+    if report.cut {
+        summary.push_str(", the connection cut on purpose (--faults drop)");
+    }
     if report.unused.is_empty() {
         summary.push_str("; every recorded exchange was used");
         crate::diag!("{summary}");
@@ -213,9 +265,28 @@ pub fn run(a: Args) -> Result<i32> {
         }
     }
     a.matching.write_report(&played.0, &played.1, &report)?;
+    if let Some(s) = &settings {
+        let list = if report.injected.is_empty() {
+            ""
+        } else {
+            "; injected on purpose:"
+        };
+        crate::diag!("mcptape play: {s}{list}");
+    }
+    for f in &report.injected {
+        let id =
+            f.id.as_deref()
+                .map(|id| format!(" (request id {id})"))
+                .unwrap_or_default();
+        crate::diag!("  tape line {:>5}  {}: {}{id}", f.line, f.what, f.fault);
+    }
+    // Faults are on purpose: not misses. A cut over stdio ended play early, which its status
+    // says (75, "try again"), unless something missed or drifted before it.
     Ok(
         if report.missed > 0 || report.drifted > 0 || report.unanswered > 0 {
             mcptape::exit::DRIFT
+        } else if report.cut && a.listen.is_none() {
+            mcptape::exit::TEMPFAIL
         } else {
             mcptape::exit::OK
         },

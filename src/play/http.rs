@@ -5,7 +5,9 @@
 //! (those messages first, the response last); a plain one as `application/json`. Messages tied
 //! to no request go out on the session's GET stream.
 
+use super::faults::FaultKind;
 use super::matcher::{Matcher, Outcome};
+use super::plan::Verdict;
 use super::serve::{self, PlayReport, ServeOptions, Shared};
 use crate::tape::TapeIndex;
 use crate::transport::http::{accept_until, collect, full, plain, ChannelBody, RespBody};
@@ -112,6 +114,12 @@ impl serve::Sink for StreamSink {
         async move {
             let _ = tx.send(item).await;
         }
+    }
+
+    /// The client left: the stream's reader is gone.
+    fn gone(&self) -> impl std::future::Future<Output = ()> + Send {
+        let tx = self.0.clone();
+        async move { tx.closed().await }
     }
 }
 
@@ -333,6 +341,10 @@ impl Player {
             }
         };
         let count = session.c2s.fetch_add(1, Ordering::Relaxed) + 1;
+        let due = serve::Due {
+            point: count,
+            arrived: tokio::time::Instant::now(),
+        };
         let response = match c.kind {
             Kind::Request => {
                 self.request(
@@ -340,7 +352,7 @@ impl Player {
                     &body,
                     c.id.unwrap_or_default(),
                     c.method.unwrap_or_default(),
-                    routing,
+                    (routing, count),
                 )
                 .await
             }
@@ -360,7 +372,7 @@ impl Player {
                 full(StatusCode::BAD_REQUEST, "application/json", msg.to_string())
             }
         };
-        self.emit_standalone(&session, count).await;
+        self.emit_standalone(&session, due).await;
         let mut response = response;
         if let Some(id) = new_id {
             if let Ok(v) = HeaderValue::from_str(&id) {
@@ -460,17 +472,23 @@ impl Player {
         }
     }
 
+    /// Answers a request, the client's message number `msg_no` in its session.
     async fn request(
         &self,
         session: &Arc<Session>,
         body: &[u8],
         id: String,
         method: String,
-        routing: u64,
+        (routing, msg_no): (u64, u64),
     ) -> Response<RespBody> {
         let (ex, token) = match self.answer(session, body, &id, &method, routing).await {
             Answer::Exchange(ex, token) => (ex, token),
             Answer::Now(line) => return full(StatusCode::OK, "application/json", line),
+        };
+        let verdict = match self.verdict(session, ex, &id, &method, body, msg_no) {
+            Planned::Serve(v) => v,
+            Planned::Error(line) => return full(StatusCode::OK, "application/json", line),
+            Planned::Cut => return cut_response(),
         };
         let exchange = &self.index.exchanges[ex];
         if let Some(r) = &exchange.refusal {
@@ -493,7 +511,8 @@ impl Player {
         let streamed = !exchange.during.is_empty()
             || exchange.response.is_some_and(|r| self.index.msgs[r].sse);
         tokio::spawn(async move {
-            serve::serve_exchange(&shared, &StreamSink(tx), ex, &id, token.as_deref()).await
+            let sink = StreamSink(tx);
+            serve::serve_exchange_with(&shared, &sink, ex, &id, token.as_deref(), &verdict).await
         });
         if !streamed {
             // One answer: as JSON. (A recorded request without an answer gets play's error.)
@@ -602,23 +621,37 @@ impl Player {
                     Err(why) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &why),
                 };
                 let count = session.c2s.fetch_add(1, Ordering::Relaxed) + 1;
+                let due = serve::Due {
+                    point: count,
+                    arrived: tokio::time::Instant::now(),
+                };
                 let c = classify(&body);
                 match c.kind {
                     Kind::Request => {
                         let (id, method) = (c.id.unwrap_or_default(), c.method.unwrap_or_default());
-                        match self.answer(&session, &body, &id, &method, 0).await {
-                            Answer::Now(line) => {
-                                serve::send(&session.shared.out, line.into_bytes()).await
-                            }
+                        let answer = match self.answer(&session, &body, &id, &method, 0).await {
                             Answer::Exchange(ex, token) => {
+                                match self.verdict(&session, ex, &id, &method, &body, count) {
+                                    Planned::Serve(v) => Ok((ex, token, v)),
+                                    Planned::Error(line) => Err(line),
+                                    // The session's event stream was closed with it.
+                                    Planned::Cut => return cut_response(),
+                                }
+                            }
+                            Answer::Now(line) => Err(line),
+                        };
+                        match answer {
+                            Err(line) => serve::send(&session.shared.out, line.into_bytes()).await,
+                            Ok((ex, token, verdict)) => {
                                 let shared = session.shared.clone();
                                 tokio::spawn(async move {
-                                    serve::serve_exchange(
+                                    serve::serve_exchange_with(
                                         &shared,
                                         &shared.out,
                                         ex,
                                         &id,
                                         token.as_deref(),
+                                        &verdict,
                                     )
                                     .await
                                 });
@@ -639,7 +672,7 @@ impl Player {
                     }
                     _ => {}
                 }
-                self.emit_standalone(&session, count).await;
+                self.emit_standalone(&session, due).await;
                 plain(StatusCode::ACCEPTED, "Accepted")
             }
             _ => plain(StatusCode::METHOD_NOT_ALLOWED, "mcptape play: GET or POST"),
@@ -648,18 +681,18 @@ impl Player {
 
     /// Messages the recording had tied to no request, at the same point of the conversation:
     /// those of the recorded session this session replays (of the whole tape, over stdio).
-    async fn emit_standalone(&self, session: &Arc<Session>, point: u64) {
+    async fn emit_standalone(&self, session: &Arc<Session>, due: serve::Due) {
         let recorded = *session.recorded.lock().expect("recorded lock");
         let Some(mine) = self.standalone.get(&recorded) else {
             return;
         };
         loop {
-            let due = {
+            let st = {
                 let mut next = session.next_standalone.lock().expect("standalone lock");
                 match mine
                     .get(*next)
                     .map(|&i| &self.index.standalone[i])
-                    .filter(|s| s.point <= point)
+                    .filter(|s| s.point <= due.point)
                 {
                     Some(s) => {
                         *next += 1;
@@ -668,22 +701,69 @@ impl Player {
                     None => break,
                 }
             };
-            let meta = self.index.msgs[due.msg].clone();
-            match meta.kind {
-                Kind::Request => {
+            let meta = &self.index.msgs[st.msg];
+            let when = serve::Standalone::of(&session.shared, st.msg, &due);
+            match (meta.kind, when) {
+                (_, serve::Standalone::Skipped) | (Kind::Response | Kind::Error, _) => {}
+                (Kind::Request, _) | (_, serve::Standalone::At(_)) => {
                     let shared = session.shared.clone();
-                    tokio::spawn(async move {
-                        serve::server_request(&shared, &shared.out, &meta, due.client_answer).await
-                    });
+                    tokio::spawn(when.send_later(shared, st.msg, st.client_answer));
                 }
-                Kind::Response | Kind::Error => {}
-                _ => {
-                    if let Ok(bytes) = self.index.read_bytes(&meta) {
+                (_, serve::Standalone::Now) => {
+                    if let Ok(bytes) = self.index.read_bytes(meta) {
                         serve::send(&session.shared.out, bytes).await;
                     }
                 }
             }
         }
+    }
+
+    /// What the plan does to a call matched to exchange `ex`: an `error` or `drop` fault is
+    /// decided (and reported) here; anything else is for `serve_exchange_with`.
+    fn verdict(
+        &self,
+        session: &Arc<Session>,
+        ex: usize,
+        id: &str,
+        method: &str,
+        body: &[u8],
+        msg_no: u64,
+    ) -> Planned {
+        let plan = &self.opts.plan;
+        if !plan.is_set() {
+            return Planned::Serve(Verdict::default());
+        }
+        let params = crate::wire::params::params_of(body);
+        let v = plan.verdict(&self.index, ex, method, params.as_ref(), msg_no);
+        let Some(i) = v.fault else {
+            return Planned::Serve(v);
+        };
+        if !matches!(plan.kind(i), FaultKind::Error(_) | FaultKind::Drop) {
+            return Planned::Serve(v);
+        }
+        session
+            .shared
+            .inject(i, self.index.exchanges[ex].request, Some(id));
+        match plan.error_answer(i, id) {
+            Some(line) => Planned::Error(line),
+            None => {
+                self.cut(session);
+                Planned::Cut
+            }
+        }
+    }
+
+    /// A `drop` fault: the session ends as if its server had died (its GET stream closes, its
+    /// id gets `404` from now on, so a client initializes again).
+    fn cut(&self, session: &Arc<Session>) {
+        session.shared.report.lock().expect("report lock").cut = true;
+        self.sessions
+            .lock()
+            .expect("sessions lock")
+            .retain(|_, s| !Arc::ptr_eq(s, session));
+        session.shared.closed.send_replace(true);
+        session.get.lock().expect("get lock").tx = None;
+        self.retire(session);
     }
 
     fn at_session_cap(&self) -> bool {
@@ -805,6 +885,26 @@ impl Player {
     }
 }
 
+/// What the plan makes of a matched call over HTTP.
+enum Planned {
+    /// Served from the tape, as the verdict says.
+    Serve(Verdict),
+    /// Answered with this injected error.
+    Error(String),
+    /// Cut (`drop`).
+    Cut,
+}
+
+/// A response whose body fails at once: hyper closes the connection without sending anything,
+/// which the client sees as a server that went away mid-request.
+fn cut_response() -> Response<RespBody> {
+    let (tx, rx) = mpsc::channel(1);
+    let _ = tx.try_send(Err("cut on purpose (--faults drop)".to_string()));
+    Response::new(http_body_util::BodyExt::boxed(
+        crate::transport::http::CuttableBody { rx },
+    ))
+}
+
 /// A recorded refusal given again: its status, `Content-Type`, `Allow` and body.
 fn refusal_response(r: &crate::tape::index::HttpRefusal) -> Response<RespBody> {
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
@@ -869,6 +969,8 @@ fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
     total.unanswered += r.unanswered;
     total.markers += r.markers;
     total.probes += r.probes;
+    total.injected.extend(r.injected.iter().cloned());
+    total.cut |= r.cut;
     total.dropped += s.get.lock().expect("get lock").waiting.dropped;
     total.misses.extend(r.misses.iter().cloned());
     total.drifts.extend(r.drifts.iter().cloned());

@@ -1,15 +1,19 @@
 //! `mcptape play`: serve a tape as the server.
 
 pub mod explain;
+pub mod faults;
 pub mod http;
 pub mod matcher;
 pub mod player;
 pub mod policy;
+pub mod pace;
+pub mod plan;
 pub mod serve;
 pub mod usage;
 
 pub use player::{Player, Playing};
 pub use policy::{MatchMode, MatchPolicy, Repeat};
+pub use plan::{Injected, Plan};
 pub use serve::{serve, Drift, PlayReport, ServeOptions, Unused};
 
 /// Why play could not serve.

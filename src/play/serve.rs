@@ -7,6 +7,7 @@
 
 use super::explain::Miss;
 use super::matcher::{Matcher, Outcome};
+use super::plan::Verdict;
 use crate::tape::index::MsgMeta;
 use crate::tape::TapeIndex;
 use crate::wire::canonical::{differences, short, Difference};
@@ -49,6 +50,8 @@ pub struct ServeOptions {
     pub session_idle: Duration,
     /// How requests are matched (`--match`, `--ignore-param`) and repeated (`--repeat`).
     pub policy: Arc<super::MatchPolicy>,
+    /// `--pace`, `--latency`, `--faults`, `--seed` (see [`Plan`](super::Plan)).
+    pub plan: Arc<super::Plan>,
 }
 
 impl Default for ServeOptions {
@@ -76,6 +79,7 @@ impl ServeOptions {
             max_sessions: crate::play::http::MAX_SESSIONS,
             session_idle: crate::play::http::SESSION_IDLE,
             policy: Default::default(),
+            plan: Default::default(),
         }
     }
 }
@@ -130,6 +134,10 @@ pub struct PlayReport {
     /// How many times each recorded exchange was served, by exchange number (what
     /// `--unused-report` writes).
     pub uses: Vec<u32>,
+    /// Faults injected on purpose (`--faults`), in order: not misses.
+    pub injected: Vec<super::Injected>,
+    /// A `drop` fault cut the connection (over stdio: play stopped there).
+    pub cut: bool,
 }
 
 /// The error a pre-2026 server gives a `server/discover` probe, when the tape has no
@@ -221,6 +229,19 @@ pub(crate) struct Shared {
     pub(crate) bodies: Bodies,
 }
 
+impl Shared {
+    /// Reports fault `fault` of the plan as injected on recorded message `msg` (a client
+    /// request answered `id`, or a server request).
+    pub(crate) fn inject(&self, fault: usize, msg: usize, id: Option<&str>) {
+        let injected = self.opts.plan.injected(&self.index, fault, msg, id);
+        self.report
+            .lock()
+            .expect("report lock")
+            .injected
+            .push(injected);
+    }
+}
+
 /// A tape no larger than this is read into memory when play starts, so that an answer costs no
 /// system call; a larger one is read an answer at a time.
 const PRELOAD_MAX: u64 = 16 * 1024 * 1024;
@@ -270,6 +291,12 @@ pub(crate) trait Sink: Sync {
     fn before(&self, _recorded: &MsgMeta) -> impl Future<Output = ()> + Send {
         std::future::ready(())
     }
+
+    /// Completes once nothing sent here can reach the client any more (an HTTP stream whose
+    /// client left): a paced or stalled answer stops waiting. Never, by default.
+    fn gone(&self) -> impl Future<Output = ()> + Send {
+        std::future::pending()
+    }
 }
 
 impl Sink for mpsc::Sender<Vec<u8>> {
@@ -281,22 +308,36 @@ impl Sink for mpsc::Sender<Vec<u8>> {
 /// stdout, written by the serving loop directly and by the queue of the tasks' messages. Each
 /// line is written under the lock, so lines never interleave.
 struct Output<W: Write> {
-    w: std::io::BufWriter<W>,
+    /// `None` once closed (a `drop` fault): dropping the writer closes the client's pipe.
+    w: Option<std::io::BufWriter<W>>,
     /// A write failed (the client closed its end of our stdout): nothing more can be delivered.
     broken: bool,
 }
 
 impl<W: Write> Output<W> {
     fn write(&mut self, parts: &[&[u8]]) {
-        if !self.broken && parts.iter().any(|p| self.w.write_all(p).is_err()) {
+        let Some(w) = self.w.as_mut().filter(|_| !self.broken) else {
+            return;
+        };
+        if parts.iter().any(|p| w.write_all(p).is_err()) {
             self.broken = true;
         }
     }
 
     fn flush(&mut self) {
-        if !self.broken && self.w.flush().is_err() {
+        let Some(w) = self.w.as_mut().filter(|_| !self.broken) else {
+            return;
+        };
+        if w.flush().is_err() {
             self.broken = true;
         }
+    }
+
+    /// Sends what is buffered and closes the client's end: a `drop` fault.
+    fn close(&mut self) {
+        self.flush();
+        self.broken = true;
+        self.w = None;
     }
 }
 
@@ -334,7 +375,7 @@ where
 {
     let rt_handle = tokio::runtime::Handle::current();
     let output = Arc::new(Mutex::new(Output {
-        w: std::io::BufWriter::with_capacity(64 * 1024, output),
+        w: Some(std::io::BufWriter::with_capacity(64 * 1024, output)),
         broken: false,
     }));
     let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(OUTPUT_QUEUE);
@@ -356,6 +397,8 @@ where
         tasks: tokio::task::JoinSet::new(),
         c2s: 0,
         next_standalone: 0,
+        cut: false,
+        arrived: tokio::time::Instant::now(),
     };
     let out = output.clone();
     let report = tokio::task::spawn_blocking(move || read_loop(serving, input, &out))
@@ -386,8 +429,13 @@ fn read_loop<R: Read, W: Write + Send + 'static>(
         }
         // Everything this read brought is answered: out before waiting for more.
         output.lock().expect("output lock").flush();
+        if serving.cut {
+            break;
+        }
     }
-    framer.finish(|f| serving.frame(f));
+    if !serving.cut {
+        framer.finish(|f| serving.frame(f));
+    }
     serving.finish()
 }
 
@@ -412,11 +460,19 @@ struct Loop<W: Write + Send + 'static> {
     /// Client messages seen so far.
     c2s: u64,
     next_standalone: usize,
+    /// A `drop` fault cut the connection: nothing more is read or answered.
+    cut: bool,
+    /// When the client's latest message arrived (what paced standalone messages count from).
+    arrived: tokio::time::Instant,
 }
 
 impl<W: Write + Send + 'static> Loop<W> {
     fn frame(&mut self, f: Frame<'_>) {
+        if self.cut {
+            return;
+        }
         self.c2s += 1;
+        self.arrived = tokio::time::Instant::now();
         match f {
             Frame::Line(l) => self.message(l.bytes),
             Frame::Oversize { len, head } => {
@@ -442,9 +498,13 @@ impl<W: Write + Send + 'static> Loop<W> {
             direct,
             rt,
             tasks,
+            c2s,
             ..
         } = self;
-        now(rt, handle(shared, matcher, direct, rt, tasks, bytes));
+        now(rt, handle(shared, matcher, direct, rt, tasks, bytes, *c2s));
+        if shared.opts.plan.may_drop() && shared.report.lock().expect("report lock").cut {
+            self.cut = true;
+        }
     }
 
     /// Sends the standalone messages due once `point` client messages were seen.
@@ -455,16 +515,31 @@ impl<W: Write + Send + 'static> Loop<W> {
             rt,
             tasks,
             next_standalone,
+            arrived,
+            cut,
             ..
         } = self;
+        if *cut {
+            return;
+        }
+        let at = Due {
+            point,
+            arrived: *arrived,
+        };
         now(
             rt,
-            emit_standalone(shared, direct, rt, tasks, next_standalone, point),
+            emit_standalone(shared, direct, rt, tasks, next_standalone, at),
         );
     }
 
     /// The client closed its side: waits for the tasks, sends what is left, and reports.
     fn finish(mut self) -> PlayReport {
+        if self.cut {
+            // Cut on purpose: the client sees its pipe close now, and nothing still waiting
+            // (a paced answer, a server request) goes out.
+            self.direct.0.lock().expect("output lock").close();
+            self.tasks.abort_all();
+        }
         // No answer to a server request can come any more. Waiters see `closed` and end now
         // (reported as unanswered) rather than at the timeout.
         self.shared.closed.send_replace(true);
@@ -528,9 +603,11 @@ async fn handle<W: Write + Send + 'static>(
     rt: &tokio::runtime::Handle,
     tasks: &mut tokio::task::JoinSet<()>,
     bytes: &[u8],
+    msg_no: u64,
 ) {
+    let at = (rt, tasks, msg_no);
     if let Some((id, method, params)) = parse_request(bytes) {
-        return request(shared, matcher, direct, rt, tasks, id, method, params).await;
+        return request(shared, matcher, direct, at, id, method, params).await;
     }
     let c = classify(bytes);
     match c.kind {
@@ -538,7 +615,7 @@ async fn handle<W: Write + Send + 'static>(
             let id = c.id.expect("requests have ids");
             let method = c.method.expect("requests have methods");
             let params = crate::wire::params::params_of(bytes);
-            request(shared, matcher, direct, rt, tasks, id, method, params).await;
+            request(shared, matcher, direct, at, id, method, params).await;
         }
         Kind::Response | Kind::Error => {
             let id = c.id.unwrap_or_else(|| "null".into());
@@ -574,14 +651,14 @@ async fn handle<W: Write + Send + 'static>(
     }
 }
 
-/// Serves a client request: the recorded exchange that matches it, or an explanation of the miss.
-#[allow(clippy::too_many_arguments)]
+/// Serves a client request: the recorded exchange that matches it, or an explanation of the
+/// miss. `at`: the runtime and task set a waiting exchange runs on, and the client message's
+/// number.
 async fn request<W: Write + Send + 'static>(
     shared: &Arc<Shared>,
     matcher: &mut Matcher,
     direct: &Direct<W>,
-    rt: &tokio::runtime::Handle,
-    tasks: &mut tokio::task::JoinSet<()>,
+    (rt, tasks, msg_no): (&tokio::runtime::Handle, &mut tokio::task::JoinSet<()>, u64),
     id: String,
     method: String,
     params: Option<Value>,
@@ -629,14 +706,36 @@ async fn request<W: Write + Send + 'static>(
             crate::diag!("{w}");
         }
     }
-    let waits = shared.index.exchanges[ex]
-        .during
-        .iter()
-        .any(|&m| shared.index.msgs[m].kind == Kind::Request);
+    let plan = &shared.opts.plan;
+    let verdict = if plan.is_set() {
+        plan.verdict(&shared.index, ex, &method, params.as_ref(), msg_no)
+    } else {
+        Verdict::default()
+    };
+    if let Some(i) = verdict.fault {
+        // An error answers at once; a drop cuts here (the loop stops reading). A stall waits
+        // in `serve_exchange_with`.
+        let answer = plan.error_answer(i, &id);
+        if answer.is_some() || *plan.kind(i) == super::faults::FaultKind::Drop {
+            shared.inject(i, shared.index.exchanges[ex].request, Some(&id));
+            shared.report.lock().expect("report lock").cut |= answer.is_none();
+            if let Some(line) = answer {
+                direct.emit(line.into_bytes()).await;
+            }
+            return;
+        }
+    }
+    let waits = verdict.waits()
+        || shared.index.exchanges[ex]
+            .during
+            .iter()
+            .any(|&m| shared.index.msgs[m].kind == Kind::Request);
     if waits {
         let shared = shared.clone();
         tasks.spawn_on(
-            async move { serve_exchange(&shared, &shared.out, ex, &id, token.as_deref()).await },
+            async move {
+                serve_exchange_with(&shared, &shared.out, ex, &id, token.as_deref(), &verdict).await
+            },
             rt,
         );
     } else {
@@ -676,10 +775,40 @@ pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
     client_id: &str,
     client_token: Option<&str>,
 ) {
+    serve_exchange_with(
+        shared,
+        out,
+        ex,
+        client_id,
+        client_token,
+        &Verdict::default(),
+    )
+    .await
+}
+
+/// [`serve_exchange`] as `verdict` says: paced, late, stalled, some server requests skipped.
+pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
+    shared: &Shared,
+    out: &O,
+    ex_no: usize,
+    client_id: &str,
+    client_token: Option<&str>,
+    verdict: &Verdict,
+) {
     let index = &shared.index;
-    let ex = &index.exchanges[ex];
+    let ex = &index.exchanges[ex_no];
+    let start = tokio::time::Instant::now();
+    let recorded_at = index.msgs[ex.request].t_us;
+    // When a recorded message of the exchange is due: as long after the request as recorded.
+    let due = |meta: &MsgMeta| match verdict.pace {
+        Some(p) => start + super::pace::scaled(meta.t_us.saturating_sub(recorded_at), p),
+        None => start,
+    };
     for &m in &ex.during {
         let meta = &index.msgs[m];
+        if verdict.pace.is_some() && !super::pace::wait_until(due(meta), out.gone()).await {
+            return;
+        }
         match meta.kind {
             Kind::Notification if meta.method.as_deref() == Some("notifications/progress") => {
                 // Progress goes to the token of this client's request; no token, no progress asked.
@@ -692,9 +821,10 @@ pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
                     }
                 }
             }
-            Kind::Request => {
-                server_request(shared, out, meta, ex.client_answers.get(&m).copied()).await
-            }
+            Kind::Request => match verdict.skips.iter().find(|(s, _)| *s == m) {
+                Some(&(_, f)) => shared.inject(f, m, None),
+                None => server_request(shared, out, meta, ex.client_answers.get(&m).copied()).await,
+            },
             Kind::Response | Kind::Error => {}
             _ => {
                 if let Ok(bytes) = index.read_bytes(meta) {
@@ -703,6 +833,9 @@ pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
                 }
             }
         }
+    }
+    if !answer_when_due(shared, out, ex_no, client_id, verdict, &due).await {
+        return;
     }
     let Some(r) = ex.response else {
         // A `subscriptions/listen` stream has no answer: it runs until the client closes it.
@@ -777,6 +910,43 @@ pub(crate) async fn serve_exchange<O: Sink + ?Sized>(
     r.markers += markers;
 }
 
+/// Waits until the answer of exchange `ex` is due: its recorded time when paced, plus the
+/// verdict's latency, plus a `stall=DURATION`; a `stall` never is, and gives `false` once the
+/// client has closed its side (or left), as does a client that leaves while an answer waits.
+async fn answer_when_due<O: Sink + ?Sized>(
+    shared: &Shared,
+    out: &O,
+    ex: usize,
+    client_id: &str,
+    verdict: &Verdict,
+    due: &impl Fn(&MsgMeta) -> tokio::time::Instant,
+) -> bool {
+    let index = &shared.index;
+    let exchange = &index.exchanges[ex];
+    let mut at = match exchange.response {
+        Some(r) => due(&index.msgs[r]),
+        None => due(&index.msgs[exchange.request]),
+    } + verdict.latency;
+    if let Some(i) = verdict.fault {
+        let plan = &shared.opts.plan;
+        let super::faults::FaultKind::Stall(delay) = *plan.kind(i) else {
+            return true;
+        };
+        shared.inject(i, exchange.request, Some(client_id));
+        let Some(delay) = delay else {
+            // Never answered: held until the client closes its side or leaves.
+            let mut closed = shared.closed.subscribe();
+            tokio::select! {
+                _ = closed.wait_for(|c| *c) => {},
+                _ = out.gone() => {},
+            }
+            return false;
+        };
+        at += delay;
+    }
+    at <= tokio::time::Instant::now() || super::pace::wait_until(at, out.gone()).await
+}
+
 /// Re-issues a recorded server request with a fresh id, awaits the client's answer and compares
 /// it with the recorded one.
 pub(crate) async fn server_request<O: Sink + ?Sized>(
@@ -834,8 +1004,9 @@ pub(crate) async fn server_request<O: Sink + ?Sized>(
             }
         }
         // The recorded client did not answer either (it left first, as the Inspector's CLI
-        // does): silence is what was recorded, not drift.
-        None if recorded_answer.is_none() => {
+        // does): silence is what was recorded, not drift. Nor is it when a connection cut on
+        // purpose (`--faults drop`) left the request unanswered.
+        None if recorded_answer.is_none() || shared.report.lock().expect("report lock").cut => {
             shared.pending.lock().expect("pending lock").remove(&id);
             None
         }
@@ -896,31 +1067,81 @@ fn answer_body(bytes: &[u8]) -> Value {
     }
 }
 
+/// Which client message made standalone messages due, and when it arrived.
+pub(crate) struct Due {
+    /// Client messages seen.
+    pub point: u64,
+    /// When the latest arrived.
+    pub arrived: tokio::time::Instant,
+}
+
+/// What becomes of a standalone message (one tied to no call) under the plan.
+#[derive(Clone, Copy)]
+pub(crate) enum Standalone {
+    /// Sent now.
+    Now,
+    /// Sent at this time (`--pace`: its recorded offset after the client message before it).
+    At(tokio::time::Instant),
+    /// Not sent: a `skip` fault (recorded in the report).
+    Skipped,
+}
+
+impl Standalone {
+    pub(crate) fn of(shared: &Shared, msg: usize, due: &Due) -> Standalone {
+        let plan = &shared.opts.plan;
+        if !plan.is_set() {
+            return Standalone::Now;
+        }
+        if shared.index.msgs[msg].kind == Kind::Request {
+            if let Some(f) = plan.skip_standalone(&shared.index, msg, due.point) {
+                shared.inject(f, msg, None);
+                return Standalone::Skipped;
+            }
+        }
+        match plan.pace {
+            Some(p) => Standalone::At(
+                due.arrived
+                    + super::pace::scaled(super::plan::standalone_offset(&shared.index, msg), p),
+            ),
+            None => Standalone::Now,
+        }
+    }
+
+    /// Sends standalone message `msg` (a server request, or anything else) to `shared.out`,
+    /// when due; a task.
+    pub(crate) async fn send_later(self, shared: Arc<Shared>, msg: usize, answer: Option<usize>) {
+        if let Standalone::At(t) = self {
+            tokio::time::sleep_until(t).await;
+        }
+        let meta = shared.index.msgs[msg].clone();
+        if meta.kind == Kind::Request {
+            server_request(&shared, &shared.out, &meta, answer).await
+        } else if let Ok(bytes) = shared.index.read_bytes(&meta) {
+            send(&shared.out, bytes).await
+        }
+    }
+}
+
 async fn emit_standalone<W: Write + Send + 'static>(
     shared: &Arc<Shared>,
     direct: &Direct<W>,
     rt: &tokio::runtime::Handle,
     tasks: &mut tokio::task::JoinSet<()>,
     next: &mut usize,
-    point: u64,
+    due: Due,
 ) {
     let index = &shared.index;
-    while let Some(s) = index.standalone.get(*next).filter(|s| s.point <= point) {
+    while let Some(s) = index.standalone.get(*next).filter(|s| s.point <= due.point) {
         *next += 1;
         let meta = &index.msgs[s.msg];
-        match meta.kind {
-            Kind::Request => {
-                let (shared, msg, answer) = (shared.clone(), s.msg, s.client_answer);
-                tasks.spawn_on(
-                    async move {
-                        let meta = shared.index.msgs[msg].clone();
-                        server_request(&shared, &shared.out, &meta, answer).await
-                    },
-                    rt,
-                );
+        let when = Standalone::of(shared, s.msg, &due);
+        match (meta.kind, when) {
+            (_, Standalone::Skipped) | (Kind::Response | Kind::Error, _) => {}
+            (Kind::Request, _) | (_, Standalone::At(_)) => {
+                let send = when.send_later(shared.clone(), s.msg, s.client_answer);
+                tasks.spawn_on(send, rt);
             }
-            Kind::Response | Kind::Error => {}
-            _ => {
+            (_, Standalone::Now) => {
                 if let Ok(bytes) = index.read_bytes(meta) {
                     direct.emit(bytes).await;
                 }

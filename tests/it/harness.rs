@@ -472,6 +472,16 @@ pub fn play_cmd(tape: &Path) -> Vec<String> {
 /// [`play_cmd`] behind `/bin/sh`, which writes play's exit status to `rc` (and, with `err`,
 /// play's stderr there): for a client that spawns play, whose status it does not show.
 pub fn play_reporting(tape: &Path, rc: &Path, err: Option<&Path>) -> Vec<String> {
+    play_reporting_with(tape, &[], rc, err)
+}
+
+/// [`play_reporting`] with play's `flags`.
+pub fn play_reporting_with(
+    tape: &Path,
+    flags: &[&str],
+    rc: &Path,
+    err: Option<&Path>,
+) -> Vec<String> {
     let mut v: Vec<String> = vec!["/bin/sh".into(), "-c".into()];
     match err {
         Some(err) => v.extend([
@@ -487,6 +497,7 @@ pub fn play_reporting(tape: &Path, rc: &Path, err: Option<&Path>) -> Vec<String>
         ]),
     }
     v.extend(play_cmd(tape));
+    v.extend(flags.iter().map(|f| f.to_string()));
     v
 }
 
@@ -534,6 +545,28 @@ pub fn py_client(
         )
     });
     (transcript, out)
+}
+
+/// Runs tests/peers/py_faults.py (the Python SDK client making the tool calls of `steps`, see
+/// its doc) against `target` and returns what it saw of each call.
+pub fn py_faults(steps: &Value, target: &[String]) -> Value {
+    let mut cmd = Command::new(python());
+    cmd.arg(peer("py_faults.py"))
+        .args(["--steps", &steps.to_string(), "--"])
+        .args(target);
+    let out = run_with_timeout(cmd, Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "py_faults failed: {:?}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "py_faults printed no JSON ({e}); stderr:\n{}",
+            text(&out.stderr)
+        )
+    })
 }
 
 /// [`py_client`] that must succeed; `what` says where it ran, for the failure message.

@@ -27,6 +27,7 @@ mod peers;
 mod play;
 mod play_policy;
 mod play_http_warnings;
+mod play_faults;
 mod properties;
 mod record;
 mod reliability;

@@ -389,7 +389,15 @@ impl Served {
 
     /// `mcptape play TAPE --listen 127.0.0.1:0`.
     pub fn play(tape: &Path) -> Served {
-        Served::spawn(&["play", &s(tape), "--listen", "127.0.0.1:0"])
+        Served::play_with(tape, &[])
+    }
+
+    /// [`Served::play`] with more flags.
+    pub fn play_with(tape: &Path, flags: &[&str]) -> Served {
+        let tape = s(tape);
+        let mut args = vec!["play", &tape, "--listen", "127.0.0.1:0"];
+        args.extend(flags);
+        Served::spawn(&args)
     }
 
     pub fn pid(&self) -> u32 {
