@@ -47,6 +47,7 @@ fn coded(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
         crate::run::agent::PrepareError,
         crate::export::spans::SpansError,
         crate::export::send::SendError,
+        crate::import::ImportError,
     );
     None
 }

@@ -16,6 +16,7 @@ mod export;
 mod http;
 mod http_leaks;
 mod http_sessions;
+mod import;
 mod llm_cli;
 mod load;
 mod model_proxy;
