@@ -50,6 +50,7 @@ fn coded(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
         crate::export::spans::SpansError,
         crate::export::send::SendError,
         crate::report::html::ReportError,
+        crate::import::ImportError,
     );
     None
 }

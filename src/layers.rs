@@ -47,6 +47,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "export",
         &["exit", "wire", "transport", "redact", "tape", "model"],
     ),
+    ("import", &["exit", "wire", "redact", "tape"]),
     (
         "run",
         &[

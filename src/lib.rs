@@ -100,6 +100,7 @@ pub mod exit;
 pub mod export;
 #[doc(hidden)]
 pub mod fuzz_api;
+pub mod import;
 pub mod inspect;
 pub mod integrity;
 #[cfg(test)]

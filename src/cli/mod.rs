@@ -4,6 +4,7 @@ mod check;
 mod demo;
 mod diff;
 mod export;
+mod import;
 mod inspect;
 mod integrity;
 mod matching;
@@ -84,6 +85,10 @@ tape not found; 69 the agent could not be started; 74 the tape could not be writ
 const EXIT_EXPORT: &str = "\
 Exit codes: 0 exported; 64 usage error (a bad endpoint or header); 65 malformed tape; 66 tape not
 found; 69 the endpoint could not be reached or refused the export; 74 the file could not be written.";
+const EXIT_IMPORT: &str = "\
+Exit codes: 0 imported; 64 usage error (an unknown format, a file that could be several formats);
+65 a file that is not of its format (or of none); 66 file not found; 74 the tape could not be
+written.";
 const EXIT_DEMO: &str = "\
 Exit codes: 0 every step went as expected; 1 a step did not.";
 
@@ -132,6 +137,10 @@ enum Command {
         about = "Export a tape as OpenTelemetry traces (OTLP/JSON or protobuf, file or endpoint)."
     )]
     Export(export::Args),
+    #[command(
+        about = "Import another recorder's file (agent-vcr, mcp-cassette, mcp-vcr, …) as a tape."
+    )]
+    Import(import::Args),
     #[command(about = "Record an agent's model API calls onto a tape, or answer them from one.")]
     ModelProxy(model_proxy::Args),
     #[command(
@@ -184,6 +193,7 @@ pub fn main() -> i32 {
         Command::Show(a) => inspect::show(a),
         Command::Report(a) => report::run(a),
         Command::Export(a) => export::run(a),
+        Command::Import(a) => import::run(a),
         Command::ModelProxy(a) => model_proxy::run(a),
         Command::Run(a) => run::run_cmd(a),
         Command::Demo(a) => demo::run(a),

@@ -212,6 +212,12 @@ impl TapeWriter {
         &self.file_path
     }
 
+    /// The moment `t_us` microseconds after the tape started: for messages whose time is known
+    /// from elsewhere (`mcptape import` keeps another recorder's timing).
+    pub fn at_offset(&self, t_us: u64) -> Instant {
+        self.start + std::time::Duration::from_micros(t_us)
+    }
+
     /// Microseconds since the tape started.
     pub(crate) fn elapsed_us(&self, at: Instant) -> u64 {
         at.saturating_duration_since(self.start).as_micros() as u64

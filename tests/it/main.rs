@@ -20,6 +20,7 @@ mod http;
 mod http_leaks;
 mod http_sessions;
 mod inspector;
+mod import;
 mod llm_cli;
 mod load;
 mod model_proxy;

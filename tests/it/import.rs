@@ -1,0 +1,315 @@
+//! `mcptape import`: each other recorder records a real session of a real server driven by the
+//! official Python SDK client (tests/peers/py_client.py); its file is imported, the tape
+//! verified, and `mcptape play` of it serves the same client, whose transcript must equal the
+//! one it saw live — except, named in each test, what the format did not keep.
+//!
+//! The recorders are installed by `./scripts/test` in tests/recorders (see its README).
+
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// A program of the recorders' venv (`tests/recorders/.venv`, or `.venv-localab`).
+fn recorder(venv: &str, bin: &str) -> String {
+    let p = repo()
+        .join("tests/recorders")
+        .join(venv)
+        .join("bin")
+        .join(bin);
+    assert!(
+        p.exists(),
+        "{} is missing: run ./scripts/test once (it installs tests/recorders)",
+        p.display()
+    );
+    s(p)
+}
+
+/// A script of tests/recorders run by the recorders' Python.
+fn recorder_script(name: &str) -> Vec<String> {
+    vec![
+        recorder(".venv", "python"),
+        s(repo().join("tests/recorders").join(name)),
+    ]
+}
+
+/// The live session: the Python client's `scenario` through `through` (a recorder in front of
+/// the server); its transcript.
+fn live(scenario: &str, through: Vec<String>) -> Value {
+    py_ok(scenario, "legacy", &through, "through the recorder")
+}
+
+/// `mcptape import ARGS… -o TAPE`, which must succeed; its stderr.
+fn import(args: &[&str], tape: &Path) -> String {
+    let run = Mt::new(["import"])
+        .args(args)
+        .arg("-o")
+        .arg(tape)
+        .run()
+        .success();
+    let err = run.console();
+    Mt::new(["verify"]).arg(tape).run().success();
+    err
+}
+
+/// The Python client against `mcptape play TAPE`.
+fn played(scenario: &str, tape: &Path) -> Value {
+    py_ok(scenario, "legacy", &play_cmd(tape), "against mcptape play")
+}
+
+fn pyserver() -> Vec<String> {
+    py_server()
+}
+
+#[test]
+fn mcp_rec_a_real_recording_plays_back_what_the_client_saw() {
+    let dir = tmp();
+    let file = dir.path().join("session.jsonl");
+    let mut through = vec![
+        recorder(".venv", "mcp-rec"),
+        "record".into(),
+        "--out".into(),
+        s(&file),
+        "--".into(),
+    ];
+    through.extend(pyserver());
+    let seen = live("pyserver", through);
+    let tape = dir.path().join("imported.jsonl");
+    // Detected from the content (the format is not named).
+    let err = import(&[&s(&file)], &tape);
+    assert_contains(&err, "mcptape import: mcp-rec ");
+    assert_contains(&err, "warning: mcp-rec lacks the wire bytes");
+    // mcp-rec keeps every line both ways: the sampling request, the progress notifications.
+    assert_eq!(played("pyserver", &tape), seen);
+}
+
+#[test]
+fn mcp_cassette_its_writer_on_a_real_session_plays_back_what_the_client_saw() {
+    // mcp-cassette needs Python 3.12 (its CLI and proxy import a module with 3.12-only syntax):
+    // its own recorder and writer run in-process in a relay (tests/recorders/mcp_cassette_record.py
+    // says why and how). Its default redaction would replace the `api_key` property of
+    // py_server's `deploy` tool schema; off here so the tools list is the server's.
+    let dir = tmp();
+    let file = dir.path().join("cassette.json");
+    let mut through = recorder_script("mcp_cassette_record.py");
+    through.extend(["--no-default-redactions".into(), s(&file), "--".into()]);
+    through.extend(pyserver());
+    let seen = live("pyserver", through);
+    let tape = dir.path().join("imported.jsonl");
+    let err = import(&["auto", &s(&file)], &tape);
+    assert_contains(&err, "mcptape import: mcp-cassette ");
+    assert_eq!(played("pyserver", &tape), seen);
+}
+
+#[test]
+fn mcp_vcr_yaml_and_ndjson_from_its_cli_play_back_what_the_client_saw() {
+    // mcp-vcr declares Python >= 3.12 but runs on 3.11 (installed with --ignore-requires-python).
+    for format in ["yaml", "ndjson"] {
+        let dir = tmp();
+        let file = dir.path().join(format!("session.{format}"));
+        let mut through = vec![
+            recorder(".venv", "mcp-vcr"),
+            "record".into(),
+            "--no-redact".into(),
+            "--format".into(),
+            format.into(),
+            "-o".into(),
+            s(&file),
+            "--".into(),
+        ];
+        through.extend(pyserver());
+        let seen = live("pyserver", through);
+        let tape = dir.path().join("imported.jsonl");
+        let err = import(&["mcp-vcr", &s(&file)], &tape);
+        assert_contains(&err, "mcptape import: mcp-vcr ");
+        assert_eq!(played("pyserver", &tape), seen, "{format}");
+    }
+}
+
+#[test]
+fn agent_vcr_plays_back_everything_but_the_server_request_it_dropped() {
+    let dir = tmp();
+    let file = dir.path().join("session.vcr");
+    let mut through = recorder_script("agent_vcr_record.py");
+    through.extend([s(&file), "--".into()]);
+    through.extend(pyserver());
+    let seen = live("pyserver", through);
+    let tape = dir.path().join("imported.jsonl");
+    let err = import(&["agent-vcr", &s(&file)], &tape);
+    assert_contains(
+        &err,
+        "warning: agent-vcr lacks server-to-client requests (sampling, elicitation, roots)",
+    );
+    let got = played("pyserver", &tape);
+    // `ask_llm` asks the client for a sampling answer mid-call: agent-vcr never recorded that
+    // request, so play cannot re-issue it. The rest of the transcript is the live one.
+    let mut want = seen.clone();
+    let ask = want["steps"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|s| s["step"] == "call ask_llm")
+        .expect("the ask_llm step");
+    assert_eq!(
+        ask["observed"][0]["server_request"],
+        "sampling/createMessage",
+        "live: {}",
+        pretty(ask)
+    );
+    ask.as_object_mut().unwrap().remove("observed");
+    assert_eq!(got, want);
+}
+
+#[test]
+fn localab_vcr_holds_only_tool_calls_and_play_answers_them_as_live() {
+    let dir = tmp();
+    let file = dir.path().join("run.jsonl");
+    let mut through = vec![
+        recorder(".venv-localab", "agent-vcr"),
+        "mcp-stdio".into(),
+        "--server".into(),
+        "fixture".into(),
+        "--tape".into(),
+        s(&file),
+        "--mode".into(),
+        "record".into(),
+        "--".into(),
+    ];
+    through.extend(pyserver());
+    let seen = live("pyserver", through);
+    let tape = dir.path().join("imported.jsonl");
+    let err = import(&[&s(&file)], &tape);
+    assert_contains(
+        &err,
+        "warning: localab-vcr lacks everything of MCP but tool calls: no handshake (initialize)",
+    );
+    assert_contains(&err, "20 messages, 10 exchanges");
+    // No handshake on the tape: a client that initializes is refused, said so.
+    let mut c = LineClient::spawn(&play_cmd(&tape));
+    let init = c.initialize();
+    assert_contains(
+        &init["error"]["message"].to_string(),
+        "the tape has no initialize call",
+    );
+    // The tool calls, as the client sent them (the recorded name and arguments), are answered
+    // as the live server answered the client: each call step's result, in order.
+    let calls: Vec<Value> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["kind"] == "tool_call")
+        .collect();
+    let steps: Vec<&Value> = seen["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["step"].as_str().unwrap().starts_with("call "))
+        .collect();
+    assert_eq!(calls.len(), steps.len(), "one recorded call per call step");
+    for (i, (call, step)) in calls.iter().zip(&steps).enumerate() {
+        let answer = c.call(
+            100 + i as i64,
+            "tools/call",
+            json!({"name": call["tool"], "arguments": call["args"]}),
+        );
+        let result = &answer["result"];
+        for key in ["content", "structuredContent", "isError"] {
+            assert_eq!(result[key], step["result"][key], "{}: {key}", step["step"]);
+        }
+    }
+    c.close_stdin();
+    let (status, _) = c.finish();
+    assert_eq!(status.code(), Some(1), "the refused initialize is a miss");
+}
+
+/// A port nothing listens on now (mcp-recorder takes a fixed `--port`).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn mcp_recorder_over_http_plays_back_what_the_client_saw() {
+    // mcp-recorder is an HTTP proxy (its stdio target sits behind it): the client reaches it over
+    // Streamable HTTP; play serves the import over stdio. Its stdio transport cannot pass a
+    // server's request to the client (a sampling call hangs it), so the session is the memory
+    // server's, which asks the client nothing.
+    let dir = tmp();
+    let file = dir.path().join("cassette.json");
+    let port = free_port();
+    let mut recorder_cmd = Command::new(recorder(".venv", "mcp-recorder"));
+    recorder_cmd
+        .args([
+            "record",
+            "--target-stdio",
+            &memory().join(" "),
+            "--port",
+            &port.to_string(),
+            "--output",
+            &s(&file),
+        ])
+        .env("MEMORY_FILE_PATH", dir.path().join("memory.jsonl"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut proxy = recorder_cmd.spawn().expect("mcp-recorder starts");
+    // Waiting for it to listen (not an assertion on time: the deadline only ends a hung wait).
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "mcp-recorder never listened on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let seen = py_ok(
+        "memory",
+        "legacy",
+        &[format!("http://127.0.0.1:{port}/mcp")],
+        "through mcp-recorder",
+    );
+    // It saves the cassette when interrupted (Ctrl-C).
+    unsafe { libc::kill(proxy.id() as i32, libc::SIGINT) };
+    assert!(proxy.wait().unwrap().success());
+    let tape = dir.path().join("imported.jsonl");
+    let err = import(&[&s(&file)], &tape);
+    assert_contains(&err, "mcptape import: mcp-recorder ");
+    assert_contains(&err, "lacks the time between calls");
+    let played = py_ok("memory", "legacy", &play_cmd(&tape), "against mcptape play");
+    assert_eq!(played, seen);
+}
+
+#[test]
+fn bad_input_gets_its_file_line_and_exit_code() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let bad: PathBuf = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"ts\": 1, \"dir\": \"client->server\", \"msg\": {}}\nnot json\n{}\n",
+    )
+    .unwrap();
+    Mt::new(["import", "mcp-rec"])
+        .arg(&bad)
+        .arg("-o")
+        .arg(&tape)
+        .run()
+        .status(65)
+        .stderr_contains(&format!(
+            "mcptape: error: {}: line 2: expected ident; mcp-rec writes",
+            s(&bad)
+        ));
+    Mt::new(["import"])
+        .arg(dir.path().join("none.json"))
+        .arg("-o")
+        .arg(&tape)
+        .run()
+        .status(66)
+        .stderr_contains("no such file");
+    Mt::new(["import", "vcr-9000"]).arg(&bad).arg("-o").arg(&tape).run().status(64)
+        .stderr_contains("unknown format \"vcr-9000\"; mcptape imports: agent-vcr, localab-vcr, mcp-rec, mcp-recorder, mcp-cassette, mcp-vcr, or auto");
+    assert!(!tape.exists(), "no tape written from bad input");
+}
