@@ -304,6 +304,10 @@ impl Bed {
                     "security": {"auth": {"selectedType": "gemini-api-key"}},
                     "telemetry": {"enabled": false},
                     "privacy": {"usageStatisticsEnabled": false},
+                    // Gemini CLI 0.61 lists its built-in skills in the system prompt and in the
+                    // activate_skill tool in an order that changes from run to run, so a replay
+                    // of the run would miss its recorded model requests (docs/agent-runs.md).
+                    "skills": {"enabled": false},
                 });
                 std::fs::create_dir_all(home.join(".gemini")).expect(".gemini");
                 std::fs::write(home.join(".gemini/settings.json"), settings.to_string())
