@@ -936,6 +936,7 @@ mod tests {
             sse: false,
             stream_of: None,
             http: None,
+            appended: false,
         };
         use crate::tape::index::Body;
         let tape = Bodies(Some(r#"{"msg":{"id":1,"result":{}}}"#.to_string()));
