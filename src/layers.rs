@@ -16,7 +16,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("record", &["exit", "wire", "transport", "redact", "tape"]),
     ("compare", &["exit", "wire", "redact", "tape"]),
-    ("play", &["exit", "wire", "transport", "redact", "tape"]),
+    (
+        "play",
+        &["exit", "wire", "transport", "redact", "tape", "record"],
+    ),
     (
         "model",
         &[

@@ -37,9 +37,10 @@ could not be started, or --listen could not listen; 74 the tape could not be wri
 replaced) and the server exited 0.";
 const EXIT_PLAY: &str = "\
 Exit codes: 0 everything asked was served; 1 a miss, a drifted answer to a replayed server
-request, or a request the recorded server never answered; 64 usage error (an unknown --server);
-65 malformed tape (--require-chain: no hash chain, or a broken one); 66 tape not found; 69
---listen could not listen.";
+request, or a request the recorded server never answered (a live server that could not answer
+is a miss); 64 usage error (an unknown --server, a live policy without a live server); 65
+malformed tape (--require-chain: no hash chain, or a broken one); 66 tape not found; 69 --listen
+could not listen; 74 the appended tape could not be closed.";
 const EXIT_CHECK: &str = "\
 Exit codes: 0 the gate passed (or --update accepted the changes); 1 the gate failed; 64 usage
 error; 65 malformed baseline; 66 baseline not found; 69 the server could not be started or

@@ -2,9 +2,13 @@
 
 pub mod explain;
 pub mod http;
+pub mod live;
+mod live_http;
 pub mod matcher;
+pub mod select;
 pub mod serve;
 
+pub use live::{LiveConfig, LiveTape, LiveTarget, OnMiss};
 pub use serve::{serve, Drift, PlayReport, ServeOptions, Unused};
 
 /// Why play could not serve.

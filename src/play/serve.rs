@@ -47,6 +47,10 @@ pub struct ServeOptions {
     /// Over HTTP: how long a session may go without a request (and without an open GET
     /// stream) before it is closed (see [`SESSION_IDLE`](crate::play::http::SESSION_IDLE)).
     pub session_idle: Duration,
+    /// What a request the tape does not answer gets (`Lenient` is `lenient`).
+    pub on_miss: super::live::OnMiss,
+    /// The live server, for `--on-miss live` and the calls chosen to go live.
+    pub live: Option<Arc<super::live::LiveConfig>>,
 }
 
 impl Default for ServeOptions {
@@ -73,6 +77,8 @@ impl ServeOptions {
             limits: Default::default(),
             max_sessions: crate::play::http::MAX_SESSIONS,
             session_idle: crate::play::http::SESSION_IDLE,
+            on_miss: Default::default(),
+            live: None,
         }
     }
 }
@@ -122,6 +128,8 @@ pub struct PlayReport {
     /// `server/discover` probes answered "method not found", as the recorded pre-2026 server
     /// would have (the tape has no `server/discover`): not misses.
     pub probes: u64,
+    /// Requests the live server answered (`--on-miss live`, `--live`, `--from-tape`).
+    pub live: u64,
 }
 
 /// The error a pre-2026 server gives a `server/discover` probe, when the tape has no
@@ -197,6 +205,8 @@ pub(crate) struct Shared {
     pub(crate) opts: ServeOptions,
     /// The tape's bytes when it was small enough to read at start-up: answers come from memory.
     pub(crate) bodies: Bodies,
+    /// This session's live server, when there is one to go to.
+    pub(crate) live: Option<super::live::Live>,
 }
 
 /// A tape no larger than this is read into memory when play starts, so that an answer costs no
@@ -320,6 +330,7 @@ where
     let serving = Loop {
         matcher: Matcher::with_display(&index, opts.display.clone()),
         shared: Arc::new(Shared {
+            live: opts.live.clone().map(super::live::Live::new),
             bodies: Bodies::preload(&index),
             index: Arc::new(index),
             out: out_tx,
@@ -450,6 +461,9 @@ impl<W: Write + Send + 'static> Loop<W> {
         self.join_tasks();
         self.standalone(u64::MAX);
         self.join_tasks();
+        if let Some(live) = &self.shared.live {
+            self.rt.block_on(live.shutdown());
+        }
 
         let Loop {
             shared, matcher, ..
@@ -506,7 +520,8 @@ async fn handle<W: Write + Send + 'static>(
     bytes: &[u8],
 ) {
     if let Some((id, method, params)) = parse_request(bytes) {
-        return request(shared, matcher, direct, rt, tasks, id, method, params).await;
+        let req = (id, method, params, bytes);
+        return request(shared, matcher, direct, rt, tasks, req).await;
     }
     let c = classify(bytes);
     match c.kind {
@@ -514,7 +529,15 @@ async fn handle<W: Write + Send + 'static>(
             let id = c.id.expect("requests have ids");
             let method = c.method.expect("requests have methods");
             let params = crate::wire::params::params_of(bytes);
-            request(shared, matcher, direct, rt, tasks, id, method, params).await;
+            request(
+                shared,
+                matcher,
+                direct,
+                rt,
+                tasks,
+                (id, method, params, bytes),
+            )
+            .await;
         }
         Kind::Response | Kind::Error => {
             let id = c.id.unwrap_or_else(|| "null".into());
@@ -558,13 +581,19 @@ async fn request<W: Write + Send + 'static>(
     direct: &Direct<W>,
     rt: &tokio::runtime::Handle,
     tasks: &mut tokio::task::JoinSet<()>,
-    id: String,
-    method: String,
-    params: Option<Value>,
+    (id, method, params, bytes): (String, String, Option<Value>, &[u8]),
 ) {
     let token = crate::wire::params::progress_token(params.as_ref(), true);
-
-    let outcome = matcher.take(&shared.index, &method, params.as_ref(), shared.opts.lenient);
+    if let Some(live) = &shared.live {
+        if method == "initialize" {
+            live.note_initialize(bytes);
+        }
+        if live.chosen(&method, params.as_ref()) {
+            return spawn_live(shared, rt, tasks, bytes, id, false);
+        }
+    }
+    let lenient = shared.opts.lenient || shared.opts.on_miss == super::live::OnMiss::Lenient;
+    let outcome = matcher.take(&shared.index, &method, params.as_ref(), lenient);
     let ex = match outcome {
         Outcome::Hit(ex) => ex,
         Outcome::Miss(_) if legacy_probe_answer(&shared.index, &method, &id).is_some() => {
@@ -588,6 +617,11 @@ async fn request<W: Write + Send + 'static>(
                 .emit(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#).into_bytes())
                 .await;
             return;
+        }
+        Outcome::Miss(_)
+            if shared.opts.on_miss == super::live::OnMiss::Live && shared.live.is_some() =>
+        {
+            return spawn_live(shared, rt, tasks, bytes, id, true);
         }
         Outcome::Miss(miss) => {
             crate::diag!("mcptape play: {}", miss.render(&id).trim_end());
@@ -619,6 +653,22 @@ async fn request<W: Write + Send + 'static>(
         // Inline keeps the recorded order with the standalone messages that follow.
         serve_exchange(shared, direct, ex, &id, token.as_deref()).await;
     }
+}
+
+/// Answers a request from the live server, as a task: the loop serves on meanwhile.
+fn spawn_live(
+    shared: &Arc<Shared>,
+    rt: &tokio::runtime::Handle,
+    tasks: &mut tokio::task::JoinSet<()>,
+    bytes: &[u8],
+    id: String,
+    taped: bool,
+) {
+    let (shared, bytes) = (shared.clone(), bytes.to_vec());
+    tasks.spawn_on(
+        async move { super::live::forward(&shared, &shared.out, &bytes, &id, taped).await },
+        rt,
+    );
 }
 
 /// What serving a request needs (id text, method, params) in one parse of it. `None` for

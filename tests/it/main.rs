@@ -20,6 +20,7 @@ mod load;
 mod model_proxy;
 mod peers;
 mod play;
+mod play_live;
 mod properties;
 mod record;
 mod reliability;
