@@ -10,6 +10,7 @@ mod play;
 mod record;
 mod run;
 mod runtime;
+mod vcr;
 
 use clap::{Parser, Subcommand};
 use mcptape::exit;
@@ -90,6 +91,8 @@ enum Command {
     Record(record::Args),
     #[command(about = "Serve a tape as the MCP server: no server process, no side effects.")]
     Play(play::Args),
+    #[command(about = "Record or play, as the tape and --mode say (once, new, all, none).")]
+    Vcr(vcr::Args),
     #[command(about = "Check a new build of a server against a recording, graded A–F.")]
     Check(check::Args),
     #[command(about = "Compare two recordings, down to the first call that drifted.")]
@@ -135,6 +138,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Record(a) => record::run(a),
         Command::Play(a) => play::run(a),
+        Command::Vcr(a) => vcr::run(a),
         Command::Check(a) => check::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Ls(a) => inspect::ls(a),

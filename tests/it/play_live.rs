@@ -616,6 +616,171 @@ fn over_http_a_miss_goes_to_server_everything_over_http_and_to_the_memory_server
     assert_contains(&std::fs::read_to_string(&env[0].1).unwrap(), "over http");
 }
 
+// --- record modes (`mcptape vcr`) ------------------------------------------------------------
+
+/// The memory server behind `sh`, which first leaves a marker file: whether the server was
+/// started at all.
+fn marked_memory(dir: &Path) -> (Vec<String>, PathBuf) {
+    let marker = dir.join("server-started");
+    let script = format!("touch '{}'; exec '{}'", marker.display(), memory()[0]);
+    (vec!["/bin/sh".into(), "-c".into(), script], marker)
+}
+
+/// `mcptape vcr ARGS… -- SERVER…` as a line client, with the memory server's file in `dir` and
+/// `CI` as given.
+fn vcr(dir: &Path, args: &[&str], server: &[String], ci: Option<&str>) -> LineClient {
+    let mut argv: Vec<String> = vec![s(bin()), "vcr".into()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    argv.push("--".into());
+    argv.extend(server.iter().cloned());
+    let mut cmd = command(&argv);
+    cmd.env("MEMORY_FILE_PATH", dir.join("memory.json"));
+    match ci {
+        Some(v) => cmd.env("CI", v),
+        None => cmd.env_remove("CI"),
+    };
+    LineClient::spawn_cmd(cmd)
+}
+
+fn read_graph(c: &mut LineClient, id: i64) -> Value {
+    c.call(id, "tools/call", call("read_graph", json!({})))
+}
+
+#[test]
+fn vcr_once_records_then_plays_with_no_server_process_the_second_time() {
+    let dir = tmp();
+    let tape = dir.path().join("once.jsonl");
+    let (server, marker) = marked_memory(dir.path());
+    let args = ["--tape", &s(&tape)];
+
+    let mut c = vcr(dir.path(), &args, &server, None);
+    handshake(&mut c, json!({}));
+    let recorded = read_graph(&mut c, 1);
+    let err = c.finish_with(0);
+    assert_contains(
+        &err,
+        &format!(
+            "mcptape vcr: mode once (the default), {}: no tape there yet: recording it",
+            tape.display()
+        ),
+    );
+    assert!(marker.exists(), "the first run started the server");
+    std::fs::remove_file(&marker).unwrap();
+    assert_verifies(&tape);
+
+    let mut c = vcr(dir.path(), &args, &server, None);
+    handshake(&mut c, json!({}));
+    let played = read_graph(&mut c, 7);
+    assert_eq!(played["result"], recorded["result"]);
+    assert_eq!(played["id"], 7);
+    // A call the tape does not hold is a strict miss: no server to ask.
+    let miss = c.call(8, "tools/call", call("create_entities", entities("x")));
+    assert_eq!(miss["error"]["code"], -32099, "{miss}");
+    let err = c.finish_with(1);
+    assert_contains(
+        &err,
+        "the tape is there: playing it strictly, the server is not started",
+    );
+    assert!(!marker.exists(), "no server process the second time");
+}
+
+#[test]
+fn vcr_with_ci_set_refuses_to_record_and_says_so_and_plays_strictly() {
+    let dir = tmp();
+    let tape = dir.path().join("ci.jsonl");
+    let (server, marker) = marked_memory(dir.path());
+    let args = ["--tape", &s(&tape)];
+    let c = vcr(dir.path(), &args, &server, Some("true"));
+    let err = c.finish_with(66);
+    assert_contains(&err, "mode none ($CI is set and no --mode was named)");
+    assert_contains(&err, "refusing to record");
+    assert_contains(&err, "unset $CI or name a --mode to record");
+    assert!(!tape.exists() && !marker.exists());
+
+    // Named, a mode records in CI too; then, with no mode, CI plays it strictly.
+    let mut c = vcr(
+        dir.path(),
+        &["--mode", "once", "--tape", &s(&tape)],
+        &server,
+        Some("true"),
+    );
+    handshake(&mut c, json!({}));
+    read_graph(&mut c, 1);
+    c.finish_with(0);
+    std::fs::remove_file(&marker).unwrap();
+    let mut c = vcr(dir.path(), &args, &server, Some("1"));
+    handshake(&mut c, json!({}));
+    read_graph(&mut c, 2);
+    let err = c.finish_with(0);
+    assert_contains(&err, "mode none ($CI is set and no --mode was named)");
+    assert!(!marker.exists());
+    // `CI=false` is not CI.
+    let c = vcr(
+        dir.path(),
+        &["--tape", &s(dir.path().join("other.jsonl"))],
+        &server,
+        Some("false"),
+    );
+    assert_contains(&c.finish_with(0), "mode once (the default)");
+}
+
+#[test]
+fn vcr_new_appends_what_is_missing_and_all_records_again_keeping_the_old_tape() {
+    let dir = tmp();
+    let tape = dir.path().join("new.jsonl");
+    let (server, marker) = marked_memory(dir.path());
+    let args = ["--mode", "new", "--tape", &s(&tape)];
+    let mut c = vcr(dir.path(), &args, &server, None);
+    handshake(&mut c, json!({}));
+    read_graph(&mut c, 1);
+    c.finish_with(0);
+
+    let mut c = vcr(dir.path(), &args, &server, None);
+    handshake(&mut c, json!({}));
+    read_graph(&mut c, 2);
+    let created = c.call(
+        3,
+        "tools/call",
+        call("create_entities", entities("new mode")),
+    );
+    assert!(created.get("result").is_some(), "{created}");
+    let err = c.finish_with(0);
+    assert_contains(
+        &err,
+        "what it does not hold goes to the server and is appended",
+    );
+    assert_contains(&err, "answered live 1");
+    assert_verifies(&tape);
+    assert_eq!(
+        tape_msgs(&tape)
+            .iter()
+            .filter(|m| m["appended"] == true)
+            .count(),
+        2
+    );
+
+    let before = std::fs::read(&tape).unwrap();
+    std::fs::remove_file(&marker).unwrap();
+    let mut c = vcr(
+        dir.path(),
+        &["--mode", "all", "--tape", &s(&tape)],
+        &server,
+        Some("true"),
+    );
+    handshake(&mut c, json!({}));
+    read_graph(&mut c, 1);
+    let err = c.finish_with(0);
+    assert_contains(&err, "mode all (--mode)");
+    assert!(marker.exists());
+    let bak = dir.path().join("new.jsonl.bak");
+    assert_eq!(
+        std::fs::read(&bak).unwrap(),
+        before,
+        "the old tape kept as .bak"
+    );
+    assert!(tape_msgs(&tape).iter().all(|m| m.get("appended").is_none()));
+}
+
 /// The Python SDK client's `everything` scenario, recorded; played again with the sampling
 /// tool live: server-everything asks the client to sample through play, the client's SDK
 /// answers, and the client sees what it saw when recording. Every other step comes from the
