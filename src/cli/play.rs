@@ -93,8 +93,8 @@ pub struct Args {
     /// anything. Without it such a tape is played with a warning.
     #[arg(long)]
     require_chain: bool,
-    /// The live server's command (for --on-miss live, --live, --from-tape)
-    #[arg(last = true, value_name = "SERVER COMMAND")]
+    /// The live server's command, after the tape (for --on-miss live, --live, --from-tape)
+    #[arg(trailing_var_arg = true, value_name = "SERVER COMMAND")]
     command: Vec<String>,
 }
 

@@ -822,3 +822,55 @@ fn the_python_client_answers_a_live_servers_sampling_request_through_play() {
         assert_eq!(step(&replayed, other), step(&recorded, other), "{other}");
     }
 }
+
+/// The `_meta` every 2026-07-28 request carries.
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "it", "version": "1"}
+    })
+}
+
+fn modern_call(id: i64, name: &str, arguments: Value) -> Value {
+    let mut p = call(name, arguments);
+    p["_meta"] = modern_meta();
+    req(id, "tools/call", p)
+}
+
+/// The 2026-07-28 era has no handshake: play sets up the live server with a `server/discover`
+/// carrying the request's `_meta`, which is not appended; the live answer is.
+#[test]
+fn a_2026_miss_goes_to_the_python_server_after_a_discovery_that_is_not_taped() {
+    let dir = tmp();
+    let tape = dir.path().join("modern.jsonl");
+    let mut c = LineClient::spawn(&record_cmd(&tape, &py_server()));
+    let (echoed, _) = c.ask(&modern_call(1, "echo", json!({"text": "taped"})));
+    assert_eq!(text_of(&echoed), "echo: taped");
+    c.finish_with(0);
+
+    let mut c = play_live(&tape, &["--on-miss", "live"], &py_server());
+    let (again, _) = c.ask(&modern_call(5, "echo", json!({"text": "taped"})));
+    assert_eq!(again["result"], echoed["result"]);
+    let (added, _) = c.ask(&modern_call(6, "add", json!({"b": 2, "a": 40})));
+    assert_eq!(added["id"], 6);
+    assert_eq!(text_of(&added), "42");
+    assert_eq!(added["result"]["resultType"], "complete", "{added}");
+    let err = c.finish_with(0);
+    assert_contains(&err, "served 1, missed 0, drifted 0, answered live 1");
+
+    assert_verifies(&tape);
+    let appended: Vec<Value> = tape_msgs(&tape)
+        .into_iter()
+        .filter(|m| m["appended"] == true)
+        .collect();
+    let methods: Vec<&Value> = appended.iter().map(|m| &m["method"]).collect();
+    assert_eq!(
+        methods,
+        [&json!("tools/call"), &Value::Null],
+        "{appended:#?}"
+    );
+    assert!(tape_msgs(&tape)
+        .iter()
+        .all(|m| m["method"] != "server/discover"));
+}
