@@ -145,6 +145,9 @@ pub struct ShowRow {
     /// On a 2026-07-28 retry (`inputResponses`): the tape line of the request it continues.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_of_line: Option<u64>,
+    /// Added after the recording, by `play --on-miss live`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub appended: bool,
 }
 
 /// What `mcptape show` prints (as a table, or this serialized with `--json`).
@@ -318,6 +321,7 @@ pub fn show(
             target: target_of[i].clone(),
             latency_us: latency_of[i],
             retry_of_line: retry_of[i],
+            appended: m.appended,
         })
         .collect();
     Ok(ShowDoc {
@@ -400,6 +404,13 @@ pub fn show_table(doc: &ShowDoc) -> String {
             lines.join(", ")
         );
     }
+    let appended = doc.messages.iter().filter(|r| r.appended).count();
+    if appended > 0 {
+        let _ = writeln!(
+            out,
+            "appended {appended} messages after the recording (play --on-miss live), marked + below"
+        );
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -450,7 +461,11 @@ pub fn show_table(doc: &ShowDoc) -> String {
             "{:>5}  {:>8.3} s  {:^3}  {:12}  {:44}  {:>6}  {:>10}",
             r.line,
             r.t_us as f64 / 1e6,
-            r.dir.arrow(),
+            if r.appended {
+                format!("+{}", r.dir.arrow())
+            } else {
+                r.dir.arrow().to_string()
+            },
             r.kind.as_str(),
             truncate(&what, 44),
             truncate(&id, 6),

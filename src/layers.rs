@@ -17,7 +17,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("stats", &["wire", "tape", "model", "inspect"]),
     ("record", &["exit", "wire", "transport", "redact", "tape"]),
     ("compare", &["exit", "wire", "redact", "tape"]),
-    ("play", &["exit", "wire", "transport", "redact", "tape"]),
+    (
+        "play",
+        &["exit", "wire", "transport", "redact", "tape", "record"],
+    ),
     (
         "model",
         &[

@@ -99,6 +99,7 @@ mod tests {
                 target: None,
                 arguments: None,
                 line: 1,
+                appended: false,
             },
             status,
             changes: kinds

@@ -9,6 +9,7 @@ use super::driver::{
 use crate::record::Recorder;
 use crate::tape::index::MsgMeta;
 use crate::tape::{ServerDecl, TapeIndex, TapeWriter, WriteOptions, DEFAULT_SERVER};
+use crate::transport::post::{answer_head, mcp_post};
 use crate::transport::sse::SseParser;
 use crate::wire::{classify, Dir, Kind};
 use bytes::Bytes;
@@ -179,28 +180,12 @@ impl Ctx {
     /// POSTs one client message; returns the HTTP response.
     async fn post(&self, body: Vec<u8>) -> Result<hyper::Response<hyper::body::Incoming>, String> {
         self.tape.message(Dir::C2S, &body, None);
-        let mut req = Request::builder()
-            .method(Method::POST)
-            .uri(self.url.clone())
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
-        if let Some(s) = self.session.lock().expect("session").as_deref() {
-            req = req.header("mcp-session-id", s);
-        }
-        // The 2026-07-28 era: the headers must agree with the body (else 400), so they are
-        // derived from it; earlier eras send back the version `initialize` agreed on.
-        let modern = modern_headers(&body);
-        if modern.is_empty() {
-            if let Some(p) = self.protocol.lock().expect("protocol").as_deref() {
-                req = req.header("mcp-protocol-version", p);
-            }
-        }
-        for (name, value) in modern {
-            req = req.header(name, value);
-        }
-        let req = req
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| e.to_string())?;
+        let req = mcp_post(
+            &self.url,
+            self.session.lock().expect("session").as_deref(),
+            self.protocol.lock().expect("protocol").as_deref(),
+            body,
+        )?;
         match self.client.request(req).await {
             Ok(r) => Ok(r),
             Err(e) => {
@@ -221,19 +206,11 @@ impl Ctx {
         events: &mpsc::Sender<Event>,
     ) -> Result<Vec<u8>, String> {
         let resp = self.post(message.into_bytes()).await?;
-        if let Some(sid) = resp
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-        {
-            *self.session.lock().expect("session") = Some(sid.to_string());
+        let (sid, sse) = answer_head(&resp);
+        if let Some(sid) = sid {
+            *self.session.lock().expect("session") = Some(sid);
         }
         let status = resp.status();
-        let sse = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|c| c.starts_with("text/event-stream"));
         let mut body = resp.into_body();
         if !sse {
             let bytes = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
@@ -299,43 +276,4 @@ impl Ctx {
             *self.protocol.lock().expect("protocol") = Some(p.to_string());
         }
     }
-}
-
-/// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` for a 2026-07-28 request (one that
-/// carries its protocol version in `_meta`); empty for earlier eras.
-fn modern_headers(body: &[u8]) -> Vec<(&'static str, String)> {
-    let Ok(v) = serde_json::from_slice::<Value>(body) else {
-        return Vec::new();
-    };
-    let Some(version) = v
-        .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
-        .and_then(Value::as_str)
-    else {
-        return Vec::new();
-    };
-    let mut out = vec![("mcp-protocol-version", version.to_string())];
-    if let Some(m) = v.get("method").and_then(Value::as_str) {
-        out.push(("mcp-method", m.to_string()));
-        let name = match m {
-            "tools/call" | "prompts/get" => v.pointer("/params/name"),
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                v.pointer("/params/uri")
-            }
-            _ => None,
-        };
-        if let Some(n) = name.and_then(Value::as_str) {
-            let plain = n.bytes().all(|b| (0x21..0x7f).contains(&b));
-            let value = if plain {
-                n.to_string()
-            } else {
-                use base64::Engine as _;
-                format!(
-                    "=?base64?{}?=",
-                    base64::engine::general_purpose::STANDARD.encode(n)
-                )
-            };
-            out.push(("mcp-name", value));
-        }
-    }
-    out
 }

@@ -15,6 +15,7 @@ mod record;
 mod report;
 mod run;
 mod runtime;
+mod vcr;
 
 use clap::{Parser, Subcommand};
 use mcptape::exit;
@@ -43,10 +44,11 @@ could not be started, or --listen could not listen; 74 the tape could not be wri
 replaced) and the server exited 0.";
 const EXIT_PLAY: &str = "\
 Exit codes: 0 everything asked was served; 1 a miss, a drifted answer to a replayed server
-request, or a request the recorded server never answered (faults injected with --faults are
-not); 64 usage error (an unknown --server, a bad --faults); 65 malformed tape (--require-chain: no
-hash chain, or a broken one); 66 tape not found; 69 --listen could not listen; 75 over stdio, a
---faults drop cut the connection.";
+request, or a request the recorded server never answered (a live server that could not answer
+is a miss; faults injected with --faults are not); 64 usage error (an unknown --server, a bad
+--faults, a live policy without a live server); 65 malformed tape (--require-chain: no hash
+chain, or a broken one); 66 tape not found; 69 --listen could not listen; 74 the appended tape
+could not be closed; 75 over stdio, a --faults drop cut the connection.";
 const EXIT_CHECK: &str = "\
 Exit codes: 0 the gate passed (or --update accepted the changes); 1 the gate failed; 64 usage
 error; 65 malformed baseline; 66 baseline not found; 69 the server could not be started or
@@ -111,6 +113,8 @@ enum Command {
     Record(record::Args),
     #[command(about = "Serve a tape as the MCP server: no server process, no side effects.")]
     Play(play::Args),
+    #[command(about = "Record or play, as the tape and --mode say (once, new, all, none).")]
+    Vcr(vcr::Args),
     #[command(about = "Check a new build of a server against a recording, graded A–F.")]
     Check(check::Args),
     #[command(about = "Compare two recordings, down to the first call that drifted.")]
@@ -183,6 +187,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Record(a) => record::run(a),
         Command::Play(a) => play::run(a),
+        Command::Vcr(a) => vcr::run(a),
         Command::Check(a) => check::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Ls(a) => inspect::ls(a),

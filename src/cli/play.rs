@@ -18,11 +18,47 @@ pub struct Args {
     /// Tape name or path.
     #[arg(value_name = "TAPE")]
     tape: String,
-    /// On a miss, serve the next unused recorded exchange of the same method instead (reported).
-    #[arg(long)]
+    /// The same as --on-miss lenient.
+    #[arg(long, conflicts_with = "on_miss")]
     lenient: bool,
     #[command(flatten)]
     matching: super::matching::MatchArgs,
+    /// A miss gets: error (explained), lenient, or live [default: error]
+    ///
+    /// error: a JSON-RPC error explaining the miss. lenient: the next unused recorded exchange of
+    /// the same method (reported). live: the live server's answer (a command after --, or --url),
+    /// appended to the tape.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        default_value = "error",
+        hide_default_value = true,
+        hide_possible_values = true
+    )]
+    on_miss: OnMiss,
+    /// These calls live, the rest from the tape: tool:NAME, resource:URI, prompt:NAME
+    ///
+    /// A bare name is a tool; a trailing * matches any rest; repeatable or comma-separated. Only
+    /// tools/call, resources/read and prompts/get are chosen; nothing is appended.
+    #[arg(
+        long,
+        value_name = "SELECTOR",
+        value_delimiter = ',',
+        conflicts_with = "from_tape"
+    )]
+    live: Vec<mcptape::play::select::Selector>,
+    /// These calls from the tape, every other call live (selectors as for --live)
+    #[arg(long, value_name = "SELECTOR", value_delimiter = ',')]
+    from_tape: Vec<mcptape::play::select::Selector>,
+    /// The live server at this Streamable HTTP URL (instead of a command)
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    url: Option<String>,
+    /// Append the live answers to this tape, not to the one played
+    ///
+    /// A tape that is not there is started.
+    #[arg(long, value_name = "TAPE")]
+    append_to: Option<String>,
     /// Which server of a multi-server tape to play (default: the first).
     #[arg(long, value_name = "LABEL")]
     server: Option<String>,
@@ -83,6 +119,9 @@ pub struct Args {
     /// Seed the random choices (--latency, P% faults); else one is printed.
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
+    /// The live server's command, after the tape (for --on-miss live, --live, --from-tape)
+    #[arg(trailing_var_arg = true, value_name = "SERVER COMMAND")]
+    command: Vec<String>,
 }
 
 /// One `--faults` value.
@@ -93,6 +132,13 @@ fn parse_fault_list(s: &str) -> Result<FaultList, String> {
     mcptape::play::faults::parse_faults(s)
         .map(FaultList)
         .map_err(|e| e.to_string())
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum OnMiss {
+    Error,
+    Lenient,
+    Live,
 }
 
 pub fn run(a: Args) -> Result<i32> {
@@ -147,8 +193,15 @@ pub fn run(a: Args) -> Result<i32> {
         .map_err(|e| super::UsageError(e.to_string()))?
         .redaction(false, &[]);
     let display = std::sync::Arc::new(mcptape::redact::Redactor::new(&rules)?);
+    let live = live_config(&a, &path, &index, &display)?;
     let mut opts = ServeOptions::with_display(Some(display));
     opts.lenient = a.lenient;
+    opts.on_miss = match (a.lenient, a.on_miss) {
+        (true, _) | (_, OnMiss::Lenient) => mcptape::play::OnMiss::Lenient,
+        (_, OnMiss::Live) => mcptape::play::OnMiss::Live,
+        (_, OnMiss::Error) => mcptape::play::OnMiss::Error,
+    };
+    opts.live = live.clone();
     opts.max_message = a.max_message;
     opts.answer_timeout = a.answer_timeout;
     opts.limits = a.limits.limits();
@@ -198,6 +251,9 @@ pub fn run(a: Args) -> Result<i32> {
     };
 
     drop(chain); // waits for the chain check and its report
+    let appended = live
+        .as_ref()
+        .and_then(|l| l.tape.as_ref().map(|t| (t.path().to_path_buf(), t.close())));
     let mut summary = format!(
         "mcptape play: served {}, missed {}, drifted {}",
         report.served, report.missed, report.drifted
@@ -206,6 +262,9 @@ pub fn run(a: Args) -> Result<i32> {
         summary.push_str(&format!(", served leniently {}", report.lenient));
     }
     summary.push_str(&a.matching.summary(&report));
+    if report.live > 0 {
+        summary.push_str(&format!(", answered live {}", report.live));
+    }
     if report.unanswered > 0 {
         summary.push_str(&format!(", unanswered on the tape {}", report.unanswered));
     }
@@ -282,6 +341,24 @@ pub fn run(a: Args) -> Result<i32> {
     }
     // Faults are on purpose: not misses. A cut over stdio ended play early, which its status
     // says (75, "try again"), unless something missed or drifted before it.
+    let mut tape_failed = false;
+    match appended {
+        Some((at, Some(Ok(n)))) => {
+            let s = if n == 1 { "" } else { "s" };
+            crate::diag!(
+                "mcptape play: appended {n} exchange{s} from the live server to {} (marked \"appended\")",
+                at.display()
+            );
+        }
+        Some((at, Some(Err(e)))) => {
+            crate::diag!("mcptape play: could not close {}: {e}", at.display());
+            tape_failed = true;
+        }
+        _ => {}
+    }
+    if tape_failed && report.missed == 0 {
+        return Ok(mcptape::exit::IO_ERR);
+    }
     Ok(
         if report.missed > 0 || report.drifted > 0 || report.unanswered > 0 {
             mcptape::exit::DRIFT
@@ -291,6 +368,86 @@ pub fn run(a: Args) -> Result<i32> {
             mcptape::exit::OK
         },
     )
+}
+
+/// The live server, when one is asked for: `--on-miss live`, `--live` or `--from-tape` with a
+/// server command or `--url`. Misses are appended to the tape played, or to `--append-to`.
+fn live_config(
+    a: &Args,
+    path: &std::path::Path,
+    index: &TapeIndex,
+    display: &Arc<mcptape::redact::Redactor>,
+) -> Result<Option<Arc<mcptape::play::LiveConfig>>> {
+    use mcptape::play::select::Selection;
+    use mcptape::play::{LiveConfig, LiveTape, LiveTarget};
+    let select = match (&a.live[..], &a.from_tape[..]) {
+        ([], []) => Selection::None,
+        (live, []) => Selection::Live(live.to_vec()),
+        (_, from_tape) => Selection::AllBut(from_tape.to_vec()),
+    };
+    let misses = a.on_miss == OnMiss::Live;
+    let target = match (&a.url, &a.command[..]) {
+        (Some(url), _) => Some(LiveTarget::Url(url.clone())),
+        (None, []) => None,
+        (None, command) => Some(LiveTarget::Command(command.to_vec())),
+    };
+    let target = match target {
+        Some(t) if misses || !select.is_none() => t,
+        Some(_) => {
+            return Err(super::UsageError(
+                "a live server (a command after --, or --url) is for --on-miss live, --live or --from-tape"
+                    .into(),
+            )
+            .into())
+        }
+        None if misses || !select.is_none() => {
+            let what = if misses { "--on-miss live" } else if a.live.is_empty() { "--from-tape" } else { "--live" };
+            return Err(super::UsageError(format!(
+                "{what} needs a live server: its command after -- (mcptape play TAPE {what} … -- npx -y some-server), or --url URL"
+            ))
+            .into());
+        }
+        None => {
+            if a.append_to.is_some() {
+                return Err(super::UsageError("--append-to is for --on-miss live".into()).into());
+            }
+            return Ok(None);
+        }
+    };
+    let tape = if misses {
+        let at = match &a.append_to {
+            Some(name) => store::resolve_for_write(name)?,
+            None => {
+                // Checked now, not at the first miss: appending to this tape must be possible.
+                if !index.header.chained() {
+                    return Err(super::UsageError(format!(
+                        "{}: --on-miss live cannot append to a tape without a hash chain (format 1.0); name another tape with --append-to",
+                        path.display()
+                    ))
+                    .into());
+                }
+                path.to_path_buf()
+            }
+        };
+        let key = std::env::var_os("MCPTAPE_SIGNING_KEY")
+            .filter(|k| !k.is_empty())
+            .map(|k| k.into_encoded_bytes());
+        if at == path && key.is_none() && index.end.as_ref().is_some_and(|e| e.sig.is_some()) {
+            return Err(super::UsageError(format!(
+                "{}: the tape is signed: set MCPTAPE_SIGNING_KEY to sign it again after appending, or name another tape with --append-to",
+                path.display()
+            ))
+            .into());
+        }
+        let write = mcptape::tape::WriteOptions {
+            redactor: Some(display.clone()),
+            signing_key: key,
+        };
+        Some(LiveTape::new(at, write, &index.server))
+    } else {
+        None
+    };
+    Ok(Some(Arc::new(LiveConfig::new(target, select, tape))))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -25,6 +25,9 @@ pub struct ExchangeRef {
     pub arguments: Option<Value>,
     /// Tape line of the request.
     pub line: u64,
+    /// Appended to the tape after its recording (`play --on-miss live`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub appended: bool,
 }
 
 impl ExchangeRef {
@@ -38,6 +41,9 @@ impl ExchangeRef {
         if let Some(a) = &self.arguments {
             s.push(' ');
             s.push_str(&crate::wire::canonical::short(Some(a), max_args));
+        }
+        if self.appended {
+            s.push_str(" (appended)");
         }
         s
     }
@@ -136,6 +142,7 @@ pub(crate) fn exchange_ref(index: &TapeIndex, ex: usize) -> ExchangeRef {
             .and_then(|p| p.get("arguments").cloned())
             .filter(|a| a.as_object().is_none_or(|o| !o.is_empty())),
         line: req.line,
+        appended: req.appended,
     }
 }
 

@@ -174,6 +174,8 @@ struct GetStream {
 enum Answer {
     Exchange(usize, Option<String>),
     Now(String),
+    /// From the live server; appended to the tape when true (a miss).
+    Live(bool),
 }
 
 /// What a live request's routing headers hash to (as `record --url` taped them).
@@ -274,6 +276,12 @@ pub async fn serve_http_on(
     let (_, mut connections) = accept_until(&listener, limits, handler, shutdown).await;
     sweeper.abort();
     connections.abort_all();
+    let open: Vec<Arc<Session>> = player.all.lock().expect("all lock").clone();
+    for s in open {
+        if let Some(live) = &s.shared.live {
+            live.shutdown().await;
+        }
+    }
     player.report()
 }
 
@@ -302,6 +310,7 @@ async fn expire_idle_sessions(player: std::sync::Weak<Player>) {
         };
         for (id, s) in expired {
             s.shared.closed.send_replace(true);
+            end_live(&s);
             p.retire(&s);
             crate::diag!(
                 "mcptape play: session {} closed after {} s without a request (--session-idle)",
@@ -394,6 +403,14 @@ impl Player {
     ) -> Answer {
         let params = crate::wire::params::params_of(body);
         let token = crate::wire::params::progress_token(params.as_ref(), true);
+        if let Some(live) = &session.shared.live {
+            if method == "initialize" {
+                live.note_initialize(body);
+            }
+            if live.chosen(method, params.as_ref()) {
+                return Answer::Live(false);
+            }
+        }
         let bound = *session.recorded.lock().expect("recorded lock");
         let opening = method == "initialize";
         let taken = if opening {
@@ -421,7 +438,7 @@ impl Player {
             &self.index,
             method,
             params.as_ref(),
-            self.opts.lenient,
+            self.opts.lenient || self.opts.on_miss == super::live::OnMiss::Lenient,
             &prefer,
         );
         let taken_ex = match &outcome {
@@ -459,6 +476,12 @@ impl Player {
             Outcome::Miss(_) if method == "ping" => {
                 Answer::Now(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#))
             }
+            Outcome::Miss(_)
+                if self.opts.on_miss == super::live::OnMiss::Live
+                    && session.shared.live.is_some() =>
+            {
+                Answer::Live(true)
+            }
             Outcome::Miss(miss) => {
                 crate::diag!("mcptape play: {}", miss.render(id).trim_end());
                 let msg =
@@ -484,6 +507,7 @@ impl Player {
         let (ex, token) = match self.answer(session, body, &id, &method, routing).await {
             Answer::Exchange(ex, token) => (ex, token),
             Answer::Now(line) => return full(StatusCode::OK, "application/json", line),
+            Answer::Live(taped) => return live_response(session, body, id, taped),
         };
         let verdict = match self.verdict(session, ex, &id, &method, body, msg_no) {
             Planned::Serve(v) => v,
@@ -630,19 +654,31 @@ impl Player {
                     Kind::Request => {
                         let (id, method) = (c.id.unwrap_or_default(), c.method.unwrap_or_default());
                         let answer = match self.answer(&session, &body, &id, &method, 0).await {
+                            Answer::Live(taped) => {
+                                let (shared, body) = (session.shared.clone(), body.to_vec());
+                                let id = id.clone();
+                                tokio::spawn(async move {
+                                    let out = &shared.out;
+                                    super::live::forward(&shared, out, &body, &id, taped).await
+                                });
+                                None
+                            }
                             Answer::Exchange(ex, token) => {
-                                match self.verdict(&session, ex, &id, &method, &body, count) {
+                                Some(match self.verdict(&session, ex, &id, &method, &body, count) {
                                     Planned::Serve(v) => Ok((ex, token, v)),
                                     Planned::Error(line) => Err(line),
                                     // The session's event stream was closed with it.
                                     Planned::Cut => return cut_response(),
-                                }
+                                })
                             }
-                            Answer::Now(line) => Err(line),
+                            Answer::Now(line) => Some(Err(line)),
                         };
                         match answer {
-                            Err(line) => serve::send(&session.shared.out, line.into_bytes()).await,
-                            Ok((ex, token, verdict)) => {
+                            None => {}
+                            Some(Err(line)) => {
+                                serve::send(&session.shared.out, line.into_bytes()).await
+                            }
+                            Some(Ok((ex, token, verdict))) => {
                                 let shared = session.shared.clone();
                                 tokio::spawn(async move {
                                     serve::serve_exchange_with(
@@ -808,6 +844,7 @@ impl Player {
                 report: Mutex::new(PlayReport::default()),
                 opts: self.opts.clone(),
                 bodies: Default::default(),
+                live: self.opts.live.clone().map(super::live::Live::new),
             }),
             matcher: tokio::sync::Mutex::new(Matcher::for_play(&self.index, &self.opts)),
             c2s: AtomicU64::new(0),
@@ -928,6 +965,45 @@ fn refusal_response(r: &crate::tape::index::HttpRefusal) -> Response<RespBody> {
     resp
 }
 
+/// A request answered by the live server: as an SSE stream, what the live server sends for it
+/// first, its answer last.
+fn live_response(
+    session: &Arc<Session>,
+    body: &[u8],
+    id: String,
+    taped: bool,
+) -> Response<RespBody> {
+    let (tx, mut rx) = mpsc::channel::<StreamItem>(STREAM_QUEUE);
+    let (shared, body) = (session.shared.clone(), body.to_vec());
+    tokio::spawn(
+        async move { super::live::forward(&shared, &StreamSink(tx), &body, &id, taped).await },
+    );
+    let (btx, brx) = mpsc::channel::<Bytes>(STREAM_QUEUE);
+    tokio::spawn(async move {
+        while let Some(item) = rx.recv().await {
+            if let StreamItem::Line(line) = item {
+                let event = sse::encode(Some("message"), None, trim_nl(&line));
+                if btx.send(Bytes::from(event)).await.is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    sse_response(brx)
+}
+
+/// Ends a closed session's live server, if it has one.
+fn end_live(s: &Arc<Session>) {
+    if s.shared.live.is_some() {
+        let s = s.clone();
+        tokio::spawn(async move {
+            if let Some(live) = &s.shared.live {
+                live.shutdown().await
+            }
+        });
+    }
+}
+
 fn sse_response(rx: mpsc::Receiver<Bytes>) -> Response<RespBody> {
     let mut r = Response::new(ChannelBody { rx }.boxed());
     r.headers_mut().insert(
@@ -971,6 +1047,7 @@ fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
     total.probes += r.probes;
     total.injected.extend(r.injected.iter().cloned());
     total.cut |= r.cut;
+    total.live += r.live;
     total.dropped += s.get.lock().expect("get lock").waiting.dropped;
     total.misses.extend(r.misses.iter().cloned());
     total.drifts.extend(r.drifts.iter().cloned());
@@ -1071,6 +1148,7 @@ impl crate::transport::http::Handler for Player {
                 match removed {
                     Some(s) => {
                         s.shared.closed.send_replace(true);
+                        end_live(&s);
                         self.retire(&s);
                         plain(StatusCode::OK, "")
                     }

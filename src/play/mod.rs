@@ -3,17 +3,21 @@
 pub mod explain;
 pub mod faults;
 pub mod http;
+pub mod live;
+mod live_http;
 pub mod matcher;
 pub mod player;
 pub mod policy;
 pub mod pace;
 pub mod plan;
+pub mod select;
 pub mod serve;
 pub mod usage;
 
 pub use player::{Player, Playing};
 pub use policy::{MatchMode, MatchPolicy, Repeat};
 pub use plan::{Injected, Plan};
+pub use live::{LiveConfig, LiveTape, LiveTarget, OnMiss};
 pub use serve::{serve, Drift, PlayReport, ServeOptions, Unused};
 
 /// Why play could not serve.

@@ -52,6 +52,10 @@ pub struct ServeOptions {
     pub policy: Arc<super::MatchPolicy>,
     /// `--pace`, `--latency`, `--faults`, `--seed` (see [`Plan`](super::Plan)).
     pub plan: Arc<super::Plan>,
+    /// What a request the tape does not answer gets (`Lenient` is `lenient`).
+    pub on_miss: super::live::OnMiss,
+    /// The live server, for `--on-miss live` and the calls chosen to go live.
+    pub live: Option<Arc<super::live::LiveConfig>>,
 }
 
 impl Default for ServeOptions {
@@ -80,6 +84,8 @@ impl ServeOptions {
             session_idle: crate::play::http::SESSION_IDLE,
             policy: Default::default(),
             plan: Default::default(),
+            on_miss: Default::default(),
+            live: None,
         }
     }
 }
@@ -138,6 +144,8 @@ pub struct PlayReport {
     pub injected: Vec<super::Injected>,
     /// A `drop` fault cut the connection (over stdio: play stopped there).
     pub cut: bool,
+    /// Requests the live server answered (`--on-miss live`, `--live`, `--from-tape`).
+    pub live: u64,
 }
 
 /// The error a pre-2026 server gives a `server/discover` probe, when the tape has no
@@ -227,6 +235,8 @@ pub(crate) struct Shared {
     pub(crate) opts: ServeOptions,
     /// The tape's bytes when it was small enough to read at start-up: answers come from memory.
     pub(crate) bodies: Bodies,
+    /// This session's live server, when there is one to go to.
+    pub(crate) live: Option<super::live::Live>,
 }
 
 impl Shared {
@@ -383,6 +393,7 @@ where
     let serving = Loop {
         matcher: Matcher::for_play(&index, &opts),
         shared: Arc::new(Shared {
+            live: opts.live.clone().map(super::live::Live::new),
             bodies: Bodies::preload(&index),
             index: Arc::new(index),
             out: out_tx,
@@ -547,6 +558,9 @@ impl<W: Write + Send + 'static> Loop<W> {
         self.join_tasks();
         self.standalone(u64::MAX);
         self.join_tasks();
+        if let Some(live) = &self.shared.live {
+            self.rt.block_on(live.shutdown());
+        }
 
         let Loop {
             shared, matcher, ..
@@ -607,7 +621,7 @@ async fn handle<W: Write + Send + 'static>(
 ) {
     let at = (rt, tasks, msg_no);
     if let Some((id, method, params)) = parse_request(bytes) {
-        return request(shared, matcher, direct, at, id, method, params).await;
+        return request(shared, matcher, direct, at, (id, method, params, bytes)).await;
     }
     let c = classify(bytes);
     match c.kind {
@@ -615,7 +629,7 @@ async fn handle<W: Write + Send + 'static>(
             let id = c.id.expect("requests have ids");
             let method = c.method.expect("requests have methods");
             let params = crate::wire::params::params_of(bytes);
-            request(shared, matcher, direct, at, id, method, params).await;
+            request(shared, matcher, direct, at, (id, method, params, bytes)).await;
         }
         Kind::Response | Kind::Error => {
             let id = c.id.unwrap_or_else(|| "null".into());
@@ -659,13 +673,19 @@ async fn request<W: Write + Send + 'static>(
     matcher: &mut Matcher,
     direct: &Direct<W>,
     (rt, tasks, msg_no): (&tokio::runtime::Handle, &mut tokio::task::JoinSet<()>, u64),
-    id: String,
-    method: String,
-    params: Option<Value>,
+    (id, method, params, bytes): (String, String, Option<Value>, &[u8]),
 ) {
     let token = crate::wire::params::progress_token(params.as_ref(), true);
-
-    let outcome = matcher.take(&shared.index, &method, params.as_ref(), shared.opts.lenient);
+    if let Some(live) = &shared.live {
+        if method == "initialize" {
+            live.note_initialize(bytes);
+        }
+        if live.chosen(&method, params.as_ref()) {
+            return spawn_live(shared, rt, tasks, bytes, id, false);
+        }
+    }
+    let lenient = shared.opts.lenient || shared.opts.on_miss == super::live::OnMiss::Lenient;
+    let outcome = matcher.take(&shared.index, &method, params.as_ref(), lenient);
     let ex = match outcome {
         Outcome::Hit(ex) => ex,
         Outcome::Miss(_) if legacy_probe_answer(&shared.index, &method, &id).is_some() => {
@@ -689,6 +709,11 @@ async fn request<W: Write + Send + 'static>(
                 .emit(format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#).into_bytes())
                 .await;
             return;
+        }
+        Outcome::Miss(_)
+            if shared.opts.on_miss == super::live::OnMiss::Live && shared.live.is_some() =>
+        {
+            return spawn_live(shared, rt, tasks, bytes, id, true);
         }
         Outcome::Miss(miss) => {
             crate::diag!("mcptape play: {}", miss.render(&id).trim_end());
@@ -742,6 +767,22 @@ async fn request<W: Write + Send + 'static>(
         // Inline keeps the recorded order with the standalone messages that follow.
         serve_exchange(shared, direct, ex, &id, token.as_deref()).await;
     }
+}
+
+/// Answers a request from the live server, as a task: the loop serves on meanwhile.
+fn spawn_live(
+    shared: &Arc<Shared>,
+    rt: &tokio::runtime::Handle,
+    tasks: &mut tokio::task::JoinSet<()>,
+    bytes: &[u8],
+    id: String,
+    taped: bool,
+) {
+    let (shared, bytes) = (shared.clone(), bytes.to_vec());
+    tasks.spawn_on(
+        async move { super::live::forward(&shared, &shared.out, &bytes, &id, taped).await },
+        rt,
+    );
 }
 
 /// What serving a request needs (id text, method, params) in one parse of it. `None` for
@@ -1194,6 +1235,7 @@ mod tests {
             sse: false,
             stream_of: None,
             http: None,
+            appended: false,
         };
         use crate::tape::index::Body;
         let tape = Bodies(Some(r#"{"msg":{"id":1,"result":{}}}"#.to_string()));

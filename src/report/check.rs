@@ -603,6 +603,7 @@ pub(crate) mod tests {
                 target: Some(target.into()),
                 arguments: Some(args),
                 line,
+                appended: false,
             },
             status,
             changes: vec![],

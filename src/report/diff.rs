@@ -372,6 +372,7 @@ mod tests {
             target: Some(target.into()),
             arguments: Some(args),
             line,
+            appended: false,
         }
     }
 

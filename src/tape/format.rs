@@ -16,8 +16,9 @@ pub const FORMAT_NAME: &str = "mcptape";
 pub const VERSION: u32 = 1;
 /// Minor versions only add optional fields or line types, which older readers skip.
 /// 1: the hash chain (`h` on every line after the header; `head` and `sig` on `end`) and
-/// `redacted` on message lines. 2: `http` facts on message lines, and `event` lines.
-pub const MINOR: u32 = 2;
+/// `redacted` on message lines. 2: `http` facts on message lines, and `event` lines. 3:
+/// `appended` on message lines (added to a tape by `play --on-miss live`), `append` events.
+pub const MINOR: u32 = 3;
 
 /// The label of the only server of a single-server tape.
 pub const DEFAULT_SERVER: &str = "default";
@@ -207,6 +208,9 @@ pub struct MsgLine<'a> {
     /// lines have none).
     #[serde(borrow, default)]
     pub http: Option<Box<HttpFacts<'a>>>,
+    /// Added to the tape after its recording, by `play --on-miss live` (format 1.3).
+    #[serde(default)]
+    pub appended: bool,
 }
 
 /// The part of a message's `http` facts that readers use.

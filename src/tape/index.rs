@@ -80,6 +80,9 @@ pub struct MsgMeta {
     /// HTTP: the recorded session (numbered in order of appearance) the message belongs to, and
     /// what its answer was.
     pub http: Option<Box<HttpMsg>>,
+    /// Added to the tape after its recording (`play --on-miss live`).
+    #[serde(default)]
+    pub appended: bool,
 }
 
 /// A message's HTTP facts, as play and the pairing need them.
@@ -569,6 +572,7 @@ fn fields_of<'a>(raw_line: &'a [u8], m: &MsgLine<'a>) -> Result<MsgFields<'a>, S
                 event_id: h.event_id.clone(),
             },
         },
+        appended: m.appended,
     })
 }
 
@@ -614,6 +618,7 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMe
                 on_get: m.http.get_stream,
             })
         }),
+        appended: m.appended,
     }
 }
 

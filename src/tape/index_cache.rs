@@ -92,9 +92,10 @@ struct Meta {
 }
 
 /// What the index is made of, by what rules: bumped whenever the index is built differently
-/// from the same tape (2: answers paired by HTTP session and POST), so an entry written by a
-/// build of the same version before the change is not used.
-const INDEX_FORMAT: u32 = 2;
+/// from the same tape (2: answers paired by HTTP session and POST; 3: messages say whether
+/// they were appended), so an entry written by a build of the same version before the change
+/// is not used.
+const INDEX_FORMAT: u32 = 3;
 
 /// This build: its version, and the match key of a probe, since the key function is std's
 /// `DefaultHasher`, which another Rust release may change.

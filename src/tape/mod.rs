@@ -1,6 +1,7 @@
 //! The tape: line types and version, the streaming writer and reader, the exchange index, and
 //! the named-tape store.
 
+pub mod append;
 pub(crate) mod chain;
 pub mod format;
 pub mod index;

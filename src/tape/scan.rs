@@ -37,6 +37,8 @@ pub(crate) struct MsgFields<'a> {
     pub body: BodyText<'a>,
     /// What the HTTP facts say (all absent for stdio tapes).
     pub http: HttpMeta<'a>,
+    /// Added after the recording (`"appended":true`, by `play --on-miss live`).
+    pub appended: bool,
 }
 
 /// The HTTP facts the index uses.
@@ -137,6 +139,7 @@ pub(crate) fn scan_msg_line(line: &[u8]) -> Option<MsgFields<'_>> {
         (_, Kind::Oversize, None) => return None,
         _ => body,
     };
+    let appended = c.lit(b",\"appended\":true").is_some();
     // The tail: `}` (an unchained tape) or the chain hash and `}`.
     let rest = &c.s[c.i..];
     let tail_ok = rest == b"}"
@@ -157,6 +160,7 @@ pub(crate) fn scan_msg_line(line: &[u8]) -> Option<MsgFields<'_>> {
         method: method.map(Cow::Borrowed),
         body,
         http: HttpMeta::default(),
+        appended,
     })
 }
 

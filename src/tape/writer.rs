@@ -71,6 +71,36 @@ pub struct TapeWriter {
     tail: Vec<u8>,
     /// A write error from a message written out at once (a big one), for the next `commit`.
     unreported: Option<io::Error>,
+    /// Microseconds from the tape's start to this writer's `start` (an appended tape began
+    /// before this process did): added to every `t_us`.
+    t_base_us: u64,
+    /// Set when adding to a tape that was closed already (`super::append`).
+    appending: Option<Appending>,
+}
+
+/// Adding to a tape that is there: every line is marked `appended`, and the tape is closed
+/// again after every write, so that it is a whole, verifiable tape between writes.
+pub(super) struct Appending {
+    /// Where the closing line written after the last write starts: cut off before the next.
+    pub(super) end_at: Option<u64>,
+    /// The tape's own closing line, as it was: its exit and reason are kept.
+    pub(super) old: End,
+}
+
+/// Where an appended tape stands: what `super::append` read from it.
+pub(super) struct Resume {
+    /// The tape file, open for writing at the end of its last whole line (closing line cut).
+    pub(super) file: File,
+    /// The last `seq` on the tape.
+    pub(super) seq: u64,
+    /// The chain's head: `h` of the last line kept.
+    pub(super) head: String,
+    /// The counts so far, to which the appended lines are added.
+    pub(super) counts: End,
+    /// Bytes kept.
+    pub(super) len: u64,
+    /// Microseconds from the tape's start to now.
+    pub(super) t_base_us: u64,
 }
 
 /// A message body at least this large is not copied into `pending`: the line is written with
@@ -165,10 +195,28 @@ impl TapeWriter {
             Some(b) => b.staging().to_path_buf(),
             None => path.to_path_buf(),
         };
-        let mut w = TapeWriter {
+        let mut w = TapeWriter::blank(file, path, file_path, opts);
+        w.beside = beside;
+        let header = Header {
+            format: FORMAT_NAME.into(),
+            version: VERSION,
+            minor: MINOR,
+            created: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
+            tool: format!("mcptape {}", env!("CARGO_PKG_VERSION")),
+        };
+        serde_json::to_writer(&mut w.pending, &OwnedLine::Header(&header))
+            .expect("tape records serialize");
+        w.head = chain::start(&w.pending);
+        w.pending.push(b'\n');
+        w.commit()?;
+        Ok(w)
+    }
+
+    fn blank(file: File, path: &Path, file_path: PathBuf, opts: WriteOptions) -> TapeWriter {
+        TapeWriter {
             file,
             path: path.to_path_buf(),
-            beside,
+            beside: None,
             file_path,
             start: Instant::now(),
             seq: 0,
@@ -186,19 +234,23 @@ impl TapeWriter {
             written_head: String::new(),
             tail: Vec::new(),
             unreported: None,
-        };
-        let header = Header {
-            format: FORMAT_NAME.into(),
-            version: VERSION,
-            minor: MINOR,
-            created: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
-            tool: format!("mcptape {}", env!("CARGO_PKG_VERSION")),
-        };
-        serde_json::to_writer(&mut w.pending, &OwnedLine::Header(&header))
-            .expect("tape records serialize");
-        w.head = chain::start(&w.pending);
-        w.pending.push(b'\n');
-        w.commit()?;
+            t_base_us: 0,
+            appending: None,
+        }
+    }
+
+    /// A writer that adds to the tape `super::append` read (`r`), closed again at once: its
+    /// lines are marked `appended`, chained to the last line kept.
+    pub(super) fn resume(path: &Path, r: Resume, old: End, opts: WriteOptions) -> io::Result<Self> {
+        let mut w = TapeWriter::blank(r.file, path, path.to_path_buf(), opts);
+        w.seq = r.seq;
+        w.head.clone_from(&r.head);
+        w.written_head = r.head;
+        w.counts = r.counts;
+        w.good_len = r.len;
+        w.t_base_us = r.t_base_us;
+        w.appending = Some(Appending { end_at: None, old });
+        w.reclose()?;
         Ok(w)
     }
 
@@ -220,7 +272,7 @@ impl TapeWriter {
 
     /// Microseconds since the tape started.
     pub(crate) fn elapsed_us(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.start).as_micros() as u64
+        self.t_base_us + at.saturating_duration_since(self.start).as_micros() as u64
     }
 
     /// Declares a server. Its command line and URL go through the redactor like everything
@@ -299,6 +351,7 @@ impl TapeWriter {
     ) {
         let mut tail = std::mem::take(&mut self.tail);
         tail.clear();
+        let appended = self.appending.is_some();
         let end = if big.is_some() {
             &mut tail
         } else {
@@ -317,6 +370,9 @@ impl TapeWriter {
                 Some((out, _)) => end.extend_from_slice(&out),
                 None => end.extend_from_slice(&raw),
             }
+        }
+        if appended {
+            end.extend_from_slice(b",\"appended\":true");
         }
         end.push(b'}');
         match big {
@@ -478,11 +534,65 @@ impl TapeWriter {
     /// incomplete: the proxy keeps forwarding (the session matters more than the tape), the loss
     /// is counted and reported loudly at the end.
     pub fn commit(&mut self) -> io::Result<()> {
+        self.commit_lines()?;
+        match &self.appending {
+            // Appending: closed again after every write that cut the closing line off.
+            Some(a) if a.end_at.is_none() && self.failed.is_none() => self.reclose(),
+            _ => Ok(()),
+        }
+    }
+
+    fn commit_lines(&mut self) -> io::Result<()> {
         if let Some(e) = self.unreported.take() {
             self.write_out(&[])?;
             return Err(e);
         }
         self.write_out(&[])
+    }
+
+    /// Appending: writes a closing line after the lines written so far, and remembers where
+    /// it starts, so that the next write replaces it. Killed between writes, the tape is
+    /// closed and verifies; killed mid-write, it verifies up to its last whole line.
+    fn reclose(&mut self) -> io::Result<()> {
+        let (head, written) = (self.head.clone(), self.written_head.clone());
+        let at = self.good_len;
+        let end = self.closing_line(None, None);
+        self.push_record(&OwnedLine::End(&end));
+        let result = self.write_out(&[]);
+        // The next line chains to the last message, not to this closing line.
+        self.head = head;
+        self.written_head = written;
+        if result.is_ok() {
+            if let Some(a) = &mut self.appending {
+                a.end_at = Some(at);
+            }
+        }
+        result
+    }
+
+    /// The closing line for the lines so far (`head` is the last line's `h`). An appended
+    /// tape keeps its recording's exit and reason, and says what was added.
+    fn closing_line(&self, exit: Option<ExitInfo>, reason: Option<String>) -> End {
+        let mut end = self.counts.clone();
+        end.t_us = self.elapsed_us(Instant::now());
+        end.exit = exit;
+        end.reason = reason;
+        if let Some(a) = &self.appending {
+            end.exit = end.exit.or(a.old.exit.clone());
+            end.reason = match (&a.old.reason, end.reason) {
+                (Some(old), Some(new)) => Some(format!("{old}; then {new}")),
+                (old, new) => new.or(old.clone()),
+            };
+        }
+        end.incomplete =
+            self.failed.is_some() || self.appending.as_ref().is_some_and(|a| a.old.incomplete);
+        end.head = Some(self.head.clone());
+        end.sig = None;
+        end.sig = self
+            .signing_key
+            .as_deref()
+            .map(|k| chain::sign(k, &self.head, &end));
+        end
     }
 
     /// Writes `pending` and then `more` (the rest of a line whose big body was not copied) in
@@ -504,6 +614,19 @@ impl TapeWriter {
             self.dropped += lines(&self.pending);
             self.pending.clear();
             return Ok(());
+        }
+        if let Some(at) = self.appending.as_mut().and_then(|a| a.end_at.take()) {
+            // The closing line written after the last write goes: these lines come after.
+            use std::io::Seek;
+            self.good_len = at;
+            if let Err(e) = self
+                .file
+                .set_len(at)
+                .and_then(|()| self.file.seek(io::SeekFrom::Start(at)).map(drop))
+            {
+                self.failed = Some(io::Error::new(e.kind(), e.to_string()));
+                return Err(e);
+            }
         }
         let mut parts: Vec<io::IoSlice<'_>> = Vec::with_capacity(1 + more.len());
         parts.push(io::IoSlice::new(&self.pending));
@@ -602,17 +725,7 @@ impl TapeWriter {
             // Lines built after the failure were never written: chain to the last one that was.
             self.head.clone_from(&self.written_head);
         }
-        let mut end = self.counts.clone();
-        end.t_us = self.elapsed_us(Instant::now());
-        end.exit = exit;
-        end.reason = reason;
-        end.incomplete = self.failed.is_some();
-        end.head = Some(self.head.clone());
-        end.sig = None;
-        end.sig = self
-            .signing_key
-            .as_deref()
-            .map(|k| chain::sign(k, &self.head, &end));
+        let end = self.closing_line(exit, reason);
         if self.failed.take().is_some() {
             // A failed write may have left part of a line behind; cut back to the last complete
             // line so the closing line starts on a line of its own. Then try once more: a
@@ -621,8 +734,15 @@ impl TapeWriter {
             self.file.set_len(self.good_len)?;
             self.file.seek(io::SeekFrom::Start(self.good_len))?;
         }
+        if let Some(at) = self.appending.as_mut().and_then(|a| a.end_at.take()) {
+            // The last write's closing line makes way for this one.
+            use std::io::Seek;
+            self.file.set_len(at)?;
+            self.file.seek(io::SeekFrom::Start(at))?;
+            self.good_len = at;
+        }
         self.push_record(&OwnedLine::End(&end));
-        self.commit()?;
+        self.commit_lines()?;
         self.file.sync_data()?;
         Ok(end)
     }

@@ -13,6 +13,12 @@ pub(crate) const TERM_TO_KILL: Duration = Duration::from_secs(2);
 /// with every signal at its default disposition: mcptape ignores SIGXFSZ for itself (a full
 /// disk must show as a failed tape write, not kill it), which the child must not inherit.
 pub(crate) fn spawn(command: &[String]) -> io::Result<Child> {
+    server_command(command)?.spawn()
+}
+
+/// The command `spawn` runs, not started yet (play's live server is started on the runtime,
+/// as a `tokio::process::Command` made from it).
+pub(crate) fn server_command(command: &[String]) -> io::Result<Command> {
     let program = command
         .first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no server command given"))?;
@@ -33,7 +39,7 @@ pub(crate) fn spawn(command: &[String]) -> io::Result<Child> {
             });
         }
     }
-    cmd.spawn()
+    Ok(cmd)
 }
 
 /// Makes a file-size limit (RLIMIT_FSIZE) show up as a failed write — the tape marked

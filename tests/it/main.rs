@@ -29,6 +29,7 @@ mod play;
 mod play_policy;
 mod play_http_warnings;
 mod play_faults;
+mod play_live;
 mod properties;
 mod record;
 mod reliability;

@@ -341,10 +341,29 @@ impl Served {
 
     /// [`Served::spawn`] with stderr to `log`.
     pub fn spawn_logged<A: AsRef<str>>(args: &[A], log: PathBuf) -> Served {
+        Served::spawn_logged_env(args, log, &[])
+    }
+
+    /// [`Served::spawn`] with these environment variables set (they reach a server mcptape
+    /// starts).
+    pub fn spawn_env<A: AsRef<str>>(args: &[A], env: &[(String, String)]) -> Served {
+        let logs = tmp();
+        let log = logs.path().join("stderr.log");
+        let mut served = Served::spawn_logged_env(args, log, env);
+        served._logs = Some(logs);
+        served
+    }
+
+    fn spawn_logged_env<A: AsRef<str>>(
+        args: &[A],
+        log: PathBuf,
+        env: &[(String, String)],
+    ) -> Served {
         let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
         let what = format!("mcptape {}", args.join(" "));
         let mut cmd = Command::new(bin());
         cmd.args(&args);
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
         let mut proc = Proc::spawn_to(&what, cmd, log, Some(Stdio::piped()));
         let stdout = proc.child().stdout.take().expect("stdout piped");
         let (tx, rx) = std::sync::mpsc::channel();

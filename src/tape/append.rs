@@ -1,0 +1,321 @@
+//! Adding to a tape that is there (`play --on-miss live`): the tape is read once to find where
+//! its chain stands, its closing line is cut off, and the writer goes on from its last line,
+//! marking every line it adds `appended` and closing the tape again after every write (see
+//! [`TapeWriter::resume`]). The tape stays at its path throughout: no copy, no rename.
+
+use super::format::End;
+use super::writer::Resume;
+use super::{Chain, Entry, TapeError, TapeReader, TapeWriter, WriteOptions};
+use std::io::{self, Seek};
+use std::path::{Path, PathBuf};
+
+/// Why a tape cannot be added to.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppendError {
+    /// It could not be read (missing, not a tape, malformed).
+    #[error(transparent)]
+    Read(#[from] TapeError),
+    /// It has no hash chain (format 1.0): appended lines could not be chained to it.
+    #[error("{}: cannot append to a tape without a hash chain (format 1.0); append to another tape (--append-to)", path.display())]
+    Unchained {
+        /// The tape.
+        path: PathBuf,
+    },
+    /// Its chain breaks: appending would chain new lines to a tape that is no longer what was
+    /// written.
+    #[error("{}: cannot append: the hash chain breaks at line {line} (`mcptape verify` tells more); append to another tape (--append-to)", path.display())]
+    Broken {
+        /// The tape.
+        path: PathBuf,
+        /// The first line that does not hold.
+        line: u64,
+    },
+    /// It is signed and no key was given to sign it again.
+    #[error("{}: the tape is signed: set MCPTAPE_SIGNING_KEY to sign it again after appending, or append to another tape (--append-to)", path.display())]
+    Signed {
+        /// The tape.
+        path: PathBuf,
+    },
+    /// It could not be opened for writing.
+    #[error("could not open tape {} for appending", path.display())]
+    Io {
+        /// The tape.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        cause: io::Error,
+    },
+}
+
+impl crate::exit::Coded for AppendError {
+    fn exit_code(&self) -> i32 {
+        match self {
+            AppendError::Read(e) => e.exit_code(),
+            AppendError::Io { .. } => crate::exit::IO_ERR,
+            _ => crate::exit::DATA_ERR,
+        }
+    }
+}
+
+/// Opens the tape at `path` for adding to it: checks its chain, cuts its closing line (and a
+/// torn last line) off, and returns a writer that goes on from its last whole line.
+pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError> {
+    let mut r = TapeReader::open(path)?;
+    if !r.header().chained() {
+        return Err(AppendError::Unchained {
+            path: path.to_path_buf(),
+        });
+    }
+    let created = r.header().created.clone();
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        #[serde(default)]
+        seq: Option<u64>,
+        #[serde(default)]
+        dir: Option<crate::wire::Dir>,
+    }
+    let mut counts = End::default();
+    let mut old: Option<End> = None;
+    let mut seq = 0;
+    let mut head = String::new();
+    // Where the kept lines end: after the last line that is not the closing one.
+    let mut keep = 0u64;
+    loop {
+        let before = match r.chain() {
+            Chain::Linked(h) => h.clone(),
+            _ => String::new(),
+        };
+        let Some(item) = r.next_item()? else { break };
+        match &item.entry {
+            Entry::End(e) => {
+                old = Some(e.clone());
+                head = before;
+                continue;
+            }
+            Entry::Msg(_) | Entry::Unknown => {
+                if let Ok(p) = serde_json::from_slice::<Probe>(item.raw) {
+                    seq = seq.max(p.seq.unwrap_or(0));
+                    if old.is_none() {
+                        match p.dir {
+                            Some(crate::wire::Dir::C2S) => counts.c2s += 1,
+                            Some(crate::wire::Dir::S2C) => counts.s2c += 1,
+                            None => {}
+                        }
+                        counts.messages += p.dir.is_some() as u64;
+                    }
+                }
+            }
+            Entry::Server(_) => {}
+        }
+        keep = item.offset + item.raw.len() as u64;
+        head.clear();
+    }
+    match r.chain() {
+        Chain::Broken(line) => {
+            return Err(AppendError::Broken {
+                path: path.to_path_buf(),
+                line: *line,
+            })
+        }
+        Chain::Linked(h) if head.is_empty() => head = h.clone(),
+        _ => {}
+    }
+    if keep == 0 {
+        keep = header_len(path)?;
+    }
+    if old.as_ref().is_some_and(|e| e.sig.is_some()) && opts.signing_key.is_none() {
+        return Err(AppendError::Signed {
+            path: path.to_path_buf(),
+        });
+    }
+    let old = old.unwrap_or_default();
+    // The counts so far: the closing line's (it counted everything), else the lines read.
+    if old.messages > 0 || old.head.is_some() {
+        counts = End {
+            messages: old.messages,
+            exchanges: old.exchanges,
+            c2s: old.c2s,
+            s2c: old.s2c,
+            raw: old.raw,
+            ..End::default()
+        };
+    }
+    let io_err = |cause| AppendError::Io {
+        path: path.to_path_buf(),
+        cause,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io_err)?;
+    file.set_len(keep).map_err(io_err)?;
+    file.seek(io::SeekFrom::Start(keep)).map_err(io_err)?;
+    let t_base_us = humantime::parse_rfc3339(&created)
+        .ok()
+        .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+        .map_or(old.t_us, |d| (d.as_micros() as u64).max(old.t_us));
+    let resume = Resume {
+        file,
+        seq,
+        head,
+        counts,
+        len: keep,
+        t_base_us,
+    };
+    TapeWriter::resume(path, resume, old, opts).map_err(io_err)
+}
+
+/// The header line's length, newline included: where a tape with nothing after its header
+/// is kept to.
+fn header_len(path: &Path) -> Result<u64, AppendError> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).map_err(|cause| AppendError::Io {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    let mut line = Vec::new();
+    io::BufReader::new(file)
+        .read_until(b'\n', &mut line)
+        .map_err(|cause| AppendError::Io {
+            path: path.to_path_buf(),
+            cause,
+        })?;
+    Ok(line.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tape::{ServerDecl, DEFAULT_SERVER};
+    use crate::wire::{Dir, Frame};
+    use std::time::Instant;
+
+    fn msg(w: &mut TapeWriter, dir: Dir, text: &str) {
+        w.message(
+            DEFAULT_SERVER,
+            dir,
+            &Frame::whole(text.as_bytes()),
+            Instant::now(),
+        );
+        w.commit().unwrap();
+    }
+
+    /// Whether the tape's chain holds and it has its closing line (`verify`'s "intact").
+    fn closed_and_chained(path: &Path) -> bool {
+        let chain = TapeReader::open(path).unwrap().check_chain().unwrap();
+        let index = crate::tape::TapeIndex::load(path, None).unwrap();
+        chain.is_none() && index.end.is_some() && index.warnings.is_empty()
+    }
+
+    /// A new tape at `path` holding one `ping` request, still open.
+    fn pinged(path: &Path) -> TapeWriter {
+        let mut w = TapeWriter::create(path, WriteOptions::default()).unwrap();
+        w.declare_server(ServerDecl::stdio(DEFAULT_SERVER, vec!["srv".into()]))
+            .unwrap();
+        msg(
+            &mut w,
+            Dir::C2S,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        );
+        w
+    }
+
+    #[test]
+    fn an_appended_tape_verifies_after_every_write_and_marks_what_was_added() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut w = pinged(&path);
+        msg(&mut w, Dir::S2C, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        w.finish(None, Some("the client closed stdin".into()))
+            .unwrap();
+        let intact = |p: &Path| closed_and_chained(p);
+
+        let mut w = append(&path, WriteOptions::default()).unwrap();
+        assert!(intact(&path));
+        msg(
+            &mut w,
+            Dir::C2S,
+            r#"{"jsonrpc":"2.0","id":"live-1","method":"tools/call","params":{"name":"add","arguments":{"b":2.50,"a":1}}}"#,
+        );
+        assert!(intact(&path));
+        msg(
+            &mut w,
+            Dir::S2C,
+            r#"{"jsonrpc":"2.0","id":"live-1","result":{"content":[]}}"#,
+        );
+        let end = w.finish(None, Some("play ended".into())).unwrap().end;
+        assert!(intact(&path));
+        assert_eq!((end.messages, end.exchanges, end.c2s), (4, 2, 2));
+        assert_eq!(
+            end.reason.as_deref(),
+            Some("the client closed stdin; then play ended")
+        );
+        let index = crate::tape::TapeIndex::load(&path, None).unwrap();
+        let marks: Vec<(u64, bool)> = index.msgs.iter().map(|m| (m.seq, m.appended)).collect();
+        assert_eq!(marks, [(1, false), (2, false), (3, true), (4, true)]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(r#""arguments":{"b":2.50,"a":1}}},"appended":true,"h":""#),
+            "{text}"
+        );
+        assert_eq!(text.matches(r#""type":"end""#).count(), 1);
+    }
+
+    #[test]
+    fn a_tape_cut_mid_line_is_appended_after_its_last_whole_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let w = pinged(&path);
+        drop(w); // killed: no closing line
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap();
+            f.write_all(br#"{"type":"msg","seq":2,"t_us":5,"ser"#)
+                .unwrap();
+        }
+        let mut w = append(&path, WriteOptions::default()).unwrap();
+        msg(&mut w, Dir::S2C, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        drop(w);
+        assert!(closed_and_chained(&path));
+        let index = crate::tape::TapeIndex::load(&path, None).unwrap();
+        assert_eq!(index.exchanges.len(), 1);
+        assert_eq!(index.msgs[1].seq, 2);
+    }
+
+    #[test]
+    fn a_tape_without_a_chain_or_with_a_broken_one_is_not_appended_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.jsonl");
+        std::fs::write(
+            &path,
+            "{\"type\":\"header\",\"format\":\"mcptape\",\"version\":1,\"minor\":0,\"created\":\"2026-01-01T00:00:00Z\",\"tool\":\"t\"}\n",
+        )
+        .unwrap();
+        let Err(e) = append(&path, WriteOptions::default()) else {
+            panic!("appended")
+        };
+        assert!(e.to_string().contains("without a hash chain"), "{e}");
+
+        let path = dir.path().join("edited.jsonl");
+        let mut w = TapeWriter::create(&path, WriteOptions::default()).unwrap();
+        msg(
+            &mut w,
+            Dir::C2S,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        );
+        msg(&mut w, Dir::S2C, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
+        w.finish(None, None).unwrap();
+        let text = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(r#""result":{}"#, r#""result":{"x":1}"#);
+        std::fs::write(&path, text).unwrap();
+        let Err(e) = append(&path, WriteOptions::default()) else {
+            panic!("appended")
+        };
+        assert!(e.to_string().contains("hash chain breaks at line 3"), "{e}");
+    }
+}

@@ -1,0 +1,876 @@
+//! Play policies with a live server (issue 16): a request the tape does not answer goes to a
+//! real server (`--on-miss live`) and is appended to the tape; `--live` / `--from-tape` choose
+//! calls to serve live. Real peers over real pipes and sockets: server-memory,
+//! server-everything (stdio and Streamable HTTP), the Python SDK server.
+
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A session recorded through `mcptape record` against `server`: `steps` are run on the line
+/// client after the handshake (with `caps` as the client's capabilities).
+fn record_with(
+    tape: &Path,
+    server: &[String],
+    caps: Value,
+    steps: impl FnOnce(&mut LineClient),
+) -> Value {
+    let mut c = LineClient::spawn(&record_cmd(tape, server));
+    let init = handshake(&mut c, caps);
+    steps(&mut c);
+    c.finish_with(0);
+    init
+}
+
+/// The legacy handshake with these client capabilities; the `initialize` answer.
+fn handshake(c: &mut LineClient, caps: Value) -> Value {
+    let mut params = init_params();
+    params["capabilities"] = caps;
+    let r = c.call(0, "initialize", params);
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    r
+}
+
+/// `mcptape play TAPE ARGS… -- SERVER…` as a line client.
+fn play_live(tape: &Path, args: &[&str], server: &[String]) -> LineClient {
+    let mut argv = play_cmd(tape);
+    argv.extend(args.iter().map(|a| a.to_string()));
+    argv.push("--".into());
+    argv.extend(server.iter().cloned());
+    LineClient::spawn(&argv)
+}
+
+fn call(name: &str, arguments: Value) -> Value {
+    json!({"name": name, "arguments": arguments})
+}
+
+/// The text of a tool result's first content item.
+fn text_of(r: &Value) -> &str {
+    r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a text result: {r}"))
+}
+
+/// `mcptape verify` says the tape is intact.
+#[track_caller]
+fn assert_verifies(tape: &Path) {
+    Mt::new(["verify"])
+        .arg(tape)
+        .run()
+        .success()
+        .stdout_contains("intact");
+}
+
+/// The memory server with its graph in `dir`.
+fn memory_in(dir: &Path) -> (Vec<String>, [(String, String); 1]) {
+    let file = dir.join("memory.json");
+    (memory(), [("MEMORY_FILE_PATH".into(), s(file))])
+}
+
+fn entities(observation: &str) -> Value {
+    json!({"entities": [{"observations": [observation], "entityType": "tool", "name": "mcptape"}]})
+}
+
+/// A `create_entities` call as a client may write it: the id last, keys in no order, a number
+/// spelled 2.50. Sent to the live server and taped as written (but for the id).
+fn create_raw(id: u64) -> String {
+    format!(
+        r#"{{"method":"tools/call","params":{{"name":"create_entities","arguments":{{"entities":[{{"observations":["price 2.50"],"entityType":"tool","name":"mcptape","weight":2.50}}]}}}},"jsonrpc":"2.0","id":{id}}}"#
+    ) + "\n"
+}
+
+/// `mcptape play` with the memory server in `env`, as a line client.
+fn play_live_env(
+    tape: &Path,
+    args: &[&str],
+    server: &[String],
+    env: &[(String, String)],
+) -> LineClient {
+    let mut argv = play_cmd(tape);
+    argv.extend(args.iter().map(|a| a.to_string()));
+    argv.push("--".into());
+    argv.extend(server.iter().cloned());
+    let mut cmd = command(&argv);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    LineClient::spawn_cmd(cmd)
+}
+
+fn record_memory(dir: &Path) -> PathBuf {
+    let tape = dir.join("memory.jsonl");
+    let (server, env) = memory_in(dir);
+    let mut cmd = command(&record_cmd(&tape, &server));
+    for (k, v) in &env {
+        cmd.env(k, v);
+    }
+    let mut c = LineClient::spawn_cmd(cmd);
+    handshake(&mut c, json!({}));
+    let graph = c.call(1, "tools/call", call("read_graph", json!({})));
+    assert_eq!(graph["result"]["structuredContent"]["entities"], json!([]));
+    c.finish_with(0);
+    tape
+}
+
+#[test]
+fn a_miss_goes_to_the_live_memory_server_is_appended_marked_and_then_plays_strictly() {
+    let dir = tmp();
+    let tape = record_memory(dir.path());
+    let original = dir.path().join("original.jsonl");
+    std::fs::copy(&tape, &original).unwrap();
+    let (server, env) = memory_in(dir.path());
+
+    let mut c = play_live_env(&tape, &["--on-miss", "live"], &server, &env);
+    handshake(&mut c, json!({}));
+    // On the tape: served from it.
+    let graph = c.call(11, "tools/call", call("read_graph", json!({})));
+    assert_eq!(graph["result"]["structuredContent"]["entities"], json!([]));
+    // Not on the tape: the live server creates the entity, the client gets its own id back.
+    c.send_raw(create_raw(12).as_bytes());
+    let (created, _) = c.recv_response(&json!(12));
+    assert_eq!(created["id"], 12, "{created}");
+    assert_eq!(
+        created["result"]["structuredContent"]["entities"][0]["observations"],
+        json!(["price 2.50"]),
+        "{created}"
+    );
+    let err = c.finish_with(0);
+    assert_contains(&err, "served 2, missed 0, drifted 0, answered live 1");
+    assert_contains(
+        &err,
+        &format!(
+            "appended 1 exchange from the live server to {} (marked \"appended\")",
+            tape.display()
+        ),
+    );
+    // The live server really ran: its graph file holds the entity.
+    let graph_file = std::fs::read_to_string(dir.path().join("memory.json")).unwrap();
+    assert_contains(&graph_file, "price 2.50");
+
+    // The appended lines: marked, after an `append` event, chained; the tape verifies.
+    assert_verifies(&tape);
+    let lines = tape_lines(&tape);
+    let event = position(&lines, "the append event", |l| {
+        l["type"] == "event" && l["what"] == "append"
+    });
+    let appended: Vec<&Value> = lines.iter().filter(|l| l["appended"] == true).collect();
+    assert_eq!(appended.len(), 2, "request and answer: {appended:#?}");
+    assert!(lines[..event].iter().all(|l| l.get("appended").is_none()));
+    assert_eq!(appended[0]["dir"], "c2s");
+    assert_eq!(appended[0]["msg"]["params"]["name"], "create_entities");
+    assert_eq!(appended[1]["id"], appended[0]["id"]);
+    let raw = std::fs::read_to_string(&tape).unwrap();
+    assert_contains(
+        &raw,
+        r#""arguments":{"entities":[{"observations":["price 2.50"],"entityType":"tool","name":"mcptape","weight":2.50}]}},"jsonrpc":"2.0","id":"mcptape-live-"#,
+    );
+    let end = end_of(&tape);
+    assert_eq!(end["exchanges"], 3, "{end}");
+
+    // `show` marks them, in the table and in JSON.
+    let shown = show_json(&tape);
+    let marked: Vec<&Value> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["appended"] == true)
+        .collect();
+    assert_eq!(marked.len(), 2);
+    Mt::new(["show"])
+        .arg(&tape)
+        .run()
+        .success()
+        .stdout_contains(
+            "appended 2 messages after the recording (play --on-miss live), marked + below",
+        )
+        .stdout_contains("+→");
+
+    // `diff` against the tape before: the appended call is only in the new one, marked.
+    let diff = Mt::new(["diff"]).arg(&original).arg(&tape).run().status(2);
+    assert_contains(&diff.console(), "create_entities");
+    assert_contains(&diff.console(), "(appended)");
+
+    // Strict play serves the appended exchange, with no server at all.
+    let mut c = LineClient::spawn(&play_cmd(&tape));
+    handshake(&mut c, json!({}));
+    c.send_raw(create_raw(30).as_bytes());
+    let (again, _) = c.recv_response(&json!(30));
+    assert_eq!(again["result"], created["result"]);
+    let err = c.finish_with(0);
+    assert_contains(
+        &err,
+        "served 2, missed 0, drifted 0; 1 recorded exchanges never used",
+    );
+}
+
+#[test]
+fn a_missed_call_that_samples_is_relayed_to_the_client_and_its_answer_back_to_the_live_server() {
+    let dir = tmp();
+    let tape = dir.path().join("everything.jsonl");
+    let caps = json!({"sampling": {}});
+    record_with(&tape, &everything(), caps.clone(), |c| {
+        let r = c.call(1, "tools/call", call("echo", json!({"message": "hi"})));
+        assert_eq!(text_of(&r), "Echo: hi");
+    });
+
+    let mut c = play_live(&tape, &["--on-miss", "live"], &everything());
+    handshake(&mut c, caps);
+    c.send(&req(
+        "call-7",
+        "tools/call",
+        call(
+            "trigger-sampling-request",
+            json!({"prompt": "Say hi to the tape", "maxTokens": 64}),
+        ),
+    ));
+    // The live server's sampling request reaches the client with an id of play's.
+    let (sampling, _) = loop {
+        let m = c.recv();
+        if m["method"] == "sampling/createMessage" {
+            break (m, ());
+        }
+        assert!(
+            m.get("method").is_some(),
+            "only notifications before it: {m}"
+        );
+    };
+    let play_id = sampling["id"].clone();
+    assert!(!play_id.is_null());
+    assert_contains(
+        &sampling["params"]["messages"][0]["content"]["text"].to_string(),
+        "Say hi to the tape",
+    );
+    c.send(&json!({"jsonrpc": "2.0", "id": play_id, "result": {"role": "assistant", "content": {"type": "text", "text": "Hi from the client"}, "model": "fixed-model", "stopReason": "endTurn"}}));
+    let (answer, _) = c.recv_response(&json!("call-7"));
+    assert_contains(&answer["result"].to_string(), "Hi from the client");
+    let err = c.finish_with(0);
+    assert_contains(&err, "answered live 1");
+
+    // On the tape: the call, the server's request with the server's own id, the client's answer
+    // with that id, and the result, all appended.
+    assert_verifies(&tape);
+    let msgs = tape_msgs(&tape);
+    let appended: Vec<&Value> = msgs.iter().filter(|m| m["appended"] == true).collect();
+    let kinds: Vec<(String, String)> = appended
+        .iter()
+        .filter(|m| m["kind"] != "notification")
+        .map(|m| (s_of(&m["dir"]), s_of(&m["kind"])))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("c2s".into(), "request".into()),
+            ("s2c".into(), "request".into()),
+            ("c2s".into(), "response".into()),
+            ("s2c".into(), "response".into())
+        ],
+        "{appended:#?}"
+    );
+    let server_req = appended
+        .iter()
+        .find(|m| m["dir"] == "s2c" && m["kind"] == "request")
+        .unwrap();
+    let client_answer = appended
+        .iter()
+        .find(|m| m["dir"] == "c2s" && m["kind"] == "response")
+        .unwrap();
+    assert_eq!(
+        client_answer["id"], server_req["id"],
+        "mapped back to the server's id"
+    );
+    assert_eq!(client_answer["msg"]["result"]["model"], "fixed-model");
+
+    // And played strictly, the sampling request is re-issued to the client from the tape.
+    let mut c = LineClient::spawn(&play_cmd(&tape));
+    handshake(&mut c, json!({"sampling": {}}));
+    c.send(&req(
+        9,
+        "tools/call",
+        call(
+            "trigger-sampling-request",
+            json!({"prompt": "Say hi to the tape", "maxTokens": 64}),
+        ),
+    ));
+    let m = loop {
+        let m = c.recv();
+        if m["method"] == "sampling/createMessage" {
+            break m;
+        }
+    };
+    c.send(&json!({"jsonrpc": "2.0", "id": m["id"], "result": {"role": "assistant", "content": {"type": "text", "text": "Hi from the client"}, "model": "fixed-model", "stopReason": "endTurn"}}));
+    let (again, _) = c.recv_response(&json!(9));
+    assert_eq!(again["result"], answer["result"]);
+    let err = c.finish_with(0);
+    assert_contains(&err, "missed 0, drifted 0");
+}
+
+fn s_of(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn without_a_live_server_the_policies_are_usage_errors_and_a_strict_miss_still_fails() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    record_with(&tape, &everything(), json!({}), |_| {});
+    Mt::new(["play"])
+        .arg(&tape)
+        .args(["--on-miss", "live"])
+        .run()
+        .status(64)
+        .stderr_contains("--on-miss live needs a live server: its command after --");
+    Mt::new(["play"])
+        .arg(&tape)
+        .args(["--live", "tool:echo"])
+        .run()
+        .status(64)
+        .stderr_contains("--live needs a live server");
+    Mt::new(["play"])
+        .arg(&tape)
+        .args(["--", "true"])
+        .run()
+        .status(64)
+        .stderr_contains("is for --on-miss live, --live or --from-tape");
+    Mt::new(["play"])
+        .arg(&tape)
+        .args(["--live", "tol:echo", "--", "true"])
+        .run()
+        .status(64)
+        .stderr_contains("unknown kind \"tol\"");
+    // A live server that cannot start: the client gets an error naming it, play exits 1.
+    let mut c = play_live(
+        &tape,
+        &["--on-miss", "live"],
+        &["/nonexistent/server".into()],
+    );
+    handshake(&mut c, json!({}));
+    let r = c.call(5, "tools/call", call("echo", json!({"message": "x"})));
+    assert_contains(&r["error"]["message"].to_string(), "could not start it");
+    let err = c.finish_with(1);
+    assert_contains(
+        &err,
+        "live server `/nonexistent/server`: could not start it",
+    );
+    // Nothing was appended: the tape is as it was.
+    assert_verifies(&tape);
+    assert!(tape_lines(&tape)
+        .iter()
+        .all(|l| l.get("appended").is_none()));
+}
+
+/// The Python SDK server over stdio: a session that called `now` and `counter` once.
+fn record_py_server(dir: &Path) -> (PathBuf, Value, Value) {
+    let tape = dir.join("py.jsonl");
+    let (mut now, mut counter) = (Value::Null, Value::Null);
+    record_with(&tape, &py_server(), json!({}), |c| {
+        now = c.call(1, "tools/call", call("now", json!({})));
+        counter = c.call(2, "tools/call", call("counter", json!({})));
+    });
+    (tape, now, counter)
+}
+
+#[test]
+fn live_tools_come_from_the_python_server_the_rest_from_the_tape_and_nothing_is_appended() {
+    let dir = tmp();
+    let (tape, now, counter) = record_py_server(dir.path());
+    let before = std::fs::read(&tape).unwrap();
+    std::thread::sleep(Duration::from_millis(1100)); // `now` answers in seconds
+
+    // --live counter: counted live from 1 each time play starts it, twice; `now` from the tape.
+    let mut c = play_live(&tape, &["--live", "counter"], &py_server());
+    handshake(&mut c, json!({}));
+    let one = c.call(10, "tools/call", call("counter", json!({})));
+    let two = c.call(11, "tools/call", call("counter", json!({})));
+    assert_eq!(text_of(&one), text_of(&counter));
+    assert_ne!(
+        text_of(&two),
+        text_of(&one),
+        "the second came live too: {two}"
+    );
+    let served_now = c.call(12, "tools/call", call("now", json!({})));
+    assert_eq!(served_now["result"], now["result"], "from the tape");
+    let err = c.finish_with(0);
+    assert_contains(&err, "answered live 2");
+    // A recorded `counter` answer was not used: the call went live.
+    assert_contains(&err, "tools/call counter");
+    assert_eq!(
+        std::fs::read(&tape).unwrap(),
+        before,
+        "--live appends nothing"
+    );
+
+    // --from-tape counter: `now` goes live (a later time than recorded), counter from the tape.
+    let mut c = play_live(&tape, &["--from-tape", "tool:counter"], &py_server());
+    handshake(&mut c, json!({}));
+    let live_now = c.call(20, "tools/call", call("now", json!({})));
+    assert_ne!(
+        live_now["result"], now["result"],
+        "now went live: {live_now}"
+    );
+    let taped = c.call(21, "tools/call", call("counter", json!({})));
+    assert_eq!(taped["result"], counter["result"]);
+    let err = c.finish_with(0);
+    assert_contains(&err, "answered live 1");
+    assert_eq!(std::fs::read(&tape).unwrap(), before);
+}
+
+#[test]
+fn a_kill_9_of_play_after_an_append_leaves_a_closed_tape_that_verifies() {
+    let dir = tmp();
+    let tape = record_memory(dir.path());
+    let (server, env) = memory_in(dir.path());
+    let mut c = play_live_env(&tape, &["--on-miss", "live"], &server, &env);
+    handshake(&mut c, json!({}));
+    let created = c.call(
+        3,
+        "tools/call",
+        call("create_entities", entities("kill -9")),
+    );
+    assert!(created.get("result").is_some(), "{created}");
+    // SIGKILL: no closing of the tape by play; it was closed again after the last write.
+    unsafe { libc::kill(c.pid(), libc::SIGKILL) };
+    let _ = c.finish();
+    assert_verifies(&tape);
+    let end = end_of(&tape);
+    assert_contains(&end["reason"].to_string(), "the client closed stdin");
+    // A second live run appends after it, and the tape still verifies.
+    let mut c = play_live_env(&tape, &["--on-miss", "live"], &server, &env);
+    handshake(&mut c, json!({}));
+    let again = c.call(4, "tools/call", call("read_graph", json!({"x": 1})));
+    assert!(again.get("result").is_some(), "{again}");
+    c.finish_with(0);
+    assert_verifies(&tape);
+    let appended = tape_msgs(&tape)
+        .into_iter()
+        .filter(|m| m["appended"] == true)
+        .count();
+    assert_eq!(appended, 4);
+    let appends = tape_lines(&tape)
+        .into_iter()
+        .filter(|l| l["what"] == "append")
+        .count();
+    assert_eq!(appends, 2, "one append event per run");
+}
+
+#[test]
+fn append_to_another_tape_leaves_the_played_one_untouched() {
+    let dir = tmp();
+    let tape = record_memory(dir.path());
+    let before = std::fs::read(&tape).unwrap();
+    let other = dir.path().join("misses.jsonl");
+    let (server, env) = memory_in(dir.path());
+    let mut c = play_live_env(
+        &tape,
+        &["--on-miss", "live", "--append-to", &s(&other)],
+        &server,
+        &env,
+    );
+    handshake(&mut c, json!({}));
+    c.call(
+        3,
+        "tools/call",
+        call("create_entities", entities("elsewhere")),
+    );
+    let err = c.finish_with(0);
+    assert_contains(&err, &format!("to {}", other.display()));
+    assert_eq!(std::fs::read(&tape).unwrap(), before);
+    assert_verifies(&other);
+    let msgs = tape_msgs(&other);
+    assert_eq!(msgs.len(), 2, "{msgs:#?}");
+    assert_eq!(msgs[0]["msg"]["params"]["name"], "create_entities");
+}
+
+// --- over HTTP -------------------------------------------------------------------------------
+
+/// `mcptape play TAPE --listen 127.0.0.1:0 ARGS…`.
+fn play_listen(tape: &Path, args: &[&str]) -> Served {
+    let tape = s(tape);
+    let mut argv = vec!["play", &tape, "--listen", "127.0.0.1:0"];
+    argv.extend(args);
+    Served::spawn(&argv)
+}
+
+/// The JSON-RPC messages of an SSE or JSON answer body.
+fn messages_of(body: &[u8]) -> Vec<Value> {
+    let text = String::from_utf8_lossy(body);
+    if let Ok(v) = serde_json::from_str::<Value>(&text) {
+        return vec![v];
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect()
+}
+
+/// An HTTP session with play: `initialize` (its session id kept) and `initialized`.
+fn http_session(url: &str) -> String {
+    let mut init = post_open_ok(url, &req(0, "initialize", init_params()));
+    let sid = init
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_string();
+    let _ = init.body();
+    let (st, _) = http(
+        url,
+        "POST",
+        &post_headers(&[("Mcp-Session-Id", &sid)]),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(st, 202);
+    sid
+}
+
+fn http_call(url: &str, sid: &str, msg: &Value) -> Vec<Value> {
+    let (st, body) = http(
+        url,
+        "POST",
+        &post_headers(&[("Mcp-Session-Id", sid)]),
+        msg.to_string().as_bytes(),
+    );
+    assert_eq!(st, 200, "{}", text(&body));
+    messages_of(&body)
+}
+
+#[test]
+fn over_http_a_miss_goes_to_server_everything_over_http_and_to_the_memory_server_over_stdio() {
+    let dir = tmp();
+    let tape = dir.path().join("e.jsonl");
+    record_with(&tape, &everything(), json!({}), |c| {
+        c.call(
+            1,
+            "tools/call",
+            call("echo", json!({"message": "recorded"})),
+        );
+    });
+
+    // The live server: server-everything over Streamable HTTP (on loopback).
+    let (_everything, port) = listening("everything", dir.path().join("e.log"), |p| {
+        everything_http_cmd("streamableHttp", p)
+    });
+    let live_url = format!("http://127.0.0.1:{port}/mcp");
+    let play = play_listen(&tape, &["--on-miss", "live", "--url", &live_url]);
+    let sid = http_session(&play.url);
+    let recorded = http_call(
+        &play.url,
+        &sid,
+        &req(
+            1,
+            "tools/call",
+            call("echo", json!({"message": "recorded"})),
+        ),
+    );
+    assert_eq!(text_of(recorded.last().unwrap()), "Echo: recorded");
+    // The client gets the live answer as it is; the tape gets it redacted.
+    let key = "sk-proj-Fx3kQ9mZ2pLw7Rt5Yv1Nb8Hc4Jd6Gs0Ae";
+    let msg = format!("live api_key={key}");
+    let live = http_call(
+        &play.url,
+        &sid,
+        &req("x", "tools/call", call("echo", json!({"message": msg}))),
+    );
+    let answer = live.last().unwrap();
+    assert_eq!(answer["id"], "x");
+    assert_eq!(text_of(answer), format!("Echo: {msg}"));
+    let err = play.stop();
+    assert_contains(&err, "answered live 1");
+    assert_verifies(&tape);
+    let appended: Vec<Value> = tape_msgs(&tape)
+        .into_iter()
+        .filter(|m| m["appended"] == true)
+        .collect();
+    assert_eq!(appended.len(), 2, "{appended:#?}");
+    let taped = std::fs::read_to_string(&tape).unwrap();
+    assert!(!taped.contains(key), "the key is not on the tape:\n{taped}");
+    assert_contains(&taped, "[REDACTED:");
+
+    // The memory server over stdio behind play --listen: one live process per HTTP session.
+    let mtape = record_memory(dir.path());
+    let (server, env) = memory_in(dir.path());
+    let mut args: Vec<String> = ["play", &s(&mtape), "--listen", "127.0.0.1:0"]
+        .iter()
+        .chain(&["--on-miss", "live", "--"])
+        .map(|a| a.to_string())
+        .collect();
+    args.extend(server);
+    let play = Served::spawn_env(&args, &env);
+    let sid = http_session(&play.url);
+    let created = http_call(
+        &play.url,
+        &sid,
+        &req(
+            5,
+            "tools/call",
+            call("create_entities", entities("over http")),
+        ),
+    );
+    assert_eq!(
+        created.last().unwrap()["result"]["structuredContent"]["entities"][0]["name"],
+        "mcptape"
+    );
+    let err = play.stop();
+    assert_contains(&err, "answered live 1");
+    assert_verifies(&mtape);
+    assert_contains(&std::fs::read_to_string(&env[0].1).unwrap(), "over http");
+}
+
+// --- record modes (`mcptape vcr`) ------------------------------------------------------------
+
+/// The memory server behind `sh`, which first leaves a marker file: whether the server was
+/// started at all.
+fn marked_memory(dir: &Path) -> (Vec<String>, PathBuf) {
+    let marker = dir.join("server-started");
+    let script = format!("touch '{}'; exec '{}'", marker.display(), memory()[0]);
+    (vec!["/bin/sh".into(), "-c".into(), script], marker)
+}
+
+/// `mcptape vcr ARGS… -- SERVER…` as a line client, with the memory server's file in `dir` and
+/// `CI` as given.
+fn vcr(dir: &Path, args: &[&str], server: &[String], ci: Option<&str>) -> LineClient {
+    let mut argv: Vec<String> = vec![s(bin()), "vcr".into()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    argv.push("--".into());
+    argv.extend(server.iter().cloned());
+    let mut cmd = command(&argv);
+    cmd.env("MEMORY_FILE_PATH", dir.join("memory.json"));
+    match ci {
+        Some(v) => cmd.env("CI", v),
+        None => cmd.env_remove("CI"),
+    };
+    LineClient::spawn_cmd(cmd)
+}
+
+fn read_graph(c: &mut LineClient, id: i64) -> Value {
+    c.call(id, "tools/call", call("read_graph", json!({})))
+}
+
+#[test]
+fn vcr_once_records_then_plays_with_no_server_process_the_second_time() {
+    let dir = tmp();
+    let tape = dir.path().join("once.jsonl");
+    let (server, marker) = marked_memory(dir.path());
+    let args = ["--tape", &s(&tape)];
+
+    let mut c = vcr(dir.path(), &args, &server, None);
+    handshake(&mut c, json!({}));
+    let recorded = read_graph(&mut c, 1);
+    let err = c.finish_with(0);
+    assert_contains(
+        &err,
+        &format!(
+            "mcptape vcr: mode once (the default), {}: no tape there yet: recording it",
+            tape.display()
+        ),
+    );
+    assert!(marker.exists(), "the first run started the server");
+    std::fs::remove_file(&marker).unwrap();
+    assert_verifies(&tape);
+
+    let mut c = vcr(dir.path(), &args, &server, None);
+    handshake(&mut c, json!({}));
+    let played = read_graph(&mut c, 7);
+    assert_eq!(played["result"], recorded["result"]);
+    assert_eq!(played["id"], 7);
+    // A call the tape does not hold is a strict miss: no server to ask.
+    let miss = c.call(8, "tools/call", call("create_entities", entities("x")));
+    assert_eq!(miss["error"]["code"], -32099, "{miss}");
+    let err = c.finish_with(1);
+    assert_contains(
+        &err,
+        "the tape is there: playing it strictly, the server is not started",
+    );
+    assert!(!marker.exists(), "no server process the second time");
+}
+
+#[test]
+fn vcr_with_ci_set_refuses_to_record_and_says_so_and_plays_strictly() {
+    let dir = tmp();
+    let tape = dir.path().join("ci.jsonl");
+    let (server, marker) = marked_memory(dir.path());
+    let args = ["--tape", &s(&tape)];
+    let c = vcr(dir.path(), &args, &server, Some("true"));
+    let err = c.finish_with(66);
+    assert_contains(&err, "mode none ($CI is set and no --mode was named)");
+    assert_contains(&err, "refusing to record");
+    assert_contains(&err, "unset $CI or name a --mode to record");
+    assert!(!tape.exists() && !marker.exists());
+
+    // Named, a mode records in CI too; then, with no mode, CI plays it strictly.
+    let mut c = vcr(
+        dir.path(),
+        &["--mode", "once", "--tape", &s(&tape)],
+        &server,
+        Some("true"),
+    );
+    handshake(&mut c, json!({}));
+    read_graph(&mut c, 1);
+    c.finish_with(0);
+    std::fs::remove_file(&marker).unwrap();
+    let mut c = vcr(dir.path(), &args, &server, Some("1"));
+    handshake(&mut c, json!({}));
+    read_graph(&mut c, 2);
+    let err = c.finish_with(0);
+    assert_contains(&err, "mode none ($CI is set and no --mode was named)");
+    assert!(!marker.exists());
+    // `CI=false` is not CI.
+    let c = vcr(
+        dir.path(),
+        &["--tape", &s(dir.path().join("other.jsonl"))],
+        &server,
+        Some("false"),
+    );
+    assert_contains(&c.finish_with(0), "mode once (the default)");
+}
+
+#[test]
+fn vcr_new_appends_what_is_missing_and_all_records_again_keeping_the_old_tape() {
+    let dir = tmp();
+    let tape = dir.path().join("new.jsonl");
+    let (server, marker) = marked_memory(dir.path());
+    let args = ["--mode", "new", "--tape", &s(&tape)];
+    let mut c = vcr(dir.path(), &args, &server, None);
+    handshake(&mut c, json!({}));
+    read_graph(&mut c, 1);
+    c.finish_with(0);
+
+    let mut c = vcr(dir.path(), &args, &server, None);
+    handshake(&mut c, json!({}));
+    read_graph(&mut c, 2);
+    let created = c.call(
+        3,
+        "tools/call",
+        call("create_entities", entities("new mode")),
+    );
+    assert!(created.get("result").is_some(), "{created}");
+    let err = c.finish_with(0);
+    assert_contains(
+        &err,
+        "what it does not hold goes to the server and is appended",
+    );
+    assert_contains(&err, "answered live 1");
+    assert_verifies(&tape);
+    assert_eq!(
+        tape_msgs(&tape)
+            .iter()
+            .filter(|m| m["appended"] == true)
+            .count(),
+        2
+    );
+
+    let before = std::fs::read(&tape).unwrap();
+    std::fs::remove_file(&marker).unwrap();
+    let mut c = vcr(
+        dir.path(),
+        &["--mode", "all", "--tape", &s(&tape)],
+        &server,
+        Some("true"),
+    );
+    handshake(&mut c, json!({}));
+    read_graph(&mut c, 1);
+    let err = c.finish_with(0);
+    assert_contains(&err, "mode all (--mode)");
+    assert!(marker.exists());
+    let bak = dir.path().join("new.jsonl.bak");
+    assert_eq!(
+        std::fs::read(&bak).unwrap(),
+        before,
+        "the old tape kept as .bak"
+    );
+    assert!(tape_msgs(&tape).iter().all(|m| m.get("appended").is_none()));
+}
+
+/// The Python SDK client's `everything` scenario, recorded; played again with the sampling
+/// tool live: server-everything asks the client to sample through play, the client's SDK
+/// answers, and the client sees what it saw when recording. Every other step comes from the
+/// tape.
+#[test]
+fn the_python_client_answers_a_live_servers_sampling_request_through_play() {
+    let dir = tmp();
+    let tape = dir.path().join("everything.jsonl");
+    let recorded = py_ok(
+        "everything",
+        "legacy",
+        &record_cmd(&tape, &everything()),
+        "through record",
+    );
+    let mut argv = play_cmd(&tape);
+    argv.extend([
+        "--live".into(),
+        "tool:trigger-sampling-request".into(),
+        "--".into(),
+    ]);
+    argv.extend(everything());
+    let replayed = py_ok("everything", "legacy", &argv, "through play --live");
+    let step = |t: &Value, name: &str| -> Value {
+        t["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .find(|s| s["step"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no step {name:?} in {}", pretty(t)))
+    };
+    let sampling = step(&replayed, "call trigger-sampling-request");
+    assert_eq!(sampling, step(&recorded, "call trigger-sampling-request"));
+    assert_eq!(
+        sampling["observed"][0]["server_request"],
+        "sampling/createMessage"
+    );
+    for other in ["call echo", "call trigger-long-running-operation"] {
+        assert_eq!(step(&replayed, other), step(&recorded, other), "{other}");
+    }
+}
+
+/// The `_meta` every 2026-07-28 request carries.
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "it", "version": "1"}
+    })
+}
+
+fn modern_call(id: i64, name: &str, arguments: Value) -> Value {
+    let mut p = call(name, arguments);
+    p["_meta"] = modern_meta();
+    req(id, "tools/call", p)
+}
+
+/// The 2026-07-28 era has no handshake: play sets up the live server with a `server/discover`
+/// carrying the request's `_meta`, which is not appended; the live answer is.
+#[test]
+fn a_2026_miss_goes_to_the_python_server_after_a_discovery_that_is_not_taped() {
+    let dir = tmp();
+    let tape = dir.path().join("modern.jsonl");
+    let mut c = LineClient::spawn(&record_cmd(&tape, &py_server()));
+    let (echoed, _) = c.ask(&modern_call(1, "echo", json!({"text": "taped"})));
+    assert_eq!(text_of(&echoed), "echo: taped");
+    c.finish_with(0);
+
+    let mut c = play_live(&tape, &["--on-miss", "live"], &py_server());
+    let (again, _) = c.ask(&modern_call(5, "echo", json!({"text": "taped"})));
+    assert_eq!(again["result"], echoed["result"]);
+    let (added, _) = c.ask(&modern_call(6, "add", json!({"b": 2, "a": 40})));
+    assert_eq!(added["id"], 6);
+    assert_eq!(text_of(&added), "42");
+    assert_eq!(added["result"]["resultType"], "complete", "{added}");
+    let err = c.finish_with(0);
+    assert_contains(&err, "served 1, missed 0, drifted 0, answered live 1");
+
+    assert_verifies(&tape);
+    let appended: Vec<Value> = tape_msgs(&tape)
+        .into_iter()
+        .filter(|m| m["appended"] == true)
+        .collect();
+    let methods: Vec<&Value> = appended.iter().map(|m| &m["method"]).collect();
+    assert_eq!(
+        methods,
+        [&json!("tools/call"), &Value::Null],
+        "{appended:#?}"
+    );
+    assert!(tape_msgs(&tape)
+        .iter()
+        .all(|m| m["method"] != "server/discover"));
+}
