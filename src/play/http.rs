@@ -664,12 +664,14 @@ impl Player {
                                 None
                             }
                             Answer::Exchange(ex, token) => {
-                                Some(match self.verdict(&session, ex, &id, &method, &body, count) {
-                                    Planned::Serve(v) => Ok((ex, token, v)),
-                                    Planned::Error(line) => Err(line),
-                                    // The session's event stream was closed with it.
-                                    Planned::Cut => return cut_response(),
-                                })
+                                Some(
+                                    match self.verdict(&session, ex, &id, &method, &body, count) {
+                                        Planned::Serve(v) => Ok((ex, token, v)),
+                                        Planned::Error(line) => Err(line),
+                                        // The session's event stream was closed with it.
+                                        Planned::Cut => return cut_response(),
+                                    },
+                                )
                             }
                             Answer::Now(line) => Some(Err(line)),
                         };

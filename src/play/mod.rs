@@ -6,18 +6,18 @@ pub mod http;
 pub mod live;
 mod live_http;
 pub mod matcher;
-pub mod player;
-pub mod policy;
 pub mod pace;
 pub mod plan;
+pub mod player;
+pub mod policy;
 pub mod select;
 pub mod serve;
 pub mod usage;
 
+pub use live::{LiveConfig, LiveTape, LiveTarget, OnMiss};
+pub use plan::{Injected, Plan};
 pub use player::{Player, Playing};
 pub use policy::{MatchMode, MatchPolicy, Repeat};
-pub use plan::{Injected, Plan};
-pub use live::{LiveConfig, LiveTape, LiveTarget, OnMiss};
 pub use serve::{serve, Drift, PlayReport, ServeOptions, Unused};
 
 /// Why play could not serve.
