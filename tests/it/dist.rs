@@ -219,7 +219,7 @@ def test_echo(mcptape):
 "#;
 
 #[test]
-fn the_pytest_plugin_records_once_plays_after_and_fails_a_test_on_a_miss() {
+fn the_pytest_plugin_records_once_plays_after_fails_a_test_on_a_miss_and_appends_in_mode_new() {
     let dir = tmp();
     let bin = wheel_venv(dir.path());
     let site = std::fs::read_dir(dir.path().join("venv/lib"))
@@ -287,4 +287,16 @@ fn the_pytest_plugin_records_once_plays_after_and_fails_a_test_on_a_miss() {
     assert_contains(&said, "mcptape play");
     assert_contains(&said, "missed the tape");
     assert_contains(&said, "something else");
+
+    // new: what is not on the tape goes to the live server and is appended; after that, the
+    // tape alone answers it.
+    let out = pytest(Some("new"), &[("MESSAGE", "something else")]);
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        tape_lines(&tape).iter().any(|l| l["appended"] == true),
+        "the live answer is appended to the tape"
+    );
+    Mt::new(["verify"]).arg(&tape).run().success();
+    let out = pytest(Some("none"), &[("MESSAGE", "something else")]);
+    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
 }
