@@ -291,12 +291,22 @@ fn the_pytest_plugin_records_once_plays_after_fails_a_test_on_a_miss_and_appends
     // new: what is not on the tape goes to the live server and is appended; after that, the
     // tape alone answers it.
     let out = pytest(Some("new"), &[("MESSAGE", "something else")]);
-    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
     assert!(
         tape_lines(&tape).iter().any(|l| l["appended"] == true),
         "the live answer is appended to the tape"
     );
     Mt::new(["verify"]).arg(&tape).run().success();
     let out = pytest(Some("none"), &[("MESSAGE", "something else")]);
-    assert!(out.status.success(), "{}\n{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
 }
