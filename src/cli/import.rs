@@ -8,12 +8,13 @@ use std::path::PathBuf;
 /// notifications, server requests, the handshake…) is said on stderr, never made up.
 ///
 /// Formats: agent-vcr, localab-vcr, mcp-rec, mcp-recorder, mcp-cassette, mcp-vcr (YAML or
-/// NDJSON), or auto (the default: detected from the file's content, refused with the candidates
+/// NDJSON), mcp-replay (a fixture directory, or one fixture), or auto (the default: detected from the file's content, refused with the candidates
 /// when it could be several). See docs/import.md.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_IMPORT)]
 pub struct Args {
-    /// The format (or `auto`), then the file; with the file alone, the format is detected.
+    /// The format (or `auto`), then the file (mcp-replay: its fixture directory); with the path
+    /// alone, the format is detected.
     #[arg(value_name = "FORMAT] [PATH", num_args = 1..=2, required = true)]
     what: Vec<String>,
     /// The tape to write: a name (stored as .mcptape/tapes/NAME.jsonl) or a path.

@@ -12,6 +12,7 @@ mod localab_vcr;
 mod mcp_cassette;
 mod mcp_rec;
 mod mcp_recorder;
+mod mcp_replay;
 mod mcp_vcr;
 
 use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
@@ -33,20 +34,23 @@ pub enum Format {
     McpCassette,
     /// mcp-vcr's transcript, YAML or NDJSON.
     McpVcr,
+    /// mcp-replay's fixture directory (or one fixture file).
+    McpReplay,
 }
 
 impl Format {
     /// Every format, in the order auto-detection names candidates.
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 7] = [
         Format::AgentVcr,
         Format::LocalabVcr,
         Format::McpRec,
         Format::McpRecorder,
         Format::McpCassette,
         Format::McpVcr,
+        Format::McpReplay,
     ];
 
-    /// The name on the command line (the recorder's PyPI name).
+    /// The name on the command line (the recorder's package name).
     pub fn name(self) -> &'static str {
         match self {
             Format::AgentVcr => "agent-vcr",
@@ -55,6 +59,7 @@ impl Format {
             Format::McpRecorder => "mcp-recorder",
             Format::McpCassette => "mcp-cassette",
             Format::McpVcr => "mcp-vcr",
+            Format::McpReplay => "mcp-replay",
         }
     }
 
@@ -72,6 +77,7 @@ impl Format {
             Format::McpRecorder => mcp_recorder::sniff(probe),
             Format::McpCassette => mcp_cassette::sniff(probe),
             Format::McpVcr => mcp_vcr::sniff(probe),
+            Format::McpReplay => mcp_replay::sniff(probe),
         }
     }
 
@@ -83,6 +89,7 @@ impl Format {
             Format::McpRecorder => mcp_recorder::read(path, text),
             Format::McpCassette => mcp_cassette::read(path, text),
             Format::McpVcr => mcp_vcr::read(path, text),
+            Format::McpReplay => mcp_replay::read(path, text),
         }
     }
 }
@@ -243,6 +250,9 @@ fn read_text(path: &Path) -> Result<String, ImportError> {
 /// The format of the file at `path`: the one format it looks like, else an error naming the
 /// candidates (or none).
 pub fn detect(path: &Path) -> Result<Format, ImportError> {
+    if path.is_dir() {
+        return detect_dir(path);
+    }
     let text = read_text(path)?;
     detect_text(path, &text)
 }
@@ -265,8 +275,34 @@ fn detect_text(path: &Path, text: &str) -> Result<Format, ImportError> {
     }
 }
 
-/// Reads the file at `path` as `format` (`None`: detect it). Returns the format read too.
+/// A directory: only mcp-replay writes one (its fixture directory).
+fn detect_dir(path: &Path) -> Result<Format, ImportError> {
+    if mcp_replay::sniff_dir(path) {
+        Ok(Format::McpReplay)
+    } else {
+        Err(ImportError::Unknown {
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+/// Reads the file (or, for mcp-replay, the directory) at `path` as `format` (`None`: detect
+/// it). Returns the format read too.
 pub fn read(path: &Path, format: Option<Format>) -> Result<(Format, Imported), ImportError> {
+    if path.is_dir() {
+        let format = match format {
+            Some(f) => f,
+            None => detect_dir(path)?,
+        };
+        if format != Format::McpReplay {
+            return Err(malformed(
+                path,
+                "the path",
+                format!("a directory; {format} writes a file (only mcp-replay writes a directory)"),
+            ));
+        }
+        return Ok((format, mcp_replay::read_dir(path)?));
+    }
     let text = read_text(path)?;
     let format = match format {
         Some(f) => f,

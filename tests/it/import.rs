@@ -223,6 +223,115 @@ fn localab_vcr_holds_only_tool_calls_and_play_answers_them_as_live() {
     assert_eq!(status.code(), Some(1), "the refused initialize is a miss");
 }
 
+/// tests/recorders/mcp_replay_record.mjs, which records into `fixtures` with mcp-replay's own
+/// code (vendored in tests/recorders/mcp-replay, built by ./scripts/test), in front of `server`.
+fn mcp_replay_relay(fixtures: &Path, server: Vec<String>) -> Vec<String> {
+    let built = repo().join("tests/recorders/mcp-replay/dist/src/index.js");
+    assert!(
+        built.exists(),
+        "{} is missing: run ./scripts/test once (it builds tests/recorders/mcp-replay)",
+        built.display()
+    );
+    let mut through = vec![
+        "node".into(),
+        s(repo().join("tests/recorders/mcp_replay_record.mjs")),
+        s(fixtures),
+        "--".into(),
+    ];
+    through.extend(server);
+    through
+}
+
+#[test]
+fn mcp_replay_fixtures_of_a_memory_session_play_back_what_the_client_saw() {
+    // server-memory makes no request of the client and sends no notification, and the session
+    // repeats no call: all of it is in mcp-replay's request/answer fixtures.
+    let dir = tmp();
+    let fixtures = dir.path().join("fixtures");
+    let memory_file = dir.path().join("memory.jsonl");
+    let (seen, out) = py_client(
+        "memory",
+        "legacy",
+        &mcp_replay_relay(&fixtures, memory()),
+        &[("MEMORY_FILE_PATH", &s(&memory_file))],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // mcp-replay's layout: one directory per method, one file per method and params.
+    assert!(fixtures.join("initialize").is_dir() && fixtures.join("tools_call").is_dir());
+    let tape = dir.path().join("imported.jsonl");
+    // A directory: detected as mcp-replay's.
+    let err = import(&[&s(&fixtures)], &tape);
+    assert_contains(&err, "mcptape import: mcp-replay ");
+    // initialize, tools/list and the 6 calls: a request and its answer each.
+    assert_contains(&err, "16 messages, 8 exchanges");
+    assert_contains(&err, "warning: mcp-replay lacks notifications both ways");
+    let played = py_ok("memory", "legacy", &play_cmd(&tape), "against mcptape play");
+    assert_eq!(played, seen);
+}
+
+#[test]
+fn mcp_replay_fixtures_play_back_all_but_notifications_server_requests_and_repeats() {
+    let dir = tmp();
+    let fixtures = dir.path().join("fixtures");
+    let seen = live("pyserver", mcp_replay_relay(&fixtures, pyserver()));
+    let tape = dir.path().join("imported.jsonl");
+    let err = import(&["mcp-replay", &s(&fixtures)], &tape);
+    assert_contains(
+        &err,
+        "warning: mcp-replay lacks repeats: one answer per method and params",
+    );
+    // mcp-replay answers a repeated request with its one fixture every time; so does play with
+    // --repeat last.
+    let mut cmd = play_cmd(&tape);
+    cmd.extend(["--repeat".into(), "last".into()]);
+    let got = py_ok(
+        "pyserver",
+        "legacy",
+        &cmd,
+        "against mcptape play --repeat last",
+    );
+    // What mcp-replay did not keep, named: the progress notifications of `progress_steps`, the
+    // sampling request inside `ask_llm`, the answers to the counter's first two calls (the
+    // fixture holds the third), and the spelling of a number: JavaScript writes the weather's
+    // `4.0` as `4`, which the Python client then reads as an int. The rest is the live
+    // transcript.
+    let mut want = seen.clone();
+    let steps = want["steps"].as_array_mut().unwrap();
+    let step = |steps: &[Value], name: &str| -> usize {
+        steps
+            .iter()
+            .position(|s| s["step"] == name)
+            .unwrap_or_else(|| panic!("no step {name}"))
+    };
+    let weather = step(steps, "call weather");
+    let temperature = &mut steps[weather]["result"]["structuredContent"]["temperature_c"];
+    assert_eq!(temperature.to_string(), "4.0", "live");
+    *temperature = json!(4);
+    let progress = step(steps, "call progress_steps");
+    assert_eq!(
+        steps[progress]["progress"].as_array().map(Vec::len),
+        Some(3)
+    );
+    steps[progress]["progress"] = json!([]);
+    let ask = step(steps, "call ask_llm");
+    assert_eq!(
+        steps[ask]["observed"][0]["server_request"],
+        "sampling/createMessage"
+    );
+    steps[ask].as_object_mut().unwrap().remove("observed");
+    let third = steps[step(steps, "call counter #3")]["result"].clone();
+    assert_eq!(third["structuredContent"]["result"], 3);
+    for n in ["call counter #1", "call counter #2"] {
+        let i = step(steps, n);
+        assert_ne!(
+            steps[i]["result"], third,
+            "live, {n} differs from the third"
+        );
+        steps[i]["result"] = third.clone();
+    }
+    assert_eq!(got, want);
+}
+
 /// A port nothing listens on now (mcp-recorder takes a fixed `--port`).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -310,6 +419,6 @@ fn bad_input_gets_its_file_line_and_exit_code() {
         .status(66)
         .stderr_contains("no such file");
     Mt::new(["import", "vcr-9000"]).arg(&bad).arg("-o").arg(&tape).run().status(64)
-        .stderr_contains("unknown format \"vcr-9000\"; mcptape imports: agent-vcr, localab-vcr, mcp-rec, mcp-recorder, mcp-cassette, mcp-vcr, or auto");
+        .stderr_contains("unknown format \"vcr-9000\"; mcptape imports: agent-vcr, localab-vcr, mcp-rec, mcp-recorder, mcp-cassette, mcp-vcr, mcp-replay, or auto");
     assert!(!tape.exists(), "no tape written from bad input");
 }
