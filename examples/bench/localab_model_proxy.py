@@ -7,7 +7,10 @@ localab-vcr starts its model proxy only inside `agent-vcr record -- <agent>`, po
 agent through ANTHROPIC_BASE_URL; the benchmark needs the proxy without an agent. This starts
 the same ModelProxy class, on the same Tape class, the way its `cmd_record` does (127.0.0.1, a
 free port, mode "record", the upstream as both its Anthropic and OpenAI base URL), prints its
-base URL as the first stdout line, and stops it and closes the tape when stdin closes.
+base URL as the first stdout line, and stops it and closes the tape when stdin closes. Its
+request threads are made non-daemon so that stopping waits for each to finish writing its answer
+to the tape (it tapes an answer after forwarding the whole of it; found when a 100,000-event
+answer was not on the tape yet when the bench stopped the proxy).
 """
 
 import sys
@@ -20,6 +23,7 @@ def main(tape_path: str, upstream: str) -> int:
     tape = Tape(tape_path, "record")
     proxy = ModelProxy("127.0.0.1", 0, tape, {"anthropic": upstream, "openai": upstream}, "record")
     proxy.start()
+    proxy._srv.daemon_threads = False  # server_close() then joins the request threads
     print(proxy.base_url(), flush=True)
     sys.stdin.read()
     proxy.stop()
