@@ -115,7 +115,7 @@ pub fn authority(url: &str) -> Result<String> {
 
 /// Parses `addr`, refusing anything but a loopback address: the benchmark's traffic stays on
 /// this machine.
-fn loopback(addr: &str) -> Result<SocketAddr> {
+pub fn loopback(addr: &str) -> Result<SocketAddr> {
     let a: SocketAddr = addr
         .parse()
         .with_context(|| format!("{addr:?} is not an IP:PORT address"))?;
@@ -125,7 +125,7 @@ fn loopback(addr: &str) -> Result<SocketAddr> {
     Ok(a)
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
     // Closing stdin stops the process: the bench holds it, and a bench that dies takes its
     // servers with it.
     std::thread::spawn(|| {

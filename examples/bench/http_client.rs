@@ -79,6 +79,51 @@ impl Served {
         Ok(served)
     }
 
+    /// Starts `cmd`, which listens on loopback `port` and prints no URL (mcp-recorder): ready
+    /// when a connection to the port succeeds.
+    pub fn spawn_on_port(
+        name: &str,
+        cmd: &[String],
+        cwd: &Path,
+        stderr_path: &Path,
+        port: u16,
+    ) -> Result<Served> {
+        let (program, args) = cmd.split_first().context("empty command")?;
+        let child = Command::new(program)
+            .args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(stderr_path.with_extension("stdout"))?)
+            .stderr(std::fs::File::create(stderr_path)?)
+            .spawn()
+            .with_context(|| format!("starting {}", cmd.join(" ")))?;
+        let mut served = Served {
+            name: name.to_string(),
+            child,
+            stdin: None,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            stderr_path: stderr_path.to_path_buf(),
+            stop: Stop::Interrupt,
+        };
+        let t0 = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(st) = served.child.try_wait()? {
+                bail!(
+                    "{name}: exited ({st}) before listening{}",
+                    stderr_tail(stderr_path)
+                );
+            }
+            if t0.elapsed() > Duration::from_secs(60) {
+                bail!(
+                    "{name}: not listening on {port} after 60 s{}",
+                    stderr_tail(stderr_path)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(served)
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

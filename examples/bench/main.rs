@@ -8,11 +8,15 @@
 //! The binary is also the server (`--serve`, `--serve-http ADDR`) and the relays (`--relay --
 //! CMD…`, `--relay-http URL`) it measures: it re-spawns itself. See docs/performance.md for what each scenario measures.
 
+mod agent_run;
 mod client;
 mod http;
 mod http_client;
 mod mem;
+mod model;
+mod model_client;
 mod proto;
+mod provider;
 mod relay;
 mod report;
 mod scenarios;
@@ -46,7 +50,8 @@ struct Args {
     #[arg(long)]
     no_peer: bool,
     /// Run only these scenarios (repeatable): latency, pipelined, large, memory, startup, tools,
-    /// http; and soak, which only runs when named.
+    /// http, model (the model proxy), run (`mcptape run` of Claude Code); and soak, which only
+    /// runs when named.
     #[arg(long, value_name = "SCENARIO")]
     only: Vec<String>,
     /// How long the soak runs, in seconds (`--only soak`).
@@ -65,6 +70,8 @@ const SCENARIOS: &[&str] = &[
     "startup",
     "tools",
     "http",
+    "model",
+    "run",
     "soak",
 ];
 
@@ -74,6 +81,9 @@ fn main() {
     let code = match argv.get(1).map(String::as_str) {
         Some("--serve") => report_err(serve::run().map(|()| 0)),
         Some("--serve-http") => report_err(http::serve(argv.get(2).map_or("", String::as_str))),
+        Some("--serve-model") => {
+            report_err(provider::serve(argv.get(2).map_or("", String::as_str)))
+        }
         Some("--relay-http") => report_err(http::relay(argv.get(2).map_or("", String::as_str))),
         Some("--relay") => {
             let cmd = argv.get(3..).unwrap_or_default();
@@ -161,9 +171,18 @@ fn run(args: Args) -> Result<i32> {
         bench: std::env::current_exe()?,
         mcptape,
         peer,
+        recorders: Some(root.join("tests/recorders/.venv"))
+            .filter(|v| v.join("bin/python").exists()),
         work: work.path().to_path_buf(),
         plan: plan.clone(),
     };
+    if env.recorders.is_none() {
+        results.notes.push(
+            "mcp-rec, mcp-vcr, agent-vcr, mcp-cassette: skipped, tests/recorders/.venv is not there \
+             (./scripts/test installs it)"
+                .into(),
+        );
+    }
     results.plan = Some(plan);
     let step = |name: &str| eprintln!("bench: {name}…");
     if want("latency") || want("startup") {
@@ -200,6 +219,22 @@ fn run(args: Args) -> Result<i32> {
         let (latency, pipelined) = scenarios::http(&env).context("Streamable HTTP")?;
         results.http_latency = latency;
         results.http_pipelined = pipelined;
+    }
+    if want("model") {
+        step("model proxy");
+        let (ttfb, rate) = model::model(&env).context("model proxy")?;
+        results.model_ttfb = ttfb;
+        results.model_rate = rate;
+    }
+    if want("run") {
+        step("mcptape run of Claude Code");
+        // Claude Code failing to run here is a row that says why, not the end of the bench.
+        match agent_run::agent_run(&env, &mut results.notes) {
+            Ok(rows) => results.agent_runs = rows.unwrap_or_default(),
+            Err(e) => results.notes.push(format!(
+                "run: Claude Code could not be run from the bench: {e:#}"
+            )),
+        }
     }
     if named("soak") {
         step(&format!("soak, {} s", args.soak_secs));

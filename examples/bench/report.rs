@@ -22,6 +22,12 @@ pub struct Results {
     pub http_latency: Vec<Latency>,
     /// Streamable HTTP: 1 KiB calls over 64 keep-alive connections.
     pub http_pipelined: Vec<Throughput>,
+    /// Model proxy: short streams, time to the first event (issue 19).
+    pub model_ttfb: Vec<crate::model::ModelTtfb>,
+    /// Model proxy: one long stream of small events.
+    pub model_rate: Vec<crate::model::ModelRate>,
+    /// `mcptape run` of Claude Code against the plain run, wall times.
+    pub agent_runs: Vec<crate::agent_run::AgentRuns>,
     /// The soak (`--only soak`): record and play --listen under load for minutes.
     pub soak: Option<crate::soak::Soak>,
     pub targets: Vec<Target>,
@@ -156,7 +162,48 @@ impl Results {
                 met: r.correct && r.mb_per_s >= 100.0,
             });
         }
+        self.judge_round_two(&mut t);
         self.targets = t;
+    }
+
+    /// Issue 19's targets: the model proxy and `mcptape run`.
+    fn judge_round_two(&self, t: &mut Vec<Target>) {
+        let first = |w| find(&self.model_ttfb, w, |r| r.target).map(|r| r.first_p50_us);
+        if let (Some(d), Some(r), Some(m)) = (
+            first(Who::ModelDirect),
+            first(Who::ModelRelay),
+            first(Who::ModelRecord),
+        ) {
+            let ratio = (m - d) / (r - d);
+            t.push(Target {
+                name: "model-proxy: extra time to first event vs the relay's".into(),
+                measured: format!("{:.1} µs vs {:.1} µs = {ratio:.2}×", m - d, r - d),
+                limit: "≤ 1.50×".into(),
+                met: ratio <= 1.5,
+            });
+        }
+        let rate = |w| find(&self.model_rate, w, |r| r.target).map(|r| r.events_per_s);
+        if let (Some(r), Some(m)) = (rate(Who::ModelRelay), rate(Who::ModelRecord)) {
+            let ratio = m / r;
+            t.push(Target {
+                name: "model-proxy: SSE events/s vs the relay".into(),
+                measured: format!("{m:.0} vs {r:.0} events/s = {ratio:.2}×"),
+                limit: "≥ 0.75×".into(),
+                met: ratio >= 0.75,
+            });
+        }
+        if let [direct, through] = &self.agent_runs[..] {
+            let ratio = through.median_s / direct.median_s;
+            t.push(Target {
+                name: format!("run: Claude Code wall time, median of {}", direct.runs),
+                measured: format!(
+                    "{:.2} s vs {:.2} s = {ratio:.3}×",
+                    through.median_s, direct.median_s
+                ),
+                limit: "≤ 1.05×".into(),
+                met: ratio <= 1.05,
+            });
+        }
     }
 
     pub fn print(&self) {
@@ -262,6 +309,7 @@ impl Results {
             &self.http_pipelined,
             http,
         );
+        self.print_round_two();
         if let Some(soak) = &self.soak {
             println!(
                 "\nSoak: {:.0} s of steady mixed load, sampled every second (start = after 10 s)",
@@ -295,7 +343,7 @@ impl Results {
             }
         }
         if !self.targets.is_empty() {
-            println!("\nTargets (issue 6)");
+            println!("\nTargets (issues 6 and 19)");
             for t in &self.targets {
                 println!(
                     "  {:<7} {:<52} {:<36} {}",
@@ -308,6 +356,98 @@ impl Results {
         }
         for n in &self.notes {
             println!("note: {n}");
+        }
+    }
+}
+
+impl Results {
+    fn print_round_two(&self) {
+        if !self.model_ttfb.is_empty() {
+            let d = find(&self.model_ttfb, Who::ModelDirect, |r| r.target).map(|r| r.first_p50_us);
+            let r = find(&self.model_ttfb, Who::ModelRelay, |r| r.target).map(|r| r.first_p50_us);
+            println!(
+                "\nModel proxy: time to the first event, {}-event streams one after the other on one connection",
+                crate::model::SHORT.total()
+            );
+            println!(
+                "  {:<20} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10}",
+                "target",
+                "reqs",
+                "head p50",
+                "1st p50",
+                "1st p90",
+                "1st p99",
+                "end p50",
+                "extra",
+                "×relay+",
+                "peak RSS"
+            );
+            for row in &self.model_ttfb {
+                let extra = d.map(|d| row.first_p50_us - d);
+                let vs = match (extra, r.zip(d)) {
+                    (Some(e), Some((r, d))) if row.target != Who::ModelDirect => {
+                        format!("{:.2}", e / (r - d))
+                    }
+                    _ => "-".into(),
+                };
+                println!(
+                    "  {:<20} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>8} {:>10}",
+                    row.target.label(),
+                    row.requests,
+                    row.head_p50_us,
+                    row.first_p50_us,
+                    row.first_p90_us,
+                    row.first_p99_us,
+                    row.end_p50_us,
+                    extra.map_or("-".into(), |e| format!("{e:+.1}")),
+                    vs,
+                    opt_mib(row.peak_rss)
+                );
+            }
+        }
+        if !self.model_rate.is_empty() {
+            let d = find(&self.model_rate, Who::ModelDirect, |r| r.target).map(|r| r.events_per_s);
+            let r = find(&self.model_rate, Who::ModelRelay, |r| r.target).map(|r| r.events_per_s);
+            println!("\nModel proxy: one long stream of small events (16-byte text deltas)");
+            println!(
+                "  {:<20} {:>8} {:>8} {:>11} {:>8} {:>8} {:>8} {:>10}",
+                "target", "events", "secs", "events/s", "MB/s", "×direct", "×relay", "peak RSS"
+            );
+            for row in &self.model_rate {
+                let ratio = |b: Option<f64>| {
+                    b.map_or("-".into(), |b| format!("{:.2}", row.events_per_s / b))
+                };
+                println!(
+                    "  {:<20} {:>8} {:>8.3} {:>11.0} {:>8.1} {:>8} {:>8} {:>10}",
+                    row.target.label(),
+                    row.events,
+                    row.secs,
+                    row.events_per_s,
+                    row.mb_per_s,
+                    ratio(d),
+                    ratio(r),
+                    opt_mib(row.peak_rss)
+                );
+            }
+        }
+        if !self.agent_runs.is_empty() {
+            println!("\nmcptape run: the same scripted Claude Code run, wall time (start to exit), alternating");
+            println!(
+                "  {:<26} {:>5} {:>9} {:>8} {:>8}  all",
+                "what", "runs", "median s", "min s", "max s"
+            );
+            for a in &self.agent_runs {
+                let all: Vec<String> = a.all_s.iter().map(|s| format!("{s:.2}")).collect();
+                println!(
+                    "  {:<26} {:>5} {:>9.3} {:>8.3} {:>8.3}  {}",
+                    a.what,
+                    a.runs,
+                    a.median_s,
+                    a.min_s,
+                    a.max_s,
+                    all.join(" ")
+                );
+            }
         }
     }
 }

@@ -17,7 +17,7 @@ pub const KIB: usize = 1024;
 pub const MIB: usize = 1024 * 1024;
 
 /// How long a target has to exit after EOF on its stdin.
-const GRACE: Duration = Duration::from_secs(30);
+pub const GRACE: Duration = Duration::from_secs(30);
 
 /// What sits between the client and the bench server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -42,6 +42,24 @@ pub enum Who {
     HttpRecord,
     /// `mcptape play --listen` of the tape the `HttpRecord` run of the same scenario wrote.
     HttpPlay,
+    /// `bench --serve-model`: the scripted streaming model API.
+    ModelDirect,
+    /// `bench --relay-http` in front of it.
+    ModelRelay,
+    /// `mcptape model-proxy` recording in front of it.
+    ModelRecord,
+    /// localab-vcr's model proxy recording in front of it (examples/bench/localab_model_proxy.py).
+    ModelPeer,
+    /// `mcp-recorder record --target-stdio` (PyPI mcp-recorder): a Streamable HTTP front.
+    HttpMcpRecorder,
+    /// `mcp-rec record` (PyPI mcp-rec).
+    McpRec,
+    /// `mcp-vcr record` (PyPI mcp-vcr).
+    McpVcr,
+    /// agent-vcr's recorder (PyPI agent-vcr) through tests/recorders/agent_vcr_record.py.
+    AgentVcr,
+    /// mcp-cassette's recorder (PyPI mcp-cassette) through tests/recorders/mcp_cassette_record.py.
+    McpCassette,
 }
 
 impl Who {
@@ -57,10 +75,28 @@ impl Who {
             Who::HttpRelay => "http relay",
             Who::HttpRecord => "http record --url",
             Who::HttpPlay => "http play --listen",
+            Who::ModelDirect => "model direct",
+            Who::ModelRelay => "model relay",
+            Who::ModelRecord => "mcptape model-proxy",
+            Who::ModelPeer => "localab-vcr model",
+            Who::HttpMcpRecorder => "http mcp-recorder",
+            Who::McpRec => "mcp-rec record",
+            Who::McpVcr => "mcp-vcr record",
+            Who::AgentVcr => "agent-vcr record",
+            Who::McpCassette => "mcp-cassette record",
         }
     }
     pub fn is_peer(self) -> bool {
-        matches!(self, Who::Peer | Who::PeerReplay)
+        matches!(
+            self,
+            Who::Peer
+                | Who::PeerReplay
+                | Who::McpRec
+                | Who::McpVcr
+                | Who::AgentVcr
+                | Who::McpCassette
+                | Who::HttpMcpRecorder
+        )
     }
 }
 
@@ -79,6 +115,11 @@ pub struct Plan {
     /// it gets smaller sessions, stated beside its rows.
     pub peer_calls: usize,
     pub peer_large: bool,
+    /// Model proxy: short streams timed to their first event, and events in the long stream.
+    pub model_requests: usize,
+    pub model_events: usize,
+    /// `mcptape run` of Claude Code: runs with and without mcptape each.
+    pub agent_runs: usize,
 }
 
 impl Plan {
@@ -94,6 +135,9 @@ impl Plan {
             startup_runs: 3,
             peer_calls: 300,
             peer_large: false,
+            model_requests: 300,
+            model_events: 20_000,
+            agent_runs: 2,
         }
     }
     pub fn full() -> Plan {
@@ -108,6 +152,9 @@ impl Plan {
             startup_runs: 7,
             peer_calls: 500,
             peer_large: true,
+            model_requests: 2_000,
+            model_events: 100_000,
+            agent_runs: 5,
         }
     }
 }
@@ -117,6 +164,8 @@ pub struct Env {
     pub mcptape: PathBuf,
     /// The peer's `agent-vcr` executable, when it installed.
     pub peer: Option<PathBuf>,
+    /// The venv of the other recorders (tests/recorders/.venv), when it is there.
+    pub recorders: Option<PathBuf>,
     pub work: PathBuf,
     pub plan: Plan,
 }
@@ -127,7 +176,11 @@ impl Env {
     }
 
     fn tape(&self, scenario: &str, who: Who) -> PathBuf {
-        let stem = if who.is_peer() { "peer" } else { "mcptape" };
+        let stem = match who {
+            Who::Peer | Who::PeerReplay => "peer".to_string(),
+            w if w.is_peer() => w.label().replace(' ', "-"),
+            _ => "mcptape".to_string(),
+        };
         self.work.join(format!("{scenario}-{stem}.jsonl"))
     }
 
@@ -142,8 +195,18 @@ impl Env {
         };
         let mut cmd: Vec<String> = match who {
             Who::Direct => return self.server(),
-            Who::HttpDirect | Who::HttpRelay | Who::HttpRecord | Who::HttpPlay => {
+            Who::HttpDirect
+            | Who::HttpRelay
+            | Who::HttpRecord
+            | Who::HttpPlay
+            | Who::HttpMcpRecorder => {
                 unreachable!("HTTP targets are started by Env::spawn_http")
+            }
+            Who::ModelDirect | Who::ModelRelay | Who::ModelRecord | Who::ModelPeer => {
+                unreachable!("model targets are started by Env::spawn_model")
+            }
+            Who::McpRec | Who::McpVcr | Who::AgentVcr | Who::McpCassette => {
+                self.recorder_command(who, &tape)
             }
             Who::Relay => vec![self.bench.display().to_string(), "--relay".into()],
             Who::Record => vec![mcptape, "record".into(), "--tape".into(), tape],
@@ -167,7 +230,7 @@ impl Env {
     /// Starts `who` for `scenario` (a recording target starts on a fresh tape).
     pub fn spawn(&self, scenario: &str, who: Who) -> Result<Conn> {
         let tape = self.tape(scenario, who);
-        if matches!(who, Who::Record | Who::Peer) {
+        if who == Who::Record || (who.is_peer() && who != Who::PeerReplay) {
             let _ = std::fs::remove_file(&tape);
             let _ = std::fs::remove_file(tape.with_extension("jsonl.lock"));
         }
@@ -193,6 +256,43 @@ impl Env {
         v
     }
 
+    /// The other PyPI recorders (tests/recorders/.venv) that drive a stdio session, when
+    /// their venv is there.
+    pub fn other_peers(&self) -> Vec<Who> {
+        if self.recorders.is_none() {
+            return Vec::new();
+        }
+        vec![Who::McpRec, Who::McpVcr, Who::AgentVcr, Who::McpCassette]
+    }
+
+    /// How tests/it/import.rs drives each of them (tests/recorders/README.md says why).
+    fn recorder_command(&self, who: Who, tape: &str) -> Vec<String> {
+        let venv = self.recorders.clone().unwrap_or_default();
+        let bin = |b: &str| venv.join("bin").join(b).display().to_string();
+        let script = |f: &str| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/recorders")
+                .join(f)
+                .display()
+                .to_string()
+        };
+        let mut cmd: Vec<String> = match who {
+            Who::McpRec => vec![bin("mcp-rec"), "record".into(), "--out".into()],
+            Who::McpVcr => vec![
+                bin("mcp-vcr"),
+                "record".into(),
+                "--no-redact".into(),
+                "--format".into(),
+                "ndjson".into(),
+                "-o".into(),
+            ],
+            Who::AgentVcr => vec![bin("python"), script("agent_vcr_record.py")],
+            _ => vec![bin("python"), script("mcp_cassette_record.py")],
+        };
+        cmd.push(tape.to_string());
+        cmd
+    }
+
     fn calls_for(&self, who: Who, calls: usize) -> usize {
         if who.is_peer() {
             calls.min(self.plan.peer_calls)
@@ -214,7 +314,8 @@ pub struct Latency {
 
 /// Sequential 1 KiB `tools/call` round trips.
 pub fn latency(env: &Env) -> Result<Vec<Latency>> {
-    let whos = env.targets(true, true);
+    let mut whos = env.targets(true, true);
+    whos.extend(env.other_peers());
     let mut samples: Vec<Vec<u64>> = vec![Vec::new(); whos.len()];
     let mut peaks: Vec<Option<u64>> = vec![None; whos.len()];
     for _ in 0..env.plan.rounds {
@@ -252,7 +353,7 @@ impl Latency {
     }
 }
 
-fn pct(sorted: &[u64], p: f64) -> f64 {
+pub fn pct(sorted: &[u64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
@@ -304,7 +405,8 @@ fn keep_faster(best: &mut Option<Throughput>, t: Throughput) {
 /// 1 KiB calls, `client::WINDOW` in flight. Rounds are kept apart; the best round counts
 /// (throughput is limited from above, noise only lowers it).
 pub fn pipelined(env: &Env) -> Result<Vec<Throughput>> {
-    let whos = env.targets(true, true);
+    let mut whos = env.targets(true, true);
+    whos.extend(env.other_peers());
     let mut best: Vec<Option<Throughput>> = vec![None; whos.len()];
     for _ in 0..env.plan.rounds {
         for (i, &who) in whos.iter().enumerate() {
@@ -651,6 +753,27 @@ impl Env {
                 let cmd = [cmd, extra.iter().map(|a| a.to_string()).collect()].concat();
                 (start(who, cmd, Stop::Interrupt)?, Some(up), Some(tape))
             }
+            Who::HttpMcpRecorder => {
+                let venv = self.recorders.clone().unwrap_or_default();
+                // It takes a fixed --port: one nothing listens on now.
+                let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                    .local_addr()?
+                    .port();
+                let cassette = self.work.join(format!("{scenario}-mcp-recorder.json"));
+                let cmd = vec![
+                    venv.join("bin/mcp-recorder").display().to_string(),
+                    "record".into(),
+                    "--target-stdio".into(),
+                    format!("{bench} --serve"),
+                    "--port".into(),
+                    port.to_string(),
+                    "--output".into(),
+                    cassette.display().to_string(),
+                ];
+                let front =
+                    Served::spawn_on_port(who.label(), &cmd, &self.work, &stderr(who), port)?;
+                (front, None, None)
+            }
             Who::HttpPlay => {
                 let cmd = vec![
                     mcptape,
@@ -680,6 +803,17 @@ const HTTP_TARGETS: [Who; 4] = [
     Who::HttpPlay,
 ];
 
+impl Env {
+    /// The HTTP targets of this run: mcptape's, then mcp-recorder when its venv is there.
+    fn http_targets(&self) -> Vec<Who> {
+        let mut v = HTTP_TARGETS.to_vec();
+        if self.recorders.is_some() {
+            v.push(Who::HttpMcpRecorder);
+        }
+        v
+    }
+}
+
 /// Messages on the tape of an HTTP session of `calls` calls: the handshake's three, two per call.
 fn http_messages(calls: usize) -> usize {
     3 + 2 * calls
@@ -689,13 +823,14 @@ fn http_messages(calls: usize) -> usize {
 /// server, through a TCP relay, through `mcptape record --url` and served by `mcptape play
 /// --listen`. Every answer is checked, `record` must exit 0 and its tape hold every message.
 pub fn http(env: &Env) -> Result<(Vec<Latency>, Vec<Throughput>)> {
-    let n = HTTP_TARGETS.len();
+    let whos = env.http_targets();
+    let n = whos.len();
     let mut samples: Vec<Vec<u64>> = vec![Vec::new(); n];
     let mut peaks: Vec<Option<u64>> = vec![None; n];
     let mut best: Vec<Option<Throughput>> = vec![None; n];
     for _ in 0..env.plan.rounds {
-        for (i, &who) in HTTP_TARGETS.iter().enumerate() {
-            let calls = env.plan.latency_calls;
+        for (i, &who) in whos.iter().enumerate() {
+            let calls = env.calls_for(who, env.plan.latency_calls);
             let warm = env.plan.warmup.min(calls / 4);
             let t = env.spawn_http("latency", who)?;
             let times = http_client::sequential(who.label(), &t.url(), warm + calls, KIB)?;
@@ -703,8 +838,8 @@ pub fn http(env: &Env) -> Result<(Vec<Latency>, Vec<Throughput>)> {
             t.finish(http_messages(warm + calls))?;
             samples[i].extend_from_slice(&times[warm..]);
         }
-        for (i, &who) in HTTP_TARGETS.iter().enumerate() {
-            let calls = env.plan.pipelined_calls;
+        for (i, &who) in whos.iter().enumerate() {
+            let calls = env.calls_for(who, env.plan.pipelined_calls);
             let t = env.spawn_http("pipelined", who)?;
             let (took, bytes) = http_client::pipelined(who.label(), &t.url(), calls, KIB)?;
             let peak = t.front.peak_rss();
@@ -715,7 +850,7 @@ pub fn http(env: &Env) -> Result<(Vec<Latency>, Vec<Throughput>)> {
             );
         }
     }
-    let latency = HTTP_TARGETS
+    let latency = whos
         .iter()
         .zip(samples.iter_mut())
         .zip(peaks)
