@@ -1,9 +1,10 @@
 //! Drives a live stdio server with a recording's client side: the recorded requests in recorded
 //! order (those that overlapped in the recording are sent without waiting for each other),
-//! server-initiated requests answered with the client's recorded answers. Everything that crosses
-//! the wire is written to an observed tape, which is then compared with the baseline — so a
-//! check run is itself a recording, and `--update` simply keeps it.
+//! server-initiated requests answered with the client's recorded answers. Each answer is compared
+//! with the baseline as it arrives (`observe.rs`); with `--update` everything that crosses the
+//! wire is also written to an observed tape, which becomes the new baseline.
 
+use super::observe::Observer;
 use crate::record::recorder::{exit_info, spawn_and_tape, StartError};
 use crate::record::Recorder;
 use crate::tape::index::{Exchange, MsgMeta};
@@ -30,8 +31,8 @@ pub(crate) struct DriveConfig {
     pub command: Vec<String>,
     /// How long each request may take.
     pub timeout: Duration,
-    /// Where the observed session is written.
-    pub observed_tape: PathBuf,
+    /// Where the observed session is written (`--update`); none: nothing is taped.
+    pub observed_tape: Option<PathBuf>,
     /// Largest message kept whole, in bytes.
     pub max_message: usize,
     /// After the last answer and closing the server's stdin, how long it has to exit.
@@ -106,9 +107,9 @@ pub(crate) struct DriveOutcome {
 
 /// What the live side reports to the driver.
 pub(crate) enum Event {
-    /// The responses and errors that arrived together, in order: their id texts, and the
-    /// message itself when it may carry a `requestState` to keep (see `may_hold_state`).
-    Answers(Vec<(String, Option<Vec<u8>>)>),
+    /// The responses and errors that arrived together (at the instant given), in order: their
+    /// id texts and the messages themselves.
+    Answers(Instant, Vec<(String, Vec<u8>)>),
     /// A request that got no answer, and why (an HTTP refusal, a broken stream).
     Failed(String, String),
     /// Server-initiated messages that arrived, in order: (method, whether a request). Requests
@@ -155,6 +156,7 @@ pub(crate) fn drive(
     inbox: mpsc::Receiver<Event>,
     timeout: Duration,
     filler: &super::fill::Filler,
+    observer: &mut Observer,
 ) -> (HashMap<usize, String>, bool) {
     let causes = Causes::of(base, &*live);
     let mut run = Run {
@@ -162,9 +164,11 @@ pub(crate) fn drive(
         live,
         timeout,
         filler,
+        observer,
         inbox,
         next_id: 1,
         pending: HashMap::new(),
+        expired: HashMap::new(),
         done: vec![false; base.exchanges.len()],
         missing: HashMap::new(),
         gone: false,
@@ -319,26 +323,38 @@ impl Needs {
     }
 }
 
-/// Drives a live stdio server: started here, its output taped and its requests answered with
-/// the recording's answers by a reader thread.
-pub(crate) fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOutcome, DriveError> {
-    let tape_err = |cause| DriveError::Tape {
-        path: cfg.observed_tape.clone(),
+/// Drives a live stdio server: started here, its requests answered with the recording's
+/// answers by a reader thread, each answer compared by `observer` as it arrives, and everything
+/// taped when `cfg.observed_tape` names a tape.
+pub(crate) fn drive_stdio(
+    base: &TapeIndex,
+    cfg: &DriveConfig,
+    observer: &mut Observer,
+) -> Result<DriveOutcome, DriveError> {
+    let tape_err = |path: &PathBuf, cause| DriveError::Tape {
+        path: path.clone(),
         cause,
     };
-    let (mut child, tape) = spawn_and_tape(
-        &cfg.command,
-        DEFAULT_SERVER,
-        &cfg.observed_tape,
-        cfg.write.clone(),
-    )
-    .map_err(|e| match e {
-        StartError::Spawn(cause) => DriveError::Spawn {
-            command: shell_words(&cfg.command),
-            cause,
-        },
-        StartError::Tape(cause) => tape_err(cause),
-    })?;
+    let spawn_err = |cause| DriveError::Spawn {
+        command: shell_words(&cfg.command),
+        cause,
+    };
+    let (mut child, tape) = match &cfg.observed_tape {
+        Some(path) => {
+            let (child, tape) =
+                spawn_and_tape(&cfg.command, DEFAULT_SERVER, path, cfg.write.clone()).map_err(
+                    |e| match e {
+                        StartError::Spawn(cause) => spawn_err(cause),
+                        StartError::Tape(cause) => tape_err(path, cause),
+                    },
+                )?;
+            (child, Some(tape))
+        }
+        None => (
+            crate::transport::stdio::spawn(&cfg.command).map_err(spawn_err)?,
+            None,
+        ),
+    };
     let stdin: SharedStdin = Arc::new(Mutex::new(child.stdin.take()));
     let stdout = child.stdout.take().expect("stdout is piped");
     // Unbounded on purpose: the driver may be blocked writing to the server's stdin while the
@@ -352,7 +368,7 @@ pub(crate) fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOu
         let base_answers = Arc::new(Mutex::new(answers));
         std::thread::Builder::new()
             .name("check-reader".into())
-            .spawn(move || read_server(stdout, max, &tape, &stdin, &base_answers, &events))
+            .spawn(move || read_server(stdout, max, tape.as_ref(), &stdin, &base_answers, &events))
             .expect("spawn thread")
     };
     let mut live = StdioLive {
@@ -361,7 +377,7 @@ pub(crate) fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOu
         out: Vec::new(),
         framer: Framer::new(usize::MAX),
     };
-    let (missing, gone) = drive(base, &mut live, inbox, cfg.timeout, &cfg.filler);
+    let (missing, gone) = drive(base, &mut live, inbox, cfg.timeout, &cfg.filler, observer);
     let run_error = gone.then(|| "the server's output ended before the session did".to_string());
 
     // Close the server's stdin and give it the grace period to exit.
@@ -373,8 +389,10 @@ pub(crate) fn drive_stdio(base: &TapeIndex, cfg: &DriveConfig) -> Result<DriveOu
     while !reader.is_finished() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
-    tape.close(exit.clone(), "mcptape check finished".into())
-        .map_err(tape_err)?;
+    if let (Some(tape), Some(path)) = (tape, &cfg.observed_tape) {
+        tape.close(exit.clone(), "mcptape check finished".into())
+            .map_err(|cause| tape_err(path, cause))?;
+    }
     Ok(DriveOutcome {
         missing,
         run_error,
@@ -410,10 +428,14 @@ struct Run<'a> {
     live: &'a mut dyn Live,
     timeout: Duration,
     filler: &'a super::fill::Filler,
+    observer: &'a mut Observer,
     inbox: mpsc::Receiver<Event>,
     next_id: u64,
     /// Live id → (baseline exchange, when sent).
     pending: HashMap<String, (usize, Instant)>,
+    /// The same for requests that timed out: an answer that comes after all is still compared
+    /// (it is graded missing, but its latency is reported, as the observed tape held it).
+    expired: HashMap<String, (usize, Instant)>,
     done: Vec<bool>,
     missing: HashMap<usize, String>,
     gone: bool,
@@ -484,6 +506,7 @@ impl Run<'_> {
             }
         }
         self.live.request(&id, out);
+        self.observer.sent(exchange);
         self.pending.insert(id, (exchange, Instant::now()));
     }
 
@@ -529,13 +552,16 @@ impl Run<'_> {
                     .map_err(|_| mpsc::RecvTimeoutError::Disconnected),
             };
             match event {
-                Ok(Event::Answers(answers)) => {
+                Ok(Event::Answers(at, answers)) => {
                     for (id, bytes) in answers {
-                        if let Some((ex, _)) = self.pending.remove(&id) {
+                        if let Some((ex, sent)) = self.pending.remove(&id) {
                             self.done[ex] = true;
-                            if let Some(bytes) = bytes {
+                            if may_hold_state(&bytes) {
                                 self.note_state(ex, &bytes);
                             }
+                            self.observer.answer(ex, &bytes, micros(at, sent));
+                        } else if let Some((ex, sent)) = self.expired.remove(&id) {
+                            self.observer.answer(ex, &bytes, micros(at, sent));
                         }
                     }
                 }
@@ -563,10 +589,11 @@ impl Run<'_> {
                         .map(|(id, _)| id.clone())
                         .collect();
                     for id in expired {
-                        if let Some((ex, _)) = self.pending.remove(&id) {
+                        if let Some((ex, sent)) = self.pending.remove(&id) {
                             self.done[ex] = true;
                             self.missing
                                 .insert(ex, format!("no answer within {:?}", self.timeout));
+                            self.expired.insert(id, (ex, sent));
                         }
                     }
                 }
@@ -607,6 +634,11 @@ impl Run<'_> {
     }
 }
 
+/// Microseconds from `sent` to `at`.
+fn micros(at: Instant, sent: Instant) -> u64 {
+    at.saturating_duration_since(sent).as_micros() as u64
+}
+
 type SharedStdin = Arc<Mutex<Option<ChildStdin>>>;
 
 /// The stdio side: client messages taped and batched, written to the server's stdin when the
@@ -614,7 +646,7 @@ type SharedStdin = Arc<Mutex<Option<ChildStdin>>>;
 /// recording still overlaps, at one system call (and one server wake-up) per batch rather
 /// than per message.
 struct StdioLive {
-    tape: Recorder,
+    tape: Option<Recorder>,
     stdin: SharedStdin,
     out: Vec<u8>,
     /// Frames the batch for the tape (whole lines only).
@@ -647,7 +679,9 @@ impl Live for StdioLive {
             return true;
         }
         // The batch's tape lines first, then the write.
-        self.tape.chunk(&mut self.framer, Dir::C2S, &self.out);
+        if let Some(tape) = &self.tape {
+            tape.chunk(&mut self.framer, Dir::C2S, &self.out);
+        }
         let sent = write_stdin(&self.stdin, &self.out);
         self.out.clear();
         if self.out.capacity() > OUT_KEEP {
@@ -672,8 +706,10 @@ const FLUSH_AT: usize = 16 * 1024;
 const OUT_KEEP: usize = 1 << 20;
 
 /// Tapes a client message, then writes it to the server. False when the server's stdin is gone.
-fn write_client(tape: &Recorder, stdin: &SharedStdin, bytes: &[u8]) -> bool {
-    tape.message(Dir::C2S, bytes, None);
+fn write_client(tape: Option<&Recorder>, stdin: &SharedStdin, bytes: &[u8]) -> bool {
+    if let Some(tape) = tape {
+        tape.message(Dir::C2S, bytes, None);
+    }
     let mut line = Vec::with_capacity(bytes.len() + 1);
     line.extend_from_slice(bytes);
     line.push(b'\n');
@@ -749,14 +785,14 @@ impl RecordedAnswers {
 /// What one read of the server's output brought, handed to the driver together.
 #[derive(Default)]
 struct Batch {
-    answers: Vec<(String, Option<Vec<u8>>)>,
+    answers: Vec<(String, Vec<u8>)>,
     seen: Vec<(String, bool)>,
 }
 
 fn read_server(
     mut stdout: impl Read,
     max: usize,
-    tape: &Recorder,
+    tape: Option<&Recorder>,
     stdin: &SharedStdin,
     answers: &Mutex<RecordedAnswers>,
     events: &mpsc::Sender<Event>,
@@ -774,8 +810,7 @@ fn read_server(
         let c = classify(line.bytes);
         match (c.kind, c.id) {
             (Kind::Response | Kind::Error, Some(id)) => {
-                let bytes = may_hold_state(line.bytes).then(|| line.bytes.to_vec());
-                batch.answers.push((id, bytes));
+                batch.answers.push((id, line.bytes.to_vec()));
             }
             (Kind::Request, Some(id)) => {
                 let method = c.method.unwrap_or_default();
@@ -787,29 +822,34 @@ fn read_server(
             _ => {}
         }
     };
-    let deliver = |batch: &mut Batch| {
+    let deliver = |batch: &mut Batch, at: Instant| {
         if !batch.seen.is_empty() {
             let _ = events.send(Event::Seen(std::mem::take(&mut batch.seen)));
         }
         if !batch.answers.is_empty() {
-            let _ = events.send(Event::Answers(std::mem::take(&mut batch.answers)));
+            let _ = events.send(Event::Answers(at, std::mem::take(&mut batch.answers)));
         }
     };
     loop {
         match stdout.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                tape.chunk(&mut taped, Dir::S2C, &buf[..n]);
+                let at = Instant::now();
+                if let Some(tape) = tape {
+                    tape.chunk(&mut taped, Dir::S2C, &buf[..n]);
+                }
                 framer.push(&buf[..n], |f| handle(f, &mut batch));
-                deliver(&mut batch);
+                deliver(&mut batch, at);
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => break,
         }
     }
-    tape.finish_framer(&mut taped, Dir::S2C);
+    if let Some(tape) = tape {
+        tape.finish_framer(&mut taped, Dir::S2C);
+    }
     framer.finish(|f| handle(f, &mut batch));
-    deliver(&mut batch);
+    deliver(&mut batch, Instant::now());
     let _ = events.send(Event::Gone);
 }
 
@@ -839,6 +879,9 @@ pub(crate) fn recorded_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compare::tapes::TapeComparison;
+    use crate::compare::{compare_tapes, Normalizer, Outcome};
+    use crate::redact::{RedactConfig, Redactor};
     use crate::tape::{ServerDecl, TapeWriter};
     use crate::wire::Line;
 
@@ -901,6 +944,8 @@ for line in sys.stdin:
         r = {"resultType": "input_required", "requestState": "live-%d" % n}
     elif p.get("name") == "ask":
         r = {"content": [{"type": "text", "text": "state " + p["requestState"]}]}
+    elif p.get("name") == "secret":
+        r = {"content": [{"type": "text", "text": "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"}]}
     else:
         r = {"content": []}
     print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
@@ -911,23 +956,30 @@ for line in sys.stdin:
         base_path.with_file_name("observed.jsonl")
     }
 
-    /// Drives the Python test server through the baseline tape at `base_path`.
-    fn drive_python(base_path: &std::path::Path) -> DriveOutcome {
-        let base = TapeIndex::load(base_path, None).unwrap();
+    /// Drives the Python test server through the baseline tape at `base_path`, taping the
+    /// session (redacted with the built-in rules) and comparing its answers as they arrive.
+    fn drive_python(base_path: &std::path::Path) -> (DriveOutcome, TapeComparison) {
+        let base = Arc::new(TapeIndex::load(base_path, None).unwrap());
+        let redactor = Arc::new(Redactor::new(&RedactConfig::defaults()).unwrap());
         let cfg = DriveConfig {
             command: vec!["python3".into(), "-c".into(), SERVER.into()],
             timeout: Duration::from_secs(30),
-            observed_tape: observed(base_path),
+            observed_tape: Some(observed(base_path)),
             max_message: 1 << 20,
             grace: Duration::from_secs(5),
-            write: Default::default(),
+            write: WriteOptions {
+                redactor: Some(redactor.clone()),
+                signing_key: None,
+            },
             filler: Default::default(),
         };
-        drive_stdio(&base, &cfg).unwrap()
+        let mut observer = Observer::new(base.clone(), Normalizer::default(), Some(redactor));
+        let outcome = drive_stdio(&base, &cfg, &mut observer).unwrap();
+        (outcome, observer.finish())
     }
 
     fn write_tape(path: &std::path::Path, msgs: &[(Dir, &str)]) {
-        let mut w = TapeWriter::create(path, WriteOptions::default()).unwrap();
+        let mut w = TapeWriter::create(path, WriteOptions::redacted()).unwrap();
         w.declare_server(ServerDecl::stdio(DEFAULT_SERVER, vec!["python3".into()]))
             .unwrap();
         for (dir, m) in msgs {
@@ -963,7 +1015,7 @@ for line in sys.stdin:
         let mut msgs: Vec<(Dir, &str)> = requests.iter().map(|r| (Dir::C2S, r.as_str())).collect();
         msgs.extend(answers.iter().map(|a| (Dir::S2C, a.as_str())));
         write_tape(&base_path, &msgs);
-        let outcome = drive_python(&base_path);
+        let (outcome, _) = drive_python(&base_path);
         assert!(outcome.missing.is_empty(), "{:?}", outcome.missing);
         let text = std::fs::read_to_string(observed(&base_path)).unwrap();
         let sent: Vec<i64> = text
@@ -1014,7 +1066,7 @@ for line in sys.stdin:
                 ),
             ],
         );
-        let outcome = drive_python(&base_path);
+        let (outcome, _) = drive_python(&base_path);
         assert!(outcome.missing.is_empty(), "{:?}", outcome.missing);
         assert!(outcome.run_error.is_none(), "{:?}", outcome.run_error);
         let text = std::fs::read_to_string(observed(&base_path)).unwrap();
@@ -1036,6 +1088,101 @@ for line in sys.stdin:
             msgs.last().unwrap()["method"],
             "notifications/cancelled",
             "{msgs:?}"
+        );
+    }
+
+    /// The answers compared as they arrive give what comparing the observed tape afterwards
+    /// gives (how check worked before): for every exchange the same outcome and changes, and
+    /// the same tool surface — over answers the same, changed, changed in error status, the
+    /// same only once redacted, carrying a live `requestState`, and one the recording lacks.
+    #[test]
+    fn answers_compared_as_they_arrive_are_graded_as_the_observed_tape_compared() {
+        let dir = tempfile::tempdir().unwrap();
+        let base_path = dir.path().join("base.jsonl");
+        let call = |id: u32, name: &str, extra: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}","arguments":{{"id":{id}}}{extra}}}}}"#
+            )
+        };
+        let result = |id: u32, r: &str| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{r}}}"#);
+        let msgs: Vec<(Dir, String)> = vec![
+            (
+                Dir::C2S,
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#.into(),
+            ),
+            (
+                Dir::S2C,
+                result(
+                    1,
+                    r#"{"tools":[{"name":"plain","inputSchema":{"type":"object"}}]}"#,
+                ),
+            ),
+            (Dir::C2S, call(2, "plain", "")),
+            (Dir::S2C, result(2, r#"{"content":[]}"#)),
+            (Dir::C2S, call(3, "plain", "")),
+            (
+                Dir::S2C,
+                result(3, r#"{"content":[{"type":"text","text":"old"}]}"#),
+            ),
+            (Dir::C2S, call(4, "secret", "")),
+            (
+                Dir::S2C,
+                result(
+                    4,
+                    r#"{"content":[{"type":"text","text":"token ghp_abcdefghijklmnopqrstuvwxyz0123456789"}]}"#,
+                ),
+            ),
+            (Dir::C2S, call(5, "plain", "")),
+            (
+                Dir::S2C,
+                r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32000,"message":"down"}}"#.into(),
+            ),
+            (Dir::C2S, call(6, "ask", "")),
+            (
+                Dir::S2C,
+                result(
+                    6,
+                    r#"{"resultType":"input_required","requestState":"rec-1"}"#,
+                ),
+            ),
+            (Dir::C2S, call(7, "ask", r#","requestState":"rec-1""#)),
+            (
+                Dir::S2C,
+                result(7, r#"{"content":[{"type":"text","text":"state rec-1"}]}"#),
+            ),
+            // No recorded answer: the live one is a change.
+            (Dir::C2S, call(8, "plain", "")),
+        ];
+        let msgs: Vec<(Dir, &str)> = msgs.iter().map(|(d, m)| (*d, m.as_str())).collect();
+        write_tape(&base_path, &msgs);
+        let (outcome, live) = drive_python(&base_path);
+        assert!(outcome.missing.is_empty(), "{:?}", outcome.missing);
+
+        let base = TapeIndex::load(&base_path, None).unwrap();
+        let observed = TapeIndex::load_own(&observed(&base_path)).unwrap();
+        let taped = compare_tapes(&base, &observed, &Normalizer::default());
+        let summary = |c: &TapeComparison| {
+            c.exchanges
+                .iter()
+                .map(|e| {
+                    (
+                        e.exchange.clone(),
+                        e.outcome,
+                        e.changes.clone(),
+                        e.latency_us,
+                        e.other_latency_us.is_some(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(summary(&live), summary(&taped));
+        assert_eq!(live.tool_surface, taped.tool_surface);
+        assert!(!live.tool_surface.is_empty(), "the tool `plain` is gone");
+        let outcomes: Vec<Outcome> = live.exchanges.iter().map(|e| e.outcome).collect();
+        use Outcome::{Changed, Same};
+        assert_eq!(
+            outcomes,
+            [Changed, Same, Changed, Same, Changed, Changed, Changed, Changed]
         );
     }
 }

@@ -6,6 +6,7 @@
 use super::driver::{
     drive, recorded_reply, DriveError, DriveOutcome, Event, Live, RecordedAnswers,
 };
+use super::observe::Observer;
 use crate::record::Recorder;
 use crate::tape::index::MsgMeta;
 use crate::tape::{ServerDecl, TapeIndex, TapeWriter, WriteOptions, DEFAULT_SERVER};
@@ -29,7 +30,8 @@ type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Ful
 struct Ctx {
     url: Uri,
     client: HttpClient,
-    tape: Recorder,
+    /// The observed tape (`--update`).
+    tape: Option<Recorder>,
     session: Mutex<Option<String>>,
     protocol: Mutex<Option<String>>,
     answers: Mutex<RecordedAnswers>,
@@ -49,7 +51,7 @@ impl Live for HttpLive {
         let (ctx, events, id) = (self.ctx.clone(), self.events.clone(), id.to_string());
         self.rt.spawn(async move {
             let event = match ctx.request(text, &events).await {
-                Ok(answer) => Event::Answers(vec![(id, Some(answer))]),
+                Ok(answer) => Event::Answers(std::time::Instant::now(), vec![(id, answer)]),
                 Err(why) => Event::Failed(id, why),
             };
             let _ = events.send(event);
@@ -71,16 +73,17 @@ impl Live for HttpLive {
     }
 }
 
-/// Drives a running Streamable HTTP server at `url` with the baseline's client side, taping
-/// everything on `observed`.
+/// Drives a running Streamable HTTP server at `url` with the baseline's client side, each answer
+/// compared by `observer` as it arrives, everything taped on `observed` when given.
 pub(crate) async fn drive_http(
     base: Arc<TapeIndex>,
     url: &str,
     timeout: Duration,
-    observed: &std::path::Path,
+    observed: Option<&std::path::Path>,
     write: WriteOptions,
     filler: Arc<super::fill::Filler>,
-) -> Result<DriveOutcome, DriveError> {
+    mut observer: Observer,
+) -> Result<(DriveOutcome, Observer), DriveError> {
     let uri: Uri = url
         .parse()
         .map_err(|e: hyper::http::uri::InvalidUri| DriveError::Url {
@@ -123,18 +126,24 @@ pub(crate) async fn drive_http(
             })
         }
     }
-    let tape_err = |cause| DriveError::Tape {
-        path: observed.to_path_buf(),
+    let tape_err = |path: &std::path::Path, cause| DriveError::Tape {
+        path: path.to_path_buf(),
         cause,
     };
-    let mut writer = TapeWriter::create(observed, write).map_err(tape_err)?;
-    writer
-        .declare_server(ServerDecl::http(DEFAULT_SERVER, url.into()))
-        .map_err(tape_err)?;
+    let tape = match observed {
+        Some(path) => {
+            let mut writer = TapeWriter::create(path, write).map_err(|e| tape_err(path, e))?;
+            writer
+                .declare_server(ServerDecl::http(DEFAULT_SERVER, url.into()))
+                .map_err(|e| tape_err(path, e))?;
+            Some(Recorder::new(writer, DEFAULT_SERVER))
+        }
+        None => None,
+    };
     let ctx = Arc::new(Ctx {
         url: uri,
         client: Client::builder(TokioExecutor::new()).build_http(),
-        tape: Recorder::new(writer, DEFAULT_SERVER),
+        tape,
         session: Mutex::new(None),
         protocol: Mutex::new(None),
         answers: Mutex::new(RecordedAnswers::new(&base)),
@@ -149,10 +158,13 @@ pub(crate) async fn drive_http(
         rt: tokio::runtime::Handle::current(),
         events,
     };
-    let (missing, _) =
-        tokio::task::spawn_blocking(move || drive(&base, &mut live, inbox, timeout, &filler))
-            .await
-            .unwrap_or_default();
+    let driving = tokio::task::spawn_blocking(move || {
+        let (missing, _) = drive(&base, &mut live, inbox, timeout, &filler, &mut observer);
+        (missing, observer)
+    })
+    .await;
+    // The driver panicking is a bug: not hidden as an empty run.
+    let (missing, observer) = driving.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     // End the session, as a client would.
     let session = ctx.session.lock().expect("session").clone();
     if let Some(sid) = session {
@@ -165,21 +177,25 @@ pub(crate) async fn drive_http(
             let _ = tokio::time::timeout(Duration::from_secs(5), ctx.client.request(req)).await;
         }
     }
-    ctx.tape
-        .close(None, "mcptape check finished".into())
-        .map_err(tape_err)?;
+    if let (Some(tape), Some(path)) = (&ctx.tape, observed) {
+        tape.close(None, "mcptape check finished".into())
+            .map_err(|e| tape_err(path, e))?;
+    }
     let run_error = ctx.unreachable.lock().expect("unreachable").clone();
-    Ok(DriveOutcome {
-        missing,
-        run_error,
-        exit: None,
-    })
+    Ok((
+        DriveOutcome {
+            missing,
+            run_error,
+            exit: None,
+        },
+        observer,
+    ))
 }
 
 impl Ctx {
     /// POSTs one client message; returns the HTTP response.
     async fn post(&self, body: Vec<u8>) -> Result<hyper::Response<hyper::body::Incoming>, String> {
-        self.tape.message(Dir::C2S, &body, None);
+        self.tape(Dir::C2S, &body);
         let req = mcp_post(
             &self.url,
             self.session.lock().expect("session").as_deref(),
@@ -217,7 +233,7 @@ impl Ctx {
             if bytes.is_empty() {
                 return Err(format!("HTTP {status} with no answer"));
             }
-            self.tape.message(Dir::S2C, &bytes, None);
+            self.tape(Dir::S2C, &bytes);
             if !status.is_success() && classify(&bytes).id.is_none() {
                 // An HTTP-level refusal not tied to the request (id null): say what it was.
                 return Err(format!(
@@ -242,7 +258,7 @@ impl Ctx {
                 else {
                     continue;
                 };
-                self.tape.message(Dir::S2C, payload.as_bytes(), None);
+                self.tape(Dir::S2C, payload.as_bytes());
                 let c = classify(payload.as_bytes());
                 match c.kind {
                     Kind::Response | Kind::Error => {
@@ -265,6 +281,12 @@ impl Ctx {
             }
         }
         Err("the SSE stream ended without an answer".into())
+    }
+
+    fn tape(&self, dir: Dir, bytes: &[u8]) {
+        if let Some(tape) = &self.tape {
+            tape.message(dir, bytes, None);
+        }
     }
 
     /// Learns the protocol version `initialize` agreed on, for the later requests' header.

@@ -5,11 +5,12 @@ pub mod driver;
 pub mod fill;
 pub mod grade;
 pub mod http_driver;
+mod observe;
 pub mod report;
 
 pub use report::{CheckReport, CheckedExchange, Gate, Grade, LatencyRule, Status};
 
-use crate::compare::{compare_tapes, Change, ChangeKind, Normalizer, Outcome};
+use crate::compare::{Change, ChangeKind, Normalizer, Outcome};
 use crate::tape::{TapeError, TapeIndex, WriteOptions};
 use crate::transport::stdio::shell_words;
 use driver::{drive_stdio, DriveConfig, DriveError};
@@ -124,30 +125,37 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
         .iter()
         .map(|w| format!("{}: {w}", cfg.tape.display()))
         .collect();
-    let observed_path = std::env::temp_dir().join(format!(
-        "mcptape-check-{}-{}.jsonl",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    ));
+    // The observed session is taped only to become the new baseline (`--update`): answers are
+    // compared as they arrive, not read back from it.
+    let observed_path = cfg.update.then(|| {
+        std::env::temp_dir().join(format!(
+            "mcptape-check-{}-{}.jsonl",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0)
+        ))
+    });
     let filler = Arc::new(fill::Filler::new(cfg.fills.clone()));
     let mut rules = cfg.redact.clone();
     rules.literals.extend(filler.literals());
+    let redactor = Arc::new(crate::redact::Redactor::new(&rules)?);
     let write = WriteOptions {
-        redactor: Some(Arc::new(crate::redact::Redactor::new(&rules)?)),
+        redactor: Some(redactor.clone()),
         signing_key: None,
     };
-    let outcome = match &cfg.url {
+    let observer = observe::Observer::new(base.clone(), cfg.normalizer.clone(), Some(redactor));
+    let (outcome, observer) = match &cfg.url {
         Some(url) => {
             http_driver::drive_http(
                 base.clone(),
                 url,
                 cfg.timeout,
-                &observed_path,
+                observed_path.as_deref(),
                 write,
                 filler.clone(),
+                observer,
             )
             .await?
         }
@@ -163,13 +171,13 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
             };
             // The stdio driver's loop blocks on its pipes: on a thread of its own.
             let base = base.clone();
-            tokio::task::spawn_blocking(move || drive_stdio(&base, &drive))
-                .await
-                .map_err(|e| std::io::Error::other(format!("the check driver stopped: {e}")))
-                .map_err(|cause| DriveError::Tape {
-                    path: observed_path.clone(),
-                    cause,
-                })??
+            let mut observer = observer;
+            let driving = tokio::task::spawn_blocking(move || {
+                drive_stdio(&base, &drive, &mut observer).map(|o| (o, observer))
+            })
+            .await;
+            // The driver panicking is a bug: not hidden as an error of the run.
+            driving.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?
         }
     };
     let mut warnings = warnings;
@@ -179,8 +187,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
             "a redacted value ({rule}) was sent to the live server as its marker, so calls that carry it may differ: give --fill {name}=env:VAR to send the real value"
         ));
     }
-    let observed = TapeIndex::load_own(&observed_path)?;
-    let cmp = compare_tapes(&base, &observed, &cfg.normalizer);
+    let cmp = observer.finish();
 
     let exchanges = checked_exchanges(cmp.exchanges, &outcome.missing, cfg.latency.as_ref());
     let dims = grade::dimensions(&exchanges);
@@ -214,15 +221,19 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
         skipped_lines: base.skipped_lines(),
         duration_ms: started.elapsed().as_millis() as u64,
     };
-    if cfg.update {
-        let backup =
-            update_baseline(&cfg.tape, &observed_path).map_err(|cause| CheckError::Update {
+    if let Some(observed) = &observed_path {
+        // The new baseline is indexed before it replaces the old one: a tape that would not
+        // load never becomes the baseline.
+        let updated = TapeIndex::load_own(observed)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|_| update_baseline(&cfg.tape, observed))
+            .map_err(|cause| CheckError::Update {
                 path: cfg.tape.clone(),
                 cause,
-            })?;
-        report.updated_backup = Some(backup.display().to_string());
+            });
+        let _ = std::fs::remove_file(observed);
+        report.updated_backup = Some(updated?.display().to_string());
     }
-    let _ = std::fs::remove_file(&observed_path);
     Ok((report, warnings))
 }
 

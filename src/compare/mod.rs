@@ -8,5 +8,7 @@ pub use diff_values::{Change, ChangeKind};
 pub use normalize::Normalizer;
 pub mod tapes;
 
-pub(crate) use tapes::{compare_tapes, compare_tapes_drift};
+#[cfg(test)]
+pub(crate) use tapes::compare_tapes;
+pub(crate) use tapes::compare_tapes_drift;
 pub use tapes::{ExchangeComparison, ExchangeRef, Outcome};

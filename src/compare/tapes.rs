@@ -101,7 +101,7 @@ pub(crate) fn answer_body(index: &TapeIndex, ex: usize) -> Option<Value> {
 }
 
 /// The answer's bytes as recorded; `None` without an answer (or when it cannot be read).
-fn answer_bytes(index: &TapeIndex, ex: usize) -> Option<Vec<u8>> {
+pub(crate) fn answer_bytes(index: &TapeIndex, ex: usize) -> Option<Vec<u8>> {
     let r = index.exchanges[ex].response?;
     index.read_bytes(&index.msgs[r]).ok()
 }
@@ -121,7 +121,7 @@ fn equal_but_id(x: &[u8], y: &[u8]) -> bool {
     }
 }
 
-fn body_of(bytes: &[u8]) -> Option<Value> {
+pub(crate) fn body_of(bytes: &[u8]) -> Option<Value> {
     let v: Value = serde_json::from_slice(bytes).ok()?;
     let Value::Object(mut m) = v else { return None };
     if let Some(e) = m.remove("error") {
@@ -146,7 +146,7 @@ pub(crate) fn exchange_ref(index: &TapeIndex, ex: usize) -> ExchangeRef {
     }
 }
 
-fn latency(index: &TapeIndex, ex: usize) -> Option<u64> {
+pub(crate) fn latency(index: &TapeIndex, ex: usize) -> Option<u64> {
     let e = &index.exchanges[ex];
     let r = e.response?;
     Some(
@@ -175,7 +175,9 @@ pub(crate) fn align(a: &TapeIndex, b: &TapeIndex) -> (Vec<Option<usize>>, Vec<us
     (pairs, rest)
 }
 
-/// Each exchange of `a` aligned with `b` by content and their answers compared.
+/// Each exchange of `a` aligned with `b` by content and their answers compared. (`check`
+/// compares answers as they arrive, `check/observe.rs`; the tests hold the two ways equal.)
+#[cfg(test)]
 pub(crate) fn compare_tapes(a: &TapeIndex, b: &TapeIndex, norm: &Normalizer) -> TapeComparison {
     compare(a, b, norm, true).0
 }
@@ -206,63 +208,13 @@ fn compare(
             Some(j) => {
                 let line = Some(b.msgs[b.exchanges[j].request].line);
                 let (x, y) = (answer_bytes(a, i), answer_bytes(b, j));
-                // Equal bytes (or equal but for the id, which is not compared) are equal
-                // bodies, or both unparsable: the same either way, without parsing.
-                let equal = match (&x, &y) {
-                    (Some(x), Some(y)) => x == y || equal_but_id(x, y),
-                    (None, None) => true,
-                    _ => false,
-                };
-                if equal && !keep_same {
+                if !keep_same && answers_equal(x.as_deref(), y.as_deref()) {
                     same += 1;
                     continue;
                 }
-                let answered = x.is_some();
-                if equal {
-                    (
-                        Outcome::Same,
-                        line,
-                        Vec::new(),
-                        answered.then(|| latency(b, j)).flatten(),
-                    )
-                } else {
-                    match (x.and_then(|x| body_of(&x)), y.and_then(|y| body_of(&y))) {
-                        (None, None) => (Outcome::Same, line, Vec::new(), None),
-                        (Some(_), None) => (Outcome::Unanswered, line, Vec::new(), None),
-                        (None, Some(body)) => (
-                            Outcome::Changed,
-                            line,
-                            vec![Change {
-                                kind: ChangeKind::MissingResponse,
-                                path: "$".into(),
-                                recorded: None,
-                                observed: Some(body),
-                            }],
-                            latency(b, j),
-                        ),
-                        (Some(x), Some(y)) => {
-                            // The same method and params on both sides (aligned by them).
-                            let req = &a.msgs[a.exchanges[i].request];
-                            let method = req.method.clone().unwrap_or_default();
-                            let target = if norm.has_scoped() {
-                                exchange_ref(a, i).target
-                            } else {
-                                None
-                            };
-                            let c = changes(
-                                &norm.normalize(x, &method, target.as_deref()),
-                                &norm.normalize(y, &method, target.as_deref()),
-                                norm.allow_reorder,
-                            );
-                            let outcome = if c.is_empty() {
-                                Outcome::Same
-                            } else {
-                                Outcome::Changed
-                            };
-                            (outcome, line, c, latency(b, j))
-                        }
-                    }
-                }
+                let c = compare_answers(a, i, x.as_deref(), y.as_deref(), norm);
+                let other_latency = c.answered.then(|| latency(b, j)).flatten();
+                (c.outcome, line, c.changes, other_latency)
             }
         };
         if !keep_same && outcome == Outcome::Same {
@@ -290,8 +242,81 @@ fn compare(
     )
 }
 
+/// Equal bytes (or equal but for the id, which is not compared) are equal bodies, or both
+/// unparsable: the same either way, without parsing.
+pub(crate) fn answers_equal(x: Option<&[u8]>, y: Option<&[u8]>) -> bool {
+    match (x, y) {
+        (Some(x), Some(y)) => x == y || equal_but_id(x, y),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// How one answer compared with the recorded one (`compare_answers`).
+pub(crate) struct AnswerComparison {
+    pub outcome: Outcome,
+    pub changes: Vec<Change>,
+    /// Whether the other side's latency is reported (it answered, and the comparison used it).
+    pub answered: bool,
+}
+
+/// The recorded answer `x` of exchange `i` of `a` against the other side's answer `y` to the
+/// same request (`None`: no answer). Shared by `compare_tapes` (`y` read from a second tape)
+/// and `check` (`y` as it arrives from the live server).
+pub(crate) fn compare_answers(
+    a: &TapeIndex,
+    i: usize,
+    x: Option<&[u8]>,
+    y: Option<&[u8]>,
+    norm: &Normalizer,
+) -> AnswerComparison {
+    let done = |outcome, changes, answered| AnswerComparison {
+        outcome,
+        changes,
+        answered,
+    };
+    if answers_equal(x, y) {
+        return done(Outcome::Same, Vec::new(), x.is_some());
+    }
+    match (x.and_then(body_of), y.and_then(body_of)) {
+        (None, None) => done(Outcome::Same, Vec::new(), false),
+        (Some(_), None) => done(Outcome::Unanswered, Vec::new(), false),
+        (None, Some(body)) => done(
+            Outcome::Changed,
+            vec![Change {
+                kind: ChangeKind::MissingResponse,
+                path: "$".into(),
+                recorded: None,
+                observed: Some(body),
+            }],
+            true,
+        ),
+        (Some(x), Some(y)) => {
+            // The same method and params on both sides (aligned by them).
+            let req = &a.msgs[a.exchanges[i].request];
+            let method = req.method.clone().unwrap_or_default();
+            let target = if norm.has_scoped() {
+                exchange_ref(a, i).target
+            } else {
+                None
+            };
+            let c = changes(
+                &norm.normalize(x, &method, target.as_deref()),
+                &norm.normalize(y, &method, target.as_deref()),
+                norm.allow_reorder,
+            );
+            let outcome = if c.is_empty() {
+                Outcome::Same
+            } else {
+                Outcome::Changed
+            };
+            done(outcome, c, true)
+        }
+    }
+}
+
 /// Every tool the `tools/list` answers of a conversation announced (pages merged).
-fn tools_list(index: &TapeIndex) -> std::collections::BTreeMap<String, Value> {
+pub(crate) fn tools_list(index: &TapeIndex) -> std::collections::BTreeMap<String, Value> {
     let results: Vec<Value> = (0..index.exchanges.len())
         .filter(|&i| index.msgs[index.exchanges[i].request].method.as_deref() == Some("tools/list"))
         .filter_map(|i| answer_body(index, i)?.get("result").cloned())
