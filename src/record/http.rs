@@ -103,7 +103,7 @@ struct Proxy {
     /// `Authorization: Basic …` from the URL's credentials, for requests that bring none.
     basic_auth: Option<HeaderValue>,
     local_port: u16,
-    client: crate::transport::upstream::Upstream,
+    pool: Arc<crate::transport::upstream::Pool>,
     max_message: usize,
     /// POSTs so far (shared by every handle of the proxy).
     posts: Arc<std::sync::atomic::AtomicU64>,
@@ -120,7 +120,7 @@ pub async fn record_http(
 ) -> Result<RecordOutcome, RecordError> {
     let upstream = checked_upstream(&cfg.upstream)?;
     // Before the tape: a CA file that cannot be used costs no existing tape.
-    let client = crate::transport::upstream::client(cfg.upstream_ca.as_deref())?;
+    let connector = crate::transport::upstream::connector(cfg.upstream_ca.as_deref())?;
     let (listener, local) = crate::transport::http::bind(cfg.listen)
         .await
         .map_err(|cause| RecordError::Listen {
@@ -140,7 +140,7 @@ pub async fn record_http(
         ))
         .map_err(tape_err)?;
     let tape = Recorder::new(writer, &cfg.server_label);
-    let proxy = HttpProxy::new(tape.clone(), &upstream, client, cfg.max_message, local);
+    let proxy = HttpProxy::new(tape.clone(), &upstream, connector, cfg.max_message, local);
     on_ready(&proxy.public_url);
     let reason = proxy.serve(&listener, cfg.limits, shutdown).await;
     let closed = tape
@@ -194,7 +194,7 @@ impl HttpProxy {
     pub fn new(
         tape: Recorder,
         upstream: &CheckedUpstream,
-        client: crate::transport::upstream::Upstream,
+        connector: crate::transport::upstream::Connector,
         max_message: usize,
         local: std::net::SocketAddr,
     ) -> HttpProxy {
@@ -211,7 +211,7 @@ impl HttpProxy {
             basic_auth: upstream.basic_auth.clone(),
             public_origin,
             local_port: local.port(),
-            client,
+            pool: Arc::new(crate::transport::upstream::Pool::new(connector, uri)),
             max_message,
             posts: Arc::default(),
         });
@@ -242,6 +242,7 @@ impl Proxy {
     async fn pump_sse(
         self: Arc<Self>,
         mut body: Incoming,
+        conn: crate::transport::upstream::Conn,
         facts: Map<String, Value>,
         tx: mpsc::Sender<Bytes>,
     ) {
@@ -256,7 +257,11 @@ impl Proxy {
                     );
                     break;
                 }
-                None => break,
+                None => {
+                    // Read to its end: the connection can carry the next request.
+                    self.pool.put(conn);
+                    break;
+                }
             };
             let Ok(data) = frame.into_data() else {
                 continue;
@@ -326,11 +331,6 @@ impl Proxy {
         self.tape.event(what, details.into());
     }
 
-    /// The upstream URL for a request's path and query: the upstream's scheme and authority.
-    fn upstream_uri(&self, pq: &str) -> Option<Uri> {
-        upstream_uri(&self.upstream, pq)
-    }
-
     fn clone_handle(&self) -> Arc<Proxy> {
         Arc::new(Proxy {
             tape: self.tape.clone(),
@@ -340,7 +340,7 @@ impl Proxy {
             upstream_host: self.upstream_host.clone(),
             basic_auth: self.basic_auth.clone(),
             local_port: self.local_port,
-            client: self.client.clone(),
+            pool: self.pool.clone(),
             max_message: self.max_message,
             posts: self.posts.clone(),
         })
@@ -489,15 +489,11 @@ impl crate::transport::http::Handler for Proxy {
             ),
             _ => {}
         }
-        // The upstream request: same method, path and query, headers minus hop-by-hop ones.
-        let pq = parts
-            .uri
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/");
-        let uri = match self.upstream_uri(pq) {
-            Some(u) => u,
-            None => return plain(StatusCode::BAD_REQUEST, "bad request path"),
+        // The upstream request: same method, path and query (in origin form, as sent on a
+        // connection to the upstream), headers minus hop-by-hop ones.
+        let uri = match parts.uri.path_and_query() {
+            Some(pq) => Uri::from(pq.clone()),
+            None => Uri::from_static("/"),
         };
         // The client's header map is moved, not rebuilt: only the hop-by-hop ones come out.
         let mut headers = parts.headers;
@@ -514,13 +510,13 @@ impl crate::transport::http::Handler for Proxy {
         *up.method_mut() = parts.method.clone();
         *up.uri_mut() = uri;
         *up.headers_mut() = headers;
-        let resp = match self.client.request(up).await {
+        let (resp, conn) = match self.pool.send(up).await {
             Ok(r) => r,
             Err(e) => {
                 let why = format!(
                     "mcptape: the upstream {} did not answer: {}",
                     self.upstream,
-                    crate::transport::upstream::error_chain(&e)
+                    crate::transport::upstream::error_chain(&*e)
                 );
                 self.tape_event("upstream-error", json!({ "error": why }));
                 crate::diag!("{why}");
@@ -574,11 +570,14 @@ impl crate::transport::http::Handler for Proxy {
             );
             let (tx, rx) = mpsc::channel::<Bytes>(STREAM_QUEUE);
             let proxy = self.clone_handle();
-            tokio::spawn(async move { proxy.pump_sse(rbody, facts, tx).await });
+            tokio::spawn(async move { proxy.pump_sse(rbody, conn, facts, tx).await });
             return respond(ChannelBody { rx }.boxed());
         }
         let body = match collect(rbody, self.max_message).await {
-            Ok(b) => b,
+            Ok(b) => {
+                self.pool.put(conn);
+                b
+            }
             Err(why) => {
                 self.tape_event("upstream-error", json!({ "error": why }));
                 return jsonrpc_error(StatusCode::BAD_GATEWAY, &body, &format!("mcptape: {why}"));

@@ -435,7 +435,7 @@ where
         match tape {
             Some(rec) => {
                 let upstream = crate::record::http::checked_upstream(&url)?;
-                let client = crate::transport::upstream::client(cfg.upstream_ca.as_deref())
+                let connector = crate::transport::upstream::connector(cfg.upstream_ca.as_deref())
                     .map_err(RecordError::from)?;
                 let rec = rec.server(&name);
                 rec.declare(ServerDecl::http(
@@ -445,7 +445,7 @@ where
                 let proxy = crate::record::http::HttpProxy::new(
                     rec,
                     &upstream,
-                    client,
+                    connector,
                     crate::wire::DEFAULT_MAX_MESSAGE,
                     local,
                 );

@@ -4,16 +4,23 @@
 
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::client::conn::http1;
 use hyper::header::{HeaderMap, HeaderName};
+use hyper::{Request, Response, Uri};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::pem::PemObject;
 use std::path::Path;
+use std::sync::Mutex;
 
-/// The client every proxy forwards with.
+/// The client the model proxy and the live player forward with.
 pub type Upstream = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// What opens connections to an upstream: TCP, then TLS for `https://`.
+pub type Connector = HttpsConnector<HttpConnector>;
 
 /// Why the upstream client could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +49,11 @@ impl crate::exit::Coded for UpstreamError {
 
 /// A client for `http://` and `https://` upstreams; `ca` replaces the system roots.
 pub fn client(ca: Option<&Path>) -> Result<Upstream, UpstreamError> {
+    Ok(Client::builder(TokioExecutor::new()).build(connector(ca)?))
+}
+
+/// The connector of [`client`], for a [`Pool`].
+pub fn connector(ca: Option<&Path>) -> Result<Connector, UpstreamError> {
     let mut roots = rustls::RootCertStore::empty();
     match ca {
         Some(path) => {
@@ -79,12 +91,109 @@ pub fn client(ca: Option<&Path>) -> Result<Upstream, UpstreamError> {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
     http.enforce_http(false);
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
+    Ok(hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
-        .wrap_connector(http);
-    Ok(Client::builder(TokioExecutor::new()).build(https))
+        .wrap_connector(http))
+}
+
+/// One HTTP/1.1 connection to the upstream, given back to its [`Pool`] once its answer's body
+/// has been read.
+pub type Conn = http1::SendRequest<Full<Bytes>>;
+
+/// Why a request could not be sent upstream: connecting, TLS, or the connection itself.
+pub type SendError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Idle connections kept for reuse; more are closed when given back (a burst of concurrent
+/// requests does not leave that many sockets open for ever).
+const MAX_IDLE: usize = 256;
+
+/// Keep-alive connections to one upstream, for a proxy that forwards each request and reads
+/// its whole answer (or hands the connection back when a stream ends). Leaner than
+/// hyper-util's pooled client on the hot path: no pool key per request, no URI rewriting, no
+/// task spawned per request to wait for the connection to become idle again.
+pub struct Pool {
+    connector: Connector,
+    /// `scheme://authority` of the upstream: where connections go.
+    origin: Uri,
+    idle: Mutex<Vec<Conn>>,
+}
+
+impl Pool {
+    /// A pool of connections to `origin`'s scheme and authority.
+    pub fn new(connector: Connector, origin: &Uri) -> Pool {
+        let mut parts = hyper::http::uri::Parts::default();
+        parts.scheme = origin.scheme().cloned();
+        parts.authority = origin.authority().cloned();
+        parts.path_and_query = Some(hyper::http::uri::PathAndQuery::from_static("/"));
+        Pool {
+            connector,
+            origin: Uri::from_parts(parts).unwrap_or_else(|_| origin.clone()),
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Sends `req` (its URI in origin form: path and query) on an idle connection, or a new
+    /// one. The connection comes back with the answer: give it to [`Pool::put`] once the body
+    /// has been read to its end. A request the upstream had closed an idle connection under
+    /// (nothing of it sent) is sent again on another, as hyper-util's client does.
+    pub async fn send(
+        &self,
+        mut req: Request<Full<Bytes>>,
+    ) -> Result<(Response<Incoming>, Conn), SendError> {
+        loop {
+            let (mut conn, reused) = match self.take().await {
+                Some(c) => (c, true),
+                None => (self.connect().await?, false),
+            };
+            match conn.try_send_request(req).await {
+                Ok(resp) => return Ok((resp, conn)),
+                Err(mut e) => match e.take_message() {
+                    Some(unsent) if reused => req = unsent,
+                    _ => return Err(e.into_error().into()),
+                },
+            }
+        }
+    }
+
+    /// Gives a connection back (its last answer read to the end), unless it is closed or
+    /// enough are idle.
+    pub fn put(&self, conn: Conn) {
+        if conn.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
+    }
+
+    /// The most recently used idle connection that is still open, once ready for a request.
+    async fn take(&self) -> Option<Conn> {
+        loop {
+            let mut conn = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()?;
+            // Ready at once unless its connection task has not yet seen the last body end;
+            // an error means the upstream closed it while idle.
+            if conn.ready().await.is_ok() {
+                return Some(conn);
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<Conn, SendError> {
+        use tower_service::Service as _;
+        let mut connector = self.connector.clone();
+        std::future::poll_fn(|cx| connector.poll_ready(cx)).await?;
+        let io = connector.call(self.origin.clone()).await?;
+        let (send, conn) = http1::handshake(io).await?;
+        // The connection's own task reads and writes it; it ends when the socket closes or
+        // the last handle on it is dropped.
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(send)
+    }
 }
 
 /// Hop-by-hop headers: meaningful for one connection only, never forwarded.
@@ -127,4 +236,115 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         src = c.source();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A loopback HTTP/1.1 server answering `ok` to each request; with `close_after_one`, it
+    /// closes every connection after its first answer (without saying so in the answer, as a
+    /// server whose keep-alive timeout just ran out does). Counts the connections it accepted.
+    async fn server(close_after_one: bool) -> (Uri, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        let mut chunk = [0u8; 1024];
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            buf.drain(..end + 4);
+                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+                            if s.write_all(answer).await.is_err() || close_after_one {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    async fn get(pool: &Pool, host: &Uri) -> String {
+        let req = Request::builder()
+            .uri("/mcp")
+            .header("host", host.authority().unwrap().as_str())
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let (resp, conn) = pool.send(req).await.expect("an answer");
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        pool.put(conn);
+        String::from_utf8_lossy(&body).into_owned()
+    }
+
+    fn run(f: impl std::future::Future<Output = ()>) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f);
+    }
+
+    #[test]
+    fn sequential_requests_share_one_connection() {
+        run(async {
+            let (url, accepted) = server(false).await;
+            let pool = Pool::new(connector(None).unwrap(), &url);
+            for _ in 0..5 {
+                assert_eq!(get(&pool, &url).await, "ok");
+            }
+            assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        });
+    }
+
+    #[test]
+    fn a_connection_the_upstream_closed_while_idle_is_replaced() {
+        run(async {
+            let (url, accepted) = server(true).await;
+            let pool = Pool::new(connector(None).unwrap(), &url);
+            for _ in 0..3 {
+                assert_eq!(get(&pool, &url).await, "ok");
+                // The upstream's close reaches the idle connection (or not yet: then the
+                // request is sent again on a new one); either way the next request is answered.
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(accepted.load(Ordering::SeqCst), 3);
+        });
+    }
+
+    #[test]
+    fn an_upstream_that_refuses_is_an_error() {
+        run(async {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
+                .parse()
+                .unwrap();
+            drop(listener);
+            let pool = Pool::new(connector(None).unwrap(), &url);
+            let req = Request::builder()
+                .uri("/mcp")
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            let Err(err) = pool.send(req).await else {
+                panic!("an answer from a port nothing listens on");
+            };
+            assert!(!error_chain(&*err).is_empty());
+        });
+    }
 }
