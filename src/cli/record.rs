@@ -132,6 +132,11 @@ fn report(out: mcptape::record::RecordOutcome) -> i32 {
             out.dropped
         );
     }
+    if out.write_failure.is_none() && out.placed.elsewhere().is_none() {
+        // The first play of a big tape then starts warm (its index cached while the tape is
+        // still in the page cache); a small tape is left alone.
+        mcptape::tape::TapeIndex::warm_cache(&out.tape);
+    }
     let mut failed = matches!(out.placed, mcptape::tape::Placed::NotReplaced { .. });
     if let Some((dropped, err)) = out.write_failure {
         crate::diag!("mcptape: WARNING: the tape is INCOMPLETE: {dropped} lines could not be written ({err})");

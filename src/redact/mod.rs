@@ -16,6 +16,7 @@ mod argv;
 mod config;
 mod entropy;
 mod json;
+mod lazy;
 mod prefilter;
 pub(crate) mod rules;
 mod text;
@@ -51,16 +52,16 @@ pub struct Redactor {
     key: [u8; 32],
     defaults: bool,
     keys: BTreeSet<String>,
-    shapes: Vec<(String, Regex)>,
+    shapes: Vec<(String, lazy::LazyRegex)>,
     literals: Vec<(String, String)>,
-    auth_scheme: Regex,
-    url_param: Regex,
-    url_credentials: Regex,
-    assignment: Regex,
-    cli_flag: Regex,
-    glued_p: Regex,
-    keyword: Regex,
-    xml_element: Regex,
+    auth_scheme: lazy::LazyRegex,
+    url_param: lazy::LazyRegex,
+    url_credentials: lazy::LazyRegex,
+    assignment: lazy::LazyRegex,
+    cli_flag: lazy::LazyRegex,
+    glued_p: lazy::LazyRegex,
+    keyword: lazy::LazyRegex,
+    xml_element: lazy::LazyRegex,
     paths: Vec<(String, JsonPath)>,
     prefilter: prefilter::Prefilter,
 }
@@ -88,9 +89,7 @@ fn squash(key: &str) -> String {
 impl Redactor {
     /// Compiles the rules; an error names the first user rule that does not compile.
     pub fn new(cfg: &RedactConfig) -> Result<Redactor, RuleError> {
-        fn builtin(pattern: &str) -> Regex {
-            Regex::new(&rules::ascii_words(pattern)).expect("built-in regex")
-        }
+        use lazy::builtin;
         let mut key = [0u8; 32];
         fill_random(&mut key);
         let mut keys: BTreeSet<String> = cfg.keys.iter().map(|k| squash(k)).collect();
@@ -106,7 +105,12 @@ impl Redactor {
                 pattern: p.clone(),
                 message: e.to_string(),
             })?;
-            shapes.push(("user-regex".to_string(), re));
+            let compiled = lazy::Lazy::ready(
+                p.clone(),
+                |p| Regex::new(p).expect("compiled once already"),
+                re,
+            );
+            shapes.push(("user-regex".to_string(), compiled));
         }
         let mut paths = Vec::new();
         for p in &cfg.paths {
@@ -144,6 +148,27 @@ impl Redactor {
             paths,
             prefilter,
         })
+    }
+
+    /// Compiles every rule now (a test that they all compile).
+    #[cfg(test)]
+    pub(crate) fn force_all(&self) {
+        for (_, re) in &self.shapes {
+            let _: &Regex = re;
+        }
+        for re in [
+            &self.auth_scheme,
+            &self.url_param,
+            &self.url_credentials,
+            &self.assignment,
+            &self.cli_flag,
+            &self.glued_p,
+            &self.keyword,
+            &self.xml_element,
+        ] {
+            let _: &Regex = re;
+        }
+        self.prefilter.force_all();
     }
 
     pub(crate) fn marker(&self, rule: &str, secret: &str) -> String {

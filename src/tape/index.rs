@@ -282,6 +282,20 @@ impl TapeIndex {
         Self::load_checking(path, None, false, ReadOptions::default())
     }
 
+    /// Builds the index of a big tape just written and keeps it in the user's cache
+    /// (`index_cache.rs`), so that the first play of a fresh recording starts warm: `record`
+    /// calls it once the tape is closed, while the tape is still in the page cache. Best
+    /// effort, and nothing for a small tape (it loads fast anyway) or a tape of several
+    /// servers (play is then told which one, and indexes it then).
+    pub fn warm_cache(path: &Path) {
+        if !super::index_cache::worth_caching(path) {
+            return;
+        }
+        if let Ok(index) = Self::load_checking(path, None, false, ReadOptions::default()) {
+            super::index_cache::store(&index, None);
+        }
+    }
+
     /// Like `load`, but the hash chain is checked afterwards on a background thread of the
     /// lowest priority, so a player can answer while it runs; a broken chain is passed to
     /// `report` (as the `ChainBroken` warning `load` would have given) when found. Call

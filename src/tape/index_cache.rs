@@ -173,6 +173,11 @@ fn offsets_fit(msgs: &[MsgMeta], len: u64) -> bool {
     })
 }
 
+/// Whether a tape at `tape` is big enough for its index to be cached.
+pub(crate) fn worth_caching(tape: &Path) -> bool {
+    default_dir().is_some() && Stamp::of(tape).is_some_and(|s| s.len >= MIN_TAPE_LEN)
+}
+
 /// Keeps the index of a big tape for the next play. Best effort: a failure only costs the next
 /// start-up a cold load.
 pub(crate) fn store(index: &TapeIndex, server: Option<&str>) {

@@ -962,3 +962,43 @@ fn a_tape_path_that_is_a_symlink_is_re_recorded_behind_the_link() {
     );
     assert!(read(&bak) == first, "the old tape, byte for byte");
 }
+
+/// A server answering every request with a 3 MiB result.
+const THREE_MIB_ANSWERS: &str = r##"
+import json, sys
+for line in sys.stdin:
+    i = json.loads(line)["id"]
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": i, "result": {"text": "z" * (3 << 20)}}) + "\n")
+    sys.stdout.flush()
+"##;
+
+#[test]
+fn record_leaves_a_big_tape_indexed_so_that_its_first_play_starts_warm() {
+    let (dir, tape) = tmp_tape("big.jsonl");
+    let cache = dir.path().join("cache");
+    let requests: String = (1..=2)
+        .map(|i| format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"tools/call\",\"params\":{{\"name\":\"big\",\"arguments\":{{\"n\":{i}}}}}}}\n"))
+        .collect();
+    let recorded = record_mt(&tape, &[], &py(THREE_MIB_ANSWERS, &[]))
+        .env("XDG_CACHE_HOME", &cache)
+        .stdin(requests.clone())
+        .run()
+        .success();
+    assert_eq!(recorded.stdout.lines().count(), 2, "{}", recorded.console());
+    let entries: Vec<_> = std::fs::read_dir(cache.join("mcptape/index"))
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    assert_eq!(entries.len(), 1, "record cached the index: {entries:?}");
+    let stamp = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
+    let before = stamp(&entries[0]);
+    std::thread::sleep(Duration::from_millis(20));
+    let played = Mt::new(["play"])
+        .arg(&tape)
+        .env("XDG_CACHE_HOME", &cache)
+        .stdin(requests)
+        .run()
+        .success();
+    assert_eq!(played.stdout, recorded.stdout, "play served the recording");
+    // A cold load would have built the index and stored it again.
+    assert_eq!(stamp(&entries[0]), before, "play used the cached index");
+}

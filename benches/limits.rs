@@ -1,0 +1,281 @@
+//! What a recording proxy cannot avoid, step by step, on this machine: the cost per byte of each
+//! step `record` takes for every byte (a pipe copy, a `write(2)` into the page cache, the chain
+//! hash, JSON validation, the redaction scan) and per message (a system call, a thread woken on
+//! the same CPU). docs/performance.md derives the best ratio a taping proxy can reach from these.
+//!
+//! Run: `cargo bench --bench limits` (add `-- --pin 1` to run on one CPU, as the bench does).
+//! Each figure is the least CPU time of several rounds: the floor, not the average.
+
+use std::fs::File;
+use std::hint::black_box;
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::time::Duration;
+
+const ROUNDS: usize = 7;
+
+/// CPU time of this process (all its threads, user and system): on a machine other work
+/// shares, time on the CPU is what a step costs; wall time would count the others' turns.
+fn cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The least CPU time of `ROUNDS` runs of `f`, each doing `iters` operations: seconds per
+/// operation.
+fn best(iters: usize, mut f: impl FnMut(usize)) -> f64 {
+    let mut best = Duration::MAX;
+    for _ in 0..ROUNDS {
+        let t = cpu_time();
+        f(iters);
+        best = best.min(cpu_time() - t);
+    }
+    best.as_secs_f64() / iters as f64
+}
+
+/// A 1 KiB `tools/call` result line and an 8 MiB one, as the bench server answers.
+fn body(size: usize) -> Vec<u8> {
+    let text = "the quick brown fox jumps over the lazy dog; ".repeat(size / 45 + 1);
+    format!(
+        r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"{}"}}],"isError":false}}}}"#,
+        &text[..size]
+    )
+    .into_bytes()
+}
+
+fn pipe() -> (File, File) {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is two ints; pipe2 fills them or fails.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are fresh and owned by nobody else.
+    unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) }
+}
+
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET and sched_setaffinity take valid ones.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+    }
+}
+
+struct Row {
+    what: &'static str,
+    per_op_us: f64,
+    bytes: usize,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--pin") {
+        let cpu = args.get(i + 1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        pin(cpu);
+        println!("pinned to CPU {cpu}");
+    }
+    let dir = std::env::temp_dir().join(format!("mcptape-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let redactor =
+        mcptape::redact::Redactor::new(&mcptape::redact::RedactConfig::defaults()).expect("rules");
+    let mut rows = Vec::new();
+    for (size, iters) in [(1024usize, 20_000usize), (8 << 20, 8)] {
+        let b = body(size);
+        let n = b.len();
+
+        // A pipe copy: the bytes written into a pipe and read out again (two copies, the
+        // kernel's), in 64 KiB pieces as the relay moves them.
+        let (mut r, mut w) = pipe();
+        let mut sink = vec![0u8; 64 * 1024];
+        rows.push(Row {
+            what: "pipe: write + read",
+            per_op_us: best(iters, |k| {
+                for _ in 0..k {
+                    for piece in b.chunks(64 * 1024) {
+                        w.write_all(piece).unwrap();
+                        let mut got = 0;
+                        while got < piece.len() {
+                            got += r.read(&mut sink).unwrap();
+                        }
+                    }
+                }
+            }) * 1e6,
+            bytes: n,
+        });
+
+        // write(2) of the line into the page cache (the tape), the file cut back now and then.
+        let path = dir.join("tape");
+        let mut f = File::create(&path).unwrap();
+        let mut written = 0usize;
+        rows.push(Row {
+            what: "write(2) to a file",
+            per_op_us: best(iters, |k| {
+                for _ in 0..k {
+                    f.write_all(&b).unwrap();
+                    written += n;
+                    if written > 256 << 20 {
+                        f.set_len(0).unwrap();
+                        use std::io::Seek;
+                        f.seek(std::io::SeekFrom::Start(0)).unwrap();
+                        written = 0;
+                    }
+                }
+            }) * 1e6,
+            bytes: n,
+        });
+
+        rows.push(Row {
+            what: "SHA-256 (sha2)",
+            per_op_us: best(iters, |k| {
+                for _ in 0..k {
+                    use sha2::Digest;
+                    black_box(sha2::Sha256::digest(black_box(&b)));
+                }
+            }) * 1e6,
+            bytes: n,
+        });
+        rows.push(Row {
+            what: "BLAKE3 (blake3, one thread)",
+            per_op_us: best(iters, |k| {
+                for _ in 0..k {
+                    black_box(blake3::hash(black_box(&b)));
+                }
+            }) * 1e6,
+            bytes: n,
+        });
+        rows.push(Row {
+            what: "JSON validation (serde_json)",
+            per_op_us: best(iters, |k| {
+                for _ in 0..k {
+                    let v: serde::de::IgnoredAny = serde_json::from_slice(black_box(&b)).unwrap();
+                    black_box(v);
+                }
+            }) * 1e6,
+            bytes: n,
+        });
+        rows.push(Row {
+            what: "classify (top level, validates)",
+            per_op_us: best(iters, |k| {
+                for _ in 0..k {
+                    black_box(mcptape::wire::classify(black_box(&b)));
+                }
+            }) * 1e6,
+            bytes: n,
+        });
+        rows.push(Row {
+            what: "redaction scan (no secret)",
+            per_op_us: best(iters, |k| {
+                for _ in 0..k {
+                    assert!(redactor.redact_json(black_box(&b)).is_none());
+                }
+            }) * 1e6,
+            bytes: n,
+        });
+        rows.push(Row {
+            what: "memcpy",
+            per_op_us: best(iters, |k| {
+                let mut dst = vec![0u8; n];
+                for _ in 0..k {
+                    dst.copy_from_slice(black_box(&b));
+                    black_box(&dst);
+                }
+            }) * 1e6,
+            bytes: n,
+        });
+        rows.push(Row {
+            what: "fresh buffer: allocate, fault in, free",
+            per_op_us: best(iters, |k| {
+                for _ in 0..k {
+                    let mut v = Vec::<u8>::with_capacity(n);
+                    v.extend_from_slice(black_box(&b));
+                    black_box(&v);
+                }
+            }) * 1e6,
+            bytes: n,
+        });
+    }
+    println!("\nPer byte (best of {ROUNDS} rounds)");
+    println!(
+        "  {:<40} {:>10} {:>12} {:>10}",
+        "step", "message", "µs/message", "GB/s"
+    );
+    for r in &rows {
+        println!(
+            "  {:<40} {:>10} {:>12.2} {:>10.2}",
+            r.what,
+            size_name(r.bytes),
+            r.per_op_us,
+            r.bytes as f64 / (r.per_op_us * 1e3)
+        );
+    }
+
+    println!("\nPer message (best of {ROUNDS} rounds)");
+    let iters = 200_000;
+    let null = File::options().write(true).open("/dev/null").unwrap();
+    let per = |what: &str, s: f64| println!("  {what:<52} {:>8.2} µs", s * 1e6);
+    per(
+        "a system call (write of 1 byte to /dev/null)",
+        best(iters, |k| {
+            let mut n = &null;
+            for _ in 0..k {
+                n.write_all(b"x").unwrap();
+            }
+        }),
+    );
+    let mut tape = File::create(dir.join("small")).unwrap();
+    per(
+        "write(2) of 64 bytes to a file",
+        best(iters, |k| {
+            for _ in 0..k {
+                tape.write_all(&[b'x'; 64]).unwrap();
+            }
+            tape.set_len(0).unwrap();
+        }),
+    );
+    let m = std::sync::Mutex::new(0u64);
+    per(
+        "an uncontended mutex lock and unlock",
+        best(iters * 10, |k| {
+            for _ in 0..k {
+                *m.lock().unwrap() += 1;
+            }
+        }),
+    );
+    // A message handed to a thread blocked in read(2) and its answer read back: two wake-ups
+    // and two context switches on the same CPU when pinned — what every proxy hop costs.
+    let (mut a_r, mut a_w) = pipe();
+    let (mut b_r, mut b_w) = pipe();
+    let echo = std::thread::spawn(move || {
+        let mut buf = [0u8; 1];
+        while a_r.read(&mut buf).unwrap_or(0) == 1 {
+            if buf[0] == b'q' {
+                break;
+            }
+            b_w.write_all(&buf).unwrap();
+        }
+    });
+    let ping_iters = 20_000;
+    let rtt = best(ping_iters, |k| {
+        let mut buf = [0u8; 1];
+        for _ in 0..k {
+            a_w.write_all(b"p").unwrap();
+            b_r.read_exact(&mut buf).unwrap();
+        }
+    });
+    a_w.write_all(b"q").unwrap();
+    echo.join().unwrap();
+    per("a round trip to another thread over two pipes", rtt);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn size_name(n: usize) -> String {
+    if n >= 1 << 20 {
+        format!("{} MiB", n >> 20)
+    } else {
+        format!("{} B", n)
+    }
+}
