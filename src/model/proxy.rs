@@ -328,12 +328,30 @@ async fn pump_events(
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        for block in parser.push(&data) {
-            tape_block(&tape, &call, &block, &mut summary, &mut events);
-            if !client_gone && tx.send(Ok(Bytes::from(block.raw))).await.is_err() {
-                // The client went away: keep reading, so the tape holds the whole answer.
-                client_gone = true;
-            }
+        let blocks = parser.push(&data);
+        if blocks.is_empty() {
+            continue;
+        }
+        // The events of one read: taped in one write, then forwarded in one piece (as a byte
+        // relay forwards a read), not a system call each way per event.
+        let taped: Vec<_> = blocks
+            .iter()
+            .map(|block| summarize_block(&call, block, &mut summary, &mut events))
+            .collect();
+        tape.model_parts(
+            Dir::S2C,
+            call.n,
+            taped
+                .iter()
+                .map(|(f, data)| ("event", f, data.as_deref().map(str::as_bytes))),
+        );
+        let out = match <[_; 1]>::try_from(blocks) {
+            Ok([one]) => Bytes::from(one.raw),
+            Err(blocks) => Bytes::from(blocks.into_iter().flat_map(|b| b.raw).collect::<Vec<u8>>()),
+        };
+        if !client_gone && tx.send(Ok(out)).await.is_err() {
+            // The client went away: keep reading, so the tape holds the whole answer.
+            client_gone = true;
         }
     }
     if let Some(block) = parser.finish() {
@@ -365,13 +383,7 @@ fn tape_block(
     summary: &mut Summary,
     events: &mut u64,
 ) {
-    let (f, data) = block_facts(block);
-    if let Some(d) = data.as_deref().filter(|d| may_summarize(call.provider, d)) {
-        if let Ok(v) = serde_json::from_str::<Value>(d) {
-            summary.add(call.provider, &v);
-        }
-    }
-    *events += 1;
+    let (f, data) = summarize_block(call, block, summary, events);
     call.tape(
         tape,
         Dir::S2C,
@@ -380,6 +392,23 @@ fn tape_block(
         data.as_deref().map(str::as_bytes),
         None,
     );
+}
+
+/// One block's facts and data as taped, its tokens, tools and stop reason added to `summary`.
+fn summarize_block(
+    call: &Call,
+    block: &crate::transport::sse::Block,
+    summary: &mut Summary,
+    events: &mut u64,
+) -> (Map<String, Value>, Option<String>) {
+    let (f, data) = block_facts(block);
+    if let Some(d) = data.as_deref().filter(|d| may_summarize(call.provider, d)) {
+        if let Ok(v) = serde_json::from_str::<Value>(d) {
+            summary.add(call.provider, &v);
+        }
+    }
+    *events += 1;
+    (f, data)
 }
 
 /// Whether an event's data can hold anything [`Summary::add`] reads: a key or value it looks

@@ -272,6 +272,28 @@ impl Recorder {
         self.with(|w| w.model(&self.label, dir, call, part, facts, body, http, at));
     }
 
+    /// Tapes several parts of model call `call` in one `write(2)`: the events of one read
+    /// from the upstream (a stream of small events would otherwise cost a system call each).
+    pub fn model_parts<'a>(
+        &self,
+        dir: Dir,
+        call: u64,
+        parts: impl IntoIterator<
+            Item = (
+                &'a str,
+                &'a serde_json::Map<String, serde_json::Value>,
+                Option<&'a [u8]>,
+            ),
+        >,
+    ) {
+        let at = Instant::now();
+        self.with(|w| {
+            for (part, facts, body) in parts {
+                w.model(&self.label, dir, call, part, facts, body, None, at);
+            }
+        });
+    }
+
     /// Tapes a transport event (an HTTP stream opened, the upstream unreachable…).
     pub fn event(&self, what: &str, details: serde_json::Value) {
         let at = Instant::now();
