@@ -1,7 +1,6 @@
 use anyhow::{Context, Result};
 use mcptape::check::{check, CheckConfig, Grade, LatencyRule};
 use mcptape::compare::Normalizer;
-use mcptape::tape::store;
 use mcptape::wire::DEFAULT_MAX_MESSAGE;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -109,7 +108,11 @@ impl NormArgs {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let tape = store::resolve(&a.tape)?;
+    let tape = if a.update {
+        super::remote::resolve_to_modify(&a.tape)?
+    } else {
+        super::remote::resolve(&a.tape)?
+    };
     if let Some(f) = a.compare_latency {
         if !(f.is_finite() && f >= 1.0) {
             return Err(super::UsageError(format!(
