@@ -100,15 +100,14 @@ pub enum RemoteError {
         advice: &'static str,
     },
     /// The store could not be reached, or failed (exit 69).
-    #[error("{url}: {what} failed: {source}")]
+    #[error("{url}: {what} failed: {why}")]
     Store {
         /// The URL.
         url: String,
         /// What was tried ("fetching the tape", "uploading", …).
         what: &'static str,
-        /// The client's error.
-        #[source]
-        source: object_store::Error,
+        /// The client's error, its innermost cause first said.
+        why: String,
     },
     /// A local file (the cache, the spool) could not be read or written (exit 74).
     #[error("{url}: {what} {}: {source}", .path.display())]
@@ -485,11 +484,15 @@ impl Bucket {
                 advice: CREDENTIALS,
             };
         }
-        RemoteError::Store {
-            url,
-            what,
-            source: e,
-        }
+        let inner = innermost(&e);
+        let why = if text.contains("error sending request") {
+            format!("cannot reach {}: {inner}", self.endpoint)
+        } else if inner == e.to_string() {
+            inner
+        } else {
+            format!("{inner} ({e})")
+        };
+        RemoteError::Store { url, what, why }
     }
 
     /// The endpoint this client talks to, for messages.
@@ -511,6 +514,20 @@ fn full_text(e: &dyn std::error::Error) -> String {
         cause = c.source();
     }
     text
+}
+
+/// The deepest cause of an error, said alone.
+fn innermost(e: &dyn std::error::Error) -> String {
+    let mut last = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let t = c.to_string();
+        if !t.is_empty() {
+            last = t;
+        }
+        cause = c.source();
+    }
+    last
 }
 
 /// Reads until `buf` is full or the file ends.
