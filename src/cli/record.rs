@@ -80,7 +80,7 @@ pub fn run(a: Args) -> Result<i32> {
         // The owner of the tape redacts and signs; nothing is written here.
         Some(socket) => (socket.clone(), WriteOptions::default()),
         None => (
-            super::remote::resolve_for_write(&name)?,
+            super::remote::resolve_for_recording(&name)?,
             write_options(&a.redact, &a.sign)?,
         ),
     };
@@ -150,7 +150,7 @@ fn run_http(a: Args, url: String) -> Result<i32> {
         .tape
         .clone()
         .unwrap_or_else(|| store::default_name(std::slice::from_ref(&shown)));
-    let tape = super::remote::resolve_for_write(&name)?;
+    let tape = super::remote::resolve_for_recording(&name)?;
     let listen = a
         .listen
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
@@ -186,7 +186,7 @@ fn run_bridge(a: Args, listen: std::net::SocketAddr) -> Result<i32> {
         .tape
         .clone()
         .unwrap_or_else(|| store::default_name(&a.command));
-    let tape = super::remote::resolve_for_write(&name)?;
+    let tape = super::remote::resolve_for_recording(&name)?;
     if !listen.ip().is_loopback() {
         crate::diag!("mcptape: WARNING: listening on {listen}, reachable from other machines");
     }

@@ -10,8 +10,9 @@ use mcptape::tape::store;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// The spools this command writes, uploaded by [`settle`] when it ends.
-static PENDING: Mutex<Vec<Spool>> = Mutex::new(Vec::new());
+/// The spools this command writes, uploaded by [`settle`] when it ends, each with whether it
+/// is a new recording over an object that is there (uploaded only if it holds an exchange).
+static PENDING: Mutex<Vec<(Spool, bool)>> = Mutex::new(Vec::new());
 
 /// A tape argument to read: a name, a path, or a URL (an `s3://` tape fetched into the cache,
 /// once per version of the object).
@@ -28,6 +29,17 @@ pub fn resolve(arg: &str) -> Result<PathBuf> {
 /// A tape argument to write: a name, a path, or a URL (an `s3://` tape is written to a spool,
 /// which starts as a copy of the object there, if any, and is uploaded when the command ends).
 pub fn resolve_for_write(arg: &str) -> Result<PathBuf> {
+    resolve_for_write_as(arg, false)
+}
+
+/// [`resolve_for_write`] for a new recording (`record`): an `s3://` spool starts empty (the
+/// object there is not downloaded), and replaces the object only if it holds an exchange, as a
+/// re-recording replaces a local tape.
+pub fn resolve_for_recording(arg: &str) -> Result<PathBuf> {
+    resolve_for_write_as(arg, true)
+}
+
+fn resolve_for_write_as(arg: &str, fresh: bool) -> Result<PathBuf> {
     if !remote::is_url(arg) {
         return Ok(store::resolve_for_write(arg)?);
     }
@@ -36,14 +48,20 @@ pub fn resolve_for_write(arg: &str) -> Result<PathBuf> {
         Target::S3(url) => url,
     };
     let bucket = Bucket::connect(&url)?;
-    let there = super::runtime::single()?.block_on(async {
-        let fetched = cache::fetch(&bucket, &url).await?;
-        if fetched.is_none() {
+    let (there, existed) = super::runtime::single()?.block_on(async {
+        let (fetched, existed) = if fresh {
+            (None, bucket.head(&url.key).await?.is_some())
+        } else {
+            let f = cache::fetch(&bucket, &url).await?;
+            let existed = f.is_some();
+            (f, existed)
+        };
+        if !existed {
             // A HEAD cannot tell a missing key from a missing bucket: ask now, before a server
             // is started and a session recorded for nowhere.
             bucket.check_bucket(&url.key).await?;
         }
-        anyhow::Ok(fetched)
+        anyhow::Ok((fetched, existed))
     })?;
     let spool = Spool::create(&url, there.as_ref().map(|f| f.path.as_path())).map_err(|e| {
         anyhow::anyhow!(
@@ -59,7 +77,7 @@ pub fn resolve_for_write(arg: &str) -> Result<PathBuf> {
     PENDING
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .push(spool);
+        .push((spool, fresh && existed));
     Ok(path)
 }
 
@@ -88,7 +106,7 @@ pub fn resolve_to_modify(arg: &str) -> Result<PathBuf> {
 
 /// Drops the spools registered so far without uploading (the command stopped before writing).
 fn settle_quietly() {
-    for s in std::mem::take(&mut *PENDING.lock().unwrap_or_else(|e| e.into_inner())) {
+    for (s, _) in std::mem::take(&mut *PENDING.lock().unwrap_or_else(|e| e.into_inner())) {
         s.remove();
     }
 }
@@ -122,7 +140,7 @@ fn fetch(url: &S3Url) -> Result<PathBuf> {
         );
     } else {
         crate::diag!(
-            "mcptape: {url}: unchanged since it was fetched, read from the cache ({})",
+            "mcptape: {url}: unchanged, read from the cache ({})",
             fetched.path.display()
         );
     }
@@ -135,7 +153,18 @@ fn fetch(url: &S3Url) -> Result<PathBuf> {
 pub fn settle(code: i32) -> i32 {
     let spools = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|e| e.into_inner()));
     let mut failed = false;
-    for spool in spools {
+    for (spool, replaces) in spools {
+        if replaces && held_no_exchange(&spool.path) {
+            // As over a local tape: the object stays, the recording stays in the spool (no
+            // longer pending: `push` would put it over the tape).
+            let _ = std::fs::remove_file(remote::spool::sidecar_of(&spool.path));
+            crate::diag!(
+                "mcptape: the new recording held no exchange: {} is kept as it was; the new recording is at {}",
+                spool.target,
+                spool.path.display()
+            );
+            continue;
+        }
         if !spool.changed() {
             crate::diag!(
                 "mcptape: {}: the tape did not change; nothing uploaded",
@@ -144,8 +173,8 @@ pub fn settle(code: i32) -> i32 {
             spool.remove();
             continue;
         }
-        match upload(&spool.path, &spool.target) {
-            Ok(()) => spool.remove(),
+        match upload_spool(&spool, &spool.target) {
+            Ok(()) => {}
             Err(e) => {
                 crate::diag!(
                     "mcptape: error: {e:#}; the tape is kept at {} (`mcptape push` uploads it)",
@@ -162,8 +191,37 @@ pub fn settle(code: i32) -> i32 {
     }
 }
 
+/// Whether a closed recording's last line says it held no exchange.
+fn held_no_exchange(path: &Path) -> bool {
+    let Some(last) = last_line(path) else {
+        return false;
+    };
+    let Ok(end) = serde_json::from_slice::<serde_json::Value>(&last) else {
+        return false;
+    };
+    end["type"] == "end" && end["exchanges"] == 0
+}
+
+/// A file's last line (within its last 4 KiB: a closing line is short).
+fn last_line(path: &Path) -> Option<Vec<u8>> {
+    use std::io::{Read, Seek};
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let mut tail = Vec::new();
+    f.seek(std::io::SeekFrom::Start(len.saturating_sub(4096)))
+        .ok()?;
+    f.read_to_end(&mut tail).ok()?;
+    let last = tail.strip_suffix(b"\n").unwrap_or(&tail);
+    Some(
+        last.rsplit(|&b| b == b'\n')
+            .next()
+            .unwrap_or_default()
+            .to_vec(),
+    )
+}
+
 /// Uploads a local tape to `url` and says how it went.
-fn upload(path: &Path, url: &S3Url) -> Result<()> {
+fn upload(path: &Path, url: &S3Url) -> Result<remote::Uploaded> {
     let bucket = Bucket::connect(url)?;
     let up = super::runtime::single()?.block_on(bucket.upload(path, &url.key))?;
     let how = if up.parts > 0 {
@@ -172,6 +230,15 @@ fn upload(path: &Path, url: &S3Url) -> Result<()> {
         String::new()
     };
     crate::diag!("mcptape: uploaded {url} ({}{how})", human_bytes(up.bytes));
+    Ok(up)
+}
+
+/// Uploads a spool, and keeps it as the cache's copy of the new object (this machine reads it
+/// back without a download); the rest of the spool is removed.
+fn upload_spool(spool: &Spool, to: &S3Url) -> Result<()> {
+    let up = upload(&spool.path, to)?;
+    cache::adopt(to, &spool.path, up.etag.as_deref());
+    spool.remove();
     Ok(())
 }
 
@@ -259,9 +326,11 @@ pub fn push(a: PushArgs) -> Result<i32> {
         .into());
     }
     warn_if_open(&path);
-    upload(&path, &url)?;
-    if let Some(s) = spool {
-        s.remove();
+    match spool {
+        Some(s) => upload_spool(&s, &url)?,
+        None => {
+            upload(&path, &url)?;
+        }
     }
     Ok(mcptape::exit::OK)
 }
@@ -311,11 +380,8 @@ fn push_pending() -> Result<i32> {
             continue;
         }
         warn_if_open(&s.path);
-        match upload(&s.path, &s.target) {
-            Ok(()) => {
-                s.remove();
-                uploaded += 1;
-            }
+        match upload_spool(s, &s.target) {
+            Ok(()) => uploaded += 1,
             Err(e) => {
                 crate::diag!("mcptape push: error: {e:#}; {} is kept", s.path.display());
                 failed += 1;
@@ -347,20 +413,9 @@ pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 /// Says so when a tape about to be uploaded has no closing line (its recording was killed): it
 /// is uploaded as it is, and reads with a warning.
 fn warn_if_open(path: &Path) {
-    use std::io::{Read, Seek};
-    let Ok(mut f) = std::fs::File::open(path) else {
+    let Some(last) = last_line(path) else {
         return;
     };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut tail = Vec::new();
-    if f.seek(std::io::SeekFrom::Start(len.saturating_sub(4096)))
-        .is_err()
-        || f.read_to_end(&mut tail).is_err()
-    {
-        return;
-    }
-    let last = tail.strip_suffix(b"\n").unwrap_or(&tail);
-    let last = last.rsplit(|&b| b == b'\n').next().unwrap_or_default();
     if !last.starts_with(b"{\"type\":\"end\"") {
         crate::diag!(
             "mcptape push: warning: {} has no closing line (its recording was cut off): uploaded as it is; it plays with a warning",

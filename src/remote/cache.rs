@@ -143,6 +143,31 @@ pub async fn fetch(bucket: &Bucket, url: &S3Url) -> Result<Option<Fetched>, Remo
     }))
 }
 
+/// Keeps a tape just uploaded to `url` as the cache's copy of that version (moved there from
+/// `path`, on the same file system), so that reading it back on this machine downloads nothing.
+/// Without an ETag the file is left where it is and `false` returned.
+pub fn adopt(url: &S3Url, path: &Path, etag: Option<&str>) -> bool {
+    let (Some(etag), Ok(meta)) = (etag, std::fs::metadata(path)) else {
+        return false;
+    };
+    let object = Object {
+        key: url.key.clone(),
+        size: meta.len(),
+        modified: 0,
+        etag: Some(etag.to_string()),
+    };
+    let root = dir().join("objects");
+    let (url_hash, entry) = entry_name(url, &object);
+    let folder = root.join(&entry);
+    if create_private_dir(&folder).is_err()
+        || std::fs::rename(path, folder.join(file_name(url))).is_err()
+    {
+        return false;
+    }
+    forget_older(&root, &url_hash, &entry);
+    true
+}
+
 /// Removes the cache's other versions of the same URL (a play still reading one keeps its open
 /// file).
 fn forget_older(root: &Path, url_hash: &str, keep: &str) {

@@ -9,7 +9,9 @@
 //!    (or `AWS_CONFIG_FILE`): its static keys (`aws_access_key_id`, `aws_secret_access_key`,
 //!    `aws_session_token`), `region` and `endpoint_url`. A profile of SSO, `role_arn` or
 //!    `credential_process` is refused with a message (mcptape does not run those flows).
-//! 3. Neither: `object_store`'s own chain goes on to the instance metadata service (EC2).
+//! 3. Neither: `object_store`'s own chain goes on to the instance metadata service (EC2), for
+//!    AWS itself; with another endpoint (`AWS_ENDPOINT_URL`) that is an error instead, unless
+//!    `AWS_SKIP_SIGNATURE=true` (a public bucket).
 //!
 //! The keys are handed to the client and kept nowhere else: not on the tape, not in the
 //! spool's sidecar, not in any message (an error names the profile and the file, never a key).
@@ -50,6 +52,21 @@ pub fn builder(bucket: &str) -> Result<(AmazonS3Builder, String), String> {
             b = b.with_endpoint(&e);
             endpoint = Some(e);
         }
+    }
+    let has = |k: AmazonS3ConfigKey| b.get_config_value(&k).is_some_and(|v| !v.is_empty());
+    let some_credentials = env_has_key
+        || profile.is_some()
+        || has(AmazonS3ConfigKey::WebIdentityTokenFile)
+        || has(AmazonS3ConfigKey::ContainerCredentialsRelativeUri)
+        || has(AmazonS3ConfigKey::ContainerCredentialsFullUri)
+        || b.get_config_value(&AmazonS3ConfigKey::SkipSignature)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if let (Some(e), false) = (&endpoint, some_credentials) {
+        // Without credentials the client would ask the EC2 instance metadata service, which
+        // has nothing to give for another store.
+        return Err(format!(
+            "no credentials for the endpoint {e}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (AWS_SKIP_SIGNATURE=true for a public bucket)"
+        ));
     }
     let shown = match &endpoint {
         Some(e) => {

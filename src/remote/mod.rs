@@ -259,12 +259,14 @@ impl From<object_store::ObjectMeta> for Object {
 }
 
 /// How an upload went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Uploaded {
     /// Bytes uploaded.
     pub bytes: u64,
     /// Parts of a multipart upload; 0 for a single PUT.
     pub parts: usize,
+    /// The new object's ETag, if the store gave one.
+    pub etag: Option<String>,
 }
 
 /// A client for one bucket.
@@ -369,11 +371,16 @@ impl Bucket {
         if size <= MULTIPART_OVER {
             let bytes = std::fs::read(from).map_err(|e| local("reading", e))?;
             let n = bytes.len() as u64;
-            self.store
+            let put = self
+                .store
                 .put(&location, bytes.into())
                 .await
                 .map_err(|e| self.classify(key, "uploading the tape", e))?;
-            return Ok(Uploaded { bytes: n, parts: 0 });
+            return Ok(Uploaded {
+                bytes: n,
+                parts: 0,
+                etag: put.e_tag,
+            });
         }
         let upload = self
             .store
@@ -404,13 +411,14 @@ impl Bucket {
             let _ = writer.abort().await;
             return Err(e);
         }
-        writer
+        let put = writer
             .finish()
             .await
             .map_err(|e| self.classify(key, "completing the multipart upload", e))?;
         Ok(Uploaded {
             bytes: sent,
             parts: sent.div_ceil(PART_SIZE as u64) as usize,
+            etag: put.e_tag,
         })
     }
 

@@ -254,7 +254,8 @@ fn a_session_recorded_to_s3_is_listed_played_checked_and_fetched_once_per_machin
     assert!(listed[0]["size"].as_u64().unwrap() > 1000);
     outputs.push(ls.stderr.clone());
 
-    // Played from s3:// to the same client: the same transcript as live.
+    // Played from s3:// to the same client: the same transcript as live. The recording
+    // machine kept what it uploaded as its cached copy: no download.
     let (played, out) = py_client(
         "pyserver",
         "legacy",
@@ -264,68 +265,68 @@ fn a_session_recorded_to_s3_is_listed_played_checked_and_fetched_once_per_machin
     let err = text(&out.stderr);
     assert!(out.status.success(), "play from s3: {err}");
     assert_eq!(live["steps"], played["steps"], "played as recorded");
-    assert_contains(&err, &format!("mcptape: {url}: fetched "));
-    assert_eq!(moto.count("GET", key), 1, "{}", moto.log_text());
+    assert_contains(
+        &err,
+        &format!("mcptape: {url}: unchanged, read from the cache"),
+    );
+    assert_eq!(moto.count("GET", key), 0, "{}", moto.log_text());
     outputs.push(err);
 
-    // Checked from s3:// against the live server: from the cache, not downloaded again.
+    // Checked from s3:// against the live server, verified: from the cache too.
     let check = a
         .mt(["check", &url, "--"])
         .args(py_server())
         .run()
         .success();
     assert_contains(&check.stdout, "gate passed");
-    assert_contains(
-        &check.stderr,
-        "unchanged since it was fetched, read from the cache",
-    );
-    assert_eq!(moto.count("GET", key), 1, "check downloaded again");
+    assert_contains(&check.stderr, "unchanged, read from the cache");
     outputs.push(check.stderr.clone());
     let verify = a.mt(["verify", &url]).run().success();
     assert_contains(&verify.stdout, "intact");
-
-    // A second machine (an empty cache) reads the same tape: one more GET; then the first
-    // machine plays again from its cache: none.
-    let b_env = b.env();
-    let (played_b, out) = py_client(
-        "pyserver",
-        "legacy",
-        &[s(bin()), "play".into(), url.clone()],
-        &envs(&b_env),
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(live["steps"], played_b["steps"]);
-    assert_eq!(moto.count("GET", key), 2, "the second machine downloads it");
-    outputs.push(text(&out.stderr));
-    let (_, out) = py_client(
-        "pyserver",
-        "legacy",
-        &[s(bin()), "play".into(), url.clone()],
-        &envs(&a_env),
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
         moto.count("GET", key),
-        2,
-        "the first machine's cache is used"
+        0,
+        "check and verify downloaded nothing"
     );
-    assert!(moto.count("HEAD", key) >= 3, "each read asks for the ETag");
-    outputs.push(text(&out.stderr));
 
-    // Recorded again from machine b (whose cache has the tape: no download): the object
-    // changed, so machine a downloads it again, and keeps one copy of the URL.
+    // A second machine (an empty cache) plays the same tape: one GET; then it plays again, and
+    // so does the first machine: none.
+    let b_env = b.env();
+    for (machine, env, gets) in [("b", &b_env, 1), ("b", &b_env, 1), ("a", &a_env, 1)] {
+        let (played, out) = py_client(
+            "pyserver",
+            "legacy",
+            &[s(bin()), "play".into(), url.clone()],
+            &envs(env),
+        );
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "play on {machine}: {err}");
+        assert_eq!(
+            live["steps"], played["steps"],
+            "played on {machine} as recorded"
+        );
+        assert_eq!(moto.count("GET", key), gets, "play on {machine}: {err}");
+        outputs.push(err);
+    }
+    assert!(moto.count("HEAD", key) >= 6, "each read asks for the ETag");
+
+    // Recorded again from machine b (from its cache: no download): the object changed, so
+    // machine a downloads it again, and keeps one copy of the URL; b has the new one already.
     let (_, out) = py_client("pyserver", "legacy", &record, &envs(&b_env));
     assert!(out.status.success(), "{}", text(&out.stderr));
     outputs.push(text(&out.stderr));
+    assert_eq!(moto.count("GET", key), 1, "b re-recorded from its cache");
     let show = a.mt(["show", "--json", &url]).run().success();
     assert_contains(&show.stderr, &format!("mcptape: {url}: fetched "));
-    assert_eq!(
-        moto.count("GET", key),
-        3,
-        "b's re-recording read its cache, a the new one"
-    );
-    let copies = std::fs::read_dir(a.cache.join("objects")).unwrap().count();
-    assert_eq!(copies, 1, "the older copy of the URL is dropped");
+    assert_eq!(moto.count("GET", key), 2, "a fetched the new version");
+    let show_b = b.mt(["show", "--json", &url]).run().success();
+    assert_contains(&show_b.stderr, "unchanged, read from the cache");
+    assert_eq!(show.json::<Value>()["end"], show_b.json::<Value>()["end"]);
+    assert_eq!(moto.count("GET", key), 2);
+    for m in [&a, &b] {
+        let copies = std::fs::read_dir(m.cache.join("objects")).unwrap().count();
+        assert_eq!(copies, 1, "the older copy of the URL is dropped");
+    }
     outputs.push(show.stderr.clone());
 
     let outs: Vec<&str> = outputs.iter().map(String::as_str).collect();
@@ -418,7 +419,34 @@ fn a_recording_killed_mid_session_leaves_its_spool_and_push_uploads_it() {
     play.close_stdin();
     let (_, err) = play.finish();
     assert_contains(&err, "the tape has no closing line");
-    assert_secret_nowhere(dir.path(), &[&busy.stderr, &pushed.stderr, &err]);
+
+    // A re-recording that holds no exchange (the client left at once) keeps the tape in the
+    // bucket as it was, as over a local tape, and is not left pending for push.
+    let puts = moto.count("PUT", "killed/echo.jsonl");
+    let empty = m
+        .mt(["record", "--tape", &url, "--", "sh", "-c", "cat >/dev/null"])
+        .run()
+        .success();
+    assert_contains(
+        &empty.stderr,
+        &format!("mcptape: the new recording held no exchange: {url} is kept as it was"),
+    );
+    assert_eq!(
+        moto.count("PUT", "killed/echo.jsonl"),
+        puts,
+        "nothing uploaded"
+    );
+    assert_eq!(
+        moto.count("GET", "killed/echo.jsonl"),
+        1,
+        "only b's play downloaded it"
+    );
+    let none = m.mt(["push"]).run().success();
+    assert_contains(&none.stderr, "no tape is waiting to be uploaded");
+    assert_secret_nowhere(
+        dir.path(),
+        &[&busy.stderr, &pushed.stderr, &err, &empty.stderr],
+    );
 }
 
 #[test]
@@ -676,6 +704,18 @@ fn bad_urls_missing_buckets_and_refused_credentials_are_clear_errors_naming_the_
     assert_contains(
         &r.stderr,
         &format!("{url}: looking the tape up failed: cannot reach"),
+    );
+    // No credentials at all for another store: said, instead of asking the EC2 metadata
+    // service.
+    let r = m
+        .mt(["play", &url])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .run()
+        .status(64);
+    assert_contains(
+        &r.stderr,
+        &format!("{url}: no credentials for the endpoint {}", moto.endpoint()),
     );
     // Plain HTTP to another machine is refused without a request.
     let r = m
