@@ -142,7 +142,13 @@ enum OnMiss {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let path = super::remote::resolve(&a.tape)?;
+    // `--on-miss live` appends to the tape played: an s3:// tape is then played from a spool,
+    // uploaded when play ends if something was appended.
+    let path = if a.on_miss == OnMiss::Live && a.append_to.is_none() {
+        super::remote::resolve_to_modify(&a.tape)?
+    } else {
+        super::remote::resolve(&a.tape)?
+    };
     // The hash chain is checked on a background thread while play serves: a broken chain is
     // still reported on stderr (and waited for before exit), but start-up does not wait for it,
     // unless --require-chain, which refuses the tape instead.

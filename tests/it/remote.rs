@@ -5,8 +5,9 @@
 //! Python SDK client, checked from `s3://`; a second machine (an empty cache) reads the same
 //! tape while the first one's cache is not downloaded again (moto's request log counts the
 //! GETs); a recording killed mid-session and one whose endpoint is gone at close are uploaded
-//! by `mcptape push`; a large tape goes up as a multipart upload. Every file the tests' runs
-//! wrote, every stderr and moto's log are searched for the secret key: it is never there.
+//! by `mcptape push`; a large tape goes up as a multipart upload; a miss answered live is
+//! appended to the tape in the bucket. Every file the tests' runs wrote, every stderr and moto's
+//! log are searched for the secret key: it is never there.
 
 use crate::harness::*;
 use serde_json::Value;
@@ -856,4 +857,45 @@ fn file_urls_are_local_paths() {
         &r.stderr,
         "file://elsewhere/t.jsonl: a file URL names a path on this machine",
     );
+}
+
+#[test]
+fn a_miss_answered_live_is_appended_to_the_s3_tape_and_uploaded() {
+    let dir = tmp();
+    let moto = Moto::start(dir.path(), "moto");
+    moto.bucket(BUCKET);
+    let m = Machine::new(dir.path(), "a", &moto);
+    let key = "live/echo.jsonl";
+    let url = format!("s3://{BUCKET}/{key}");
+    let echo = |text: &str| serde_json::json!({"name": "echo", "arguments": {"text": text}});
+    let mut rec = record_client(&m, &url);
+    rec.initialize();
+    rec.call(2, "tools/call", echo("on the tape"));
+    let err = rec.finish_with(0);
+    assert_contains(&err, &format!("mcptape: uploaded {url} ("));
+
+    // Played on another machine with the live server for misses: the miss is answered live,
+    // appended, and the longer tape uploaded when play ends.
+    let b = Machine::new(dir.path(), "b", &moto);
+    let mut play = b
+        .mt(["play", &url, "--on-miss", "live", "--"])
+        .args(py_server())
+        .spawn();
+    play.initialize();
+    let taped = play.call(2, "tools/call", echo("on the tape"));
+    let live = play.call(3, "tools/call", echo("not on the tape"));
+    assert_contains(&live.to_string(), "not on the tape");
+    assert!(taped["result"].is_object(), "{taped}");
+    let err = play.finish_with(0);
+    assert_contains(&err, "appended 1 exchange from the live server");
+    assert_contains(&err, &format!("mcptape: uploaded {url} ("));
+    assert!(spools(&b).is_empty(), "{err}");
+
+    // Machine a (its cache holds the first version) sees the new one, chain intact.
+    let verify = m.mt(["verify", &url]).run().success();
+    assert_contains(&verify.stderr, &format!("mcptape: {url}: fetched "));
+    assert_contains(&verify.stdout, "intact");
+    let shown: Value = m.mt(["show", "--json", &url]).run().success().json();
+    assert_eq!(shown["exchanges"], 3, "{shown}");
+    assert_secret_nowhere(dir.path(), &[&err, &verify.stderr]);
 }
