@@ -31,10 +31,11 @@ Exit codes:
   65  malformed tape, or a tape from a newer format version;
       play --require-chain: the tape's hash chain is missing or breaks;
       report --check: not a check report, or another tape's
-  66  tape (or report --check's file) not found
-  69  the server could not be started (check --url: reached), or a listener could not listen
+  66  tape (or report --check's file) not found; s3://: no such key or bucket
+  69  the server could not be started (check --url: reached), or a listener could not listen;
+      s3://: the store could not be reached, or refused the credentials
   70  internal error (a bug)
-  74  I/O error (writing the tape…)
+  74  I/O error (writing the tape…; s3://: the upload failed, the spool kept for push)
   record exits with the server's own exit code (128+N when a signal N ended it).
   `mcptape help COMMAND` gives each command's own.";
 
