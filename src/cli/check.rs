@@ -19,7 +19,7 @@ use std::time::Duration;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CHECK, verbatim_doc_comment)]
 pub struct Args {
-    /// The baseline tape (name or path).
+    /// The baseline tape (name, path, or s3://BUCKET/KEY).
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Seconds each request may take before it counts as a missing response.

@@ -9,10 +9,10 @@ use mcptape::compare::Normalizer;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_DIFF, verbatim_doc_comment)]
 pub struct Args {
-    /// The first tape (name or path).
+    /// The first tape (name, path, or s3://BUCKET/KEY).
     #[arg(value_name = "A")]
     a: String,
-    /// The second tape (name or path).
+    /// The second tape (name, path, or s3://BUCKET/KEY).
     #[arg(value_name = "B")]
     b: String,
     /// Show every drift, not just the first.

@@ -19,7 +19,7 @@ pub struct LsArgs {
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_SHOW)]
 pub struct ShowArgs {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Print one JSON document instead of a table.

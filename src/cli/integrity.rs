@@ -10,7 +10,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_VERIFY, verbatim_doc_comment)]
 pub struct VerifyArgs {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// A file holding the signing key (else $MCPTAPE_SIGNING_KEY, if set).
@@ -29,7 +29,7 @@ pub struct VerifyArgs {
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_REDACT, verbatim_doc_comment)]
 pub struct RedactCmdArgs {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Write the redacted tape here instead of replacing TAPE.
@@ -48,7 +48,7 @@ pub struct RedactCmdArgs {
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_LINT, verbatim_doc_comment)]
 pub struct LintArgs {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     #[command(flatten)]

@@ -15,7 +15,7 @@ use std::time::Duration;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_PLAY)]
 pub struct Args {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// The same as --on-miss lenient.

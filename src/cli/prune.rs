@@ -14,7 +14,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_PRUNE, verbatim_doc_comment)]
 pub struct Args {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Drop the exchanges this unused report lists as unused.

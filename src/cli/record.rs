@@ -20,7 +20,8 @@ pub struct Args {
     /// Tape name (stored as .mcptape/tapes/NAME.jsonl, or under $MCPTAPE_DIR) or a path (with a
     /// '/' or ending in .jsonl). Default: the server's name and the time. Over a tape that is
     /// there, the recording goes to TAPE.new and replaces it only if it holds an exchange (the
-    /// old one kept as TAPE.bak).
+    /// old one kept as TAPE.bak). Or s3://BUCKET/KEY: written to a local spool, uploaded when
+    /// it closes (`mcptape push` uploads what a killed recording left).
     #[arg(long, short = 't', value_name = "NAME|PATH")]
     tape: Option<String>,
     /// Largest message kept whole, in bytes; longer lines are forwarded but recorded as

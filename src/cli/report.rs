@@ -11,7 +11,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_REPORT, verbatim_doc_comment)]
 pub struct Args {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Where to write the report (`-`: stdout). Default: TAPE's name with `.html`, in the
