@@ -166,10 +166,14 @@ pub fn settle(code: i32) -> i32 {
             continue;
         }
         if !spool.changed() {
-            crate::diag!(
-                "mcptape: {}: the tape did not change; nothing uploaded",
-                spool.target
-            );
+            if spool.path.exists() {
+                crate::diag!(
+                    "mcptape: {}: the tape did not change; nothing uploaded",
+                    spool.target
+                );
+            }
+            // Else the command wrote no tape at all (a server that could not start): nothing
+            // to say beyond its own error.
             spool.remove();
             continue;
         }
