@@ -51,6 +51,7 @@ fn coded(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
         crate::export::send::SendError,
         crate::report::html::ReportError,
         crate::import::ImportError,
+        crate::remote::RemoteError,
     );
     None
 }

@@ -8,6 +8,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("transport", &["exit", "wire"]),
     ("redact", &["exit", "wire"]),
     ("tape", &["exit", "wire", "redact"]),
+    ("remote", &["exit"]),
     ("config", &["exit", "redact", "tape"]),
     ("integrity", &["exit", "wire", "redact", "tape"]),
     (

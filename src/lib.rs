@@ -109,6 +109,7 @@ pub mod model;
 pub mod play;
 pub mod record;
 pub mod redact;
+pub mod remote;
 pub mod report;
 pub mod run;
 pub mod stats;

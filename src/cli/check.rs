@@ -1,7 +1,6 @@
 use anyhow::{Context, Result};
 use mcptape::check::{check, CheckConfig, Grade, LatencyRule};
 use mcptape::compare::Normalizer;
-use mcptape::tape::store;
 use mcptape::wire::DEFAULT_MAX_MESSAGE;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -20,7 +19,7 @@ use std::time::Duration;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CHECK, verbatim_doc_comment)]
 pub struct Args {
-    /// The baseline tape (name or path).
+    /// The baseline tape (name, path, or s3://BUCKET/KEY).
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Seconds each request may take before it counts as a missing response.
@@ -109,7 +108,11 @@ impl NormArgs {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let tape = store::resolve(&a.tape)?;
+    let tape = if a.update {
+        super::remote::resolve_to_modify(&a.tape)?
+    } else {
+        super::remote::resolve(&a.tape)?
+    };
     if let Some(f) = a.compare_latency {
         if !(f.is_finite() && f >= 1.0) {
             return Err(super::UsageError(format!(

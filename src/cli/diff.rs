@@ -1,6 +1,5 @@
 use anyhow::Result;
 use mcptape::compare::Normalizer;
-use mcptape::tape::store;
 
 /// Compare two recordings: exchanges aligned by content (reordered or parallel calls are not
 /// drift), answers compared after normalization, down to the first call that drifted.
@@ -10,10 +9,10 @@ use mcptape::tape::store;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_DIFF, verbatim_doc_comment)]
 pub struct Args {
-    /// The first tape (name or path).
+    /// The first tape (name, path, or s3://BUCKET/KEY).
     #[arg(value_name = "A")]
     a: String,
-    /// The second tape (name or path).
+    /// The second tape (name, path, or s3://BUCKET/KEY).
     #[arg(value_name = "B")]
     b: String,
     /// Show every drift, not just the first.
@@ -36,8 +35,8 @@ enum Format {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let pa = store::resolve(&a.a)?;
-    let pb = store::resolve(&a.b)?;
+    let pa = super::remote::resolve(&a.a)?;
+    let pb = super::remote::resolve(&a.b)?;
     let norm: Normalizer = a.norm.normalizer()?;
     let (report, warnings) = mcptape::diff::diff_with(&pa, &pb, &norm, a.read.options())?;
     for w in warnings {

@@ -1,14 +1,13 @@
 use anyhow::{Context, Result};
 use mcptape::export::send::{self, Encoding};
 use mcptape::export::{otlp, spans};
-use mcptape::tape::store;
 use std::path::PathBuf;
 
 /// Export a tape as OpenTelemetry traces (OTLP): one span per exchange, with the recorded times.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_EXPORT)]
 pub struct Args {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// As OpenTelemetry traces (OTLP): the format to export to.
@@ -38,7 +37,7 @@ pub struct Args {
 
 pub fn run(a: Args) -> Result<i32> {
     let _ = a.otlp;
-    let path = store::resolve(&a.tape)?;
+    let path = super::remote::resolve(&a.tape)?;
     let resources = spans::of_tape(&path)?;
     let encoding = match a.encoding.as_deref() {
         Some("protobuf") => Encoding::Protobuf,

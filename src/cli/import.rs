@@ -1,6 +1,6 @@
 use anyhow::Result;
 use mcptape::import::{self, Format};
-use mcptape::tape::{store, Placed, WriteOptions};
+use mcptape::tape::{Placed, WriteOptions};
 use std::path::PathBuf;
 
 /// Import another recorder's file as an mcptape tape: hash-chained and redacted like a recorded
@@ -43,7 +43,7 @@ pub fn run(a: Args) -> Result<i32> {
         },
         _ => unreachable!("clap takes one or two values"),
     };
-    let tape = store::resolve_for_write(&a.output)?;
+    let tape = super::remote::resolve_for_write(&a.output)?;
     let opts = WriteOptions {
         redactor: Some(std::sync::Arc::new(a.redact.redactor()?)),
         signing_key: a.sign.signing_key()?,

@@ -6,8 +6,9 @@ use mcptape::tape::store;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_LS)]
 pub struct LsArgs {
-    /// A folder to list instead: its `.jsonl` files that are mcptape tapes.
-    #[arg(value_name = "DIR")]
+    /// A folder to list instead: its `.jsonl` files that are mcptape tapes. Or s3://BUCKET/PREFIX:
+    /// the `.jsonl` objects under that prefix (key, size, last modified).
+    #[arg(value_name = "DIR|URL")]
     dir: Option<std::path::PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -18,7 +19,7 @@ pub struct LsArgs {
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_SHOW)]
 pub struct ShowArgs {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Print one JSON document instead of a table.
@@ -37,6 +38,19 @@ pub struct ShowArgs {
 }
 
 pub fn ls(a: LsArgs) -> Result<i32> {
+    let url = a
+        .dir
+        .as_ref()
+        .and_then(|d| d.to_str())
+        .filter(|d| mcptape::remote::is_url(d))
+        .map(str::to_string);
+    let mut a = a;
+    if let Some(url) = url.as_deref() {
+        match mcptape::remote::parse(url, true)? {
+            mcptape::remote::Target::File(p) => a.dir = Some(p),
+            mcptape::remote::Target::S3(_) => return super::remote::ls(url, a.json),
+        }
+    }
     let listed = match &a.dir {
         Some(dir) if !dir.exists() => {
             return Err(super::UsageError(format!("no such folder: {}", dir.display())).into())
@@ -71,7 +85,7 @@ pub fn ls(a: LsArgs) -> Result<i32> {
 }
 
 pub fn show(a: ShowArgs) -> Result<i32> {
-    let path = store::resolve(&a.tape)?;
+    let path = super::remote::resolve(&a.tape)?;
     if a.stats {
         let doc = mcptape::stats::tape_stats(&path, a.server.as_deref())?;
         super::known_server(a.server.as_deref(), &doc.declared, !doc.rows.is_empty())?;

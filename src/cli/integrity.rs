@@ -1,6 +1,5 @@
 use anyhow::Result;
 use mcptape::integrity::{self, Verdict};
-use mcptape::tape::store;
 use std::path::PathBuf;
 
 /// Check that a tape is what was written: its hash chain from the header to the closing line,
@@ -11,7 +10,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_VERIFY, verbatim_doc_comment)]
 pub struct VerifyArgs {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// A file holding the signing key (else $MCPTAPE_SIGNING_KEY, if set).
@@ -30,7 +29,7 @@ pub struct VerifyArgs {
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_REDACT, verbatim_doc_comment)]
 pub struct RedactCmdArgs {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Write the redacted tape here instead of replacing TAPE.
@@ -49,7 +48,7 @@ pub struct RedactCmdArgs {
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_LINT, verbatim_doc_comment)]
 pub struct LintArgs {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     #[command(flatten)]
@@ -59,7 +58,7 @@ pub struct LintArgs {
 }
 
 pub fn verify(a: VerifyArgs) -> Result<i32> {
-    let path = store::resolve(&a.tape)?;
+    let path = super::remote::resolve(&a.tape)?;
     let sign = super::SignArgs::from_key_file(a.key_file);
     let key = sign.key(false)?;
     let report = integrity::verify(&path, key.as_deref(), a.read.options())?;
@@ -92,7 +91,10 @@ pub fn verify(a: VerifyArgs) -> Result<i32> {
 }
 
 pub fn redact(a: RedactCmdArgs) -> Result<i32> {
-    let path = store::resolve(&a.tape)?;
+    let path = match &a.output {
+        None => super::remote::resolve_to_modify(&a.tape)?,
+        Some(_) => super::remote::resolve(&a.tape)?,
+    };
     let cfg = a.rules.config()?;
     let redactor = mcptape::redact::Redactor::new(&cfg)?;
     let key = a.sign.signing_key()?;
@@ -128,7 +130,7 @@ pub fn redact(a: RedactCmdArgs) -> Result<i32> {
 }
 
 pub fn lint(a: LintArgs) -> Result<i32> {
-    let path = store::resolve(&a.tape)?;
+    let path = super::remote::resolve(&a.tape)?;
     let cfg = a.rules.config()?;
     let redactor = mcptape::redact::Redactor::new(&cfg)?;
     let (findings, problems) = integrity::lint(&path, &redactor, a.read.options())?;

@@ -12,6 +12,7 @@ mod model_proxy;
 mod play;
 mod prune;
 mod record;
+mod remote;
 mod report;
 mod run;
 mod runtime;
@@ -30,10 +31,11 @@ Exit codes:
   65  malformed tape, or a tape from a newer format version;
       play --require-chain: the tape's hash chain is missing or breaks;
       report --check: not a check report, or another tape's
-  66  tape (or report --check's file) not found
-  69  the server could not be started (check --url: reached), or a listener could not listen
+  66  tape (or report --check's file) not found; s3://: no such key or bucket
+  69  the server could not be started (check --url: reached), or a listener could not listen;
+      s3://: the store could not be reached, or refused the credentials
   70  internal error (a bug)
-  74  I/O error (writing the tape…)
+  74  I/O error (writing the tape…; s3://: the upload failed, the spool kept for push)
   record exits with the server's own exit code (128+N when a signal N ended it).
   `mcptape help COMMAND` gives each command's own.";
 
@@ -57,7 +59,12 @@ const EXIT_DIFF: &str = "\
 Exit codes: 0 same; 1 output drift; 2 structural drift; 64 usage error; 65 malformed tape; 66
 tape not found.";
 const EXIT_LS: &str = "\
-Exit codes: 0 listed; 64 DIR is not a folder.";
+Exit codes: 0 listed; 64 DIR is not a folder, or a malformed s3:// URL; 66 no such bucket; 69 the
+store could not be reached, or refused the credentials.";
+const EXIT_PUSH: &str = "\
+Exit codes: 0 uploaded (or nothing to upload); 64 usage error (a malformed URL, a tape that is
+not a spool and no URL, a spool still being written); 66 tape or bucket not found; 69 the store
+could not be reached, or refused the credentials; 74 an upload failed (the spool is kept).";
 const EXIT_VERIFY: &str = "\
 Exit codes: 0 intact; 1 tampered, cut off, or a bad signature; 64 usage error; 66 tape not
 found.";
@@ -121,6 +128,10 @@ enum Command {
     Diff(diff::Args),
     #[command(about = "List the tapes (of the store, or of a folder).")]
     Ls(inspect::LsArgs),
+    #[command(
+        about = "Upload tapes to s3:// (a spool left by a killed or failed upload, or any tape)."
+    )]
+    Push(remote::PushArgs),
     #[command(
         about = "Drop the recorded exchanges a play run never used (a play --unused-report)."
     )]
@@ -191,6 +202,7 @@ pub fn main() -> i32 {
         Command::Check(a) => check::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Ls(a) => inspect::ls(a),
+        Command::Push(a) => remote::push(a),
         Command::Prune(a) => prune::run(a),
         Command::Verify(a) => integrity::verify(a),
         Command::Redact(a) => integrity::redact(a),
@@ -204,7 +216,7 @@ pub fn main() -> i32 {
         Command::Demo(a) => demo::run(a),
         Command::DemoServer(a) => demo::server(a),
     };
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err(e) => {
             let hint = if skips && malformed_line(&e) {
@@ -215,7 +227,9 @@ pub fn main() -> i32 {
             crate::diag!("mcptape: error: {e:#}{hint}");
             code_for(&e)
         }
-    }
+    };
+    // The tapes written to s3:// are uploaded now, whatever the command's outcome.
+    remote::settle(code)
 }
 
 /// A malformed tape line stopped the command (also inside check's and redact's errors, which

@@ -69,7 +69,7 @@ pub fn run(a: Args) -> Result<i32> {
     }
     if a.playback {
         let name = a.tape.clone().unwrap_or_default();
-        let path = store::resolve(&name)?;
+        let path = super::remote::resolve(&name)?;
         let mut cfg = ModelProxyConfig::new(path.clone(), String::new(), WriteOptions::default());
         cfg.listen = listen;
         cfg.label = a.label.clone();
@@ -111,7 +111,7 @@ pub fn run(a: Args) -> Result<i32> {
         .tape
         .clone()
         .unwrap_or_else(|| store::default_name(&["model".to_string()]));
-    let tape = store::resolve_for_write(&name)?;
+    let tape = super::remote::resolve_for_write(&name)?;
     let write = WriteOptions {
         redactor: Some(std::sync::Arc::new(a.redact.redactor()?)),
         signing_key: a.sign.signing_key()?,

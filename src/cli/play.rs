@@ -1,6 +1,6 @@
 use anyhow::Result;
 use mcptape::play::{serve, ServeOptions};
-use mcptape::tape::{store, TapeIndex, Warning};
+use mcptape::tape::{TapeIndex, Warning};
 use mcptape::wire::DEFAULT_MAX_MESSAGE;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use std::time::Duration;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_PLAY)]
 pub struct Args {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// The same as --on-miss lenient.
@@ -142,7 +142,13 @@ enum OnMiss {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let path = store::resolve(&a.tape)?;
+    // `--on-miss live` appends to the tape played: an s3:// tape is then played from a spool,
+    // uploaded when play ends if something was appended.
+    let path = if a.on_miss == OnMiss::Live && a.append_to.is_none() {
+        super::remote::resolve_to_modify(&a.tape)?
+    } else {
+        super::remote::resolve(&a.tape)?
+    };
     // The hash chain is checked on a background thread while play serves: a broken chain is
     // still reported on stderr (and waited for before exit), but start-up does not wait for it,
     // unless --require-chain, which refuses the tape instead.
@@ -416,7 +422,7 @@ fn live_config(
     };
     let tape = if misses {
         let at = match &a.append_to {
-            Some(name) => store::resolve_for_write(name)?,
+            Some(name) => super::remote::resolve_for_write(name)?,
             None => {
                 // Checked now, not at the first miss: appending to this tape must be possible.
                 if !index.header.chained() {

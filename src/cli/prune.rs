@@ -1,6 +1,6 @@
 use anyhow::Result;
 use mcptape::play::usage;
-use mcptape::tape::{store, TapeIndex};
+use mcptape::tape::TapeIndex;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -14,7 +14,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_PRUNE, verbatim_doc_comment)]
 pub struct Args {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Drop the exchanges this unused report lists as unused.
@@ -33,7 +33,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let path = store::resolve(&a.tape)?;
+    let path = super::remote::resolve_to_modify(&a.tape)?;
     let reports: Vec<(PathBuf, usage::UsageReport)> = a
         .unused
         .iter()

@@ -20,7 +20,8 @@ pub struct Args {
     /// Tape name (stored as .mcptape/tapes/NAME.jsonl, or under $MCPTAPE_DIR) or a path (with a
     /// '/' or ending in .jsonl). Default: the server's name and the time. Over a tape that is
     /// there, the recording goes to TAPE.new and replaces it only if it holds an exchange (the
-    /// old one kept as TAPE.bak).
+    /// old one kept as TAPE.bak). Or s3://BUCKET/KEY: written to a local spool, uploaded when
+    /// it closes (`mcptape push` uploads what a killed recording left).
     #[arg(long, short = 't', value_name = "NAME|PATH")]
     tape: Option<String>,
     /// Largest message kept whole, in bytes; longer lines are forwarded but recorded as
@@ -80,7 +81,7 @@ pub fn run(a: Args) -> Result<i32> {
         // The owner of the tape redacts and signs; nothing is written here.
         Some(socket) => (socket.clone(), WriteOptions::default()),
         None => (
-            store::resolve_for_write(&name)?,
+            super::remote::resolve_for_recording(&name)?,
             write_options(&a.redact, &a.sign)?,
         ),
     };
@@ -155,7 +156,7 @@ fn run_http(a: Args, url: String) -> Result<i32> {
         .tape
         .clone()
         .unwrap_or_else(|| store::default_name(std::slice::from_ref(&shown)));
-    let tape = store::resolve_for_write(&name)?;
+    let tape = super::remote::resolve_for_recording(&name)?;
     let listen = a
         .listen
         .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
@@ -191,7 +192,7 @@ fn run_bridge(a: Args, listen: std::net::SocketAddr) -> Result<i32> {
         .tape
         .clone()
         .unwrap_or_else(|| store::default_name(&a.command));
-    let tape = store::resolve_for_write(&name)?;
+    let tape = super::remote::resolve_for_recording(&name)?;
     if !listen.ip().is_loopback() {
         crate::diag!("mcptape: WARNING: listening on {listen}, reachable from other machines");
     }

@@ -1,6 +1,5 @@
 use anyhow::{Context as _, Result};
 use mcptape::report::html;
-use mcptape::tape::store;
 use std::path::PathBuf;
 
 /// Write a self-contained HTML report of a tape: a timeline of the session, a list of every
@@ -12,7 +11,7 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_REPORT, verbatim_doc_comment)]
 pub struct Args {
-    /// Tape name or path.
+    /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Where to write the report (`-`: stdout). Default: TAPE's name with `.html`, in the
@@ -30,7 +29,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<i32> {
-    let path = store::resolve(&a.tape)?;
+    let path = super::remote::resolve(&a.tape)?;
     let mut data = html::gather(&path)?;
     for w in &data.warnings {
         crate::diag!("mcptape: warning: {}: {w}", path.display());
@@ -40,7 +39,7 @@ pub fn run(a: Args) -> Result<i32> {
         html::mark_check(&mut data, &report, file)?;
     }
     if let Some(other) = &a.diff {
-        let other = store::resolve(other)?;
+        let other = super::remote::resolve(other)?;
         let (report, warnings) = mcptape::diff::diff(&path, &other, &a.norm.normalizer()?)?;
         for w in warnings
             .iter()

@@ -78,10 +78,10 @@ pub fn run_cmd(a: Args) -> Result<i32> {
                 redactor: Some(std::sync::Arc::new(a.redact.redactor()?)),
                 signing_key: a.sign.signing_key()?,
             };
-            (store::resolve_for_write(&name)?, write)
+            (super::remote::resolve_for_write(&name)?, write)
         }
         _ => (
-            store::resolve(a.tape.as_deref().unwrap_or_default())?,
+            super::remote::resolve(a.tape.as_deref().unwrap_or_default())?,
             WriteOptions::default(),
         ),
     };

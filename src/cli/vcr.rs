@@ -1,5 +1,4 @@
 use anyhow::Result;
-use mcptape::tape::store;
 
 /// One command line for a client's config that records or plays, as the tape and the mode say.
 ///
@@ -70,7 +69,7 @@ pub fn run(a: Args) -> Result<i32> {
         None if in_ci() => (Mode::None, "$CI is set and no --mode was named"),
         None => (Mode::Once, "the default"),
     };
-    let path = store::resolve_for_write(&a.tape)?;
+    let path = super::remote::resolve_for_write(&a.tape)?;
     let there = std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() > 0);
     let (action, what) = match (mode, there) {
         (Mode::Once | Mode::New, false) => (Action::Record, "no tape there yet: recording it"),

@@ -1,6 +1,7 @@
 //! The install paths, from the artefacts `scripts/package` builds (./scripts/test runs it first):
-//! the Python wheel installed into a fresh venv (the binary on PATH, the pytest plugin), the npm
-//! packages installed from their local tarballs into a fresh project (`npx mcptape`), each then
+//! the Python wheel installed into a fresh venv (the binary on PATH, the pytest plugin), by
+//! `pipx install` and run by `uvx`, the npm packages installed from their local tarballs into a
+//! fresh project (`npx mcptape`), each then
 //! used for real — a session of server-everything recorded through it and played back to the
 //! official Python SDK client — and the pytest plugin driving that same client.
 
@@ -121,6 +122,45 @@ fn the_wheel_installs_into_a_fresh_venv_and_records_and_plays() {
     );
     assert_eq!(v.trim(), format!("mcptape {}", env!("CARGO_PKG_VERSION")));
     record_and_play_through(&[s(bin.join("mcptape"))], dir.path(), "the wheel's");
+}
+
+/// `pipx install WHEEL` (pipx pinned in tests/dist, installed by scripts/package) into a fresh
+/// PIPX_HOME and PIPX_BIN_DIR, offline: the `mcptape` it puts on the bin dir records and plays.
+#[test]
+fn pipx_installs_the_local_wheel_and_its_mcptape_records_and_plays() {
+    let dir = tmp();
+    let pipx = repo().join("tests/dist/.venv/bin/pipx");
+    assert!(
+        pipx.exists(),
+        "{} is missing: run ./scripts/test (scripts/package installs tests/dist/requirements.txt)",
+        pipx.display()
+    );
+    let (home, bin) = (dir.path().join("pipx-home"), dir.path().join("pipx-bin"));
+    let out = ok(
+        {
+            let mut c = Command::new(&pipx);
+            c.args(["install", "--pip-args=--no-index"])
+                .arg(artefact("wheel", "mcptape-"))
+                .env("PIPX_HOME", &home)
+                .env("PIPX_BIN_DIR", &bin)
+                .env("PIPX_MAN_DIR", dir.path().join("pipx-man"))
+                .env("PIP_NO_INDEX", "1");
+            c
+        },
+        "pipx install the wheel",
+    );
+    assert!(out.contains("installed package mcptape"), "{out}");
+    let mcptape = bin.join("mcptape");
+    let v = ok(
+        {
+            let mut c = Command::new(&mcptape);
+            c.arg("--version");
+            c
+        },
+        "mcptape --version (pipx)",
+    );
+    assert_eq!(v.trim(), format!("mcptape {}", env!("CARGO_PKG_VERSION")));
+    record_and_play_through(&[s(&mcptape)], dir.path(), "pipx's");
 }
 
 /// `uvx --from WHEEL mcptape`: uv (pinned in tests/dist, installed by scripts/package) makes a

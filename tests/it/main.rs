@@ -33,6 +33,7 @@ mod play_policy;
 mod properties;
 mod record;
 mod reliability;
+mod remote;
 mod report;
 mod secret_args;
 mod security;

@@ -1,0 +1,901 @@
+//! Tapes in object storage, against a real S3-compatible server on 127.0.0.1: moto in server
+//! mode (PyPI `moto[server]`, pinned in tests/peers/requirements-moto.txt, its own venv that
+//! ./scripts/test installs), started by each test on a free port. A real MCP server (the Python
+//! SDK fixture) is recorded straight to `s3://`, listed, played from `s3://` to the official
+//! Python SDK client, checked from `s3://`; a second machine (an empty cache) reads the same
+//! tape while the first one's cache is not downloaded again (moto's request log counts the
+//! GETs); a recording killed mid-session and one whose endpoint is gone at close are uploaded
+//! by `mcptape push`; a large tape goes up as a multipart upload; a miss answered live is
+//! appended to the tape in the bucket. Every file the tests' runs wrote, every stderr and moto's
+//! log are searched for the secret key: it is never there.
+
+use crate::harness::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The secret key every run is given: it must never be written anywhere.
+const SECRET: &str = "mcptape-test-secret-4Qz8Xv2Lw9";
+const KEY_ID: &str = "AKIAMCPTAPETEST00001";
+const BUCKET: &str = "team-tapes";
+
+/// A moto server on 127.0.0.1, killed when dropped.
+struct Moto {
+    _proc: Proc,
+    port: u16,
+    log: PathBuf,
+}
+
+fn moto_bin(name: &str) -> PathBuf {
+    let p = repo().join("tests/peers/.venv-moto/bin").join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run ./scripts/test (it installs moto from tests/peers/requirements-moto.txt)",
+        p.display()
+    );
+    p
+}
+
+impl Moto {
+    /// moto on a free port, its log in `dir`.
+    fn start(dir: &Path, name: &str) -> Moto {
+        Moto::start_on(dir, name, free_port(), &[])
+    }
+
+    /// moto on `port` with `env` (e.g. INITIAL_NO_AUTH_ACTION_COUNT, which turns its checks of
+    /// credentials on).
+    fn start_on(dir: &Path, name: &str, port: u16, env: &[(&str, &str)]) -> Moto {
+        let log = dir.join(format!("{name}.log"));
+        let mut c = Command::new(moto_bin("moto_server"));
+        c.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let mut proc = Proc::spawn(name, c, log.clone());
+        proc.wait_listening(port);
+        Moto {
+            _proc: proc,
+            port,
+            log,
+        }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Runs a boto3 script against this moto (`ENDPOINT` is set for it), with the test keys.
+    fn boto(&self, script: &str) -> String {
+        let mut c = Command::new(moto_bin("python"));
+        c.arg("-c")
+            .arg(format!(
+                "import boto3, json, sys\nENDPOINT = {:?}\ns3 = boto3.client('s3', endpoint_url=ENDPOINT, region_name='us-east-1', aws_access_key_id={KEY_ID:?}, aws_secret_access_key={SECRET:?})\n{script}",
+                self.endpoint()
+            ));
+        let out = run_with_timeout(c, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "boto3 script failed: {}\n{}",
+            text(&out.stderr),
+            script
+        );
+        text(&out.stdout)
+    }
+
+    fn bucket(&self, name: &str) {
+        self.boto(&format!("s3.create_bucket(Bucket={name:?})"));
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// How many requests `METHOD /BUCKET/KEY…` moto logged.
+    fn count(&self, method: &str, key: &str) -> usize {
+        let needle = format!("\"{method} /{BUCKET}/{key}");
+        self.log_text().matches(&needle).count()
+    }
+}
+
+/// What a machine of the team has: its own cache folder and home, the endpoint, the keys.
+struct Machine {
+    cache: PathBuf,
+    home: PathBuf,
+    endpoint: String,
+}
+
+impl Machine {
+    fn new(dir: &Path, name: &str, moto: &Moto) -> Machine {
+        let (cache, home) = (dir.join(name).join("cache"), dir.join(name).join("home"));
+        std::fs::create_dir_all(&home).unwrap();
+        Machine {
+            cache,
+            home,
+            endpoint: moto.endpoint(),
+        }
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ACCESS_KEY_ID", KEY_ID.into()),
+            ("AWS_SECRET_ACCESS_KEY", SECRET.into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("MCPTAPE_CACHE_DIR", s(&self.cache)),
+            ("HOME", s(&self.home)),
+        ]
+    }
+
+    fn mt<I, A>(&self, args: I) -> Mt
+    where
+        I: IntoIterator<Item = A>,
+        A: AsRef<std::ffi::OsStr>,
+    {
+        let mut mt = Mt::new(args)
+            .dir(&self.home)
+            .env_remove("AWS_PROFILE")
+            .timeout(Duration::from_secs(120));
+        for (k, v) in self.env() {
+            mt = mt.env(k, v);
+        }
+        mt
+    }
+
+    fn spool_dir(&self) -> PathBuf {
+        self.cache.join("spool")
+    }
+}
+
+fn envs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// Every file under `dir` that holds `needle`.
+fn files_holding(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(m) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if m.is_dir() {
+                stack.push(p);
+            } else if m.is_file() {
+                let bytes = std::fs::read(&p).unwrap_or_default();
+                if bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Checks that the secret key is in none of the files under `dir` and none of the outputs.
+fn assert_secret_nowhere(dir: &Path, outputs: &[&str]) {
+    let found = files_holding(dir, SECRET);
+    assert!(found.is_empty(), "the secret key was written to {found:?}");
+    for (i, o) in outputs.iter().enumerate() {
+        assert!(!o.contains(SECRET), "output {i} holds the secret key:\n{o}");
+    }
+}
+
+/// The spool files (not their sidecars) in a machine's spool folder.
+fn spools(m: &Machine) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(m.spool_dir())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn sidecar(spool: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.target", spool.display()))
+}
+
+#[test]
+fn a_session_recorded_to_s3_is_listed_played_checked_and_fetched_once_per_machine() {
+    let dir = tmp();
+    let moto = Moto::start(dir.path(), "moto");
+    moto.bucket(BUCKET);
+    let (a, b) = (
+        Machine::new(dir.path(), "a", &moto),
+        Machine::new(dir.path(), "b", &moto),
+    );
+    let key = "ci/py-server/pyserver.jsonl";
+    let url = format!("s3://{BUCKET}/{key}");
+    let mut outputs = Vec::new();
+
+    // Record the Python SDK server straight to s3:// through the Python SDK client.
+    let a_env = a.env();
+    let record = {
+        let mut v = vec![
+            s(bin()),
+            "record".into(),
+            "--tape".into(),
+            url.clone(),
+            "--".into(),
+        ];
+        v.extend(py_server());
+        v
+    };
+    let (live, out) = py_client("pyserver", "legacy", &record, &envs(&a_env));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "record to s3: {err}");
+    assert_contains(&err, &format!("mcptape: uploaded {url} ("));
+    assert!(spools(&a).is_empty(), "the spool is removed once uploaded");
+    outputs.push(err);
+
+    // Listed, with its size and time.
+    let ls = a.mt(["ls", &format!("s3://{BUCKET}/ci/")]).run().success();
+    let row = ls
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(key))
+        .unwrap_or_else(|| panic!("{key} not listed:\n{}", ls.console()));
+    assert!(row.contains("KiB") && row.contains(" 20"), "{row}");
+    assert!(ls.stdout.starts_with("KEY"), "{}", ls.stdout);
+    let listed: Value = a
+        .mt(["ls", "--json", &format!("s3://{BUCKET}/")])
+        .run()
+        .success()
+        .json();
+    assert_eq!(listed[0]["url"], url.as_str());
+    assert!(listed[0]["size"].as_u64().unwrap() > 1000);
+    outputs.push(ls.stderr.clone());
+
+    // Played from s3:// to the same client: the same transcript as live. The recording
+    // machine kept what it uploaded as its cached copy: no download.
+    let (played, out) = py_client(
+        "pyserver",
+        "legacy",
+        &[s(bin()), "play".into(), url.clone()],
+        &envs(&a_env),
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "play from s3: {err}");
+    assert_eq!(live["steps"], played["steps"], "played as recorded");
+    assert_contains(
+        &err,
+        &format!("mcptape: {url}: unchanged, read from the cache"),
+    );
+    assert_eq!(moto.count("GET", key), 0, "{}", moto.log_text());
+    outputs.push(err);
+
+    // Checked from s3:// against the live server, verified: from the cache too.
+    let check = a
+        .mt(["check", &url, "--"])
+        .args(py_server())
+        .run()
+        .success();
+    assert_contains(&check.stdout, "gate passed");
+    assert_contains(&check.stderr, "unchanged, read from the cache");
+    outputs.push(check.stderr.clone());
+    let verify = a.mt(["verify", &url]).run().success();
+    assert_contains(&verify.stdout, "intact");
+    assert_eq!(
+        moto.count("GET", key),
+        0,
+        "check and verify downloaded nothing"
+    );
+
+    // A second machine (an empty cache) plays the same tape: one GET; then it plays again, and
+    // so does the first machine: none.
+    let b_env = b.env();
+    for (machine, env, gets) in [("b", &b_env, 1), ("b", &b_env, 1), ("a", &a_env, 1)] {
+        let (played, out) = py_client(
+            "pyserver",
+            "legacy",
+            &[s(bin()), "play".into(), url.clone()],
+            &envs(env),
+        );
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "play on {machine}: {err}");
+        assert_eq!(
+            live["steps"], played["steps"],
+            "played on {machine} as recorded"
+        );
+        assert_eq!(moto.count("GET", key), gets, "play on {machine}: {err}");
+        outputs.push(err);
+    }
+    assert!(moto.count("HEAD", key) >= 6, "each read asks for the ETag");
+
+    // Recorded again from machine b (from its cache: no download): the object changed, so
+    // machine a downloads it again, and keeps one copy of the URL; b has the new one already.
+    let (_, out) = py_client("pyserver", "legacy", &record, &envs(&b_env));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    outputs.push(text(&out.stderr));
+    assert_eq!(moto.count("GET", key), 1, "b re-recorded from its cache");
+    let show = a.mt(["show", "--json", &url]).run().success();
+    assert_contains(&show.stderr, &format!("mcptape: {url}: fetched "));
+    assert_eq!(moto.count("GET", key), 2, "a fetched the new version");
+    let show_b = b.mt(["show", "--json", &url]).run().success();
+    assert_contains(&show_b.stderr, "unchanged, read from the cache");
+    assert_eq!(show.json::<Value>()["end"], show_b.json::<Value>()["end"]);
+    assert_eq!(moto.count("GET", key), 2);
+    for m in [&a, &b] {
+        let copies = std::fs::read_dir(m.cache.join("objects")).unwrap().count();
+        assert_eq!(copies, 1, "the older copy of the URL is dropped");
+    }
+    outputs.push(show.stderr.clone());
+
+    let outs: Vec<&str> = outputs.iter().map(String::as_str).collect();
+    assert_secret_nowhere(dir.path(), &outs);
+}
+
+/// `mcptape record --tape URL -- py_server` as a line client, with a machine's environment.
+fn record_client(m: &Machine, url: &str) -> LineClient {
+    let mut cmd = m
+        .mt(["record", "--tape", url, "--"])
+        .args(py_server())
+        .command();
+    cmd.stdin(std::process::Stdio::piped());
+    LineClient::spawn_cmd(cmd)
+}
+
+/// Waits until a file holds `needle`.
+fn wait_holding(path: &Path, needle: &str) {
+    let start = Instant::now();
+    while !std::fs::read_to_string(path).is_ok_and(|t| t.contains(needle)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{} never held {needle:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_recording_killed_mid_session_leaves_its_spool_and_push_uploads_it() {
+    let dir = tmp();
+    let moto = Moto::start(dir.path(), "moto");
+    moto.bucket(BUCKET);
+    let m = Machine::new(dir.path(), "a", &moto);
+    let url = format!("s3://{BUCKET}/killed/echo.jsonl");
+    let mut rec = record_client(&m, &url);
+    rec.initialize();
+    let answer = rec.call(
+        2,
+        "tools/call",
+        serde_json::json!({"name": "echo", "arguments": {"text": "before the kill"}}),
+    );
+    assert!(answer["result"].is_object(), "{answer}");
+    let spool = spools(&m).pop().expect("a spool while recording");
+    wait_holding(&spool, "before the kill");
+    // The sidecar names the URL and the writer, nothing else; push leaves a live writer alone.
+    let side: Value = serde_json::from_str(&std::fs::read_to_string(sidecar(&spool)).unwrap())
+        .expect("a JSON sidecar");
+    assert_eq!(side["target"], url.as_str());
+    assert_eq!(side["pid"], rec.pid());
+    let busy = m.mt(["push"]).run().success();
+    assert_contains(&busy.stderr, "still being written by process");
+    assert_eq!(moto.count("PUT", "killed/echo.jsonl"), 0);
+
+    // SAFETY: kill(2) on the recorder this test spawned.
+    unsafe { libc::kill(rec.pid(), libc::SIGKILL) };
+    rec.wait_exit(Duration::from_secs(10));
+    assert!(
+        spool.exists() && sidecar(&spool).exists(),
+        "the spool stays"
+    );
+    assert_eq!(
+        moto.count("PUT", "killed/echo.jsonl"),
+        0,
+        "nothing uploaded"
+    );
+
+    let pushed = m.mt(["push"]).run().success();
+    assert_contains(&pushed.stderr, &format!("mcptape: uploaded {url} ("));
+    assert_contains(&pushed.stderr, "has no closing line");
+    assert_contains(&pushed.stderr, "mcptape push: uploaded 1");
+    assert!(
+        !spool.exists() && !sidecar(&spool).exists(),
+        "removed once uploaded"
+    );
+    let again = m.mt(["push"]).run().success();
+    assert_contains(&again.stderr, "no tape is waiting to be uploaded");
+
+    // The cut-off tape plays from s3:// (on another machine) with a warning.
+    let b = Machine::new(dir.path(), "b", &moto);
+    let mut play = b.mt(["play", &url]).spawn();
+    play.initialize();
+    let replayed = play.call(
+        2,
+        "tools/call",
+        serde_json::json!({"name": "echo", "arguments": {"text": "before the kill"}}),
+    );
+    assert_eq!(replayed["result"], answer["result"]);
+    play.close_stdin();
+    let (_, err) = play.finish();
+    assert_contains(&err, "the tape has no closing line");
+
+    // A re-recording that holds no exchange (the client left at once) keeps the tape in the
+    // bucket as it was, as over a local tape, and is not left pending for push.
+    let puts = moto.count("PUT", "killed/echo.jsonl");
+    let empty = m
+        .mt(["record", "--tape", &url, "--", "sh", "-c", "cat >/dev/null"])
+        .run()
+        .success();
+    assert_contains(
+        &empty.stderr,
+        &format!("mcptape: the new recording held no exchange: {url} is kept as it was"),
+    );
+    assert_eq!(
+        moto.count("PUT", "killed/echo.jsonl"),
+        puts,
+        "nothing uploaded"
+    );
+    assert_eq!(
+        moto.count("GET", "killed/echo.jsonl"),
+        1,
+        "only b's play downloaded it"
+    );
+    let none = m.mt(["push"]).run().success();
+    assert_contains(&none.stderr, "no tape is waiting to be uploaded");
+    assert_secret_nowhere(
+        dir.path(),
+        &[&busy.stderr, &pushed.stderr, &err, &empty.stderr],
+    );
+}
+
+#[test]
+fn an_endpoint_gone_at_close_fails_with_74_keeps_the_spool_and_push_resumes_it() {
+    let dir = tmp();
+    let port = free_port();
+    let moto = Moto::start_on(dir.path(), "moto", port, &[]);
+    moto.bucket(BUCKET);
+    let m = Machine::new(dir.path(), "a", &moto);
+    let url = format!("s3://{BUCKET}/gone/echo.jsonl");
+    let mut rec = record_client(&m, &url);
+    rec.initialize();
+    rec.call(
+        2,
+        "tools/call",
+        serde_json::json!({"name": "add", "arguments": {"a": 20, "b": 22}}),
+    );
+    // The endpoint goes away before the client closes.
+    drop(moto);
+    rec.close_stdin();
+    let (status, err) = rec.finish();
+    assert_eq!(status.code(), Some(74), "{err}");
+    assert_contains(
+        &err,
+        &format!("{url}: uploading the tape failed: cannot reach"),
+    );
+    assert_contains(&err, "`mcptape push` uploads it");
+    let spool = spools(&m).pop().expect("the spool is kept");
+    assert!(sidecar(&spool).exists());
+    let recorded = std::fs::read(&spool).unwrap();
+
+    // Pushed with credentials the store refuses: a clear error, the spool still there.
+    let strict = Moto::start_on(
+        dir.path(),
+        "moto-auth",
+        free_port(),
+        &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")],
+    );
+    let refused = m
+        .mt(["push"])
+        .env("AWS_ENDPOINT_URL", strict.endpoint())
+        .run()
+        .status(74);
+    assert_contains(
+        &refused.stderr,
+        &format!("{url}: uploading the tape was refused"),
+    );
+    assert_contains(&refused.stderr, "check AWS_ACCESS_KEY_ID");
+    assert_eq!(std::fs::read(&spool).unwrap(), recorded, "nothing lost");
+
+    // The endpoint is back (a fresh moto on the same port): push uploads it.
+    let moto = Moto::start_on(dir.path(), "moto-again", port, &[]);
+    moto.bucket(BUCKET);
+    let pushed = m.mt(["push", &s(&spool)]).run().success();
+    assert_contains(&pushed.stderr, &format!("mcptape: uploaded {url} ("));
+    assert!(!spool.exists());
+    let shown: Value = m.mt(["show", "--json", &url]).run().success().json();
+    assert_eq!(shown["exchanges"], 2);
+    assert_contains(&shown.to_string(), "\"target\":\"add\"");
+    assert_secret_nowhere(dir.path(), &[&err, &refused.stderr, &pushed.stderr]);
+}
+
+/// A stdio MCP server (Python, no SDK) whose every tools/call answers with `size` bytes of text.
+fn big_server(size: usize) -> Vec<String> {
+    let script = format!(
+        r#"
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {{"protocolVersion": m["params"]["protocolVersion"], "capabilities": {{"tools": {{}}}}, "serverInfo": {{"name": "big", "version": "1"}}}}
+    else:
+        n = m["params"]["arguments"]["n"]
+        r = {{"content": [{{"type": "text", "text": (str(n) * {size})[:{size}]}}]}}
+    sys.stdout.write(json.dumps({{"jsonrpc": "2.0", "id": m["id"], "result": r}}) + "\n")
+    sys.stdout.flush()
+"#
+    );
+    vec!["python3".into(), "-c".into(), script]
+}
+
+#[test]
+fn a_large_tape_goes_up_as_a_multipart_upload_and_plays_back_whole() {
+    let dir = tmp();
+    let moto = Moto::start(dir.path(), "moto");
+    moto.bucket(BUCKET);
+    let m = Machine::new(dir.path(), "a", &moto);
+    let key = "big/big.jsonl";
+    let url = format!("s3://{BUCKET}/{key}");
+    let size = 4 * 1024 * 1024;
+    let mut cmd = m
+        .mt(["record", "--max-message", "67108864", "--tape", &url, "--"])
+        .args(big_server(size))
+        .command();
+    cmd.stdin(std::process::Stdio::piped());
+    let mut rec = LineClient::spawn_cmd(cmd);
+    rec.initialize();
+    for n in 1..=4 {
+        let r = rec.call(
+            n + 1,
+            "tools/call",
+            serde_json::json!({"name": "big", "arguments": {"n": n}}),
+        );
+        assert_eq!(
+            r["result"]["content"][0]["text"].as_str().unwrap().len(),
+            size
+        );
+    }
+    rec.close_stdin();
+    let (status, err) = rec.finish();
+    assert!(status.success(), "{err}");
+    assert_contains(
+        &err,
+        &format!("mcptape: uploaded {url} (16.0 MiB, a multipart upload of 3 parts)"),
+    );
+    let log = moto.log_text();
+    assert_contains(&log, &format!("\"POST /{BUCKET}/{key}?uploads"));
+    assert!(log.contains("partNumber=3"), "{log}");
+    assert_eq!(moto.count("PUT", &format!("{key} ")), 0, "not one PUT");
+
+    // Another machine plays it whole; the object is the recorded tape, byte for byte verified.
+    let b = Machine::new(dir.path(), "b", &moto);
+    let verify = b.mt(["verify", &url]).run().success();
+    assert_contains(&verify.stdout, "intact");
+    let mut play = b.mt(["play", &url]).spawn();
+    play.initialize();
+    let r = play.call(
+        3,
+        "tools/call",
+        serde_json::json!({"name": "big", "arguments": {"n": 2}}),
+    );
+    assert_eq!(
+        r["result"]["content"][0]["text"].as_str().unwrap(),
+        "2".repeat(size)
+    );
+    play.close_stdin();
+    play.finish();
+    assert_secret_nowhere(dir.path(), &[&err, &verify.stderr]);
+}
+
+#[test]
+fn bad_urls_missing_buckets_and_refused_credentials_are_clear_errors_naming_the_url() {
+    let dir = tmp();
+    let moto = Moto::start(dir.path(), "moto");
+    moto.bucket(BUCKET);
+    let m = Machine::new(dir.path(), "a", &moto);
+    for (url, says) in [
+        ("s3://Team_Tapes/t.jsonl", "may hold only lowercase letters"),
+        ("s3://team-tapes", "no key: a tape is s3://team-tapes/KEY"),
+        ("s3://team-tapes/dir/", "a prefix, not a tape"),
+        ("s3:///t.jsonl", "is empty"),
+        ("gs://team-tapes/t.jsonl", "gs:// is not supported"),
+    ] {
+        let r = m.mt(["play", url]).run().status(64);
+        assert_contains(&r.stderr, &format!("mcptape: error: {url}: "));
+        assert_contains(&r.stderr, says);
+    }
+
+    // A missing bucket: said before the server is started, so no session is lost.
+    let marker = dir.path().join("server-started");
+    let r = m
+        .mt([
+            "record",
+            "--tape",
+            "s3://no-such-bucket/t.jsonl",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg(format!("touch {}", s(&marker)))
+        .run()
+        .status(66);
+    assert_contains(
+        &r.stderr,
+        &format!(
+            "s3://no-such-bucket/t.jsonl: no such bucket \"no-such-bucket\" at {}",
+            moto.endpoint()
+        ),
+    );
+    assert!(!marker.exists(), "the server was not started");
+    let r = m
+        .mt(["play", "s3://no-such-bucket/t.jsonl"])
+        .run()
+        .status(66);
+    assert_contains(&r.stderr, "no such bucket");
+    let r = m.mt(["ls", "s3://no-such-bucket/"]).run().status(66);
+    assert_contains(&r.stderr, "s3://no-such-bucket/: no such bucket");
+    let r = m
+        .mt(["show", &format!("s3://{BUCKET}/missing.jsonl")])
+        .run()
+        .status(66);
+    assert_contains(
+        &r.stderr,
+        &format!("s3://{BUCKET}/missing.jsonl: no such tape"),
+    );
+
+    // Refused credentials (moto checking them), for reading, listing and uploading a local tape,
+    // which stays as it was.
+    let strict = Moto::start_on(
+        dir.path(),
+        "moto-auth",
+        free_port(),
+        &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")],
+    );
+    let url = format!("s3://{BUCKET}/t.jsonl");
+    let r = m
+        .mt(["play", &url])
+        .env("AWS_ENDPOINT_URL", strict.endpoint())
+        .run()
+        .status(69);
+    assert_contains(
+        &r.stderr,
+        &format!("{url}: looking the tape up was refused"),
+    );
+    let r = m
+        .mt(["ls", &format!("s3://{BUCKET}/")])
+        .env("AWS_ENDPOINT_URL", strict.endpoint())
+        .run()
+        .status(69);
+    assert_contains(&r.stderr, "InvalidAccessKeyId");
+    let local = dir.path().join("local.jsonl");
+    write_tape(
+        &local,
+        &[
+            ("c2s", req(1, "tools/list", serde_json::json!({}))),
+            (
+                "s2c",
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}),
+            ),
+        ],
+        true,
+    );
+    let before = std::fs::read(&local).unwrap();
+    let r = m
+        .mt(["push", &s(&local), &url])
+        .env("AWS_ENDPOINT_URL", strict.endpoint())
+        .run()
+        .status(69);
+    assert_contains(&r.stderr, &format!("{url}: uploading the tape was refused"));
+    assert_eq!(std::fs::read(&local).unwrap(), before);
+    let r = m.mt(["push", &s(&local)]).run().status(64);
+    assert_contains(&r.stderr, "not a spool");
+
+    // An endpoint that is not there.
+    let r = m
+        .mt(["play", &url])
+        .env(
+            "AWS_ENDPOINT_URL",
+            format!("http://127.0.0.1:{}", free_port()),
+        )
+        .run()
+        .status(69);
+    assert_contains(
+        &r.stderr,
+        &format!("{url}: looking the tape up failed: cannot reach"),
+    );
+    // No credentials at all for another store: said, instead of asking the EC2 metadata
+    // service.
+    let r = m
+        .mt(["play", &url])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .run()
+        .status(64);
+    assert_contains(
+        &r.stderr,
+        &format!("{url}: no credentials for the endpoint {}", moto.endpoint()),
+    );
+    // Plain HTTP to another machine is refused without a request.
+    let r = m
+        .mt(["play", &url])
+        .env("AWS_ENDPOINT_URL", "http://s3.example.invalid")
+        .run()
+        .status(64);
+    assert_contains(&r.stderr, "set AWS_ALLOW_HTTP=true");
+    assert_secret_nowhere(dir.path(), &[&r.stderr]);
+}
+
+#[test]
+fn a_profile_of_the_shared_aws_files_gives_the_keys_region_and_endpoint() {
+    let dir = tmp();
+    // moto checking credentials, after the 4 requests that make an IAM user with S3 rights.
+    let moto = Moto::start_on(
+        dir.path(),
+        "moto-auth",
+        free_port(),
+        &[("INITIAL_NO_AUTH_ACTION_COUNT", "4")],
+    );
+    let keys = moto.boto(
+        "iam = boto3.client('iam', endpoint_url=ENDPOINT, region_name='us-east-1', aws_access_key_id='x', aws_secret_access_key='y')\n\
+         iam.create_user(UserName='ci')\n\
+         k = iam.create_access_key(UserName='ci')['AccessKey']\n\
+         iam.put_user_policy(UserName='ci', PolicyName='s3', PolicyDocument=json.dumps({'Version': '2012-10-17', 'Statement': [{'Effect': 'Allow', 'Action': 's3:*', 'Resource': '*'}]}))\n\
+         boto3.client('s3', endpoint_url=ENDPOINT, region_name='us-east-1', aws_access_key_id=k['AccessKeyId'], aws_secret_access_key=k['SecretAccessKey']).create_bucket(Bucket='team-tapes')\n\
+         print(k['AccessKeyId'], k['SecretAccessKey'])",
+    );
+    let (id, secret) = keys.trim().split_once(' ').expect("two keys");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(
+        home.join(".aws/credentials"),
+        format!("[default]\naws_access_key_id = wrong\naws_secret_access_key = wrong\n\n[team]\naws_access_key_id = {id}\naws_secret_access_key = {secret}\n\n[sso]\nsso_session = corp\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        home.join(".aws/config"),
+        format!(
+            "[profile team]\nregion = us-east-1\nendpoint_url = {}\n",
+            moto.endpoint()
+        ),
+    )
+    .unwrap();
+    let mt = |profile: &str, args: &[&str]| {
+        let mut mt = Mt::new(args)
+            .dir(&home)
+            .env("HOME", &home)
+            .env("MCPTAPE_CACHE_DIR", home.join("cache"));
+        for k in [
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_REGION",
+            "AWS_DEFAULT_REGION",
+            "AWS_ENDPOINT_URL",
+            "AWS_ENDPOINT_URL_S3",
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "AWS_CONFIG_FILE",
+        ] {
+            mt = mt.env_remove(k);
+        }
+        if profile.is_empty() {
+            mt.env_remove("AWS_PROFILE")
+        } else {
+            mt.env("AWS_PROFILE", profile)
+        }
+    };
+    let local = dir.path().join("t.jsonl");
+    write_tape(
+        &local,
+        &[
+            ("c2s", req(1, "tools/list", serde_json::json!({}))),
+            (
+                "s2c",
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}),
+            ),
+        ],
+        true,
+    );
+    let pushed = mt("team", &["push", &s(&local), "s3://team-tapes/p/"])
+        .run()
+        .success();
+    assert_contains(
+        &pushed.stderr,
+        "mcptape: uploaded s3://team-tapes/p/t.jsonl (",
+    );
+    let ls = mt("team", &["ls", "s3://team-tapes/p/"]).run().success();
+    assert_contains(&ls.stdout, "p/t.jsonl");
+    let shown = mt("team", &["show", "s3://team-tapes/p/t.jsonl"])
+        .run()
+        .success();
+    assert_contains(&shown.stdout, "tools/list");
+    let r = mt("nope", &["ls", "s3://team-tapes/"]).run().status(64);
+    assert_contains(&r.stderr, "AWS_PROFILE=nope: no such profile in");
+    let r = mt("sso", &["ls", "s3://team-tapes/"]).run().status(64);
+    assert_contains(&r.stderr, "it uses sso_session, which mcptape does not run");
+    // The default profile's keys are refused by the store: the error names the URL.
+    let r = mt("", &["ls", "s3://team-tapes/"])
+        .env("AWS_ENDPOINT_URL", moto.endpoint())
+        .run()
+        .status(69);
+    assert_contains(&r.stderr, "s3://team-tapes/: listing was refused");
+    for out in [&pushed.stderr, &ls.stderr, &shown.stderr, &r.stderr] {
+        assert!(!out.contains(secret), "{out}");
+    }
+    let leaked: Vec<PathBuf> = files_holding(&home.join("cache"), secret);
+    assert!(leaked.is_empty(), "{leaked:?}");
+}
+
+#[test]
+fn file_urls_are_local_paths() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    write_tape(
+        &tape,
+        &[
+            ("c2s", req(1, "tools/list", serde_json::json!({}))),
+            (
+                "s2c",
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}),
+            ),
+        ],
+        true,
+    );
+    let url = format!("file://{}", s(&tape));
+    let shown = Mt::new(["show", &url]).run().success();
+    assert_contains(&shown.stdout, "tools/list");
+    let ls = Mt::new(["ls", &format!("file://{}", s(dir.path()))])
+        .run()
+        .success();
+    assert_contains(&ls.stdout, "t ");
+    let r = Mt::new(["show", "file://elsewhere/t.jsonl"])
+        .run()
+        .status(64);
+    assert_contains(
+        &r.stderr,
+        "file://elsewhere/t.jsonl: a file URL names a path on this machine",
+    );
+}
+
+#[test]
+fn a_miss_answered_live_is_appended_to_the_s3_tape_and_uploaded() {
+    let dir = tmp();
+    let moto = Moto::start(dir.path(), "moto");
+    moto.bucket(BUCKET);
+    let m = Machine::new(dir.path(), "a", &moto);
+    let key = "live/echo.jsonl";
+    let url = format!("s3://{BUCKET}/{key}");
+    let echo = |text: &str| serde_json::json!({"name": "echo", "arguments": {"text": text}});
+    let mut rec = record_client(&m, &url);
+    rec.initialize();
+    rec.call(2, "tools/call", echo("on the tape"));
+    let err = rec.finish_with(0);
+    assert_contains(&err, &format!("mcptape: uploaded {url} ("));
+
+    // Played on another machine with the live server for misses: the miss is answered live,
+    // appended, and the longer tape uploaded when play ends.
+    let b = Machine::new(dir.path(), "b", &moto);
+    let mut play = b
+        .mt(["play", &url, "--on-miss", "live", "--"])
+        .args(py_server())
+        .spawn();
+    play.initialize();
+    let taped = play.call(2, "tools/call", echo("on the tape"));
+    let live = play.call(3, "tools/call", echo("not on the tape"));
+    assert_contains(&live.to_string(), "not on the tape");
+    assert!(taped["result"].is_object(), "{taped}");
+    let err = play.finish_with(0);
+    assert_contains(&err, "appended 1 exchange from the live server");
+    assert_contains(&err, &format!("mcptape: uploaded {url} ("));
+    assert!(spools(&b).is_empty(), "{err}");
+
+    // Machine a (its cache holds the first version) sees the new one, chain intact.
+    let verify = m.mt(["verify", &url]).run().success();
+    assert_contains(&verify.stderr, &format!("mcptape: {url}: fetched "));
+    assert_contains(&verify.stdout, "intact");
+    let shown: Value = m.mt(["show", "--json", &url]).run().success().json();
+    assert_eq!(shown["exchanges"], 3, "{shown}");
+    assert_secret_nowhere(dir.path(), &[&err, &verify.stderr]);
+}
