@@ -65,6 +65,15 @@ fn pin(cpu: usize) {
     }
 }
 
+/// µs per call of `f`, by [`best`].
+fn per_call(iters: usize, mut f: impl FnMut()) -> f64 {
+    best(iters, |k| {
+        for _ in 0..k {
+            f();
+        }
+    }) * 1e6
+}
+
 struct Row {
     what: &'static str,
     per_op_us: f64,
@@ -130,49 +139,39 @@ fn main() {
 
         rows.push(Row {
             what: "SHA-256 (sha2)",
-            per_op_us: best(iters, |k| {
-                for _ in 0..k {
-                    use sha2::Digest;
-                    black_box(sha2::Sha256::digest(black_box(&b)));
-                }
-            }) * 1e6,
+            per_op_us: per_call(iters, || {
+                use sha2::Digest;
+                black_box(sha2::Sha256::digest(black_box(&b)));
+            }),
             bytes: n,
         });
         rows.push(Row {
             what: "BLAKE3 (blake3, one thread)",
-            per_op_us: best(iters, |k| {
-                for _ in 0..k {
-                    black_box(blake3::hash(black_box(&b)));
-                }
-            }) * 1e6,
+            per_op_us: per_call(iters, || {
+                black_box(blake3::hash(black_box(&b)));
+            }),
             bytes: n,
         });
         rows.push(Row {
             what: "JSON validation (serde_json)",
-            per_op_us: best(iters, |k| {
-                for _ in 0..k {
-                    let v: serde::de::IgnoredAny = serde_json::from_slice(black_box(&b)).unwrap();
-                    black_box(v);
-                }
-            }) * 1e6,
+            per_op_us: per_call(iters, || {
+                let v: serde::de::IgnoredAny = serde_json::from_slice(black_box(&b)).unwrap();
+                black_box(v);
+            }),
             bytes: n,
         });
         rows.push(Row {
             what: "classify (top level, validates)",
-            per_op_us: best(iters, |k| {
-                for _ in 0..k {
-                    black_box(mcptape::wire::classify(black_box(&b)));
-                }
-            }) * 1e6,
+            per_op_us: per_call(iters, || {
+                black_box(mcptape::wire::classify(black_box(&b)));
+            }),
             bytes: n,
         });
         rows.push(Row {
             what: "redaction scan (no secret)",
-            per_op_us: best(iters, |k| {
-                for _ in 0..k {
-                    assert!(redactor.redact_json(black_box(&b)).is_none());
-                }
-            }) * 1e6,
+            per_op_us: per_call(iters, || {
+                assert!(redactor.redact_json(black_box(&b)).is_none());
+            }),
             bytes: n,
         });
         rows.push(Row {
@@ -188,17 +187,15 @@ fn main() {
         });
         rows.push(Row {
             what: "fresh buffer: allocate, fault in, free",
-            per_op_us: best(iters, |k| {
-                for _ in 0..k {
-                    let mut v = Vec::<u8>::with_capacity(n);
-                    v.extend_from_slice(black_box(&b));
-                    black_box(&v);
-                }
-            }) * 1e6,
+            per_op_us: per_call(iters, || {
+                let mut v = Vec::<u8>::with_capacity(n);
+                v.extend_from_slice(black_box(&b));
+                black_box(&v);
+            }),
             bytes: n,
         });
     }
-    println!("\nPer byte (best of {ROUNDS} rounds)");
+    println!("\nPer byte (least CPU time of {ROUNDS} rounds)");
     println!(
         "  {:<40} {:>10} {:>12} {:>10}",
         "step", "message", "µs/message", "GB/s"
@@ -213,7 +210,7 @@ fn main() {
         );
     }
 
-    println!("\nPer message (best of {ROUNDS} rounds)");
+    println!("\nPer message (least CPU time of {ROUNDS} rounds)");
     let iters = 200_000;
     let null = File::options().write(true).open("/dev/null").unwrap();
     let per = |what: &str, s: f64| println!("  {what:<52} {:>8.2} µs", s * 1e6);
