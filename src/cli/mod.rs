@@ -335,6 +335,7 @@ impl ReadArgs {
     fn options(self) -> mcptape::tape::ReadOptions {
         mcptape::tape::ReadOptions {
             skip_bad_lines: self.skip_bad_lines,
+            ..Default::default()
         }
     }
 }

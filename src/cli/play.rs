@@ -156,7 +156,10 @@ pub fn run(a: Args) -> Result<i32> {
     let broken_at = Arc::new(AtomicU64::new(0));
     let broken = broken_at.clone();
     let require = a.require_chain;
-    let read = a.read.options();
+    let read = mcptape::tape::ReadOptions {
+        recheck_chain: a.require_chain,
+        ..a.read.options()
+    };
     let (index, chain) =
         TapeIndex::load_deferred_with(&path, a.server.as_deref(), read, move |w| {
             if let Warning::ChainBroken { line } = w {

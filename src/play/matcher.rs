@@ -13,8 +13,21 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// The unserved exchanges of one tape by match key: each `take` consumes the one it returns.
 pub struct Matcher {
-    /// Unconsumed exchanges by match key, in recorded order.
+    /// Unconsumed exchanges by match key, in recorded order. A queue may start with exchanges
+    /// already consumed by [`take_raw`](Self::take_raw)'s in-order step, which does not look the
+    /// queue up: they are dropped from its front before it is used.
     by_key: HashMap<MatchKey, VecDeque<usize>, BuildHasherDefault<KeyHasher>>,
+    /// Key of a recorded request's exact params text → its match key under the policy: a
+    /// client request of the same bytes needs no params value built to be matched.
+    by_raw: HashMap<MatchKey, MatchKey, BuildHasherDefault<KeyHasher>>,
+    /// Each exchange's `raw_key`, and the exchange before it of the same match key.
+    raw_keys: Vec<Option<MatchKey>>,
+    prev_same: Vec<Option<u32>>,
+    /// Every exchange consumed so far was the earliest unconsumed one of its key: then an
+    /// exchange whose `prev_same` is consumed is the earliest of its key.
+    in_order: bool,
+    /// The exchange after the one served last: what a client replaying its session asks next.
+    cursor: usize,
     /// Reused for the canonical text of each request's params.
     scratch: Vec<u8>,
     consumed: Vec<bool>,
@@ -63,16 +76,73 @@ impl Matcher {
     ) -> Matcher {
         let policy = super::policy::PolicyState::new(index, policy);
         let mut by_key: HashMap<MatchKey, VecDeque<usize>, _> = HashMap::default();
+        let mut by_raw: HashMap<MatchKey, MatchKey, _> = HashMap::default();
+        let mut prev_same = Vec::with_capacity(policy.keys.len());
         for (i, key) in policy.keys.iter().enumerate() {
-            by_key.entry(*key).or_default().push_back(i);
+            let q = by_key.entry(*key).or_default();
+            prev_same.push(q.back().map(|&p| p as u32));
+            q.push_back(i);
+            if let Some(raw) = index.exchanges[i].raw_key {
+                by_raw.insert(raw, *key);
+            }
         }
         Matcher {
             by_key,
+            by_raw,
+            raw_keys: index.exchanges.iter().map(|e| e.raw_key).collect(),
+            prev_same,
+            in_order: true,
+            cursor: 0,
             scratch: Vec::new(),
             consumed: vec![false; index.exchanges.len()],
             display,
             policy,
         }
+    }
+
+    /// [`take`](Self::take)'s answer for a request whose params' exact text (`None`: it has no
+    /// params) is a recorded request's, when that is a plain hit: the earliest unserved exchange
+    /// of that match key. `None` otherwise (no recorded request of these bytes, all of them
+    /// served, `--match sequence`): the caller then goes `take`'s way, with the params parsed.
+    /// The same bytes make the same canonical params, so a hit here is the hit `take` gives.
+    pub(crate) fn take_raw(&mut self, method: &str, raw_params: Option<&str>) -> Option<usize> {
+        if self.policy.policy.mode == super::policy::MatchMode::Sequence && method != "ping" {
+            return None;
+        }
+        let raw = crate::wire::params::raw_key(method, raw_params);
+        // In recorded order, the next exchange answers without a map lookup (each is a cache
+        // miss on a big tape): the earliest unconsumed of its key when the one before it of the
+        // same key is consumed and every consumption so far was in order.
+        let next = self.cursor;
+        if self.in_order
+            && self.raw_keys.get(next) == Some(&Some(raw))
+            && !self.consumed[next]
+            && self.prev_same[next].is_none_or(|p| self.consumed[p as usize])
+        {
+            self.served(next);
+            return Some(next);
+        }
+        let key = *self.by_raw.get(&raw)?;
+        let ex = self.front(key)?;
+        self.by_key.get_mut(&key)?.pop_front();
+        self.served(ex);
+        Some(ex)
+    }
+
+    /// The earliest unconsumed exchange of `key`, its queue's stale front dropped first.
+    fn front(&mut self, key: MatchKey) -> Option<usize> {
+        let q = self.by_key.get_mut(&key)?;
+        while q.front().is_some_and(|&e| self.consumed[e]) {
+            q.pop_front();
+        }
+        q.front().copied()
+    }
+
+    /// Marks `ex`, its key's earliest unconsumed exchange, served.
+    fn served(&mut self, ex: usize) {
+        self.consumed[ex] = true;
+        self.policy.served[ex] += 1;
+        self.cursor = ex + 1;
     }
 
     /// Takes the earliest unserved exchange with the request's method and match params (redacted
@@ -118,11 +188,13 @@ impl Matcher {
                 (key, Some(asked))
             }
         };
-        if let Some(q) = self.by_key.get_mut(&key).filter(|q| !q.is_empty()) {
+        if self.front(key).is_some() {
+            let q = self.by_key.get_mut(&key).expect("just found");
             let at = best(q.iter().copied(), prefer, index).map_or(0, |(at, _)| at);
             let ex = q.remove(at).expect("in the queue");
-            self.consumed[ex] = true;
-            self.policy.served[ex] += 1;
+            // Preferred over the earliest: out of order for `take_raw`'s in-order step.
+            self.in_order &= at == 0;
+            self.served(ex);
             return Outcome::Hit(ex);
         }
         let asked = asked.unwrap_or_else(|| self.policy.policy.asked(method, params).1);
@@ -187,6 +259,8 @@ impl Matcher {
     pub(super) fn consume(&mut self, _index: &TapeIndex, ex: usize) {
         self.consumed[ex] = true;
         self.policy.served[ex] += 1;
+        // Not necessarily its key's earliest (a wildcard, `--lenient`, `--match sequence`).
+        self.in_order = false;
         if let Some(q) = self.by_key.get_mut(&self.policy.keys[ex]) {
             q.retain(|&e| e != ex);
         }
@@ -359,6 +433,120 @@ mod tests {
     use super::*;
     use crate::wire::params::match_key;
     use serde_json::json;
+
+    /// A tape of `calls` (each `tools/call` with arguments `{"n":k,"m":0}`), each answered.
+    fn tape_of(dir: &std::path::Path, calls: &[u8]) -> TapeIndex {
+        use crate::tape::{TapeWriter, WriteOptions};
+        use crate::wire::{Dir, Frame, Line};
+        let path = dir.join("t.jsonl");
+        let mut w = TapeWriter::create(&path, WriteOptions::default()).unwrap();
+        for (i, k) in calls.iter().enumerate() {
+            let req = request(i, *k, false);
+            let res = format!(r#"{{"jsonrpc":"2.0","id":{i},"result":{{"k":{k},"i":{i}}}}}"#);
+            for (dir, bytes) in [(Dir::C2S, req.as_bytes()), (Dir::S2C, res.as_bytes())] {
+                let line = Line {
+                    bytes,
+                    crlf: false,
+                    unterminated: false,
+                    bom: false,
+                };
+                w.message(
+                    "default",
+                    dir,
+                    &Frame::Line(line),
+                    std::time::Instant::now(),
+                );
+            }
+            w.commit().unwrap();
+        }
+        w.finish(None, None).unwrap();
+        TapeIndex::load(&path, None).unwrap()
+    }
+
+    /// A request for key `k`; `swapped`: the same params with their keys in another order (equal
+    /// canonically, other bytes).
+    fn request(id: usize, k: u8, swapped: bool) -> String {
+        let args = if swapped {
+            format!(r#"{{"m":0,"n":{k}}}"#)
+        } else {
+            format!(r#"{{"n":{k},"m":0}}"#)
+        };
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"t","arguments":{args}}}}}"#
+        )
+    }
+
+    fn params_of(req: &str) -> (Option<String>, Option<Value>) {
+        let v: Value = serde_json::from_str(req).unwrap();
+        let p = v.get("params").cloned();
+        (p.as_ref().map(|p| p.to_string()), p)
+    }
+
+    proptest::proptest! {
+        /// Whatever order the client asks in (repeats, misses, other key orders), the exact-bytes
+        /// lookup first and `take` after it serve exactly what `take` alone serves.
+        #[test]
+        fn the_exact_bytes_lookup_serves_what_take_serves(
+            recorded in proptest::collection::vec(0u8..4, 1..24),
+            asked in proptest::collection::vec((0u8..5, proptest::bool::ANY), 0..40),
+            in_recorded_order in proptest::bool::ANY,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let index = tape_of(dir.path(), &recorded);
+            let asked: Vec<(u8, bool)> = if in_recorded_order {
+                recorded.iter().map(|&k| (k, false)).chain(asked).collect()
+            } else {
+                asked
+            };
+            let mut both = Matcher::with_display(&index, None);
+            let mut plain = Matcher::with_display(&index, None);
+            for (i, (k, swapped)) in asked.into_iter().enumerate() {
+                let req = request(1000 + i, k, swapped);
+                let (raw, value) = params_of(&req);
+                // Byte-exact text of the params as sent.
+                let raw = raw.map(|_| {
+                    let at = req.find(r#""params":"#).unwrap() + 9;
+                    req[at..req.len() - 1].to_string()
+                });
+                let a = match both.take_raw("tools/call", raw.as_deref()) {
+                    Some(ex) => Some(ex),
+                    None => match both.take(&index, "tools/call", value.as_ref(), false) {
+                        Outcome::Hit(ex) => Some(ex),
+                        _ => None,
+                    },
+                };
+                let b = match plain.take(&index, "tools/call", value.as_ref(), false) {
+                    Outcome::Hit(ex) => Some(ex),
+                    _ => None,
+                };
+                proptest::prop_assert_eq!(a, b, "request {} for key {} (swapped {})", i, k, swapped);
+            }
+            proptest::prop_assert_eq!(both.unused(), plain.unused());
+        }
+    }
+
+    #[test]
+    fn a_session_asked_in_recorded_order_is_served_by_the_exact_bytes_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorded = [0, 1, 0, 2, 1, 0];
+        let index = tape_of(dir.path(), &recorded);
+        let mut m = Matcher::with_display(&index, None);
+        for (i, k) in recorded.iter().enumerate() {
+            let req = request(i, *k, false);
+            let at = req.find(r#""params":"#).unwrap() + 9;
+            assert_eq!(
+                m.take_raw("tools/call", Some(&req[at..req.len() - 1])),
+                Some(i)
+            );
+        }
+        // All served: the exact-bytes lookup leaves repeats to `take`.
+        let req = request(9, 0, false);
+        let at = req.find(r#""params":"#).unwrap() + 9;
+        assert_eq!(
+            m.take_raw("tools/call", Some(&req[at..req.len() - 1])),
+            None
+        );
+    }
 
     #[test]
     fn the_fast_key_is_the_index_key() {

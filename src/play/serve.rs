@@ -620,16 +620,17 @@ async fn handle<W: Write + Send + 'static>(
     msg_no: u64,
 ) {
     let at = (rt, tasks, msg_no);
-    if let Some((id, method, params)) = parse_request(bytes) {
-        return request(shared, matcher, direct, at, (id, method, params, bytes)).await;
+    if let Some((id, method, raw)) = parse_request(bytes) {
+        let params = Params::exact(raw);
+        return request(shared, matcher, direct, at, (id, &method, params, bytes)).await;
     }
     let c = classify(bytes);
     match c.kind {
         Kind::Request => {
             let id = c.id.expect("requests have ids");
             let method = c.method.expect("requests have methods");
-            let params = crate::wire::params::params_of(bytes);
-            request(shared, matcher, direct, at, (id, method, params, bytes)).await;
+            let params = Params::parsed(crate::wire::params::params_of(bytes));
+            request(shared, matcher, direct, at, (id, &method, params, bytes)).await;
         }
         Kind::Response | Kind::Error => {
             let id = c.id.unwrap_or_else(|| "null".into());
@@ -665,6 +666,43 @@ async fn handle<W: Write + Send + 'static>(
     }
 }
 
+/// A client request's params: their exact text where known, parsed into a value only when
+/// something needs one. A request of the same bytes as a recorded one is answered without.
+struct Params<'a> {
+    /// `Some(text)` or `Some(None)` (no params): the exact bytes the client sent.
+    exact: Option<Option<&'a str>>,
+    value: std::cell::OnceCell<Option<Value>>,
+}
+
+impl<'a> Params<'a> {
+    fn exact(raw: Option<&'a str>) -> Params<'a> {
+        Params {
+            exact: Some(raw),
+            value: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn parsed(value: Option<Value>) -> Params<'a> {
+        Params {
+            exact: None,
+            value: std::cell::OnceCell::from(value),
+        }
+    }
+
+    /// As `params_of` gives them (too deep for a value: their text, marked).
+    fn value(&self) -> Option<&Value> {
+        self.value
+            .get_or_init(|| {
+                let raw = self.exact.flatten()?;
+                Some(
+                    serde_json::from_str(raw)
+                        .unwrap_or_else(|_| Value::String(format!("(unparsed params) {raw}"))),
+                )
+            })
+            .as_ref()
+    }
+}
+
 /// Serves a client request: the recorded exchange that matches it, or an explanation of the
 /// miss. `at`: the runtime and task set a waiting exchange runs on, and the client message's
 /// number.
@@ -673,23 +711,26 @@ async fn request<W: Write + Send + 'static>(
     matcher: &mut Matcher,
     direct: &Direct<W>,
     (rt, tasks, msg_no): (&tokio::runtime::Handle, &mut tokio::task::JoinSet<()>, u64),
-    (id, method, params, bytes): (String, String, Option<Value>, &[u8]),
+    (id, method, params, bytes): (String, &str, Params<'_>, &[u8]),
 ) {
-    let token = crate::wire::params::progress_token(params.as_ref(), true);
     if let Some(live) = &shared.live {
         if method == "initialize" {
             live.note_initialize(bytes);
         }
-        if live.chosen(&method, params.as_ref()) {
+        if live.chosen(method, params.value()) {
             return spawn_live(shared, rt, tasks, bytes, id, false);
         }
     }
     let lenient = shared.opts.lenient || shared.opts.on_miss == super::live::OnMiss::Lenient;
-    let outcome = matcher.take(&shared.index, &method, params.as_ref(), lenient);
+    let fast = params.exact.and_then(|raw| matcher.take_raw(method, raw));
+    let outcome = match fast {
+        Some(ex) => Outcome::Hit(ex),
+        None => matcher.take(&shared.index, method, params.value(), lenient),
+    };
     let ex = match outcome {
         Outcome::Hit(ex) => ex,
-        Outcome::Miss(_) if legacy_probe_answer(&shared.index, &method, &id).is_some() => {
-            let text = legacy_probe_answer(&shared.index, &method, &id).expect("just checked");
+        Outcome::Miss(_) if legacy_probe_answer(&shared.index, method, &id).is_some() => {
+            let text = legacy_probe_answer(&shared.index, method, &id).expect("just checked");
             direct.emit(text.into_bytes()).await;
             shared.report.lock().expect("report lock").probes += 1;
             return;
@@ -727,13 +768,13 @@ async fn request<W: Write + Send + 'static>(
         }
     };
     if method == "initialize" {
-        if let Some(w) = version_warning(&shared.index, &shared.bodies, ex, params.as_ref()) {
+        if let Some(w) = version_warning(&shared.index, &shared.bodies, ex, params.value()) {
             crate::diag!("{w}");
         }
     }
     let plan = &shared.opts.plan;
     let verdict = if plan.is_set() {
-        plan.verdict(&shared.index, ex, &method, params.as_ref(), msg_no)
+        plan.verdict(&shared.index, ex, method, params.value(), msg_no)
     } else {
         Verdict::default()
     };
@@ -750,6 +791,12 @@ async fn request<W: Write + Send + 'static>(
             return;
         }
     }
+    // The client's progress token matters only to an exchange with messages during it.
+    let token = if shared.index.exchanges[ex].during.is_empty() {
+        None
+    } else {
+        crate::wire::params::progress_token(params.value(), true)
+    };
     let waits = verdict.waits()
         || shared.index.exchanges[ex]
             .during
@@ -785,18 +832,18 @@ fn spawn_live(
     );
 }
 
-/// What serving a request needs (id text, method, params) in one parse of it. `None` for
-/// anything else, and for a request this cannot read (params too deep for a `Value`…): the
+/// What serving a request needs (id text, method, params' exact text) in one parse of it, with
+/// nothing built but the id. `None` for anything else, and for a request this cannot read: the
 /// general path classifies those.
-fn parse_request(bytes: &[u8]) -> Option<(String, String, Option<Value>)> {
+fn parse_request(bytes: &[u8]) -> Option<(String, std::borrow::Cow<'_, str>, Option<&str>)> {
     #[derive(serde::Deserialize)]
     struct Probe<'a> {
         #[serde(borrow, default)]
         id: Option<&'a RawValue>,
         #[serde(borrow, default)]
         method: Option<std::borrow::Cow<'a, str>>,
-        #[serde(default)]
-        params: Option<Value>,
+        #[serde(borrow, default)]
+        params: Option<&'a RawValue>,
     }
     let text = std::str::from_utf8(bytes).ok()?;
     // A struct also deserializes from an array: only an object is a request.
@@ -805,7 +852,11 @@ fn parse_request(bytes: &[u8]) -> Option<(String, String, Option<Value>)> {
     }
     let p: Probe<'_> = serde_json::from_str(text).ok()?;
     // `"id": null` reads as None, as in `classify`: no usable id, not a request.
-    Some((p.id?.get().to_owned(), p.method?.into_owned(), p.params))
+    Some((
+        p.id?.get().to_owned(),
+        p.method?,
+        p.params.map(RawValue::get),
+    ))
 }
 
 /// Sends what the server sent during the exchange, then the response with the client's id.
@@ -1264,8 +1315,8 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":"a\"b","method":"tools/call","params":{"x":1}}"#,
         )
         .unwrap();
-        assert_eq!((id.as_str(), method.as_str()), (r#""a\"b""#, "tools/call"));
-        assert_eq!(params, Some(json!({"x": 1})));
+        assert_eq!((id.as_str(), method.as_ref()), (r#""a\"b""#, "tools/call"));
+        assert_eq!(params, Some(r#"{"x":1}"#));
         let (_, _, params) = parse_request(br#"{"id":1,"method":"ping","params":null}"#).unwrap();
         assert_eq!(params, None);
         for other in [
@@ -1284,12 +1335,15 @@ mod tests {
                 String::from_utf8_lossy(other)
             );
         }
-        // Too deep for a Value: the general path reads its params as text.
-        let deep = format!(
-            r#"{{"id":1,"method":"x","params":{}{}}}"#,
-            "[".repeat(200),
-            "]".repeat(200)
+        // Too deep for a Value: its text is read all the same, and made the value the general
+        // path (`params_of`) makes of it only when one is needed.
+        let deep_params = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let deep = format!(r#"{{"id":1,"method":"x","params":{deep_params}}}"#);
+        let (_, _, raw) = parse_request(deep.as_bytes()).unwrap();
+        assert_eq!(raw, Some(deep_params.as_str()));
+        assert_eq!(
+            Params::exact(raw).value(),
+            crate::wire::params::params_of(deep.as_bytes()).as_ref()
         );
-        assert!(parse_request(deep.as_bytes()).is_none());
     }
 }

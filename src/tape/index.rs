@@ -17,7 +17,6 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs::File;
 
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -129,6 +128,10 @@ pub struct Exchange {
     pub client_answers: HashMap<usize, usize>,
     /// Hash of method and match params (volatile fields removed).
     pub(crate) key: MatchKey,
+    /// Hash of method and the params' exact text (`wire::params::raw_key`), where the request
+    /// holds no redacted value: the first lookup of play.
+    #[serde(default)]
+    pub(crate) raw_key: Option<MatchKey>,
     /// The request's `_meta.progressToken`, canonical JSON text.
     pub progress_token: Option<String>,
     /// The client sent `notifications/cancelled` for it.
@@ -215,7 +218,8 @@ pub struct TapeIndex {
     pub standalone: Vec<Standalone>,
     /// HTTP tapes: refused GETs and DELETEs, and how much came on GET streams.
     pub http: HttpSummary,
-    file: File,
+    /// The tape, for bodies: read ahead in chunks (`read_ahead.rs`).
+    file: super::read_ahead::ReadAhead,
 }
 
 /// A hash-chain check running on its own thread (`TapeIndex::load_deferred`). Dropping it makes
@@ -235,10 +239,20 @@ impl ChainJob {
     fn run(&self, slot: &mut Option<Report>) {
         let report = slot.take();
         // The tape was just read whole; an error reading it again is not a broken chain.
-        let broken = TapeReader::open(&self.path).and_then(TapeReader::check_chain);
-        if let (Ok(Some(line)), Some(report)) = (broken, report) {
+        if let (Ok(Some(line)), Some(report)) = (self.check(), report) {
             report(Warning::ChainBroken { line });
         }
+    }
+
+    /// Checks the chain (`Some(line)`: broken there); a chain found whole is remembered for
+    /// this very file (`index_cache.rs`), so the next play need not check it again.
+    fn check(&self) -> Result<Option<u64>, TapeError> {
+        let stamp = super::index_cache::FileStamp::of(&self.path);
+        let broken = TapeReader::open(&self.path).and_then(TapeReader::check_chain)?;
+        if let (None, Some(stamp)) = (broken, stamp) {
+            super::index_cache::note_chain_held(&self.path, &stamp);
+        }
+        Ok(broken)
     }
 }
 
@@ -291,13 +305,19 @@ impl TapeIndex {
         if !super::index_cache::worth_caching(path) {
             return;
         }
+        let stamp = super::index_cache::FileStamp::of(path);
         if let Ok(index) = Self::load_checking(path, None, false, ReadOptions::default()) {
             super::index_cache::store(&index, None);
+            // Written whole by the caller, its chain holds as written (as for `load_own`).
+            if let Some(stamp) = stamp {
+                super::index_cache::note_chain_held(path, &stamp);
+            }
         }
     }
 
-    /// Like `load`, but the hash chain is checked afterwards on a background thread of the
-    /// lowest priority, so a player can answer while it runs; a broken chain is passed to
+    /// Like `load`, but a big tape's hash chain is checked afterwards on a background thread of
+    /// the lowest priority, so a player can answer while it runs (a small tape's is checked at
+    /// once, and one found whole before on this very file not at all); a broken chain is passed to
     /// `report` (as the `ChainBroken` warning `load` would have given) when found. Call
     /// `PendingChain::wait` before exiting so that the report is never lost.
     pub fn load_deferred(
@@ -316,7 +336,8 @@ impl TapeIndex {
         report: impl FnOnce(Warning) + Send + 'static,
     ) -> Result<(TapeIndex, PendingChain), TapeError> {
         // A big tape's index is kept in the user's cache between plays (`index_cache.rs`): the
-        // chain check below still reads the whole tape, but in the background. An index read
+        // chain check below reads the whole tape in the background, unless the cache says this
+        // very file's chain was found whole before. An index read
         // skipping bad lines is neither taken from the cache nor put there, so that a play
         // without the flag still refuses the tape.
         let cached = (!options.skip_bad_lines)
@@ -332,17 +353,33 @@ impl TapeIndex {
                 index
             }
         };
+        // A chain found whole before, on exactly this file, is not read again.
+        let held = !options.recheck_chain
+            && !options.skip_bad_lines
+            && super::index_cache::chain_held(path);
         let job = Arc::new(ChainJob {
             path: path.to_path_buf(),
-            report: Mutex::new(Some(Box::new(report))),
+            report: Mutex::new((!held).then(|| Box::new(report) as Report)),
         });
+        if held {
+            return Ok((index, PendingChain(job)));
+        }
+        // A small tape's chain is checked now, before serving (a few milliseconds at most):
+        // checked behind the serving loop it would take the loop's caches and CPU while it
+        // answers the first calls.
+        if std::fs::metadata(path).is_ok_and(|m| super::index_cache::is_small(m.len())) {
+            let mut slot = job.report.lock().unwrap_or_else(|e| e.into_inner());
+            job.run(&mut slot);
+            drop(slot);
+            return Ok((index, PendingChain(job)));
+        }
         let background = job.clone();
         // Without a thread the check is simply left to `PendingChain`'s drop.
         let _ = std::thread::Builder::new()
             .name("chain-check".into())
             .spawn(move || {
                 lower_priority();
-                let broken = TapeReader::open(&background.path).and_then(TapeReader::check_chain);
+                let broken = background.check();
                 let mut slot = background.report.lock().unwrap_or_else(|e| e.into_inner());
                 // Reported under the lock, so a drop that comes meanwhile waits for the report.
                 // An error leaves the check to the drop.
@@ -373,7 +410,7 @@ impl TapeIndex {
             exchanges: p.exchanges,
             standalone: p.standalone,
             http: p.http,
-            file,
+            file: super::read_ahead::ReadAhead::new(file),
         })
     }
 
@@ -455,7 +492,7 @@ impl TapeIndex {
             exchanges: b.exchanges,
             standalone: b.standalone,
             http: b.http,
-            file,
+            file: super::read_ahead::ReadAhead::new(file),
         })
     }
 
@@ -521,9 +558,7 @@ impl TapeIndex {
     }
 
     fn read_at(&self, offset: u64, len: u32) -> io::Result<Vec<u8>> {
-        let mut buf = vec![0u8; len as usize];
-        self.file.read_exact_at(&mut buf, offset)?;
-        Ok(buf)
+        self.file.read_at(offset, len)
     }
 }
 
@@ -833,15 +868,23 @@ impl Builder {
             (Dir::S2C, Kind::Notification) => method_is("notifications/progress"),
             _ => false,
         };
-        let params = json
-            .filter(|_| needs_params)
-            .and_then(|t| params_of(t.as_bytes()));
+        let (params, raw) = match json.filter(|_| needs_params) {
+            Some(t) if (m.dir, m.kind) == (Dir::C2S, Kind::Request) => {
+                crate::wire::params::params_with_raw(t.as_bytes())
+            }
+            Some(t) => (params_of(t.as_bytes()), None),
+            None => (None, None),
+        };
         let idx = self.msgs.len();
         self.msgs.push(meta);
         match (m.dir, m.kind, m.id) {
             (Dir::C2S, Kind::Request, Some(id)) => {
                 let redacted = json.is_some_and(crate::redact::has_marker);
-                self.add_request(idx, &m, id, scope, params, redacted);
+                // A redacted request matches live ones by wildcard, never by its bytes.
+                let raw_key = raw.filter(|_| !redacted).map(|r| {
+                    crate::wire::params::raw_key(m.method.as_deref().unwrap_or_default(), r)
+                });
+                self.add_request(idx, &m, id, scope, (params, raw_key), redacted);
             }
             (Dir::C2S, Kind::Response | Kind::Error, Some(id)) => {
                 self.add_client_answer(idx, scope, id)
@@ -864,7 +907,7 @@ impl Builder {
         m: &MsgFields<'_>,
         id: &str,
         scope: Option<u32>,
-        params: Option<Value>,
+        (params, raw_key): (Option<Value>, Option<MatchKey>),
         redacted: bool,
     ) {
         let method = m.method.as_deref().unwrap_or_default();
@@ -893,6 +936,7 @@ impl Builder {
             during: Vec::new(),
             client_answers: HashMap::new(),
             key,
+            raw_key,
             progress_token: token.clone(),
             cancelled: false,
             redacted,

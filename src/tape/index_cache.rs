@@ -8,7 +8,14 @@
 //! stale or unreadable entry — means a cold load.
 //!
 //! The cache holds offsets and hashes, never message bodies: bodies are still read from the tape.
-//! It does not replace the hash-chain check, which play runs on every tape in the background.
+//!
+//! Beside the index, a second small entry remembers that the tape's hash chain was found whole
+//! (by play's background check, or because `record` wrote it), for the same file as above and
+//! the same change time: a change time cannot be set back without root, so an edit, even one
+//! that restores length and modification time, makes it stale. Play then skips re-reading and
+//! re-hashing the whole tape behind its serving loop (SHA-256 of every line: the largest CPU cost
+//! of a warm start on a pinned CPU). A broken chain is never remembered: it is reported on every
+//! play. `verify` and `play --require-chain` always check the chain themselves.
 
 use super::format::{End, Header, ServerDecl};
 use super::index::{Exchange, HttpSummary, MsgMeta, Standalone, TapeIndex};
@@ -27,6 +34,7 @@ struct Stamp {
     ino: u64,
     len: u64,
     mtime_ns: i128,
+    ctime_ns: i128,
 }
 
 impl Stamp {
@@ -38,6 +46,7 @@ impl Stamp {
             ino: m.ino(),
             len: m.len(),
             mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+            ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
         })
     }
 }
@@ -93,9 +102,9 @@ struct Meta {
 
 /// What the index is made of, by what rules: bumped whenever the index is built differently
 /// from the same tape (2: answers paired by HTTP session and POST; 3: messages say whether
-/// they were appended), so an entry written by a build of the same version before the change
-/// is not used.
-const INDEX_FORMAT: u32 = 3;
+/// they were appended; 4: requests keyed by their params' exact text too), so an entry written
+/// by a build of the same version before the change is not used.
+const INDEX_FORMAT: u32 = 4;
 
 /// This build: its version, and the match key of a probe, since the key function is std's
 /// `DefaultHasher`, which another Rust release may change.
@@ -117,6 +126,10 @@ fn default_dir() -> Option<PathBuf> {
 
 /// The cache file of a tape and a server choice: a hash of both, so any path fits.
 fn entry(dir: &Path, tape: &Path, server: Option<&str>) -> Option<PathBuf> {
+    entry_with(dir, tape, server, "idx")
+}
+
+fn entry_with(dir: &Path, tape: &Path, server: Option<&str>, ext: &str) -> Option<PathBuf> {
     let tape = std::fs::canonicalize(tape).ok()?;
     let mut h = Sha256::new();
     h.update(tape.as_os_str().as_encoded_bytes());
@@ -128,7 +141,7 @@ fn entry(dir: &Path, tape: &Path, server: Option<&str>) -> Option<PathBuf> {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    Some(dir.join(format!("{name}.idx")))
+    Some(dir.join(format!("{name}.{ext}")))
 }
 
 /// The cached index of `tape`, if there is one for exactly this file.
@@ -173,6 +186,12 @@ fn offsets_fit(msgs: &[MsgMeta], len: u64) -> bool {
     })
 }
 
+/// Whether a tape of `len` bytes is small enough to load (and check) at once: under the size
+/// at which indexes are cached.
+pub(crate) fn is_small(len: u64) -> bool {
+    len < MIN_TAPE_LEN
+}
+
 /// Whether a tape at `tape` is big enough for its index to be cached.
 pub(crate) fn worth_caching(tape: &Path) -> bool {
     default_dir().is_some() && Stamp::of(tape).is_some_and(|s| s.len >= MIN_TAPE_LEN)
@@ -209,18 +228,79 @@ fn store_in(dir: &Path, index: &TapeIndex, server: Option<&str>) -> Option<()> {
         exchanges: &index.exchanges,
         standalone: &index.standalone,
     };
-    // Written to a name of our own, then renamed: a reader never sees half an entry.
+    write_entry(&path, &stored)
+}
+
+/// Writes an entry to a name of our own, then renames it: a reader never sees half an entry.
+fn write_entry(path: &Path, value: &impl serde::Serialize) -> Option<()> {
     let staging = path.with_extension(format!("tmp{}", std::process::id()));
     let written = super::writer::open_own(&staging).and_then(|f| {
         let mut w = std::io::BufWriter::new(f);
-        postcard::to_io(&stored, &mut w).map_err(std::io::Error::other)?;
+        postcard::to_io(value, &mut w).map_err(std::io::Error::other)?;
         w.flush()
     });
-    if written.is_err() || std::fs::rename(&staging, &path).is_err() {
+    if written.is_err() || std::fs::rename(&staging, path).is_err() {
         let _ = std::fs::remove_file(&staging);
         return None;
     }
     Some(())
+}
+
+/// The tape file as it is now, for [`note_chain_held`]: taken before the chain is read, so a
+/// change during the check makes the note stale at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileStamp(Stamp);
+
+impl FileStamp {
+    pub(crate) fn of(tape: &Path) -> Option<FileStamp> {
+        Stamp::of(tape).map(FileStamp)
+    }
+}
+
+/// What the chain entry holds.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ChainHeld {
+    tool: String,
+    stamp: Stamp,
+}
+
+/// Whether `tape`'s hash chain was found whole for exactly this file (see the module comment).
+pub(crate) fn chain_held(tape: &Path) -> bool {
+    default_dir().is_some_and(|dir| chain_held_in(&dir, tape))
+}
+
+fn chain_held_in(dir: &Path, tape: &Path) -> bool {
+    let Some(stamp) = Stamp::of(tape).filter(|s| s.len >= MIN_TAPE_LEN) else {
+        return false;
+    };
+    entry_with(dir, tape, None, "chain")
+        .and_then(|e| std::fs::read(e).ok())
+        .and_then(|b| postcard::from_bytes::<ChainHeld>(&b).ok())
+        .is_some_and(|held| held.tool == tool() && held.stamp == stamp)
+}
+
+/// Remembers that `tape`'s chain holds, as the file was at `stamp`; nothing if the file has
+/// changed since (or is small: its check is quick). Best effort.
+pub(crate) fn note_chain_held(tape: &Path, stamp: &FileStamp) {
+    if let Some(dir) = default_dir() {
+        note_chain_held_in(&dir, tape, stamp);
+    }
+}
+
+fn note_chain_held_in(dir: &Path, tape: &Path, stamp: &FileStamp) -> Option<()> {
+    let now = Stamp::of(tape)?;
+    if now != stamp.0 || now.len < MIN_TAPE_LEN {
+        return None;
+    }
+    let path = entry_with(dir, tape, None, "chain")?;
+    super::store::create_private_dir(dir).ok()?;
+    write_entry(
+        &path,
+        &ChainHeld {
+            tool: tool(),
+            stamp: now,
+        },
+    )
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod index;
 mod index_cache;
 pub mod place;
 pub mod prune;
+mod read_ahead;
 pub mod reader;
 pub(crate) mod scan;
 pub mod store;
@@ -145,6 +146,7 @@ mod tests {
         corrupt_line_4(&path);
         let skip = ReadOptions {
             skip_bad_lines: true,
+            ..Default::default()
         };
         let index = TapeIndex::load_with(&path, None, skip).unwrap();
         assert_eq!(index.msgs.len(), whole - 1);

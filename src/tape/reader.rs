@@ -137,6 +137,9 @@ pub struct ReadOptions {
     /// Skip it, with a [`Warning::SkippedLine`], instead of refusing the tape. The hash chain
     /// still runs over it, so a chained tape's chain breaks there.
     pub skip_bad_lines: bool,
+    /// Check the hash chain even where the index cache remembers it whole
+    /// (`play --require-chain`).
+    pub recheck_chain: bool,
 }
 
 /// Where the hash chain stands after the lines read so far.

@@ -51,6 +51,34 @@ pub(crate) fn params_of(message: &[u8]) -> Option<Value> {
     }
 }
 
+/// [`params_of`], and the params' exact text (`None` inside: the message has none), in one
+/// parse: the index keys a request by both (see [`raw_key`]).
+pub(crate) fn params_with_raw(message: &[u8]) -> (Option<Value>, Option<Option<&str>>) {
+    #[derive(serde::Deserialize)]
+    struct RawProbe<'a> {
+        #[serde(borrow, default)]
+        params: Option<&'a serde_json::value::RawValue>,
+    }
+    let Ok(p) = serde_json::from_slice::<RawProbe<'_>>(message) else {
+        return (params_of(message), None);
+    };
+    let raw = p.params.map(|r| r.get());
+    match raw.map(serde_json::from_str::<Value>) {
+        None => (None, Some(None)),
+        Some(Ok(v)) => (Some(v), Some(raw)),
+        // Too deep for a `Value`: as `params_of` gives it.
+        Some(Err(_)) => (params_of(message), Some(raw)),
+    }
+}
+
+/// The key of a request by its method and its params' exact bytes: play looks a client's
+/// request up by it before building and canonicalizing its params (the same bytes give the same
+/// canonical params, so the same match key). Absent params hash as the empty text, which no
+/// params' JSON text is.
+pub(crate) fn raw_key(method: &str, raw_params: Option<&str>) -> MatchKey {
+    super::canonical::hash_key(method, raw_params.unwrap_or(""))
+}
+
 /// Which param names what a request is about.
 pub(crate) fn target_key(method: &str) -> Option<&'static str> {
     match method {

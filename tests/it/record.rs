@@ -988,9 +988,19 @@ fn record_leaves_a_big_tape_indexed_so_that_its_first_play_starts_warm() {
     let entries: Vec<_> = std::fs::read_dir(cache.join("mcptape/index"))
         .map(|d| d.map(|e| e.unwrap().path()).collect())
         .unwrap_or_default();
-    assert_eq!(entries.len(), 1, "record cached the index: {entries:?}");
+    let idx: Vec<_> = entries
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "idx"))
+        .collect();
+    assert_eq!(idx.len(), 1, "record cached the index: {entries:?}");
+    assert!(
+        entries
+            .iter()
+            .any(|p| p.extension().is_some_and(|e| e == "chain")),
+        "record noted that the chain it wrote holds: {entries:?}"
+    );
     let stamp = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
-    let before = stamp(&entries[0]);
+    let before = stamp(idx[0]);
     std::thread::sleep(Duration::from_millis(20));
     let played = Mt::new(["play"])
         .arg(&tape)
@@ -1000,5 +1010,54 @@ fn record_leaves_a_big_tape_indexed_so_that_its_first_play_starts_warm() {
         .success();
     assert_eq!(played.stdout, recorded.stdout, "play served the recording");
     // A cold load would have built the index and stored it again.
-    assert_eq!(stamp(&entries[0]), before, "play used the cached index");
+    assert_eq!(stamp(idx[0]), before, "play used the cached index");
+}
+
+/// The chain check play skips on a tape whose chain was found whole must come back for any
+/// edit, even one that keeps the tape's length, inode and modification time: a broken chain
+/// is reported on every play, never remembered.
+#[test]
+fn an_edit_that_restores_length_and_mtime_still_gets_the_chain_checked_on_every_play() {
+    let (dir, tape) = tmp_tape("big.jsonl");
+    let cache = dir.path().join("cache");
+    let requests: String = (1..=2)
+        .map(|i| format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"tools/call\",\"params\":{{\"name\":\"big\",\"arguments\":{{\"n\":{i}}}}}}}\n"))
+        .collect();
+    record_mt(&tape, &[], &py(THREE_MIB_ANSWERS, &[]))
+        .env("XDG_CACHE_HOME", &cache)
+        .stdin(requests.clone())
+        .run()
+        .success();
+    let play = || {
+        Mt::new(["play"])
+            .arg(&tape)
+            .env("XDG_CACHE_HOME", &cache)
+            .stdin(requests.clone())
+            .run()
+            .success()
+    };
+    assert!(!play().stderr.contains("hash chain"), "a whole chain");
+    // One byte of the first answer changed in place, the modification time set back.
+    let mtime = std::fs::metadata(&tape).unwrap().modified().unwrap();
+    let bytes = std::fs::read(&tape).unwrap();
+    let at = memchr::memmem::find(&bytes, b"zzzz").unwrap();
+    let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+    {
+        use std::io::{Seek, Write};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&tape).unwrap();
+        f.seek(std::io::SeekFrom::Start(at as u64)).unwrap();
+        f.write_all(b"y").unwrap();
+        f.set_modified(mtime).unwrap();
+    }
+    assert_eq!(std::fs::metadata(&tape).unwrap().modified().unwrap(), mtime);
+    for round in 1..=2 {
+        let played = play();
+        assert!(
+            played
+                .stderr
+                .contains(&format!("the hash chain breaks at line {line}")),
+            "play {round} after the edit: {}",
+            played.console()
+        );
+    }
 }

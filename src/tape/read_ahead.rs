@@ -1,0 +1,128 @@
+//! Reading message bodies back from a tape. Play serves answers in about the order they were
+//! recorded, and a tape holds them in that order, so the bodies it reads lie one after the
+//! other: one `pread` of a chunk then serves a few hundred small answers from memory, where a
+//! `pread` per answer was the largest cost of serving one (about 40 % of play's CPU time per
+//! call on the bench's 1 KiB answers). Memory stays bounded: one chunk, whatever the tape's
+//! size. A read far from the chunk (a client asking out of order) or of a big body goes to the
+//! file directly and leaves the chunk as it is. No `mmap`: a tape truncated under a mapping
+//! would end play with SIGBUS.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Mutex;
+
+/// How much one refill reads.
+const CHUNK: usize = 256 * 1024;
+
+/// The open tape and the chunk read last.
+#[derive(Debug)]
+pub(crate) struct ReadAhead {
+    file: File,
+    chunk: Mutex<Chunk>,
+}
+
+#[derive(Debug, Default)]
+struct Chunk {
+    /// File offset of `bytes[0]`.
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl Chunk {
+    fn end(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+}
+
+impl ReadAhead {
+    pub(crate) fn new(file: File) -> ReadAhead {
+        ReadAhead {
+            file,
+            chunk: Mutex::new(Chunk::default()),
+        }
+    }
+
+    /// Exactly `len` bytes at `offset` (an error if the file is shorter).
+    pub(crate) fn read_at(&self, offset: u64, len: u32) -> io::Result<Vec<u8>> {
+        let len_u = len as usize;
+        let end = offset
+            .checked_add(u64::from(len))
+            .ok_or_else(|| io::Error::other("offset out of range"))?;
+        // Big bodies and reads far from the chunk go to the file (see the module comment).
+        if len_u <= CHUNK / 2 {
+            let mut c = self.chunk.lock().unwrap_or_else(|e| e.into_inner());
+            if offset >= c.start && end <= c.end() {
+                let at = (offset - c.start) as usize;
+                return Ok(c.bytes[at..at + len_u].to_vec());
+            }
+            // Next in line: at the chunk's end or within a chunk past it (the first read too).
+            let next =
+                c.bytes.is_empty() || (offset >= c.start && offset <= c.end() + CHUNK as u64);
+            if next {
+                c.start = offset;
+                c.bytes.resize(CHUNK, 0);
+                let n = fill(&self.file, &mut c.bytes, offset)?;
+                c.bytes.truncate(n);
+                if n >= len_u {
+                    return Ok(c.bytes[..len_u].to_vec());
+                }
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        let mut buf = vec![0u8; len_u];
+        self.file.read_exact_at(&mut buf, offset)?;
+        Ok(buf)
+    }
+}
+
+/// Reads from `offset` until `buf` is full or the file ends; how many bytes were read.
+fn fill(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], offset + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// Every read, in order, out of order, across the chunk's end, big, and past the file's
+    /// end, gives exactly the file's bytes (or an error past the end).
+    #[test]
+    fn reads_in_any_order_give_the_files_bytes() {
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..(3 * CHUNK + 777))
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        f.write_all(&data).unwrap();
+        let r = ReadAhead::new(f);
+        let expect = |off: usize, len: usize| data[off..off + len].to_vec();
+        let mut reads: Vec<(usize, usize)> = (0..1300).map(|i| (i * 600, 500)).collect();
+        reads.extend([
+            (10, 5),
+            (CHUNK - 3, 10),
+            (2 * CHUNK + 100, CHUNK),
+            (5, 1),
+            (3 * CHUNK, 777),
+            (0, 3 * CHUNK + 777),
+        ]);
+        for (off, len) in reads {
+            assert_eq!(
+                r.read_at(off as u64, len as u32).unwrap(),
+                expect(off, len),
+                "at {off}+{len}"
+            );
+        }
+        assert!(r.read_at(3 * CHUNK as u64 + 700, 100).is_err());
+        assert!(r.read_at(u64::MAX - 1, 10).is_err());
+    }
+}
