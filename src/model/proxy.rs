@@ -331,59 +331,56 @@ async fn pump_events(
             continue;
         };
         let mut blocks = parser.push(&data);
-        // hyper hands a chunked answer over one chunk at a time (a provider's chunk is one
-        // event), through a one-slot channel its connection task fills: the chunks already
-        // read from the socket are gathered too, so that everything of one upstream read is
-        // taped in one write and forwarded in one piece.
-        let mut gathered = data.len();
-        while gathered < GATHER_MAX {
-            match ready_frame(&mut body).await {
-                Ready::Data(more) => {
-                    gathered += more.len();
-                    blocks.extend(parser.push(&more));
-                }
-                Ready::Nothing => break,
-                Ready::End => {
-                    ended = true;
-                    break;
-                }
-                Ready::Broke(e) => {
-                    cut = Some(format!("the upstream stream broke: {e}"));
-                    ended = true;
-                    break;
+        if events == 0 && !blocks.is_empty() {
+            // The first event goes out alone, the moment it is taped: the client waits for it
+            // (time to first token), and taping the rest of the read would delay it.
+            let rest = blocks.split_off(1);
+            pass(
+                &tape,
+                &call,
+                blocks,
+                &mut summary,
+                &mut events,
+                &tx,
+                &mut client_gone,
+            )
+            .await;
+            blocks = rest;
+        } else {
+            // hyper hands a chunked answer over one chunk at a time (a provider's chunk is one
+            // event), through a one-slot channel its connection task fills: the chunks already
+            // read from the socket are gathered too, so that everything of one upstream read
+            // is taped in one write and forwarded in one piece.
+            let mut gathered = data.len();
+            while gathered < GATHER_MAX {
+                match ready_frame(&mut body).await {
+                    Ready::Data(more) => {
+                        gathered += more.len();
+                        blocks.extend(parser.push(&more));
+                    }
+                    Ready::Nothing => break,
+                    Ready::End => {
+                        ended = true;
+                        break;
+                    }
+                    Ready::Broke(e) => {
+                        cut = Some(format!("the upstream stream broke: {e}"));
+                        ended = true;
+                        break;
+                    }
                 }
             }
         }
-        if blocks.is_empty() {
-            continue;
-        }
-        // The events of one read: taped in one write, then forwarded in one piece (as a byte
-        // relay forwards a read), not a system call each way per event.
-        let taped: Vec<_> = blocks
-            .iter()
-            .map(|block| summarize_block(&call, block, &mut summary, &mut events))
-            .collect();
-        tape.model_parts(
-            Dir::S2C,
-            call.n,
-            taped
-                .iter()
-                .map(|(f, data)| ("event", f, data.as_deref().map(str::as_bytes))),
-        );
-        let out = match <[_; 1]>::try_from(blocks) {
-            Ok([one]) => Bytes::from(one.raw),
-            Err(blocks) => {
-                let mut all = Vec::with_capacity(blocks.iter().map(|b| b.raw.len()).sum());
-                for b in &blocks {
-                    all.extend_from_slice(&b.raw);
-                }
-                Bytes::from(all)
-            }
-        };
-        if !client_gone && tx.send(Ok(out)).await.is_err() {
-            // The client went away: keep reading, so the tape holds the whole answer.
-            client_gone = true;
-        }
+        pass(
+            &tape,
+            &call,
+            blocks,
+            &mut summary,
+            &mut events,
+            &tx,
+            &mut client_gone,
+        )
+        .await;
     }
     if let Some(block) = parser.finish() {
         // An event the stream ended in the middle of: forwarded, taped as it stood.
@@ -403,6 +400,47 @@ async fn pump_events(
     call.tape(&tape, Dir::S2C, "end", &f, None, None);
     if let Some(why) = cut {
         crate::transport::http::cut_after_flush(&tx, why).await;
+    }
+}
+
+/// Tapes `blocks` (the events of one read) in one write, then forwards them in one piece, as a
+/// byte relay forwards a read: not a system call each way per event.
+async fn pass(
+    tape: &Recorder,
+    call: &Call,
+    blocks: Vec<crate::transport::sse::Block>,
+    summary: &mut Summary,
+    events: &mut u64,
+    tx: &mpsc::Sender<Result<Bytes, String>>,
+    client_gone: &mut bool,
+) {
+    if blocks.is_empty() {
+        return;
+    }
+    let taped: Vec<_> = blocks
+        .iter()
+        .map(|block| summarize_block(call, block, summary, events))
+        .collect();
+    tape.model_parts(
+        Dir::S2C,
+        call.n,
+        taped
+            .iter()
+            .map(|(f, data)| ("event", f, data.as_deref().map(str::as_bytes))),
+    );
+    let out = match <[_; 1]>::try_from(blocks) {
+        Ok([one]) => Bytes::from(one.raw),
+        Err(blocks) => {
+            let mut all = Vec::with_capacity(blocks.iter().map(|b| b.raw.len()).sum());
+            for b in &blocks {
+                all.extend_from_slice(&b.raw);
+            }
+            Bytes::from(all)
+        }
+    };
+    if !*client_gone && tx.send(Ok(out)).await.is_err() {
+        // The client went away: keep reading, so the tape holds the whole answer.
+        *client_gone = true;
     }
 }
 
