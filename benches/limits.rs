@@ -210,6 +210,81 @@ fn main() {
         );
     }
 
+    // The model proxy's unit: one SSE event of the bench's long stream (a 16-byte text delta),
+    // its data as the tape keeps it and the whole tape line the chain hashes.
+    let data = br#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"the quick brown "}}"#;
+    let line = format!(
+        r#"{{"type":"model","seq":12345,"t_us":523452,"server":"model","dir":"s2c","call":7,"part":"event","event":"content_block_delta","msg":{},"h":"c0498e853b23ff62839eda475d042ebe5a22d6283d8ce68895b02aea6569d275"}}"#,
+        std::str::from_utf8(data).unwrap()
+    )
+    .into_bytes();
+    let iters = 200_000;
+    let event_rows = [
+        (
+            "SHA-256 of the tape line",
+            line.len(),
+            per_call(iters, || {
+                use sha2::Digest;
+                black_box(sha2::Sha256::digest(black_box(&line)));
+            }),
+        ),
+        (
+            "JSON validation of the data",
+            data.len(),
+            per_call(iters, || {
+                let v: serde::de::IgnoredAny = serde_json::from_slice(black_box(data)).unwrap();
+                black_box(v);
+            }),
+        ),
+        (
+            "redaction scan of the data (no secret)",
+            data.len(),
+            per_call(iters, || {
+                assert!(redactor.redact_json(black_box(data)).is_none());
+            }),
+        ),
+        (
+            "SSE parse of the event (src/transport/sse.rs)",
+            data.len() + 36,
+            {
+                let ev = format!(
+                    "event: content_block_delta\ndata: {}\n\n",
+                    std::str::from_utf8(data).unwrap()
+                );
+                let mut parser = mcptape::fuzz_api::SseParser::new(1 << 20);
+                per_call(iters, || {
+                    black_box(parser.push(black_box(ev.as_bytes())));
+                })
+            },
+        ),
+    ];
+    println!("\nPer model event: a 16-byte text delta (least CPU time of {ROUNDS} rounds)");
+    for (what, bytes, us) in event_rows {
+        println!("  {what:<46} {bytes:>5} B {us:>8.3} µs");
+    }
+    let mut tape = File::create(dir.join("events")).unwrap();
+    let batch: Vec<u8> = line
+        .iter()
+        .copied()
+        .chain([b'\n'])
+        .cycle()
+        .take((line.len() + 1) * 64)
+        .collect();
+    println!(
+        "  {:<46} {:>5} B {:>8.3} µs",
+        "write(2) of 64 lines at once, per line",
+        line.len() + 1,
+        best(20_000, |k| {
+            for _ in 0..k {
+                tape.write_all(&batch).unwrap();
+            }
+            tape.set_len(0).unwrap();
+            use std::io::Seek;
+            tape.seek(std::io::SeekFrom::Start(0)).unwrap();
+        }) * 1e6
+            / 64.0
+    );
+
     println!("\nPer message (least CPU time of {ROUNDS} rounds)");
     let iters = 200_000;
     let null = File::options().write(true).open("/dev/null").unwrap();

@@ -11,6 +11,7 @@ use crate::transport::upstream::{strip_hop_by_hop, Upstream};
 use crate::wire::Dir;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Body as _;
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::{Request, Response, StatusCode, Uri};
@@ -316,7 +317,8 @@ async fn pump_events(
     let mut events = 0u64;
     let mut client_gone = false;
     let mut cut: Option<String> = None;
-    loop {
+    let mut ended = false;
+    while !ended {
         let frame = match body.frame().await {
             None => break,
             Some(Ok(f)) => f,
@@ -328,31 +330,57 @@ async fn pump_events(
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        let blocks = parser.push(&data);
-        if blocks.is_empty() {
-            continue;
+        let mut blocks = parser.push(&data);
+        if events == 0 && !blocks.is_empty() {
+            // The first event goes out alone, the moment it is taped: the client waits for it
+            // (time to first token), and taping the rest of the read would delay it.
+            let rest = blocks.split_off(1);
+            pass(
+                &tape,
+                &call,
+                blocks,
+                &mut summary,
+                &mut events,
+                &tx,
+                &mut client_gone,
+            )
+            .await;
+            blocks = rest;
+        } else {
+            // hyper hands a chunked answer over one chunk at a time (a provider's chunk is one
+            // event), through a one-slot channel its connection task fills: the chunks already
+            // read from the socket are gathered too, so that everything of one upstream read
+            // is taped in one write and forwarded in one piece.
+            let mut gathered = data.len();
+            while gathered < GATHER_MAX {
+                match ready_frame(&mut body).await {
+                    Ready::Data(more) => {
+                        gathered += more.len();
+                        blocks.extend(parser.push(&more));
+                    }
+                    Ready::Nothing => break,
+                    Ready::End => {
+                        ended = true;
+                        break;
+                    }
+                    Ready::Broke(e) => {
+                        cut = Some(format!("the upstream stream broke: {e}"));
+                        ended = true;
+                        break;
+                    }
+                }
+            }
         }
-        // The events of one read: taped in one write, then forwarded in one piece (as a byte
-        // relay forwards a read), not a system call each way per event.
-        let taped: Vec<_> = blocks
-            .iter()
-            .map(|block| summarize_block(&call, block, &mut summary, &mut events))
-            .collect();
-        tape.model_parts(
-            Dir::S2C,
-            call.n,
-            taped
-                .iter()
-                .map(|(f, data)| ("event", f, data.as_deref().map(str::as_bytes))),
-        );
-        let out = match <[_; 1]>::try_from(blocks) {
-            Ok([one]) => Bytes::from(one.raw),
-            Err(blocks) => Bytes::from(blocks.into_iter().flat_map(|b| b.raw).collect::<Vec<u8>>()),
-        };
-        if !client_gone && tx.send(Ok(out)).await.is_err() {
-            // The client went away: keep reading, so the tape holds the whole answer.
-            client_gone = true;
-        }
+        pass(
+            &tape,
+            &call,
+            blocks,
+            &mut summary,
+            &mut events,
+            &tx,
+            &mut client_gone,
+        )
+        .await;
     }
     if let Some(block) = parser.finish() {
         // An event the stream ended in the middle of: forwarded, taped as it stood.
@@ -373,6 +401,84 @@ async fn pump_events(
     if let Some(why) = cut {
         crate::transport::http::cut_after_flush(&tx, why).await;
     }
+}
+
+/// Tapes `blocks` (the events of one read) in one write, then forwards them in one piece, as a
+/// byte relay forwards a read: not a system call each way per event.
+async fn pass(
+    tape: &Recorder,
+    call: &Call,
+    blocks: Vec<crate::transport::sse::Block>,
+    summary: &mut Summary,
+    events: &mut u64,
+    tx: &mpsc::Sender<Result<Bytes, String>>,
+    client_gone: &mut bool,
+) {
+    if blocks.is_empty() {
+        return;
+    }
+    let taped: Vec<_> = blocks
+        .iter()
+        .map(|block| summarize_block(call, block, summary, events))
+        .collect();
+    tape.model_parts(
+        Dir::S2C,
+        call.n,
+        taped
+            .iter()
+            .map(|(f, data)| ("event", f, data.as_deref().map(str::as_bytes))),
+    );
+    let out = match <[_; 1]>::try_from(blocks) {
+        Ok([one]) => Bytes::from(one.raw),
+        Err(blocks) => {
+            let mut all = Vec::with_capacity(blocks.iter().map(|b| b.raw.len()).sum());
+            for b in &blocks {
+                all.extend_from_slice(&b.raw);
+            }
+            Bytes::from(all)
+        }
+    };
+    if !*client_gone && tx.send(Ok(out)).await.is_err() {
+        // The client went away: keep reading, so the tape holds the whole answer.
+        *client_gone = true;
+    }
+}
+
+/// At most this many bytes of an answer are gathered into one write to the tape and one to
+/// the client (a fast upstream's backlog is still passed on in pieces).
+const GATHER_MAX: usize = 64 * 1024;
+
+/// What the upstream's body holds without waiting for the network.
+enum Ready {
+    Data(Bytes),
+    /// Nothing read yet: what came so far goes out now.
+    Nothing,
+    End,
+    Broke(hyper::Error),
+}
+
+/// The body's next frame if its connection task has it already: polled once, then once more
+/// after letting that task (woken when the last frame was taken) decode the next chunk from
+/// what it has read; `Nothing` once it would have to wait for the socket.
+async fn ready_frame(body: &mut Incoming) -> Ready {
+    for attempt in 0..2 {
+        let polled = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::pin::Pin::new(&mut *body).poll_frame(cx))
+        })
+        .await;
+        match polled {
+            std::task::Poll::Ready(None) => return Ready::End,
+            std::task::Poll::Ready(Some(Err(e))) => return Ready::Broke(e),
+            std::task::Poll::Ready(Some(Ok(f))) => match f.into_data() {
+                Ok(d) => return Ready::Data(d),
+                // Trailers: nothing to tape or forward; look again.
+                Err(_) => continue,
+            },
+            std::task::Poll::Pending if attempt == 0 => tokio::task::yield_now().await,
+            std::task::Poll::Pending => {}
+        }
+    }
+    Ready::Nothing
 }
 
 /// Tapes one block of the stream: its event name and id as facts, its data as the body.
@@ -416,23 +522,35 @@ fn summarize_block(
 /// text deltas, which hold none, and are not parsed (measured: a fifth of the proxy's
 /// instructions per event went into parsing and dropping them).
 fn may_summarize(provider: Provider, data: &str) -> bool {
-    let needles: &[&str] = match provider {
-        Provider::Anthropic => &[
+    use memchr::memmem::Finder;
+    use std::sync::LazyLock;
+    // Built once: a memmem searcher costs more to build than to run over a small event.
+    type Needles = LazyLock<Vec<Finder<'static>>>;
+    fn needles(words: &'static [&'static str]) -> Vec<Finder<'static>> {
+        words.iter().map(|w| Finder::new(w.as_bytes())).collect()
+    }
+    static ANTHROPIC: Needles = LazyLock::new(|| {
+        needles(&[
             "\"usage\"",
             "\"input_tokens\"",
             "\"stop_reason\"",
             "\"tool_use\"",
-        ],
-        Provider::OpenAiChat => &["\"usage\"", "\"tool_calls\"", "\"finish_reason\""],
-        Provider::OpenAiResponses => &["\"usage\"", "\"status\"", "\"function_call\""],
+        ])
+    });
+    static OPENAI_CHAT: Needles =
+        LazyLock::new(|| needles(&["\"usage\"", "\"tool_calls\"", "\"finish_reason\""]));
+    static OPENAI_RESPONSES: Needles =
+        LazyLock::new(|| needles(&["\"usage\"", "\"status\"", "\"function_call\""]));
+    static ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
+    let needles: &[Finder<'static>] = match provider {
+        Provider::Anthropic => &ANTHROPIC,
+        Provider::OpenAiChat => &OPENAI_CHAT,
+        Provider::OpenAiResponses => &OPENAI_RESPONSES,
         Provider::Gemini => return true,
         Provider::Other => return false,
     };
     let d = data.as_bytes();
-    memchr::memmem::find(d, b"\\u").is_some()
-        || needles
-            .iter()
-            .any(|n| memchr::memmem::find(d, n.as_bytes()).is_some())
+    ESCAPE.find(d).is_some() || needles.iter().any(|n| n.find(d).is_some())
 }
 
 /// What the tape keeps of one block of a stream: its event name, id and retry as facts, and

@@ -727,7 +727,10 @@ pub(crate) fn has_quoted_token(bytes: &[u8]) -> bool {
 /// What the byte rules cannot see into: escapes, a resource `blob`, and base64 long enough to
 /// hold text (a `.env` file as a blob): the message is then decoded and walked.
 pub(crate) fn has_hidden_text(bytes: &[u8]) -> bool {
-    if has_escapes(bytes) || memchr::memmem::find(bytes, b"\"blob\"").is_some() {
+    // Built once: building a memmem searcher costs more than running it over a small message.
+    static BLOB: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"blob\""));
+    if has_escapes(bytes) || BLOB.find(bytes).is_some() {
         return true;
     }
     let mut prev: Option<usize> = None;

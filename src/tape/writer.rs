@@ -504,20 +504,27 @@ impl TapeWriter {
         let redactor = self.redactor.as_deref();
         // A pretty-printed JSON body (OpenAI's) holds line breaks only between tokens: on a
         // tape line they become spaces, the one change a body may see.
+        // Validated once: a line break in valid JSON is whitespace between tokens, so the
+        // flattened body is valid too (and most bodies have none: no copy then).
         let flat: Vec<u8>;
-        let body = match body {
+        let (body, json) = match body {
             Some(b) if is_json(b) => {
                 let b = b.trim_ascii();
-                flat = b
-                    .iter()
-                    .map(|&c| if c == b'\n' || c == b'\r' { b' ' } else { c })
-                    .collect();
-                Some(&flat[..])
+                let b = if memchr::memchr2(b'\n', b'\r', b).is_some() {
+                    flat = b
+                        .iter()
+                        .map(|&c| if c == b'\n' || c == b'\r' { b' ' } else { c })
+                        .collect();
+                    &flat[..]
+                } else {
+                    b
+                };
+                (Some(b), true)
             }
-            other => other,
+            other => (other, false),
         };
         let big = match body {
-            Some(b) if !b.is_empty() && is_json(b) => push_json_body(&mut p, redactor, b),
+            Some(b) if !b.is_empty() && json => push_json_body(&mut p, redactor, b),
             // An empty body is kept as one (`"text":""`): an event's empty `data:` is not the
             // same as no data field, which a client would not dispatch at all.
             Some(b) => {

@@ -279,3 +279,145 @@ fn re_recording_model_calls_replaces_the_tape_only_once_a_call_was_answered() {
     );
     assert!(tape_lines(&tape).iter().any(|l| l["part"] == "response"));
 }
+
+/// A loopback upstream answering every request with `stream` (already chunked) in the writes
+/// `cuts` splits it into, on a keep-alive connection: a provider that sends many events in
+/// one write, or an event across two.
+fn chunked_upstream(stream: Vec<u8>, cuts: Vec<usize>) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let (stream, cuts) = (stream.clone(), cuts.clone());
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    // One request: its head, then its content-length's bytes.
+                    let head_end = loop {
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                        match conn.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    while buf.len() < head_end + len {
+                        match conn.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.drain(..head_end + len);
+                    let mut from = 0;
+                    for &to in cuts.iter().chain([&stream.len()]) {
+                        if conn.write_all(&stream[from..to]).is_err() {
+                            return;
+                        }
+                        conn.flush().unwrap();
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        from = to;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Events that arrive together (hyper hands them over one chunk at a time) are taped in one
+/// write and forwarded in one piece: still one tape line each, the client's bytes the
+/// upstream's, the tape verified and played back byte for byte. An event cut across two
+/// writes is held until it is whole.
+#[test]
+fn events_that_arrive_together_are_each_taped_and_forwarded_byte_for_byte() {
+    let dir = tmp();
+    let mut events = Vec::new();
+    events.push(
+        r#"{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"claude-test","content":[],"usage":{"input_tokens":4,"output_tokens":1}}}"#
+            .to_string(),
+    );
+    for i in 0..300 {
+        events.push(format!(
+            r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"word {i} "}}}}"#
+        ));
+    }
+    events.push(
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":300}}"#
+            .to_string(),
+    );
+    events.push(r#"{"type":"message_stop"}"#.to_string());
+    let mut sse = Vec::new();
+    let mut body = Vec::new();
+    let mut first_len = 0;
+    for e in &events {
+        let name = serde_json::from_str::<serde_json::Value>(e).unwrap()["type"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let ev = format!("event: {name}\ndata: {e}\n\n");
+        sse.extend_from_slice(ev.as_bytes());
+        body.extend_from_slice(format!("{:x}\r\n{ev}\r\n", ev.len()).as_bytes());
+        if first_len == 0 {
+            first_len = body.len();
+        }
+    }
+    body.extend_from_slice(b"0\r\n\r\n");
+    let mut wire =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    let head_len = wire.len();
+    wire.extend_from_slice(&body);
+    // The head and the first event in one write, then the middle of the stream with an event
+    // cut in two, then the rest.
+    let cuts = vec![head_len + first_len, wire.len() / 2, wire.len() / 2 + 7];
+    let base = chunked_upstream(wire, cuts);
+    let tape = dir.path().join("model.jsonl");
+    let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
+    let url = format!("{}/v1/messages", proxy.url);
+    let (status, got) = http(&url, "POST", HEADERS, &ask(true));
+    assert_eq!(status, 200);
+    assert_eq!(
+        text(&got),
+        text(&sse),
+        "the client gets the upstream's bytes"
+    );
+    proxy.stop();
+
+    let taped: Vec<serde_json::Value> = tape_lines(&tape)
+        .into_iter()
+        .filter(|l| l["type"] == "model" && l["part"] == "event")
+        .collect();
+    assert_eq!(taped.len(), events.len(), "one line per event");
+    for (line, e) in taped.iter().zip(&events) {
+        let want: serde_json::Value = serde_json::from_str(e).unwrap();
+        assert_eq!(line["msg"], want);
+    }
+    let end = tape_lines(&tape)
+        .into_iter()
+        .find(|l| l["type"] == "model" && l["part"] == "end")
+        .unwrap();
+    assert_eq!(end["events"], events.len());
+    assert_eq!(end["summary"]["output_tokens"], 300);
+    Mt::new(["verify", &s(&tape)]).run().status(0);
+
+    let player = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--playback"]);
+    let (status, again) = http(
+        &format!("{}/v1/messages", player.url),
+        "POST",
+        HEADERS,
+        &ask(true),
+    );
+    assert_eq!((status, text(&again)), (200, text(&sse)));
+    let log = player.stop();
+    assert_contains(&log, "1 model calls served, 0 missed");
+}
