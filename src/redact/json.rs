@@ -477,7 +477,6 @@ impl<'r> Walk<'r> {
     }
 }
 
-/// A key as a rule name: lower case, `[a-z0-9_-]` only (a marker holds no quote, no bracket).
 /// The secrets' shapes `Walk` takes out of an object's key.
 fn key_spans(r: &Redactor, key: &str) -> Vec<Span> {
     if key.len() < 8 {
@@ -498,6 +497,7 @@ pub(crate) fn secret_top_rule() -> String {
     format!("key:{}", rule_name(SECRET_FIELD_RULE))
 }
 
+/// A key as a rule name: lower case, `[a-z0-9_-]` only (a marker holds no quote, no bracket).
 fn rule_name(key: &str) -> String {
     key.chars()
         .map(|c| {
