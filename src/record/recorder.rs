@@ -241,7 +241,7 @@ impl Recorder {
     pub fn message(&self, dir: Dir, bytes: &[u8], facts: Option<&serde_json::Value>) {
         let bytes = bytes.trim_ascii();
         let flat: Vec<u8>;
-        let bytes = if bytes.iter().any(|&b| b == b'\n' || b == b'\r') {
+        let bytes = if memchr::memchr2(b'\n', b'\r', bytes).is_some() {
             flat = bytes
                 .iter()
                 .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })

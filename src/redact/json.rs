@@ -430,13 +430,7 @@ impl<'r> Walk<'r> {
 
     /// The shape rules over an object key.
     fn key_shapes(&mut self, key: &Str<'_>) {
-        if key.text.len() < 8 {
-            return;
-        }
-        for Span { start, end, rule } in self.r.spans_of(&key.text) {
-            if rule == "assignment" || rule == "url-param" {
-                continue;
-            }
+        for Span { start, end, rule } in key_spans(self.r, &key.text) {
             let (a, b) = key.raw(start, end);
             let marker = self.r.marker(&rule, &key.text[start..end]);
             self.splice(a, b, marker, rule);
@@ -481,6 +475,26 @@ impl<'r> Walk<'r> {
         }
         p
     }
+}
+
+/// The secrets' shapes `Walk` takes out of an object's key.
+fn key_spans(r: &Redactor, key: &str) -> Vec<Span> {
+    if key.len() < 8 {
+        return Vec::new();
+    }
+    let mut spans = r.spans_of(key);
+    spans.retain(|sp| sp.rule != "assignment" && sp.rule != "url-param");
+    spans
+}
+
+/// Whether a walk leaves `key`, as an object's key, as it is.
+pub(crate) fn key_is_clean(r: &Redactor, key: &str) -> bool {
+    key_spans(r, key).is_empty()
+}
+
+/// The rule `Walk::secret_at_top` fields are taken out under (what `rule_of` gives for them).
+pub(crate) fn secret_top_rule() -> String {
+    format!("key:{}", rule_name(SECRET_FIELD_RULE))
 }
 
 /// A key as a rule name: lower case, `[a-z0-9_-]` only (a marker holds no quote, no bracket).

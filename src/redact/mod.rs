@@ -15,6 +15,7 @@
 mod argv;
 mod config;
 mod entropy;
+mod facts;
 mod json;
 mod lazy;
 mod prefilter;
@@ -23,6 +24,7 @@ mod text;
 
 pub use config::{RedactConfig, RuleError};
 pub(crate) use entropy::is_high_entropy;
+pub(crate) use facts::FactsCache;
 
 pub(crate) use crate::wire::marker::marker_re;
 pub(crate) use crate::wire::marker::{

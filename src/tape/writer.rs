@@ -61,6 +61,11 @@ pub struct TapeWriter {
     sessions_written: u64,
     dropped: u64,
     redactor: Option<std::sync::Arc<Redactor>>,
+    /// The markers of HTTP facts already seen (the session id), so each is computed once.
+    facts_cache: crate::redact::FactsCache,
+    /// Tests: every message's facts walked, to hold the cached path to that.
+    #[cfg(test)]
+    facts_uncached: bool,
     signing_key: Option<Vec<u8>>,
     /// The chain's head: hex SHA-256 of the last line.
     head: String,
@@ -229,6 +234,9 @@ impl TapeWriter {
             sessions_written: 0,
             dropped: 0,
             redactor: opts.redactor,
+            facts_cache: Default::default(),
+            #[cfg(test)]
+            facts_uncached: false,
             signing_key: opts.signing_key,
             head: String::new(),
             written_head: String::new(),
@@ -359,16 +367,38 @@ impl TapeWriter {
         };
         if let Some(facts) = facts {
             end.extend_from_slice(b",\"http\":");
-            let raw = serde_json::to_vec(facts).expect("a Value serializes");
-            // Session ids, event ids, `Mcp-Param-*` values and error bodies can be credentials;
-            // what readers pair messages by is protocol and stays.
-            match self
-                .redactor
-                .as_ref()
-                .and_then(|r| redact_http_facts(r, &raw))
-            {
-                Some((out, _)) => end.extend_from_slice(&out),
-                None => end.extend_from_slice(&raw),
+            #[cfg(test)]
+            let may_cache = !self.facts_uncached;
+            #[cfg(not(test))]
+            let may_cache = true;
+            let done = match &self.redactor {
+                None => {
+                    serde_json::to_writer(&mut *end, facts).expect("a Value serializes");
+                    true
+                }
+                Some(r) => {
+                    may_cache
+                        && r.write_facts_cached(
+                            facts,
+                            FACTS_KEPT,
+                            FACTS_SECRET,
+                            &mut self.facts_cache,
+                            end,
+                        )
+                }
+            };
+            if !done {
+                let raw = serde_json::to_vec(facts).expect("a Value serializes");
+                // Session ids, event ids, `Mcp-Param-*` values and error bodies can be
+                // credentials; what readers pair messages by is protocol and stays.
+                match self
+                    .redactor
+                    .as_ref()
+                    .and_then(|r| redact_http_facts(r, &raw))
+                {
+                    Some((out, _)) => end.extend_from_slice(&out),
+                    None => end.extend_from_slice(&raw),
+                }
             }
         }
         if appended {
@@ -1051,5 +1081,99 @@ mod tests {
         assert_eq!(last_whole_line(&parts, a.len()), first);
         assert_eq!(last_whole_line(&parts, all - 1), first);
         assert_eq!(last_whole_line(&parts, all), Some((all, 2, &*h('b'))));
+    }
+
+    /// The HTTP facts written through the cache of markers are the bytes the walk gives, also
+    /// where the cache cannot be used (facts it does not know, a user rule matching a fact's
+    /// name): a session of repeated session ids, two sessions, and the odd cases.
+    #[test]
+    fn cached_facts_give_the_tape_the_walk_gives() {
+        use serde_json::json;
+        let head = json!({"method": "POST", "path": "/mcp", "content_type": "application/json",
+            "accept": "application/json, text/event-stream", "mcp_protocol_version": "2025-06-18"});
+        let with = |extra: serde_json::Value| {
+            let mut f = head.clone();
+            f.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            f
+        };
+        let mut facts = vec![with(json!({"post": 1, "request_id": 0}))];
+        for (n, sid) in [
+            (2, "bench-session-1"),
+            (3, "bench-session-1"),
+            (4, "sk-live-0a1b2c3d4e5f6a7b8c9d"),
+            (5, "bench-session-1"),
+            (6, "s\u{e9}\"ss\nion"),
+        ] {
+            facts.push(with(
+                json!({"post": n, "request_id": n, "mcp_session_id": sid}),
+            ));
+            facts.push(with(
+                json!({"post": n, "request_id": n, "mcp_session_id": sid,
+                "session": sid, "status": 200}),
+            ));
+        }
+        facts.extend([
+            with(json!({"session": "", "status": 202})),
+            with(json!({"session": "[REDACTED:key:session-id:0badf00d]"})),
+            with(json!({"request_id": "a\"b", "session": "bench-session-1"})),
+            with(json!({"session": 12345678})),
+            with(json!({"request_id": [[1]], "session": "bench-session-1"})),
+            with(
+                json!({"mcp_name": "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB",
+                "mcp_session_id": "bench-session-1"}),
+            ),
+            with(json!({"mcp_params": {"token": "abc"}, "mcp_session_id": "bench-session-1"})),
+            with(json!({"last_event_id": "e-1", "mcp_session_id": "bench-session-1"})),
+            json!("not an object"),
+        ]);
+        let dir = tempfile::tempdir().unwrap();
+        let mut user = crate::redact::RedactConfig::defaults();
+        user.add_rule("re:session_i");
+        for (name, cfg) in [
+            ("defaults", crate::redact::RedactConfig::defaults()),
+            ("user rule", user),
+        ] {
+            let opts = WriteOptions {
+                redactor: Some(std::sync::Arc::new(Redactor::new(&cfg).unwrap())),
+                signing_key: None,
+            };
+            let tape = |uncached: bool| {
+                let path = dir.path().join(format!("{name}-{uncached}.jsonl"));
+                let mut w = TapeWriter::create(&path, opts.clone()).unwrap();
+                w.facts_uncached = uncached;
+                let at = w.start;
+                for (i, f) in facts.iter().enumerate() {
+                    let msg = format!(r#"{{"jsonrpc":"2.0","id":{i},"result":{{}}}}"#);
+                    w.message_with("s", Dir::S2C, &Frame::whole(msg.as_bytes()), at, Some(f));
+                }
+                w.commit().unwrap();
+                let text = std::fs::read_to_string(&path).unwrap();
+                // The header's time differs, and so every line's chain hash: the rest must not.
+                text.lines()
+                    .skip(1)
+                    .map(|l| l.rsplit_once(",\"h\":").unwrap().0.to_string())
+                    .collect::<Vec<_>>()
+            };
+            let (cached, walked) = (tape(false), tape(true));
+            assert_eq!(cached.len(), facts.len());
+            for (c, w) in cached.iter().zip(&walked) {
+                assert_eq!(c, w, "{name}");
+            }
+            assert!(
+                !cached.iter().any(|l| l.contains("bench-session-1")),
+                "{name}"
+            );
+            // Both paths were taken: the usual facts cached, a fact it does not know walked.
+            let r = opts.redactor.as_deref().unwrap();
+            let mut cache = crate::redact::FactsCache::default();
+            let mut out = Vec::new();
+            let mut fits = |f: &serde_json::Value| {
+                r.write_facts_cached(f, FACTS_KEPT, FACTS_SECRET, &mut cache, &mut out)
+            };
+            assert_eq!(fits(&facts[2]), name == "defaults");
+            assert!(!fits(&facts[facts.len() - 4]));
+        }
     }
 }
