@@ -75,8 +75,12 @@ impl Matcher {
         policy: std::sync::Arc<super::policy::MatchPolicy>,
     ) -> Matcher {
         let policy = super::policy::PolicyState::new(index, policy);
-        let mut by_key: HashMap<MatchKey, VecDeque<usize>, _> = HashMap::default();
-        let mut by_raw: HashMap<MatchKey, MatchKey, _> = HashMap::default();
+        // Sized up front: growing maps of 100k keys rehashes them several times at start-up.
+        let n = policy.keys.len();
+        let mut by_key: HashMap<MatchKey, VecDeque<usize>, _> =
+            HashMap::with_capacity_and_hasher(n, Default::default());
+        let mut by_raw: HashMap<MatchKey, MatchKey, _> =
+            HashMap::with_capacity_and_hasher(n, Default::default());
         let mut prev_same = Vec::with_capacity(policy.keys.len());
         for (i, key) in policy.keys.iter().enumerate() {
             let q = by_key.entry(*key).or_default();
