@@ -4,7 +4,7 @@
 
 use super::format::{End, Header, MsgLine, ServerDecl};
 use super::reader::{
-    BadLine, Entry, ReadOptions, Scanned, ScannedEntry, TapeError, TapeReader, Warning,
+    BadLine, Chain, Entry, ReadOptions, Scanned, ScannedEntry, TapeError, TapeReader, Warning,
 };
 use super::scan::{BodyText, HttpMeta, MsgFields};
 use crate::wire::canonical::canonical;
@@ -420,6 +420,15 @@ impl TapeIndex {
         check_chain: bool,
         options: ReadOptions,
     ) -> Result<TapeIndex, TapeError> {
+        // A chain found whole before on exactly this file (`index_cache.rs`) is not hashed
+        // again; one checked whole here is noted for next time.
+        let check_chain = check_chain
+            && (options.recheck_chain
+                || options.skip_bad_lines
+                || !super::index_cache::chain_held(path));
+        let stamp = check_chain
+            .then(|| super::index_cache::FileStamp::of(path))
+            .flatten();
         let mut reader = TapeReader::open_with(path, options)?;
         if !check_chain {
             reader.skip_chain();
@@ -474,6 +483,9 @@ impl TapeIndex {
                 continue;
             }
             b.add(&item, fields);
+        }
+        if let (Some(stamp), Chain::Linked(_) | Chain::Absent) = (&stamp, reader.chain()) {
+            super::index_cache::note_chain_held(path, stamp);
         }
         let warnings = reader.warnings().to_vec();
         let server = chosen.unwrap_or_else(|| super::format::DEFAULT_SERVER.to_string());

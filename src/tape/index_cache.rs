@@ -14,8 +14,10 @@
 //! the same change time: a change time cannot be set back without root, so an edit, even one
 //! that restores length and modification time, makes it stale. Play then skips re-reading and
 //! re-hashing the whole tape behind its serving loop (SHA-256 of every line: the largest CPU cost
-//! of a warm start on a pinned CPU). A broken chain is never remembered: it is reported on every
-//! play. `verify` and `play --require-chain` always check the chain themselves.
+//! of a warm start on a pinned CPU), and `check`, `diff` and the other commands that read a tape
+//! whole skip hashing it (a chain they find whole is noted too). A broken chain is never
+//! remembered: it is reported every time. `verify` and `play --require-chain` always check the
+//! chain themselves.
 
 use super::format::{End, Header, ServerDecl};
 use super::index::{Exchange, HttpSummary, MsgMeta, Standalone, TapeIndex};

@@ -1013,11 +1013,11 @@ fn record_leaves_a_big_tape_indexed_so_that_its_first_play_starts_warm() {
     assert_eq!(stamp(idx[0]), before, "play used the cached index");
 }
 
-/// The chain check play skips on a tape whose chain was found whole must come back for any
-/// edit, even one that keeps the tape's length, inode and modification time: a broken chain
-/// is reported on every play, never remembered.
+/// The chain check play and check skip on a tape whose chain was found whole must come back for
+/// any edit, even one that keeps the tape's length, inode and modification time: a broken chain
+/// is reported every time, never remembered.
 #[test]
-fn an_edit_that_restores_length_and_mtime_still_gets_the_chain_checked_on_every_play() {
+fn an_edit_that_restores_length_and_mtime_still_gets_the_chain_checked_by_every_play_and_check() {
     let (dir, tape) = tmp_tape("big.jsonl");
     let cache = dir.path().join("cache");
     let requests: String = (1..=2)
@@ -1036,7 +1036,23 @@ fn an_edit_that_restores_length_and_mtime_still_gets_the_chain_checked_on_every_
             .run()
             .success()
     };
+    // check reads the tape whole: it too skips hashing a chain noted whole, and must not for
+    // an edited one.
+    let check = || {
+        Mt::new(["check"])
+            .arg(&tape)
+            .arg("--")
+            .args(py(THREE_MIB_ANSWERS, &[]))
+            .env("XDG_CACHE_HOME", &cache)
+            .run()
+    };
     assert!(!play().stderr.contains("hash chain"), "a whole chain");
+    let checked = check();
+    assert!(
+        !checked.stderr.contains("hash chain"),
+        "{}",
+        checked.console()
+    );
     // One byte of the first answer changed in place, the modification time set back.
     let mtime = std::fs::metadata(&tape).unwrap().modified().unwrap();
     let bytes = std::fs::read(&tape).unwrap();
@@ -1058,6 +1074,14 @@ fn an_edit_that_restores_length_and_mtime_still_gets_the_chain_checked_on_every_
                 .contains(&format!("the hash chain breaks at line {line}")),
             "play {round} after the edit: {}",
             played.console()
+        );
+        let checked = check();
+        assert!(
+            checked
+                .stderr
+                .contains(&format!("the hash chain breaks at line {line}")),
+            "check {round} after the edit: {}",
+            checked.console()
         );
     }
 }
