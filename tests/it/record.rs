@@ -972,18 +972,25 @@ for line in sys.stdin:
     sys.stdout.flush()
 "##;
 
+/// Two calls with 3 MiB answers (a tape over the index cache's 4 MiB), recorded to `tape` with
+/// the user's cache at `cache`: the client's lines and what record gave.
+fn record_big(tape: &Path, cache: &Path) -> (String, Run) {
+    let requests: String = (1..=2)
+        .map(|i| format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"tools/call\",\"params\":{{\"name\":\"big\",\"arguments\":{{\"n\":{i}}}}}}}\n"))
+        .collect();
+    let recorded = record_mt(tape, &[], &py(THREE_MIB_ANSWERS, &[]))
+        .env("XDG_CACHE_HOME", cache)
+        .stdin(requests.clone())
+        .run()
+        .success();
+    (requests, recorded)
+}
+
 #[test]
 fn record_leaves_a_big_tape_indexed_so_that_its_first_play_starts_warm() {
     let (dir, tape) = tmp_tape("big.jsonl");
     let cache = dir.path().join("cache");
-    let requests: String = (1..=2)
-        .map(|i| format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"tools/call\",\"params\":{{\"name\":\"big\",\"arguments\":{{\"n\":{i}}}}}}}\n"))
-        .collect();
-    let recorded = record_mt(&tape, &[], &py(THREE_MIB_ANSWERS, &[]))
-        .env("XDG_CACHE_HOME", &cache)
-        .stdin(requests.clone())
-        .run()
-        .success();
+    let (requests, recorded) = record_big(&tape, &cache);
     assert_eq!(recorded.stdout.lines().count(), 2, "{}", recorded.console());
     let entries: Vec<_> = std::fs::read_dir(cache.join("mcptape/index"))
         .map(|d| d.map(|e| e.unwrap().path()).collect())
@@ -1020,14 +1027,7 @@ fn record_leaves_a_big_tape_indexed_so_that_its_first_play_starts_warm() {
 fn an_edit_that_restores_length_and_mtime_still_gets_the_chain_checked_by_every_play_and_check() {
     let (dir, tape) = tmp_tape("big.jsonl");
     let cache = dir.path().join("cache");
-    let requests: String = (1..=2)
-        .map(|i| format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"tools/call\",\"params\":{{\"name\":\"big\",\"arguments\":{{\"n\":{i}}}}}}}\n"))
-        .collect();
-    record_mt(&tape, &[], &py(THREE_MIB_ANSWERS, &[]))
-        .env("XDG_CACHE_HOME", &cache)
-        .stdin(requests.clone())
-        .run()
-        .success();
+    let (requests, _) = record_big(&tape, &cache);
     let play = || {
         Mt::new(["play"])
             .arg(&tape)
