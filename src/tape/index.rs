@@ -337,9 +337,9 @@ impl TapeIndex {
     ) -> Result<(TapeIndex, PendingChain), TapeError> {
         // A big tape's index is kept in the user's cache between plays (`index_cache.rs`): the
         // chain check below reads the whole tape in the background, unless the cache says this
-        // very file's chain was found whole before. An index read
-        // skipping bad lines is neither taken from the cache nor put there, so that a play
-        // without the flag still refuses the tape.
+        // very file's chain was found whole before. An index read skipping bad lines is neither
+        // taken from the cache nor put there, so that a play without the flag still refuses the
+        // tape.
         let cached = (!options.skip_bad_lines)
             .then(|| super::index_cache::load(path, server))
             .flatten();
@@ -353,10 +353,7 @@ impl TapeIndex {
                 index
             }
         };
-        // A chain found whole before, on exactly this file, is not read again.
-        let held = !options.recheck_chain
-            && !options.skip_bad_lines
-            && super::index_cache::chain_held(path);
+        let held = chain_noted_whole(path, options);
         let job = Arc::new(ChainJob {
             path: path.to_path_buf(),
             report: Mutex::new((!held).then(|| Box::new(report) as Report)),
@@ -422,10 +419,7 @@ impl TapeIndex {
     ) -> Result<TapeIndex, TapeError> {
         // A chain found whole before on exactly this file (`index_cache.rs`) is not hashed
         // again; one checked whole here is noted for next time.
-        let check_chain = check_chain
-            && (options.recheck_chain
-                || options.skip_bad_lines
-                || !super::index_cache::chain_held(path));
+        let check_chain = check_chain && !chain_noted_whole(path, options);
         let stamp = check_chain
             .then(|| super::index_cache::FileStamp::of(path))
             .flatten();
@@ -572,6 +566,13 @@ impl TapeIndex {
     fn read_at(&self, offset: u64, len: u32) -> io::Result<Vec<u8>> {
         self.file.read_at(offset, len)
     }
+}
+
+/// Whether `path`'s hash chain was found whole before on exactly this file (`index_cache.rs`)
+/// and may be taken as checked: not with `--require-chain`'s recheck, nor when bad lines are
+/// skipped (a skipped line breaks the chain).
+fn chain_noted_whole(path: &Path, options: ReadOptions) -> bool {
+    !options.recheck_chain && !options.skip_bad_lines && super::index_cache::chain_held(path)
 }
 
 /// Runs the calling thread only when nothing else wants its CPU (Linux `SCHED_IDLE`).
