@@ -270,7 +270,7 @@ pub fn show(
     let mut target_of = vec![None; index.msgs.len()];
     let mut latency_of = vec![None; index.msgs.len()];
     let mut retry_of = vec![None; index.msgs.len()];
-    for ex in &index.exchanges {
+    for ex in index.exchanges.iter() {
         let req = &index.msgs[ex.request];
         let target = index.call_target(req);
         retry_of[ex.request] = ex
@@ -292,7 +292,7 @@ pub fn show(
             );
         }
     }
-    for s in &index.standalone {
+    for s in index.standalone.iter() {
         if let Some(answer) = s.client_answer {
             method_of[answer] = index.msgs[s.msg].method.clone();
             latency_of[answer] = Some(

@@ -220,7 +220,7 @@ pub fn mcp_samples(index: &TapeIndex) -> Vec<Sample> {
         }
     };
     let mut server_requests = Vec::new();
-    for ex in &index.exchanges {
+    for ex in index.exchanges.iter() {
         let target = index.call_target(&index.msgs[ex.request]);
         out.push(answered(ex.request, ex.response, RowKind::Mcp, target));
         for &m in &ex.during {
@@ -229,7 +229,7 @@ pub fn mcp_samples(index: &TapeIndex) -> Vec<Sample> {
             }
         }
     }
-    for s in &index.standalone {
+    for s in index.standalone.iter() {
         if index.msgs[s.msg].kind == Kind::Request {
             server_requests.push((s.msg, s.client_answer));
         }

@@ -235,7 +235,7 @@ impl Ctx<'_> {
         // The protocol version each session agreed on (initialize's answer), by session.
         let mut protocol: HashMap<Option<u32>, String> = HashMap::new();
         let mut client_name = None;
-        for e in &index.exchanges {
+        for e in index.exchanges.iter() {
             let req = &index.msgs[e.request];
             if req.method.as_deref() != Some("initialize") {
                 continue;
@@ -293,14 +293,14 @@ impl Ctx<'_> {
         }
         // Server requests (with the client's answers) and notifications outside any exchange.
         let mut server_requests: Vec<(usize, Option<usize>, Option<u32>)> = Vec::new();
-        for e in &index.exchanges {
+        for e in index.exchanges.iter() {
             for &d in &e.during {
                 if index.msgs[d].kind == Kind::Request {
                     server_requests.push((d, e.client_answers.get(&d).copied(), e.session));
                 }
             }
         }
-        for s in &index.standalone {
+        for s in index.standalone.iter() {
             server_requests.push((s.msg, s.client_answer, s.session));
         }
         server_requests.sort_unstable();

@@ -347,7 +347,7 @@ impl Matcher {
             });
         let length = self.policy.lists.get(list).map_or(0, Vec::len);
         let mut methods: BTreeMap<String, usize> = BTreeMap::new();
-        for ex in &index.exchanges {
+        for ex in index.exchanges.iter() {
             *methods
                 .entry(index.msgs[ex.request].method.clone().unwrap_or_default())
                 .or_default() += 1;

@@ -6,6 +6,7 @@ use super::format::{End, Header, MsgLine, ServerDecl};
 use super::reader::{
     BadLine, Chain, Entry, ReadOptions, Scanned, ScannedEntry, TapeError, TapeReader, Warning,
 };
+use super::request_facts::{request_facts, RequestFacts};
 use super::scan::{BodyText, HttpMeta, MsgFields};
 use crate::wire::canonical::canonical;
 use crate::wire::params::{match_key, params_of, progress_token, target_key, target_of, MatchKey};
@@ -211,11 +212,11 @@ pub struct TapeIndex {
     /// What the reader found worth saying (torn last line, not closed, broken chain).
     pub warnings: Vec<Warning>,
     /// The server's messages in tape order, both directions.
-    pub msgs: Vec<MsgMeta>,
+    pub msgs: Arc<Vec<MsgMeta>>,
     /// The client's requests with their answers, in the order they were sent.
-    pub exchanges: Vec<Exchange>,
+    pub exchanges: Arc<Vec<Exchange>>,
     /// Server messages tied to no exchange.
-    pub standalone: Vec<Standalone>,
+    pub standalone: Arc<Vec<Standalone>>,
     /// HTTP tapes: refused GETs and DELETEs, and how much came on GET streams.
     pub http: HttpSummary,
     /// The tape, for bodies: read ahead in chunks (`read_ahead.rs`).
@@ -233,9 +234,35 @@ struct ChainJob {
     path: PathBuf,
     /// Taken by whichever thread finishes the check first; held while it reports.
     report: Mutex<Option<Report>>,
+    /// A cold start's index, to be kept in the cache: written first by the same thread (or the
+    /// drop), so that serving does not wait for it.
+    store: Mutex<Option<super::index_cache::PendingStore>>,
 }
 
 impl ChainJob {
+    fn store_pending(&self) -> bool {
+        self.store
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    fn check_pending(&self) -> bool {
+        self.report
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// Writes the index to the cache unless done already, under the lock: a drop that comes
+    /// meanwhile waits for the entry rather than exit with it half written.
+    fn write_store(&self) {
+        let mut slot = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(pending) = slot.take() {
+            pending.write();
+        }
+    }
+
     fn run(&self, slot: &mut Option<Report>) {
         let report = slot.take();
         // The tape was just read whole; an error reading it again is not a broken chain.
@@ -263,6 +290,7 @@ impl PendingChain {
 
 impl Drop for PendingChain {
     fn drop(&mut self) {
+        self.0.write_store();
         let mut slot = self.0.report.lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_some() {
             self.0.run(&mut slot);
@@ -305,13 +333,13 @@ impl TapeIndex {
         if !super::index_cache::worth_caching(path) {
             return;
         }
-        let stamp = super::index_cache::FileStamp::of(path);
+        let Some(stamp) = super::index_cache::FileStamp::of(path) else {
+            return;
+        };
         if let Ok(index) = Self::load_checking(path, None, false, ReadOptions::default()) {
-            super::index_cache::store(&index, None);
+            super::index_cache::store(&index, None, stamp.clone());
             // Written whole by the caller, its chain holds as written (as for `load_own`).
-            if let Some(stamp) = stamp {
-                super::index_cache::note_chain_held(path, &stamp);
-            }
+            super::index_cache::note_chain_held(path, &stamp);
         }
     }
 
@@ -343,12 +371,15 @@ impl TapeIndex {
         let cached = (!options.skip_bad_lines)
             .then(|| super::index_cache::load(path, server))
             .flatten();
+        let mut store = None;
         let index = match cached {
             Some(parts) => Self::from_parts(path, parts)?,
             None => {
+                let before = super::index_cache::FileStamp::of(path);
                 let index = Self::load_checking(path, server, false, options)?;
+                // Kept for the next play by the background thread below, not before serving.
                 if !options.skip_bad_lines {
-                    super::index_cache::store(&index, server);
+                    store = before.and_then(|b| super::index_cache::pending(&index, server, b));
                 }
                 index
             }
@@ -357,25 +388,30 @@ impl TapeIndex {
         let job = Arc::new(ChainJob {
             path: path.to_path_buf(),
             report: Mutex::new((!held).then(|| Box::new(report) as Report)),
+            store: Mutex::new(store),
         });
-        if held {
-            return Ok((index, PendingChain(job)));
-        }
         // A small tape's chain is checked now, before serving (a few milliseconds at most):
         // checked behind the serving loop it would take the loop's caches and CPU while it
-        // answers the first calls.
-        if std::fs::metadata(path).is_ok_and(|m| super::index_cache::is_small(m.len())) {
+        // answers the first calls. (Its index is not kept: it loads fast.)
+        if !held && std::fs::metadata(path).is_ok_and(|m| super::index_cache::is_small(m.len())) {
             let mut slot = job.report.lock().unwrap_or_else(|e| e.into_inner());
             job.run(&mut slot);
             drop(slot);
+        }
+        let background_work = job.store_pending() || job.check_pending();
+        if !background_work {
             return Ok((index, PendingChain(job)));
         }
         let background = job.clone();
-        // Without a thread the check is simply left to `PendingChain`'s drop.
+        // Without a thread the work is simply left to `PendingChain`'s drop.
         let _ = std::thread::Builder::new()
             .name("chain-check".into())
             .spawn(move || {
                 lower_priority();
+                background.write_store();
+                if !background.check_pending() {
+                    return;
+                }
                 let broken = background.check();
                 let mut slot = background.report.lock().unwrap_or_else(|e| e.into_inner());
                 // Reported under the lock, so a drop that comes meanwhile waits for the report.
@@ -403,9 +439,9 @@ impl TapeIndex {
             server: p.server,
             end: p.end,
             warnings: p.warnings,
-            msgs: p.msgs,
-            exchanges: p.exchanges,
-            standalone: p.standalone,
+            msgs: Arc::new(p.msgs),
+            exchanges: Arc::new(p.exchanges),
+            standalone: Arc::new(p.standalone),
             http: p.http,
             file: super::read_ahead::ReadAhead::new(file),
         })
@@ -494,9 +530,9 @@ impl TapeIndex {
             server,
             end,
             warnings,
-            msgs: b.msgs,
-            exchanges: b.exchanges,
-            standalone: b.standalone,
+            msgs: Arc::new(b.msgs),
+            exchanges: Arc::new(b.exchanges),
+            standalone: Arc::new(b.standalone),
             http: b.http,
             file: super::read_ahead::ReadAhead::new(file),
         })
@@ -724,6 +760,18 @@ struct Builder {
     /// SSE event ids sent on an exchange's POST stream → the exchange (what a GET with
     /// `Last-Event-ID` resumes).
     event_ids: HashMap<(Scope, String), usize>,
+    /// `request_facts`'s buffer for the canonical params, kept between requests.
+    scratch: Vec<u8>,
+}
+
+/// What the index keeps of a client's request.
+struct Request {
+    facts: RequestFacts,
+    /// `wire::params::raw_key`, unless the request is redacted (or its params unreadable).
+    raw_key: Option<MatchKey>,
+    /// It carries `inputResponses`: a retry of an earlier call that asked for input.
+    retry: bool,
+    redacted: bool,
 }
 
 impl Builder {
@@ -873,31 +921,23 @@ impl Builder {
             _ => None,
         };
         // Only the messages whose params take part in the index are parsed: the client's
-        // requests and cancellations, and the server's progress notifications.
+        // cancellations and the server's progress notifications (a request is read by
+        // `request`).
         let method_is = |name: &str| m.method.as_deref() == Some(name);
         let needs_params = match (m.dir, m.kind) {
-            (Dir::C2S, Kind::Request) => true,
             (Dir::C2S, Kind::Notification) => method_is("notifications/cancelled"),
             (Dir::S2C, Kind::Notification) => method_is("notifications/progress"),
             _ => false,
         };
-        let (params, raw) = match json.filter(|_| needs_params) {
-            Some(t) if (m.dir, m.kind) == (Dir::C2S, Kind::Request) => {
-                crate::wire::params::params_with_raw(t.as_bytes())
-            }
-            Some(t) => (params_of(t.as_bytes()), None),
-            None => (None, None),
-        };
+        let params = json
+            .filter(|_| needs_params)
+            .and_then(|t| params_of(t.as_bytes()));
         let idx = self.msgs.len();
         self.msgs.push(meta);
         match (m.dir, m.kind, m.id) {
             (Dir::C2S, Kind::Request, Some(id)) => {
-                let redacted = json.is_some_and(crate::redact::has_marker);
-                // A redacted request matches live ones by wildcard, never by its bytes.
-                let raw_key = raw.filter(|_| !redacted).map(|r| {
-                    crate::wire::params::raw_key(m.method.as_deref().unwrap_or_default(), r)
-                });
-                self.add_request(idx, &m, id, scope, (params, raw_key), redacted);
+                let request = self.request(m.method.as_deref().unwrap_or_default(), json);
+                self.add_request(idx, &m, id, scope, request);
             }
             (Dir::C2S, Kind::Response | Kind::Error, Some(id)) => {
                 self.add_client_answer(idx, scope, id)
@@ -913,6 +953,41 @@ impl Builder {
         }
     }
 
+    /// What the index keeps of a request of `method` whose message is `json`: read from its
+    /// bytes where `request_facts` can, else from its parsed params.
+    fn request(&mut self, method: &str, json: Option<&str>) -> Request {
+        if let Some(r) = json.and_then(|t| request_facts(method, t, &mut self.scratch)) {
+            return Request {
+                raw_key: Some(crate::wire::params::raw_key(method, r.raw)),
+                facts: r.facts,
+                retry: false,
+                redacted: false,
+            };
+        }
+        let (params, raw) = match json {
+            Some(t) => crate::wire::params::params_with_raw(t.as_bytes()),
+            None => (None, None),
+        };
+        let redacted = json.is_some_and(crate::redact::has_marker);
+        // A redacted request matches live ones by wildcard, never by its bytes.
+        let raw_key = raw
+            .filter(|_| !redacted)
+            .map(|r| crate::wire::params::raw_key(method, r));
+        let (key, _) = match_key(method, params.as_ref());
+        Request {
+            facts: RequestFacts {
+                key,
+                progress_token: progress_token(params.as_ref(), true),
+                name: params.as_ref().and_then(|p| p.get("name").cloned()),
+            },
+            raw_key,
+            retry: params
+                .as_ref()
+                .is_some_and(|p| p.get("inputResponses").is_some()),
+            redacted,
+        }
+    }
+
     /// A client request opens an exchange, findable by id, POST and progress token.
     fn add_request(
         &mut self,
@@ -920,29 +995,34 @@ impl Builder {
         m: &MsgFields<'_>,
         id: &str,
         scope: Option<u32>,
-        (params, raw_key): (Option<Value>, Option<MatchKey>),
-        redacted: bool,
+        request: Request,
     ) {
         let method = m.method.as_deref().unwrap_or_default();
-        let (key, _) = match_key(method, params.as_ref());
-        let token = progress_token(params.as_ref(), true);
+        let Request {
+            facts:
+                RequestFacts {
+                    key,
+                    progress_token: token,
+                    name,
+                },
+            raw_key,
+            retry,
+            redacted,
+        } = request;
         let ex = self.exchanges.len();
         // A retry carrying `inputResponses` continues the latest exchange of the same call
         // that asked for input.
-        let retry_of = params
-            .as_ref()
-            .filter(|p| p.get("inputResponses").is_some())
-            .and_then(|p| {
-                let name = p.get("name");
+        let retry_of = retry
+            .then(|| {
                 (0..ex).rev().find(|&e| {
                     let prev = &self.exchanges[e];
                     prev.input_required
                         && self.msgs[prev.request].method.as_deref() == Some(method)
-                        && self.request_names.get(e).map(|n| n.as_ref()) == Some(name)
+                        && self.request_names.get(e).map(|n| n.as_ref()) == Some(name.as_ref())
                 })
-            });
-        self.request_names
-            .push(params.as_ref().and_then(|p| p.get("name").cloned()));
+            })
+            .flatten();
+        self.request_names.push(name);
         self.exchanges.push(Exchange {
             request: idx,
             response: None,
@@ -1021,8 +1101,10 @@ impl Builder {
         };
         if let Some(ex) = answers {
             // Cheap first, exact second: only a candidate answer is parsed.
+            static INPUT_REQUIRED: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+                std::sync::LazyLock::new(|| memchr::memmem::Finder::new("\"input_required\""));
             let input_required = json.is_some_and(|t| {
-                t.contains("\"input_required\"")
+                INPUT_REQUIRED.find(t.as_bytes()).is_some()
                     && serde_json::from_str::<Value>(t).is_ok_and(|v| {
                         v.pointer("/result/resultType").and_then(Value::as_str)
                             == Some("input_required")

@@ -25,6 +25,7 @@ use super::reader::Warning;
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Smaller tapes load fast enough that a cache would only add files.
 const MIN_TAPE_LEN: u64 = 4 * 1024 * 1024;
@@ -200,37 +201,82 @@ pub(crate) fn worth_caching(tape: &Path) -> bool {
 }
 
 /// Keeps the index of a big tape for the next play. Best effort: a failure only costs the next
-/// start-up a cold load.
-pub(crate) fn store(index: &TapeIndex, server: Option<&str>) {
-    if let Some(dir) = default_dir() {
-        store_in(&dir, index, server);
+/// start-up a cold load. `built_from`: the tape as it was before its index was read.
+pub(crate) fn store(index: &TapeIndex, server: Option<&str>, built_from: FileStamp) {
+    if let Some(pending) = pending(index, server, built_from) {
+        pending.write();
     }
 }
 
-fn store_in(dir: &Path, index: &TapeIndex, server: Option<&str>) -> Option<()> {
-    let stamp = Stamp::of(&index.path)?;
+/// An index to keep, taken apart (its tables shared, not copied) so that play's background
+/// thread writes it while play serves: serializing 100,000 exchanges is a tenth of a cold
+/// start-up.
+pub(crate) struct PendingStore {
+    dir: PathBuf,
+    tape: PathBuf,
+    server: Option<String>,
+    stamp: Stamp,
+    meta: Meta,
+    msgs: Arc<Vec<MsgMeta>>,
+    exchanges: Arc<Vec<Exchange>>,
+    standalone: Arc<Vec<Standalone>>,
+}
+
+/// The index of a big tape, ready to be kept; `None` for a small one or without a cache dir.
+pub(crate) fn pending(
+    index: &TapeIndex,
+    server: Option<&str>,
+    built_from: FileStamp,
+) -> Option<PendingStore> {
+    pending_in(default_dir()?, index, server, built_from)
+}
+
+fn pending_in(
+    dir: PathBuf,
+    index: &TapeIndex,
+    server: Option<&str>,
+    FileStamp(stamp): FileStamp,
+) -> Option<PendingStore> {
     if stamp.len < MIN_TAPE_LEN {
         return None;
     }
-    let path = entry(dir, &index.path, server)?;
-    super::store::create_private_dir(dir).ok()?;
-    let meta = Meta {
-        header: index.header.clone(),
-        servers: index.servers.clone(),
-        server: index.server.clone(),
-        end: index.end.clone(),
-        warnings: index.warnings.clone(),
-        http: index.http.clone(),
-    };
-    let stored = StoredRef {
-        tool: tool(),
+    Some(PendingStore {
+        dir,
+        tape: index.path.clone(),
+        server: server.map(str::to_string),
         stamp,
-        meta: serde_json::to_string(&meta).ok()?,
-        msgs: &index.msgs,
-        exchanges: &index.exchanges,
-        standalone: &index.standalone,
-    };
-    write_entry(&path, &stored)
+        meta: Meta {
+            header: index.header.clone(),
+            servers: index.servers.clone(),
+            server: index.server.clone(),
+            end: index.end.clone(),
+            warnings: index.warnings.clone(),
+            http: index.http.clone(),
+        },
+        msgs: index.msgs.clone(),
+        exchanges: index.exchanges.clone(),
+        standalone: index.standalone.clone(),
+    })
+}
+
+impl PendingStore {
+    /// Writes the entry, unless the tape is no longer the file the index was read from.
+    pub(crate) fn write(self) -> Option<()> {
+        if Stamp::of(&self.tape).as_ref() != Some(&self.stamp) {
+            return None;
+        }
+        let path = entry(&self.dir, &self.tape, self.server.as_deref())?;
+        super::store::create_private_dir(&self.dir).ok()?;
+        let stored = StoredRef {
+            tool: tool(),
+            stamp: self.stamp,
+            meta: serde_json::to_string(&self.meta).ok()?,
+            msgs: &self.msgs,
+            exchanges: &self.exchanges,
+            standalone: &self.standalone,
+        };
+        write_entry(&path, &stored)
+    }
 }
 
 /// Writes an entry to a name of our own, then renames it: a reader never sees half an entry.
@@ -309,6 +355,12 @@ fn note_chain_held_in(dir: &Path, tape: &Path, stamp: &FileStamp) -> Option<()> 
 mod tests {
     use super::*;
 
+    /// Keeps `index` in `dir` as play does, the tape as it is now taken as the one read.
+    fn store_in(dir: &Path, index: &TapeIndex, server: Option<&str>) -> Option<()> {
+        let stamp = FileStamp::of(&index.path)?;
+        pending_in(dir.to_path_buf(), index, server, stamp)?.write()
+    }
+
     /// A tape over the size threshold: 40 calls with 128 KiB answers.
     fn big_tape(path: &Path) {
         use crate::tape::{TapeWriter, WriteOptions};
@@ -371,6 +423,27 @@ mod tests {
             .unwrap()
             .write_all(b"\n")
             .unwrap();
+        assert!(load_in(&cache, &tape, None).is_none());
+    }
+
+    #[test]
+    fn an_index_whose_tape_changed_before_it_was_written_is_not_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let tape = dir.path().join("t.jsonl");
+        big_tape(&tape);
+        let before = FileStamp::of(&tape).unwrap();
+        let index = TapeIndex::load(&tape, None).unwrap();
+        // Play writes the entry behind its serving loop: the tape may change meanwhile.
+        let pending = pending_in(cache.clone(), &index, None, before).unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&tape)
+            .unwrap()
+            .write_all(b"\n")
+            .unwrap();
+        assert!(pending.write().is_none(), "not written");
+        assert!(!entry(&cache, &tape, None).unwrap().exists());
         assert!(load_in(&cache, &tape, None).is_none());
     }
 

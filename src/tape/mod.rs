@@ -10,6 +10,7 @@ pub mod place;
 pub mod prune;
 mod read_ahead;
 pub mod reader;
+mod request_facts;
 pub(crate) mod scan;
 pub mod store;
 pub mod writer;

@@ -235,7 +235,7 @@ impl Cursor<'_> {
 
 /// The end (one past the closing quote) of the string literal starting at `i`; `None` if it is
 /// not a valid JSON string (unterminated, a bad escape, a raw control character).
-fn string_end(s: &[u8], i: usize) -> Option<usize> {
+pub(super) fn string_end(s: &[u8], i: usize) -> Option<usize> {
     if s.get(i) != Some(&b'"') {
         return None;
     }
@@ -262,12 +262,15 @@ fn string_end(s: &[u8], i: usize) -> Option<usize> {
     }
 }
 
-/// The first index from `i` holding `"`, `\` or a control character (or `s.len()`), eight bytes
-/// at a time: answers are mostly long strings.
-fn find_special(s: &[u8], mut i: usize) -> usize {
+/// The first index from `i` holding `"`, `\` or a control character (or `s.len()`; for a
+/// control character, the first one). Answers are mostly long strings: after a first eight
+/// bytes looked at together (keys and short values end there), the `memchr` crate finds the
+/// next quote or backslash with the CPU's vector instructions, and the bytes before it are
+/// checked for control characters in a loop the compiler vectorizes.
+fn find_special(s: &[u8], i: usize) -> usize {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
-    while let Some(chunk) = s.get(i..i + 8) {
+    if let Some(chunk) = s.get(i..i + 8) {
         let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
         let q = w ^ (LO * u64::from(b'"'));
         let b = w ^ (LO * u64::from(b'\\'));
@@ -280,19 +283,21 @@ fn find_special(s: &[u8], mut i: usize) -> usize {
         if hits != 0 {
             return i + (hits.trailing_zeros() / 8) as usize;
         }
-        i += 8;
     }
-    while let Some(&c) = s.get(i) {
-        if c == b'"' || c == b'\\' || c < 0x20 {
-            break;
-        }
-        i += 1;
+    let rest = &s[i.min(s.len())..];
+    let end = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+    // Without an early exit, so that it vectorizes; a control character is rare (it makes the
+    // string invalid), and only then is it looked for one byte at a time.
+    let control = rest[..end].iter().fold(false, |any, &c| any | (c < 0x20));
+    if control {
+        let at = rest[..end].iter().position(|&c| c < 0x20).unwrap_or(end);
+        return i + at;
     }
-    i
+    i + end
 }
 
 /// The end of the number starting at `i` (JSON's grammar: `-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?`).
-fn number_end(s: &[u8], mut i: usize) -> Option<usize> {
+pub(super) fn number_end(s: &[u8], mut i: usize) -> Option<usize> {
     let digits = |s: &[u8], mut i: usize| {
         let start = i;
         while s.get(i).is_some_and(u8::is_ascii_digit) {
@@ -321,7 +326,7 @@ fn number_end(s: &[u8], mut i: usize) -> Option<usize> {
     Some(i)
 }
 
-fn skip_ws(s: &[u8], mut i: usize) -> usize {
+pub(super) fn skip_ws(s: &[u8], mut i: usize) -> usize {
     while matches!(s.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
         i += 1;
     }
@@ -331,7 +336,7 @@ fn skip_ws(s: &[u8], mut i: usize) -> usize {
 /// The end of the JSON value starting at `i` (no leading whitespace), validated as serde would
 /// validate it when skipping it; `None` when it is not valid JSON or nests deeper than
 /// `MAX_DEPTH`.
-fn value_end(s: &[u8], i: usize, depth: usize) -> Option<usize> {
+pub(super) fn value_end(s: &[u8], i: usize, depth: usize) -> Option<usize> {
     match *s.get(i)? {
         b'"' => string_end(s, i),
         b'-' | b'0'..=b'9' => number_end(s, i),

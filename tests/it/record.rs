@@ -1020,6 +1020,52 @@ fn record_leaves_a_big_tape_indexed_so_that_its_first_play_starts_warm() {
     assert_eq!(stamp(idx[0]), before, "play used the cached index");
 }
 
+/// A cold play keeps the index it built in the cache, written behind its serving loop: the
+/// entry is there once play has exited, whole, and the next play uses it.
+#[test]
+fn a_cold_play_leaves_the_index_cached_for_the_next_play() {
+    let (dir, tape) = tmp_tape("big.jsonl");
+    let recorded_cache = dir.path().join("recorded-cache");
+    let (requests, recorded) = record_big(&tape, &recorded_cache);
+    // A cache of its own, empty: this play starts cold.
+    let cache = dir.path().join("cache");
+    let play = || {
+        Mt::new(["play"])
+            .arg(&tape)
+            .env("XDG_CACHE_HOME", &cache)
+            .stdin(requests.clone())
+            .run()
+            .success()
+    };
+    let played = play();
+    assert_eq!(played.stdout, recorded.stdout, "play served the recording");
+    let all = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(cache.join("mcptape/index"))
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default()
+    };
+    let entries = |ext: &str| -> Vec<std::path::PathBuf> {
+        let with = |p: &std::path::PathBuf| p.extension().is_some_and(|e| e == ext);
+        all().into_iter().filter(with).collect()
+    };
+    let idx = entries("idx");
+    assert_eq!(idx.len(), 1, "the cold play kept its index: {:?}", all());
+    assert_eq!(entries("chain").len(), 1, "and noted the chain it checked");
+    let stamp = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
+    let before = stamp(&idx[0]);
+    std::thread::sleep(Duration::from_millis(20));
+    let again = play();
+    assert_eq!(
+        again.stdout, recorded.stdout,
+        "the warm play served the recording"
+    );
+    assert_eq!(
+        stamp(&idx[0]),
+        before,
+        "the second play used the cached index"
+    );
+}
+
 /// The chain check play and check skip on a tape whose chain was found whole must come back for
 /// any edit, even one that keeps the tape's length, inode and modification time: a broken chain
 /// is reported every time, never remembered.

@@ -1138,7 +1138,7 @@ fn huge_negative_fractional_and_duplicate_ids_are_paired_in_record() {
     // The index pairs each answer with its own request (by the answer's k).
     let index = mcptape::tape::TapeIndex::load(&tape, None).unwrap();
     assert_eq!(index.exchanges.len(), ids.len());
-    for ex in &index.exchanges {
+    for ex in index.exchanges.iter() {
         let req = index.read_text(&index.msgs[ex.request]).unwrap();
         let resp = index
             .read_text(&index.msgs[ex.response.expect("answered")])

@@ -261,7 +261,7 @@ fn mcp_items(index: &TapeIndex, lane: usize, out: &mut Vec<Item>, samples: &mut 
     let mut part_of = vec![false; index.msgs.len()];
     let mut parent: HashMap<usize, u64> = HashMap::new();
     let mut client_answer: HashMap<usize, usize> = HashMap::new();
-    for ex in &index.exchanges {
+    for ex in index.exchanges.iter() {
         if let Some(r) = ex.response {
             part_of[r] = true;
         }
@@ -274,7 +274,7 @@ fn mcp_items(index: &TapeIndex, lane: usize, out: &mut Vec<Item>, samples: &mut 
             client_answer.insert(req, answer);
         }
     }
-    for s in &index.standalone {
+    for s in index.standalone.iter() {
         if let Some(answer) = s.client_answer {
             part_of[answer] = true;
             client_answer.insert(s.msg, answer);
@@ -548,7 +548,7 @@ pub fn mark_diff(data: &mut ReportData, report: &DiffReport, b: &Path) -> Result
     // B's answers by their request's tape line.
     let mut in_b: HashMap<u64, (usize, usize)> = HashMap::new();
     for (n, idx) in b_indexes.iter().enumerate() {
-        for ex in &idx.exchanges {
+        for ex in idx.exchanges.iter() {
             if let Some(r) = ex.response {
                 in_b.insert(idx.msgs[ex.request].line, (n, r));
             }
