@@ -6,8 +6,8 @@
 use super::provider::{self, Provider, Summary};
 use crate::record::Recorder;
 use crate::transport::http::{collect, full, CuttableBody, Handler, RespBody};
-use crate::transport::sse::SseParser;
-use crate::transport::upstream::{strip_hop_by_hop, Upstream};
+use crate::transport::sse::{Block, SseParser};
+use crate::transport::upstream::{strip_hop_by_hop, Conn, Pool};
 use crate::wire::Dir;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -17,6 +17,7 @@ use hyper::header::HeaderValue;
 use hyper::{Request, Response, StatusCode, Uri};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -24,9 +25,10 @@ use tokio::sync::mpsc;
 /// waits when the client is slower (the queue bounds what one stream holds in memory).
 const EVENT_QUEUE: usize = 64;
 
-/// How long the answer's head waits for the stream's first event, so both go out in one write
-/// (the upstream sends them together; sent apart, the client wakes twice for one event). Only
-/// a stream whose first event is slower than this gets its head alone first.
+/// How long the answer's head waits for the stream's first event, so both are taped in one
+/// write and go out to the client in one (the upstream sends them together; sent apart, the
+/// client wakes twice for one event). Only a stream whose first event is slower than this gets
+/// its head taped and forwarded alone first.
 const FIRST_EVENT_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// A model call's facts, the same on each of its lines.
@@ -63,24 +65,30 @@ pub struct ModelProxy {
     upstream: Uri,
     prefix: String,
     host: Option<HeaderValue>,
-    client: Upstream,
+    pool: Arc<Pool>,
     max_message: usize,
     calls: AtomicU64,
 }
 
 impl ModelProxy {
-    /// A proxy taping through `tape` (declared as a model API already) to `upstream`.
-    pub fn new(tape: Recorder, upstream: Uri, client: Upstream, max_message: usize) -> ModelProxy {
+    /// A proxy taping through `tape` (declared as a model API already) to `upstream`, over
+    /// keep-alive connections `connector` opens.
+    pub fn new(
+        tape: Recorder,
+        upstream: Uri,
+        connector: crate::transport::upstream::Connector,
+        max_message: usize,
+    ) -> ModelProxy {
         let prefix = upstream.path().trim_end_matches('/').to_string();
         let host = upstream
             .authority()
             .and_then(|a| HeaderValue::from_str(a.as_str()).ok());
         ModelProxy {
             tape,
+            pool: Arc::new(Pool::new(connector, &upstream)),
             upstream,
             prefix,
             host,
-            client,
             max_message,
             calls: AtomicU64::new(0),
         }
@@ -91,8 +99,12 @@ impl ModelProxy {
         self.calls.load(Ordering::Relaxed)
     }
 
+    /// The upstream request's URI in origin form (the path prefix, then the client's path and
+    /// query), as sent on a connection of the pool; `None`: not a URI.
     fn upstream_uri(&self, path_and_query: &str) -> Option<Uri> {
-        upstream_uri(&self.upstream, &self.prefix, path_and_query)
+        // Through [`upstream_uri`], which the fuzz target checks.
+        let uri = upstream_uri(&self.upstream, &self.prefix, path_and_query)?;
+        Some(Uri::from(uri.path_and_query()?.clone()))
     }
 
     fn error(&self, provider: Provider, status: StatusCode, message: &str) -> Response<RespBody> {
@@ -152,13 +164,13 @@ impl ModelProxy {
         *up.method_mut() = parts.method;
         *up.uri_mut() = uri;
         *up.headers_mut() = headers;
-        let resp = match self.client.request(up).await {
+        let (resp, conn) = match self.pool.send(up).await {
             Ok(r) => r,
             Err(e) => {
                 let why = format!(
                     "mcptape: the model API {} did not answer: {}",
                     self.upstream,
-                    crate::transport::upstream::error_chain(&e)
+                    crate::transport::upstream::error_chain(&*e)
                 );
                 let mut f = Map::new();
                 f.insert("error".into(), json!(why));
@@ -189,19 +201,22 @@ impl ModelProxy {
         if content_type.starts_with("text/event-stream") {
             let mut f = Map::new();
             f.insert("ttfb_us".into(), json!(ttfb));
-            call.tape(&self.tape, Dir::S2C, "response", &f, None, Some(&http));
-            let (tx, mut rx) = mpsc::channel(EVENT_QUEUE);
-            let tape = self.tape.clone();
-            tokio::spawn(pump_events(tape, call, rbody, tx, self.max_message));
-            let first = tokio::time::timeout(FIRST_EVENT_WAIT, rx.recv())
-                .await
-                .ok()
-                .flatten();
+            // The head and the first event are taped here, in one write, and returned together:
+            // no task or channel between the upstream's first event and the client.
+            let mut pump = Pump::new(self.tape.clone(), call, rbody, self.max_message);
+            let first = pump.first(&f, &http).await;
+            let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+            tokio::spawn(pump.run(tx, conn, self.pool.clone()));
+            let first = first.map(Ok);
             let rest = CuttableBody { rx };
             return respond(BodyExt::boxed(FirstThen { first, rest }));
         }
         let answer = match collect(rbody, self.max_message).await {
-            Ok(b) => b,
+            Ok(b) => {
+                // Read to its end: the connection can carry the next request.
+                self.pool.put(conn);
+                b
+            }
             Err(why) => {
                 let mut f = Map::new();
                 f.insert("error".into(), json!(why));
@@ -269,9 +284,15 @@ impl ModelProxy {
             headers.insert(hyper::header::HOST, h.clone());
         }
         *up.headers_mut() = headers;
-        match self.client.request(up).await {
-            Ok(r) => {
-                let mut out = full(r.status(), "text/plain", Bytes::new());
+        match self.pool.send(up).await {
+            Ok((r, conn)) => {
+                let status = r.status();
+                // A HEAD answer has no body; once hyper has seen it end, the connection is
+                // free for the next request.
+                if collect(r.into_body(), 0).await.is_ok() {
+                    self.pool.put(conn);
+                }
+                let mut out = full(status, "text/plain", Bytes::new());
                 out.headers_mut().remove(hyper::header::CONTENT_TYPE);
                 out
             }
@@ -303,144 +324,242 @@ impl hyper::body::Body for FirstThen {
     }
 }
 
-/// Reads the upstream's event stream: each complete event is taped, then sent to the client.
-/// A stream that breaks is taped as cut and cut for the client too.
-async fn pump_events(
+/// One streamed answer on its way from the upstream to the client: each complete event is
+/// taped, then forwarded. A stream that breaks is taped as cut and cut for the client too.
+struct Pump {
     tape: Recorder,
     call: Call,
-    mut body: Incoming,
-    tx: mpsc::Sender<Result<Bytes, String>>,
-    max: usize,
-) {
-    let mut parser = SseParser::new(max);
-    let mut summary = Summary::default();
-    let mut events = 0u64;
-    let mut client_gone = false;
-    let mut cut: Option<String> = None;
-    let mut ended = false;
-    while !ended {
-        let frame = match body.frame().await {
-            None => break,
-            Some(Ok(f)) => f,
-            Some(Err(e)) => {
-                cut = Some(format!("the upstream stream broke: {e}"));
-                break;
-            }
-        };
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        let mut blocks = parser.push(&data);
-        if events == 0 && !blocks.is_empty() {
-            // The first event goes out alone, the moment it is taped: the client waits for it
-            // (time to first token), and taping the rest of the read would delay it.
-            let rest = blocks.split_off(1);
-            pass(
-                &tape,
-                &call,
-                blocks,
-                &mut summary,
-                &mut events,
-                &tx,
-                &mut client_gone,
-            )
-            .await;
-            blocks = rest;
-        } else {
-            // hyper hands a chunked answer over one chunk at a time (a provider's chunk is one
-            // event), through a one-slot channel its connection task fills: the chunks already
-            // read from the socket are gathered too, so that everything of one upstream read
-            // is taped in one write and forwarded in one piece.
-            let mut gathered = data.len();
-            while gathered < GATHER_MAX {
-                match ready_frame(&mut body).await {
-                    Ready::Data(more) => {
-                        gathered += more.len();
-                        blocks.extend(parser.push(&more));
+    body: Incoming,
+    parser: SseParser,
+    summary: Summary,
+    events: u64,
+    /// Events read with the first one, not yet taped or forwarded.
+    backlog: Vec<Block>,
+    /// The first event's data, taped and forwarded, not yet read for the summary.
+    first_data: Option<String>,
+    cut: Option<String>,
+    /// The upstream's body has ended (or broken).
+    ended: bool,
+}
+
+impl Pump {
+    fn new(tape: Recorder, call: Call, body: Incoming, max: usize) -> Pump {
+        Pump {
+            tape,
+            call,
+            body,
+            parser: SseParser::new(max),
+            summary: Summary::default(),
+            events: 0,
+            backlog: Vec::new(),
+            first_data: None,
+            cut: None,
+            ended: false,
+        }
+    }
+
+    /// Reads until the stream's first event is complete, for at most [`FIRST_EVENT_WAIT`], and
+    /// tapes the answer's head (`head`, `http`) with it in one write: its bytes, to go out with
+    /// the head. `None`: the head is taped alone (no event in time, or none before the end).
+    async fn first(&mut self, head: &Map<String, Value>, http: &Value) -> Option<Bytes> {
+        let deadline = tokio::time::Instant::now() + FIRST_EVENT_WAIT;
+        let mut blocks = Vec::new();
+        while blocks.is_empty() && !self.ended {
+            // hyper's connection task decodes the first chunk on its next turn: it is looked
+            // for without a timer first (arming one wakes the runtime's driver, a system
+            // call), and waited for with one only when the upstream has not sent it yet.
+            let data = match ready_frame(&mut self.body).await {
+                Ready::Data(d) => d,
+                Ready::End => {
+                    self.ended = true;
+                    break;
+                }
+                Ready::Broke(e) => {
+                    self.broke(&e);
+                    break;
+                }
+                Ready::Nothing => {
+                    match tokio::time::timeout_at(deadline, self.body.frame()).await {
+                        Err(_) => break,
+                        Ok(None) => {
+                            self.ended = true;
+                            break;
+                        }
+                        Ok(Some(Err(e))) => {
+                            self.broke(&e);
+                            break;
+                        }
+                        Ok(Some(Ok(f))) => match f.into_data() {
+                            Ok(d) => d,
+                            Err(_) => continue,
+                        },
                     }
-                    Ready::Nothing => break,
-                    Ready::End => {
-                        ended = true;
-                        break;
-                    }
-                    Ready::Broke(e) => {
-                        cut = Some(format!("the upstream stream broke: {e}"));
-                        ended = true;
-                        break;
+                }
+            };
+            blocks = self.parser.push(&data);
+        }
+        if blocks.is_empty() {
+            self.call
+                .tape(&self.tape, Dir::S2C, "response", head, None, Some(http));
+            return None;
+        }
+        // The first event goes out alone with the head, the moment both are taped: the client
+        // waits for it (time to first token); the rest of the read follows from the task.
+        self.backlog = blocks.split_off(1);
+        let first = blocks.swap_remove(0);
+        let (f, data) = block_facts(&first);
+        self.tape.model_parts(
+            Dir::S2C,
+            self.call.n,
+            [
+                ("response", head, None, Some(http)),
+                ("event", &f, data.as_deref().map(str::as_bytes), None),
+            ],
+        );
+        self.events += 1;
+        self.first_data = data;
+        Some(Bytes::from(first.raw))
+    }
+
+    fn broke(&mut self, e: &hyper::Error) {
+        self.cut = Some(format!("the upstream stream broke: {e}"));
+        self.ended = true;
+    }
+
+    /// Tapes and forwards the rest of the stream, then tapes its end; `conn` goes back to
+    /// `pool` once the answer has been read to its end.
+    async fn run(mut self, tx: mpsc::Sender<Result<Bytes, String>>, conn: Conn, pool: Arc<Pool>) {
+        let mut client_gone = false;
+        if let Some(d) = self.first_data.take() {
+            add_to_summary(&self.call, &d, &mut self.summary);
+        }
+        let backlog = std::mem::take(&mut self.backlog);
+        self.pass(backlog, &tx, &mut client_gone).await;
+        while !self.ended {
+            let frame = match self.body.frame().await {
+                None => {
+                    self.ended = true;
+                    break;
+                }
+                Some(Ok(f)) => f,
+                Some(Err(e)) => {
+                    self.broke(&e);
+                    break;
+                }
+            };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let mut blocks = self.parser.push(&data);
+            if self.events == 0 && !blocks.is_empty() {
+                // A first event later than the head's wait: it goes out alone, the moment it
+                // is taped (taping the rest of the read would delay it).
+                let rest = blocks.split_off(1);
+                self.pass(blocks, &tx, &mut client_gone).await;
+                blocks = rest;
+            } else {
+                // hyper hands a chunked answer over one chunk at a time (a provider's chunk is
+                // one event), through a one-slot channel its connection task fills: the chunks
+                // already read from the socket are gathered too, so that everything of one
+                // upstream read is taped in one write and forwarded in one piece.
+                let mut gathered = data.len();
+                while gathered < GATHER_MAX {
+                    match ready_frame(&mut self.body).await {
+                        Ready::Data(more) => {
+                            gathered += more.len();
+                            blocks.extend(self.parser.push(&more));
+                        }
+                        Ready::Nothing => break,
+                        Ready::End => {
+                            self.ended = true;
+                            break;
+                        }
+                        Ready::Broke(e) => {
+                            self.broke(&e);
+                            break;
+                        }
                     }
                 }
             }
+            self.pass(blocks, &tx, &mut client_gone).await;
         }
-        pass(
-            &tape,
-            &call,
-            blocks,
-            &mut summary,
-            &mut events,
-            &tx,
-            &mut client_gone,
-        )
-        .await;
-    }
-    if let Some(block) = parser.finish() {
-        // An event the stream ended in the middle of: forwarded, taped as it stood.
-        tape_block(&tape, &call, &block, &mut summary, &mut events);
-        if !client_gone {
-            let _ = tx.send(Ok(Bytes::from(block.raw))).await;
+        if self.cut.is_none() {
+            // Read to its end: the connection can carry the next request.
+            pool.put(conn);
         }
-        cut.get_or_insert_with(|| "the stream ended inside an event".into());
-    }
-    let mut f = Map::new();
-    f.insert("events".into(), json!(events));
-    f.insert("total_us".into(), json!(call.us_since(Instant::now())));
-    f.insert("summary".into(), summary.to_json());
-    if let Some(why) = &cut {
-        f.insert("cut".into(), json!(why));
-    }
-    call.tape(&tape, Dir::S2C, "end", &f, None, None);
-    if let Some(why) = cut {
-        crate::transport::http::cut_after_flush(&tx, why).await;
-    }
-}
-
-/// Tapes `blocks` (the events of one read) in one write, then forwards them in one piece, as a
-/// byte relay forwards a read: not a system call each way per event.
-async fn pass(
-    tape: &Recorder,
-    call: &Call,
-    blocks: Vec<crate::transport::sse::Block>,
-    summary: &mut Summary,
-    events: &mut u64,
-    tx: &mpsc::Sender<Result<Bytes, String>>,
-    client_gone: &mut bool,
-) {
-    if blocks.is_empty() {
-        return;
-    }
-    let taped: Vec<_> = blocks
-        .iter()
-        .map(|block| summarize_block(call, block, summary, events))
-        .collect();
-    tape.model_parts(
-        Dir::S2C,
-        call.n,
-        taped
-            .iter()
-            .map(|(f, data)| ("event", f, data.as_deref().map(str::as_bytes))),
-    );
-    let out = match <[_; 1]>::try_from(blocks) {
-        Ok([one]) => Bytes::from(one.raw),
-        Err(blocks) => {
-            let mut all = Vec::with_capacity(blocks.iter().map(|b| b.raw.len()).sum());
-            for b in &blocks {
-                all.extend_from_slice(&b.raw);
+        let (tape, call) = (&self.tape, &self.call);
+        if let Some(block) = self.parser.finish() {
+            // An event the stream ended in the middle of: forwarded, taped as it stood.
+            let (f, data) = block_facts(&block);
+            call.tape(
+                tape,
+                Dir::S2C,
+                "event",
+                &f,
+                data.as_deref().map(str::as_bytes),
+                None,
+            );
+            self.events += 1;
+            if let Some(d) = &data {
+                add_to_summary(call, d, &mut self.summary);
             }
-            Bytes::from(all)
+            if !client_gone {
+                let _ = tx.send(Ok(Bytes::from(block.raw))).await;
+            }
+            self.cut
+                .get_or_insert_with(|| "the stream ended inside an event".into());
         }
-    };
-    if !*client_gone && tx.send(Ok(out)).await.is_err() {
-        // The client went away: keep reading, so the tape holds the whole answer.
-        *client_gone = true;
+        let mut f = Map::new();
+        f.insert("events".into(), json!(self.events));
+        f.insert("total_us".into(), json!(call.us_since(Instant::now())));
+        f.insert("summary".into(), self.summary.to_json());
+        if let Some(why) = &self.cut {
+            f.insert("cut".into(), json!(why));
+        }
+        call.tape(tape, Dir::S2C, "end", &f, None, None);
+        if let Some(why) = self.cut {
+            crate::transport::http::cut_after_flush(&tx, why).await;
+        }
+    }
+
+    /// Tapes `blocks` (the events of one read) in one write, then forwards them in one piece,
+    /// as a byte relay forwards a read: not a system call each way per event. Their data is
+    /// read for the call's summary only after they have gone out.
+    async fn pass(
+        &mut self,
+        blocks: Vec<Block>,
+        tx: &mpsc::Sender<Result<Bytes, String>>,
+        client_gone: &mut bool,
+    ) {
+        if blocks.is_empty() {
+            return;
+        }
+        let taped: Vec<_> = blocks.iter().map(block_facts).collect();
+        self.tape.model_parts(
+            Dir::S2C,
+            self.call.n,
+            taped
+                .iter()
+                .map(|(f, data)| ("event", f, data.as_deref().map(str::as_bytes), None)),
+        );
+        self.events += taped.len() as u64;
+        let out = match <[_; 1]>::try_from(blocks) {
+            Ok([one]) => Bytes::from(one.raw),
+            Err(blocks) => {
+                let mut all = Vec::with_capacity(blocks.iter().map(|b| b.raw.len()).sum());
+                for b in &blocks {
+                    all.extend_from_slice(&b.raw);
+                }
+                Bytes::from(all)
+            }
+        };
+        if !*client_gone && tx.send(Ok(out)).await.is_err() {
+            // The client went away: keep reading, so the tape holds the whole answer.
+            *client_gone = true;
+        }
+        for d in taped.iter().filter_map(|(_, d)| d.as_deref()) {
+            add_to_summary(&self.call, d, &mut self.summary);
+        }
     }
 }
 
@@ -481,40 +600,13 @@ async fn ready_frame(body: &mut Incoming) -> Ready {
     Ready::Nothing
 }
 
-/// Tapes one block of the stream: its event name and id as facts, its data as the body.
-fn tape_block(
-    tape: &Recorder,
-    call: &Call,
-    block: &crate::transport::sse::Block,
-    summary: &mut Summary,
-    events: &mut u64,
-) {
-    let (f, data) = summarize_block(call, block, summary, events);
-    call.tape(
-        tape,
-        Dir::S2C,
-        "event",
-        &f,
-        data.as_deref().map(str::as_bytes),
-        None,
-    );
-}
-
-/// One block's facts and data as taped, its tokens, tools and stop reason added to `summary`.
-fn summarize_block(
-    call: &Call,
-    block: &crate::transport::sse::Block,
-    summary: &mut Summary,
-    events: &mut u64,
-) -> (Map<String, Value>, Option<String>) {
-    let (f, data) = block_facts(block);
-    if let Some(d) = data.as_deref().filter(|d| may_summarize(call.provider, d)) {
-        if let Ok(v) = serde_json::from_str::<Value>(d) {
+/// Adds the tokens, tools and stop reason of one event's data to `summary`.
+fn add_to_summary(call: &Call, data: &str, summary: &mut Summary) {
+    if may_summarize(call.provider, data) {
+        if let Ok(v) = serde_json::from_str::<Value>(data) {
             summary.add(call.provider, &v);
         }
     }
-    *events += 1;
-    (f, data)
 }
 
 /// Whether an event's data can hold anything [`Summary::add`] reads: a key or value it looks
@@ -556,9 +648,7 @@ fn may_summarize(provider: Provider, data: &str) -> bool {
 /// What the tape keeps of one block of a stream: its event name, id and retry as facts, and
 /// its data as the body; a block with no event (comments only, or over the size limit) as its
 /// raw text, marked `raw`.
-pub(crate) fn block_facts(
-    block: &crate::transport::sse::Block,
-) -> (Map<String, Value>, Option<String>) {
+pub(crate) fn block_facts(block: &Block) -> (Map<String, Value>, Option<String>) {
     let mut f = Map::new();
     let data = match &block.event {
         Some(ev) => {

@@ -81,7 +81,7 @@ pub async fn record_model(
     on_ready: impl FnOnce(&str),
 ) -> Result<RecordOutcome, RecordError> {
     let upstream = upstream_uri(&cfg.upstream)?;
-    let client = crate::transport::upstream::client(cfg.upstream_ca.as_deref())?;
+    let connector = crate::transport::upstream::connector(cfg.upstream_ca.as_deref())?;
     let (listener, local) = crate::transport::http::bind(cfg.listen)
         .await
         .map_err(|cause| RecordError::Listen {
@@ -100,7 +100,7 @@ pub async fn record_model(
     let proxy = Arc::new(ModelProxy::new(
         tape.clone(),
         upstream,
-        client,
+        connector,
         cfg.max_message,
     ));
     on_ready(&format!("http://{local}"));

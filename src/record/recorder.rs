@@ -273,7 +273,8 @@ impl Recorder {
     }
 
     /// Tapes several parts of model call `call` in one `write(2)`: the events of one read
-    /// from the upstream (a stream of small events would otherwise cost a system call each).
+    /// from the upstream (a stream of small events would otherwise cost a system call each),
+    /// an answer's head with its first event. Each part: its name, facts, body and HTTP facts.
     pub fn model_parts<'a>(
         &self,
         dir: Dir,
@@ -283,13 +284,14 @@ impl Recorder {
                 &'a str,
                 &'a serde_json::Map<String, serde_json::Value>,
                 Option<&'a [u8]>,
+                Option<&'a serde_json::Value>,
             ),
         >,
     ) {
         let at = Instant::now();
         self.with(|w| {
-            for (part, facts, body) in parts {
-                w.model(&self.label, dir, call, part, facts, body, None, at);
+            for (part, facts, body, http) in parts {
+                w.model(&self.label, dir, call, part, facts, body, http, at);
             }
         });
     }

@@ -237,7 +237,7 @@ pub async fn run(
                 .or_else(|| prepared.upstream.clone())
                 .unwrap_or_else(|| "https://api.anthropic.com".into());
             let uri = crate::model::serve::upstream_uri(&upstream)?;
-            let client = crate::transport::upstream::client(cfg.upstream_ca.as_deref())
+            let connector = crate::transport::upstream::connector(cfg.upstream_ca.as_deref())
                 .map_err(RecordError::from)?;
             let tape_err = |cause| RecordError::Tape {
                 path: cfg.tape.clone(),
@@ -254,7 +254,7 @@ pub async fn run(
             ModelSide::Proxy(Arc::new(ModelProxy::new(
                 rec,
                 uri,
-                client,
+                connector,
                 crate::wire::DEFAULT_MAX_MESSAGE,
             )))
         }

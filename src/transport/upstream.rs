@@ -16,7 +16,8 @@ use rustls::pki_types::pem::PemObject;
 use std::path::Path;
 use std::sync::Mutex;
 
-/// The client the model proxy and the live player forward with.
+/// The client the live player and `export --send` forward with (the model proxy and `record
+/// --url` use the leaner [`Pool`]).
 pub type Upstream = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// What opens connections to an upstream: TCP, then TLS for `https://`.

@@ -281,15 +281,21 @@ fn re_recording_model_calls_replaces_the_tape_only_once_a_call_was_answered() {
 }
 
 /// A loopback upstream answering every request with `stream` (already chunked) in the writes
-/// `cuts` splits it into, on a keep-alive connection: a provider that sends many events in
-/// one write, or an event across two.
-fn chunked_upstream(stream: Vec<u8>, cuts: Vec<usize>) -> String {
+/// `cuts` splits it into, 20 ms apart, on a keep-alive connection: a provider that sends many
+/// events in one write, or an event across two. With the connections it accepted.
+fn chunked_upstream(
+    stream: Vec<u8>,
+    cuts: Vec<usize>,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::io::{Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let (stream, cuts) = (stream.clone(), cuts.clone());
             std::thread::spawn(move || {
                 let mut buf = Vec::new();
@@ -331,30 +337,25 @@ fn chunked_upstream(stream: Vec<u8>, cuts: Vec<usize>) -> String {
             });
         }
     });
-    url
+    (url, accepted)
 }
 
-/// Events that arrive together (hyper hands them over one chunk at a time) are taped in one
-/// write and forwarded in one piece: still one tape line each, the client's bytes the
-/// upstream's, the tape verified and played back byte for byte. An event cut across two
-/// writes is held until it is whole.
-#[test]
-fn events_that_arrive_together_are_each_taped_and_forwarded_byte_for_byte() {
-    let dir = tmp();
+/// An Anthropic stream of `deltas` text deltas: its events' data, the SSE bytes a client
+/// gets, and the chunked answer on the wire with the offset where its first event ends.
+fn anthropic_stream(deltas: usize) -> (Vec<String>, Vec<u8>, Vec<u8>, usize, usize) {
     let mut events = Vec::new();
     events.push(
         r#"{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","model":"claude-test","content":[],"usage":{"input_tokens":4,"output_tokens":1}}}"#
             .to_string(),
     );
-    for i in 0..300 {
+    for i in 0..deltas {
         events.push(format!(
             r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"word {i} "}}}}"#
         ));
     }
-    events.push(
-        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":300}}"#
-            .to_string(),
-    );
+    events.push(format!(
+        r#"{{"type":"message_delta","delta":{{"stop_reason":"end_turn"}},"usage":{{"output_tokens":{deltas}}}}}"#
+    ));
     events.push(r#"{"type":"message_stop"}"#.to_string());
     let mut sse = Vec::new();
     let mut body = Vec::new();
@@ -377,10 +378,35 @@ fn events_that_arrive_together_are_each_taped_and_forwarded_byte_for_byte() {
             .to_vec();
     let head_len = wire.len();
     wire.extend_from_slice(&body);
+    (events, sse, wire, head_len, first_len)
+}
+
+/// The model lines of call `call` on `tape`, in tape order: each line's part, and its `msg`.
+fn call_parts(tape: &std::path::Path, call: u64) -> Vec<(String, serde_json::Value)> {
+    tape_lines(tape)
+        .into_iter()
+        .filter(|l| l["type"] == "model" && l["call"] == call)
+        .map(|l| {
+            (
+                l["part"].as_str().unwrap_or("").to_string(),
+                l["msg"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Events that arrive together (hyper hands them over one chunk at a time) are taped in one
+/// write and forwarded in one piece: still one tape line each, the client's bytes the
+/// upstream's, the tape verified and played back byte for byte. An event cut across two
+/// writes is held until it is whole.
+#[test]
+fn events_that_arrive_together_are_each_taped_and_forwarded_byte_for_byte() {
+    let dir = tmp();
+    let (events, sse, wire, head_len, first_len) = anthropic_stream(300);
     // The head and the first event in one write, then the middle of the stream with an event
     // cut in two, then the rest.
     let cuts = vec![head_len + first_len, wire.len() / 2, wire.len() / 2 + 7];
-    let base = chunked_upstream(wire, cuts);
+    let (base, _) = chunked_upstream(wire, cuts);
     let tape = dir.path().join("model.jsonl");
     let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
     let url = format!("{}/v1/messages", proxy.url);
@@ -398,6 +424,14 @@ fn events_that_arrive_together_are_each_taped_and_forwarded_byte_for_byte() {
         .filter(|l| l["type"] == "model" && l["part"] == "event")
         .collect();
     assert_eq!(taped.len(), events.len(), "one line per event");
+    // The head first (taped with the first event, in one write), then every event in order.
+    let parts: Vec<String> = call_parts(&tape, 1).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(
+        parts[..3],
+        ["request", "response", "event"],
+        "the head is taped before any event"
+    );
+    assert_eq!(parts.last().map(String::as_str), Some("end"));
     for (line, e) in taped.iter().zip(&events) {
         let want: serde_json::Value = serde_json::from_str(e).unwrap();
         assert_eq!(line["msg"], want);
@@ -420,4 +454,55 @@ fn events_that_arrive_together_are_each_taped_and_forwarded_byte_for_byte() {
     assert_eq!((status, text(&again)), (200, text(&sse)));
     let log = player.stop();
     assert_contains(&log, "1 model calls served, 0 missed");
+}
+
+/// The head alone, then the first event cut across two writes, each 20 ms later (longer than
+/// the head waits for the first event): the head is taped and forwarded alone, the first event
+/// once it is whole, then the rest; every byte the client gets is the upstream's, every event a
+/// tape line after the head, in order. Three such calls, one after the other, reuse the one
+/// upstream connection (it goes back to the pool once each stream has ended).
+#[test]
+fn a_first_event_that_comes_late_and_cut_is_taped_after_the_head_and_forwarded_whole() {
+    let dir = tmp();
+    let (events, sse, wire, head_len, first_len) = anthropic_stream(5);
+    let cuts = vec![head_len, head_len + first_len / 2, head_len + first_len];
+    let (base, accepted) = chunked_upstream(wire, cuts);
+    let tape = dir.path().join("model.jsonl");
+    let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
+    let url = format!("{}/v1/messages", proxy.url);
+    for _ in 0..3 {
+        let (status, got) = http(&url, "POST", HEADERS, &ask(true));
+        assert_eq!(status, 200);
+        assert_eq!(
+            text(&got),
+            text(&sse),
+            "the client gets the upstream's bytes"
+        );
+    }
+    proxy.stop();
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the calls share one upstream connection"
+    );
+    for call in 1..=3 {
+        let parts = call_parts(&tape, call);
+        let names: Vec<&str> = parts.iter().map(|(p, _)| p.as_str()).collect();
+        let mut want = vec!["request", "response"];
+        want.extend(std::iter::repeat_n("event", events.len()));
+        want.push("end");
+        assert_eq!(names, want, "call {call}");
+        for ((_, msg), e) in parts[2..].iter().zip(&events) {
+            assert_eq!(*msg, serde_json::from_str::<serde_json::Value>(e).unwrap());
+        }
+    }
+    let end = tape_lines(&tape)
+        .into_iter()
+        .find(|l| l["type"] == "model" && l["part"] == "end")
+        .unwrap();
+    assert_eq!(end["events"], events.len());
+    assert_eq!(end["summary"]["input_tokens"], 4);
+    assert_eq!(end["summary"]["output_tokens"], 5);
+    assert_eq!(end["summary"]["stop"], "end_turn");
+    Mt::new(["verify", &s(&tape)]).run().status(0);
 }
