@@ -91,7 +91,7 @@ pub(crate) fn locate_h(line: &[u8]) -> Option<(usize, &str)> {
         return None;
     }
     let h = &line[h_start..line.len() - TAIL];
-    if !h.iter().all(u8::is_ascii_hexdigit) {
+    if !all_hex(h) {
         return None;
     }
     // All ASCII hex digits: valid UTF-8.
@@ -103,9 +103,28 @@ pub(crate) fn link_in_place(prev: &str, line: &[u8], key_start: usize) -> [u8; 6
     chained(prev, &[&line[..key_start], b"}"])
 }
 
+/// Whether every byte is an ASCII hex digit (`u8::is_ascii_hexdigit`), without an early exit so
+/// that it vectorizes: asked of every chained line's 64-digit hash, byte by byte it was 8 % of a
+/// cold index build.
+pub(crate) fn all_hex(h: &[u8]) -> bool {
+    h.iter().fold(true, |ok, &c| {
+        // `c | 0x20` folds `A`–`F` onto `a`–`f` (and nothing else onto them).
+        ok & (c.is_ascii_digit() | ((c | 0x20).wrapping_sub(b'a') < 6))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_hex_is_is_ascii_hexdigit_for_every_byte() {
+        for c in 0..=255u8 {
+            assert_eq!(all_hex(&[c]), c.is_ascii_hexdigit(), "{c:#x}");
+            assert_eq!(all_hex(&[b'a', c, b'0']), c.is_ascii_hexdigit(), "{c:#x}");
+        }
+        assert!(all_hex(b""));
+    }
 
     #[test]
     fn split_and_relink() {

@@ -744,9 +744,8 @@ struct Builder {
     /// Open exchanges per scope; in opening order, since exchange numbers grow (a set: closing
     /// one is not a scan of all open ones).
     open: HashMap<Scope, BTreeSet<usize>>,
-    /// Open exchanges by scope and request id; a list, first in first out, because a client may
-    /// (wrongly) reuse an id while an earlier request with it is still open.
-    open_by_id: HashMap<(Scope, String), VecDeque<usize>>,
+    /// Open exchanges by scope and request id.
+    open_by_id: OpenById,
     /// Open exchanges by the POST that carried their request.
     open_by_post: HashMap<u64, usize>,
     open_by_token: HashMap<(Scope, String), usize>,
@@ -762,6 +761,47 @@ struct Builder {
     event_ids: HashMap<(Scope, String), usize>,
     /// `request_facts`'s buffer for the canonical params, kept between requests.
     scratch: Vec<u8>,
+}
+
+/// Open exchanges by scope and request id (its JSON text); a list, first in first out, because
+/// a client may (wrongly) reuse an id while an earlier request with it is still open. Looked up
+/// by the id's text as it stands on the line: no key is built for each answer.
+#[derive(Default)]
+struct OpenById(HashMap<Scope, HashMap<String, VecDeque<usize>>>);
+
+impl OpenById {
+    fn push(&mut self, scope: Scope, id: &str, ex: usize) {
+        let ids = self.0.entry(scope).or_default();
+        match ids.get_mut(id) {
+            Some(queue) => queue.push_back(ex),
+            None => {
+                ids.insert(id.to_string(), VecDeque::from([ex]));
+            }
+        }
+    }
+
+    fn front(&self, scope: Scope, id: &str) -> Option<usize> {
+        self.0.get(&scope)?.get(id)?.front().copied()
+    }
+
+    fn pop_front(&mut self, scope: Scope, id: &str) -> Option<usize> {
+        let ids = self.0.get_mut(&scope)?;
+        let queue = ids.get_mut(id)?;
+        let ex = queue.pop_front();
+        if queue.is_empty() {
+            ids.remove(id);
+        }
+        ex
+    }
+
+    fn remove(&mut self, scope: Scope, id: &str, ex: usize) {
+        if let Some(queue) = self.0.get_mut(&scope).and_then(|ids| ids.get_mut(id)) {
+            queue.retain(|&e| e != ex);
+            if queue.is_empty() {
+                self.0.get_mut(&scope).map(|ids| ids.remove(id));
+            }
+        }
+    }
 }
 
 /// What the index keeps of a client's request.
@@ -819,23 +859,11 @@ impl Builder {
         if let Some(&ex) = post.and_then(|p| self.open_by_post.get(&p)) {
             let req = &self.msgs[self.exchanges[ex].request];
             if req.id.as_deref() == Some(id) {
-                let key = (scope_of(req), id.to_string());
-                if let Some(q) = self.open_by_id.get_mut(&key) {
-                    q.retain(|&e| e != ex);
-                    if q.is_empty() {
-                        self.open_by_id.remove(&key);
-                    }
-                }
+                self.open_by_id.remove(scope_of(req), id, ex);
                 return Some(ex);
             }
         }
-        let key = (scope, id.to_string());
-        let queue = self.open_by_id.get_mut(&key)?;
-        let ex = queue.pop_front()?;
-        if queue.is_empty() {
-            self.open_by_id.remove(&key);
-        }
-        Some(ex)
+        self.open_by_id.pop_front(scope, id)
     }
 
     /// A refusal without a JSON-RPC answer: the POSTed request it answers (by POST, else by id
@@ -884,12 +912,7 @@ impl Builder {
                 let ex = ev
                     .post
                     .and_then(|p| self.open_by_post.get(&p).copied())
-                    .or_else(|| {
-                        let rid = ev.request_id?.get();
-                        self.open_by_id
-                            .get(&(scope, rid.to_string()))
-                            .and_then(|q| q.front().copied())
-                    });
+                    .or_else(|| self.open_by_id.front(scope, ev.request_id?.get()));
                 if let Some(ex) = ex {
                     self.exchanges[ex].priming.get_or_insert(priming);
                     self.event_ids.insert((scope, id.to_string()), ex);
@@ -1042,10 +1065,7 @@ impl Builder {
             headers: m.http.headers,
         });
         self.open.entry(scope).or_default().insert(ex);
-        self.open_by_id
-            .entry((scope, id.to_string()))
-            .or_default()
-            .push_back(ex);
+        self.open_by_id.push(scope, id, ex);
         if let Some(p) = m.http.post {
             self.open_by_post.insert(p, ex);
         }
@@ -1073,10 +1093,7 @@ impl Builder {
     /// messages no longer belong to it.
     fn add_cancel(&mut self, scope: Option<u32>, params: Option<&Value>) {
         let target = params.and_then(|p| p.get("requestId")).map(canonical);
-        if let Some(&ex) = target
-            .and_then(|id| self.open_by_id.get(&(scope, id)))
-            .and_then(|q| q.front())
-        {
+        if let Some(ex) = target.and_then(|id| self.open_by_id.front(scope, &id)) {
             self.exchanges[ex].cancelled = true;
             if let Some(open) = self.open.get_mut(&scope) {
                 open.remove(&ex);
@@ -1154,11 +1171,9 @@ impl Builder {
             .post
             .and_then(|p| self.open_by_post.get(&p).copied())
             .or_else(|| {
-                m.http.stream_of.and_then(|rid| {
-                    self.open_by_id
-                        .get(&(scope, rid.to_string()))
-                        .and_then(|q| q.front().copied())
-                })
+                m.http
+                    .stream_of
+                    .and_then(|rid| self.open_by_id.front(scope, rid))
             });
         if by_stream.is_some() {
             return by_stream;

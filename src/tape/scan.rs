@@ -146,7 +146,7 @@ pub(crate) fn scan_msg_line(line: &[u8]) -> Option<MsgFields<'_>> {
         || (rest.len() == 6 + 64 + 2
             && rest.starts_with(b",\"h\":\"")
             && rest.ends_with(b"\"}")
-            && rest[6..6 + 64].iter().all(u8::is_ascii_hexdigit));
+            && super::chain::all_hex(&rest[6..6 + 64]));
     if !tail_ok {
         return None;
     }
