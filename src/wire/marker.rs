@@ -14,9 +14,13 @@ pub(crate) fn is_marker(s: &str) -> bool {
     s.starts_with(MARKER_PREFIX) && s.ends_with(']') && !s[MARKER_PREFIX.len()..].contains('[')
 }
 
-/// Whether a string holds a marker anywhere.
+/// Whether a string holds a marker anywhere. A prebuilt vectorized searcher: play asks this of
+/// every answer it serves, and `str::contains` builds its searcher anew on each call (748 →
+/// 574 instructions on the bench's 1.1 KiB answers, callgrind).
 pub(crate) fn has_marker(s: &str) -> bool {
-    s.contains(MARKER_PREFIX)
+    static PREFIX: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(MARKER_PREFIX));
+    PREFIX.find(s.as_bytes()).is_some()
 }
 
 /// A marker's rule, without its per-tape hash (`key:api_key` of `[REDACTED:key:api_key:0a1b2c3d]`).
