@@ -11,7 +11,7 @@ use super::plan::Verdict;
 use crate::tape::index::MsgMeta;
 use crate::tape::TapeIndex;
 use crate::wire::canonical::{differences, short, Difference};
-use crate::wire::rewrite::{id_span, with_id, with_progress_token};
+use crate::wire::rewrite::{tape_id_span, with_id, with_progress_token};
 use crate::wire::{classify, Frame, Framer, Kind};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -1103,7 +1103,7 @@ enum Reply<'a> {
 /// The answer `text` (tape line `line`) with the client's id; `None` (said on stderr) when it
 /// cannot be rewritten.
 fn reply<'a>(text: &'a str, client_id: &'a str, line: u64) -> Option<Reply<'a>> {
-    if let Some((start, end)) = id_span(text) {
+    if let Some((start, end)) = tape_id_span(text) {
         let b = text.as_bytes();
         return Some(Reply::Spliced([
             &b[..start],
