@@ -11,7 +11,7 @@ use super::plan::Verdict;
 use crate::tape::index::MsgMeta;
 use crate::tape::TapeIndex;
 use crate::wire::canonical::{differences, short, Difference};
-use crate::wire::rewrite::{id_span, with_id, with_progress_token};
+use crate::wire::rewrite::{tape_id_span, with_id, with_progress_token};
 use crate::wire::{classify, Frame, Framer, Kind};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
@@ -253,23 +253,41 @@ impl Shared {
 }
 
 /// A tape no larger than this is read into memory when play starts, so that an answer costs no
-/// system call; a larger one is read an answer at a time.
+/// system call; a larger one is read ahead in chunks.
 const PRELOAD_MAX: u64 = 16 * 1024 * 1024;
 
-/// The whole tape file as read at start-up, when small enough (`None`: answers are read from
-/// the file as they are served).
+/// Where play reads the answers it serves: the whole tape, read at start-up when small enough;
+/// else the tape in chunks, an answer lent from the chunk it is in (no copy of it made on the
+/// way to stdout, where the index's reader gives each answer as a `Vec`).
 #[derive(Default)]
-pub(crate) struct Bodies(Option<String>);
+pub(crate) enum Bodies {
+    /// Each answer read from the index's file (HTTP play; a tape that could not be opened again
+    /// or, small, is not UTF-8).
+    #[default]
+    File,
+    /// The whole tape, read at start-up.
+    Whole(String),
+    /// The tape, read ahead in chunks.
+    Chunks(crate::tape::read_ahead::ReadAhead),
+}
 
 impl Bodies {
-    /// Reads `index`'s tape when it is small and UTF-8 (as a tape is); otherwise none.
+    /// Reads `index`'s tape when it is small and UTF-8 (as a tape is); otherwise opens it to read
+    /// in chunks. Opened by its path, as the index was, just after it.
     pub(crate) fn preload(index: &TapeIndex) -> Bodies {
-        let small = std::fs::metadata(&index.path).is_ok_and(|m| m.len() <= PRELOAD_MAX);
-        let text = small
-            .then(|| std::fs::read(&index.path).ok())
-            .flatten()
-            .and_then(|b| String::from_utf8(b).ok());
-        Bodies(text)
+        let Ok(meta) = std::fs::metadata(&index.path) else {
+            return Bodies::File;
+        };
+        if meta.len() > PRELOAD_MAX {
+            return match std::fs::File::open(&index.path) {
+                Ok(f) => Bodies::Chunks(crate::tape::read_ahead::ReadAhead::new(f)),
+                Err(_) => Bodies::File,
+            };
+        }
+        std::fs::read(&index.path)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .map_or(Bodies::File, Bodies::Whole)
     }
 
     /// A JSON message body, from memory; `None` when not preloaded or not found there (then it
@@ -278,10 +296,29 @@ impl Bodies {
         let crate::tape::index::Body::Json { offset, len } = meta.body else {
             return None;
         };
+        let Bodies::Whole(text) = self else {
+            return None;
+        };
         let start = usize::try_from(offset).ok()?;
-        self.0
-            .as_deref()?
-            .get(start..start.checked_add(len as usize)?)
+        text.get(start..start.checked_add(len as usize)?)
+    }
+
+    /// `f` of a JSON message body, from memory or lent from a chunk; `None` when it cannot be
+    /// read so (then it is read from the index's file, which says why it cannot be).
+    fn with_json<T>(&self, meta: &MsgMeta, f: impl FnOnce(&str) -> T) -> Option<T> {
+        match self {
+            Bodies::File => None,
+            Bodies::Whole(_) => self.json(meta).map(f),
+            Bodies::Chunks(chunks) => {
+                let crate::tape::index::Body::Json { offset, len } = meta.body else {
+                    return None;
+                };
+                chunks
+                    .with_at(offset, len, |b| std::str::from_utf8(b).ok().map(f))
+                    .ok()
+                    .flatten()
+            }
+        }
     }
 }
 
@@ -307,6 +344,16 @@ pub(crate) trait Sink: Sync {
     fn gone(&self) -> impl Future<Output = ()> + Send {
         std::future::pending()
     }
+
+    /// Whether [`write_now`](Self::write_now) writes: a sink that takes a line at once, with
+    /// nothing to do [`before`](Self::before) it (the serving loop's stdout). Then an answer goes
+    /// to it straight from the tape's bytes, lent for no longer than the call. Not by default.
+    fn writes_now(&self) -> bool {
+        false
+    }
+
+    /// Writes one message given in parts (as one line) at once; called only when `writes_now`.
+    fn write_now(&self, _parts: &[&[u8]]) {}
 }
 
 impl Sink for mpsc::Sender<Vec<u8>> {
@@ -364,12 +411,20 @@ impl<W: Write + Send> Sink for Direct<W> {
 
     /// Straight into the output buffer: no line is assembled first.
     fn emit_parts(&self, parts: &[&[u8]]) -> impl Future<Output = ()> + Send {
+        self.write_now(parts);
+        std::future::ready(())
+    }
+
+    fn writes_now(&self) -> bool {
+        true
+    }
+
+    fn write_now(&self, parts: &[&[u8]]) {
         let mut out = self.0.lock().expect("output lock");
         for p in parts {
             out.write(&[p]);
         }
         out.write(&[b"\n"]);
-        std::future::ready(())
     }
 }
 
@@ -483,7 +538,11 @@ impl<W: Write + Send + 'static> Loop<W> {
             return;
         }
         self.c2s += 1;
-        self.arrived = tokio::time::Instant::now();
+        // Read only by `--pace` (standalone messages count from it): no clock read per message
+        // otherwise.
+        if self.shared.opts.plan.pace.is_some() {
+            self.arrived = tokio::time::Instant::now();
+        }
         match f {
             Frame::Line(l) => self.message(l.bytes),
             Frame::Oversize { len, head } => {
@@ -622,7 +681,14 @@ async fn handle<W: Write + Send + 'static>(
     let at = (rt, tasks, msg_no);
     if let Some((id, method, raw)) = parse_request(bytes) {
         let params = Params::exact(raw);
-        return request(shared, matcher, direct, at, (id, &method, params, bytes)).await;
+        return request(
+            shared,
+            matcher,
+            direct,
+            at,
+            (id.into(), &method, params, bytes),
+        )
+        .await;
     }
     let c = classify(bytes);
     match c.kind {
@@ -630,7 +696,14 @@ async fn handle<W: Write + Send + 'static>(
             let id = c.id.expect("requests have ids");
             let method = c.method.expect("requests have methods");
             let params = Params::parsed(crate::wire::params::params_of(bytes));
-            request(shared, matcher, direct, at, (id, &method, params, bytes)).await;
+            request(
+                shared,
+                matcher,
+                direct,
+                at,
+                (id.into(), &method, params, bytes),
+            )
+            .await;
         }
         Kind::Response | Kind::Error => {
             let id = c.id.unwrap_or_else(|| "null".into());
@@ -711,14 +784,14 @@ async fn request<W: Write + Send + 'static>(
     matcher: &mut Matcher,
     direct: &Direct<W>,
     (rt, tasks, msg_no): (&tokio::runtime::Handle, &mut tokio::task::JoinSet<()>, u64),
-    (id, method, params, bytes): (String, &str, Params<'_>, &[u8]),
+    (id, method, params, bytes): (std::borrow::Cow<'_, str>, &str, Params<'_>, &[u8]),
 ) {
     if let Some(live) = &shared.live {
         if method == "initialize" {
             live.note_initialize(bytes);
         }
         if live.chosen(method, params.value()) {
-            return spawn_live(shared, rt, tasks, bytes, id, false);
+            return spawn_live(shared, rt, tasks, bytes, id.into_owned(), false);
         }
     }
     let lenient = shared.opts.lenient || shared.opts.on_miss == super::live::OnMiss::Lenient;
@@ -754,7 +827,7 @@ async fn request<W: Write + Send + 'static>(
         Outcome::Miss(_)
             if shared.opts.on_miss == super::live::OnMiss::Live && shared.live.is_some() =>
         {
-            return spawn_live(shared, rt, tasks, bytes, id, true);
+            return spawn_live(shared, rt, tasks, bytes, id.into_owned(), true);
         }
         Outcome::Miss(miss) => {
             crate::diag!("mcptape play: {}", miss.render(&id).trim_end());
@@ -803,7 +876,7 @@ async fn request<W: Write + Send + 'static>(
             .iter()
             .any(|&m| shared.index.msgs[m].kind == Kind::Request);
     if waits {
-        let shared = shared.clone();
+        let (shared, id) = (shared.clone(), id.into_owned());
         tasks.spawn_on(
             async move {
                 serve_exchange_with(&shared, &shared.out, ex, &id, token.as_deref(), &verdict).await
@@ -833,18 +906,23 @@ fn spawn_live(
 }
 
 /// What serving a request needs (id text, method, params' exact text) in one parse of it, with
-/// nothing built but the id. `None` for anything else, and for a request this cannot read: the
-/// general path classifies those.
-fn parse_request(bytes: &[u8]) -> Option<(String, std::borrow::Cow<'_, str>, Option<&str>)> {
+/// nothing built: all three borrowed from `bytes` (the method copied only when it holds an
+/// escape). `None` for anything else, and for a request this cannot read: the general path
+/// classifies those.
+fn parse_request(bytes: &[u8]) -> Option<(&str, std::borrow::Cow<'_, str>, Option<&str>)> {
     #[derive(serde::Deserialize)]
     struct Probe<'a> {
         #[serde(borrow, default)]
         id: Option<&'a RawValue>,
         #[serde(borrow, default)]
-        method: Option<std::borrow::Cow<'a, str>>,
+        method: Option<Text<'a>>,
         #[serde(borrow, default)]
         params: Option<&'a RawValue>,
     }
+    /// A string borrowed where it has no escape. (serde borrows a `Cow<str>` field only when it
+    /// is the field's own type: inside an `Option` it always copies, an allocation per request.)
+    #[derive(serde::Deserialize)]
+    struct Text<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
     let text = std::str::from_utf8(bytes).ok()?;
     // A struct also deserializes from an array: only an object is a request.
     if text.trim_start().as_bytes().first() != Some(&b'{') {
@@ -852,11 +930,7 @@ fn parse_request(bytes: &[u8]) -> Option<(String, std::borrow::Cow<'_, str>, Opt
     }
     let p: Probe<'_> = serde_json::from_str(text).ok()?;
     // `"id": null` reads as None, as in `classify`: no usable id, not a request.
-    Some((
-        p.id?.get().to_owned(),
-        p.method?,
-        p.params.map(RawValue::get),
-    ))
+    Some((p.id?.get(), p.method?.0, p.params.map(RawValue::get)))
 }
 
 /// Sends what the server sent during the exchange, then the response with the client's id.
@@ -889,12 +963,17 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
 ) {
     let index = &shared.index;
     let ex = &index.exchanges[ex_no];
-    let start = tokio::time::Instant::now();
+    // The clock is read only when something waits: an answer due at once needs no time.
+    let waits = verdict.waits();
+    let start = waits.then(tokio::time::Instant::now);
     let recorded_at = index.msgs[ex.request].t_us;
     // When a recorded message of the exchange is due: as long after the request as recorded.
-    let due = |meta: &MsgMeta| match verdict.pace {
-        Some(p) => start + super::pace::scaled(meta.t_us.saturating_sub(recorded_at), p),
-        None => start,
+    let due = |meta: &MsgMeta| {
+        let start = start.unwrap_or_else(tokio::time::Instant::now);
+        match verdict.pace {
+            Some(p) => start + super::pace::scaled(meta.t_us.saturating_sub(recorded_at), p),
+            None => start,
+        }
     };
     for &m in &ex.during {
         let meta = &index.msgs[m];
@@ -926,7 +1005,8 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
             }
         }
     }
-    if !answer_when_due(shared, out, ex_no, client_id, verdict, &due).await {
+    // Nothing to wait for (no pace, latency or fault): due now.
+    if waits && !answer_when_due(shared, out, ex_no, client_id, verdict, &due).await {
         return;
     }
     let Some(r) = ex.response else {
@@ -966,40 +1046,78 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
         return;
     };
     let meta = &index.msgs[r];
-    let read;
-    let text = match shared.bodies.json(meta) {
-        Some(t) => t,
+    // To the serving loop's stdout straight from the tape's bytes: no copy of the answer made.
+    let lent = out
+        .writes_now()
+        .then(|| {
+            shared.bodies.with_json(meta, |text| {
+                match reply(text, client_id, meta.line) {
+                    Some(Reply::Spliced(parts)) => out.write_now(&parts),
+                    Some(Reply::Rewritten(t)) => out.write_now(&[t.as_bytes()]),
+                    None => {}
+                }
+                count_markers(text)
+            })
+        })
+        .flatten();
+    // Only the serving loop reads the chunks (a task's answers come from the index's file):
+    // the chunk's lock, held while the line is written, is never waited for.
+    let markers = match lent {
+        Some(markers) => markers,
         None => {
-            read = read_text(index, meta);
-            match read.as_deref() {
+            let read;
+            let text = match shared.bodies.json(meta) {
                 Some(t) => t,
-                None => return,
+                None => {
+                    read = read_text(index, meta);
+                    match read.as_deref() {
+                        Some(t) => t,
+                        None => return,
+                    }
+                }
+            };
+            let markers = count_markers(text);
+            out.before(meta).await;
+            match reply(text, client_id, meta.line) {
+                Some(Reply::Spliced(parts)) => out.emit_parts(&parts).await,
+                Some(Reply::Rewritten(t)) => out.emit(t.into_bytes()).await,
+                None => {}
             }
+            markers
         }
     };
-    let markers = count_markers(text);
-    out.before(meta).await;
-    match id_span(text) {
-        // The bytes `with_id` gives, without building them first.
-        Some((start, end)) => {
-            let parts = [
-                &text.as_bytes()[..start],
-                client_id.as_bytes(),
-                &text.as_bytes()[end..],
-            ];
-            out.emit_parts(&parts).await
-        }
-        None => match with_id(text, client_id) {
-            Ok(t) => out.emit(t.into_bytes()).await,
-            Err(e) => crate::diag!(
-                "mcptape play: tape line {}: cannot rewrite the response id: {e}",
-                meta.line
-            ),
-        },
-    }
     let mut r = shared.report.lock().expect("report lock");
     r.served += 1;
     r.markers += markers;
+}
+
+/// A recorded answer with the client's id in place of the recorded one.
+enum Reply<'a> {
+    /// The answer's bytes before its id, the client's id, the bytes after: the bytes `with_id`
+    /// gives, without building them first.
+    Spliced([&'a [u8]; 3]),
+    /// Rewritten whole: an answer whose one id its structure alone does not show.
+    Rewritten(String),
+}
+
+/// The answer `text` (tape line `line`) with the client's id; `None` (said on stderr) when it
+/// cannot be rewritten.
+fn reply<'a>(text: &'a str, client_id: &'a str, line: u64) -> Option<Reply<'a>> {
+    if let Some((start, end)) = tape_id_span(text) {
+        let b = text.as_bytes();
+        return Some(Reply::Spliced([
+            &b[..start],
+            client_id.as_bytes(),
+            &b[end..],
+        ]));
+    }
+    match with_id(text, client_id) {
+        Ok(t) => Some(Reply::Rewritten(t)),
+        Err(e) => {
+            crate::diag!("mcptape play: tape line {line}: cannot rewrite the response id: {e}");
+            None
+        }
+    }
 }
 
 /// Waits until the answer of exchange `ex` is due: its recorded time when paced, plus the
@@ -1289,13 +1407,27 @@ mod tests {
             appended: false,
         };
         use crate::tape::index::Body;
-        let tape = Bodies(Some(r#"{"msg":{"id":1,"result":{}}}"#.to_string()));
+        let tape = Bodies::Whole(r#"{"msg":{"id":1,"result":{}}}"#.to_string());
         let json = |offset, len| meta(Body::Json { offset, len });
         assert_eq!(tape.json(&json(7, 20)), Some(r#"{"id":1,"result":{}}"#));
         // Past the end (the file changed since it was indexed): read from the file instead.
         assert_eq!(tape.json(&json(7, 40)), None);
         assert_eq!(tape.json(&meta(Body::Text { offset: 7, len: 20 })), None);
-        assert_eq!(Bodies(None).json(&json(7, 20)), None);
+        assert_eq!(Bodies::File.json(&json(7, 20)), None);
+        // A big tape's bodies are lent from its chunks, the same bytes.
+        let mut f = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut f, br#"{"msg":{"id":1,"result":{}}}"#).unwrap();
+        let chunks = Bodies::Chunks(crate::tape::read_ahead::ReadAhead::new(f));
+        let got = chunks.with_json(&json(7, 20), str::to_string);
+        assert_eq!(got.as_deref(), Some(r#"{"id":1,"result":{}}"#));
+        assert_eq!(chunks.with_json(&json(7, 40), str::to_string), None);
+        assert_eq!(
+            chunks.json(&json(7, 20)),
+            None,
+            "not in memory: read by the index"
+        );
+        let whole = tape.with_json(&json(7, 20), str::to_string);
+        assert_eq!(whole.as_deref(), Some(r#"{"id":1,"result":{}}"#));
     }
 
     #[test]
@@ -1315,7 +1447,10 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":"a\"b","method":"tools/call","params":{"x":1}}"#,
         )
         .unwrap();
-        assert_eq!((id.as_str(), method.as_ref()), (r#""a\"b""#, "tools/call"));
+        assert_eq!((id, method.as_ref()), (r#""a\"b""#, "tools/call"));
+        assert!(matches!(method, std::borrow::Cow::Borrowed(_)), "no copy");
+        let (_, escaped, _) = parse_request(br#"{"id":1,"method":"tools\/call"}"#).unwrap();
+        assert_eq!(escaped, "tools/call");
         assert_eq!(params, Some(r#"{"x":1}"#));
         let (_, _, params) = parse_request(br#"{"id":1,"method":"ping","params":null}"#).unwrap();
         assert_eq!(params, None);

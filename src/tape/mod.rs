@@ -8,7 +8,7 @@ pub mod index;
 mod index_cache;
 pub mod place;
 pub mod prune;
-mod read_ahead;
+pub(crate) mod read_ahead;
 pub mod reader;
 mod request_facts;
 pub(crate) mod scan;

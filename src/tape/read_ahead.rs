@@ -45,6 +45,18 @@ impl ReadAhead {
 
     /// Exactly `len` bytes at `offset` (an error if the file is shorter).
     pub(crate) fn read_at(&self, offset: u64, len: u32) -> io::Result<Vec<u8>> {
+        self.with_at(offset, len, <[u8]>::to_vec)
+    }
+
+    /// `f` of exactly the `len` bytes at `offset` (an error if the file is shorter), lent from
+    /// the chunk when they are in it: no copy of them is made. The chunk stays locked while `f`
+    /// runs.
+    pub(crate) fn with_at<T>(
+        &self,
+        offset: u64,
+        len: u32,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> io::Result<T> {
         let len_u = len as usize;
         let end = offset
             .checked_add(u64::from(len))
@@ -54,7 +66,7 @@ impl ReadAhead {
             let mut c = self.chunk.lock().unwrap_or_else(|e| e.into_inner());
             if offset >= c.start && end <= c.end() {
                 let at = (offset - c.start) as usize;
-                return Ok(c.bytes[at..at + len_u].to_vec());
+                return Ok(f(&c.bytes[at..at + len_u]));
             }
             // Next in line: at the chunk's end or within a chunk past it (the first read too).
             let next =
@@ -65,14 +77,14 @@ impl ReadAhead {
                 let n = fill(&self.file, &mut c.bytes, offset)?;
                 c.bytes.truncate(n);
                 if n >= len_u {
-                    return Ok(c.bytes[..len_u].to_vec());
+                    return Ok(f(&c.bytes[..len_u]));
                 }
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
         }
         let mut buf = vec![0u8; len_u];
         self.file.read_exact_at(&mut buf, offset)?;
-        Ok(buf)
+        Ok(f(&buf))
     }
 }
 
@@ -121,6 +133,10 @@ mod tests {
                 expect(off, len),
                 "at {off}+{len}"
             );
+            // Lent, not copied: the same bytes.
+            assert!(r
+                .with_at(off as u64, len as u32, |b| b == &expect(off, len)[..])
+                .unwrap());
         }
         assert!(r.read_at(3 * CHUNK as u64 + 700, 100).is_err());
         assert!(r.read_at(u64::MAX - 1, 10).is_err());

@@ -879,6 +879,76 @@ fn pipelined_plain_calls_around_a_server_request_a_miss_and_progress_all_get_the
     );
 }
 
+#[test]
+fn a_big_tapes_answers_to_calls_sent_in_one_write_are_each_the_recorded_bytes_in_order() {
+    // Over 16 MiB: play reads this tape's answers in chunks and writes them to stdout from
+    // there (not read into memory at start-up). Answers of about 5 KiB, asked in one write: in
+    // recorded order (one chunk serves many), backwards (each far from the chunk), then in order
+    // again from where the chunk is not.
+    let (_dir, tape) = tmp_tape("big.jsonl");
+    let n = 3500;
+    let answer = |i: usize| json!({"jsonrpc": "2.0", "id": i + 1, "result": {"content": [{"type": "text", "text": format!("n={i} {}", "x".repeat(5000 + i % 7))}]}});
+    let call = |id: Value, i: usize| {
+        req(
+            id,
+            "tools/call",
+            json!({"name": "add", "arguments": {"n": i}}),
+        )
+    };
+    let mut msgs: Vec<(&str, Value)> = vec![
+        ("c2s", req(0, "initialize", init_params())),
+        (
+            "s2c",
+            json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "t", "version": "1"}}}),
+        ),
+    ];
+    for i in 0..n {
+        msgs.extend([("c2s", call(json!(i + 1), i)), ("s2c", answer(i))]);
+    }
+    write_tape(&tape, &msgs, true);
+    let size = std::fs::metadata(&tape).unwrap().len();
+    assert!(
+        size > 16 << 20,
+        "a tape over the preload size: {size} bytes"
+    );
+
+    let order: Vec<usize> = (0..1000)
+        .chain((2000..3000).rev())
+        .chain(1000..2000)
+        .chain(3000..n)
+        .collect();
+    let mut c = play(&tape, &[]);
+    let mut bytes = serde_json::to_vec(&req("i", "initialize", init_params())).unwrap();
+    bytes.push(b'\n');
+    for &i in &order {
+        bytes.extend(serde_json::to_vec(&call(json!(format!("c-{i}")), i)).unwrap());
+        bytes.push(b'\n');
+    }
+    c.send_raw(&bytes);
+    let init: Value = c.recv();
+    assert_eq!(init["id"], "i");
+    for &i in &order {
+        let got = c.recv_raw(Duration::from_secs(30)).expect("an answer");
+        let mut want = serde_json::to_vec(&with_id(&answer(i), json!(format!("c-{i}")))).unwrap();
+        want.push(b'\n');
+        assert!(
+            got == want,
+            "call {i}: the recorded bytes with the client's id, got {} bytes, want {}: {}",
+            got.len(),
+            want.len(),
+            String::from_utf8_lossy(&got[got.len().saturating_sub(120)..])
+        );
+    }
+    let stderr = c.finish_with(0);
+    assert_contains(
+        &stderr,
+        &format!(
+            "served {}, missed 0, drifted 0; every recorded exchange was used",
+            n + 1
+        ),
+    );
+}
+
 /// A pre-2026 tape: `initialize` (2025-06-18), `tools/list`, and a call whose answer holds two
 /// redaction markers.
 fn pre_2026_tape(tape: &Path) {
