@@ -1,11 +1,15 @@
 //! Play's start-up on a big tape is the index: every line read and every request's params
-//! hashed (about 0.9 s for 100,000 exchanges). The index of a tape of 4 MiB or more is therefore
+//! hashed (about 0.4 s for 100,000 exchanges). The index of a tape of 4 MiB or more is therefore
 //! kept between plays in the user's cache (`$XDG_CACHE_HOME/mcptape/index/`, else
 //! `~/.cache/mcptape/index/`), one file per tape path and server, and used only while the tape
 //! file is exactly the one it was built from: same device, inode, length, modification and
 //! change time, and the same mcptape build (match keys are hashes whose function may change
 //! between versions and Rust releases: a probe key is stored and compared). Anything else — no cache dir, a
 //! stale or unreadable entry — means a cold load.
+//!
+//! `record` writes the entry as it closes a tape; a play that built the index writes it behind
+//! its serving loop (`PendingStore`, on play's background thread), only if the tape is still
+//! the file the index was read from.
 //!
 //! The cache holds offsets and hashes, never message bodies: bodies are still read from the tape.
 //!
