@@ -15,8 +15,8 @@ use crate::wire::canonical::{hash_key, VOLATILE_META_KEYS};
 use crate::wire::params::MatchKey;
 use serde_json::Value;
 
-/// Objects and arrays nested deeper than this go to the general path: each level re-walks the
-/// levels under it once more.
+/// Objects and arrays nested deeper than this go to the general path: each object copies what
+/// it wrote once more to put its members in order.
 const MAX_DEPTH: usize = 16;
 
 /// What the index keeps of a request, as the general path computes it from the parsed params.
