@@ -986,6 +986,16 @@ fn record_big(tape: &Path, cache: &Path) -> (String, Run) {
     (requests, recorded)
 }
 
+/// `mcptape play` of `tape` with the user's cache at `cache`, the client sending `requests`.
+fn play_big(tape: &Path, cache: &Path, requests: &str) -> Run {
+    Mt::new(["play"])
+        .arg(tape)
+        .env("XDG_CACHE_HOME", cache)
+        .stdin(requests.to_string())
+        .run()
+        .success()
+}
+
 #[test]
 fn record_leaves_a_big_tape_indexed_so_that_its_first_play_starts_warm() {
     let (dir, tape) = tmp_tape("big.jsonl");
@@ -1009,12 +1019,7 @@ fn record_leaves_a_big_tape_indexed_so_that_its_first_play_starts_warm() {
     let stamp = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
     let before = stamp(idx[0]);
     std::thread::sleep(Duration::from_millis(20));
-    let played = Mt::new(["play"])
-        .arg(&tape)
-        .env("XDG_CACHE_HOME", &cache)
-        .stdin(requests)
-        .run()
-        .success();
+    let played = play_big(&tape, &cache, &requests);
     assert_eq!(played.stdout, recorded.stdout, "play served the recording");
     // A cold load would have built the index and stored it again.
     assert_eq!(stamp(idx[0]), before, "play used the cached index");
@@ -1029,14 +1034,7 @@ fn a_cold_play_leaves_the_index_cached_for_the_next_play() {
     let (requests, recorded) = record_big(&tape, &recorded_cache);
     // A cache of its own, empty: this play starts cold.
     let cache = dir.path().join("cache");
-    let play = || {
-        Mt::new(["play"])
-            .arg(&tape)
-            .env("XDG_CACHE_HOME", &cache)
-            .stdin(requests.clone())
-            .run()
-            .success()
-    };
+    let play = || play_big(&tape, &cache, &requests);
     let played = play();
     assert_eq!(played.stdout, recorded.stdout, "play served the recording");
     let all = || -> Vec<std::path::PathBuf> {
@@ -1074,14 +1072,7 @@ fn an_edit_that_restores_length_and_mtime_still_gets_the_chain_checked_by_every_
     let (dir, tape) = tmp_tape("big.jsonl");
     let cache = dir.path().join("cache");
     let (requests, _) = record_big(&tape, &cache);
-    let play = || {
-        Mt::new(["play"])
-            .arg(&tape)
-            .env("XDG_CACHE_HOME", &cache)
-            .stdin(requests.clone())
-            .run()
-            .success()
-    };
+    let play = || play_big(&tape, &cache, &requests);
     // check reads the tape whole: it too skips hashing a chain noted whole, and must not for
     // an edited one.
     let check = || {
