@@ -45,6 +45,10 @@ impl ReadAhead {
 
     /// Exactly `len` bytes at `offset` (an error if the file is shorter).
     pub(crate) fn read_at(&self, offset: u64, len: u32) -> io::Result<Vec<u8>> {
+        if len as usize > CHUNK / 2 {
+            // Not through `with_at`, which would copy the buffer it reads.
+            return read_exact_new(&self.file, len as usize, offset);
+        }
         self.with_at(offset, len, <[u8]>::to_vec)
     }
 
@@ -82,10 +86,37 @@ impl ReadAhead {
                 return Err(io::ErrorKind::UnexpectedEof.into());
             }
         }
-        let mut buf = vec![0u8; len_u];
-        self.file.read_exact_at(&mut buf, offset)?;
-        Ok(f(&buf))
+        Ok(f(&read_exact_new(&self.file, len_u, offset)?))
     }
+}
+
+/// Exactly `len` bytes at `offset`, read into a new buffer without zeroing it first: for an
+/// 8 MiB answer, filling the buffer with zeros cost play as much as validating its UTF-8.
+fn read_exact_new(file: &File, len: usize, offset: u64) -> io::Result<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    let mut buf = Vec::<u8>::with_capacity(len);
+    while buf.len() < len {
+        let at = offset + buf.len() as u64;
+        let at = libc::off_t::try_from(at).map_err(|_| io::Error::other("offset out of range"))?;
+        let want = len - buf.len();
+        let spare = &mut buf.spare_capacity_mut()[..want];
+        // SAFETY: `pread` writes at most `spare.len()` bytes into `spare`, memory the vector
+        // owns; `set_len` below counts only the bytes it says it wrote.
+        let n =
+            unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), at) };
+        match n {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n if n < 0 => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+            // SAFETY: the first `n` bytes of the spare capacity were written by `pread`.
+            n => unsafe { buf.set_len(buf.len() + n as usize) },
+        }
+    }
+    Ok(buf)
 }
 
 /// Reads from `offset` until `buf` is full or the file ends; how many bytes were read.
