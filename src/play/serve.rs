@@ -303,20 +303,18 @@ impl Bodies {
         text.get(start..start.checked_add(len as usize)?)
     }
 
-    /// `f` of a JSON message body, from memory or lent from a chunk; `None` when it cannot be
-    /// read so (then it is read from the index's file, which says why it cannot be).
-    fn with_json<T>(&self, meta: &MsgMeta, f: impl FnOnce(&str) -> T) -> Option<T> {
+    /// `f` of a JSON message body's bytes, from memory or lent from a chunk (a chunk's bytes
+    /// are not checked to be UTF-8 here); `None` when it cannot be read so (then it is read
+    /// from the index's file, which says why it cannot be).
+    fn with_json_bytes<T>(&self, meta: &MsgMeta, f: impl FnOnce(&[u8]) -> T) -> Option<T> {
         match self {
             Bodies::File => None,
-            Bodies::Whole(_) => self.json(meta).map(f),
+            Bodies::Whole(_) => self.json(meta).map(|t| f(t.as_bytes())),
             Bodies::Chunks(chunks) => {
                 let crate::tape::index::Body::Json { offset, len } = meta.body else {
                     return None;
                 };
-                chunks
-                    .with_at(offset, len, |b| std::str::from_utf8(b).ok().map(f))
-                    .ok()
-                    .flatten()
+                chunks.with_at(offset, len, f).ok()
             }
         }
     }
@@ -910,6 +908,15 @@ fn spawn_live(
 /// escape). `None` for anything else, and for a request this cannot read: the general path
 /// classifies those.
 fn parse_request(bytes: &[u8]) -> Option<(&str, std::borrow::Cow<'_, str>, Option<&str>)> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    if let Some((id, method, params)) = crate::tape::scan::request_parts(text) {
+        return Some((id, method.into(), params));
+    }
+    parse_request_serde(text)
+}
+
+/// [`parse_request`] by serde: whatever the scanner is not sure of.
+fn parse_request_serde(text: &str) -> Option<(&str, std::borrow::Cow<'_, str>, Option<&str>)> {
     #[derive(serde::Deserialize)]
     struct Probe<'a> {
         #[serde(borrow, default)]
@@ -923,7 +930,6 @@ fn parse_request(bytes: &[u8]) -> Option<(&str, std::borrow::Cow<'_, str>, Optio
     /// is the field's own type: inside an `Option` it always copies, an allocation per request.)
     #[derive(serde::Deserialize)]
     struct Text<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
-    let text = std::str::from_utf8(bytes).ok()?;
     // A struct also deserializes from an array: only an object is a request.
     if text.trim_start().as_bytes().first() != Some(&b'{') {
         return None;
@@ -1050,15 +1056,26 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
     let lent = out
         .writes_now()
         .then(|| {
-            shared.bodies.with_json(meta, |text| {
-                match reply(text, client_id, meta.line) {
+            shared.bodies.with_json_bytes(meta, |bytes| {
+                // Where the index noted the id and there is no marker to count, the bytes go out
+                // as they are: the index read them as UTF-8 JSON, and checking that again cost
+                // about a tenth of serving a 1 KiB answer.
+                if let Some((start, end)) = noted_id_span(bytes, meta) {
+                    if !crate::wire::marker::has_marker_in(bytes) {
+                        out.write_now(&[&bytes[..start], client_id.as_bytes(), &bytes[end..]]);
+                        return Some(0);
+                    }
+                }
+                let text = std::str::from_utf8(bytes).ok()?;
+                match reply(text, client_id, meta) {
                     Some(Reply::Spliced(parts)) => out.write_now(&parts),
                     Some(Reply::Rewritten(t)) => out.write_now(&[t.as_bytes()]),
                     None => {}
                 }
-                count_markers(text)
+                Some(count_markers(text))
             })
         })
+        .flatten()
         .flatten();
     // Only the serving loop reads the chunks (a task's answers come from the index's file):
     // the chunk's lock, held while the line is written, is never waited for.
@@ -1078,7 +1095,7 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
             };
             let markers = count_markers(text);
             out.before(meta).await;
-            match reply(text, client_id, meta.line) {
+            match reply(text, client_id, meta) {
                 Some(Reply::Spliced(parts)) => out.emit_parts(&parts).await,
                 Some(Reply::Rewritten(t)) => out.emit(t.into_bytes()).await,
                 None => {}
@@ -1100,10 +1117,10 @@ enum Reply<'a> {
     Rewritten(String),
 }
 
-/// The answer `text` (tape line `line`) with the client's id; `None` (said on stderr) when it
+/// The answer `text` (the body of `meta`) with the client's id; `None` (said on stderr) when it
 /// cannot be rewritten.
-fn reply<'a>(text: &'a str, client_id: &'a str, line: u64) -> Option<Reply<'a>> {
-    if let Some((start, end)) = tape_id_span(text) {
+fn reply<'a>(text: &'a str, client_id: &'a str, meta: &MsgMeta) -> Option<Reply<'a>> {
+    if let Some((start, end)) = id_span_of(text, meta) {
         let b = text.as_bytes();
         return Some(Reply::Spliced([
             &b[..start],
@@ -1114,10 +1131,36 @@ fn reply<'a>(text: &'a str, client_id: &'a str, line: u64) -> Option<Reply<'a>> 
     match with_id(text, client_id) {
         Ok(t) => Some(Reply::Rewritten(t)),
         Err(e) => {
-            crate::diag!("mcptape play: tape line {line}: cannot rewrite the response id: {e}");
+            crate::diag!(
+                "mcptape play: tape line {}: cannot rewrite the response id: {e}",
+                meta.line
+            );
             None
         }
     }
+}
+
+/// Where the value of the answer's one top-level id lies: where the index found it, when the
+/// bytes there are the id the tape line gives (they are unless the tape changed under the
+/// index), else looked for.
+fn id_span_of(text: &str, meta: &MsgMeta) -> Option<(usize, usize)> {
+    noted_id_span(text.as_bytes(), meta).or_else(|| tape_id_span(text))
+}
+
+/// Where the index found the answer's one id, if the id the tape line gives stands there.
+fn noted_id_span(b: &[u8], meta: &MsgMeta) -> Option<(usize, usize)> {
+    let (start, end) = meta.id_in_body?;
+    let (start, end) = (start as usize, end as usize);
+    // The whole value: not a number the id only begins or ends.
+    let ws = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
+    let whole = start
+        .checked_sub(1)
+        .and_then(|i| b.get(i))
+        .is_some_and(|c| *c == b':' || ws(c))
+        && b.get(end)
+            .is_some_and(|c| matches!(c, b',' | b'}') || ws(c));
+    let id = meta.id.as_deref()?.as_bytes();
+    (whole && b.get(start..end) == Some(id)).then_some((start, end))
 }
 
 /// Waits until the answer of exchange `ex` is due: its recorded time when paced, plus the
@@ -1391,6 +1434,102 @@ mod tests {
     use super::*;
 
     #[test]
+    fn plain_requests_are_read_by_the_scanner_as_serde_reads_them() {
+        let cases = [
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"n":3,"size":1024}}}"#,
+            r#"{"method":"tools/list","jsonrpc":"2.0","id":"a-1"}"#,
+            r#" { "jsonrpc" : "2.0" , "id" : 1 , "method" : "x" , "params" : null } "#,
+            r#"{"jsonrpc":"2.0","id":{"odd":1},"method":"x","params":[1,"two"]}"#,
+            "{\"id\":1,\"method\":\"x\",\"params\":{\"price\":2.50,\"api_key\":\"k\\n\"}}\r",
+        ];
+        for text in cases {
+            let fast = crate::tape::scan::request_parts(text)
+                .unwrap_or_else(|| panic!("not read: {text}"));
+            let slow = parse_request_serde(text).expect("a request");
+            assert_eq!(
+                (fast.0, fast.1, fast.2),
+                (slow.0, &*slow.1, slow.2),
+                "{text}"
+            );
+        }
+        // Not sure, or not a request: left to serde.
+        for text in [
+            r#"{"id":1,"method":"x","id":2}"#,
+            r#"{"\u0069d":1,"method":"x"}"#,
+            r#"{"id":1,"method":"a\/b"}"#,
+            r#"{"id":null,"method":"x"}"#,
+            r#"{"id":1,"method":7}"#,
+            r#"{"id":1}"#,
+            r#"[{"id":1,"method":"x"}]"#,
+            r#"{"id":1,"method":"x"} x"#,
+            r#"{"id":1,"method":"x""#,
+        ] {
+            assert_eq!(crate::tape::scan::request_parts(text), None, "{text}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// Whenever the scanner reads a request, serde reads the same id, method and params.
+        #[test]
+        fn the_request_scanner_reads_what_serde_reads(
+            members in proptest::collection::vec((
+                proptest::sample::select(vec!["id", "method", "params", "jsonrpc", "\\u0069d", "x", "a\\nb"]),
+                proptest::sample::select(vec![
+                    "1", "-0", "2.50", "1e5", "null", "true", "\"2.0\"", "\"tools/call\"",
+                    "\"a\\/b\"", "\"\\u00e9\"", "\"é\"", "{}", "[]", "{\"name\":\"t\",\"id\":2}",
+                    "[1,{\"method\":\"y\"}]", "01", "\"\\x\"", "{\"a\":}",
+                ]),
+            ), 0..6),
+            ws in proptest::sample::select(vec!["", " ", "\n\t"]),
+            tail in proptest::sample::select(vec!["", " ", "\r\n", "x", "}"]),
+        ) {
+            let body: Vec<String> = members
+                .iter()
+                .map(|(k, v)| format!("{ws}\"{k}\"{ws}:{ws}{v}{ws}"))
+                .collect();
+            let text = format!("{ws}{{{}}}{tail}", body.join(","));
+            if let Some(fast) = crate::tape::scan::request_parts(&text) {
+                let slow = parse_request_serde(&text);
+                proptest::prop_assert!(slow.is_some(), "{}", text);
+                let slow = slow.unwrap();
+                proptest::prop_assert_eq!((fast.0, fast.1, fast.2), (slow.0, &*slow.1, slow.2), "{}", text);
+            }
+        }
+    }
+
+    /// The id's place the index noted is taken only where the tape line's id stands there;
+    /// anywhere else (a tape that changed under its index) the answer's id is looked for.
+    #[test]
+    fn an_answers_id_is_where_the_index_says_only_if_it_is_there() {
+        let meta = |id: &str, at: (u32, u32)| MsgMeta {
+            seq: 1,
+            t_us: 0,
+            line: 1,
+            dir: crate::wire::Dir::S2C,
+            kind: Kind::Response,
+            id: Some(id.to_string()),
+            method: None,
+            body: crate::tape::index::Body::Json { offset: 0, len: 0 },
+            id_in_body: Some(at),
+            sse: false,
+            stream_of: None,
+            http: None,
+            appended: false,
+        };
+        let text = r#"{"jsonrpc":"2.0","id":17,"result":{}}"#;
+        assert_eq!(id_span_of(text, &meta("17", (22, 24))), Some((22, 24)));
+        // Elsewhere, past the end, or another id: found by looking.
+        assert_eq!(id_span_of(text, &meta("17", (1, 3))), Some((22, 24)));
+        assert_eq!(id_span_of(text, &meta("17", (40, 42))), Some((22, 24)));
+        assert_eq!(id_span_of(text, &meta("1", (22, 23))), Some((22, 24)));
+        assert_eq!(id_span_of(text, &meta("7", (23, 24))), Some((22, 24)));
+        let two = r#"{"id":17,"id":18}"#;
+        assert_eq!(id_span_of(two, &meta("1", (6, 7))), None);
+    }
+
+    #[test]
     fn preloaded_bodies_are_found_by_offset_or_left_to_the_file() {
         let meta = |body| MsgMeta {
             seq: 1,
@@ -1401,6 +1540,7 @@ mod tests {
             id: None,
             method: None,
             body,
+            id_in_body: None,
             sse: false,
             stream_of: None,
             http: None,
@@ -1418,16 +1558,16 @@ mod tests {
         let mut f = tempfile::tempfile().unwrap();
         std::io::Write::write_all(&mut f, br#"{"msg":{"id":1,"result":{}}}"#).unwrap();
         let chunks = Bodies::Chunks(crate::tape::read_ahead::ReadAhead::new(f));
-        let got = chunks.with_json(&json(7, 20), str::to_string);
-        assert_eq!(got.as_deref(), Some(r#"{"id":1,"result":{}}"#));
-        assert_eq!(chunks.with_json(&json(7, 40), str::to_string), None);
+        let got = chunks.with_json_bytes(&json(7, 20), <[u8]>::to_vec);
+        assert_eq!(got.as_deref(), Some(&br#"{"id":1,"result":{}}"#[..]));
+        assert_eq!(chunks.with_json_bytes(&json(7, 40), <[u8]>::to_vec), None);
         assert_eq!(
             chunks.json(&json(7, 20)),
             None,
             "not in memory: read by the index"
         );
-        let whole = tape.with_json(&json(7, 20), str::to_string);
-        assert_eq!(whole.as_deref(), Some(r#"{"id":1,"result":{}}"#));
+        let whole = tape.with_json_bytes(&json(7, 20), <[u8]>::to_vec);
+        assert_eq!(whole.as_deref(), Some(&br#"{"id":1,"result":{}}"#[..]));
     }
 
     #[test]

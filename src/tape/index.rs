@@ -73,6 +73,9 @@ pub struct MsgMeta {
     pub method: Option<String>,
     /// Where its bytes are in the tape file.
     pub body: Body,
+    /// A JSON object body: where the value of its one top-level `id` lies, relative to the
+    /// body's start (found while the index validates it); `None` when that is not known.
+    pub id_in_body: Option<(u32, u32)>,
     /// Recorded over HTTP inside an SSE stream.
     pub sse: bool,
     /// HTTP: the request (id text) whose answer stream this server message came on.
@@ -650,6 +653,7 @@ fn fields_of<'a>(raw_line: &'a [u8], m: &MsgLine<'a>) -> Result<MsgFields<'a>, S
         id: m.id.map(|r| r.get()),
         method: m.method.clone(),
         body,
+        id_in_body: None,
         http: match &m.http {
             None => HttpMeta::default(),
             Some(h) => HttpMeta {
@@ -704,6 +708,7 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMe
         id: m.id.map(str::to_string),
         method: m.method.as_ref().map(|s| s.to_string()),
         body,
+        id_in_body: m.id_in_body,
         sse: m.http.sse,
         stream_of: m.http.stream_of.map(str::to_string),
         http: (m.http != HttpMeta::default()).then(|| {
@@ -1311,8 +1316,16 @@ mod tests {
             for line in [line.as_str(), plain] {
                 let fast = crate::tape::scan::scan_msg_line(line.as_bytes());
                 assert_eq!(fast.is_some(), fast_ones.contains(plain), "{line}");
-                if let Some(fast) = fast {
+                if let Some(mut fast) = fast {
                     let slow = slow(line.as_bytes());
+                    // Only the scanner notes where a body's id is (serde's path leaves it to
+                    // play); where it does, it is the id's place.
+                    if let (Some((a, b)), BodyText::Json(t)) = (fast.id_in_body, fast.body) {
+                        let span = crate::wire::rewrite::id_span(t);
+                        assert_eq!(Some((a as usize, b as usize)), span, "{line}");
+                        assert_eq!(t.get(a as usize..b as usize), fast.id, "{line}");
+                    }
+                    fast.id_in_body = None;
                     assert_eq!(fast, slow, "{line}");
                     // The body is the same slice of the line, so the same file offset.
                     let at = |b: &BodyText<'_>| match *b {

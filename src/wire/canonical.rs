@@ -88,17 +88,15 @@ pub(crate) fn match_key_halves(
 }
 
 /// The 128-bit match key of a method and its canonical match params (the one function both the
-/// index and play's fast path use, so their keys are equal by construction).
+/// index and play's fast path use, so their keys are equal by construction). XXH3's 128-bit
+/// hash of the params, seeded by the method's 64-bit one: one pass over the bytes, where two
+/// 64-bit SipHash passes (std's `DefaultHasher`) cost play about 1,100 instructions a call and
+/// the index four passes a request. Not a cryptographic hash, nor was SipHash with its fixed
+/// keys: keys pair a tape's requests, they guard nothing.
 pub(crate) fn hash_key(method: &str, canonical_params: &str) -> super::params::MatchKey {
-    use std::hash::{Hash, Hasher};
-    let half = |seed: u8| {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        seed.hash(&mut h);
-        method.hash(&mut h);
-        canonical_params.hash(&mut h);
-        h.finish()
-    };
-    super::params::MatchKey::from_halves(half(1), half(2))
+    use xxhash_rust::xxh3::{xxh3_128_with_seed, xxh3_64};
+    let h = xxh3_128_with_seed(canonical_params.as_bytes(), xxh3_64(method.as_bytes()));
+    super::params::MatchKey::from_halves((h >> 64) as u64, h as u64)
 }
 
 /// `canonical(&match_params(params))` written into `out`, without the clone: the top level and
