@@ -149,8 +149,8 @@ pub fn model_stream(
     let mut parser = crate::transport::sse::SseParser::new(max);
     let mut summary = Summary::default();
     let mut out = Vec::new();
-    let mut take = |b: crate::transport::sse::Block, summary: &mut Summary| {
-        let (facts, data) = crate::model::proxy::block_facts(&b);
+    let mut take = |mut b: crate::transport::sse::Block, summary: &mut Summary| {
+        let (facts, data) = crate::model::proxy::block_facts(&mut b);
         if let Some(d) = &data {
             if let Ok(v) = serde_json::from_str::<Value>(d) {
                 summary.add(provider, &v);

@@ -406,8 +406,8 @@ impl Pump {
         // The first event goes out alone with the head, the moment both are taped: the client
         // waits for it (time to first token); the rest of the read follows from the task.
         self.backlog = blocks.split_off(1);
-        let first = blocks.swap_remove(0);
-        let (f, data) = block_facts(&first);
+        let mut first = blocks.swap_remove(0);
+        let (f, data) = block_facts(&mut first);
         self.tape.model_parts(
             Dir::S2C,
             self.call.n,
@@ -467,7 +467,7 @@ impl Pump {
                     match ready_frame(&mut self.body).await {
                         Ready::Data(more) => {
                             gathered += more.len();
-                            blocks.extend(self.parser.push(&more));
+                            self.parser.push_into(&more, &mut blocks);
                         }
                         Ready::Nothing => break,
                         Ready::End => {
@@ -488,9 +488,9 @@ impl Pump {
             pool.put(conn);
         }
         let (tape, call) = (&self.tape, &self.call);
-        if let Some(block) = self.parser.finish() {
+        if let Some(mut block) = self.parser.finish() {
             // An event the stream ended in the middle of: forwarded, taped as it stood.
-            let (f, data) = block_facts(&block);
+            let (f, data) = block_facts(&mut block);
             call.tape(
                 tape,
                 Dir::S2C,
@@ -527,14 +527,14 @@ impl Pump {
     /// read for the call's summary only after they have gone out.
     async fn pass(
         &mut self,
-        blocks: Vec<Block>,
+        mut blocks: Vec<Block>,
         tx: &mpsc::Sender<Result<Bytes, String>>,
         client_gone: &mut bool,
     ) {
         if blocks.is_empty() {
             return;
         }
-        let taped: Vec<_> = blocks.iter().map(block_facts).collect();
+        let taped: Vec<_> = blocks.iter_mut().map(block_facts).collect();
         self.tape.model_parts(
             Dir::S2C,
             self.call.n,
@@ -647,21 +647,22 @@ fn may_summarize(provider: Provider, data: &str) -> bool {
 
 /// What the tape keeps of one block of a stream: its event name, id and retry as facts, and
 /// its data as the body; a block with no event (comments only, or over the size limit) as its
-/// raw text, marked `raw`.
-pub(crate) fn block_facts(block: &Block) -> (Map<String, Value>, Option<String>) {
+/// raw text, marked `raw`. The event is moved out of the block (no copy of its strings); its
+/// raw bytes stay, to be forwarded.
+pub(crate) fn block_facts(block: &mut Block) -> (Map<String, Value>, Option<String>) {
     let mut f = Map::new();
-    let data = match &block.event {
+    let data = match block.event.take() {
         Some(ev) => {
-            if let Some(name) = &ev.event {
-                f.insert("event".into(), json!(name));
+            if let Some(name) = ev.event {
+                f.insert("event".into(), Value::String(name));
             }
-            if let Some(id) = &ev.id {
-                f.insert("id".into(), json!(id));
+            if let Some(id) = ev.id {
+                f.insert("id".into(), Value::String(id));
             }
             if let Some(retry) = ev.retry {
                 f.insert("retry".into(), json!(retry));
             }
-            ev.data.clone()
+            ev.data
         }
         None => {
             // Comments only (a keep-alive), or a block over the size limit: kept raw.

@@ -48,51 +48,76 @@ impl SseParser {
     /// Feeds bytes; returns the blocks they complete, in order. A block over the size limit is
     /// returned as is (raw, no event) so the proxy forwards it and moves on.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<Block> {
-        self.buf.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        self.push_into(chunk, &mut out);
+        out
+    }
+
+    /// [`SseParser::push`], the blocks appended to `out` (no vector per chunk for a caller
+    /// gathering the blocks of many chunks).
+    pub fn push_into(&mut self, chunk: &[u8], out: &mut Vec<Block>) {
         if !self.started {
+            self.buf.extend_from_slice(chunk);
             // A BOM counts only at the very start: wait for three bytes before deciding, so that
             // how the stream is split cannot change what is parsed.
             if self.buf.len() < 3 {
-                return Vec::new();
+                return;
             }
             self.started = true;
             if self.buf.starts_with(b"\xEF\xBB\xBF") {
                 self.buf.drain(..3);
             }
+            self.blocks(out);
+            return;
         }
-        self.blocks()
+        if self.buf.is_empty() {
+            // Nothing held back (a provider's chunk is most often whole events): the blocks are
+            // taken from the chunk itself, one copy each, and only its unfinished tail is kept.
+            let at = take_blocks(chunk, 0, out);
+            self.buf.extend_from_slice(&chunk[at..]);
+            self.held();
+            if !self.buf.is_empty() {
+                self.over_max(out);
+            }
+            return;
+        }
+        self.buf.extend_from_slice(chunk);
+        self.blocks(out);
     }
 
-    fn blocks(&mut self) -> Vec<Block> {
-        let mut out = Vec::new();
-        loop {
-            match find_block_end(&self.buf, self.scanned) {
-                Some(end) => {
-                    let raw: Vec<u8> = self.buf.drain(..end).collect();
-                    self.scanned = 0;
-                    let event = parse_block(&raw);
-                    out.push(Block { raw, event });
-                }
-                None => {
-                    // Resume near the end next time (a terminator may straddle chunks).
-                    self.scanned = self.buf.len().saturating_sub(3);
-                    if self.buf.len() > self.max {
-                        let raw = std::mem::take(&mut self.buf);
-                        self.scanned = 0;
-                        out.push(Block { raw, event: None });
-                    }
-                    break;
-                }
-            }
+    /// Takes the complete blocks out of `buf` (what is left: the start of the next one).
+    fn blocks(&mut self, out: &mut Vec<Block>) {
+        let at = take_blocks(&self.buf, self.scanned, out);
+        if at == self.buf.len() {
+            self.buf.clear();
+        } else if at > 0 {
+            self.buf.drain(..at);
         }
-        out
+        self.held();
+        self.over_max(out);
+    }
+
+    /// `buf` holds the start of a block: the scan for its end resumes near the end next time
+    /// (a terminator may straddle chunks).
+    fn held(&mut self) {
+        self.scanned = self.buf.len().saturating_sub(3);
+    }
+
+    /// An unfinished block over the size limit goes out raw.
+    fn over_max(&mut self, out: &mut Vec<Block>) {
+        if self.buf.len() > self.max {
+            let raw = std::mem::take(&mut self.buf);
+            self.scanned = 0;
+            out.push(Block { raw, event: None });
+        }
     }
 
     /// The stream ended: whatever is left (an unfinished event is not dispatched, per the spec).
     pub fn finish(&mut self) -> Option<Block> {
         if !self.started {
             self.started = true;
-            let mut held = self.blocks();
+            let mut held = Vec::new();
+            self.blocks(&mut held);
             if let Some(b) = held.pop() {
                 // Only possible for a stream under three bytes: one block at most.
                 let mut raw = b.raw;
@@ -114,19 +139,32 @@ impl SseParser {
     }
 }
 
-/// The end (exclusive) of the first block in `buf`: just past a blank line.
+/// Appends the complete blocks of `buf` to `out`, the first one's end looked for from `from`;
+/// returns where the unfinished rest starts.
+fn take_blocks(buf: &[u8], from: usize, out: &mut Vec<Block>) -> usize {
+    let mut at = 0;
+    let mut from = from;
+    while let Some(end) = find_block_end(&buf[at..], from) {
+        let raw = buf[at..at + end].to_vec();
+        let event = parse_block(&raw);
+        out.push(Block { raw, event });
+        at += end;
+        from = 0;
+    }
+    at
+}
+
+/// The end (exclusive) of the first block in `buf`: just past a blank line. Only line ends
+/// matter, so the scan jumps from one to the next.
 fn find_block_end(buf: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
-    while i < buf.len() {
+    while let Some(k) = memchr::memchr2(b'\n', b'\r', &buf[i..]) {
+        i += k;
         // A line end at i: \r\n, \n or \r. A block ends when a line end follows a line end.
         let first = match (buf[i], buf.get(i + 1)) {
             (b'\r', Some(b'\n')) => 2,
             (b'\r', None) => return None, // might be \r\n split across chunks
-            (b'\r', _) | (b'\n', _) => 1,
-            _ => {
-                i += 1;
-                continue;
-            }
+            _ => 1,
         };
         let j = i + first;
         match (buf.get(j), buf.get(j + 1)) {
@@ -141,11 +179,19 @@ fn find_block_end(buf: &[u8], from: usize) -> Option<usize> {
 }
 
 fn parse_block(raw: &[u8]) -> Option<Event> {
-    let text = String::from_utf8_lossy(raw);
+    // Valid UTF-8 (every provider's stream) is read in place; anything else as the lossy
+    // decoding reads it.
+    match std::str::from_utf8(raw) {
+        Ok(text) => parse_text(text),
+        Err(_) => parse_text(&String::from_utf8_lossy(raw)),
+    }
+}
+
+fn parse_text(text: &str) -> Option<Event> {
     let mut ev = Event::default();
-    let mut data: Vec<&str> = Vec::new();
+    let mut data: Option<String> = None;
     let mut any = false;
-    for line in text.split(['\n', '\r']) {
+    for line in lines(text) {
         if line.is_empty() || line.starts_with(':') {
             continue;
         }
@@ -155,7 +201,13 @@ fn parse_block(raw: &[u8]) -> Option<Event> {
         };
         any = true;
         match field {
-            "data" => data.push(value),
+            "data" => match &mut data {
+                None => data = Some(value.to_string()),
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+            },
             "event" => ev.event = Some(value.to_string()),
             "id" if !value.contains('\0') => ev.id = Some(value.to_string()),
             "retry" => ev.retry = value.parse().ok(),
@@ -165,10 +217,27 @@ fn parse_block(raw: &[u8]) -> Option<Event> {
     if !any {
         return None;
     }
-    if !data.is_empty() {
-        ev.data = Some(data.join("\n"));
-    }
+    ev.data = data;
     Some(ev)
+}
+
+/// `text` split at every `\n` and every `\r` (as `str::split(['\n', '\r'])` splits it, found
+/// with `memchr2`: both are ASCII, so every piece is still whole UTF-8).
+fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let t = rest?;
+        match memchr::memchr2(b'\n', b'\r', t.as_bytes()) {
+            Some(i) => {
+                rest = Some(&t[i + 1..]);
+                Some(&t[..i])
+            }
+            None => {
+                rest = None;
+                Some(t)
+            }
+        }
+    })
 }
 
 /// One SSE event as bytes: `id`, `event`, then `data` lines, then a blank line.
@@ -248,6 +317,222 @@ mod tests {
             );
             let joined: Vec<u8> = blocks.iter().flat_map(|b| b.raw.clone()).collect();
             assert_eq!(joined, &input[3..], "every byte is accounted for");
+        }
+    }
+
+    /// The parser as it was before its scans went through `memchr` and blocks were taken
+    /// from the chunk itself: byte-by-byte line ends, the whole block decoded lossily and split
+    /// at every line end, data lines joined. The parser must give the same blocks.
+    mod reference {
+        use super::super::{Block, Event};
+
+        #[derive(Default)]
+        pub struct Parser {
+            buf: Vec<u8>,
+            started: bool,
+            scanned: usize,
+            max: usize,
+        }
+
+        impl Parser {
+            pub fn new(max: usize) -> Parser {
+                Parser {
+                    max: max.max(1024),
+                    ..Parser::default()
+                }
+            }
+
+            pub fn push(&mut self, chunk: &[u8]) -> Vec<Block> {
+                self.buf.extend_from_slice(chunk);
+                if !self.started {
+                    if self.buf.len() < 3 {
+                        return Vec::new();
+                    }
+                    self.started = true;
+                    if self.buf.starts_with(b"\xEF\xBB\xBF") {
+                        self.buf.drain(..3);
+                    }
+                }
+                self.blocks()
+            }
+
+            fn blocks(&mut self) -> Vec<Block> {
+                let mut out = Vec::new();
+                loop {
+                    match find_block_end(&self.buf, self.scanned) {
+                        Some(end) => {
+                            let raw: Vec<u8> = self.buf.drain(..end).collect();
+                            self.scanned = 0;
+                            let event = parse_block(&raw);
+                            out.push(Block { raw, event });
+                        }
+                        None => {
+                            self.scanned = self.buf.len().saturating_sub(3);
+                            if self.buf.len() > self.max {
+                                let raw = std::mem::take(&mut self.buf);
+                                self.scanned = 0;
+                                out.push(Block { raw, event: None });
+                            }
+                            break;
+                        }
+                    }
+                }
+                out
+            }
+
+            pub fn finish(&mut self) -> Option<Block> {
+                if !self.started {
+                    self.started = true;
+                    let mut held = self.blocks();
+                    if let Some(b) = held.pop() {
+                        let mut raw = b.raw;
+                        raw.extend(std::mem::take(&mut self.buf));
+                        return Some(Block {
+                            raw,
+                            event: b.event,
+                        });
+                    }
+                }
+                if self.buf.is_empty() {
+                    return None;
+                }
+                Some(Block {
+                    raw: std::mem::take(&mut self.buf),
+                    event: None,
+                })
+            }
+        }
+
+        fn find_block_end(buf: &[u8], from: usize) -> Option<usize> {
+            let mut i = from;
+            while i < buf.len() {
+                let first = match (buf[i], buf.get(i + 1)) {
+                    (b'\r', Some(b'\n')) => 2,
+                    (b'\r', None) => return None,
+                    (b'\r', _) | (b'\n', _) => 1,
+                    _ => {
+                        i += 1;
+                        continue;
+                    }
+                };
+                let j = i + first;
+                match (buf.get(j), buf.get(j + 1)) {
+                    (Some(b'\r'), Some(b'\n')) => return Some(j + 2),
+                    (Some(b'\r'), None) => return None,
+                    (Some(b'\r'), _) | (Some(b'\n'), _) => return Some(j + 1),
+                    (None, _) => return None,
+                    _ => i = j,
+                }
+            }
+            None
+        }
+
+        fn parse_block(raw: &[u8]) -> Option<Event> {
+            let text = String::from_utf8_lossy(raw);
+            let mut ev = Event::default();
+            let mut data: Vec<&str> = Vec::new();
+            let mut any = false;
+            for line in text.split(['\n', '\r']) {
+                if line.is_empty() || line.starts_with(':') {
+                    continue;
+                }
+                let (field, value) = match line.split_once(':') {
+                    Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+                    None => (line, ""),
+                };
+                any = true;
+                match field {
+                    "data" => data.push(value),
+                    "event" => ev.event = Some(value.to_string()),
+                    "id" if !value.contains('\0') => ev.id = Some(value.to_string()),
+                    "retry" => ev.retry = value.parse().ok(),
+                    _ => {}
+                }
+            }
+            if !any {
+                return None;
+            }
+            if !data.is_empty() {
+                ev.data = Some(data.join("\n"));
+            }
+            Some(ev)
+        }
+    }
+
+    proptest::proptest! {
+        /// Any stream (line ends of every kind, comments, fields, a BOM, bytes that are not
+        /// UTF-8, blocks over the size limit), cut anywhere, gives the reference's blocks.
+        #[test]
+        fn blocks_are_the_reference_parsers_for_any_stream_and_chunking(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just(b"\n".to_vec()),
+                    proptest::strategy::Just(b"\r".to_vec()),
+                    proptest::strategy::Just(b"\r\n".to_vec()),
+                    proptest::strategy::Just(b"\n\n".to_vec()),
+                    proptest::strategy::Just(b"data: ".to_vec()),
+                    proptest::strategy::Just(b"data:".to_vec()),
+                    proptest::strategy::Just(b"event: ".to_vec()),
+                    proptest::strategy::Just(b"id: ".to_vec()),
+                    proptest::strategy::Just(b"id:\0".to_vec()),
+                    proptest::strategy::Just(b"retry: 30".to_vec()),
+                    proptest::strategy::Just(b": hb".to_vec()),
+                    proptest::strategy::Just(b"\xEF\xBB\xBF".to_vec()),
+                    proptest::strategy::Just(b"\xFF\xC3".to_vec()),
+                    proptest::strategy::Just("é€".as_bytes().to_vec()),
+                    proptest::collection::vec(b'a'..=b'z', 1..40),
+                ],
+                0..60,
+            ),
+            cuts in proptest::collection::vec(1usize..50, 0..20),
+            max in 0usize..1500,
+        ) {
+            let input = parts.concat();
+            let mut chunks = Vec::new();
+            let mut rest = &input[..];
+            for c in cuts.iter().cycle().take(if cuts.is_empty() { 0 } else { 10_000 }) {
+                if rest.is_empty() {
+                    break;
+                }
+                let n = (*c).min(rest.len());
+                chunks.push(&rest[..n]);
+                rest = &rest[n..];
+            }
+            if !rest.is_empty() {
+                chunks.push(rest);
+            }
+            let mut p = SseParser::new(max);
+            let mut r = reference::Parser::new(max);
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            for c in &chunks {
+                got.extend(p.push(c));
+                want.extend(r.push(c));
+            }
+            got.extend(p.finish());
+            want.extend(r.finish());
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    /// A block over the size limit with no end in sight goes out raw as soon as it is over,
+    /// whether it came in one chunk or many.
+    #[test]
+    fn an_endless_block_goes_out_raw_once_over_the_limit() {
+        let long = vec![b'x'; 3000];
+        for chunk in [3000, 1000, 7] {
+            let mut p = SseParser::new(1024);
+            let mut out = Vec::new();
+            for c in long.chunks(chunk) {
+                p.push_into(c, &mut out);
+            }
+            assert!(!out.is_empty(), "chunk {chunk}");
+            assert!(out.iter().all(|b| b.event.is_none()), "chunk {chunk}");
+            let joined: Vec<u8> = out
+                .iter()
+                .flat_map(|b| b.raw.clone())
+                .chain(p.finish().map(|b| b.raw).unwrap_or_default())
+                .collect();
+            assert_eq!(joined, long, "chunk {chunk}");
         }
     }
 
