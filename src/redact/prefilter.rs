@@ -885,7 +885,7 @@ mod tests {
             format!(r#""{token}\\""#),
             format!(r#"{{"data":"{b64}"}}"#),
             format!(r#"{{"data":"{b64}{b64}{b64}"}}"#),
-            format!(r#"{{"blob":"x"}}"#),
+            r#"{"blob":"x"}"#.into(),
             r#"{"u":"\u0067hp"}"#.into(),
             r#"{"u":"http:\/\/x"}"#.into(),
             format!(r#"{{"t":"the quick brown fox; {}"}}"#, "jumps ".repeat(40)),
