@@ -185,9 +185,8 @@ impl Redactor {
         !self.paths.is_empty()
             || self.prefilter.may_match(bytes)
             || (self.defaults
-                && (prefilter::has_entropy_candidate(bytes)
-                    || prefilter::has_quoted_token(bytes)
-                    || prefilter::has_hidden_text(bytes)))
+                && (prefilter::has_entropy_candidate_or_hidden_text(bytes)
+                    || prefilter::has_quoted_token(bytes)))
     }
 
     /// The redacted message, or `None` when nothing had to change (the bytes stay verbatim).

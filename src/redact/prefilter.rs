@@ -438,10 +438,62 @@ fn next_long_run(bytes: &[u8], from: usize) -> Option<usize> {
     None
 }
 
-/// Bit `i` set when `window[i]` is a token byte: 16 bytes per step with SSE2 (part of every
-/// x86-64 CPU), classified by range compares and packed with `movemask`.
+/// Bit `i` set when `window[i]` is a token byte: 32 bytes per step with AVX2 where the CPU has
+/// it (this scan runs over every byte taped: on an 8 MiB answer it was the largest part of the
+/// prefilter), else 16 with SSE2 (part of every x86-64 CPU).
 #[cfg(target_arch = "x86_64")]
 fn token_mask(window: &[u8; 64]) -> u64 {
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (just checked; the answer is cached by std).
+        unsafe { token_mask_avx2(window) }
+    } else {
+        token_mask_sse2(window)
+    }
+}
+
+/// [`token_mask_sse2`] 32 bytes at a time (macros, not closures: the comparisons must be
+/// compiled with AVX2 enabled).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn token_mask_avx2(window: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::*;
+    // SAFETY: AVX2 is there (the caller's promise); every load reads 32 bytes inside `window`,
+    // and `loadu` needs no alignment.
+    unsafe {
+        macro_rules! in_range {
+            ($x:expr, $lo:expr, $hi:expr) => {{
+                let t = _mm256_sub_epi8($x, _mm256_set1_epi8($lo as i8));
+                _mm256_cmpeq_epi8(_mm256_min_epu8(t, _mm256_set1_epi8(($hi - $lo) as i8)), t)
+            }};
+        }
+        macro_rules! is {
+            ($x:expr, $b:expr) => {
+                _mm256_cmpeq_epi8($x, _mm256_set1_epi8($b as i8))
+            };
+        }
+        let mut mask = 0u64;
+        for (i, part) in window.chunks_exact(32).enumerate() {
+            let x = _mm256_loadu_si256(part.as_ptr().cast());
+            let letters = in_range!(_mm256_or_si256(x, _mm256_set1_epi8(0x20)), b'a', b'z');
+            let digits = in_range!(x, b'0', b'9');
+            let punct = _mm256_or_si256(
+                _mm256_or_si256(in_range!(x, b'-', b'/'), is!(x, b'+')), // `-` `.` `/` `+`
+                _mm256_or_si256(_mm256_or_si256(is!(x, b'='), is!(x, b'_')), is!(x, b'~')),
+            );
+            let all = _mm256_or_si256(_mm256_or_si256(letters, digits), punct);
+            mask |= (_mm256_movemask_epi8(all) as u32 as u64) << (32 * i);
+        }
+        mask
+    }
+}
+
+/// Bit `i` set when `window[i]` is a token byte: 16 bytes per step with SSE2, classified by
+/// range compares and packed with `movemask`.
+#[cfg(target_arch = "x86_64")]
+fn token_mask_sse2(window: &[u8; 64]) -> u64 {
     use std::arch::x86_64::*;
     // SAFETY: SSE2 is part of the x86-64 baseline, so these intrinsics are always available;
     // every load reads 16 bytes inside `window`, and `loadu` needs no alignment.
@@ -555,21 +607,12 @@ fn byte_offsets(needle: u8, bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
 /// Whether a quoted string of 24–128 token characters (an opaque-secret candidate for the
 /// high-entropy rule) appears: `"…"`, or `\"…\"` inside embedded JSON. Only the stretches
 /// between quotes are looked at.
+#[cfg(test)]
 pub(crate) fn has_entropy_candidate(bytes: &[u8]) -> bool {
     let mut prev: Option<usize> = None;
     for q in byte_offsets(b'"', bytes) {
         if let Some(p) = prev {
-            let mut end = q;
-            // `\"` ends the stretch at the backslash.
-            if end > p + 1 && bytes[end - 1] == b'\\' {
-                end -= 1;
-            }
-            let run = &bytes[p + 1..end];
-            if (rules::ENTROPY_MIN_LEN..=rules::ENTROPY_MAX_LEN).contains(&run.len())
-                && run
-                    .iter()
-                    .all(|b| b.is_ascii_alphanumeric() || b"+/=_-.".contains(b))
-            {
+            if is_entropy_stretch(bytes, p, q) {
                 return true;
             }
         }
@@ -577,6 +620,43 @@ pub(crate) fn has_entropy_candidate(bytes: &[u8]) -> bool {
     }
     false
 }
+
+/// Whether the stretch between the quotes at `p` and `q` is an opaque-secret candidate.
+fn is_entropy_stretch(bytes: &[u8], p: usize, q: usize) -> bool {
+    let mut end = q;
+    // `\"` ends the stretch at the backslash.
+    if end > p + 1 && bytes[end - 1] == b'\\' {
+        end -= 1;
+    }
+    let run = &bytes[p + 1..end];
+    (rules::ENTROPY_MIN_LEN..=rules::ENTROPY_MAX_LEN).contains(&run.len())
+        && run
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=_-.".contains(b))
+}
+
+/// `has_entropy_candidate(bytes) || has_hidden_text(bytes)` with one walk over the quotes
+/// instead of two: on a large message each walk is a pass over every byte.
+pub(crate) fn has_entropy_candidate_or_hidden_text(bytes: &[u8]) -> bool {
+    if has_escapes(bytes) || BLOB.find(bytes).is_some() {
+        return true;
+    }
+    let mut prev: Option<usize> = None;
+    for q in byte_offsets(b'"', bytes) {
+        if let Some(p) = prev {
+            if is_entropy_stretch(bytes, p, q) || is_base64_text_candidate(&bytes[p + 1..q]) {
+                return true;
+            }
+        }
+        prev = Some(q);
+    }
+    false
+}
+
+/// `"blob"`, built once: building a memmem searcher costs more than running it over a small
+/// message.
+static BLOB: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"blob\""));
 
 /// A window with one level of JSON escapes decoded (`\u…` only to a blank: no shape needs
 /// it); `None` when it has none.
@@ -758,11 +838,10 @@ pub(crate) fn has_quoted_token(bytes: &[u8]) -> bool {
 }
 
 /// What the byte rules cannot see into: escapes, a resource `blob`, and base64 long enough to
-/// hold text (a `.env` file as a blob): the message is then decoded and walked.
+/// hold text (a `.env` file as a blob): the message is then decoded and walked. Recording asks
+/// [`has_entropy_candidate_or_hidden_text`]; this is what that is held to.
+#[cfg(test)]
 pub(crate) fn has_hidden_text(bytes: &[u8]) -> bool {
-    // Built once: building a memmem searcher costs more than running it over a small message.
-    static BLOB: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"\"blob\""));
     if has_escapes(bytes) || BLOB.find(bytes).is_some() {
         return true;
     }
@@ -825,6 +904,39 @@ mod tests {
         false
     }
 
+    /// The fused walk over the quotes answers what the two walks it replaced answer.
+    #[test]
+    fn the_fused_quote_walk_agrees_with_the_two_walks() {
+        let token = "aB3dE5gH7jK9mN1pQ3sT5vW7yZ";
+        let b64 = "SGVsbG8gd29ybGQsIHRoaXMgaXMgYSBzZWNyZXQgZW52IGZpbGU9";
+        let texts = [
+            String::new(),
+            r#"{"a":"b"}"#.into(),
+            format!(r#"{{"a":"{token}"}}"#),
+            format!(r#"{{"a":"x {token}"}}"#),
+            format!(r#"{{"a":"{{\"k\":\"{token}\"}}"}}"#),
+            format!(r#""{token}\\""#),
+            format!(r#"{{"data":"{b64}"}}"#),
+            format!(r#"{{"data":"{b64}{b64}{b64}"}}"#),
+            r#"{"blob":"x"}"#.into(),
+            r#"{"u":"\u0067hp"}"#.into(),
+            r#"{"u":"http:\/\/x"}"#.into(),
+            format!(r#"{{"t":"the quick brown fox; {}"}}"#, "jumps ".repeat(40)),
+            format!(r#"""{token}"""#),
+        ];
+        for t in &texts {
+            let b = t.as_bytes();
+            assert_eq!(
+                has_entropy_candidate_or_hidden_text(b),
+                has_entropy_candidate(b) || has_hidden_text(b),
+                "{t}"
+            );
+        }
+        assert!(has_entropy_candidate_or_hidden_text(texts[2].as_bytes()));
+        assert!(has_entropy_candidate_or_hidden_text(texts[6].as_bytes()));
+        assert!(!has_entropy_candidate_or_hidden_text(texts[11].as_bytes()));
+    }
+
     #[test]
     fn token_mask_agrees_with_the_byte_test() {
         for start in (0u16..256).step_by(64) {
@@ -834,6 +946,8 @@ mod tests {
                 .enumerate()
                 .fold(0u64, |m, (i, &b)| m | (is_token_byte(b) as u64) << i);
             assert_eq!(token_mask(&window), expected, "bytes {start}..");
+            #[cfg(target_arch = "x86_64")]
+            assert_eq!(token_mask_sse2(&window), expected, "bytes {start}.., SSE2");
         }
     }
 

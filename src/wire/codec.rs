@@ -10,7 +10,9 @@ pub const DEFAULT_MAX_MESSAGE: usize = 64 * 1024 * 1024;
 /// How many leading bytes of an over-long line are kept for the record, to say what it was.
 pub const OVERSIZE_HEAD: usize = 256;
 
-/// Line-buffer capacity kept between lines; a larger one (after a huge message) is released.
+/// Line-buffer capacity always kept between lines. A larger one is kept while the lines keep
+/// being that large (a server answering 8 MiB after 8 MiB reuses one buffer instead of growing,
+/// faulting in and freeing a fresh one per message) and released by the first smaller line.
 const KEEP_CAPACITY: usize = 1024 * 1024;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -93,6 +95,9 @@ impl Framer {
                     }
                     if self.buf.is_empty() {
                         // Fast path: the whole line is inside this chunk, no copy.
+                        if self.buf.capacity() > KEEP_CAPACITY && head.len() <= KEEP_CAPACITY {
+                            self.buf = Vec::new(); // the large lines are over
+                        }
                         if head.len() > self.max {
                             emit(Frame::Oversize {
                                 len: head.len() as u64,
@@ -112,9 +117,9 @@ impl Framer {
                         buf.extend_from_slice(head);
                         let line = self.line(&buf, false);
                         emit_line(line, &mut emit);
-                        buf.clear();
-                        if buf.capacity() <= KEEP_CAPACITY {
-                            self.buf = buf; // keep a modest allocation for the next line
+                        if buf.capacity() <= KEEP_CAPACITY || buf.len() > KEEP_CAPACITY {
+                            buf.clear();
+                            self.buf = buf; // modest, or the next line is likely as large
                         }
                     }
                 }
@@ -274,6 +279,41 @@ mod tests {
                 vec![Owned::Line(vec![b'z'; 100], false, false, false)]
             );
         }
+    }
+
+    /// A run of large lines reuses one line buffer (no growing, faulting in and freeing per
+    /// message); the first small line after them releases it.
+    #[test]
+    fn a_large_line_buffer_is_kept_for_the_next_large_line_only() {
+        const BIG: usize = 3 * KEEP_CAPACITY;
+        let mut f = Framer::new(4 * KEEP_CAPACITY);
+        let mut line = vec![b'x'; BIG];
+        line.push(b'\n');
+        let mut lens = Vec::new();
+        let mut push = |f: &mut Framer, bytes: &[u8]| {
+            for c in bytes.chunks(64 * 1024) {
+                f.push(c, |fr| {
+                    if let Frame::Line(l) = fr {
+                        lens.push(l.bytes.len())
+                    }
+                });
+            }
+        };
+        push(&mut f, &line);
+        let kept = f.buf.capacity();
+        assert!(kept >= BIG, "kept {kept}");
+        let at = f.buf.as_ptr();
+        push(&mut f, &line);
+        assert_eq!((f.buf.capacity(), f.buf.as_ptr()), (kept, at), "reused");
+        // A small line in several chunks, then one inside a chunk: released either way.
+        push(&mut f, &line);
+        f.push(b"{\"a\"", |_| {});
+        f.push(b":1}\n", |_| {});
+        assert!(f.buf.capacity() <= KEEP_CAPACITY);
+        push(&mut f, &line);
+        push(&mut f, b"{}\n");
+        assert!(f.buf.capacity() <= KEEP_CAPACITY);
+        assert_eq!(lens, [BIG, BIG, BIG, BIG, 2]);
     }
 
     #[test]
