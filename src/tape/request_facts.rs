@@ -35,7 +35,7 @@ pub(crate) struct RequestFacts {
 pub(crate) fn request_facts<'m>(
     method: &str,
     message: &'m str,
-    scratch: &mut Vec<u8>,
+    w: &mut Scratch,
 ) -> Option<Raw<'m>> {
     // `initialize` is keyed without its params, and markers are stripped of their hashes
     // first: both rare, both left to the general path.
@@ -43,7 +43,8 @@ pub(crate) fn request_facts<'m>(
         return None;
     }
     let s = message.as_bytes();
-    scratch.clear();
+    w.out.clear();
+    w.members.clear();
     let mut found = Found::default();
     let mut params = None;
     // The message's own members: `params` written canonically on the way, the others skipped.
@@ -61,8 +62,8 @@ pub(crate) fn request_facts<'m>(
                     return None;
                 }
                 let end = match s[start] {
-                    b'{' => canonical_object(s, start, scratch, 1, Level::Params, &mut found)?,
-                    _ => canonical(s, start, scratch, 1)?,
+                    b'{' => canonical_object(s, start, w, 1, Level::Params, &mut found)?,
+                    _ => canonical(s, start, w, 1)?,
                 };
                 params = Some((start, end));
                 end
@@ -79,12 +80,12 @@ pub(crate) fn request_facts<'m>(
     }
     // `"params":null` is no params to serde's `Option`, as to `params_with_raw`.
     let raw = params.map(|(a, b)| &message[a..b]).filter(|t| *t != "null");
-    if raw.is_none() || scratch.as_slice() == b"{}" {
+    if raw.is_none() || w.out.as_slice() == b"{}" {
         // No params, or `{}` (or only stripped keys): the same request.
-        scratch.clear();
-        scratch.extend_from_slice(b"null");
+        w.out.clear();
+        w.out.extend_from_slice(b"null");
     }
-    let text = std::str::from_utf8(scratch).ok()?;
+    let text = std::str::from_utf8(&w.out).ok()?;
     Some(Raw {
         facts: RequestFacts {
             key: hash_key(method, text),
@@ -108,6 +109,19 @@ pub(crate) struct Raw<'a> {
 
 /// Where some text lies: `start..end`.
 type Span = (usize, usize);
+
+/// The buffers `request_facts` writes in, kept between requests (the index keeps one): the
+/// canonical text, the members of the objects being written (each object's after those of the
+/// objects it is inside, taken off when it is done), and a copy to reorder them from. Nothing
+/// is allocated for a request once they have grown.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    out: Vec<u8>,
+    /// (the key's text in the message, where its `"key":value` lies in `out` or nothing when
+    /// dropped); dropped keys stay so that a repeated one is still seen.
+    members: Vec<(Span, Option<Span>)>,
+    reorder: Vec<u8>,
+}
 
 /// Which object is being written: the params (whose `requestState` is dropped and whose
 /// `_meta` is filtered), their `_meta` (volatile keys dropped), or any other.
@@ -148,7 +162,7 @@ fn member_key(s: &[u8], i: usize) -> Option<(&[u8], usize)> {
 fn canonical_object(
     s: &[u8],
     i: usize,
-    out: &mut Vec<u8>,
+    w: &mut Scratch,
     depth: usize,
     level: Level,
     found: &mut Found,
@@ -156,49 +170,48 @@ fn canonical_object(
     if depth >= MAX_DEPTH {
         return None;
     }
-    let start = out.len();
-    // (key, where its `"key":value` lies in `out`, or nothing when dropped); dropped keys
-    // stay in the list so that a repeated one is still seen.
-    let mut members: Vec<(&[u8], Option<Span>)> = Vec::new();
+    let start = w.out.len();
+    let base = w.members.len();
     let mut i = skip_ws(s, i + 1);
     let end = if s.get(i) == Some(&b'}') {
         i + 1
     } else {
         loop {
             let (key, value) = member_key(s, i)?;
-            let from = out.len();
+            let key_span = (i + 1, i + 1 + key.len());
+            let from = w.out.len();
             let skip = match (level, key) {
                 (Level::Params, b"requestState") => true,
                 (Level::Params, b"inputResponses") => return None,
                 (Level::Meta, k) => VOLATILE_META_KEYS.iter().any(|v| v.as_bytes() == k),
                 _ => false,
             };
-            out.push(b'"');
-            out.extend_from_slice(key);
-            out.extend_from_slice(b"\":");
-            let value_at = out.len();
+            w.out.push(b'"');
+            w.out.extend_from_slice(key);
+            w.out.extend_from_slice(b"\":");
+            let value_at = w.out.len();
             let end = match (level, key, s[value]) {
                 (Level::Params, b"_meta", b'{') => {
-                    canonical_object(s, value, out, depth + 1, Level::Meta, found)?
+                    canonical_object(s, value, w, depth + 1, Level::Meta, found)?
                 }
-                _ => canonical(s, value, out, depth + 1)?,
+                _ => canonical(s, value, w, depth + 1)?,
             };
             if level == Level::Params && key == b"name" {
                 found.name = Some((value, end));
             }
             if level == Level::Meta && key == b"progressToken" {
-                found.progress_token = Some(String::from_utf8(out[value_at..].to_vec()).ok()?);
+                found.progress_token = Some(String::from_utf8(w.out[value_at..].to_vec()).ok()?);
             }
             // A `_meta` left empty by its volatile keys goes too.
             let emptied = level == Level::Params
                 && key == b"_meta"
-                && &out[value_at..] == b"{}"
+                && &w.out[value_at..] == b"{}"
                 && s[value] == b'{';
             if skip || emptied {
-                out.truncate(from);
-                members.push((key, None));
+                w.out.truncate(from);
+                w.members.push((key_span, None));
             } else {
-                members.push((key, Some((from, out.len()))));
+                w.members.push((key_span, Some((from, w.out.len()))));
             }
             i = skip_ws(s, end);
             match *s.get(i)? {
@@ -208,30 +221,35 @@ fn canonical_object(
             }
         }
     };
-    let sorted = members.windows(2).all(|w| w[0].0 < w[1].0);
+    let key = |m: &(Span, Option<Span>)| &s[m.0 .0..m.0 .1];
+    let members = &mut w.members[base..];
+    let sorted = members.windows(2).all(|p| key(&p[0]) < key(&p[1]));
     if !sorted {
-        members.sort_by(|a, b| a.0.cmp(b.0));
-        if members.windows(2).any(|w| w[0].0 == w[1].0) {
+        members.sort_by(|a, b| key(a).cmp(key(b)));
+        if members.windows(2).any(|p| key(&p[0]) == key(&p[1])) {
             return None;
         }
     }
     // Reassembled from a copy: `{`, the members in order, commas, `}`.
-    let written = out[start..].to_vec();
-    out.truncate(start);
-    out.push(b'{');
-    for (n, (from, to)) in members.iter().filter_map(|m| m.1).enumerate() {
+    w.reorder.clear();
+    w.reorder.extend_from_slice(&w.out[start..]);
+    w.out.truncate(start);
+    w.out.push(b'{');
+    for (n, (from, to)) in w.members[base..].iter().filter_map(|m| m.1).enumerate() {
         if n > 0 {
-            out.push(b',');
+            w.out.push(b',');
         }
-        out.extend_from_slice(&written[from - start..to - start]);
+        w.out
+            .extend_from_slice(&w.reorder[from - start..to - start]);
     }
-    out.push(b'}');
+    w.out.push(b'}');
+    w.members.truncate(base);
     Some(end)
 }
 
 /// Writes the canonical text (serde_json's serialization of the parsed value) of the value at
 /// `s[i]` into `out` and returns its end; `None` when serde would spell some of it differently.
-fn canonical(s: &[u8], i: usize, out: &mut Vec<u8>, depth: usize) -> Option<usize> {
+fn canonical(s: &[u8], i: usize, w: &mut Scratch, depth: usize) -> Option<usize> {
     match *s.get(i)? {
         b'"' => {
             let end = string_end(s, i)?;
@@ -240,7 +258,7 @@ fn canonical(s: &[u8], i: usize, out: &mut Vec<u8>, depth: usize) -> Option<usiz
             if memchr::memchr(b'\\', &s[i..end]).is_some() {
                 return None;
             }
-            out.extend_from_slice(&s[i..end]);
+            w.out.extend_from_slice(&s[i..end]);
             Some(end)
         }
         b'-' | b'0'..=b'9' => {
@@ -255,36 +273,36 @@ fn canonical(s: &[u8], i: usize, out: &mut Vec<u8>, depth: usize) -> Option<usiz
             if !plain {
                 return None;
             }
-            out.extend_from_slice(text);
+            w.out.extend_from_slice(text);
             Some(end)
         }
         b't' | b'f' | b'n' => {
             let end = value_end(s, i, 0)?;
-            out.extend_from_slice(&s[i..end]);
+            w.out.extend_from_slice(&s[i..end]);
             Some(end)
         }
-        b'{' => canonical_object(s, i, out, depth, Level::Plain, &mut Found::default()),
+        b'{' => canonical_object(s, i, w, depth, Level::Plain, &mut Found::default()),
         b'[' => {
             if depth >= MAX_DEPTH {
                 return None;
             }
-            out.push(b'[');
+            w.out.push(b'[');
             let mut j = skip_ws(s, i + 1);
             if s.get(j) == Some(&b']') {
-                out.push(b']');
+                w.out.push(b']');
                 return Some(j + 1);
             }
             let mut first = true;
             loop {
                 if !first {
-                    out.push(b',');
+                    w.out.push(b',');
                 }
                 first = false;
-                j = skip_ws(s, canonical(s, j, out, depth + 1)?);
+                j = skip_ws(s, canonical(s, j, w, depth + 1)?);
                 match *s.get(j)? {
                     b',' => j = skip_ws(s, j + 1),
                     b']' => {
-                        out.push(b']');
+                        w.out.push(b']');
                         return Some(j + 1);
                     }
                     _ => return None,
@@ -322,7 +340,7 @@ mod tests {
     }
 
     fn fast(method: &str, message: &str) -> Option<(RequestFacts, Option<String>)> {
-        let r = request_facts(method, message, &mut Vec::new())?;
+        let r = request_facts(method, message, &mut Scratch::default())?;
         Some((r.facts, r.raw.map(str::to_string)))
     }
 
