@@ -81,7 +81,8 @@ pub async fn record_model(
     on_ready: impl FnOnce(&str),
 ) -> Result<RecordOutcome, RecordError> {
     let upstream = upstream_uri(&cfg.upstream)?;
-    let connector = crate::transport::upstream::connector(cfg.upstream_ca.as_deref())?;
+    let connector =
+        crate::transport::upstream::connector_to(&upstream, cfg.upstream_ca.as_deref())?;
     let (listener, local) = crate::transport::http::bind(cfg.listen)
         .await
         .map_err(|cause| RecordError::Listen {

@@ -120,7 +120,8 @@ pub async fn record_http(
 ) -> Result<RecordOutcome, RecordError> {
     let upstream = checked_upstream(&cfg.upstream)?;
     // Before the tape: a CA file that cannot be used costs no existing tape.
-    let connector = crate::transport::upstream::connector(cfg.upstream_ca.as_deref())?;
+    let connector =
+        crate::transport::upstream::connector_to(&upstream.uri, cfg.upstream_ca.as_deref())?;
     let (listener, local) = crate::transport::http::bind(cfg.listen)
         .await
         .map_err(|cause| RecordError::Listen {
@@ -154,6 +155,13 @@ pub async fn record_http(
 pub struct CheckedUpstream {
     uri: Uri,
     basic_auth: Option<HeaderValue>,
+}
+
+impl CheckedUpstream {
+    /// The upstream's URL, without its credentials.
+    pub fn uri(&self) -> &Uri {
+        &self.uri
+    }
 }
 
 /// Checks an upstream URL. Credentials in it (`http://user:pass@host/mcp`) go to the upstream

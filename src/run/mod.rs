@@ -237,8 +237,9 @@ pub async fn run(
                 .or_else(|| prepared.upstream.clone())
                 .unwrap_or_else(|| "https://api.anthropic.com".into());
             let uri = crate::model::serve::upstream_uri(&upstream)?;
-            let connector = crate::transport::upstream::connector(cfg.upstream_ca.as_deref())
-                .map_err(RecordError::from)?;
+            let connector =
+                crate::transport::upstream::connector_to(&uri, cfg.upstream_ca.as_deref())
+                    .map_err(RecordError::from)?;
             let tape_err = |cause| RecordError::Tape {
                 path: cfg.tape.clone(),
                 cause,
@@ -435,8 +436,11 @@ where
         match tape {
             Some(rec) => {
                 let upstream = crate::record::http::checked_upstream(&url)?;
-                let connector = crate::transport::upstream::connector(cfg.upstream_ca.as_deref())
-                    .map_err(RecordError::from)?;
+                let connector = crate::transport::upstream::connector_to(
+                    upstream.uri(),
+                    cfg.upstream_ca.as_deref(),
+                )
+                .map_err(RecordError::from)?;
                 let rec = rec.server(&name);
                 rec.declare(ServerDecl::http(
                     &name,

@@ -53,8 +53,39 @@ pub fn client(ca: Option<&Path>) -> Result<Upstream, UpstreamError> {
     Ok(Client::builder(TokioExecutor::new()).build(connector(ca)?))
 }
 
-/// The connector of [`client`], for a [`Pool`].
+/// The connector of [`client`]: it trusts the system roots (or `ca`).
 pub fn connector(ca: Option<&Path>) -> Result<Connector, UpstreamError> {
+    build(ca, Roots::System)
+}
+
+/// The connector of a [`Pool`] to `upstream`: its connections all go there, so the system
+/// roots are loaded only for an `https://` one. Loading them reads and decodes every file of
+/// the system's certificate folder (measured: the largest part of `mcptape run`'s own start-up,
+/// a few milliseconds of the agent's wall time), which a plain-`http://` upstream — a local
+/// model server, a fake provider, a local MCP server — never uses. `ca` is read either way:
+/// a CA file that cannot be used is an error before anything starts.
+pub fn connector_to(upstream: &Uri, ca: Option<&Path>) -> Result<Connector, UpstreamError> {
+    build(ca, roots_needed(upstream))
+}
+
+fn roots_needed(upstream: &Uri) -> Roots {
+    if upstream.scheme() == Some(&hyper::http::uri::Scheme::HTTPS) {
+        Roots::System
+    } else {
+        Roots::NoneNeeded
+    }
+}
+
+/// Where a connector's trusted roots come from when no CA file is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Roots {
+    System,
+    /// The upstream is plain `http://`: TLS is never negotiated.
+    NoneNeeded,
+}
+
+/// The roots a connector trusts: those of `ca`, else the system's (unless `NoneNeeded`).
+fn roots(ca: Option<&Path>, system: Roots) -> Result<rustls::RootCertStore, UpstreamError> {
     let mut roots = rustls::RootCertStore::empty();
     match ca {
         Some(path) => {
@@ -73,6 +104,7 @@ pub fn connector(ca: Option<&Path>) -> Result<Connector, UpstreamError> {
                 roots.add(cert).map_err(|e| ca_err(e.to_string()))?;
             }
         }
+        None if system == Roots::NoneNeeded => {}
         None => {
             let found = rustls_native_certs::load_native_certs();
             // Unreadable entries are skipped (a distribution's bundle may hold one); none at
@@ -82,6 +114,11 @@ pub fn connector(ca: Option<&Path>) -> Result<Connector, UpstreamError> {
             }
         }
     }
+    Ok(roots)
+}
+
+fn build(ca: Option<&Path>, system: Roots) -> Result<Connector, UpstreamError> {
+    let roots = roots(ca, system)?;
     let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -300,6 +337,45 @@ mod tests {
             .build()
             .unwrap()
             .block_on(f);
+    }
+
+    #[test]
+    fn only_an_https_upstream_needs_the_system_roots() {
+        let https: Uri = "https://api.anthropic.com/v1".parse().unwrap();
+        let http: Uri = "http://127.0.0.1:8080/mcp".parse().unwrap();
+        let upper: Uri = "HTTPS://example.com/".parse().unwrap();
+        assert_eq!(roots_needed(&https), Roots::System);
+        assert_eq!(roots_needed(&upper), Roots::System);
+        assert_eq!(roots_needed(&http), Roots::NoneNeeded);
+        // Not needed: nothing is read.
+        assert!(roots(None, Roots::NoneNeeded).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_ca_file_is_read_and_checked_for_a_plain_http_upstream_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let http: Uri = "http://127.0.0.1:8080/mcp".parse().unwrap();
+        let Err(UpstreamError::Ca { path, why }) = connector_to(&http, Some(&empty)) else {
+            panic!("a CA file without a certificate was accepted");
+        };
+        assert_eq!(path, empty);
+        assert!(why.contains("no PEM certificate"), "{why}");
+        let missing = dir.path().join("missing.pem");
+        assert!(matches!(
+            connector_to(&http, Some(&missing)),
+            Err(UpstreamError::Ca { .. })
+        ));
+    }
+
+    #[test]
+    fn a_plain_http_upstream_is_reached_without_the_system_roots() {
+        run(async {
+            let (url, _) = server(false).await;
+            let pool = Pool::new(connector_to(&url, None).unwrap(), &url);
+            assert_eq!(get(&pool, &url).await, "ok");
+        });
     }
 
     #[test]
