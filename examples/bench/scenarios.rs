@@ -154,7 +154,7 @@ impl Plan {
             peer_large: true,
             model_requests: 2_000,
             model_events: 100_000,
-            agent_runs: 5,
+            agent_runs: 11,
         }
     }
 }
