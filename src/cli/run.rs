@@ -141,7 +141,7 @@ pub fn run_cmd(a: Args) -> Result<i32> {
         Mode::Record => {
             let end = out.end.unwrap_or_default();
             crate::diag!(
-                "mcptape run: {} exited {}; {} model calls and {servers} on {} ({} lines)",
+                "mcptape run: {} exited {}; {} model calls and {servers} on {} ({} messages)",
                 out.agent.name(),
                 out.agent_exit,
                 out.model_calls,
