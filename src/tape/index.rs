@@ -585,19 +585,19 @@ impl TapeIndex {
     }
 
     /// A request in a few words for humans: method, target and arguments in short.
+    /// The request is read and its params parsed once (play's exit report describes every
+    /// exchange a session left unused: on a big tape, thousands).
     pub(crate) fn describe_request(&self, req: &MsgMeta) -> String {
         let method = req.method.as_deref().unwrap_or("?");
         let mut s = method.to_string();
-        if let Some(t) = self.call_target(req) {
+        let params = self.read_bytes(req).ok().and_then(|text| params_of(&text));
+        if let Some(t) = target_of(req.method.as_deref(), params.as_ref()) {
             s.push(' ');
             s.push_str(&t);
         }
-        if let Ok(text) = self.read_bytes(req) {
-            let args = params_of(&text).and_then(|p| p.get("arguments").cloned());
-            if let Some(args) = args {
-                s.push(' ');
-                s.push_str(&crate::wire::canonical::short(Some(&args), 60));
-            }
+        if let Some(args) = params.as_ref().and_then(|p| p.get("arguments")) {
+            s.push(' ');
+            s.push_str(&crate::wire::canonical::short(Some(args), 60));
         }
         s
     }
