@@ -156,6 +156,24 @@ pub(crate) fn redact_event(
     r.redact_facts(line, &kept, FACTS_SECRET)
 }
 
+/// The facts of a model line ([`TapeWriter::model`]): written after the line's head, each as
+/// `,"name":value`, in their order.
+pub trait ModelFacts {
+    /// Appends `,"name":value` for each fact.
+    fn push_facts(&self, p: &mut Vec<u8>);
+}
+
+impl ModelFacts for serde_json::Map<String, serde_json::Value> {
+    fn push_facts(&self, p: &mut Vec<u8>) {
+        for (k, v) in self {
+            p.push(b',');
+            push_json_str(p, k);
+            p.push(b':');
+            serde_json::to_writer(&mut *p, v).expect("a Value serializes");
+        }
+    }
+}
+
 /// How a tape is written.
 #[derive(Clone, Default)]
 pub struct WriteOptions {
@@ -495,7 +513,7 @@ impl TapeWriter {
         dir: Dir,
         call: u64,
         part: &str,
-        facts: &serde_json::Map<String, serde_json::Value>,
+        facts: &(impl ModelFacts + ?Sized),
         body: Option<&[u8]>,
         http: Option<&serde_json::Value>,
         at: Instant,
@@ -525,12 +543,7 @@ impl TapeWriter {
         p.extend_from_slice(num.format(call).as_bytes());
         p.extend_from_slice(b",\"part\":");
         push_json_str(&mut p, part);
-        for (k, v) in facts {
-            p.push(b',');
-            push_json_str(&mut p, k);
-            p.push(b':');
-            serde_json::to_writer(&mut p, v).expect("a Value serializes");
-        }
+        facts.push_facts(&mut p);
         let redactor = self.redactor.as_deref();
         // A pretty-printed JSON body (OpenAI's) holds line breaks only between tokens: on a
         // tape line they become spaces, the one change a body may see.
