@@ -188,15 +188,22 @@ impl Prefilter {
         {
             return unknown(true);
         }
+        // Whether the message has a `-` at all (the flag scan sees every one).
+        let mut dash = false;
         if (!self.keys.is_empty() || self.defaults)
-            && memchr::memchr_iter(b'-', bytes).any(|at| self.flag_hit(bytes, at))
+            && memchr::memchr_iter(b'-', bytes).any(|at| {
+                dash = true;
+                self.flag_hit(bytes, at)
+            })
         {
             return unknown(true);
         }
         if !self.defaults {
             return unknown(false);
         }
-        if self.pem.find(bytes).is_some() {
+        // `-----BEGIN` needs a `-`: most messages (a stream's text deltas) have none, and are
+        // spared the search.
+        if dash && self.pem.find(bytes).is_some() {
             return unknown(true);
         }
         let (hit, longest) = self.runs_hit(bytes);
@@ -1242,6 +1249,22 @@ mod tests {
             let s = parts.concat();
             proptest::prop_assert_eq!(gate_hits(s.as_bytes()), gate_reference(s.as_bytes()), "{}", s);
         }
+    }
+
+    /// The private-key search, skipped when the message has no `-`, still finds the marker
+    /// wherever it is (the dash scan sees every `-`).
+    #[test]
+    fn a_pem_header_is_found_with_or_without_other_dashes() {
+        let r = default_redactor();
+        for m in [
+            "-----BEGIN PRIVATE KEY-----",
+            r#"{"k":"-----BEGIN RSA PRIVATE KEY-----\nMIIE"}"#,
+            r#"{"a":"x","b":"y -----BEGIN OPENSSH PRIVATE KEY-----"}"#,
+        ] {
+            assert!(r.prefilter.may_match(m.as_bytes()), "{m}");
+            assert!(r.may_need(m.as_bytes()), "{m}");
+        }
+        assert!(!r.prefilter.may_match(b"{\"a\":\"BEGIN PRIVATE KEY\"}"));
     }
 
     /// The early look at a name's last two letters answers what squashing it first answers.
