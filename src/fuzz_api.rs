@@ -158,7 +158,7 @@ pub fn model_stream(
         }
         out.push(TapedBlock {
             raw: b.raw,
-            facts,
+            facts: facts.to_map(),
             data,
         });
     };

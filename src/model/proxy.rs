@@ -5,6 +5,7 @@
 
 use super::provider::{self, Provider, Summary};
 use crate::record::Recorder;
+use crate::tape::writer::ModelFacts;
 use crate::transport::http::{collect, full, CuttableBody, Handler, RespBody};
 use crate::transport::sse::{Block, SseParser};
 use crate::transport::upstream::{strip_hop_by_hop, Conn, Pool};
@@ -46,7 +47,7 @@ impl Call {
         tape: &Recorder,
         dir: Dir,
         part: &str,
-        facts: &Map<String, Value>,
+        facts: &(impl ModelFacts + ?Sized),
         body: Option<&[u8]>,
         http: Option<&Value>,
     ) {
@@ -412,7 +413,7 @@ impl Pump {
             Dir::S2C,
             self.call.n,
             [
-                ("response", head, None, Some(http)),
+                ("response", head as &dyn ModelFacts, None, Some(http)),
                 ("event", &f, data.as_deref().map(str::as_bytes), None),
             ],
         );
@@ -538,9 +539,10 @@ impl Pump {
         self.tape.model_parts(
             Dir::S2C,
             self.call.n,
-            taped
-                .iter()
-                .map(|(f, data)| ("event", f, data.as_deref().map(str::as_bytes), None)),
+            taped.iter().map(|(f, data)| {
+                let f: &dyn ModelFacts = f;
+                ("event", f, data.as_deref().map(str::as_bytes), None)
+            }),
         );
         self.events += taped.len() as u64;
         let out = match <[_; 1]>::try_from(blocks) {
@@ -649,28 +651,81 @@ fn may_summarize(provider: Provider, data: &str) -> bool {
 /// its data as the body; a block with no event (comments only, or over the size limit) as its
 /// raw text, marked `raw`. The event is moved out of the block (no copy of its strings); its
 /// raw bytes stay, to be forwarded.
-pub(crate) fn block_facts(block: &mut Block) -> (Map<String, Value>, Option<String>) {
-    let mut f = Map::new();
-    let data = match block.event.take() {
-        Some(ev) => {
-            if let Some(name) = ev.event {
-                f.insert("event".into(), Value::String(name));
-            }
-            if let Some(id) = ev.id {
-                f.insert("id".into(), Value::String(id));
-            }
-            if let Some(retry) = ev.retry {
-                f.insert("retry".into(), json!(retry));
-            }
-            ev.data
+pub(crate) fn block_facts(block: &mut Block) -> (BlockFacts, Option<String>) {
+    match block.event.take() {
+        Some(ev) => (
+            BlockFacts {
+                event: ev.event,
+                id: ev.id,
+                retry: ev.retry,
+                raw: false,
+            },
+            ev.data,
+        ),
+        // Comments only (a keep-alive), or a block over the size limit: kept raw.
+        None => (
+            BlockFacts {
+                raw: true,
+                ..BlockFacts::default()
+            },
+            Some(String::from_utf8_lossy(&block.raw).into_owned()),
+        ),
+    }
+}
+
+/// A stream block's facts, written as the map [`BlockFacts::to_map`] gives would be (`event`,
+/// `id`, `retry`, or `raw`, in that order, which is both the map's key order and its insertion
+/// order) without building it: a map per event (its node, its key strings) cost more than
+/// taping the event's facts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct BlockFacts {
+    pub event: Option<String>,
+    pub id: Option<String>,
+    pub retry: Option<u64>,
+    pub raw: bool,
+}
+
+impl BlockFacts {
+    /// The facts as a map (what the tape line holds).
+    pub(crate) fn to_map(&self) -> Map<String, Value> {
+        let mut f = Map::new();
+        if let Some(name) = &self.event {
+            f.insert("event".into(), Value::String(name.clone()));
         }
-        None => {
-            // Comments only (a keep-alive), or a block over the size limit: kept raw.
+        if let Some(id) = &self.id {
+            f.insert("id".into(), Value::String(id.clone()));
+        }
+        if let Some(retry) = self.retry {
+            f.insert("retry".into(), json!(retry));
+        }
+        if self.raw {
             f.insert("raw".into(), json!(true));
-            Some(String::from_utf8_lossy(&block.raw).into_owned())
         }
-    };
-    (f, data)
+        f
+    }
+}
+
+impl ModelFacts for BlockFacts {
+    fn push_facts(&self, p: &mut Vec<u8>) {
+        let string = |p: &mut Vec<u8>, s: &str| {
+            serde_json::to_writer(&mut *p, s).expect("strings serialize");
+        };
+        if let Some(name) = &self.event {
+            p.extend_from_slice(b",\"event\":");
+            string(p, name);
+        }
+        if let Some(id) = &self.id {
+            p.extend_from_slice(b",\"id\":");
+            string(p, id);
+        }
+        if let Some(retry) = self.retry {
+            p.extend_from_slice(b",\"retry\":");
+            p.extend_from_slice(itoa::Buffer::new().format(retry).as_bytes());
+        }
+        if self.raw {
+            p.extend_from_slice(b",\"raw\":true");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -732,5 +787,57 @@ mod tests {
             Provider::Anthropic,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}"#
         ));
+    }
+
+    /// `block_facts` as it was: the facts built as a map.
+    fn block_facts_reference(block: &mut Block) -> (Map<String, Value>, Option<String>) {
+        let mut f = Map::new();
+        let data = match block.event.take() {
+            Some(ev) => {
+                if let Some(name) = ev.event {
+                    f.insert("event".into(), Value::String(name));
+                }
+                if let Some(id) = ev.id {
+                    f.insert("id".into(), Value::String(id));
+                }
+                if let Some(retry) = ev.retry {
+                    f.insert("retry".into(), json!(retry));
+                }
+                ev.data
+            }
+            None => {
+                f.insert("raw".into(), json!(true));
+                Some(String::from_utf8_lossy(&block.raw).into_owned())
+            }
+        };
+        (f, data)
+    }
+
+    /// Block facts are written as the map built before was, for every kind of block the
+    /// parser gives; the data is the same.
+    #[test]
+    fn block_facts_are_written_as_their_map_is() {
+        let stream = "event: content_block_delta\ndata: {\"a\":1}\n\n: keep-alive\n\nid: 7\nretry: 3000\nevent: m\u{e9}ss\"age\ndata: x\n\nid: 8\n\ndata: y\n\nretry: 10\n\n";
+        let mut parser = crate::transport::sse::SseParser::new(1 << 20);
+        let mut blocks = parser.push(stream.as_bytes());
+        blocks.extend(parser.push(b"\xff: not utf-8\n\n"));
+        blocks.extend(parser.push(b"data: cut"));
+        blocks.extend(parser.finish());
+        assert_eq!(blocks.len(), 8, "{blocks:?}");
+        for mut b in blocks {
+            let mut old = b.clone();
+            let (f, data) = block_facts(&mut b);
+            let (map, old_data) = block_facts_reference(&mut old);
+            assert_eq!(data, old_data);
+            assert_eq!(f.to_map(), map);
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            f.push_facts(&mut ours);
+            map.push_facts(&mut theirs);
+            assert_eq!(
+                String::from_utf8_lossy(&ours),
+                String::from_utf8_lossy(&theirs),
+                "{f:?}"
+            );
+        }
     }
 }

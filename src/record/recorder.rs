@@ -7,6 +7,7 @@
 //! first failure is reported once on stderr, the session goes on, what could not be written is
 //! counted, and the closing line marks the tape incomplete.
 
+use crate::tape::writer::ModelFacts;
 use crate::tape::{End, ExitInfo, Placed, ServerDecl, TapeWriter, WriteOptions};
 use crate::wire::{Dir, Frame, Framer};
 use std::io;
@@ -264,7 +265,7 @@ impl Recorder {
         dir: Dir,
         call: u64,
         part: &str,
-        facts: &serde_json::Map<String, serde_json::Value>,
+        facts: &(impl ModelFacts + ?Sized),
         body: Option<&[u8]>,
         http: Option<&serde_json::Value>,
     ) {
@@ -282,7 +283,7 @@ impl Recorder {
         parts: impl IntoIterator<
             Item = (
                 &'a str,
-                &'a serde_json::Map<String, serde_json::Value>,
+                &'a dyn ModelFacts,
                 Option<&'a [u8]>,
                 Option<&'a serde_json::Value>,
             ),

@@ -182,11 +182,20 @@ impl Redactor {
 
     /// Whether the message might hold a secret (cheap; false means certainly not).
     fn may_need(&self, bytes: &[u8]) -> bool {
-        !self.paths.is_empty()
-            || self.prefilter.may_match(bytes)
+        if !self.paths.is_empty() {
+            return true;
+        }
+        let scan = self.prefilter.may_match_runs(bytes);
+        scan.may_match
             || (self.defaults
-                && (prefilter::has_entropy_candidate_or_hidden_text(bytes)
-                    || prefilter::has_quoted_token(bytes)))
+                && if scan.long_run {
+                    prefilter::has_entropy_candidate_or_hidden_text(bytes)
+                        || prefilter::has_quoted_token(bytes)
+                } else {
+                    // No run of token characters long enough for the quote walks to take: of
+                    // what they look for, only escapes and a blob can be there.
+                    prefilter::has_escapes_or_blob(bytes)
+                })
     }
 
     /// The redacted message, or `None` when nothing had to change (the bytes stay verbatim).
@@ -394,8 +403,9 @@ impl Redactor {
 
     /// The text rules' spans, after the prefilter says they may find something.
     pub(crate) fn spans_of(&self, text: &str) -> Vec<text::Span> {
-        let maybe = self.prefilter.may_match(text.as_bytes())
-            || (self.defaults && prefilter::has_quoted_token(text.as_bytes()));
+        let scan = self.prefilter.may_match_runs(text.as_bytes());
+        let maybe = scan.may_match
+            || (self.defaults && scan.long_run && prefilter::has_quoted_token(text.as_bytes()));
         if !maybe {
             return Vec::new();
         }

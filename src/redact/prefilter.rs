@@ -34,6 +34,25 @@ const SHAPE_LEAD: usize = 24;
 /// The shortest credential after `Bearer`/`Basic`/`Token` (AUTH_SCHEME's `{8,}`).
 const MIN_AUTH_RUN: usize = 8;
 
+/// What [`Prefilter::may_match_runs`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Scan {
+    /// [`Prefilter::may_match`].
+    pub may_match: bool,
+    /// A run of `LONG_RUN` token characters or more may be there (`false` is certain).
+    pub long_run: bool,
+}
+
+/// The shortest stretch the quote walks look at: the high-entropy rule's shortest string, and
+/// the shortest base64 that is decoded.
+const LONG_RUN: usize = if rules::ENTROPY_MIN_LEN < rules::BASE64_MIN_LEN {
+    rules::ENTROPY_MIN_LEN
+} else {
+    rules::BASE64_MIN_LEN
+};
+// The run scan sees every run of `MIN_AUTH_RUN` or more: a long run is one of those.
+const _: () = assert!(LONG_RUN >= MIN_AUTH_RUN);
+
 pub(crate) struct Prefilter {
     /// Squashed (lower-case, no `-`/`_`) key names: the defaults and the user's.
     keys: BTreeSet<String>,
@@ -54,8 +73,6 @@ pub(crate) struct Prefilter {
     pem: memchr::memmem::Finder<'static>,
     /// The sensitive words of `rules::KEYWORD`, where they start a word or a name's part.
     keyword: super::lazy::Lazy<String, regex::bytes::Regex>,
-    /// Three letters one of which every sensitive word holds (`KEYWORD_GATE`).
-    keyword_gate: regex::bytes::Regex,
     /// Exact secrets (`check --fill`), as they are and as they look inside a JSON string.
     literals: Vec<memchr::memmem::Finder<'static>>,
 }
@@ -121,7 +138,6 @@ impl Prefilter {
             user,
             pem: memchr::memmem::Finder::new(b"-----BEGIN"),
             keyword: super::lazy::builtin_bytes(rules::ascii_words(&keyword_pattern())),
-            keyword_gate: regex::bytes::Regex::new(KEYWORD_GATE)?,
             literals: finders,
         })
     }
@@ -137,17 +153,32 @@ impl Prefilter {
     }
 
     /// Whether a key, shape, scheme, URL or user rule might match (`false` is certain).
+    #[cfg(test)]
     pub(crate) fn may_match(&self, bytes: &[u8]) -> bool {
+        self.may_match_runs(bytes).may_match
+    }
+
+    /// [`Prefilter::may_match`], and whether `bytes` may hold a run of token characters long
+    /// enough for the quote walks ([`has_quoted_token`], and the quoted-stretch part of
+    /// [`has_entropy_candidate_or_hidden_text`]) to find anything: the run scan this does
+    /// anyway sees every run of 8 token characters or more, so when it ran and saw none of
+    /// `LONG_RUN` or more, those walks are certain to find nothing (every stretch they take is
+    /// `LONG_RUN` or more characters of a subset of the token characters, between quotes).
+    pub(crate) fn may_match_runs(&self, bytes: &[u8]) -> Scan {
+        let unknown = |may_match| Scan {
+            may_match,
+            long_run: true,
+        };
         if self.user.as_ref().is_some_and(|u| u.is_match(bytes)) {
-            return true;
+            return unknown(true);
         }
         if !self.literals.is_empty()
             && (self.literals.iter().any(|f| f.find(bytes).is_some()) || has_escapes(bytes))
         {
-            return true;
+            return unknown(true);
         }
         if self.exotic_keys || !bytes.is_ascii() {
-            return self.full.is_match(bytes);
+            return unknown(self.full.is_match(bytes));
         }
         if (!self.keys.is_empty() || self.defaults)
             && memchr::memchr3_iter(b':', b'=', b'>', bytes).any(|at| match bytes[at] {
@@ -155,15 +186,34 @@ impl Prefilter {
                 _ => self.separator_hit(bytes, at),
             })
         {
-            return true;
+            return unknown(true);
         }
+        // Whether the message has a `-` at all (the flag scan sees every one).
+        let mut dash = false;
         if (!self.keys.is_empty() || self.defaults)
-            && memchr::memchr_iter(b'-', bytes).any(|at| self.flag_hit(bytes, at))
+            && memchr::memchr_iter(b'-', bytes).any(|at| {
+                dash = true;
+                self.flag_hit(bytes, at)
+            })
         {
-            return true;
+            return unknown(true);
         }
-        self.defaults
-            && (self.pem.find(bytes).is_some() || self.runs_hit(bytes) || self.keyword_hit(bytes))
+        if !self.defaults {
+            return unknown(false);
+        }
+        // `-----BEGIN` needs a `-`: most messages (a stream's text deltas) have none, and are
+        // spared the search.
+        if dash && self.pem.find(bytes).is_some() {
+            return unknown(true);
+        }
+        let (hit, longest) = self.runs_hit(bytes);
+        if hit {
+            return unknown(true);
+        }
+        Scan {
+            may_match: self.keyword_hit(bytes),
+            long_run: longest >= LONG_RUN,
+        }
     }
 
     /// A `:` or `=` at `at`: is the name in front of it sensitive, or is it a URL with
@@ -231,6 +281,22 @@ impl Prefilter {
     fn sensitive_name_bytes(&self, name: &[u8]) -> bool {
         if name.len() > MAX_NAME {
             return true;
+        }
+        // Most names end in no sensitive name's last two letters: ruled out from those, before
+        // the name is squashed (as `sensitive_name` would, from the squashed name's last two).
+        debug_assert!(name.is_ascii(), "names are runs of ASCII name bytes");
+        if let Some(set) = &self.endings {
+            let mut tail = name
+                .iter()
+                .rev()
+                .filter(|&&b| b != b'-' && b != b'_')
+                .map(u8::to_ascii_lowercase);
+            if let (Some(b), Some(a)) = (tail.next(), tail.next()) {
+                let i = (a as usize) << 8 | b as usize;
+                if set[i / 64] & (1 << (i % 64)) == 0 {
+                    return false;
+                }
+            }
         }
         let mut squashed = [0u8; MAX_NAME];
         let mut n = 0;
@@ -319,18 +385,23 @@ impl Prefilter {
     /// message holds (and perhaps a few more, which only costs the exact walk).
     fn keyword_hit(&self, bytes: &[u8]) -> bool {
         let mut window: Option<(usize, usize)> = None;
-        for g in self.keyword_gate.find_iter(bytes) {
+        let mut hit = false;
+        for_each_gate_hit(bytes, |g| {
             let (s, e) = (
-                g.start().saturating_sub(KEYWORD_WINDOW),
-                (g.end() + KEYWORD_WINDOW).min(bytes.len()),
+                g.saturating_sub(KEYWORD_WINDOW),
+                (g + 3 + KEYWORD_WINDOW).min(bytes.len()),
             );
             match window {
                 Some((ws, we)) if s <= we => window = Some((ws, we.max(e))),
-                Some(w) if self.keyword_in(bytes, w) => return true,
+                Some(w) if self.keyword_in(bytes, w) => {
+                    hit = true;
+                    return false;
+                }
                 _ => window = Some((s, e)),
             }
-        }
-        window.is_some_and(|w| self.keyword_in(bytes, w))
+            true
+        });
+        hit || window.is_some_and(|w| self.keyword_in(bytes, w))
     }
 
     /// A sensitive word in `bytes[start..end]` with something like a credential after it.
@@ -362,8 +433,11 @@ impl Prefilter {
 
     /// Runs of token characters long enough to be a credential: a shape inside one, a scheme
     /// (`Bearer`, `Basic`, `Token`) and blanks in front of one.
-    fn runs_hit(&self, bytes: &[u8]) -> bool {
+    /// Also returns the longest run seen (every run of `MIN_AUTH_RUN` or more is seen, in
+    /// full, unless one hits first).
+    fn runs_hit(&self, bytes: &[u8]) -> (bool, usize) {
         let mut from = 0;
+        let mut longest = 0;
         while let Some(at) = next_long_run(bytes, from) {
             // The whole run around the first 8 token bytes found.
             let mut start = at;
@@ -374,8 +448,9 @@ impl Prefilter {
             while end < bytes.len() && is_token_byte(bytes[end]) {
                 end += 1;
             }
+            longest = longest.max(end - start);
             if follows_scheme(bytes, start) {
-                return true;
+                return (true, longest);
             }
             if end - start >= MIN_SHAPE_RUN {
                 // The window keeps one byte after, for the shapes' `\b`, and some before: a
@@ -386,14 +461,14 @@ impl Prefilter {
                 // also looked at with escapes turned into blanks.
                 if let Some(shapes) = &self.shapes {
                     if shapes.is_match(window) {
-                        return true;
+                        return (true, longest);
                     }
                     // JSON in a string in a string escapes twice (`\\n`): a level at a time.
                     let mut level = unescape(window);
                     for _ in 0..3 {
                         let Some(u) = level else { break };
                         if shapes.is_match(&u) {
-                            return true;
+                            return (true, longest);
                         }
                         level = unescape(&u);
                     }
@@ -401,7 +476,7 @@ impl Prefilter {
             }
             from = end;
         }
-        false
+        (false, longest)
     }
 }
 
@@ -417,10 +492,13 @@ fn next_long_run(bytes: &[u8], from: usize) -> Option<usize> {
         let window = &bytes[base..(base + WINDOW).min(bytes.len())];
         let mask = match <&[u8; WINDOW]>::try_from(window) {
             Ok(full) => token_mask(full),
-            Err(_) => window
-                .iter()
-                .enumerate()
-                .fold(0u64, |m, (i, &b)| m | (is_token_byte(b) as u64) << i),
+            Err(_) => {
+                // The last window, short (all of a small message's second one): padded with
+                // zeros, which are no token byte, for the vector compares.
+                let mut pad = [0u8; WINDOW];
+                pad[..window.len()].copy_from_slice(window);
+                token_mask(&pad)
+            }
         };
         let mut eight = mask & (mask >> 1);
         eight &= eight >> 2;
@@ -638,7 +716,7 @@ fn is_entropy_stretch(bytes: &[u8], p: usize, q: usize) -> bool {
 /// `has_entropy_candidate(bytes) || has_hidden_text(bytes)` with one walk over the quotes
 /// instead of two: on a large message each walk is a pass over every byte.
 pub(crate) fn has_entropy_candidate_or_hidden_text(bytes: &[u8]) -> bool {
-    if has_escapes(bytes) || BLOB.find(bytes).is_some() {
+    if has_escapes_or_blob(bytes) {
         return true;
     }
     let mut prev: Option<usize> = None;
@@ -651,6 +729,12 @@ pub(crate) fn has_entropy_candidate_or_hidden_text(bytes: &[u8]) -> bool {
         prev = Some(q);
     }
     false
+}
+
+/// The part of [`has_entropy_candidate_or_hidden_text`] that is not a quoted stretch of
+/// `LONG_RUN` token characters or more: escapes, and a resource `blob`.
+pub(crate) fn has_escapes_or_blob(bytes: &[u8]) -> bool {
+    has_escapes(bytes) || BLOB.find(bytes).is_some()
 }
 
 /// `"blob"`, built once: building a memmem searcher costs more than running it over a small
@@ -691,8 +775,102 @@ fn is_credential_mark(b: u8) -> bool {
 const CREDENTIAL_MARKS: &[u8] = b"!#$%*+/?@\\^|~";
 
 /// Every word of `keyword_pattern` holds one of these, in any case: pas(sword, sphrase,
-/// scode, swd), pwd, (s)ecr(et), (t)oke(n), key, (cr)ede(ntial). A unit test holds them to it.
+/// scode, swd), pwd, (s)ecr(et), (t)oke(n), key, (cr)ede(ntial). A unit test holds them to it;
+/// [`for_each_gate_hit`] finds them (as this regex's `find_iter` would, another test says).
+#[cfg(test)]
 const KEYWORD_GATE: &str = r"(?i-u)pas|pwd|ecr|oke|key|ede";
+
+/// The gate's trigrams, lower case, as [`gate_mask`] looks for them.
+const GATE_TRIGRAMS: [[u8; 3]; 6] = [*b"pas", *b"pwd", *b"ecr", *b"oke", *b"key", *b"ede"];
+
+/// Calls `f` with where each of the gate's trigrams starts (any ASCII case), left to right,
+/// not overlapping (what `KEYWORD_GATE`'s `find_iter` gives), until `f` returns false. A
+/// stream event is ~100 bytes: the regex's per-search set-up (its teddy searcher, then the
+/// DFA to confirm) cost more than the bytes it looked at (measured: ~1,800 instructions per
+/// event, a fifth of the redactor's time on a stream of small events). Found here 62 bytes at
+/// a time, one bit mask per letter, trigrams by shifting the masks onto each other.
+fn for_each_gate_hit(bytes: &[u8], mut f: impl FnMut(usize) -> bool) {
+    const STEP: usize = 62;
+    let mut base = 0;
+    let mut next = 0;
+    while base + 3 <= bytes.len() {
+        let rest = &bytes[base..];
+        let mut mask = match <&[u8; 64]>::try_from(rest.get(..64).unwrap_or(rest)) {
+            Ok(full) => gate_mask(full),
+            Err(_) => {
+                // The last window, short: padded with zeros, which are no letter.
+                let mut pad = [0u8; 64];
+                pad[..rest.len()].copy_from_slice(rest);
+                gate_mask(&pad)
+            }
+        };
+        // A trigram starting at 62 or 63 reaches past the window: the next one has it.
+        mask &= (1u64 << STEP) - 1;
+        while mask != 0 {
+            let at = base + mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            if at >= next {
+                if !f(at) {
+                    return;
+                }
+                next = at + 3;
+            }
+        }
+        base += STEP;
+    }
+}
+
+/// Bit `i` set when `window[i..i + 3]` is one of `GATE_TRIGRAMS` in any ASCII case (bits 62
+/// and 63, whose trigrams reach past the window, are never set).
+fn gate_mask(window: &[u8; 64]) -> u64 {
+    let letters = letter_masks(window);
+    let m = |c: u8| letters[letter_index(c)];
+    GATE_TRIGRAMS.iter().fold(0u64, |all, [a, b, c]| {
+        all | (m(*a) & (m(*b) >> 1) & (m(*c) >> 2))
+    })
+}
+
+/// The letters of `GATE_TRIGRAMS`, each once.
+const GATE_LETTERS: [u8; 11] = *b"paswdecroky";
+
+const fn letter_index(c: u8) -> usize {
+    let mut i = 0;
+    while GATE_LETTERS[i] != c {
+        i += 1;
+    }
+    i
+}
+
+/// For each of `GATE_LETTERS`, bit `i` set when `window[i]` is that letter in either case
+/// (`b | 0x20` is the letter for exactly its two cases).
+#[cfg(target_arch = "x86_64")]
+fn letter_masks(window: &[u8; 64]) -> [u64; 11] {
+    use std::arch::x86_64::*;
+    let mut out = [0u64; 11];
+    // SAFETY: SSE2 is part of the x86-64 baseline; every load reads 16 bytes inside `window`,
+    // and `loadu` needs no alignment.
+    unsafe {
+        for (i, part) in window.chunks_exact(16).enumerate() {
+            let x = _mm_or_si128(_mm_loadu_si128(part.as_ptr().cast()), _mm_set1_epi8(0x20));
+            for (m, &c) in out.iter_mut().zip(GATE_LETTERS.iter()) {
+                let eq = _mm_cmpeq_epi8(x, _mm_set1_epi8(c as i8));
+                *m |= (_mm_movemask_epi8(eq) as u16 as u64) << (16 * i);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn letter_masks(window: &[u8; 64]) -> [u64; 11] {
+    let mut out = [0u64; 11];
+    for (i, &b) in window.iter().enumerate() {
+        if let Some(k) = GATE_LETTERS.iter().position(|&c| c == b | 0x20) {
+            out[k] |= 1 << i;
+        }
+    }
+    out
+}
 
 /// How far around a gate hit a sensitive word can reach: the longest word with the character
 /// before it (`\nclient_secret`, 15 bytes) and room for the boundaries.
@@ -1014,6 +1192,232 @@ mod tests {
     fn defaults() -> Prefilter {
         let r = crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults()).unwrap();
         r.prefilter
+    }
+
+    /// The gate's trigram finder gives the starts the gate regex's `find_iter` gives.
+    fn gate_reference(bytes: &[u8]) -> Vec<usize> {
+        let gate = regex::bytes::Regex::new(KEYWORD_GATE).unwrap();
+        gate.find_iter(bytes).map(|m| m.start()).collect()
+    }
+
+    fn gate_hits(bytes: &[u8]) -> Vec<usize> {
+        let mut out = Vec::new();
+        for_each_gate_hit(bytes, |at| {
+            out.push(at);
+            true
+        });
+        out
+    }
+
+    #[test]
+    fn the_gate_finder_agrees_with_the_gate_regex_at_window_edges() {
+        for word in [
+            "pas", "PwD", "eCR", "okE", "KEY", "ede", "edede", "keykey", "pass",
+        ] {
+            for at in 0..140 {
+                let mut b = vec![b'x'; at];
+                b.extend_from_slice(word.as_bytes());
+                b.extend_from_slice(b" tail");
+                assert_eq!(gate_hits(&b), gate_reference(&b), "{word} at {at}");
+                assert_eq!(gate_hits(&b[..at + 2]), gate_reference(&b[..at + 2]));
+            }
+        }
+        // Bytes whose `| 0x20` is no letter of theirs, and non-ASCII.
+        let odd = b"\x10\x05\x03P\x01S\xd0\xe5\xf3\x8bey";
+        assert_eq!(gate_hits(odd), gate_reference(odd));
+        assert!(gate_hits(b"").is_empty() && gate_hits(b"pa").is_empty());
+    }
+
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        #[test]
+        fn the_gate_finder_agrees_with_the_gate_regex(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(vec![
+                        "pas", "PAS", "pWd", "ecr", "OKE", "key", "Key", "ede", "eded", "kek",
+                        "p", "e", "k", "o", " ", "\"", "\n", "\u{e9}", "\u{212a}", "\u{17f}",
+                    ]).prop_map(str::to_string),
+                    "[a-zA-Z ]{1,70}",
+                    proptest::collection::vec(proptest::num::u8::ANY, 1..8)
+                        .prop_map(|b: Vec<u8>| String::from_utf8_lossy(&b).into_owned()),
+                ],
+                0..30,
+            )
+        ) {
+            let s = parts.concat();
+            proptest::prop_assert_eq!(gate_hits(s.as_bytes()), gate_reference(s.as_bytes()), "{}", s);
+        }
+    }
+
+    /// The private-key search, skipped when the message has no `-`, still finds the marker
+    /// wherever it is (the dash scan sees every `-`).
+    #[test]
+    fn a_pem_header_is_found_with_or_without_other_dashes() {
+        let r = default_redactor();
+        for m in [
+            "-----BEGIN PRIVATE KEY-----",
+            r#"{"k":"-----BEGIN RSA PRIVATE KEY-----\nMIIE"}"#,
+            r#"{"a":"x","b":"y -----BEGIN OPENSSH PRIVATE KEY-----"}"#,
+        ] {
+            assert!(r.prefilter.may_match(m.as_bytes()), "{m}");
+            assert!(r.may_need(m.as_bytes()), "{m}");
+        }
+        assert!(!r.prefilter.may_match(b"{\"a\":\"BEGIN PRIVATE KEY\"}"));
+    }
+
+    /// The early look at a name's last two letters answers what squashing it first answers.
+    #[test]
+    fn names_ruled_out_by_their_ending_are_not_sensitive() {
+        let p = &default_redactor().prefilter;
+        let mut names: Vec<String> = [
+            "",
+            "-",
+            "_",
+            "a",
+            "y",
+            "ey",
+            "key",
+            "KEY",
+            "k_e_y",
+            "k-e-y-",
+            "_k-y",
+            "type",
+            "index",
+            "delta",
+            "text",
+            "api_key",
+            "x-api-key",
+            "API_KEY",
+            "db_password",
+            "Token",
+            "pageToken",
+            "next_page_token",
+            "secret__",
+            "pass",
+            "pwd",
+            "PWD",
+            "cookie",
+            "set-cookie",
+            "name",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        names.extend(
+            crate::redact::rules::SENSITIVE_KEYS
+                .iter()
+                .map(|k| format!("My_{k}_")),
+        );
+        names.extend(
+            crate::redact::rules::SENSITIVE_SUFFIXES
+                .iter()
+                .map(|k| k.to_uppercase()),
+        );
+        for n in &names {
+            let squashed: String = n
+                .bytes()
+                .filter(|&b| b != b'-' && b != b'_')
+                .map(|b| b.to_ascii_lowercase() as char)
+                .collect();
+            assert_eq!(
+                p.sensitive_name_bytes(n.as_bytes()),
+                p.sensitive_name(&squashed),
+                "{n}"
+            );
+        }
+    }
+
+    /// What the redactor asked before the run scan's `long_run` let it skip the quote walks.
+    fn may_need_reference(r: &crate::redact::Redactor, b: &[u8]) -> bool {
+        r.prefilter.may_match(b) || has_entropy_candidate_or_hidden_text(b) || has_quoted_token(b)
+    }
+
+    fn default_redactor() -> &'static crate::redact::Redactor {
+        static R: std::sync::OnceLock<crate::redact::Redactor> = std::sync::OnceLock::new();
+        R.get_or_init(|| {
+            crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults()).unwrap()
+        })
+    }
+
+    /// Skipping the quote walks when no long run of token characters is there changes no
+    /// answer, on the shapes real traffic has: stream events, sensitive keys, escapes,
+    /// non-ASCII, numbers, ids and tokens on either side of the length the walks look at.
+    #[test]
+    fn skipping_the_quote_walks_changes_no_answer() {
+        let r = default_redactor();
+        let long = |n: usize| "aB3dE5gH7jK9mN1pQ3sT5vW7yZ".repeat(8)[..n].to_string();
+        let mut cases: Vec<String> = vec![
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"the quick brown "}}"#.into(),
+            r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2.50}}"#.into(),
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"api_key\": \"x"}}"#.into(),
+            r#"{"api_key":"x"}"#.into(),
+            r#"{"token":"abc"}"#.into(),
+            r#"{"password":"hunter2"}"#.into(),
+            r#"{"text":"caf\u00e9 \u0067hp"}"#.into(),
+            r#"{"text":"http:\/\/x"}"#.into(),
+            "{\"text\":\"caf\u{e9} na\u{ef}ve \u{212a}ey\"}".into(),
+            r#"{"price":2.50,"n":-1e5,"ok":true}"#.into(),
+            r#"{"blob":"x"}"#.into(),
+            r#"{"choices":[{"index":0,"delta":{"content":"hi"}}]}"#.into(),
+            r#"{"text":"the password is hunter22"}"#.into(),
+            "'single quoted 'x''".into(),
+        ];
+        for n in [7, 8, 15, 23, 24, 25, 60, 128, 129, 200] {
+            let t = long(n.min(208));
+            cases.push(format!(r#"{{"id":"msg_{t}"}}"#));
+            cases.push(format!(r#"{{"a":"{t}"}}"#));
+            cases.push(format!(r#"{{"a":"x {t} y"}}"#));
+            cases.push(format!(r#"{{"a":'{t}'}}"#));
+            cases.push(format!(r#"{{"a":"{{\"k\":\"{t}\"}}"}}"#));
+            cases.push(format!(r#"{{"data":"SGVsbG8gd29y{t}"}}"#));
+            cases.push(format!(r#"{{"a":"{t}~{t}"}}"#));
+        }
+        for c in &cases {
+            let b = c.as_bytes();
+            assert_eq!(r.may_need(b), may_need_reference(r, b), "{c}");
+            let scan = r.prefilter.may_match_runs(b);
+            assert_eq!(scan.may_match, r.prefilter.may_match(b), "{c}");
+        }
+        // The stream event of the benchmark: no walk at all.
+        let event = cases[0].as_bytes();
+        assert_eq!(
+            r.prefilter.may_match_runs(event),
+            Scan {
+                may_match: false,
+                long_run: false
+            }
+        );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(3000))]
+        #[test]
+        fn skipping_the_quote_walks_never_changes_the_answer(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    fragment(),
+                    "[A-Za-z0-9+/=_.~-]{20,30}",
+                    proptest::sample::select(vec!["'", "\"", "\\\"", "~", "\\u0041"])
+                        .prop_map(str::to_string),
+                ],
+                0..16,
+            )
+        ) {
+            let s = parts.concat();
+            let r = default_redactor();
+            let b = s.as_bytes();
+            proptest::prop_assert_eq!(r.may_need(b), may_need_reference(r, b), "{}", s);
+            if !r.prefilter.may_match_runs(b).long_run {
+                proptest::prop_assert!(!has_quoted_token(b), "{}", s);
+                proptest::prop_assert_eq!(
+                    has_entropy_candidate_or_hidden_text(b),
+                    has_escapes_or_blob(b),
+                    "{}", s
+                );
+            }
+        }
     }
 
     #[test]
