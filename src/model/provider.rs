@@ -96,18 +96,56 @@ pub fn route(path_and_query: &str) -> Route {
     }
 }
 
+/// What the proxy reads of a request's body: its top-level `model` and `stream`. An agent's
+/// request holds its whole conversation and tool list (Claude Code's: ≈ 77 KB a call), which
+/// is not built into a tree for two fields.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RequestHead {
+    /// `model`, when it is a string.
+    pub model: Option<String>,
+    /// `stream` is `true`.
+    pub stream: bool,
+}
+
+impl RequestHead {
+    /// Reads `body` as a parse into a `Value` would (the last of a repeated key; nothing from a
+    /// body that is not a JSON object), without keeping the rest.
+    pub fn of(body: &[u8]) -> RequestHead {
+        #[derive(serde::Deserialize)]
+        struct Probe<'a> {
+            #[serde(borrow, default)]
+            model: Option<&'a serde_json::value::RawValue>,
+            #[serde(borrow, default)]
+            stream: Option<&'a serde_json::value::RawValue>,
+        }
+        match serde_json::from_slice::<Probe<'_>>(body) {
+            Ok(p) => RequestHead {
+                model: p
+                    .model
+                    .and_then(|m| serde_json::from_str::<String>(m.get()).ok()),
+                stream: p.stream.is_some_and(|s| s.get() == "true"),
+            },
+            // Not an object, not JSON, or a key given twice (which the derived probe refuses
+            // and a `Value` keeps the last of): the whole body is read.
+            Err(_) => {
+                let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+                RequestHead {
+                    model: v.get("model").and_then(Value::as_str).map(str::to_string),
+                    stream: v.get("stream").and_then(Value::as_bool) == Some(true),
+                }
+            }
+        }
+    }
+}
+
 /// The model a request asks for: the body's `model`, or Gemini's path.
-pub fn model_of(route: &Route, body: &Value) -> Option<String> {
-    body.get("model")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .or_else(|| route.path_model.clone())
+pub fn model_of(route: &Route, head: &RequestHead) -> Option<String> {
+    head.model.clone().or_else(|| route.path_model.clone())
 }
 
 /// Whether the answer to this request streams (SSE).
-pub fn streams(route: &Route, body: &Value) -> bool {
-    route.endpoint == "streamGenerateContent"
-        || body.get("stream").and_then(Value::as_bool) == Some(true)
+pub fn streams(route: &Route, head: &RequestHead) -> bool {
+    route.endpoint == "streamGenerateContent" || head.stream
 }
 
 /// What a finished answer says about itself: token usage, the tools the model asked for, why it
@@ -301,6 +339,57 @@ pub fn error_body(provider: Provider, status: u16, message: &str) -> Value {
 mod tests {
     use super::*;
 
+    /// What the proxy read before: the whole body parsed into a `Value`.
+    fn by_value(body: &[u8]) -> RequestHead {
+        let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        RequestHead {
+            model: v.get("model").and_then(Value::as_str).map(str::to_string),
+            stream: v.get("stream").and_then(Value::as_bool) == Some(true),
+        }
+    }
+
+    #[test]
+    fn a_requests_head_is_what_a_parse_into_a_value_reads() {
+        let big = format!(
+            r#"{{"model":"claude-sonnet-4-5","max_tokens":32000,"messages":[{}],"tools":[],"stream":true}}"#,
+            vec![r#"{"role":"user","content":"hi \u00e9 \"quoted\" {\"model\":\"no\"}"}"#; 200]
+                .join(",")
+        );
+        let cases: &[&[u8]] = &[
+            br#"{"model":"claude-3","stream":true}"#,
+            br#"{"stream":false,"model":"gpt-4o"}"#,
+            br#"{ "model" : "m" , "stream" : true }"#,
+            br#"{"model":"a\u00e9\n","stream":"true"}"#,
+            br#"{"model":null,"stream":null}"#,
+            br#"{"model":7,"stream":1}"#,
+            br#"{"model":["x"],"stream":{"a":true}}"#,
+            br#"{"messages":[{"model":"nested","stream":true}]}"#,
+            br#"{"model":"first","model":"last","stream":false,"stream":true}"#,
+            br#"{"model":"m","stream":true"#,
+            br#"[{"model":"m"}]"#,
+            b"not json",
+            b"",
+            br#"{}"#,
+            br#"{"model":"m","extra":2.50,"stream":true} "#,
+            big.as_bytes(),
+        ];
+        for body in cases {
+            assert_eq!(
+                RequestHead::of(body),
+                by_value(body),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        assert_eq!(
+            RequestHead::of(big.as_bytes()),
+            RequestHead {
+                model: Some("claude-sonnet-4-5".into()),
+                stream: true
+            }
+        );
+    }
+
     #[test]
     fn routes_keep_a_prefix_and_ignore_the_query() {
         let r = route("/proxy/anthropic/v1/messages?beta=true");
@@ -319,7 +408,11 @@ mod tests {
         assert_eq!(r.provider, Provider::Gemini);
         assert_eq!(r.endpoint, "streamGenerateContent");
         assert_eq!(r.path_model.as_deref(), Some("gemini-2.5-flash"));
-        assert!(streams(&r, &json!({})));
+        assert!(streams(&r, &RequestHead::of(b"{}")));
+        assert_eq!(
+            model_of(&r, &RequestHead::default()).as_deref(),
+            Some("gemini-2.5-flash")
+        );
         assert_eq!(route("/v1/models").provider, Provider::Other);
     }
 

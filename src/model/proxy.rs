@@ -128,7 +128,7 @@ impl ModelProxy {
                 return self.error(route.provider, StatusCode::PAYLOAD_TOO_LARGE, &why);
             }
         };
-        let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let parsed = provider::RequestHead::of(&body);
         let call = Call {
             n: self.calls.fetch_add(1, Ordering::Relaxed) + 1,
             provider: route.provider,
