@@ -51,6 +51,22 @@ pub enum MissReason {
     },
 }
 
+impl MissReason {
+    /// The reason of a content match's miss: whether the method was recorded at all, and how
+    /// many of its recorded calls are the one asked.
+    pub(crate) fn of(method_recorded: bool, identical: usize) -> MissReason {
+        if !method_recorded {
+            MissReason::MethodNotRecorded
+        } else if identical > 0 {
+            MissReason::AllUsed {
+                recorded: identical,
+            }
+        } else {
+            MissReason::NoMatch
+        }
+    }
+}
+
 /// A request play had no recorded answer for, explained (also the `data` of the error the
 /// client gets).
 #[derive(Debug, Clone, Serialize)]
