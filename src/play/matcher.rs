@@ -415,13 +415,22 @@ impl Matcher {
         }
     }
 
+    /// The tape as miss explanations see it, built at a session's first miss.
+    fn miss_index(&mut self, index: &TapeIndex) -> &mut MissIndex {
+        self.misses
+            .get_or_insert_with(|| MissIndex::new(index, &self.policy.keys, self.miss_room))
+    }
+
+    /// Every method on the tape with its count, by name.
+    pub(super) fn recorded_methods(&mut self, index: &TapeIndex) -> Vec<(String, usize)> {
+        self.miss_index(index).methods.clone()
+    }
+
     fn explain(&mut self, index: &TapeIndex, method: &str, asked: Value) -> Miss {
         let asked = self.shown(asked);
-        // Taken out while it is read, and put back: built at a session's first miss only.
-        let mut misses = self
-            .misses
-            .take()
-            .unwrap_or_else(|| MissIndex::new(index, &self.policy.keys, self.miss_room));
+        // Taken out while it is read, and put back.
+        self.miss_index(index);
+        let mut misses = self.misses.take().expect("just built");
         // Redacted values on the tape match anything: not differences.
         let wild = |l: &Value, r: &Value| {
             l.as_str().is_some_and(crate::redact::has_marker) && crate::redact::wildcard_eq(l, r)

@@ -11,7 +11,7 @@ use crate::wire::canonical::{canonical, hash_key};
 use crate::wire::jsonpath::IgnorePath;
 use crate::wire::params::{match_key, target_key, target_of, MatchKey};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// What a request is matched by (`--match`).
@@ -346,12 +346,6 @@ impl Matcher {
                 (req.method.clone().unwrap_or_default(), req.line)
             });
         let length = self.policy.lists.get(list).map_or(0, Vec::len);
-        let mut methods: BTreeMap<String, usize> = BTreeMap::new();
-        for ex in index.exchanges.iter() {
-            *methods
-                .entry(index.msgs[ex.request].method.clone().unwrap_or_default())
-                .or_default() += 1;
-        }
         let (matcher, ignored) = self.described();
         let miss = Miss {
             method: method.to_string(),
@@ -363,7 +357,7 @@ impl Matcher {
                 recorded_requests: length,
             },
             nearest: Vec::new(),
-            recorded_methods: methods.into_iter().collect(),
+            recorded_methods: self.recorded_methods(index),
             matcher,
             ignored,
             skipped_lines: index.skipped_lines().iter().map(|b| b.line).collect(),
