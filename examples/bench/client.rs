@@ -122,6 +122,11 @@ impl Conn {
             .with_context(|| format!("{name}: an answer without an integer id: {}", short(line)))
     }
 
+    /// The last answer read.
+    pub fn last_line(&self) -> &[u8] {
+        &self.line
+    }
+
     /// Length of the last answer read.
     pub fn last_len(&self) -> usize {
         self.line.len()

@@ -208,6 +208,8 @@ fn run(args: Args) -> Result<i32> {
         if want("startup") {
             step("play start-up");
             results.startup = scenarios::startup(&env, &a).context("start-up")?;
+            step("play misses on the big tape");
+            results.misses = Some(scenarios::misses(&env, &a).context("play misses")?);
         }
         if want("tools") {
             step("diff and check");

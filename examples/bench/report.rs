@@ -17,6 +17,8 @@ pub struct Results {
     pub memory: Vec<Memory>,
     pub big_tape_record_secs: Option<f64>,
     pub startup: Vec<Startup>,
+    /// play on the big tape asked for calls it never recorded.
+    pub misses: Option<crate::scenarios::Misses>,
     pub tools: Vec<ToolRun>,
     /// Streamable HTTP (`POST /mcp`): sequential 1 KiB calls on one connection.
     pub http_latency: Vec<Latency>,
@@ -294,6 +296,20 @@ impl Results {
                     s.max_ms
                 );
             }
+        }
+        if let Some(m) = &self.misses {
+            println!(
+                "\nplay misses: calls the big tape ({} exchanges) never recorded, one at a time",
+                m.exchanges
+            );
+            println!(
+                "  {} misses: first {:.2} ms, then median {:.2} ms, max {:.2} ms; peak RSS {}",
+                m.misses,
+                m.first_ms,
+                m.median_ms,
+                m.max_ms,
+                opt_mib(m.peak_rss)
+            );
         }
         if !self.tools.is_empty() {
             println!("\ndiff (both tapes read) and check (baseline tape, live server)");

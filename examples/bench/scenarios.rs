@@ -623,6 +623,59 @@ pub fn startup(env: &Env, big: &Path) -> Result<Vec<Startup>> {
     Ok(out)
 }
 
+/// Requests play has no answer for, on the big tape: what a client that strays from the
+/// recording waits for each (play explains the miss: the nearest recorded calls).
+#[derive(Debug, Clone, Serialize)]
+pub struct Misses {
+    pub exchanges: usize,
+    pub misses: usize,
+    /// The first miss of the session (it builds what explanations read).
+    pub first_ms: f64,
+    /// Median of the others.
+    pub median_ms: f64,
+    pub max_ms: f64,
+    pub peak_rss: Option<u64>,
+}
+
+/// How many misses the row asks for.
+const MISSES: usize = 20;
+
+/// The big tape played, then `MISSES` calls of arguments it never recorded, one at a time, each
+/// answer checked to be play's miss error.
+pub fn misses(env: &Env, big: &Path) -> Result<Misses> {
+    let what = "mcptape play, big tape, misses";
+    let stderr = env.work.join("misses.stderr");
+    let mut c = Conn::spawn(what, &env.command(Who::Play, big), &env.work, &stderr)?;
+    c.handshake()?;
+    let mut times = Vec::with_capacity(MISSES);
+    for k in 0..MISSES as u64 {
+        // The big tape's calls are ids (and arguments) 1..=big_tape_exchanges.
+        let id = 1_000_000_000 + k;
+        let t0 = Instant::now();
+        c.send_call(id, KIB)?;
+        let got = c.recv()?;
+        times.push(t0.elapsed().as_secs_f64() * 1000.0);
+        let line = String::from_utf8_lossy(c.last_line()).to_string();
+        if got != id || !line.contains(r#""code":-32099"#) {
+            bail!("{what}: call {id} was not answered with play's miss error: {line:.200}");
+        }
+    }
+    let peak_rss = c.peak_rss();
+    // A session with misses fails: any exit status will do.
+    c.finish_any(GRACE)?;
+    let first_ms = times[0];
+    let mut rest = times[1..].to_vec();
+    rest.sort_by(f64::total_cmp);
+    Ok(Misses {
+        exchanges: env.plan.big_tape_exchanges,
+        misses: MISSES,
+        first_ms,
+        median_ms: rest[rest.len() / 2],
+        max_ms: rest[rest.len() - 1],
+        peak_rss,
+    })
+}
+
 fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
 }
