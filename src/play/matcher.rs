@@ -78,6 +78,24 @@ impl KeyGroup {
             .find_map(|&ex| m.recorded_view(index, ex))
     }
 
+    /// `f` of the group's view: the one kept, or one read now and kept while `room` allows;
+    /// `None` when no member can be read.
+    fn with_view<T>(
+        &mut self,
+        m: &Matcher,
+        index: &TapeIndex,
+        room: &mut u64,
+        f: impl FnOnce(&Value) -> T,
+    ) -> Option<T> {
+        if let Some(view) = &self.view {
+            return Some(f(view));
+        }
+        let view = self.read_view(m, index)?;
+        let out = f(&view);
+        *room = self.keep(view, *room, index);
+        Some(out)
+    }
+
     /// Keeps `view` if the room allows; returns the room left.
     fn keep(&mut self, view: Value, room: u64, index: &TapeIndex) -> u64 {
         let cost = match index.msgs[index.exchanges[self.members[0]].request].body {
@@ -429,22 +447,11 @@ impl Matcher {
             if !group.members.iter().any(|&ex| open(ex)) {
                 continue;
             }
-            let mut fresh = None;
-            if group.view.is_none() {
-                fresh = group.read_view(self, index);
-                if fresh.is_none() {
-                    continue;
-                }
-            }
-            let view = group
-                .view
-                .as_ref()
-                .or(fresh.as_ref())
-                .expect("kept or read");
-            let fits = crate::redact::wildcard_eq(view, asked);
-            if let Some(v) = fresh {
-                misses.room = group.keep(v, misses.room, index);
-            }
+            let Some(fits) = group.with_view(self, index, &mut misses.room, |view| {
+                crate::redact::wildcard_eq(view, asked)
+            }) else {
+                continue;
+            };
             if fits {
                 fitting.extend(group.members.iter().copied().filter(|&ex| open(ex)));
             }
@@ -480,22 +487,11 @@ impl Matcher {
         for (g, group) in groups.iter_mut().enumerate() {
             // The exchanges of one key have the same view: one is read and compared for all
             // (an unreadable one, an oversize request, is passed over for the next).
-            let mut fresh = None;
-            if group.view.is_none() {
-                fresh = group.read_view(self, index);
-                if fresh.is_none() {
-                    continue;
-                }
-            }
-            let view = group
-                .view
-                .as_ref()
-                .or(fresh.as_ref())
-                .expect("kept or read");
-            let (real, wildcards) = count_differences(view, &asked, &wild);
-            if let Some(v) = fresh {
-                misses.room = group.keep(v, misses.room, index);
-            }
+            let Some((real, wildcards)) = group.with_view(self, index, &mut misses.room, |view| {
+                count_differences(view, &asked, &wild)
+            }) else {
+                continue;
+            };
             if real == 0 {
                 identical += group.members.len();
             }
