@@ -842,9 +842,48 @@ const fn letter_index(c: u8) -> usize {
 }
 
 /// For each of `GATE_LETTERS`, bit `i` set when `window[i]` is that letter in either case
-/// (`b | 0x20` is the letter for exactly its two cases).
+/// (`b | 0x20` is the letter for exactly its two cases): 32 bytes per step with AVX2 where the
+/// CPU has it (the gate runs over every byte taped; with SSE2 it was about two fifths of the
+/// scan of a 1 KiB answer), else 16 with SSE2.
 #[cfg(target_arch = "x86_64")]
 fn letter_masks(window: &[u8; 64]) -> [u64; 11] {
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (just checked; the answer is cached by std).
+        unsafe { letter_masks_avx2(window) }
+    } else {
+        letter_masks_sse2(window)
+    }
+}
+
+/// [`letter_masks_sse2`] 32 bytes at a time.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn letter_masks_avx2(window: &[u8; 64]) -> [u64; 11] {
+    use std::arch::x86_64::*;
+    let mut out = [0u64; 11];
+    // SAFETY: AVX2 is there (the caller's promise); every load reads 32 bytes inside `window`,
+    // and `loadu` needs no alignment.
+    unsafe {
+        for (i, part) in window.chunks_exact(32).enumerate() {
+            let x = _mm256_or_si256(
+                _mm256_loadu_si256(part.as_ptr().cast()),
+                _mm256_set1_epi8(0x20),
+            );
+            for (m, &c) in out.iter_mut().zip(GATE_LETTERS.iter()) {
+                let eq = _mm256_cmpeq_epi8(x, _mm256_set1_epi8(c as i8));
+                *m |= (_mm256_movemask_epi8(eq) as u32 as u64) << (32 * i);
+            }
+        }
+    }
+    out
+}
+
+/// [`letter_masks`] with SSE2 (part of every x86-64 CPU).
+#[cfg(target_arch = "x86_64")]
+fn letter_masks_sse2(window: &[u8; 64]) -> [u64; 11] {
     use std::arch::x86_64::*;
     let mut out = [0u64; 11];
     // SAFETY: SSE2 is part of the x86-64 baseline; every load reads 16 bytes inside `window`,
@@ -1126,6 +1165,25 @@ mod tests {
             assert_eq!(token_mask(&window), expected, "bytes {start}..");
             #[cfg(target_arch = "x86_64")]
             assert_eq!(token_mask_sse2(&window), expected, "bytes {start}.., SSE2");
+        }
+    }
+
+    #[test]
+    fn letter_masks_agree_with_the_byte_test() {
+        for start in (0u16..256).step_by(64) {
+            let window: [u8; 64] = std::array::from_fn(|i| (start as usize + i) as u8);
+            let expected: [u64; 11] = std::array::from_fn(|k| {
+                window.iter().enumerate().fold(0u64, |m, (i, &b)| {
+                    m | ((b | 0x20 == GATE_LETTERS[k]) as u64) << i
+                })
+            });
+            assert_eq!(letter_masks(&window), expected, "bytes {start}..");
+            #[cfg(target_arch = "x86_64")]
+            assert_eq!(
+                letter_masks_sse2(&window),
+                expected,
+                "bytes {start}.., SSE2"
+            );
         }
     }
 
