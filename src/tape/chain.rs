@@ -45,12 +45,15 @@ pub(crate) fn start(header_line: &[u8]) -> String {
 
 /// `h_i` from `h_{i-1}` and line `i` without its `h` field.
 pub(crate) fn link(prev: &str, line_without_h: &[u8]) -> String {
-    link_parts(prev, &[line_without_h])
+    String::from_utf8(chained(prev, &[line_without_h]).to_vec()).expect("hex digits are ASCII")
 }
 
-/// The same, for a line given in consecutive parts (hashed where they lie, not copied).
-pub(crate) fn link_parts(prev: &str, parts: &[&[u8]]) -> String {
-    String::from_utf8(chained(prev, parts).to_vec()).expect("hex digits are ASCII")
+/// `head` moved on in place over the next line, given in consecutive parts (hashed where they
+/// lie, not copied): the writer's step for every message, which then allocates nothing.
+pub(crate) fn advance(head: &mut String, parts: &[&[u8]]) {
+    let next = chained(head, parts);
+    head.clear();
+    head.push_str(std::str::from_utf8(&next).expect("hex digits are ASCII"));
 }
 
 /// The signature of a closing line: an HMAC over the chain's head and the closing line itself

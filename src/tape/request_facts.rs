@@ -10,8 +10,8 @@
 //! `inputResponses` (a retry: the general path links it) and deep nesting all leave the request
 //! to the general path. A proptest holds the two paths equal.
 
-use super::scan::{number_end, skip_ws, string_end, value_end};
 use crate::wire::canonical::{hash_key, VOLATILE_META_KEYS};
+use crate::wire::json_scan::{number_end, skip_ws, string_end, value_end};
 use crate::wire::params::MatchKey;
 use serde_json::Value;
 

@@ -347,7 +347,7 @@ impl TapeWriter {
                 None
             }
             Frame::Line(line) => {
-                let c = classify(line.bytes);
+                let c = classify::classify_ref(line.bytes);
                 push_line_facts(&mut p, &c, line);
                 let big = if c.kind.is_json() {
                     if c.kind == Kind::Invalid {
@@ -359,7 +359,7 @@ impl TapeWriter {
                     push_text_body(&mut p, redactor, line.bytes);
                     None
                 };
-                self.track_exchange(dir, c);
+                self.track_exchange(dir, c.kind, c.id);
                 big
             }
         };
@@ -426,7 +426,7 @@ impl TapeWriter {
         match big {
             None => self.seal_pending(start),
             Some(body) => {
-                self.head = chain::link_parts(&self.head, &[&self.pending[start..], &body, &tail]);
+                chain::advance(&mut self.head, &[&self.pending[start..], &body, &tail]);
                 tail.pop();
                 push_h(&mut tail, &self.head);
                 if let Err(e) = self.write_out(&[&body, &tail]) {
@@ -439,29 +439,35 @@ impl TapeWriter {
 
     /// Chains the complete line at `pending[start..]` (`{…}`, no newline) and gives it its `h`.
     fn seal_pending(&mut self, start: usize) {
-        self.head = chain::link(&self.head, &self.pending[start..]);
+        chain::advance(&mut self.head, &[&self.pending[start..]]);
         self.pending.pop(); // the closing brace
         push_h(&mut self.pending, &self.head);
     }
 
-    fn track_exchange(&mut self, dir: Dir, c: classify::Classified) {
+    fn track_exchange(&mut self, dir: Dir, kind: Kind, id: Option<&str>) {
         let side = |d: Dir| match d {
             Dir::C2S => 0,
             Dir::S2C => 1,
         };
-        match (c.kind, c.id) {
+        match (kind, id) {
             (Kind::Request, Some(id)) => {
-                *self.open[side(dir)].entry(id).or_default() += 1;
+                let open = &mut self.open[side(dir)];
+                match open.get_mut(id) {
+                    Some(n) => *n += 1,
+                    None => {
+                        open.insert(id.to_owned(), 1);
+                    }
+                }
             }
             (Kind::Response | Kind::Error, Some(id)) => {
                 // The request went the other way.
                 let open = &mut self.open[1 - side(dir)];
-                let was_open = match open.get_mut(id.as_str()) {
+                let was_open = match open.get_mut(id) {
                     Some(n) if *n > 1 => {
                         *n -= 1;
                         true
                     }
-                    Some(_) => open.remove(id.as_str()).is_some(),
+                    Some(_) => open.remove(id).is_some(),
                     None => false,
                 };
                 if was_open && dir == Dir::S2C {
@@ -678,11 +684,19 @@ impl TapeWriter {
                 return Err(e);
             }
         }
-        let mut parts: Vec<io::IoSlice<'_>> = Vec::with_capacity(1 + more.len());
-        parts.push(io::IoSlice::new(&self.pending));
-        parts.extend(more.iter().map(|m| io::IoSlice::new(m)));
+        // `pending`, then at most a big body and the rest of its line: slices on the stack.
+        let mut slots = [io::IoSlice::new(&[]); 3];
+        assert!(
+            more.len() < slots.len(),
+            "a line is written in at most three parts"
+        );
+        slots[0] = io::IoSlice::new(&self.pending);
+        for (slot, m) in slots[1..].iter_mut().zip(more) {
+            *slot = io::IoSlice::new(m);
+        }
+        let parts = &mut slots[..1 + more.len()];
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        let result = write_all_vectored(&mut self.file, &mut parts);
+        let result = write_all_vectored(&mut self.file, parts);
         if let Err((written, e)) = result {
             let slices: Vec<&[u8]> = std::iter::once(&self.pending[..])
                 .chain(more.iter().copied())
@@ -829,8 +843,10 @@ fn is_json(b: &[u8]) -> bool {
     // in `scan` hold it to that), and on a stream's small events it costs less than serde's
     // set-up and walk (measured: ~1,430 instructions an event against ~1,680). What it does
     // not take (not JSON, or nested deeper than it goes) serde decides, as before.
-    let at = super::scan::skip_ws(b, 0);
-    if super::scan::value_end(b, at, 0).is_some_and(|end| super::scan::skip_ws(b, end) == b.len()) {
+    let at = crate::wire::json_scan::skip_ws(b, 0);
+    if crate::wire::json_scan::value_end(b, at, 0)
+        .is_some_and(|end| crate::wire::json_scan::skip_ws(b, end) == b.len())
+    {
         return true;
     }
     serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok()
@@ -872,7 +888,7 @@ fn push_oversize(p: &mut Vec<u8>, redactor: Option<&Redactor>, len: u64, head: &
 }
 
 /// A line's kind (closing the `"kind":"` opened by the head), id, method and framing facts.
-fn push_line_facts(p: &mut Vec<u8>, c: &crate::wire::Classified, line: &crate::wire::Line<'_>) {
+fn push_line_facts(p: &mut Vec<u8>, c: &classify::ClassifiedRef<'_>, line: &crate::wire::Line<'_>) {
     p.extend_from_slice(c.kind.as_str().as_bytes());
     p.push(b'"');
     if let Some(id) = &c.id {
