@@ -4,7 +4,7 @@
 //! message; each gives up (and serde decides) wherever it is not sure to read what serde reads.
 
 /// Deeper values are left to serde, which has its own nesting limit.
-pub(crate) const MAX_DEPTH: usize = 64;
+const MAX_DEPTH: usize = 64;
 
 /// The end (one past the closing quote) of the string literal starting at `i`; `None` if it is
 /// not a valid JSON string (unterminated, a bad escape, a raw control character).
@@ -40,7 +40,7 @@ pub(crate) fn string_end(s: &[u8], i: usize) -> Option<usize> {
 /// bytes looked at together (keys and short values end there), the `memchr` crate finds the
 /// next quote or backslash with the CPU's vector instructions, and the bytes before it are
 /// checked for control characters in a loop the compiler vectorizes.
-pub(crate) fn find_special(s: &[u8], i: usize) -> usize {
+fn find_special(s: &[u8], i: usize) -> usize {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     if let Some(chunk) = s.get(i..i + 8) {
