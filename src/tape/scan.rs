@@ -7,7 +7,9 @@
 //! escapes in names, `redacted`, `problem`, `http` facts, `null` ids, deep nesting, whitespace
 //! between fields) it gives up and the caller parses the line with serde as before.
 
-use crate::wire::json_scan::{container_end, number_end, object_fields, string_end, value_end};
+use crate::wire::json_scan::{
+    container_end, number_end, object_fields, plain_str, string_end, value_end,
+};
 use crate::wire::{Dir, Kind};
 use std::borrow::Cow;
 
@@ -252,12 +254,12 @@ pub(crate) fn request_parts(text: &str) -> Option<(&str, &str, Option<&str>)> {
     let raw = |(a, b): (usize, usize)| &text[a..b];
     let id = raw(id?);
     let method = raw(method?);
-    let plain = method.len() >= 2 && method.starts_with('"') && !method.contains('\\');
-    if id == "null" || !plain {
+    let method = plain_str(method)?;
+    if id == "null" {
         return None;
     }
     let params = params.map(raw).filter(|p| *p != "null");
-    Some((id, &method[1..method.len() - 1], params))
+    Some((id, method, params))
 }
 
 /// [`value_end`] of the message object at `i`, and where the value of its one top-level `id`

@@ -10,7 +10,7 @@ use super::chain;
 use super::format::{End, ExitInfo, Header, OwnedLine, ServerDecl, FORMAT_NAME, MINOR, VERSION};
 use super::place::Placed;
 use crate::redact::Redactor;
-use crate::wire::{classify, Dir, Frame, Kind};
+use crate::wire::{classify, json_scan, Dir, Frame, Kind};
 use base64::Engine as _;
 use std::collections::HashMap;
 use std::fs::File;
@@ -843,10 +843,8 @@ fn is_json(b: &[u8]) -> bool {
     // in `scan` hold it to that), and on a stream's small events it costs less than serde's
     // set-up and walk (measured: ~1,430 instructions an event against ~1,680). What it does
     // not take (not JSON, or nested deeper than it goes) serde decides, as before.
-    let at = crate::wire::json_scan::skip_ws(b, 0);
-    if crate::wire::json_scan::value_end(b, at, 0)
-        .is_some_and(|end| crate::wire::json_scan::skip_ws(b, end) == b.len())
-    {
+    let at = json_scan::skip_ws(b, 0);
+    if json_scan::value_end(b, at, 0).is_some_and(|end| json_scan::skip_ws(b, end) == b.len()) {
         return true;
     }
     serde_json::from_str::<serde::de::IgnoredAny>(s).is_ok()

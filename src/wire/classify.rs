@@ -228,10 +228,7 @@ fn top_level(text: &str) -> Option<Top<'_>> {
     let present =
         |span: Option<(usize, usize)>| span.map(|(a, b)| &text[a..b]).filter(|v| *v != "null");
     let method = match present(method) {
-        Some(m) if m.len() >= 2 && m.starts_with('"') && !m.contains('\\') => {
-            Some(&m[1..m.len() - 1])
-        }
-        Some(_) => return None,
+        Some(m) => Some(super::json_scan::plain_str(m)?),
         None => None,
     };
     Some(Top {

@@ -164,6 +164,12 @@ pub(crate) fn container_end(
     }
 }
 
+/// The text of the string literal `raw` (a value the scanner took) when it has no escape: what
+/// it decodes to, borrowed. `None` for another value, or a string with an escape.
+pub(crate) fn plain_str(raw: &str) -> Option<&str> {
+    (raw.len() >= 2 && raw.starts_with('"') && !raw.contains('\\')).then(|| &raw[1..raw.len() - 1])
+}
+
 /// The spans of the values of `keys` in the one JSON object `s` (its top level only), as serde's
 /// derive reads them into borrowed fields: `None` when `s` is not one valid object, and wherever
 /// this is not sure to read what serde reads: another key with an escape (it could spell one of
