@@ -6,6 +6,7 @@
 //! ends), after being taped. GET streams and DELETE pass through. Credentials (`Authorization`,
 //! cookies, API-key headers) are forwarded, never recorded: only the MCP headers are.
 
+use super::http_facts::HttpFacts;
 use super::Recorder;
 use super::{RecordError, RecordOutcome};
 use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
@@ -15,7 +16,7 @@ use crate::wire::{Dir, Kind};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use serde_json::{json, Map, Value};
 use std::future::Future;
@@ -34,21 +35,6 @@ const ERROR_BODY_MAX: usize = 64 * 1024;
 
 /// How long in-flight requests get to finish after Ctrl-C before the tape is closed.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
-
-/// Request headers recorded as facts, with their fact names. Everything else is forwarded but
-/// not taped. Header names are built once here: a lookup by `&str` would parse the name anew.
-static RECORDED_HEADERS: [(HeaderName, &str); 7] = [
-    (HeaderName::from_static("mcp-session-id"), "mcp_session_id"),
-    (
-        HeaderName::from_static("mcp-protocol-version"),
-        "mcp_protocol_version",
-    ),
-    (HeaderName::from_static("mcp-method"), "mcp_method"),
-    (HeaderName::from_static("mcp-name"), "mcp_name"),
-    (HeaderName::from_static("last-event-id"), "last_event_id"),
-    (HeaderName::from_static("content-type"), "content_type"),
-    (HeaderName::from_static("accept"), "accept"),
-];
 
 /// What `record --url` needs.
 #[derive(Debug, Clone)]
@@ -422,26 +408,7 @@ pub(crate) fn request_facts(
     headers: &HeaderMap,
     path: &str,
 ) -> Map<String, Value> {
-    let mut f = Map::new();
-    f.insert("method".into(), json!(method.as_str()));
-    f.insert("path".into(), json!(path));
-    for (name, fact) in &RECORDED_HEADERS {
-        if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
-            f.insert((*fact).into(), json!(v));
-        }
-    }
-    // The 2026-07-28 era's `Mcp-Param-<Name>` headers (params mirrored for routing).
-    let params: Map<String, Value> = headers
-        .iter()
-        .filter_map(|(k, v)| {
-            let name = k.as_str().strip_prefix("mcp-param-")?;
-            Some((name.to_string(), json!(v.to_str().ok()?)))
-        })
-        .collect();
-    if !params.is_empty() {
-        f.insert("mcp_params".into(), Value::Object(params));
-    }
-    f
+    HttpFacts::request(method, headers, path).to_map()
 }
 
 /// A JSON-RPC error for the request in `body` (its id if it had one), so the client sees why.
@@ -467,7 +434,7 @@ fn jsonrpc_error(status: StatusCode, body: &[u8], message: &str) -> Response<Res
 impl crate::transport::http::Handler for Proxy {
     async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
         let (parts, body) = req.into_parts();
-        let facts_in = request_facts(&parts.method, &parts.headers, parts.uri.path());
+        let facts_in = HttpFacts::request(&parts.method, &parts.headers, parts.uri.path());
         let body = match collect(body, self.max_message).await {
             Ok(b) => b,
             Err(why) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &why),
@@ -481,19 +448,17 @@ impl crate::transport::http::Handler for Proxy {
                 .posts
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 + 1;
-            facts_in.insert("post".into(), json!(n));
-            let c = crate::wire::classify(&body);
+            facts_in.post = Some(n);
+            let c = crate::wire::classify::classify_ref(&body);
             if let (Kind::Request, Some(id)) = (c.kind, c.id) {
-                if let Ok(v) = serde_json::from_str::<Value>(&id) {
-                    facts_in.insert("request_id".into(), v);
-                }
+                facts_in.request_id = serde_json::from_str::<Value>(id).ok();
             }
         }
         match parts.method {
-            Method::POST if !body.is_empty() => self.tape_message(Dir::C2S, &body, &mut facts_in),
+            Method::POST if !body.is_empty() => self.tape.message(Dir::C2S, &body, Some(&facts_in)),
             Method::GET | Method::DELETE => self.tape_event(
                 &format!("http-{}", parts.method.as_str().to_ascii_lowercase()),
-                facts_in.clone(),
+                Value::Object(facts_in.to_map()),
             ),
             _ => {}
         }
@@ -539,16 +504,16 @@ impl crate::transport::http::Handler for Proxy {
             .unwrap_or("")
             .to_ascii_lowercase();
         let mut facts = facts_in;
-        facts.insert("status".into(), json!(rparts.status.as_u16()));
+        facts.status = Some(rparts.status.as_u16());
         if let Some(sid) = rparts
             .headers
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
         {
-            facts.insert("session".into(), json!(sid));
+            facts.session = Some(sid.to_string());
         }
         if !content_type.is_empty() {
-            facts.insert("content_type".into(), json!(content_type));
+            facts.content_type = Some(content_type.clone());
         }
         // What a refusal says it would take (`405` with `Allow: POST`): play answers the same.
         if let Some(allow) = rparts
@@ -556,7 +521,7 @@ impl crate::transport::http::Handler for Proxy {
             .get(hyper::header::ALLOW)
             .and_then(|v| v.to_str().ok())
         {
-            facts.insert("allow".into(), json!(allow));
+            facts.allow = Some(allow.to_string());
         }
         let status = rparts.status;
         let mut out_headers = rparts.headers;
@@ -568,14 +533,12 @@ impl crate::transport::http::Handler for Proxy {
             r
         };
         if content_type.starts_with("text/event-stream") {
-            facts.insert(
-                "stream".into(),
-                json!(if parts.method == Method::GET {
-                    "get"
-                } else {
-                    "post"
-                }),
-            );
+            facts.stream = Some(if parts.method == Method::GET {
+                "get"
+            } else {
+                "post"
+            });
+            let facts = facts.to_map();
             let (tx, rx) = mpsc::channel::<Bytes>(STREAM_QUEUE);
             let proxy = self.clone_handle();
             tokio::spawn(async move { proxy.pump_sse(rbody, conn, facts, tx).await });
@@ -592,10 +555,11 @@ impl crate::transport::http::Handler for Proxy {
             }
         };
         if !body.is_empty() && content_type.starts_with("application/json") {
-            self.tape_message(Dir::S2C, &body, &mut facts);
+            self.tape.message(Dir::S2C, &body, Some(&facts));
         } else if !status.is_success() {
             // A refusal without a JSON-RPC answer (`405`, a plain-text `400`, a `404` for an
             // unknown session): its status, headers that matter and body, for play to give again.
+            let mut facts = facts.to_map();
             facts.insert(
                 "body".into(),
                 json!(String::from_utf8_lossy(

@@ -7,7 +7,7 @@
 //! first failure is reported once on stderr, the session goes on, what could not be written is
 //! counted, and the closing line marks the tape incomplete.
 
-use crate::tape::writer::ModelFacts;
+use crate::tape::writer::{LineFacts, ModelFacts};
 use crate::tape::{End, ExitInfo, Placed, ServerDecl, TapeWriter, WriteOptions};
 use crate::wire::{Dir, Frame, Framer};
 use std::io;
@@ -239,7 +239,7 @@ impl Recorder {
     /// Tapes one whole message (an HTTP body, an SSE event's data, a line written by a
     /// driver) with the transport facts beside it. A message on a tape line holds no line
     /// break: in valid JSON one can only be whitespace between tokens, so it becomes a space.
-    pub fn message(&self, dir: Dir, bytes: &[u8], facts: Option<&serde_json::Value>) {
+    pub fn message(&self, dir: Dir, bytes: &[u8], facts: Option<&dyn LineFacts>) {
         let bytes = bytes.trim_ascii();
         let flat: Vec<u8>;
         let bytes = if memchr::memchr2(b'\n', b'\r', bytes).is_some() {

@@ -6,6 +6,7 @@
 //! holds them together); anything else takes that path.
 
 use super::Redactor;
+use crate::wire::json_out::push_str;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -13,16 +14,57 @@ use std::collections::HashMap;
 /// a long-lived proxy sees one per session, and memory stays bounded either way.
 const MARKERS_MAX: usize = 256;
 
+/// Facts a line may have for the fast path (a request's head gives about ten); more take the
+/// walk.
+const FACTS_MAX: usize = 32;
+
 /// What one tape writer remembers between messages. In memory only, never written: the values
 /// are secrets (session ids), kept beside their markers so each is hashed once per session.
 #[derive(Default)]
-pub(crate) struct FactsCache {
+pub struct FactsCache {
     /// A secret fact's value → its marker.
     markers: HashMap<String, String>,
+    /// The last value looked up and its marker: a session's lines all carry one session id,
+    /// and comparing it is cheaper than hashing it for the map.
+    last: Option<(String, String)>,
     /// Whether the text rules leave every fact name alone (the walk checks each top-level key
     /// for a secret's shape, and a user's `re:` rule could match one). Worked out once: a
     /// cache serves one writer, which always passes the same `kept` and `secret` names.
     names_clean: Option<bool>,
+}
+
+/// How the fast path writes a fact.
+#[derive(Clone, Copy, PartialEq)]
+enum Fact {
+    /// Left as it is.
+    Kept,
+    /// A string taken out (its marker written).
+    Secret,
+}
+
+impl FactsCache {
+    /// Writes the marker of secret `value`, hashing it only the first time it is seen.
+    fn write_marker(&mut self, r: &Redactor, value: &str, out: &mut Vec<u8>) {
+        if let Some((v, marker)) = &self.last {
+            if v == value {
+                push_str(out, marker);
+                return;
+            }
+        }
+        let marker = match self.markers.get(value) {
+            Some(marker) => marker.clone(),
+            None => {
+                if self.markers.len() >= MARKERS_MAX {
+                    self.markers.clear();
+                }
+                let marker = r.marker(&super::json::secret_top_rule(), value);
+                self.markers.insert(value.to_string(), marker.clone());
+                marker
+            }
+        };
+        push_str(out, &marker);
+        self.last = Some((value.to_string(), marker));
+    }
 }
 
 impl Redactor {
@@ -41,71 +83,76 @@ impl Redactor {
         let Value::Object(map) = facts else {
             return false;
         };
-        if !self.paths.is_empty() || !self.facts_fit(map, kept, secret, cache) {
+        let mut how = [Fact::Kept; FACTS_MAX];
+        if !self.facts_direct_ok(kept, secret, cache) || !facts_fit(map, kept, secret, &mut how) {
             return false;
         }
         out.push(b'{');
-        for (i, (name, value)) in map.iter().enumerate() {
+        for (i, ((name, value), how)) in map.iter().zip(how).enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            write_json(out, name);
+            push_str(out, name);
             out.push(b':');
             match value {
-                // The walk leaves an empty value and a marker as they are.
-                Value::String(s)
-                    if secret.contains(&name.as_str()) && !s.is_empty() && !super::is_marker(s) =>
-                {
-                    match cache.markers.get(s.as_str()) {
-                        Some(marker) => write_json(out, marker),
-                        None => {
-                            if cache.markers.len() >= MARKERS_MAX {
-                                cache.markers.clear();
-                            }
-                            let marker = self.marker(&super::json::secret_top_rule(), s);
-                            write_json(out, &marker);
-                            cache.markers.insert(s.clone(), marker);
-                        }
-                    }
-                }
-                _ => write_json(out, value),
+                Value::String(s) if how == Fact::Secret => self.write_secret_fact(s, cache, out),
+                Value::String(s) => push_str(out, s),
+                _ => serde_json::to_writer(&mut *out, value).expect("a Value serializes"),
             }
         }
         out.push(b'}');
         true
     }
 
-    /// Whether every fact is one the fast path gives exactly as the walk would.
-    fn facts_fit(
+    /// Writes the string value of a secret fact as the walk leaves it: its marker, or itself
+    /// when it is empty or a marker already.
+    pub(crate) fn write_secret_fact(&self, value: &str, cache: &mut FactsCache, out: &mut Vec<u8>) {
+        if value.is_empty() || super::is_marker(value) {
+            push_str(out, value);
+        } else {
+            cache.write_marker(self, value, out);
+        }
+    }
+
+    /// Whether facts named only from `kept` and `secret` may be written without the walk: no
+    /// `path:` rules, and the text rules leave each of those names alone.
+    pub(crate) fn facts_direct_ok(
         &self,
-        map: &Map<String, Value>,
         kept: &[&str],
         secret: &[&str],
         cache: &mut FactsCache,
     ) -> bool {
-        let names_clean = *cache.names_clean.get_or_insert_with(|| {
-            kept.iter()
-                .chain(secret)
-                .all(|name| super::json::key_is_clean(self, name))
-        });
-        names_clean
-            && map.iter().all(|(name, value)| {
-                if kept.contains(&name.as_str()) {
-                    // Left alone whatever it holds; a nested value could be too deep for the
-                    // walk, which would then redact the whole text as text.
-                    !matches!(value, Value::Array(_) | Value::Object(_))
-                } else if secret.contains(&name.as_str()) {
-                    // A number under a secret name is taken out only from four digits on, an
-                    // object walked: the walk decides those.
-                    matches!(value, Value::String(_))
-                } else {
-                    false
-                }
+        self.paths.is_empty()
+            && *cache.names_clean.get_or_insert_with(|| {
+                kept.iter()
+                    .chain(secret)
+                    .all(|name| super::json::key_is_clean(self, name))
             })
     }
 }
 
-/// Compact JSON, as `serde_json::to_vec` writes it.
-fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
-    serde_json::to_writer(out, v).expect("a Value serializes");
+/// Whether every fact is one the fast path gives exactly as the walk would; `how` gets how
+/// each is written, in the map's order.
+fn facts_fit(
+    map: &Map<String, Value>,
+    kept: &[&str],
+    secret: &[&str],
+    how: &mut [Fact; FACTS_MAX],
+) -> bool {
+    map.len() <= FACTS_MAX
+        && map.iter().zip(how.iter_mut()).all(|((name, value), how)| {
+            if kept.contains(&name.as_str()) {
+                // Left alone whatever it holds; a nested value could be too deep for the
+                // walk, which would then redact the whole text as text.
+                *how = Fact::Kept;
+                !matches!(value, Value::Array(_) | Value::Object(_))
+            } else if secret.contains(&name.as_str()) {
+                // A number under a secret name is taken out only from four digits on, an
+                // object walked: the walk decides those.
+                *how = Fact::Secret;
+                matches!(value, Value::String(_))
+            } else {
+                false
+            }
+        })
 }

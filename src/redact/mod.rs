@@ -24,7 +24,7 @@ mod text;
 
 pub use config::{RedactConfig, RuleError};
 pub(crate) use entropy::is_high_entropy;
-pub(crate) use facts::FactsCache;
+pub use facts::FactsCache;
 
 pub(crate) use crate::wire::marker::marker_re;
 pub(crate) use crate::wire::marker::{

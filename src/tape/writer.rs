@@ -174,6 +174,31 @@ impl ModelFacts for serde_json::Map<String, serde_json::Value> {
     }
 }
 
+/// A message line's transport facts (`"http":{…}`): a JSON object, or a type that can also
+/// write itself as one for less than building the object would cost.
+pub trait LineFacts {
+    /// The facts as a JSON object.
+    fn to_value(&self) -> std::borrow::Cow<'_, serde_json::Value>;
+
+    /// Appends the object `finish_line` would write for `to_value()` (redacted by `redactor`
+    /// as [`redact_http_facts`] would), and returns true; or appends nothing and returns false,
+    /// for the caller to take the general path.
+    fn write_direct(
+        &self,
+        _redactor: Option<&Redactor>,
+        _cache: &mut crate::redact::FactsCache,
+        _out: &mut Vec<u8>,
+    ) -> bool {
+        false
+    }
+}
+
+impl LineFacts for serde_json::Value {
+    fn to_value(&self) -> std::borrow::Cow<'_, serde_json::Value> {
+        std::borrow::Cow::Borrowed(self)
+    }
+}
+
 /// How a tape is written.
 #[derive(Clone, Default)]
 pub struct WriteOptions {
@@ -325,7 +350,7 @@ impl TapeWriter {
         dir: Dir,
         frame: &Frame<'_>,
         at: Instant,
-        facts: Option<&serde_json::Value>,
+        facts: Option<&dyn LineFacts>,
     ) {
         self.seq += 1;
         let t_us = self.elapsed_us(at);
@@ -373,7 +398,7 @@ impl TapeWriter {
         &mut self,
         start: usize,
         big: Option<std::borrow::Cow<'_, [u8]>>,
-        facts: Option<&serde_json::Value>,
+        facts: Option<&dyn LineFacts>,
     ) {
         let mut tail = std::mem::take(&mut self.tail);
         tail.clear();
@@ -389,33 +414,39 @@ impl TapeWriter {
             let may_cache = !self.facts_uncached;
             #[cfg(not(test))]
             let may_cache = true;
-            let done = match &self.redactor {
-                None => {
-                    serde_json::to_writer(&mut *end, facts).expect("a Value serializes");
-                    true
-                }
-                Some(r) => {
-                    may_cache
-                        && r.write_facts_cached(
-                            facts,
-                            FACTS_KEPT,
-                            FACTS_SECRET,
-                            &mut self.facts_cache,
-                            end,
-                        )
-                }
-            };
-            if !done {
-                let raw = serde_json::to_vec(facts).expect("a Value serializes");
-                // Session ids, event ids, `Mcp-Param-*` values and error bodies can be
-                // credentials; what readers pair messages by is protocol and stays.
-                match self
-                    .redactor
-                    .as_ref()
-                    .and_then(|r| redact_http_facts(r, &raw))
-                {
-                    Some((out, _)) => end.extend_from_slice(&out),
-                    None => end.extend_from_slice(&raw),
+            let direct = may_cache
+                && facts.write_direct(self.redactor.as_deref(), &mut self.facts_cache, end);
+            if !direct {
+                let facts = facts.to_value();
+                let facts = &*facts;
+                let done = match &self.redactor {
+                    None => {
+                        serde_json::to_writer(&mut *end, facts).expect("a Value serializes");
+                        true
+                    }
+                    Some(r) => {
+                        may_cache
+                            && r.write_facts_cached(
+                                facts,
+                                FACTS_KEPT,
+                                FACTS_SECRET,
+                                &mut self.facts_cache,
+                                end,
+                            )
+                    }
+                };
+                if !done {
+                    let raw = serde_json::to_vec(facts).expect("a Value serializes");
+                    // Session ids, event ids, `Mcp-Param-*` values and error bodies can be
+                    // credentials; what readers pair messages by is protocol and stays.
+                    match self
+                        .redactor
+                        .as_ref()
+                        .and_then(|r| redact_http_facts(r, &raw))
+                    {
+                        Some((out, _)) => end.extend_from_slice(&out),
+                        None => end.extend_from_slice(&raw),
+                    }
                 }
             }
         }
@@ -583,7 +614,7 @@ impl TapeWriter {
             None => None,
         };
         self.pending = p;
-        self.finish_line(start, big, http);
+        self.finish_line(start, big, http.map(|h| h as &dyn LineFacts));
     }
 
     /// Writes everything pending in one `write(2)`. After a failure the tape is marked
@@ -1012,7 +1043,7 @@ fn last_whole_line<'a>(parts: &[&'a [u8]], written: usize) -> Option<(usize, u64
 }
 
 fn push_json_str(out: &mut Vec<u8>, s: &str) {
-    serde_json::to_writer(&mut *out, s).expect("strings serialize");
+    crate::wire::json_out::push_str(out, s);
 }
 
 /// Opens a tape for writing with mode 0600: tapes hold whatever crossed the wire.
