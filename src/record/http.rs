@@ -453,14 +453,17 @@ impl crate::transport::http::Handler for Proxy {
             if let (Kind::Request, Some(id)) = (c.kind, c.id) {
                 facts_in.request_id = serde_json::from_str::<Value>(id).ok();
             }
+            if !body.is_empty() {
+                // The writer needs the same classification: it is handed on, not made again.
+                self.tape
+                    .message_known(Dir::C2S, &body, Some(&facts_in), Some(c));
+            }
         }
-        match parts.method {
-            Method::POST if !body.is_empty() => self.tape.message(Dir::C2S, &body, Some(&facts_in)),
-            Method::GET | Method::DELETE => self.tape_event(
+        if matches!(parts.method, Method::GET | Method::DELETE) {
+            self.tape_event(
                 &format!("http-{}", parts.method.as_str().to_ascii_lowercase()),
                 Value::Object(facts_in.to_map()),
-            ),
-            _ => {}
+            );
         }
         // The upstream request: same method, path and query (in origin form, as sent on a
         // connection to the upstream), headers minus hop-by-hop ones.

@@ -9,6 +9,7 @@
 
 use crate::tape::writer::{LineFacts, ModelFacts};
 use crate::tape::{End, ExitInfo, Placed, ServerDecl, TapeWriter, WriteOptions};
+use crate::wire::classify::ClassifiedRef;
 use crate::wire::{Dir, Frame, Framer};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -240,23 +241,36 @@ impl Recorder {
     /// driver) with the transport facts beside it. A message on a tape line holds no line
     /// break: in valid JSON one can only be whitespace between tokens, so it becomes a space.
     pub fn message(&self, dir: Dir, bytes: &[u8], facts: Option<&dyn LineFacts>) {
+        self.message_known(dir, bytes, facts, None);
+    }
+
+    /// [`Recorder::message`], given `classify_ref(bytes)` when the caller has made it already
+    /// (used only where the line is `bytes` as they are).
+    pub(crate) fn message_known<'a>(
+        &self,
+        dir: Dir,
+        bytes: &'a [u8],
+        facts: Option<&dyn LineFacts>,
+        known: Option<ClassifiedRef<'a>>,
+    ) {
+        let whole = bytes.len();
         let bytes = bytes.trim_ascii();
         let flat: Vec<u8>;
-        let bytes = if memchr::memchr2(b'\n', b'\r', bytes).is_some() {
+        let (bytes, known) = if memchr::memchr2(b'\n', b'\r', bytes).is_some() {
             flat = bytes
                 .iter()
                 .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
                 .collect();
-            &flat[..]
+            (&flat[..], None)
         } else {
-            bytes
+            (bytes, known.filter(|_| bytes.len() == whole))
         };
         if self.to_owner(|j| j.whole(dir, bytes)) {
             return;
         }
         let frame = Frame::whole(bytes);
         let at = Instant::now();
-        self.with(|w| w.message_with(&self.label, dir, &frame, at, facts));
+        self.with(|w| w.message_known(&self.label, dir, &frame, at, facts, known));
     }
 
     /// Tapes one part of a model API call (see [`TapeWriter::model`]).

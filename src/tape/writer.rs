@@ -352,6 +352,21 @@ impl TapeWriter {
         at: Instant,
         facts: Option<&dyn LineFacts>,
     ) {
+        self.message_known(server, dir, frame, at, facts, None);
+    }
+
+    /// [`TapeWriter::message_with`], given the line's classification when the caller has made
+    /// it already (`record --url` reads a request's id for its facts): it must be what
+    /// `classify_ref` gives for the frame's line.
+    pub(crate) fn message_known<'a>(
+        &mut self,
+        server: &str,
+        dir: Dir,
+        frame: &Frame<'a>,
+        at: Instant,
+        facts: Option<&dyn LineFacts>,
+        known: Option<classify::ClassifiedRef<'a>>,
+    ) {
         self.seq += 1;
         let t_us = self.elapsed_us(at);
         self.counts.messages += 1;
@@ -372,7 +387,13 @@ impl TapeWriter {
                 None
             }
             Frame::Line(line) => {
-                let c = classify::classify_ref(line.bytes);
+                let c = match known {
+                    Some(c) => {
+                        debug_assert_eq!(c, classify::classify_ref(line.bytes));
+                        c
+                    }
+                    None => classify::classify_ref(line.bytes),
+                };
                 push_line_facts(&mut p, &c, line);
                 let big = if c.kind.is_json() {
                     if c.kind == Kind::Invalid {

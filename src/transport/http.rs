@@ -35,11 +35,15 @@ pub(crate) fn refuse_foreign<B>(req: &hyper::Request<B>, local_port: u16) -> Opt
             Some((host, port)) if !port.contains(']') => host,
             _ => h,
         };
-        let host = host.to_ascii_lowercase();
-        matches!(host.as_str(), "127.0.0.1" | "localhost" | "[::1]")
+        ["127.0.0.1", "localhost", "[::1]"]
+            .iter()
+            .any(|l| host.eq_ignore_ascii_case(l))
     };
+    // Checked on every request: no allocation (the port's digits are written on the stack).
+    let mut digits = itoa::Buffer::new();
+    let local_port = digits.format(local_port);
     let this_port = |h: &str| match h.rsplit_once(':') {
-        Some((_, port)) if !port.contains(']') => port == local_port.to_string(),
+        Some((_, port)) if !port.contains(']') => port == local_port,
         _ => true,
     };
     let headers = req.headers();
@@ -50,11 +54,12 @@ pub(crate) fn refuse_foreign<B>(req: &hyper::Request<B>, local_port: u16) -> Opt
             return Some(format!("mcptape: Origin {origin} is not allowed"));
         }
     }
-    let hosts: Vec<_> = headers.get_all(hyper::header::HOST).iter().collect();
-    if hosts.len() > 1 {
+    let mut hosts = headers.get_all(hyper::header::HOST).iter();
+    let host = hosts.next();
+    if hosts.next().is_some() {
         return Some("mcptape: a request with two Host headers is not allowed".into());
     }
-    if let Some(host) = hosts.first() {
+    if let Some(host) = host {
         let host = String::from_utf8_lossy(host.as_bytes());
         if host.is_empty() {
             return Some("mcptape: an empty Host is not allowed".into());
