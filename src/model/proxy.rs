@@ -707,9 +707,7 @@ impl BlockFacts {
 
 impl ModelFacts for BlockFacts {
     fn push_facts(&self, p: &mut Vec<u8>) {
-        let string = |p: &mut Vec<u8>, s: &str| {
-            serde_json::to_writer(&mut *p, s).expect("strings serialize");
-        };
+        let string = crate::wire::json_out::push_str;
         if let Some(name) = &self.event {
             p.extend_from_slice(b",\"event\":");
             string(p, name);
