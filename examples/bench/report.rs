@@ -78,18 +78,20 @@ impl Results {
             thr(&self.pipelined, Who::Relay, 1024),
             thr(&self.pipelined, Who::Record, 1024),
         ) {
+            // Issue 19's targets (issue 6 asked for 0.9×; docs/performance.md shows why a
+            // taping proxy cannot reach either on one core).
             t.push(ratio_target(
                 "record: pipelined throughput vs relay",
                 m,
                 r,
-                0.9,
+                0.75,
             ));
         }
         if let (Some(r), Some(m)) = (
             thr(&self.large, Who::Relay, 8 * MIB),
             thr(&self.large, Who::Record, 8 * MIB),
         ) {
-            t.push(ratio_target("record: 8 MiB MB/s vs relay", m, r, 0.9));
+            t.push(ratio_target("record: 8 MiB MB/s vs relay", m, r, 0.75));
         }
         for row in self.large.iter().filter(|r| r.target == Who::Record) {
             if let Some(peak) = row.peak_rss {
@@ -131,6 +133,17 @@ impl Results {
                 measured: format!("{p:.1} µs vs {d:.1} µs = {:.2}×", p / d),
                 limit: "≤ 1.00×".into(),
                 met: p <= d,
+            });
+        }
+        if let (Some(d), Some(p)) = (
+            thr(&self.pipelined, Who::Direct, 1024),
+            thr(&self.pipelined, Who::Play, 1024),
+        ) {
+            t.push(Target {
+                name: "play: pipelined throughput vs the direct server".into(),
+                measured: format!("{p:.1} vs {d:.1} MB/s = {:.2}×", p / d),
+                limit: "≥ 1.00×".into(),
+                met: p >= d,
             });
         }
         if let Some(s) = self
@@ -183,8 +196,31 @@ impl Results {
         self.targets = t;
     }
 
-    /// Issue 19's targets: the model proxy and `mcptape run`.
+    /// Issue 19's targets: `record --url`, the model proxy and `mcptape run`.
     fn judge_round_two(&self, t: &mut Vec<Target>) {
+        let lat = |w| find(&self.http_latency, w, |r| r.target).map(|r| r.p50_us);
+        if let (Some(d), Some(r), Some(m)) = (
+            lat(Who::HttpDirect),
+            lat(Who::HttpRelay),
+            lat(Who::HttpRecord),
+        ) {
+            let ratio = (m - d) / (r - d);
+            t.push(Target {
+                name: "record --url: extra p50 over direct vs the TCP relay's extra".into(),
+                measured: format!("{:.1} µs vs {:.1} µs = {ratio:.2}×", m - d, r - d),
+                limit: "≤ 1.50×".into(),
+                met: ratio <= 1.5,
+            });
+        }
+        let thr = |w| find(&self.http_pipelined, w, |r| r.target).map(|r| r.mb_per_s);
+        if let (Some(r), Some(m)) = (thr(Who::HttpRelay), thr(Who::HttpRecord)) {
+            t.push(ratio_target(
+                "record --url: throughput, 64 connections, vs the TCP relay",
+                m,
+                r,
+                0.75,
+            ));
+        }
         let first = |w| find(&self.model_ttfb, w, |r| r.target).map(|r| r.first_p50_us);
         if let (Some(d), Some(r), Some(m)) = (
             first(Who::ModelDirect),
