@@ -364,9 +364,11 @@ mod tests {
                 redactor: r.map(std::sync::Arc::new),
                 signing_key: None,
             };
-            let tape = |as_map: bool| {
-                let path = dir.path().join(format!("{name}-{as_map}.jsonl"));
+            // `walked`: every line's facts through the walk, the truth both fast paths keep to.
+            let tape = |as_map: bool, walked: bool| {
+                let path = dir.path().join(format!("{name}-{as_map}-{walked}.jsonl"));
                 let mut w = TapeWriter::create(&path, opts.clone()).unwrap();
+                w.facts_uncached = walked;
                 for (i, f) in cases.iter().enumerate() {
                     let msg = format!(r#"{{"jsonrpc":"2.0","id":{i},"result":{{}}}}"#);
                     let map = Value::Object(f.to_map());
@@ -383,7 +385,7 @@ mod tests {
                 w.commit().unwrap();
                 std::fs::read_to_string(&path).unwrap()
             };
-            let (fields, map) = (tape(false), tape(true));
+            let (fields, map, walked) = (tape(false, false), tape(true, false), tape(true, true));
             // Times differ between the two tapes; everything else must not.
             let strip = |t: &str| -> Vec<String> {
                 t.lines()
@@ -410,6 +412,7 @@ mod tests {
                     .collect()
             };
             assert_eq!(http(&fields), http(&map), "{name}");
+            assert_eq!(http(&fields), http(&walked), "{name}: the walk");
             if name != "off" {
                 assert!(
                     !http(&fields).iter().any(|h| h.contains("bench-session-1")),

@@ -63,9 +63,9 @@ pub struct TapeWriter {
     redactor: Option<std::sync::Arc<Redactor>>,
     /// The markers of HTTP facts already seen (the session id), so each is computed once.
     facts_cache: crate::redact::FactsCache,
-    /// Tests: every message's facts walked, to hold the cached path to that.
+    /// Tests: every message's facts walked, to hold the cached and direct paths to that.
     #[cfg(test)]
-    facts_uncached: bool,
+    pub(crate) facts_uncached: bool,
     signing_key: Option<Vec<u8>>,
     /// The chain's head: hex SHA-256 of the last line.
     head: String,
