@@ -10,6 +10,7 @@ use super::chain;
 use super::format::{End, ExitInfo, Header, OwnedLine, ServerDecl, FORMAT_NAME, MINOR, VERSION};
 use super::place::Placed;
 use crate::redact::Redactor;
+use crate::wire::json_out::push_str;
 use crate::wire::{classify, json_scan, Dir, Frame, Kind};
 use base64::Engine as _;
 use std::collections::HashMap;
@@ -167,7 +168,7 @@ impl ModelFacts for serde_json::Map<String, serde_json::Value> {
     fn push_facts(&self, p: &mut Vec<u8>) {
         for (k, v) in self {
             p.push(b',');
-            push_json_str(p, k);
+            push_str(p, k);
             p.push(b':');
             serde_json::to_writer(&mut *p, v).expect("a Value serializes");
         }
@@ -196,6 +197,22 @@ pub trait LineFacts {
 impl LineFacts for serde_json::Value {
     fn to_value(&self) -> std::borrow::Cow<'_, serde_json::Value> {
         std::borrow::Cow::Borrowed(self)
+    }
+
+    /// Unredacted, the object as it is; redacted, the facts cache's path when every fact fits.
+    fn write_direct(
+        &self,
+        redactor: Option<&Redactor>,
+        cache: &mut crate::redact::FactsCache,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        match redactor {
+            None => {
+                serde_json::to_writer(&mut *out, self).expect("a Value serializes");
+                true
+            }
+            Some(r) => r.write_facts_cached(self, FACTS_KEPT, FACTS_SECRET, cache, out),
+        }
     }
 }
 
@@ -438,36 +455,16 @@ impl TapeWriter {
             let direct = may_cache
                 && facts.write_direct(self.redactor.as_deref(), &mut self.facts_cache, end);
             if !direct {
-                let facts = facts.to_value();
-                let facts = &*facts;
-                let done = match &self.redactor {
-                    None => {
-                        serde_json::to_writer(&mut *end, facts).expect("a Value serializes");
-                        true
-                    }
-                    Some(r) => {
-                        may_cache
-                            && r.write_facts_cached(
-                                facts,
-                                FACTS_KEPT,
-                                FACTS_SECRET,
-                                &mut self.facts_cache,
-                                end,
-                            )
-                    }
-                };
-                if !done {
-                    let raw = serde_json::to_vec(facts).expect("a Value serializes");
-                    // Session ids, event ids, `Mcp-Param-*` values and error bodies can be
-                    // credentials; what readers pair messages by is protocol and stays.
-                    match self
-                        .redactor
-                        .as_ref()
-                        .and_then(|r| redact_http_facts(r, &raw))
-                    {
-                        Some((out, _)) => end.extend_from_slice(&out),
-                        None => end.extend_from_slice(&raw),
-                    }
+                let raw = serde_json::to_vec(&*facts.to_value()).expect("a Value serializes");
+                // Session ids, event ids, `Mcp-Param-*` values and error bodies can be
+                // credentials; what readers pair messages by is protocol and stays.
+                match self
+                    .redactor
+                    .as_ref()
+                    .and_then(|r| redact_http_facts(r, &raw))
+                {
+                    Some((out, _)) => end.extend_from_slice(&out),
+                    None => end.extend_from_slice(&raw),
                 }
             }
         }
@@ -536,13 +533,13 @@ impl TapeWriter {
         // Built by hand so that `type` comes first, as on every line.
         let t_us = self.elapsed_us(at);
         let mut line = format!("{{\"type\":\"event\",\"t_us\":{t_us},\"server\":").into_bytes();
-        push_json_str(&mut line, server);
+        push_str(&mut line, server);
         line.extend_from_slice(b",\"what\":");
-        push_json_str(&mut line, what);
+        push_str(&mut line, what);
         if let serde_json::Value::Object(d) = details {
             for (k, v) in d {
                 line.push(b',');
-                push_json_str(&mut line, &k);
+                push_str(&mut line, &k);
                 line.push(b':');
                 serde_json::to_writer(&mut line, &v).expect("a Value serializes");
             }
@@ -594,13 +591,13 @@ impl TapeWriter {
         p.extend_from_slice(b",\"t_us\":");
         p.extend_from_slice(num.format(t_us).as_bytes());
         p.extend_from_slice(b",\"server\":");
-        push_json_str(&mut p, server);
+        push_str(&mut p, server);
         p.extend_from_slice(b",\"dir\":\"");
         p.extend_from_slice(dir.as_str().as_bytes());
         p.extend_from_slice(b"\",\"call\":");
         p.extend_from_slice(num.format(call).as_bytes());
         p.extend_from_slice(b",\"part\":");
-        push_json_str(&mut p, part);
+        push_str(&mut p, part);
         facts.push_facts(&mut p);
         let redactor = self.redactor.as_deref();
         // A pretty-printed JSON body (OpenAI's) holds line breaks only between tokens: on a
@@ -879,7 +876,7 @@ fn push_msg_head(p: &mut Vec<u8>, seq: u64, t_us: u64, server: &str, dir: Dir) {
     p.extend_from_slice(b",\"t_us\":");
     p.extend_from_slice(num.format(t_us).as_bytes());
     p.extend_from_slice(b",\"server\":");
-    push_json_str(p, server);
+    push_str(p, server);
     p.extend_from_slice(b",\"dir\":\"");
     p.extend_from_slice(dir.as_str().as_bytes());
     p.extend_from_slice(b"\",\"kind\":\"");
@@ -947,7 +944,7 @@ fn push_line_facts(p: &mut Vec<u8>, c: &classify::ClassifiedRef<'_>, line: &crat
     }
     if let Some(m) = &c.method {
         p.extend_from_slice(b",\"method\":");
-        push_json_str(p, m);
+        push_str(p, m);
     }
     if line.crlf {
         p.extend_from_slice(b",\"crlf\":true");
@@ -957,7 +954,7 @@ fn push_line_facts(p: &mut Vec<u8>, c: &classify::ClassifiedRef<'_>, line: &crat
     }
     if let Some(problem) = &c.problem {
         p.extend_from_slice(b",\"problem\":");
-        push_json_str(p, problem);
+        push_str(p, problem);
     }
 }
 
@@ -998,7 +995,7 @@ fn push_text_body(p: &mut Vec<u8>, redactor: Option<&Redactor>, bytes: &[u8]) {
                 None => text,
             };
             p.extend_from_slice(b",\"text\":");
-            push_json_str(p, text);
+            push_str(p, text);
         }
         Err(_) => {
             let redacted = redactor.and_then(|r| r.redact_bytes(bytes));
@@ -1061,10 +1058,6 @@ fn last_whole_line<'a>(parts: &[&'a [u8]], written: usize) -> Option<(usize, u64
         }
     }
     last
-}
-
-fn push_json_str(out: &mut Vec<u8>, s: &str) {
-    crate::wire::json_out::push_str(out, s);
 }
 
 /// Opens a tape for writing with mode 0600: tapes hold whatever crossed the wire.
