@@ -66,9 +66,9 @@ pub(crate) struct Prefilter {
     full: super::lazy::Lazy<Vec<String>, regex::bytes::RegexSet>,
     /// A user key has characters outside `[a-z0-9]`: the name runs cannot find it.
     exotic_keys: bool,
-    /// The last two bytes of every sensitive name (keys and suffixes), as a bit set indexed
-    /// by `b1 << 8 | b2`: most names are ruled out by one lookup. `None` when a name is shorter.
-    endings: Option<Box<[u64; 1024]>>,
+    /// Every sensitive name (keys and suffixes) by its last two bytes. `None` when a name is
+    /// shorter.
+    endings: Option<Endings>,
     /// `-----BEGIN`, built once (a `Finder` has set-up cost).
     pem: memchr::memmem::Finder<'static>,
     /// The sensitive words of `rules::KEYWORD`, where they start a word or a name's part.
@@ -106,15 +106,22 @@ impl Prefilter {
             .iter()
             .map(String::as_str)
             .chain(suffixes.iter().copied());
-        let mut endings = Some(Box::new([0u64; 1024]));
-        for name in names {
+        let mut endings = Some(Endings {
+            set: Box::new([0u64; 1024]),
+            names: Vec::new(),
+        });
+        for (i, name) in names.enumerate() {
             match (name.as_bytes(), endings.as_mut()) {
-                ([.., a, b], Some(set)) => {
-                    let i = (*a as usize) << 8 | *b as usize;
-                    set[i / 64] |= 1 << (i % 64);
+                ([.., a, b], Some(e)) => {
+                    let end = u16::from_be_bytes([*a, *b]);
+                    e.set[end as usize / 64] |= 1 << (end % 64);
+                    e.names.push((end, name.into(), i >= keys.len()));
                 }
                 _ => endings = None,
             }
+        }
+        if let Some(e) = endings.as_mut() {
+            e.names.sort();
         }
         let mut finders = Vec::new();
         for (_, lit) in literals {
@@ -250,8 +257,11 @@ impl Prefilter {
             }
         }
         let mut start = end;
+        // Whether the name has a `-` (most have none: the split below is then skipped).
+        let mut dash = false;
         while start > 0 && is_name_byte(bytes[start - 1]) {
             start -= 1;
+            dash |= bytes[start] == b'-';
             if end - start > MAX_NAME {
                 return true;
             }
@@ -274,7 +284,9 @@ impl Prefilter {
         // The assignment rule's name starts at a word boundary: after a `-` too, when what is
         // in front of it starts with a digit (`0-Authorization:` assigns `Authorization`).
         if self.sensitive_name_bytes(name)
-            || (1..name.len()).any(|i| name[i - 1] == b'-' && self.sensitive_name_bytes(&name[i..]))
+            || (dash
+                && (1..name.len())
+                    .any(|i| name[i - 1] == b'-' && self.sensitive_name_bytes(&name[i..])))
         {
             return true;
         }
@@ -295,17 +307,17 @@ impl Prefilter {
         // Most names end in no sensitive name's last two letters: ruled out from those, before
         // the name is squashed (as `sensitive_name` would, from the squashed name's last two).
         debug_assert!(name.is_ascii(), "names are runs of ASCII name bytes");
-        if let Some(set) = &self.endings {
+        if let Some(e) = &self.endings {
             let mut tail = name
                 .iter()
                 .rev()
                 .filter(|&&b| b != b'-' && b != b'_')
                 .map(u8::to_ascii_lowercase);
-            if let (Some(b), Some(a)) = (tail.next(), tail.next()) {
-                let i = (a as usize) << 8 | b as usize;
-                if set[i / 64] & (1 << (i % 64)) == 0 {
-                    return false;
-                }
+            match (tail.next(), tail.next()) {
+                (Some(b), Some(a)) if !e.has(u16::from_be_bytes([a, b])) => return false,
+                (Some(_), Some(_)) => {}
+                // Shorter than every sensitive name (all have two bytes or more).
+                _ => return false,
             }
         }
         let mut squashed = [0u8; MAX_NAME];
@@ -427,13 +439,28 @@ impl Prefilter {
 
     /// Whether a squashed name is a sensitive key or ends in a sensitive word.
     fn sensitive_name(&self, squashed: &str) -> bool {
-        if let (Some(set), [.., a, b]) = (&self.endings, squashed.as_bytes()) {
-            let i = (*a as usize) << 8 | *b as usize;
-            if set[i / 64] & (1 << (i % 64)) == 0 {
+        // A superset of the exact rule: `NOT_SENSITIVE_KEYS` is left to it.
+        if let Some(e) = &self.endings {
+            // A key equal to the name, or a suffix it ends in, ends as it does (every one has
+            // two bytes or more): only those are compared.
+            let [.., a, b] = squashed.as_bytes() else {
+                return false;
+            };
+            let end = u16::from_be_bytes([*a, *b]);
+            if !e.has(end) {
                 return false;
             }
+            let from = e.names.partition_point(|(k, ..)| *k < end);
+            return e.names[from..].iter().take_while(|(k, ..)| *k == end).any(
+                |(_, name, suffix)| {
+                    if *suffix {
+                        squashed.ends_with(&**name)
+                    } else {
+                        squashed == &**name
+                    }
+                },
+            );
         }
-        // A superset of the exact rule: `NOT_SENSITIVE_KEYS` is left to it.
         self.keys.contains(squashed)
             || (self.defaults
                 && rules::SENSITIVE_SUFFIXES
@@ -487,6 +514,23 @@ impl Prefilter {
             from = end;
         }
         (false, longest)
+    }
+}
+
+/// Every sensitive name by its last two bytes, when all of them have two or more.
+struct Endings {
+    /// Bit `b1 << 8 | b2` set when a name ends in `b1 b2`: most names are ruled out by one
+    /// lookup.
+    set: Box<[u64; 1024]>,
+    /// (ending, name, is a suffix), sorted: a name that passes `set` is compared with only
+    /// the names that end as it does (a `tools/call` request's `arguments` was compared with
+    /// every key and suffix, ~400 instructions).
+    names: Vec<(u16, Box<str>, bool)>,
+}
+
+impl Endings {
+    fn has(&self, end: u16) -> bool {
+        self.set[end as usize / 64] & (1 << (end % 64)) != 0
     }
 }
 
@@ -822,7 +866,7 @@ const GATE_TRIGRAMS: [[u8; 3]; 6] = [*b"pas", *b"pwd", *b"ecr", *b"oke", *b"key"
 /// stream event is ~100 bytes: the regex's per-search set-up (its teddy searcher, then the
 /// DFA to confirm) cost more than the bytes it looked at (measured: ~1,800 instructions per
 /// event, a fifth of the redactor's time on a stream of small events). Found here 62 bytes at
-/// a time, one bit mask per letter, trigrams by shifting the masks onto each other.
+/// a time by [`gate_mask`].
 fn for_each_gate_hit(bytes: &[u8], mut f: impl FnMut(usize) -> bool) {
     const STEP: usize = 62;
     let mut base = 0;
@@ -856,7 +900,87 @@ fn for_each_gate_hit(bytes: &[u8], mut f: impl FnMut(usize) -> bool) {
 
 /// Bit `i` set when `window[i..i + 3]` is one of `GATE_TRIGRAMS` in any ASCII case (bits 62
 /// and 63, whose trigrams reach past the window, are never set).
+#[cfg(target_arch = "x86_64")]
 fn gate_mask(window: &[u8; 64]) -> u64 {
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (just checked; the answer is cached by std).
+        unsafe { gate_mask_avx2(window) }
+    } else {
+        gate_mask_letters(window)
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn gate_mask(window: &[u8; 64]) -> u64 {
+    gate_mask_letters(window)
+}
+
+/// For each letter position of a trigram (first, second, third), bit `j` of `[p][0][n]` is set
+/// when the `p`th letter of `GATE_TRIGRAMS[j]` has `n` for its low nibble, of `[p][1][n]` when
+/// it has `n` for its high nibble. A byte's two lookups, ANDed, give the trigrams whose `p`th
+/// letter it is: exactly, as each trigram has one letter at each position (both nibbles must
+/// match that one letter's).
+const GATE_NIBBLES: [[[u8; 16]; 2]; 3] = {
+    let mut t = [[[0u8; 16]; 2]; 3];
+    let mut j = 0;
+    while j < GATE_TRIGRAMS.len() {
+        let mut p = 0;
+        while p < 3 {
+            let c = GATE_TRIGRAMS[j][p];
+            t[p][0][(c & 0x0f) as usize] |= 1 << j;
+            t[p][1][(c >> 4) as usize] |= 1 << j;
+            p += 1;
+        }
+        j += 1;
+    }
+    t
+};
+const _: () = assert!(GATE_TRIGRAMS.len() <= 8, "one bit per trigram in a byte");
+
+/// [`gate_mask`] with AVX2: each byte's trigram set for each position by two table lookups
+/// (`vpshufb` on its nibbles), the three positions read as three loads one byte apart and
+/// ANDed: about 70 instructions a window where eleven letter compares per 32 bytes took about
+/// 170 (callgrind, the bench's 1 KiB answer: the keyword gate 3,448 → 2,116 instructions).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn gate_mask_avx2(window: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::*;
+    // SAFETY: AVX2 is there (the caller's promise); the tables are 16 bytes each and every
+    // window load reads 32 bytes at `base + p` ≤ 32, inside `window`; `loadu` needs no
+    // alignment.
+    unsafe {
+        let low4 = _mm256_set1_epi8(0x0f);
+        let fold = _mm256_set1_epi8(0x20);
+        let table = |t: &[u8; 16]| _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast()));
+        // Bit k: a trigram starts at `base + k`.
+        let starts = |base: usize| -> u64 {
+            let mut all = _mm256_set1_epi8(-1);
+            for (p, [lo, hi]) in GATE_NIBBLES.iter().enumerate() {
+                let x = _mm256_or_si256(
+                    _mm256_loadu_si256(window.as_ptr().add(base + p).cast()),
+                    fold,
+                );
+                let lo_n = _mm256_and_si256(x, low4);
+                let hi_n = _mm256_and_si256(_mm256_srli_epi16::<4>(x), low4);
+                let set = _mm256_and_si256(
+                    _mm256_shuffle_epi8(table(lo), lo_n),
+                    _mm256_shuffle_epi8(table(hi), hi_n),
+                );
+                all = _mm256_and_si256(all, set);
+            }
+            let none = _mm256_cmpeq_epi8(all, _mm256_setzero_si256());
+            u64::from(!(_mm256_movemask_epi8(none) as u32))
+        };
+        // Starts 0..=31 from bytes 0..34, starts 30..=61 from bytes 30..64.
+        starts(0) | starts(30) << 30
+    }
+}
+
+/// [`gate_mask`] from one bit mask per letter: for CPUs without AVX2.
+fn gate_mask_letters(window: &[u8; 64]) -> u64 {
     let letters = letter_masks(window);
     let m = |c: u8| letters[letter_index(c)];
     GATE_TRIGRAMS.iter().fold(0u64, |all, [a, b, c]| {
@@ -876,48 +1000,10 @@ const fn letter_index(c: u8) -> usize {
 }
 
 /// For each of `GATE_LETTERS`, bit `i` set when `window[i]` is that letter in either case
-/// (`b | 0x20` is the letter for exactly its two cases): 32 bytes per step with AVX2 where the
-/// CPU has it (the gate runs over every byte taped; with SSE2 it was about two fifths of the
-/// scan of a 1 KiB answer), else 16 with SSE2.
+/// (`b | 0x20` is the letter for exactly its two cases), 16 bytes per step with SSE2 (part of
+/// every x86-64 CPU).
 #[cfg(target_arch = "x86_64")]
 fn letter_masks(window: &[u8; 64]) -> [u64; 11] {
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (just checked; the answer is cached by std).
-        unsafe { letter_masks_avx2(window) }
-    } else {
-        letter_masks_sse2(window)
-    }
-}
-
-/// [`letter_masks_sse2`] 32 bytes at a time.
-///
-/// # Safety
-/// The CPU must have AVX2.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn letter_masks_avx2(window: &[u8; 64]) -> [u64; 11] {
-    use std::arch::x86_64::*;
-    let mut out = [0u64; 11];
-    // SAFETY: AVX2 is there (the caller's promise); every load reads 32 bytes inside `window`,
-    // and `loadu` needs no alignment.
-    unsafe {
-        for (i, part) in window.chunks_exact(32).enumerate() {
-            let x = _mm256_or_si256(
-                _mm256_loadu_si256(part.as_ptr().cast()),
-                _mm256_set1_epi8(0x20),
-            );
-            for (m, &c) in out.iter_mut().zip(GATE_LETTERS.iter()) {
-                let eq = _mm256_cmpeq_epi8(x, _mm256_set1_epi8(c as i8));
-                *m |= (_mm256_movemask_epi8(eq) as u32 as u64) << (32 * i);
-            }
-        }
-    }
-    out
-}
-
-/// [`letter_masks`] with SSE2 (part of every x86-64 CPU).
-#[cfg(target_arch = "x86_64")]
-fn letter_masks_sse2(window: &[u8; 64]) -> [u64; 11] {
     use std::arch::x86_64::*;
     let mut out = [0u64; 11];
     // SAFETY: SSE2 is part of the x86-64 baseline; every load reads 16 bytes inside `window`,
@@ -1212,12 +1298,6 @@ mod tests {
                 })
             });
             assert_eq!(letter_masks(&window), expected, "bytes {start}..");
-            #[cfg(target_arch = "x86_64")]
-            assert_eq!(
-                letter_masks_sse2(&window),
-                expected,
-                "bytes {start}.., SSE2"
-            );
         }
     }
 
@@ -1343,6 +1423,61 @@ mod tests {
         }
     }
 
+    /// Bit `i` when `window[i..i + 3]` is a trigram of the gate, byte by byte.
+    fn gate_mask_reference(window: &[u8; 64]) -> u64 {
+        (0..62).fold(0u64, |m, i| {
+            let w = [window[i] | 0x20, window[i + 1] | 0x20, window[i + 2] | 0x20];
+            m | (GATE_TRIGRAMS.contains(&w) as u64) << i
+        })
+    }
+
+    proptest::proptest! {
+        /// Both ways of making the gate's mask (the nibble tables with AVX2, the letter masks
+        /// without) give the byte-by-byte answer, at every position of a window: the gate tests
+        /// above reach only the one this CPU takes.
+        #[test]
+        fn both_gate_masks_agree_with_the_byte_test(
+            window in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(b"pPaAsSwWdDeEcCrRoOkKyY".to_vec()),
+                    proptest::num::u8::ANY,
+                ],
+                64,
+            )
+        ) {
+            let window: [u8; 64] = window.try_into().unwrap();
+            let expected = gate_mask_reference(&window);
+            proptest::prop_assert_eq!(gate_mask_letters(&window), expected);
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2 (just checked).
+                proptest::prop_assert_eq!(unsafe { gate_mask_avx2(&window) }, expected);
+            }
+        }
+    }
+
+    #[test]
+    fn the_gate_mask_sees_every_start_in_a_window() {
+        // A trigram at each start 0..=61, in both cases, and none across the edge at 62, 63.
+        for at in 0..64 {
+            for word in [*b"key", *b"KeY", *b"ede"] {
+                let mut window = [b'x'; 64];
+                for (k, &c) in word.iter().enumerate() {
+                    if at + k < 64 {
+                        window[at + k] = c;
+                    }
+                }
+                let expected = if at < 62 { 1u64 << at } else { 0 };
+                assert_eq!(gate_mask(&window), expected, "{word:?} at {at}");
+                assert_eq!(
+                    gate_mask_letters(&window),
+                    expected,
+                    "{word:?} at {at}, letters"
+                );
+            }
+        }
+    }
+
     /// The private-key search, skipped when the message has no `-`, still finds the marker
     /// wherever it is (the dash scan sees every `-`).
     #[test]
@@ -1441,6 +1576,64 @@ mod tests {
                 p.sensitive_name(&squashed),
                 "{n}"
             );
+        }
+    }
+
+    /// The plain rule the ending index stands in for: a key, or a name ending in a suffix.
+    fn sensitive_name_reference(p: &Prefilter, squashed: &str) -> bool {
+        p.keys.contains(squashed)
+            || (p.defaults
+                && crate::redact::rules::SENSITIVE_SUFFIXES
+                    .iter()
+                    .any(|s| squashed.ends_with(s)))
+    }
+
+    fn prefilter_with(keys: &[&str], defaults: bool) -> Prefilter {
+        let mut set: BTreeSet<String> = keys.iter().map(|k| k.to_string()).collect();
+        if defaults {
+            set.extend(
+                crate::redact::rules::SENSITIVE_KEYS
+                    .iter()
+                    .map(|k| k.to_string()),
+            );
+        }
+        Prefilter::new(&set, defaults, &[], &[]).unwrap()
+    }
+
+    proptest::proptest! {
+        /// Names looked up by their ending are sensitive exactly when the plain rule says so:
+        /// the defaults, user keys beside them (one sharing an ending with a suffix, one of two
+        /// bytes), user keys alone, and a one-byte key (no ending index then).
+        #[test]
+        fn the_ending_index_agrees_with_the_plain_rule(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::sample::select(
+                        crate::redact::rules::SENSITIVE_KEYS
+                            .iter()
+                            .chain(crate::redact::rules::SENSITIVE_SUFFIXES)
+                            .copied()
+                            .chain(["ab", "mytoken", "keys", "ken", "et", "t", "s", "db", "x"])
+                            .collect::<Vec<_>>()
+                    ).prop_map(str::to_string),
+                    "[a-z0-9]{1,4}",
+                ],
+                0..4,
+            )
+        ) {
+            let squashed = parts.concat();
+            for p in [
+                prefilter_with(&[], true),
+                prefilter_with(&["ab", "mytoken", "dbsecrets"], true),
+                prefilter_with(&["ab", "mytoken"], false),
+                prefilter_with(&["x", "ab"], true),
+            ] {
+                proptest::prop_assert_eq!(
+                    p.sensitive_name(&squashed),
+                    sensitive_name_reference(&p, &squashed),
+                    "{} with keys {:?}", squashed, p.keys
+                );
+            }
         }
     }
 
