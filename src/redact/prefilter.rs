@@ -524,7 +524,8 @@ struct Endings {
     set: Box<[u64; 1024]>,
     /// (ending, name, is a suffix), sorted: a name that passes `set` is compared with only
     /// the names that end as it does (a `tools/call` request's `arguments` was compared with
-    /// every key and suffix, ~400 instructions).
+    /// every key and suffix: callgrind put the request's eight names at 1,609 instructions,
+    /// most of them the two that got past `set`).
     names: Vec<(u16, Box<str>, bool)>,
 }
 
