@@ -6,6 +6,10 @@
 //!   server is stateless and accepts any). It never streams (GET gets 405).
 //! - `bench --relay-http UPSTREAM_URL`: a bare TCP byte relay in front of it, the floor for any
 //!   HTTP proxy: one upstream connection per client connection, bytes copied both ways.
+//! - `bench --hyper-proxy UPSTREAM_URL`: the floor for an HTTP proxy built as mcptape's are, on
+//!   hyper: each request parsed by a hyper server, sent upstream on a hyper client connection
+//!   (one per client connection, kept alive), its answer streamed back frame by frame. No tape,
+//!   no redaction, no headers changed: what hyper on both sides costs before anything is taped.
 //!
 //! Both listen on loopback only, print their `http://…/mcp` URL as the first stdout line, run on
 //! one thread (the bench pins them to one CPU) and exit when their stdin closes.
@@ -100,6 +104,42 @@ pub fn relay(upstream: &str) -> Result<i32> {
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
                 let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+            });
+        }
+    })
+}
+
+pub fn hyper_proxy(upstream: &str) -> Result<i32> {
+    let up = authority(upstream)?;
+    let up: SocketAddr = loopback(&up)?;
+    runtime()?.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        ready(listener.local_addr()?)?;
+        loop {
+            let (client, _) = listener.accept().await?;
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(up).await else {
+                    return;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                let Ok((sender, conn)) =
+                    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(server))
+                        .await
+                else {
+                    return;
+                };
+                tokio::spawn(conn);
+                // One request at a time on a client connection (HTTP/1.1), so one at a time
+                // upstream: the lock is never contended.
+                let sender = std::sync::Arc::new(tokio::sync::Mutex::new(sender));
+                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                    let sender = sender.clone();
+                    async move { sender.lock().await.send_request(req).await }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(client), service)
+                    .await;
             });
         }
     })

@@ -85,6 +85,9 @@ fn main() {
             report_err(provider::serve(argv.get(2).map_or("", String::as_str)))
         }
         Some("--relay-http") => report_err(http::relay(argv.get(2).map_or("", String::as_str))),
+        Some("--hyper-proxy") => {
+            report_err(http::hyper_proxy(argv.get(2).map_or("", String::as_str)))
+        }
         Some("--relay") => {
             let cmd = argv.get(3..).unwrap_or_default();
             report_err(relay::run(cmd))

@@ -16,6 +16,21 @@ pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
         .ok()
 }
 
+/// CPU time a process has run so far, all its threads, in nanoseconds: the first field of each
+/// `/proc/PID/task/TID/schedstat` (the scheduler's own account, to the nanosecond, where
+/// `/proc/PID/stat` counts clock ticks). `None` once the process is gone.
+pub fn cpu_ns(pid: u32) -> Option<u64> {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let path = task.ok()?.path().join("schedstat");
+        // A thread that ended since the listing is skipped: its time is lost, not an error.
+        if let Ok(text) = std::fs::read_to_string(path) {
+            total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+    }
+    Some(total)
+}
+
 /// One sample: how far the session was, the current RSS and the peak so far (bytes).
 #[derive(Debug, Clone, Copy)]
 pub struct Sample {

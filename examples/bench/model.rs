@@ -8,7 +8,7 @@
 use crate::http_client::{Served, Stop};
 use crate::model_client::ModelConn;
 use crate::provider::Spec;
-use crate::scenarios::{pct, Env, Who, GRACE};
+use crate::scenarios::{pct, CpuTally, Env, Who, GRACE};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -33,6 +33,9 @@ pub struct ModelTtfb {
     pub first_p99_us: f64,
     pub end_p50_us: f64,
     pub peak_rss: Option<u64>,
+    /// CPU time of the process the client talks to (the provider, the relay, the proxy), µs
+    /// per streamed answer.
+    pub cpu_us: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -86,6 +89,10 @@ impl Env {
                 })
             }
             Who::ModelRelay => (vec![bench.clone(), "--relay-http".into()], Stop::CloseStdin),
+            Who::ModelHyper => (
+                vec![bench.clone(), "--hyper-proxy".into()],
+                Stop::CloseStdin,
+            ),
             Who::ModelRecord => (
                 vec![
                     self.mcptape.display().to_string(),
@@ -120,7 +127,7 @@ impl Env {
         Ok(Target {
             front,
             upstream: Some(up),
-            tape: (who != Who::ModelRelay).then_some(tape),
+            tape: (!matches!(who, Who::ModelRelay | Who::ModelHyper)).then_some(tape),
         })
     }
 }
@@ -186,7 +193,12 @@ impl Target {
 
 /// The model targets of this run, in run order.
 fn targets(env: &Env) -> Vec<Who> {
-    let mut v = vec![Who::ModelDirect, Who::ModelRelay, Who::ModelRecord];
+    let mut v = vec![
+        Who::ModelDirect,
+        Who::ModelRelay,
+        Who::ModelHyper,
+        Who::ModelRecord,
+    ];
     if env.localab_python().is_some() {
         v.push(Who::ModelPeer);
     }
@@ -199,6 +211,7 @@ pub fn model(env: &Env) -> Result<(Vec<ModelTtfb>, Vec<ModelRate>)> {
     let mut samples: Vec<[Vec<u64>; 3]> = vec![Default::default(); n];
     let mut peaks: Vec<Option<u64>> = vec![None; n];
     let mut best: Vec<Option<ModelRate>> = vec![None; n];
+    let mut cpu = vec![CpuTally::default(); n];
     let long = Spec {
         events: env.plan.model_events,
         size: SMALL_EVENT,
@@ -212,6 +225,7 @@ pub fn model(env: &Env) -> Result<(Vec<ModelTtfb>, Vec<ModelRate>)> {
             };
             let warm = (requests / 10).max(1);
             let t = env.spawn_model("ttfb", who)?;
+            let before = crate::mem::cpu_ns(t.front.pid());
             let mut c = ModelConn::connect(who.label(), &t.front.url)?;
             for k in 0..warm + requests {
                 let timing = c.stream(SHORT)?;
@@ -222,6 +236,7 @@ pub fn model(env: &Env) -> Result<(Vec<ModelTtfb>, Vec<ModelRate>)> {
                 }
             }
             drop(c);
+            cpu[i].add(before, crate::mem::cpu_ns(t.front.pid()), warm + requests);
             peaks[i] = peaks[i].max(t.front.peak_rss());
             t.finish(who, warm + requests, SHORT)?;
         }
@@ -255,7 +270,8 @@ pub fn model(env: &Env) -> Result<(Vec<ModelTtfb>, Vec<ModelRate>)> {
         .iter()
         .zip(samples.iter_mut())
         .zip(peaks)
-        .map(|((&who, s), peak)| {
+        .zip(cpu)
+        .map(|(((&who, s), peak), cpu)| {
             for v in s.iter_mut() {
                 v.sort_unstable();
             }
@@ -269,6 +285,7 @@ pub fn model(env: &Env) -> Result<(Vec<ModelTtfb>, Vec<ModelRate>)> {
                 first_p99_us: pct(&s[1], 99.0),
                 end_p50_us: pct(&s[2], 50.0),
                 peak_rss: peak,
+                cpu_us: cpu.per_call(),
             }
         })
         .collect();

@@ -33,6 +33,8 @@ pub struct Results {
     /// The soak (`--only soak`): record and play --listen under load for minutes.
     pub soak: Option<crate::soak::Soak>,
     pub targets: Vec<Target>,
+    /// The HTTP proxies against the floor of their design (hyper on both sides, no tape).
+    pub floors: Vec<String>,
     pub notes: Vec<String>,
 }
 
@@ -50,6 +52,11 @@ fn mib(bytes: u64) -> String {
 
 fn opt_mib(bytes: Option<u64>) -> String {
     bytes.map(mib).unwrap_or_else(|| "-".into())
+}
+
+/// CPU µs a call, one decimal.
+fn opt_us(us: Option<f64>) -> String {
+    us.map_or_else(|| "-".into(), |u| format!("{u:.1}"))
 }
 
 fn find<T>(rows: &[T], who: Who, of: impl Fn(&T) -> Who) -> Option<&T> {
@@ -194,6 +201,70 @@ impl Results {
         }
         self.judge_round_two(&mut t);
         self.targets = t;
+        self.floors = self.hyper_floors();
+    }
+
+    /// What hyper on both sides costs before anything is taped (`bench --hyper-proxy`), against
+    /// the relay, and how far `record --url` and `model-proxy` stand above that floor.
+    fn hyper_floors(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let lat = |w| find(&self.http_latency, w, |r| r.target).map(|r| r.p50_us);
+        if let (Some(d), Some(r), Some(h), Some(m)) = (
+            lat(Who::HttpDirect),
+            lat(Who::HttpRelay),
+            lat(Who::HttpHyper),
+            lat(Who::HttpRecord),
+        ) {
+            out.push(format!(
+                "record --url's extra p50: the hyper proxy's (no tape) is {:.1} µs = {:.2}× the TCP relay's {:.1} µs; record --url's {:.1} µs = {:.2}× the hyper proxy's",
+                h - d,
+                (h - d) / (r - d),
+                r - d,
+                m - d,
+                (m - d) / (h - d)
+            ));
+        }
+        let thr = |w| find(&self.http_pipelined, w, |r| r.target).map(|r| r.mb_per_s);
+        if let (Some(r), Some(h), Some(m)) = (
+            thr(Who::HttpRelay),
+            thr(Who::HttpHyper),
+            thr(Who::HttpRecord),
+        ) {
+            out.push(format!(
+                "record --url's throughput: the hyper proxy (no tape) moves {:.2}× the TCP relay's; record --url {:.2}× the hyper proxy's",
+                h / r,
+                m / h
+            ));
+        }
+        let first = |w| find(&self.model_ttfb, w, |r| r.target).map(|r| r.first_p50_us);
+        if let (Some(d), Some(r), Some(h), Some(m)) = (
+            first(Who::ModelDirect),
+            first(Who::ModelRelay),
+            first(Who::ModelHyper),
+            first(Who::ModelRecord),
+        ) {
+            out.push(format!(
+                "model-proxy's extra time to the first event: the hyper proxy's (no tape) is {:.1} µs = {:.2}× the relay's {:.1} µs; model-proxy's {:.1} µs = {:.2}× the hyper proxy's",
+                h - d,
+                (h - d) / (r - d),
+                r - d,
+                m - d,
+                (m - d) / (h - d)
+            ));
+        }
+        let rate = |w| find(&self.model_rate, w, |r| r.target).map(|r| r.events_per_s);
+        if let (Some(r), Some(h), Some(m)) = (
+            rate(Who::ModelRelay),
+            rate(Who::ModelHyper),
+            rate(Who::ModelRecord),
+        ) {
+            out.push(format!(
+                "model-proxy's events/s: the hyper proxy (no tape) moves {:.2}× the relay's; model-proxy {:.2}× the hyper proxy's",
+                h / r,
+                m / h
+            ));
+        }
+        out
     }
 
     /// Issue 19's targets: `record --url`, the model proxy and `mcptape run`.
@@ -421,6 +492,12 @@ impl Results {
                 );
             }
         }
+        if !self.floors.is_empty() {
+            println!("\nFloors: hyper on both sides, no tape (bench --hyper-proxy)");
+            for f in &self.floors {
+                println!("  {f}");
+            }
+        }
         for n in &self.notes {
             println!("note: {n}");
         }
@@ -437,7 +514,7 @@ impl Results {
                 crate::model::SHORT.total()
             );
             println!(
-                "  {:<20} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>10}",
+                "  {:<20} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>10}",
                 "target",
                 "reqs",
                 "head p50",
@@ -447,6 +524,7 @@ impl Results {
                 "end p50",
                 "extra",
                 "×relay+",
+                "CPU µs",
                 "peak RSS"
             );
             for row in &self.model_ttfb {
@@ -458,7 +536,7 @@ impl Results {
                     _ => "-".into(),
                 };
                 println!(
-                    "  {:<20} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>8} {:>10}",
+                    "  {:<20} {:>6} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9} {:>8} {:>8} {:>10}",
                     row.target.label(),
                     row.requests,
                     row.head_p50_us,
@@ -468,6 +546,7 @@ impl Results {
                     row.end_p50_us,
                     extra.map_or("-".into(), |e| format!("{e:+.1}")),
                     vs,
+                    opt_us(row.cpu_us),
                     opt_mib(row.peak_rss)
                 );
             }
@@ -529,8 +608,16 @@ fn print_latency(title: &str, rows: &[Latency], base: (Who, Who)) {
     let r = find(rows, base.1, |r| r.target).map(|r| r.p50_us);
     println!("\n{title}");
     println!(
-        "  {:<20} {:>7} {:>9} {:>9} {:>9} {:>11} {:>9} {:>10}",
-        "target", "calls", "p50 µs", "p90 µs", "p99 µs", "extra p50", "×relay+", "peak RSS"
+        "  {:<20} {:>7} {:>9} {:>9} {:>9} {:>11} {:>9} {:>10} {:>10}",
+        "target",
+        "calls",
+        "p50 µs",
+        "p90 µs",
+        "p99 µs",
+        "extra p50",
+        "×relay+",
+        "CPU µs",
+        "peak RSS"
     );
     for l in rows {
         let extra = d.map(|d| l.p50_us - d);
@@ -539,7 +626,7 @@ fn print_latency(title: &str, rows: &[Latency], base: (Who, Who)) {
             _ => "-".into(),
         };
         println!(
-            "  {:<20} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>11} {:>9} {:>10}",
+            "  {:<20} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>11} {:>9} {:>10} {:>10}",
             l.target.label(),
             l.calls,
             l.p50_us,
@@ -547,6 +634,7 @@ fn print_latency(title: &str, rows: &[Latency], base: (Who, Who)) {
             l.p99_us,
             extra.map_or("-".into(), |e| format!("{e:+.1}")),
             vs,
+            opt_us(l.cpu_us),
             opt_mib(l.peak_rss)
         );
     }

@@ -38,6 +38,9 @@ pub enum Who {
     HttpDirect,
     /// `bench --relay-http`: a TCP byte relay in front of it, the floor for any HTTP proxy.
     HttpRelay,
+    /// `bench --hyper-proxy`: hyper on both sides and no tape, the floor for a proxy built on
+    /// hyper as `record --url` is.
+    HttpHyper,
     /// `mcptape record --url` in front of it.
     HttpRecord,
     /// `mcptape play --listen` of the tape the `HttpRecord` run of the same scenario wrote.
@@ -46,6 +49,8 @@ pub enum Who {
     ModelDirect,
     /// `bench --relay-http` in front of it.
     ModelRelay,
+    /// `bench --hyper-proxy` in front of it: the floor for `model-proxy`'s design, no tape.
+    ModelHyper,
     /// `mcptape model-proxy` recording in front of it.
     ModelRecord,
     /// localab-vcr's model proxy recording in front of it (examples/bench/localab_model_proxy.py).
@@ -73,10 +78,12 @@ impl Who {
             Who::PeerReplay => "localab-vcr replay",
             Who::HttpDirect => "http direct",
             Who::HttpRelay => "http relay",
+            Who::HttpHyper => "http hyper proxy",
             Who::HttpRecord => "http record --url",
             Who::HttpPlay => "http play --listen",
             Who::ModelDirect => "model direct",
             Who::ModelRelay => "model relay",
+            Who::ModelHyper => "model hyper proxy",
             Who::ModelRecord => "mcptape model-proxy",
             Who::ModelPeer => "localab-vcr model",
             Who::HttpMcpRecorder => "http mcp-recorder",
@@ -197,12 +204,17 @@ impl Env {
             Who::Direct => return self.server(),
             Who::HttpDirect
             | Who::HttpRelay
+            | Who::HttpHyper
             | Who::HttpRecord
             | Who::HttpPlay
             | Who::HttpMcpRecorder => {
                 unreachable!("HTTP targets are started by Env::spawn_http")
             }
-            Who::ModelDirect | Who::ModelRelay | Who::ModelRecord | Who::ModelPeer => {
+            Who::ModelDirect
+            | Who::ModelRelay
+            | Who::ModelHyper
+            | Who::ModelRecord
+            | Who::ModelPeer => {
                 unreachable!("model targets are started by Env::spawn_model")
             }
             Who::McpRec | Who::McpVcr | Who::AgentVcr | Who::McpCassette => {
@@ -310,6 +322,9 @@ pub struct Latency {
     pub p90_us: f64,
     pub p99_us: f64,
     pub peak_rss: Option<u64>,
+    /// CPU time of the process the client talks to (the server, the relay, the recorder, the
+    /// player; not the server behind a proxy), µs per call, handshake and start-up left out.
+    pub cpu_us: Option<f64>,
 }
 
 /// Sequential 1 KiB `tools/call` round trips.
@@ -318,13 +333,16 @@ pub fn latency(env: &Env) -> Result<Vec<Latency>> {
     whos.extend(env.other_peers());
     let mut samples: Vec<Vec<u64>> = vec![Vec::new(); whos.len()];
     let mut peaks: Vec<Option<u64>> = vec![None; whos.len()];
+    let mut cpu = vec![CpuTally::default(); whos.len()];
     for _ in 0..env.plan.rounds {
         for (i, &who) in whos.iter().enumerate() {
             let calls = env.calls_for(who, env.plan.latency_calls);
             let warm = env.plan.warmup.min(calls / 4);
             let mut c = env.spawn("latency", who)?;
             c.handshake()?;
+            let before = crate::mem::cpu_ns(c.pid());
             let t = client::sequential(&mut c, 1, warm + calls, KIB)?;
+            cpu[i].add(before, crate::mem::cpu_ns(c.pid()), warm + calls);
             peaks[i] = peaks[i].max(c.peak_rss());
             c.finish(GRACE)?;
             samples[i].extend_from_slice(&t[warm..]);
@@ -334,13 +352,40 @@ pub fn latency(env: &Env) -> Result<Vec<Latency>> {
         .iter()
         .zip(samples.iter_mut())
         .zip(peaks)
-        .map(|((&who, s), peak)| Latency::of(who, s, peak))
+        .zip(cpu)
+        .map(|(((&who, s), peak), cpu)| Latency::of(who, s, peak, cpu.per_call()))
         .collect())
+}
+
+/// A target's CPU time over the rounds of a scenario, and the calls it served in them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuTally {
+    ns: u64,
+    calls: usize,
+    lost: bool,
+}
+
+impl CpuTally {
+    /// Adds one session's `calls`, between two [`crate::mem::cpu_ns`] readings.
+    pub fn add(&mut self, before: Option<u64>, after: Option<u64>, calls: usize) {
+        match before.zip(after) {
+            Some((b, a)) if a >= b => {
+                self.ns += a - b;
+                self.calls += calls;
+            }
+            _ => self.lost = true,
+        }
+    }
+
+    /// µs a call; `None` when a reading was missing.
+    pub fn per_call(self) -> Option<f64> {
+        (!self.lost && self.calls > 0).then(|| self.ns as f64 / 1e3 / self.calls as f64)
+    }
 }
 
 impl Latency {
     /// Percentiles of one target's round trips (µs), sorted here.
-    fn of(target: Who, samples: &mut [u64], peak_rss: Option<u64>) -> Latency {
+    fn of(target: Who, samples: &mut [u64], peak_rss: Option<u64>, cpu_us: Option<f64>) -> Latency {
         samples.sort_unstable();
         Latency {
             target,
@@ -349,6 +394,7 @@ impl Latency {
             p90_us: pct(samples, 90.0),
             p99_us: pct(samples, 99.0),
             peak_rss,
+            cpu_us,
         }
     }
 }
@@ -803,9 +849,14 @@ impl Env {
         };
         let (front, upstream, tape) = match who {
             Who::HttpDirect => (server()?, None, None),
-            Who::HttpRelay => {
+            Who::HttpRelay | Who::HttpHyper => {
                 let up = server()?;
-                let cmd = vec![bench.clone(), "--relay-http".into(), up.url.clone()];
+                let mode = if who == Who::HttpRelay {
+                    "--relay-http"
+                } else {
+                    "--hyper-proxy"
+                };
+                let cmd = vec![bench.clone(), mode.into(), up.url.clone()];
                 (start(who, cmd, Stop::CloseStdin)?, Some(up), None)
             }
             Who::HttpRecord => {
@@ -868,9 +919,10 @@ impl Env {
 }
 
 /// The HTTP targets, in run order (the recorder before its player).
-const HTTP_TARGETS: [Who; 4] = [
+const HTTP_TARGETS: [Who; 5] = [
     Who::HttpDirect,
     Who::HttpRelay,
+    Who::HttpHyper,
     Who::HttpRecord,
     Who::HttpPlay,
 ];
@@ -900,12 +952,16 @@ pub fn http(env: &Env) -> Result<(Vec<Latency>, Vec<Throughput>)> {
     let mut samples: Vec<Vec<u64>> = vec![Vec::new(); n];
     let mut peaks: Vec<Option<u64>> = vec![None; n];
     let mut best: Vec<Option<Throughput>> = vec![None; n];
+    let mut cpu = vec![CpuTally::default(); n];
     for _ in 0..env.plan.rounds {
         for (i, &who) in whos.iter().enumerate() {
             let calls = env.calls_for(who, env.plan.latency_calls);
             let warm = env.plan.warmup.min(calls / 4);
             let t = env.spawn_http("latency", who)?;
+            // The handshake's three messages are in this count's CPU time too: 3 of 60,000.
+            let before = crate::mem::cpu_ns(t.pid());
             let times = http_client::sequential(who.label(), &t.url(), warm + calls, KIB)?;
+            cpu[i].add(before, crate::mem::cpu_ns(t.pid()), warm + calls);
             peaks[i] = peaks[i].max(t.front.peak_rss());
             t.finish(http_messages(warm + calls))?;
             samples[i].extend_from_slice(&times[warm..]);
@@ -926,7 +982,8 @@ pub fn http(env: &Env) -> Result<(Vec<Latency>, Vec<Throughput>)> {
         .iter()
         .zip(samples.iter_mut())
         .zip(peaks)
-        .map(|((&who, s), peak)| Latency::of(who, s, peak))
+        .zip(cpu)
+        .map(|(((&who, s), peak), cpu)| Latency::of(who, s, peak, cpu.per_call()))
         .collect();
     Ok((latency, best.into_iter().flatten().collect()))
 }
