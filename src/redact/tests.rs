@@ -391,6 +391,63 @@ fn the_json_walk_agrees_with_the_prefilter() {
     }
 }
 
+#[test]
+fn non_ascii_text_is_redacted_as_ascii_text_is() {
+    // Non-ASCII messages are prefiltered through their ASCII shadow (they went through the
+    // regex set before): Unicode blanks, the Kelvin sign `(?i)` folds onto `k`, keys glued to
+    // accented letters and arrows are all still found.
+    let r = redactor();
+    for (raw, rule) in [
+        (
+            "{\"text\":\"the key \u{e9}AKIAIOSFODNN7EXAMPLE is in use\"}",
+            "aws-access-key",
+        ),
+        (
+            "{\"text\":\"na\u{ef}ve sk-ant-api03-abcdefghijklmnopqrstuvwxyz\"}",
+            "anthropic-key",
+        ),
+        (
+            "{\"text\":\"\u{2014}sk-ant-api03-abcdefghijklmnopqrstuvwxyz\u{2014}\"}",
+            "anthropic-key",
+        ),
+        ("{\"text\":\"caf\u{e9} password=hunter22\"}", "assignment"),
+        (
+            "{\"text\":\"Authorization: Bearer\u{a0}abcdefghijk12345\"}",
+            "bearer",
+        ),
+        (
+            "{\"text\":\"Bearer\u{2003}abcdefghijk12345 \u{1f600}\"}",
+            "bearer",
+        ),
+        ("{\"TO\u{212a}EN\":\"abc\", \"\u{e9}\":1}", "key:to_en"),
+        (
+            "{\"\u{65e5}\u{672c}\":\"see https://me:pw123456@host/x\"}",
+            "url-credentials",
+        ),
+        // The regex set that prefiltered non-ASCII text missed this one: to its `(?i)` the
+        // Kelvin sign is a letter, so `Authorization` was no whole name; the rules take it.
+        (
+            "{\"text\":\"\u{212a}Authorization: hunter2hunter2\"}",
+            "assignment",
+        ),
+    ] {
+        let Some((out, rules)) = r.redact_json(raw.as_bytes()) else {
+            panic!("nothing taken from {raw}");
+        };
+        assert!(
+            rules.iter().any(|x| x == rule),
+            "{raw}: {rules:?} (want {rule}) -> {}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+    for plain in [
+        "{\"text\":\"caf\u{e9} au lait \u{2014} na\u{ef}ve \u{1f600}, \u{65e5}\u{672c}\"}",
+        "{\"text\":\"a token of appreciation \u{2192} basic idea\"}",
+    ] {
+        assert!(r.redact_json(plain.as_bytes()).is_none(), "{plain}");
+    }
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::test_runner::Config::with_cases(2000))]
     /// For any message, the redacted bytes equal the original outside the redacted spans: each
