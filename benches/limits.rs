@@ -48,6 +48,57 @@ fn body(size: usize) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A model request shaped as an agent's (≈ 64 KB): a system prompt of prose lines and an
+/// `<example>` element, forty tools
+/// with descriptions and JSON schemas, a conversation. Prose names tokens, keys and passwords
+/// without holding any, as agents' prompts do, so the redactor walks every string of it (the
+/// byte rules cannot rule it out) and finds nothing.
+fn agent_request() -> Vec<u8> {
+    let line = "When the user asks for a change, read the file first, keep the token budget in \
+                mind, and never print a password or an API key you find in the environment. ";
+    let prose = |lines: usize| -> String {
+        (0..lines)
+            .map(|i| format!("{i}. {line}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let tools: Vec<serde_json::Value> = (0..40)
+        .map(|i| {
+            serde_json::json!({
+                "name": format!("tool_{i}"),
+                "description": prose(6),
+                "input_schema": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string", "description": "The file to act on."},
+                        "limit": {"type": "integer", "description": "At most this many lines."},
+                        "dry_run": {"type": "boolean"},
+                    },
+                    "required": ["path"],
+                    "additionalProperties": false,
+                },
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 32000,
+        "stream": true,
+        "system": [{
+            "type": "text",
+            "text": format!("{}\n<example>user: run the tests\nassistant: I run them.</example>", prose(80)),
+            "cache_control": {"type": "ephemeral"},
+        }],
+        "tools": tools,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Fix the failing test."}]},
+            {"role": "assistant", "content": [{"type": "text", "text": prose(3)}]},
+        ],
+    })
+    .to_string()
+    .into_bytes()
+}
+
 fn pipe() -> (File, File) {
     let mut fds = [0; 2];
     // SAFETY: `fds` is two ints; pipe2 fills them or fails.
@@ -289,6 +340,48 @@ fn main() {
             },
         ),
     ];
+    let request = agent_request();
+    let fresh = || {
+        mcptape::redact::Redactor::new(&mcptape::redact::RedactConfig::defaults()).expect("rules")
+    };
+    // A tool's HTML answer with a secret in a form: the text rules, the XML one among them,
+    // compiled for it (26 ms for the XML rule alone until session 38).
+    let form = serde_json::json!({"jsonrpc": "2.0", "id": 3, "result": {"content": [{
+        "type": "text",
+        "text": "<form><label>Password</label><input name=\"csrf_token\" value=\"a8f3k2m9x7q1w5e4\"></form>",
+    }]}})
+    .to_string()
+    .into_bytes();
+    println!(
+        "\nPer model request: an agent's, prose and schemas (least CPU time of {ROUNDS} rounds)"
+    );
+    let request_rows = [
+        (
+            "redaction walk (no secret)",
+            request.len(),
+            per_call(200, || {
+                assert!(redactor.redact_json(black_box(&request)).is_none());
+            }),
+        ),
+        (
+            "the same by a new redactor (its rules compiled)",
+            request.len(),
+            per_call(3, || {
+                assert!(fresh().redact_json(black_box(&request)).is_none());
+            }),
+        ),
+        (
+            "an HTML answer with a secret, a new redactor",
+            form.len(),
+            per_call(3, || {
+                assert!(fresh().redact_json(black_box(&form)).is_some());
+            }),
+        ),
+    ];
+    for (what, bytes, us) in request_rows {
+        println!("  {what:<46} {bytes:>5} B {us:>8.1} µs");
+    }
+
     println!("\nPer model event: a 16-byte text delta (least CPU time of {ROUNDS} rounds)");
     for (what, bytes, us) in event_rows {
         println!("  {what:<46} {bytes:>5} B {us:>8.3} µs");

@@ -94,6 +94,10 @@ pub async fn record_model(
         cause,
     };
     let mut writer = TapeWriter::create(&cfg.tape, cfg.write.clone()).map_err(tape_err)?;
+    if let Some(r) = &cfg.write.redactor {
+        // A model request is prose: it needs the text rules (see `compile_in_background`).
+        r.compile_in_background();
+    }
     writer
         .declare_server(ServerDecl::model(&cfg.label, cfg.upstream.clone()))
         .map_err(tape_err)?;

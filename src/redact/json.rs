@@ -95,20 +95,30 @@ pub(crate) struct Walk<'r> {
 }
 
 /// A decoded string token: its content span in the input and its text (borrowed when it holds
-/// no escape), with the raw offset of every decoded byte when it does.
+/// no escape). When it does, the raw offset of every decoded byte is worked out the first time
+/// a span of it is asked for: most strings hold nothing to take out.
 struct Str<'a> {
     start: usize,
     end: usize,
     text: Cow<'a, str>,
-    map: Option<Vec<u32>>,
+    /// The raw content, when it holds escapes.
+    escaped: Option<&'a [u8]>,
+    map: std::cell::OnceCell<Vec<u32>>,
 }
 
 impl Str<'_> {
     /// The raw span (absolute) that encodes decoded bytes `a..b`.
     fn raw(&self, a: usize, b: usize) -> (usize, usize) {
-        match &self.map {
+        match self.escaped {
             None => (self.start + a, self.start + b),
-            Some(m) => (self.start + m[a] as usize, self.start + m[b] as usize),
+            Some(raw) => {
+                let m = self.map.get_or_init(|| {
+                    let mut map = Vec::with_capacity(raw.len() + 1);
+                    decode(raw, Some(&mut map)).expect("decoded once already");
+                    map
+                });
+                (self.start + m[a] as usize, self.start + m[b] as usize)
+            }
         }
     }
 }
@@ -282,9 +292,10 @@ impl<'r> Walk<'r> {
         if ctx.root && self.kept.contains(&key) {
             return skip;
         }
+        let squashed = squash(key);
         if self.r.defaults
             && (rules::PROTOCOL_KEYS.contains(&key)
-                || rules::NOT_SENSITIVE_KEYS.contains(&squash(key).as_str()))
+                || rules::NOT_SENSITIVE_KEYS.contains(&&*squashed))
         {
             // Protocol, and cursors: opaque to clients, served back as they were.
             return skip;
@@ -304,8 +315,9 @@ impl<'r> Walk<'r> {
                 ..base
             };
         }
-        if self.r.is_sensitive_key(key) || (ctx.under_sensitive.is_some() && key == "value") {
-            let rule = if key == "value" && !self.r.is_sensitive_key(key) {
+        let sensitive = self.r.is_sensitive_squashed(&squashed);
+        if sensitive || (ctx.under_sensitive.is_some() && key == "value") {
+            let rule = if key == "value" && !sensitive {
                 ctx.under_sensitive
             } else {
                 Some(key)
@@ -397,7 +409,10 @@ impl<'r> Walk<'r> {
             }
         }
         let mut spans = self.r.spans_of(text);
-        if ctx.key.is_some_and(is_identifier_key) {
+        // Asked at most once a string, and only when it decides something.
+        let identifier = std::cell::OnceCell::new();
+        let is_identifier = || *identifier.get_or_init(|| ctx.key.is_some_and(is_identifier_key));
+        if !spans.is_empty() && is_identifier() {
             // An id's or a digest's value may quote an opaque token (an ETag): not a secret.
             spans.retain(|sp| sp.rule != "high-entropy");
         }
@@ -409,8 +424,7 @@ impl<'r> Walk<'r> {
             }
             return;
         }
-        let opaque_ok = ctx.key.is_none_or(|k| !media && !is_identifier_key(k));
-        if self.r.defaults && opaque_ok && !media && super::is_high_entropy(text) {
+        if self.r.defaults && !media && super::is_high_entropy(text) && !is_identifier() {
             let marker = self.r.marker("high-entropy", text);
             self.splice(s.start, s.end, marker, "high-entropy".into());
         }
@@ -513,7 +527,7 @@ fn rule_name(key: &str) -> String {
 
 fn is_identifier_key(key: &str) -> bool {
     let k = squash(key);
-    rules::IDENTIFIER_KEYS.contains(&k.as_str())
+    rules::IDENTIFIER_KEYS.contains(&&*k)
         || ((k.ends_with("id") || k.ends_with("ids")) && key.len() > 2)
         || rules::IDENTIFIER_PARTS.iter().any(|p| k.contains(p))
 }
@@ -599,39 +613,49 @@ fn string(b: &[u8], i: usize) -> Result<(Str<'_>, usize), NotJson> {
     }
     let raw = &b[start..j];
     let s = if escaped {
-        let (text, map) = decode(raw)?;
         Str {
             start,
             end: j,
-            text: Cow::Owned(text),
-            map: Some(map),
+            text: Cow::Owned(decode(raw, None)?),
+            escaped: Some(raw),
+            map: std::cell::OnceCell::new(),
         }
     } else {
         Str {
             start,
             end: j,
             text: Cow::Borrowed(std::str::from_utf8(raw).map_err(|_| NotJson)?),
-            map: None,
+            escaped: None,
+            map: std::cell::OnceCell::new(),
         }
     };
     Ok((s, j + 1))
 }
 
-/// Decodes a string's raw content; `map[k]` is the raw offset where decoded byte `k`'s
-/// character starts (and `map[len]` the raw length).
-fn decode(raw: &[u8]) -> Result<(String, Vec<u32>), NotJson> {
+/// Decodes a string's raw content; with `map`, `map[k]` is the raw offset where decoded byte
+/// `k`'s character starts (and `map[len]` the raw length).
+fn decode(raw: &[u8], mut map: Option<&mut Vec<u32>>) -> Result<String, NotJson> {
     let mut out = String::with_capacity(raw.len());
-    let mut map: Vec<u32> = Vec::with_capacity(raw.len() + 1);
     let mut i = 0;
     let text = std::str::from_utf8(raw).map_err(|_| NotJson)?;
     while i < raw.len() {
         let at = i as u32;
         if raw[i] != b'\\' {
-            let ch = text[i..].chars().next().ok_or(NotJson)?;
-            let n = ch.len_utf8();
-            out.push(ch);
-            map.extend(std::iter::repeat_n(at, n));
-            i += n;
+            // The run up to the next escape, copied whole (prompts are long and escape little
+            // but their line breaks). A backslash is ASCII: the run ends on a char boundary.
+            let end = memchr::memchr(b'\\', &raw[i..]).map_or(raw.len(), |k| i + k);
+            out.push_str(&text[i..end]);
+            if let Some(map) = map.as_deref_mut() {
+                let mut start = at;
+                for (k, b) in raw[i..end].iter().enumerate() {
+                    // A UTF-8 continuation byte maps to where its character starts.
+                    if b & 0xC0 != 0x80 {
+                        start = (i + k) as u32;
+                    }
+                    map.push(start);
+                }
+            }
+            i = end;
             continue;
         }
         let esc = *raw.get(i + 1).ok_or(NotJson)?;
@@ -661,11 +685,15 @@ fn decode(raw: &[u8]) -> Result<(String, Vec<u32>), NotJson> {
             _ => return Err(NotJson),
         };
         out.push(ch);
-        map.extend(std::iter::repeat_n(at, ch.len_utf8()));
+        if let Some(map) = map.as_deref_mut() {
+            map.extend(std::iter::repeat_n(at, ch.len_utf8()));
+        }
         i += used;
     }
-    map.push(raw.len() as u32);
-    Ok((out, map))
+    if let Some(map) = map {
+        map.push(raw.len() as u32);
+    }
+    Ok(out)
 }
 
 fn hex4(raw: &[u8], at: usize) -> Result<u32, NotJson> {
@@ -680,7 +708,8 @@ mod tests {
 
     #[test]
     fn decoding_maps_every_byte_to_its_raw_start() {
-        let (t, m) = decode(br#"a\u0062\n\ud83d\ude00\"x"#).unwrap();
+        let mut m = Vec::new();
+        let t = decode(br#"a\u0062\n\ud83d\ude00\"x"#, Some(&mut m)).unwrap();
         assert_eq!(t, "ab\n\u{1F600}\"x");
         assert_eq!(m.len(), t.len() + 1);
         assert_eq!(m[1], 1, "b from \\u0062");
@@ -692,6 +721,60 @@ mod tests {
         );
         assert_eq!(m[7], 21, "the escaped quote");
         assert_eq!(*m.last().unwrap(), 24);
+    }
+
+    /// The one-character-at-a-time decoding `decode` copies runs instead of: same text, same
+    /// map.
+    fn decode_by_char(raw: &[u8]) -> (String, Vec<u32>) {
+        let text = std::str::from_utf8(raw).unwrap();
+        let (mut out, mut map, mut i) = (String::new(), Vec::new(), 0);
+        while i < raw.len() {
+            if raw[i] == b'\\' {
+                let (t, used) = match raw[i + 1] {
+                    b'n' => ('\n', 2),
+                    b'"' => ('"', 2),
+                    b'u' => (char::from_u32(hex4(raw, i + 2).unwrap()).unwrap(), 6),
+                    other => panic!("the strategy makes no \\{}", other as char),
+                };
+                out.push(t);
+                map.extend(std::iter::repeat_n(i as u32, t.len_utf8()));
+                i += used;
+            } else {
+                let ch = text[i..].chars().next().unwrap();
+                out.push(ch);
+                map.extend(std::iter::repeat_n(i as u32, ch.len_utf8()));
+                i += ch.len_utf8();
+            }
+        }
+        map.push(raw.len() as u32);
+        (out, map)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decoding_runs_is_decoding_characters(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("a".to_string()),
+                    proptest::strategy::Just("\u{e9}".to_string()),
+                    proptest::strategy::Just("\u{20ac}".to_string()),
+                    proptest::strategy::Just("\u{1F600}".to_string()),
+                    proptest::strategy::Just("\\n".to_string()),
+                    proptest::strategy::Just("\\\"".to_string()),
+                    proptest::strategy::Just("\\u00e9".to_string()),
+                    "[a-z ]{0,12}",
+                ],
+                0..24,
+            )
+        ) {
+            let raw = parts.concat();
+            let mut map = Vec::new();
+            let text = decode(raw.as_bytes(), Some(&mut map)).unwrap();
+            let (want_text, want_map) = decode_by_char(raw.as_bytes());
+            proptest::prop_assert_eq!(&text, &want_text);
+            proptest::prop_assert_eq!(map, want_map);
+            proptest::prop_assert_eq!(decode(raw.as_bytes(), None).unwrap(), want_text);
+        }
     }
 
     #[test]

@@ -156,10 +156,16 @@ impl Prefilter {
     /// Compiles every deferred regex now (a test that they all compile).
     #[cfg(test)]
     pub(crate) fn force_all(&self) {
+        self.compile_prose_rules();
+        let _: &regex::bytes::RegexSet = &self.full;
+    }
+
+    /// Compiles the regexes text with a keyword in it needs (all but the set for text that is
+    /// not UTF-8).
+    pub(crate) fn compile_prose_rules(&self) {
         if let Some(shapes) = &self.shapes {
             let _: &regex::bytes::RegexSet = shapes;
         }
-        let _: &regex::bytes::RegexSet = &self.full;
         let _: &regex::bytes::Regex = &self.keyword;
     }
 

@@ -513,3 +513,67 @@ proptest::proptest! {
         }
     }
 }
+
+proptest::proptest! {
+    /// `squash` borrows or folds ASCII itself; any key squashes as the Unicode fold does.
+    #[test]
+    fn squash_is_the_unicode_fold(key in "[a-zA-Z0-9_\\-\u{e9}\u{c9}\u{212a}\u{17f}\u{130} ]{0,16}") {
+        let want: String = key
+            .chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .flat_map(char::to_lowercase)
+            .collect();
+        proptest::prop_assert_eq!(squash(&key), want);
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(3000))]
+    /// The XML rule's bound checked on each match finds what the bounded pattern found.
+    #[test]
+    fn the_xml_bound_in_code_is_the_bound_in_the_pattern(
+        parts in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::strategy::Just("<password>".to_string()),
+                proptest::strategy::Just("</password>".to_string()),
+                proptest::strategy::Just("<a>".to_string()),
+                proptest::strategy::Just("</a>".to_string()),
+                proptest::strategy::Just("<".to_string()),
+                proptest::strategy::Just(">".to_string()),
+                proptest::strategy::Just("/".to_string()),
+                proptest::strategy::Just("\u{e9}".to_string()),
+                "[a-z ]{1,8}",
+                (4090usize..4100).prop_map(|n| "x".repeat(n)),
+                (4094usize..4098).prop_map(|n| "\u{e9}".repeat(n)),
+            ],
+            0..10,
+        )
+    ) {
+        // The pattern as it was, compiled once (26 ms).
+        static BOUNDED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+            regex::Regex::new(
+                r"<([A-Za-z][A-Za-z0-9_.:\-]*)>([^<]{1,4096})</([A-Za-z][A-Za-z0-9_.:\-]*)>",
+            )
+            .unwrap()
+        });
+        static UNBOUNDED: std::sync::LazyLock<regex::Regex> =
+            std::sync::LazyLock::new(|| regex::Regex::new(rules::XML_ELEMENT).unwrap());
+        let (bounded, unbounded) = (&*BOUNDED, &*UNBOUNDED);
+        let text = parts.concat();
+        let spans = |re: &regex::Regex, bound: bool| -> Vec<(usize, usize)> {
+            re.captures_iter(&text)
+                .filter(|c| !bound || c[2].chars().nth(rules::XML_CONTENT_MAX).is_none())
+                .map(|c| (c.get(0).unwrap().start(), c.get(0).unwrap().end()))
+                .collect()
+        };
+        proptest::prop_assert_eq!(spans(bounded, false), spans(unbounded, true));
+    }
+}
+
+#[test]
+fn xml_content_up_to_the_bound_is_taken_and_longer_is_not() {
+    let r = redactor();
+    let at = |n: usize| format!("<password>{}</password>", "\u{e9}".repeat(n));
+    assert!(r.redact_str(&at(rules::XML_CONTENT_MAX)).is_some());
+    assert!(r.redact_str(&at(rules::XML_CONTENT_MAX + 1)).is_none());
+}

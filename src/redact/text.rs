@@ -253,7 +253,11 @@ impl Redactor {
         }
         for c in self.xml_element.captures_iter(s) {
             let value = c.get(2).expect("group 2");
-            if c[1] == c[3] && self.is_sensitive_key(&c[1]) && !value.as_str().trim().is_empty() {
+            if c[1] == c[3]
+                && self.is_sensitive_key(&c[1])
+                && !value.as_str().trim().is_empty()
+                && value.as_str().chars().nth(rules::XML_CONTENT_MAX).is_none()
+            {
                 push(spans, value.start(), value.end(), "xml");
             }
         }

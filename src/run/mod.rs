@@ -245,6 +245,10 @@ pub async fn run(
                 cause,
             };
             let mut w = TapeWriter::create(&cfg.tape, cfg.write.clone()).map_err(tape_err)?;
+            if let Some(r) = &cfg.write.redactor {
+                // The agent's requests are prose, the first one a start-up away.
+                r.compile_in_background();
+            }
             w.declare_server(ServerDecl::model(
                 crate::model::serve::DEFAULT_LABEL,
                 upstream.clone(),
