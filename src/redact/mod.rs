@@ -180,11 +180,16 @@ impl Redactor {
 
     /// Compiles, on a thread of its own, the rules prose needs (the text rules, the prefilter's
     /// shapes and keyword), which are otherwise compiled the first time a message needs them:
-    /// ≈ 40 million instructions, 10 ms and more, on the first request of an agent run,
+    /// ≈ 45 million instructions, 10 ms and more, on the first request of an agent run,
     /// whose prompts always need them. Started where the first message is seconds away (the
     /// agent starting up); a message that comes sooner waits for the rule being compiled, as
-    /// it would have compiled it. Not for `record`, whose traffic may never need them.
+    /// it would have compiled it. Not for `record`, whose traffic may never need them. Not on
+    /// one CPU either (an affinity mask of one, a one-CPU container): there the compiling
+    /// would take its time from the agent starting up instead of from the first request.
     pub fn compile_in_background(self: &std::sync::Arc<Self>) {
+        if !std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+            return;
+        }
         let r = std::sync::Arc::clone(self);
         // Only the compiled programs are shared; each searching thread still builds its own
         // lazy DFA, so nothing here makes the proxy's searches slower.
