@@ -723,31 +723,55 @@ mod tests {
         assert_eq!(*m.last().unwrap(), 24);
     }
 
-    /// The one-character-at-a-time decoding `decode` copies runs instead of: same text, same
-    /// map.
-    fn decode_by_char(raw: &[u8]) -> (String, Vec<u32>) {
-        let text = std::str::from_utf8(raw).unwrap();
-        let (mut out, mut map, mut i) = (String::new(), Vec::new(), 0);
+    /// `decode` as it was (session 37), one character at a time with the map for every string:
+    /// the new one must give the same text and the same map.
+    fn decode_before(raw: &[u8]) -> Result<(String, Vec<u32>), NotJson> {
+        let mut out = String::with_capacity(raw.len());
+        let mut map: Vec<u32> = Vec::with_capacity(raw.len() + 1);
+        let mut i = 0;
+        let text = std::str::from_utf8(raw).map_err(|_| NotJson)?;
         while i < raw.len() {
-            if raw[i] == b'\\' {
-                let (t, used) = match raw[i + 1] {
-                    b'n' => ('\n', 2),
-                    b'"' => ('"', 2),
-                    b'u' => (char::from_u32(hex4(raw, i + 2).unwrap()).unwrap(), 6),
-                    other => panic!("the strategy makes no \\{}", other as char),
-                };
-                out.push(t);
-                map.extend(std::iter::repeat_n(i as u32, t.len_utf8()));
-                i += used;
-            } else {
-                let ch = text[i..].chars().next().unwrap();
+            let at = i as u32;
+            if raw[i] != b'\\' {
+                let ch = text[i..].chars().next().ok_or(NotJson)?;
+                let n = ch.len_utf8();
                 out.push(ch);
-                map.extend(std::iter::repeat_n(i as u32, ch.len_utf8()));
-                i += ch.len_utf8();
+                map.extend(std::iter::repeat_n(at, n));
+                i += n;
+                continue;
             }
+            let esc = *raw.get(i + 1).ok_or(NotJson)?;
+            let (ch, used) = match esc {
+                b'"' => ('"', 2),
+                b'\\' => ('\\', 2),
+                b'/' => ('/', 2),
+                b'b' => ('\u{8}', 2),
+                b'f' => ('\u{c}', 2),
+                b'n' => ('\n', 2),
+                b'r' => ('\r', 2),
+                b't' => ('\t', 2),
+                b'u' => {
+                    let hi = hex4(raw, i + 2)?;
+                    if (0xD800..0xDC00).contains(&hi) && raw.get(i + 6..i + 8) == Some(b"\\u") {
+                        let lo = hex4(raw, i + 8)?;
+                        if (0xDC00..0xE000).contains(&lo) {
+                            let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                            (char::from_u32(c).ok_or(NotJson)?, 12)
+                        } else {
+                            ('\u{fffd}', 6)
+                        }
+                    } else {
+                        (char::from_u32(hi).unwrap_or('\u{fffd}'), 6)
+                    }
+                }
+                _ => return Err(NotJson),
+            };
+            out.push(ch);
+            map.extend(std::iter::repeat_n(at, ch.len_utf8()));
+            i += used;
         }
         map.push(raw.len() as u32);
-        (out, map)
+        Ok((out, map))
     }
 
     proptest::proptest! {
@@ -762,6 +786,15 @@ mod tests {
                     proptest::strategy::Just("\\n".to_string()),
                     proptest::strategy::Just("\\\"".to_string()),
                     proptest::strategy::Just("\\u00e9".to_string()),
+                    proptest::strategy::Just("\\\\".to_string()),
+                    proptest::strategy::Just("\\/".to_string()),
+                    proptest::strategy::Just("\\t\\r\\b\\f".to_string()),
+                    // A surrogate pair, a lone high one, a lone low one, a high one before
+                    // an escape that is not a low one.
+                    proptest::strategy::Just("\\ud83d\\ude00".to_string()),
+                    proptest::strategy::Just("\\ud83d".to_string()),
+                    proptest::strategy::Just("\\ude00".to_string()),
+                    proptest::strategy::Just("\\ud83d\\u0041".to_string()),
                     "[a-z ]{0,12}",
                 ],
                 0..24,
@@ -770,7 +803,7 @@ mod tests {
             let raw = parts.concat();
             let mut map = Vec::new();
             let text = decode(raw.as_bytes(), Some(&mut map)).unwrap();
-            let (want_text, want_map) = decode_by_char(raw.as_bytes());
+            let (want_text, want_map) = decode_before(raw.as_bytes()).unwrap();
             proptest::prop_assert_eq!(&text, &want_text);
             proptest::prop_assert_eq!(map, want_map);
             proptest::prop_assert_eq!(decode(raw.as_bytes(), None).unwrap(), want_text);

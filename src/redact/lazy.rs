@@ -23,6 +23,14 @@ impl<S, T> Lazy<S, T> {
     }
 }
 
+impl<S, T> Lazy<S, T> {
+    /// Whether the value is built yet.
+    #[cfg(test)]
+    pub(crate) fn is_built(&self) -> bool {
+        self.cell.get().is_some()
+    }
+}
+
 impl<T> Lazy<String, T> {
     /// A value built already (a user's regex, compiled up front to report its error); `build`
     /// would make it again from `source`, and is never called.

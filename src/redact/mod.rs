@@ -184,21 +184,44 @@ impl Redactor {
     /// whose prompts always need them. Started where the first message is seconds away (the
     /// agent starting up); a message that comes sooner waits for the rule being compiled, as
     /// it would have compiled it. Not for `record`, whose traffic may never need them. Not on
-    /// one CPU either (an affinity mask of one, a one-CPU container): there the compiling
-    /// would take its time from the agent starting up instead of from the first request.
-    pub fn compile_in_background(self: &std::sync::Arc<Self>) {
+    /// one CPU either (an affinity mask of one, a container's CPU quota under two): there the
+    /// compiling would take its time from the agent starting up instead of from the first
+    /// request.
+    /// The thread, when one was started (callers need not wait for it).
+    pub fn compile_in_background(
+        self: &std::sync::Arc<Self>,
+    ) -> Option<std::thread::JoinHandle<()>> {
         if !std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
-            return;
+            return None;
         }
         let r = std::sync::Arc::clone(self);
         // Only the compiled programs are shared; each searching thread still builds its own
         // lazy DFA, so nothing here makes the proxy's searches slower.
-        let _ = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("mcptape-rules".into())
             .spawn(move || {
                 r.compile_text_rules();
                 r.prefilter.compile_prose_rules();
-            });
+            })
+            .ok()
+    }
+
+    /// Whether every text rule is compiled.
+    #[cfg(test)]
+    pub(crate) fn text_rules_compiled(&self) -> bool {
+        self.shapes.iter().all(|(_, re)| re.is_built())
+            && [
+                &self.auth_scheme,
+                &self.url_param,
+                &self.url_credentials,
+                &self.assignment,
+                &self.cli_flag,
+                &self.glued_p,
+                &self.keyword,
+                &self.xml_element,
+            ]
+            .iter()
+            .all(|re| re.is_built())
     }
 
     fn compile_text_rules(&self) {

@@ -160,8 +160,8 @@ impl Prefilter {
         let _: &regex::bytes::RegexSet = &self.full;
     }
 
-    /// Compiles the regexes text with a keyword in it needs (all but the set for text that is
-    /// not UTF-8).
+    /// Compiles the regexes text with a keyword in it needs: all but the whole set, which only
+    /// text that is not UTF-8 and a user's key outside `[a-z0-9]` send messages to.
     pub(crate) fn compile_prose_rules(&self) {
         if let Some(shapes) = &self.shapes {
             let _: &regex::bytes::RegexSet = shapes;
