@@ -187,7 +187,8 @@ impl Redactor {
     /// one CPU either (an affinity mask of one, a container's CPU quota under two): there the
     /// compiling would take its time from the agent starting up instead of from the first
     /// request.
-    /// The thread, when one was started (callers need not wait for it).
+    ///
+    /// Gives the thread, when one was started (callers need not wait for it).
     pub fn compile_in_background(
         self: &std::sync::Arc<Self>,
     ) -> Option<std::thread::JoinHandle<()>> {
@@ -209,26 +210,18 @@ impl Redactor {
     /// Whether every text rule is compiled.
     #[cfg(test)]
     pub(crate) fn text_rules_compiled(&self) -> bool {
-        self.shapes.iter().all(|(_, re)| re.is_built())
-            && [
-                &self.auth_scheme,
-                &self.url_param,
-                &self.url_credentials,
-                &self.assignment,
-                &self.cli_flag,
-                &self.glued_p,
-                &self.keyword,
-                &self.xml_element,
-            ]
-            .iter()
-            .all(|re| re.is_built())
+        self.text_rules().all(|re| re.is_built())
     }
 
     fn compile_text_rules(&self) {
-        for (_, re) in &self.shapes {
+        for re in self.text_rules() {
             let _: &Regex = re;
         }
-        for re in [
+    }
+
+    /// The built-in text rules: the shapes and the rules `text_spans` runs after them.
+    fn text_rules(&self) -> impl Iterator<Item = &lazy::LazyRegex> {
+        self.shapes.iter().map(|(_, re)| re).chain([
             &self.auth_scheme,
             &self.url_param,
             &self.url_credentials,
@@ -237,9 +230,7 @@ impl Redactor {
             &self.glued_p,
             &self.keyword,
             &self.xml_element,
-        ] {
-            let _: &Regex = re;
-        }
+        ])
     }
 
     pub(crate) fn marker(&self, rule: &str, secret: &str) -> String {

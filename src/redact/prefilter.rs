@@ -21,7 +21,8 @@
 //! and each message after cost four to five times the byte rules' time. Messages that are not
 //! UTF-8 still go through the set, as do all messages when a user key holds characters a name
 //! run cannot (a space, a dot); those holding `K` or `ſ` (which `(?i)` folds onto `k` and `s`)
-//! go to the exact walk. User regexes (`re:`) cannot be reasoned about: they run over the whole message, as before.
+//! go to the exact walk. User regexes (`re:`) cannot be reasoned about: they run over the
+//! whole message, as before.
 
 use super::rules;
 use std::collections::BTreeSet;
@@ -2052,7 +2053,7 @@ mod tests {
             assert_eq!(blank.is_match(s), c.is_whitespace(), "U+{:04X}", c as u32);
         }
         assert_eq!(folds, ['\u{17f}', '\u{212a}']);
-        // Neither has a shadow: such text goes to the regex set.
+        // Neither has a shadow: such text goes to the exact walk.
         assert_eq!(
             ascii_shadow("to\u{212a}en".as_bytes()),
             Err(NoShadow::Folds)
