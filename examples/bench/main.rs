@@ -129,6 +129,10 @@ fn run(args: Args) -> Result<i32> {
             mcptape.display()
         );
     }
+    // Absolute: every target runs in the bench's work directory, where a relative path such as
+    // `target/release/mcptape` names nothing.
+    let mcptape = std::fs::canonicalize(&mcptape)
+        .with_context(|| format!("cannot resolve {}", mcptape.display()))?;
     let mut results = report::Results {
         mode: if args.quick { "quick" } else { "full" }.into(),
         pinned_cpu: args.pin,
