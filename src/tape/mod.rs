@@ -6,6 +6,7 @@ pub(crate) mod chain;
 pub mod format;
 pub mod index;
 mod index_cache;
+mod open_ids;
 pub mod place;
 pub mod prune;
 pub(crate) mod read_ahead;

@@ -13,7 +13,6 @@ use crate::redact::Redactor;
 use crate::wire::json_out::push_str;
 use crate::wire::{classify, json_scan, Dir, Frame, Kind};
 use base64::Engine as _;
-use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -48,9 +47,8 @@ pub struct TapeWriter {
     seq: u64,
     pending: Vec<u8>,
     counts: End,
-    /// Requests still waiting for an answer, by id text: `[client's, server's]`. One map per
-    /// direction so that an answer is looked up by `&str`, without building a key.
-    open: [HashMap<String, u32>; 2],
+    /// Requests still waiting for an answer, by id: `[client's, server's]`.
+    open: [super::open_ids::OpenIds; 2],
     /// The first write error; once set, the tape is marked incomplete and writing stops.
     failed: Option<io::Error>,
     /// Bytes of complete lines written so far.
@@ -287,7 +285,7 @@ impl TapeWriter {
             seq: 0,
             pending: Vec::with_capacity(64 * 1024),
             counts: End::default(),
-            open: [HashMap::new(), HashMap::new()],
+            open: Default::default(),
             failed: None,
             good_len: 0,
             model_answers: 0,
@@ -499,26 +497,10 @@ impl TapeWriter {
             Dir::S2C => 1,
         };
         match (kind, id) {
-            (Kind::Request, Some(id)) => {
-                let open = &mut self.open[side(dir)];
-                match open.get_mut(id) {
-                    Some(n) => *n += 1,
-                    None => {
-                        open.insert(id.to_owned(), 1);
-                    }
-                }
-            }
+            (Kind::Request, Some(id)) => self.open[side(dir)].opened(id),
             (Kind::Response | Kind::Error, Some(id)) => {
                 // The request went the other way.
-                let open = &mut self.open[1 - side(dir)];
-                let was_open = match open.get_mut(id) {
-                    Some(n) if *n > 1 => {
-                        *n -= 1;
-                        true
-                    }
-                    Some(_) => open.remove(id).is_some(),
-                    None => false,
-                };
+                let was_open = self.open[1 - side(dir)].answered(id);
                 if was_open && dir == Dir::S2C {
                     self.counts.exchanges += 1;
                 }
