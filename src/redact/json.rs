@@ -658,32 +658,7 @@ fn decode(raw: &[u8], mut map: Option<&mut Vec<u32>>) -> Result<String, NotJson>
             i = end;
             continue;
         }
-        let esc = *raw.get(i + 1).ok_or(NotJson)?;
-        let (ch, used) = match esc {
-            b'"' => ('"', 2),
-            b'\\' => ('\\', 2),
-            b'/' => ('/', 2),
-            b'b' => ('\u{8}', 2),
-            b'f' => ('\u{c}', 2),
-            b'n' => ('\n', 2),
-            b'r' => ('\r', 2),
-            b't' => ('\t', 2),
-            b'u' => {
-                let hi = hex4(raw, i + 2)?;
-                if (0xD800..0xDC00).contains(&hi) && raw.get(i + 6..i + 8) == Some(b"\\u") {
-                    let lo = hex4(raw, i + 8)?;
-                    if (0xDC00..0xE000).contains(&lo) {
-                        let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
-                        (char::from_u32(c).ok_or(NotJson)?, 12)
-                    } else {
-                        ('\u{fffd}', 6)
-                    }
-                } else {
-                    (char::from_u32(hi).unwrap_or('\u{fffd}'), 6)
-                }
-            }
-            _ => return Err(NotJson),
-        };
+        let (ch, used) = unescape(raw, i)?;
         out.push(ch);
         if let Some(map) = map.as_deref_mut() {
             map.extend(std::iter::repeat_n(at, ch.len_utf8()));
@@ -694,6 +669,36 @@ fn decode(raw: &[u8], mut map: Option<&mut Vec<u32>>) -> Result<String, NotJson>
         map.push(raw.len() as u32);
     }
     Ok(out)
+}
+
+/// The character the escape at `raw[i]` (a backslash) stands for, and how many raw bytes it
+/// takes: a surrogate pair is one character of 12 bytes; a lone surrogate becomes U+FFFD.
+fn unescape(raw: &[u8], i: usize) -> Result<(char, usize), NotJson> {
+    Ok(match *raw.get(i + 1).ok_or(NotJson)? {
+        b'"' => ('"', 2),
+        b'\\' => ('\\', 2),
+        b'/' => ('/', 2),
+        b'b' => ('\u{8}', 2),
+        b'f' => ('\u{c}', 2),
+        b'n' => ('\n', 2),
+        b'r' => ('\r', 2),
+        b't' => ('\t', 2),
+        b'u' => {
+            let hi = hex4(raw, i + 2)?;
+            if (0xD800..0xDC00).contains(&hi) && raw.get(i + 6..i + 8) == Some(b"\\u") {
+                let lo = hex4(raw, i + 8)?;
+                if (0xDC00..0xE000).contains(&lo) {
+                    let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                    (char::from_u32(c).ok_or(NotJson)?, 12)
+                } else {
+                    ('\u{fffd}', 6)
+                }
+            } else {
+                (char::from_u32(hi).unwrap_or('\u{fffd}'), 6)
+            }
+        }
+        _ => return Err(NotJson),
+    })
 }
 
 fn hex4(raw: &[u8], at: usize) -> Result<u32, NotJson> {
@@ -724,7 +729,8 @@ mod tests {
     }
 
     /// `decode` as it was (session 37), one character at a time with the map for every string:
-    /// the new one must give the same text and the same map.
+    /// the new one must give the same text and the same map. (The escapes themselves are
+    /// `unescape`'s, shared: what changed is the runs between them and the map.)
     fn decode_before(raw: &[u8]) -> Result<(String, Vec<u32>), NotJson> {
         let mut out = String::with_capacity(raw.len());
         let mut map: Vec<u32> = Vec::with_capacity(raw.len() + 1);
@@ -740,32 +746,7 @@ mod tests {
                 i += n;
                 continue;
             }
-            let esc = *raw.get(i + 1).ok_or(NotJson)?;
-            let (ch, used) = match esc {
-                b'"' => ('"', 2),
-                b'\\' => ('\\', 2),
-                b'/' => ('/', 2),
-                b'b' => ('\u{8}', 2),
-                b'f' => ('\u{c}', 2),
-                b'n' => ('\n', 2),
-                b'r' => ('\r', 2),
-                b't' => ('\t', 2),
-                b'u' => {
-                    let hi = hex4(raw, i + 2)?;
-                    if (0xD800..0xDC00).contains(&hi) && raw.get(i + 6..i + 8) == Some(b"\\u") {
-                        let lo = hex4(raw, i + 8)?;
-                        if (0xDC00..0xE000).contains(&lo) {
-                            let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
-                            (char::from_u32(c).ok_or(NotJson)?, 12)
-                        } else {
-                            ('\u{fffd}', 6)
-                        }
-                    } else {
-                        (char::from_u32(hi).unwrap_or('\u{fffd}'), 6)
-                    }
-                }
-                _ => return Err(NotJson),
-            };
+            let (ch, used) = unescape(raw, i)?;
             out.push(ch);
             map.extend(std::iter::repeat_n(at, ch.len_utf8()));
             i += used;

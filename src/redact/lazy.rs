@@ -21,9 +21,7 @@ impl<S, T> Lazy<S, T> {
             cell: OnceLock::new(),
         }
     }
-}
 
-impl<S, T> Lazy<S, T> {
     /// Whether the value is built yet.
     #[cfg(test)]
     pub(crate) fn is_built(&self) -> bool {
