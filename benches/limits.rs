@@ -6,6 +6,7 @@
 //! Run: `cargo bench --bench limits` (add `-- --pin 1` to run on one CPU, as the bench does).
 //! Each figure is the least CPU time of several rounds: the floor, not the average.
 
+use mcptape::tape::sink::TapeFile;
 use std::fs::File;
 use std::hint::black_box;
 use std::io::{Read, Write};
@@ -187,6 +188,28 @@ fn main() {
             }) * 1e6,
             bytes: n,
         });
+
+        // The tape's own writes (tape/sink.rs): on this file system a copy into a shared map of
+        // the file's end, kept padded ahead with newlines by a write(2) per 64 KiB; a line over
+        // 64 KiB is a write(2) after the padding is cut.
+        let mut tape = TapeFile::new(tape_file(&dir.join("sink")), 0);
+        let mut at = 0u64;
+        rows.push(Row {
+            what: "the tape's write (tape/sink.rs)",
+            per_op_us: best(iters, |k| {
+                for _ in 0..k {
+                    tape.write_at_end(at, &mut [std::io::IoSlice::new(&b)])
+                        .unwrap();
+                    at += n as u64;
+                }
+                if at > 256 << 20 {
+                    tape.cut(0).unwrap();
+                    at = 0;
+                }
+            }) * 1e6,
+            bytes: n,
+        });
+        drop(tape);
 
         // The same line copied into a shared mapping of the file instead: the bytes are in the
         // page cache as soon as they are copied (what a tape written this way would guarantee),
@@ -432,6 +455,22 @@ fn main() {
             tape.set_len(0).unwrap();
         }),
     );
+    let mut small = TapeFile::new(tape_file(&dir.join("small-sink")), 0);
+    let mut at = 0u64;
+    per(
+        "the tape's write of 64 bytes (tape/sink.rs)",
+        best(iters, |k| {
+            for _ in 0..k {
+                small
+                    .write_at_end(at, &mut [std::io::IoSlice::new(&[b'x'; 64])])
+                    .unwrap();
+                at += 64;
+            }
+            small.cut(0).unwrap();
+            at = 0;
+        }),
+    );
+    drop(small);
     let mut mapped = MappedTape::create(&dir.join("small-mapped"));
     per(
         "copy of 64 bytes into a mapped file (1 MiB windows)",
@@ -479,11 +518,23 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A file opened as the tape writer opens one (read and write: the sink maps it).
+fn tape_file(path: &std::path::Path) -> File {
+    File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap()
+}
+
 /// A file written through a shared mapping, a window at a time: [`MappedTape::append`] is a
 /// `memcpy`; each new window costs an `ftruncate`, an `mmap` and an `madvise(POPULATE_WRITE)`
 /// (the pages and their blocks are taken then, so that a full disk would be an error there,
 /// not a SIGBUS later), and the full window's `munmap`. Measured as the alternative to
-/// `write(2)` that docs/performance.md weighs; the tape is not written this way.
+/// `write(2)` that docs/performance.md weighed in session 30 (faulting each window in costs more than
+/// the system calls it saves); the tape's own map is padded by `write(2)` instead (tape/sink.rs).
 struct MappedTape {
     file: File,
     /// The window mapped now, and where in the file it starts.
@@ -497,13 +548,7 @@ const WINDOW: usize = 1 << 20;
 
 impl MappedTape {
     fn create(path: &std::path::Path) -> MappedTape {
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .unwrap();
+        let file = tape_file(path);
         let mut t = MappedTape {
             file,
             map: std::ptr::null_mut(),

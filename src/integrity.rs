@@ -144,7 +144,13 @@ pub fn verify(
             } else if let Some((line, bytes)) = torn {
                 // A torn line is how a crash ends a tape, before any closing line: after one, it
                 // is bytes added later (the reader skips them, so the chain never sees them).
-                Verdict::Tampered { line, reason: format!("{bytes} bytes after the closing line, from byte {torn_at} to the end of the file (no newline): added after the tape was closed") }
+                let to = torn_at + bytes as u64;
+                let after = if std::fs::metadata(path).is_ok_and(|m| m.len() > to) {
+                    "then only newlines"
+                } else {
+                    "no newline"
+                };
+                Verdict::Tampered { line, reason: format!("{bytes} bytes after the closing line, from byte {torn_at} to the end of the file ({after}): added after the tape was closed") }
             } else if e.incomplete {
                 // The chain holds: the recorder lost lines (a write failed) and said so.
                 Verdict::Cut {

@@ -197,31 +197,13 @@ pub fn settle(code: i32) -> i32 {
 
 /// Whether a closed recording's last line says it held no exchange.
 fn held_no_exchange(path: &Path) -> bool {
-    let Some(last) = last_line(path) else {
+    let Some(last) = mcptape::tape::place::last_line(path) else {
         return false;
     };
     let Ok(end) = serde_json::from_slice::<serde_json::Value>(&last) else {
         return false;
     };
     end["type"] == "end" && end["exchanges"] == 0
-}
-
-/// A file's last line (within its last 4 KiB: a closing line is short).
-fn last_line(path: &Path) -> Option<Vec<u8>> {
-    use std::io::{Read, Seek};
-    let mut f = std::fs::File::open(path).ok()?;
-    let len = f.metadata().ok()?.len();
-    let mut tail = Vec::new();
-    f.seek(std::io::SeekFrom::Start(len.saturating_sub(4096)))
-        .ok()?;
-    f.read_to_end(&mut tail).ok()?;
-    let last = tail.strip_suffix(b"\n").unwrap_or(&tail);
-    Some(
-        last.rsplit(|&b| b == b'\n')
-            .next()
-            .unwrap_or_default()
-            .to_vec(),
-    )
 }
 
 /// Uploads a local tape to `url` and says how it went.
@@ -417,7 +399,7 @@ pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 /// Says so when a tape about to be uploaded has no closing line (its recording was killed): it
 /// is uploaded as it is, and reads with a warning.
 fn warn_if_open(path: &Path) {
-    let Some(last) = last_line(path) else {
+    let Some(last) = mcptape::tape::place::last_line(path) else {
         return;
     };
     if !last.starts_with(b"{\"type\":\"end\"") {

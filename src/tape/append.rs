@@ -37,6 +37,13 @@ pub enum AppendError {
         /// The tape.
         path: PathBuf,
     },
+    /// Another process is writing it (a recording still going on, another append): cutting its
+    /// closing line off under that writer would break both.
+    #[error("{}: the tape is being written by another process (a recording still going on?); append when it is done, or to another tape (--append-to)", path.display())]
+    Busy {
+        /// The tape.
+        path: PathBuf,
+    },
     /// It could not be opened for writing.
     #[error("could not open tape {} for appending", path.display())]
     Io {
@@ -53,6 +60,7 @@ impl crate::exit::Coded for AppendError {
         match self {
             AppendError::Read(e) => e.exit_code(),
             AppendError::Io { .. } => crate::exit::IO_ERR,
+            AppendError::Busy { .. } => crate::exit::IO_ERR,
             _ => crate::exit::DATA_ERR,
         }
     }
@@ -149,6 +157,13 @@ pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError
         .write(true)
         .open(path)
         .map_err(io_err)?;
+    // Held by the writer from here on (`sink::TapeFile::new` takes it again on the same open).
+    super::sink::lock(&file).map_err(|e| match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => AppendError::Busy {
+            path: path.to_path_buf(),
+        },
+        _ => io_err(e),
+    })?;
     file.set_len(keep).map_err(io_err)?;
     file.seek(io::SeekFrom::Start(keep)).map_err(io_err)?;
     let t_base_us = humantime::parse_rfc3339(&created)

@@ -13,6 +13,8 @@ pub(crate) mod read_ahead;
 pub mod reader;
 mod request_facts;
 pub(crate) mod scan;
+#[doc(hidden)]
+pub mod sink;
 pub mod store;
 pub mod writer;
 
@@ -110,6 +112,93 @@ mod tests {
             index.warnings
         );
         assert!(index.warnings.contains(&Warning::NotClosed));
+    }
+
+    /// A recorder killed mid-session leaves newlines after its last line (sink.rs). The line
+    /// before them is read when whole, and torn when its copy stopped part way (what was not
+    /// copied is padding, so at least two newlines follow it): by the index, the line reader
+    /// and the chain check alike. A bad last line with one newline after it stays an error.
+    #[test]
+    fn a_killed_recorders_padding_is_blank_and_the_line_before_it_whole_or_torn() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        write_session(&path, SESSION);
+        let text = std::fs::read(&path).unwrap();
+        let lines: Vec<&[u8]> = text.split_inclusive(|&b| b == b'\n').collect();
+        let (before, last) = (lines[..lines.len() - 2].concat(), lines[lines.len() - 2]);
+        let pad = vec![b'\n'; 5000];
+        let read_all = |path: &std::path::Path| {
+            let mut r = TapeReader::open(path).unwrap();
+            while r.next_item().unwrap().is_some() {}
+            (r.chain().clone(), r.warnings().to_vec())
+        };
+        let chain_holds = |path: &std::path::Path| {
+            TapeReader::open(path)
+                .unwrap()
+                .check_chain()
+                .unwrap()
+                .is_none()
+        };
+
+        // Whole, then padding.
+        std::fs::write(&path, [&before[..], last, &pad].concat()).unwrap();
+        let index = TapeIndex::load(&path, None).unwrap();
+        assert_eq!(index.msgs.len(), 5);
+        assert_eq!(index.warnings, [Warning::NotClosed]);
+        let (chain, warnings) = read_all(&path);
+        assert!(matches!(chain, Chain::Linked(_)), "{chain:?}");
+        assert_eq!(warnings, [Warning::NotClosed]);
+        assert!(chain_holds(&path));
+
+        // Cut mid-copy: the rest of the line's place is padding.
+        let half = last.len() / 2;
+        std::fs::write(&path, [&before[..], &last[..half], &pad].concat()).unwrap();
+        let index = TapeIndex::load(&path, None).unwrap();
+        assert_eq!(index.msgs.len(), 4);
+        let torn = Warning::TornLastLine {
+            line: 7,
+            bytes: half,
+        };
+        assert_eq!(index.warnings, [torn.clone(), Warning::NotClosed]);
+        let (chain, warnings) = read_all(&path);
+        assert!(matches!(chain, Chain::Linked(_)), "{chain:?}");
+        assert_eq!(warnings, [torn, Warning::NotClosed]);
+        assert!(chain_holds(&path));
+
+        // One newline after it: a complete line that is not a tape line.
+        std::fs::write(&path, [&before[..], &last[..half], b"\n"].concat()).unwrap();
+        let err = TapeIndex::load(&path, None).err().expect("malformed");
+        assert!(matches!(err, TapeError::Malformed { line: 7, .. }), "{err}");
+    }
+
+    /// A finished tape ends on its closing line and a writer dropped unfinished on its last
+    /// whole line: the padding is the recording's own while it lasts.
+    #[test]
+    fn a_writer_leaves_no_padding_finished_or_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        write_session(&path, SESSION);
+        let text = std::fs::read(&path).unwrap();
+        assert!(text.ends_with(b"}\n"), "{:?}", &text[text.len() - 4..]);
+
+        let path = dir.path().join("u.jsonl");
+        let mut w = TapeWriter::create(&path, WriteOptions::default()).unwrap();
+        w.declare_server(ServerDecl::stdio(DEFAULT_SERVER, vec!["srv".into()]))
+            .unwrap();
+        let mut f = Framer::new(1024);
+        f.push(SESSION[0].1, |fr| {
+            w.message(DEFAULT_SERVER, Dir::C2S, &fr, Instant::now())
+        });
+        w.commit().unwrap();
+        let index = TapeIndex::load(&path, None).unwrap();
+        assert_eq!(
+            (index.msgs.len(), &index.warnings[..]),
+            (1, &[Warning::NotClosed][..])
+        );
+        drop(w);
+        let text = std::fs::read(&path).unwrap();
+        assert!(text.ends_with(b"}\n"), "{:?}", &text[text.len() - 4..]);
+        assert_eq!(text.iter().filter(|&&b| b == b'\n').count(), 3);
     }
 
     /// Makes tape line 4 (a message in the middle) invalid JSON: a `#` before it.

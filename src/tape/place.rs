@@ -101,22 +101,27 @@ pub(crate) fn open(path: &Path) -> io::Result<(File, Option<Beside>)> {
 /// leaves at `TAPE.new`). One left by a recording that held no exchange is closed: it was
 /// reported when it ended and is written over without a word.
 fn unfinished(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.len() > 0)
+        && last_line(path).is_some_and(|last| !last.starts_with(b"{\"type\":\"end\""))
+}
+
+/// A file's last line, within its last 4 KiB (a closing line is short: counts, exit, reason,
+/// hashes); the newlines a recorder killed mid-session leaves after it (`sink`) are skipped.
+/// `None` for a file that cannot be read.
+pub fn last_line(path: &Path) -> Option<Vec<u8>> {
     use std::io::{Read, Seek};
-    let Ok(mut f) = File::open(path) else {
-        return false;
-    };
-    // The closing line is short (counts, exit, reason, hashes): it is in the last 4 KiB.
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut f = File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
     let mut tail = Vec::new();
-    if f.seek(io::SeekFrom::Start(len.saturating_sub(4096)))
-        .is_err()
-        || f.read_to_end(&mut tail).is_err()
-    {
-        return false;
-    }
-    let last = tail.strip_suffix(b"\n").unwrap_or(&tail);
-    let last = last.rsplit(|&b| b == b'\n').next().unwrap_or_default();
-    len > 0 && !last.starts_with(b"{\"type\":\"end\"")
+    f.seek(io::SeekFrom::Start(len.saturating_sub(4096))).ok()?;
+    f.read_to_end(&mut tail).ok()?;
+    let last = tail.trim_ascii_end();
+    Some(
+        last.rsplit(|&b| b == b'\n')
+            .next()
+            .unwrap_or_default()
+            .to_vec(),
+    )
 }
 
 impl Beside {

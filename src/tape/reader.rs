@@ -213,6 +213,9 @@ pub struct TapeReader {
     /// Off when another pass checks the chain (`TapeIndex::load_deferred`).
     check_chain: bool,
     options: ReadOptions,
+    /// Where the newlines that end the file start, when there are two or more: the padding
+    /// of a recorder killed mid-session (`writer`'s sink), after its last line.
+    padding_from: Option<u64>,
 }
 
 impl TapeReader {
@@ -233,6 +236,7 @@ impl TapeReader {
                 cause: e,
             },
         })?;
+        let padding_from = padding_from(&file);
         let mut input = BufReader::with_capacity(256 * 1024, file);
         let mut buf = Vec::new();
         let n = input
@@ -290,6 +294,7 @@ impl TapeReader {
             chain,
             check_chain: true,
             options,
+            padding_from,
         })
     }
 
@@ -409,6 +414,21 @@ impl TapeReader {
             let line = self.line_bytes();
             if line.iter().all(|b| b.is_ascii_whitespace()) {
                 continue;
+            }
+            // The last line before a killed recorder's padding gets its newline from the
+            // padding: torn when it does not parse, as a last line without one is.
+            if self.padding_from.is_some_and(|at| self.next_offset > at) {
+                let bytes = line.strip_suffix(b"\n").unwrap_or(line).len();
+                if parse_entry(line).is_err() {
+                    self.warnings.push(Warning::TornLastLine {
+                        line: self.line,
+                        bytes,
+                    });
+                    if !self.saw_end {
+                        self.warnings.push(Warning::NotClosed);
+                    }
+                    return Ok(None);
+                }
             }
             // Skipping parses a complete line twice (here, and below as the caller asked): a
             // cost only damaged tapes pay. A torn last line stays the warning it always is.
@@ -562,6 +582,35 @@ impl TapeReader {
             &self.buf
         }
     }
+}
+
+/// Where the run of newlines that ends `file` starts, when it is two or more long: a recorder
+/// killed mid-session leaves its padding so (tape/sink.rs). A closed tape ends in one newline.
+#[cfg(unix)]
+fn padding_from(file: &File) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata().ok()?.len();
+    let mut buf = [0u8; 4096];
+    let mut end = len;
+    loop {
+        let from = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - from) as usize];
+        file.read_exact_at(chunk, from).ok()?;
+        let start = match chunk.iter().rposition(|&b| b != b'\n') {
+            Some(i) => from + i as u64 + 1,
+            None if from == 0 => 0,
+            None => {
+                end = from;
+                continue;
+            }
+        };
+        return (len - start >= 2).then_some(start);
+    }
+}
+
+#[cfg(not(unix))]
+fn padding_from(_file: &File) -> Option<u64> {
+    None
 }
 
 /// `BufRead::read_until(b'\n')`, with the `memchr` crate's vectorized search in place of the

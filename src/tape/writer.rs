@@ -9,12 +9,13 @@
 use super::chain;
 use super::format::{End, ExitInfo, Header, OwnedLine, ServerDecl, FORMAT_NAME, MINOR, VERSION};
 use super::place::Placed;
+use super::sink::TapeFile;
 use crate::redact::Redactor;
 use crate::wire::json_out::push_str;
 use crate::wire::{classify, json_scan, Dir, Frame, Kind};
 use base64::Engine as _;
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
@@ -35,7 +36,7 @@ const KEEP_CAPACITY: usize = 1024 * 1024;
 /// there already, the recording is written beside it and replaces it only if it holds a session
 /// (`super::place`).
 pub struct TapeWriter {
-    file: File,
+    file: TapeFile,
     /// The tape asked for.
     path: PathBuf,
     /// Set when a tape was there already: this recording is written beside it (`TAPE.new`)
@@ -258,7 +259,7 @@ impl TapeWriter {
             Some(b) => b.staging().to_path_buf(),
             None => path.to_path_buf(),
         };
-        let mut w = TapeWriter::blank(file, path, file_path, opts);
+        let mut w = TapeWriter::blank(TapeFile::new(file, 0), path, file_path, opts);
         w.beside = beside;
         let header = Header {
             format: FORMAT_NAME.into(),
@@ -275,7 +276,7 @@ impl TapeWriter {
         Ok(w)
     }
 
-    fn blank(file: File, path: &Path, file_path: PathBuf, opts: WriteOptions) -> TapeWriter {
+    fn blank(file: TapeFile, path: &Path, file_path: PathBuf, opts: WriteOptions) -> TapeWriter {
         TapeWriter {
             file,
             path: path.to_path_buf(),
@@ -308,7 +309,10 @@ impl TapeWriter {
     /// A writer that adds to the tape `super::append` read (`r`), closed again at once: its
     /// lines are marked `appended`, chained to the last line kept.
     pub(super) fn resume(path: &Path, r: Resume, old: End, opts: WriteOptions) -> io::Result<Self> {
-        let mut w = TapeWriter::blank(r.file, path, path.to_path_buf(), opts);
+        let mut file = TapeFile::new(r.file, r.len);
+        // Cut back after every write: padding would have to be written again each time.
+        file.unmapped();
+        let mut w = TapeWriter::blank(file, path, path.to_path_buf(), opts);
         w.seq = r.seq;
         w.head.clone_from(&r.head);
         w.written_head = r.head;
@@ -704,13 +708,8 @@ impl TapeWriter {
         }
         if let Some(at) = self.appending.as_mut().and_then(|a| a.end_at.take()) {
             // The closing line written after the last write goes: these lines come after.
-            use std::io::Seek;
             self.good_len = at;
-            if let Err(e) = self
-                .file
-                .set_len(at)
-                .and_then(|()| self.file.seek(io::SeekFrom::Start(at)).map(drop))
-            {
+            if let Err(e) = self.file.cut(at) {
                 self.failed = Some(io::Error::new(e.kind(), e.to_string()));
                 return Err(e);
             }
@@ -727,7 +726,7 @@ impl TapeWriter {
         }
         let parts = &mut slots[..1 + more.len()];
         let len: usize = parts.iter().map(|p| p.len()).sum();
-        let result = write_all_vectored(&mut self.file, parts);
+        let result = self.file.write_at_end(self.good_len, parts);
         if let Err((written, e)) = result {
             let slices: Vec<&[u8]> = std::iter::once(&self.pending[..])
                 .chain(more.iter().copied())
@@ -744,10 +743,7 @@ impl TapeWriter {
             self.good_len += kept as u64;
             self.pending.clear();
             // Best effort: `finish` cuts back again before the closing line.
-            if self.file.set_len(self.good_len).is_ok() {
-                use std::io::Seek;
-                let _ = self.file.seek(io::SeekFrom::Start(self.good_len));
-            }
+            let _ = self.file.cut(self.good_len);
             let msg = e.to_string();
             self.failed = Some(e);
             return Err(io::Error::other(format!(
@@ -825,19 +821,18 @@ impl TapeWriter {
             // A failed write may have left part of a line behind; cut back to the last complete
             // line so the closing line starts on a line of its own. Then try once more: a
             // transient failure (space freed) still gets the tape closed.
-            use std::io::Seek;
-            self.file.set_len(self.good_len)?;
-            self.file.seek(io::SeekFrom::Start(self.good_len))?;
+            self.file.cut(self.good_len)?;
         }
         if let Some(at) = self.appending.as_mut().and_then(|a| a.end_at.take()) {
             // The last write's closing line makes way for this one.
-            use std::io::Seek;
-            self.file.set_len(at)?;
-            self.file.seek(io::SeekFrom::Start(at))?;
+            self.file.cut(at)?;
             self.good_len = at;
         }
         self.push_record(&OwnedLine::End(&end));
         self.commit_lines()?;
+        if self.file.padded_after(self.good_len) {
+            self.file.cut(self.good_len)?;
+        }
         self.file.sync_data()?;
         Ok(end)
     }
@@ -849,7 +844,16 @@ impl TapeWriter {
     }
 }
 
-/// Ends a line with its chain hash: `,"h":"<hex>"}` and the newline.
+impl Drop for TapeWriter {
+    /// A writer dropped without `finish` (an error path, a panic) leaves its tape as a killed
+    /// recorder would, without the padding: the file ends on its last whole line.
+    fn drop(&mut self) {
+        if self.file.padded_after(self.good_len) {
+            let _ = self.file.cut(self.good_len);
+        }
+    }
+}
+
 /// `{"type":"msg","seq":…,"t_us":…,"server":…,"dir":…,"kind":"` — the kind follows.
 fn push_msg_head(p: &mut Vec<u8>, seq: u64, t_us: u64, server: &str, dir: Dir) {
     let mut num = itoa::Buffer::new();
@@ -993,32 +997,11 @@ fn push_text_body(p: &mut Vec<u8>, redactor: Option<&Redactor>, bytes: &[u8]) {
     }
 }
 
+/// Ends a line with its chain hash: `,"h":"<hex>"}` and the newline.
 fn push_h(out: &mut Vec<u8>, head: &str) {
     out.extend_from_slice(b",\"h\":\"");
     out.extend_from_slice(head.as_bytes());
     out.extend_from_slice(b"\"}\n");
-}
-
-/// `write_all` over several buffers (std's `write_all_vectored` is not stable yet). On failure,
-/// how many bytes did reach the file, with the error.
-fn write_all_vectored(
-    file: &mut File,
-    mut parts: &mut [io::IoSlice<'_>],
-) -> Result<(), (usize, io::Error)> {
-    let mut written = 0;
-    io::IoSlice::advance_slices(&mut parts, 0); // drop leading empty slices
-    while !parts.is_empty() {
-        match file.write_vectored(parts) {
-            Ok(0) => return Err((written, io::ErrorKind::WriteZero.into())),
-            Ok(n) => {
-                written += n;
-                io::IoSlice::advance_slices(&mut parts, n)
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err((written, e)),
-        }
-    }
-    Ok(())
 }
 
 /// Among the first `written` bytes of `parts` (consecutive tape lines, each ending in
@@ -1042,16 +1025,28 @@ fn last_whole_line<'a>(parts: &[&'a [u8]], written: usize) -> Option<(usize, u64
     last
 }
 
+/// Opens `path` with `opts`, a regular file there removed first rather than truncated: a
+/// recorder still writing it (a second recording of the same tape started meanwhile) keeps its
+/// own file, where a truncation under its map would kill it with SIGBUS (sink.rs). Where it
+/// cannot be removed (a directory without write permission), it is truncated as before.
+fn open_anew(path: &Path, opts: &std::fs::OpenOptions) -> io::Result<File> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()) {
+        let _ = std::fs::remove_file(path);
+    }
+    opts.open(path)
+}
+
 /// Opens a tape for writing with mode 0600: tapes hold whatever crossed the wire.
 pub(crate) fn open_private(path: &Path) -> io::Result<File> {
     let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
+    // Read too: the writer maps the file's end (sink.rs), which needs both.
+    opts.read(true).write(true).create(true).truncate(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(0o600);
     }
-    let file = opts.open(path)?;
+    let file = open_anew(path, &opts)?;
     // `mode` applies only when the file is created: an existing tape is made private too.
     #[cfg(unix)]
     {
@@ -1065,13 +1060,14 @@ pub(crate) fn open_private(path: &Path) -> io::Result<File> {
 /// follow a symbolic link someone left at that name.
 pub(crate) fn open_own(path: &Path) -> io::Result<File> {
     let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
+    // Read too: the writer maps the file's end (sink.rs), which needs both.
+    opts.read(true).write(true).create(true).truncate(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(0o600).custom_flags(libc::O_NOFOLLOW);
     }
-    opts.open(path).map_err(|e| {
+    open_anew(path, &opts).map_err(|e| {
         if e.raw_os_error() == Some(libc::ELOOP) {
             io::Error::other(format!(
                 "{} is a symbolic link; refusing to write through it",
@@ -1302,8 +1298,10 @@ mod tests {
                 w.commit().unwrap();
                 let text = std::fs::read_to_string(&path).unwrap();
                 // The header's time differs, and so every line's chain hash: the rest must not.
+                // (The tape is not closed: the padding after its last line is blank lines.)
                 text.lines()
                     .skip(1)
+                    .filter(|l| !l.is_empty())
                     .map(|l| l.rsplit_once(",\"h\":").unwrap().0.to_string())
                     .collect::<Vec<_>>()
             };

@@ -660,13 +660,25 @@ pub fn wait_output(mut child: Child, limit: Duration) -> Output {
 // --- tapes -----------------------------------------------------------------------------------
 
 /// The tape's lines as JSON values.
+///
+/// A tape still being written, or whose recorder was killed, ends in newline padding
+/// (src/tape/sink.rs), which is skipped; a closed tape must end in one newline.
 pub fn tape_lines(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).expect("read tape");
-    text.lines()
+    let body = text.trim_end_matches('\n');
+    let lines: Vec<Value> = body
+        .lines()
         .map(|l| {
             serde_json::from_str(l).unwrap_or_else(|e| panic!("tape line not JSON ({e}): {l}"))
         })
-        .collect()
+        .collect();
+    let padded = text.len() > body.len() + 1;
+    assert!(
+        !(padded && lines.last().is_some_and(|l| l["type"] == "end")),
+        "{}: a closed tape ends in one newline, not in padding",
+        path.display()
+    );
+    lines
 }
 
 /// The `msg` lines of a tape.

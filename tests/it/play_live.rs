@@ -52,6 +52,14 @@ fn text_of(r: &Value) -> &str {
         .unwrap_or_else(|| panic!("a text result: {r}"))
 }
 
+/// How many of the tape's messages are marked `appended`.
+fn appended(tape: &Path) -> usize {
+    tape_msgs(tape)
+        .iter()
+        .filter(|m| m["appended"] == true)
+        .count()
+}
+
 /// `mcptape verify` says the tape is intact.
 #[track_caller]
 fn assert_verifies(tape: &Path) {
@@ -441,16 +449,40 @@ fn a_kill_9_of_play_after_an_append_leaves_a_closed_tape_that_verifies() {
     assert!(again.get("result").is_some(), "{again}");
     c.finish_with(0);
     assert_verifies(&tape);
-    let appended = tape_msgs(&tape)
-        .into_iter()
-        .filter(|m| m["appended"] == true)
-        .count();
-    assert_eq!(appended, 4);
+    assert_eq!(appended(&tape), 4);
     let appends = tape_lines(&tape)
         .into_iter()
         .filter(|l| l["what"] == "append")
         .count();
     assert_eq!(appends, 2, "one append event per run");
+}
+
+/// `--on-miss live` does not append to a tape whose recording is still going on: cutting its
+/// closing place under the recorder would break the recording (and, where the recorder writes
+/// through a map of the file, end it with SIGBUS). The live answer is still served; the
+/// recording goes on and closes whole.
+#[test]
+fn a_tape_still_being_recorded_is_not_appended_to() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let server = demo_server("healthy");
+    let mut rec = LineClient::spawn(&record_cmd(&tape, &server));
+    handshake(&mut rec, json!({}));
+    let add = |c: &mut LineClient, id: i64, a: i64| {
+        let r = c.call(id, "tools/call", call("add", json!({"a": a, "b": 1})));
+        assert_eq!(text_of(&r), (a + 1).to_string(), "{r}");
+    };
+    add(&mut rec, 1, 1);
+    let mut play = play_live(&tape, &["--on-miss", "live"], &server);
+    handshake(&mut play, json!({}));
+    add(&mut play, 1, 41);
+    let stderr = play.finish_with(0);
+    assert_contains(&stderr, "the tape is being written by another process");
+    assert_contains(&stderr, "the live answers are served but not taped");
+    add(&mut rec, 2, 2);
+    rec.finish_with(0);
+    assert_verifies(&tape);
+    assert_eq!(appended(&tape), 0);
 }
 
 #[test]
@@ -751,13 +783,7 @@ fn vcr_new_appends_what_is_missing_and_all_records_again_keeping_the_old_tape() 
     );
     assert_contains(&err, "answered live 1");
     assert_verifies(&tape);
-    assert_eq!(
-        tape_msgs(&tape)
-            .iter()
-            .filter(|m| m["appended"] == true)
-            .count(),
-        2
-    );
+    assert_eq!(appended(&tape), 2);
 
     let before = std::fs::read(&tape).unwrap();
     std::fs::remove_file(&marker).unwrap();

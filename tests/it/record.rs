@@ -413,6 +413,104 @@ fn after_sigkill_the_tape_reads_up_to_the_last_forwarded_message() {
     );
 }
 
+/// A second recording of a tape, started while the first still runs, writes a file of its
+/// own: the first recorder's file is not cut under it (on ext4, XFS and tmpfs it writes through
+/// a map of the file, and a cut would end it with SIGBUS: src/tape/sink.rs) and its session
+/// goes on to the end.
+#[test]
+fn a_second_recording_of_a_tape_leaves_the_first_recorder_running() {
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let add = |c: &mut LineClient, id: i64, a: i64| {
+        let r = c.call(
+            id,
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": a, "b": 1}}),
+        );
+        assert_eq!(
+            r["result"]["content"][0]["text"],
+            (a + 1).to_string(),
+            "{r}"
+        );
+    };
+    // A tape there already: both recordings are written beside it, to TAPE.new.
+    let mut c = record(&tape, &[], &demo_server("healthy"));
+    c.initialize();
+    add(&mut c, 1, 1);
+    c.finish_with(0);
+    let mut first = record(&tape, &[], &demo_server("healthy"));
+    first.initialize();
+    add(&mut first, 1, 10);
+    let mut second = record(&tape, &[], &demo_server("healthy"));
+    second.initialize();
+    add(&mut second, 1, 20);
+    for id in 2..50 {
+        add(&mut first, id, 100 + id);
+    }
+    first.finish_with(0);
+    add(&mut second, 2, 30);
+    // Both recordings claim TAPE.new; which one ends up where is not this test's matter.
+    let (status, stderr) = second.finish();
+    assert!(
+        status.code().is_some(),
+        "not killed by a signal: {status:?}\n{stderr}"
+    );
+}
+
+/// While a recording runs, the tape ends in newline padding where the writer maps it (ext4,
+/// XFS or tmpfs: the test directory's ext4 here), and on its last line with `MCPTAPE_NO_MAP=1`
+/// or on another file system; both close on one newline and read the same.
+#[test]
+#[allow(clippy::unnecessary_cast)] // `f_type` and the magic numbers differ in type between architectures
+fn a_live_tape_is_padded_unless_mapping_is_off() {
+    let (dir, tape) = tmp_tape("t.jsonl");
+    let mapped_here = {
+        let c = std::ffi::CString::new(s(dir.path())).unwrap();
+        // SAFETY: plain data, filled in by the call.
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: a NUL-terminated path and a `statfs` that outlives the call.
+        assert_eq!(unsafe { libc::statfs(c.as_ptr(), &mut fs) }, 0);
+        let kind = fs.f_type as i64;
+        [
+            libc::EXT4_SUPER_MAGIC,
+            libc::XFS_SUPER_MAGIC,
+            libc::TMPFS_MAGIC,
+        ]
+        .map(|m| m as i64)
+        .contains(&kind)
+    };
+    for no_map in ["", "1"] {
+        let mut argv = vec![
+            s(bin()),
+            "record".into(),
+            "--tape".into(),
+            s(&tape),
+            "--".into(),
+        ];
+        argv.extend(demo_server("healthy"));
+        let mut cmd = command(&argv);
+        cmd.env("MCPTAPE_NO_MAP", no_map);
+        let mut c = LineClient::spawn_cmd(cmd);
+        c.initialize();
+        let r = c.call(
+            1,
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+        );
+        assert_eq!(r["result"]["content"][0]["text"], "5");
+        let live = std::fs::read(&tape).unwrap();
+        let padding = live.len() - live.trim_ascii_end().len();
+        if no_map.is_empty() && mapped_here {
+            assert!(padding > 1 && live.len() % 65536 == 0, "padded: {padding}");
+        } else {
+            assert_eq!(padding, 1, "ends on its last line");
+        }
+        assert_eq!(tape_msgs(&tape).len(), 5, "read while live");
+        c.finish_with(0);
+        assert_eq!(tape_msgs(&tape).len(), 5);
+        std::fs::remove_file(&tape).unwrap();
+    }
+}
+
 #[test]
 fn closing_stdin_gives_the_server_eof() {
     let (_dir, tape) = tmp_tape("t.jsonl");

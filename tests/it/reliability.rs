@@ -214,7 +214,15 @@ fn answers_a_server_gives_when_the_grace_period_ends_are_still_recorded() {
 /// `mcptape record` with RLIMIT_FSIZE (and optionally SIGXFSZ ignored, as inherited dispositions
 /// survive exec), against the raw responder.
 fn record_with_fsize(tape: &Path, limit: u64, ignore_xfsz: bool) -> LineClient {
-    let mut cmd = record_mt(tape, &[], &responder("now", 1)).command();
+    with_fsize(
+        record_mt(tape, &[], &responder("now", 1)).command(),
+        limit,
+        ignore_xfsz,
+    )
+}
+
+/// `cmd` run with RLIMIT_FSIZE at `limit` (and SIGXFSZ ignored if asked).
+fn with_fsize(mut cmd: Command, limit: u64, ignore_xfsz: bool) -> LineClient {
     // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -461,7 +469,12 @@ fn no_room_even_for_the_closing_line_is_an_error_not_silence() {
     let (_dir, tape) = tmp_tape("t.jsonl");
     // No limit at first (SIGXFSZ ignored); once the first exchange is on the tape, the limit is
     // set 50 bytes past its end with prlimit(1): the next call and the closing line cannot fit.
-    let mut c = record_with_fsize(&tape, libc::RLIM_INFINITY, true);
+    // Every write a write(2) (`MCPTAPE_NO_MAP`): a writer that maps the tape has made its room
+    // before the limit is set, and a limit on a file's size does not stop copies into the size
+    // it has. A full disk in that mode is the tmpfs tests' matter.
+    let mut cmd = record_mt(&tape, &[], &responder("now", 1)).command();
+    cmd.env("MCPTAPE_NO_MAP", "1");
+    let mut c = with_fsize(cmd, libc::RLIM_INFINITY, true);
     c.send_raw(&line(raw_request("1", "tools/call", "{}")));
     assert!(c.recv_raw(Duration::from_secs(30)).is_some());
     let size = std::fs::metadata(&tape).unwrap().len();
