@@ -190,8 +190,8 @@ fn main() {
         });
 
         // The tape's own writes (tape/sink.rs): on this file system a copy into a shared map of
-        // the file's end, kept padded ahead with newlines by a write(2) per 64 KiB; a line over
-        // 64 KiB is a write(2) after the padding is cut.
+        // the file's end, kept padded ahead with newlines by a write(2) per 64 KiB; a write over
+        // 256 KiB is a write(2) after the padding is cut.
         let mut tape = TapeFile::new(tape_file(&dir.join("sink")), 0);
         let mut at = 0u64;
         rows.push(Row {
