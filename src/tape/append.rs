@@ -69,6 +69,29 @@ impl crate::exit::Coded for AppendError {
 /// Opens the tape at `path` for adding to it: checks its chain, cuts its closing line (and a
 /// torn last line) off, and returns a writer that goes on from its last whole line.
 pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError> {
+    let io_err = |cause| AppendError::Io {
+        path: path.to_path_buf(),
+        cause,
+    };
+    // Locked before it is read: a recording that ends meanwhile must not lose the lines it
+    // wrote after the read. Held by the writer from here on (`sink::TapeFile::new` takes it
+    // again on the same open).
+    let mut file = match std::fs::OpenOptions::new().write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(TapeError::NotFound {
+                path: path.to_path_buf(),
+            }
+            .into())
+        }
+        Err(e) => return Err(io_err(e)),
+    };
+    super::sink::lock(&file).map_err(|e| match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => AppendError::Busy {
+            path: path.to_path_buf(),
+        },
+        _ => io_err(e),
+    })?;
     let mut r = TapeReader::open(path)?;
     if !r.header().chained() {
         return Err(AppendError::Unchained {
@@ -149,21 +172,6 @@ pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError
             ..End::default()
         };
     }
-    let io_err = |cause| AppendError::Io {
-        path: path.to_path_buf(),
-        cause,
-    };
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map_err(io_err)?;
-    // Held by the writer from here on (`sink::TapeFile::new` takes it again on the same open).
-    super::sink::lock(&file).map_err(|e| match e.raw_os_error() {
-        Some(libc::EWOULDBLOCK) => AppendError::Busy {
-            path: path.to_path_buf(),
-        },
-        _ => io_err(e),
-    })?;
     file.set_len(keep).map_err(io_err)?;
     file.seek(io::SeekFrom::Start(keep)).map_err(io_err)?;
     let t_base_us = humantime::parse_rfc3339(&created)

@@ -81,6 +81,15 @@ pub(crate) fn open(path: &Path) -> io::Result<(File, Option<Beside>)> {
         path.to_path_buf()
     };
     let staging = with_suffix(&target, ".new");
+    if being_written(&staging) {
+        // Two recordings of one tape would each take the other's place (and its backup): the
+        // second is refused, the first goes on.
+        return Err(io::Error::other(format!(
+            "{} is being recorded by another mcptape right now (into {}); record to another tape, or when that recording ends",
+            path.display(),
+            staging.display()
+        )));
+    }
     if unfinished(&staging) {
         crate::diag!(
             "mcptape: found {}, left by a recording that did not finish (killed, or the machine stopped); this recording writes over it",
@@ -97,6 +106,13 @@ pub(crate) fn open(path: &Path) -> io::Result<(File, Option<Beside>)> {
     Ok((file, Some(Beside { target, staging })))
 }
 
+/// Whether a live writer holds `path` (its lock, `sink::lock`): a recording still going on.
+fn being_written(path: &Path) -> bool {
+    File::open(path).is_ok_and(|f| {
+        super::sink::lock(&f).is_err_and(|e| e.raw_os_error() == Some(libc::EWOULDBLOCK))
+    })
+}
+
 /// Whether `path` is a recording cut off before its closing line (what a killed re-recording
 /// leaves at `TAPE.new`). One left by a recording that held no exchange is closed: it was
 /// reported when it ended and is written over without a word.
@@ -106,8 +122,9 @@ fn unfinished(path: &Path) -> bool {
 }
 
 /// A file's last line, within its last 4 KiB (a closing line is short: counts, exit, reason,
-/// hashes); the newlines a recorder killed mid-session leaves after it (`sink`) are skipped.
-/// `None` for a file that cannot be read.
+/// hashes), trailing newlines skipped. A recorder killed mid-session leaves up to 64 KiB of them
+/// (`sink`): past 4 KiB of them the line is empty, which is no closing line either. `None` for
+/// a file that cannot be read.
 pub fn last_line(path: &Path) -> Option<Vec<u8>> {
     use std::io::{Read, Seek};
     let mut f = File::open(path).ok()?;

@@ -10,11 +10,17 @@
 //! A copy into a map cannot report an error, so the space is made first: the file is padded
 //! ahead of the last line with newlines, 64 KiB at a time, by `write(2)` (which allocates the
 //! pages and reserves the disk space, so a full disk or a file-size limit is an error from that
-//! write, never a SIGBUS), and lines are copied over the padding. Only file systems that never
+//! write, never a SIGBUS), and lines are copied over the padding, front to back. Only file systems that never
 //! need new space to write into a page already written are mapped: ext2/3/4, XFS and tmpfs.
 //! A copy-on-write one (btrfs, bcachefs, ZFS) may, and anything else (overlayfs, NFS, FUSE) is
 //! not vouched for: there every write is a `write(2)`, as it was. So it is with `MCPTAPE_NO_MAP`
 //! set, for whoever follows a tape with `tail -f` while it records.
+//!
+//! What can still end a recorder with SIGBUS, where `write(2)` would have returned an error: the
+//! storage failing under a live tape (a page that must be read back hits an I/O error, the file
+//! system is made read-only) and another program cutting the tape or sharing its blocks
+//! (`cp --reflink`) while it is written. mcptape itself does neither: a second recording of a
+//! tape being recorded is refused (`place.rs`), an append waits for no writer (`append.rs`).
 //!
 //! The padding is cut off when the tape is closed or the writer dropped. A recorder killed
 //! mid-session leaves up to 64 KiB of newlines after its last line: blank lines, which the tape
@@ -61,12 +67,15 @@ impl TapeFile {
     /// (`append.rs`), as cutting it under the map would kill the recorder with SIGBUS. A file
     /// someone else holds locked is not mapped.
     pub fn new(file: File, len: u64) -> TapeFile {
-        let mapped = lock(&file).is_ok()
+        // The file's own size, not the caller's word for it: a map is only ever touched below it.
+        let size = file.metadata().map_or(len, |m| m.len());
+        let mapped = size == len
+            && lock(&file).is_ok()
             && std::env::var_os(NO_MAP).is_none_or(|v| v.is_empty())
             && mappable(&file);
         TapeFile {
             file,
-            size: len,
+            size,
             pos: len,
             window: None,
             mapped,
@@ -99,7 +108,7 @@ impl TapeFile {
                 if let Some(to) = self.window_for(at, len) {
                     let mut i = 0;
                     for p in parts.iter() {
-                        to[i..i + p.len()].copy_from_slice(p);
+                        copy_forward(&mut to[i..i + p.len()], p);
                         i += p.len();
                     }
                     return Ok(());
@@ -195,6 +204,26 @@ impl TapeFile {
         let (from, map) = self.window.as_mut()?;
         let i = (at - *from) as usize;
         Some(&mut map[i..i + len])
+    }
+}
+
+/// Copies `from` into `to` front to back, 16 bytes (one vector store) at a time: a recorder
+/// killed mid-copy leaves a prefix of the lines and then padding, which reads as whole lines
+/// and a torn last one. `memcpy` promises no order (glibc's stores a long copy's tail first),
+/// and a copy's tail landing before its middle would leave newlines inside a line followed by
+/// more of it: a malformed line, not a torn one.
+fn copy_forward(to: &mut [u8], from: &[u8]) {
+    assert_eq!(to.len(), from.len());
+    let mut dst = to.chunks_exact_mut(16);
+    let mut src = from.chunks_exact(16);
+    for (d, s) in (&mut dst).zip(&mut src) {
+        d.copy_from_slice(s);
+        // Keeps the compiler from merging the chunks back into one `memcpy`.
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+    }
+    for (d, s) in dst.into_remainder().iter_mut().zip(src.remainder()) {
+        *d = *s;
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -1025,10 +1025,11 @@ fn last_whole_line<'a>(parts: &[&'a [u8]], written: usize) -> Option<(usize, u64
     last
 }
 
-/// Opens `path` with `opts`, a regular file there removed first rather than truncated: a
-/// recorder still writing it (a second recording of the same tape started meanwhile) keeps its
-/// own file, where a truncation under its map would kill it with SIGBUS (sink.rs). Where it
-/// cannot be removed (a directory without write permission), it is truncated as before.
+/// Opens `path` (a file of mcptape's own naming: `TAPE.new`, a backup, a staging file) with
+/// `opts`, a regular file there removed first rather than truncated: whoever still has it open
+/// keeps their file, where a truncation under a recorder's map would kill it with SIGBUS
+/// (sink.rs). Where it cannot be removed (a directory without write permission), it is
+/// truncated as before.
 fn open_anew(path: &Path, opts: &std::fs::OpenOptions) -> io::Result<File> {
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_file()) {
         let _ = std::fs::remove_file(path);
@@ -1046,7 +1047,7 @@ pub(crate) fn open_private(path: &Path) -> io::Result<File> {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(0o600);
     }
-    let file = open_anew(path, &opts)?;
+    let file = opts.open(path)?;
     // `mode` applies only when the file is created: an existing tape is made private too.
     #[cfg(unix)]
     {

@@ -413,12 +413,12 @@ fn after_sigkill_the_tape_reads_up_to_the_last_forwarded_message() {
     );
 }
 
-/// A second recording of a tape, started while the first still runs, writes a file of its
-/// own: the first recorder's file is not cut under it (on ext4, XFS and tmpfs it writes through
-/// a map of the file, and a cut would end it with SIGBUS: src/tape/sink.rs) and its session
-/// goes on to the end.
+/// A second recording of a tape, started while the first still runs, is refused: the two would
+/// each take the other's place and backup, and on ext4, XFS and tmpfs cutting the first one's
+/// file under its map (src/tape/sink.rs) killed it with SIGBUS. The first session goes on and
+/// its recording replaces the tape.
 #[test]
-fn a_second_recording_of_a_tape_leaves_the_first_recorder_running() {
+fn a_second_recording_of_a_tape_being_recorded_is_refused_and_the_first_goes_on() {
     let (_dir, tape) = tmp_tape("t.jsonl");
     let add = |c: &mut LineClient, id: i64, a: i64| {
         let r = c.call(
@@ -432,7 +432,7 @@ fn a_second_recording_of_a_tape_leaves_the_first_recorder_running() {
             "{r}"
         );
     };
-    // A tape there already: both recordings are written beside it, to TAPE.new.
+    // A tape there already: a recording is written beside it, to TAPE.new.
     let mut c = record(&tape, &[], &demo_server("healthy"));
     c.initialize();
     add(&mut c, 1, 1);
@@ -440,20 +440,19 @@ fn a_second_recording_of_a_tape_leaves_the_first_recorder_running() {
     let mut first = record(&tape, &[], &demo_server("healthy"));
     first.initialize();
     add(&mut first, 1, 10);
-    let mut second = record(&tape, &[], &demo_server("healthy"));
-    second.initialize();
-    add(&mut second, 1, 20);
+    let second = record(&tape, &[], &demo_server("healthy"));
+    let stderr = second.finish_with(74);
+    assert_contains(&stderr, "is being recorded by another mcptape right now");
     for id in 2..50 {
         add(&mut first, id, 100 + id);
     }
-    first.finish_with(0);
-    add(&mut second, 2, 30);
-    // Both recordings claim TAPE.new; which one ends up where is not this test's matter.
-    let (status, stderr) = second.finish();
-    assert!(
-        status.code().is_some(),
-        "not killed by a signal: {status:?}\n{stderr}"
-    );
+    let stderr = first.finish_with(0);
+    assert_contains(&stderr, "replaced");
+    let calls = tape_msgs(&tape)
+        .iter()
+        .filter(|m| m["method"] == "tools/call")
+        .count();
+    assert_eq!(calls, 49, "the first recording is the tape");
 }
 
 /// While a recording runs, the tape ends in newline padding where the writer maps it (ext4,
