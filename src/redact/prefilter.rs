@@ -80,6 +80,8 @@ pub(crate) struct Prefilter {
     keyword: super::lazy::Lazy<String, regex::bytes::Regex>,
     /// Exact secrets (`check --fill`), as they are and as they look inside a JSON string.
     literals: Vec<memchr::memmem::Finder<'static>>,
+    /// Windows the shapes were run on lately and did not match.
+    clean: CleanWindows,
 }
 
 impl Prefilter {
@@ -151,6 +153,7 @@ impl Prefilter {
             pem: memchr::memmem::Finder::new(b"-----BEGIN"),
             keyword: super::lazy::builtin_bytes(rules::ascii_words(&keyword_pattern())),
             literals: finders,
+            clean: CleanWindows::default(),
         })
     }
 
@@ -231,11 +234,10 @@ impl Prefilter {
             let hit = if bytes.len() < SHORT_SCAN {
                 // One pass for the four bytes: in a short message (a request, a stream event)
                 // a `memchr` call per separator costs more than the bytes it skips (measured:
-                // ~1,500 of the 6,200 instructions a `tools/call` request's scan took).
-                bytes
-                    .iter()
-                    .enumerate()
-                    .any(|(at, &b)| STOPS[b as usize] && stop(at))
+                // ~1,500 of the 6,200 instructions a `tools/call` request's scan took), and a
+                // loop over its bytes cost ~13 instructions a byte (1,300 of the 4,000 a
+                // stream event's scan took): the stops are found 64 bytes at a time.
+                any_stop(bytes, &mut stop)
             } else {
                 memchr::memchr3_iter(b':', b'=', b'>', bytes).any(&mut stop)
                     || memchr::memchr_iter(b'-', bytes).any(&mut stop)
@@ -526,23 +528,93 @@ impl Prefilter {
                 // In JSON a shape may follow `\n` (the `n` would spoil its `\b`): the window is
                 // also looked at with escapes turned into blanks.
                 if let Some(shapes) = &self.shapes {
-                    if shapes.is_match(window) {
-                        return (true, longest);
-                    }
-                    // JSON in a string in a string escapes twice (`\\n`): a level at a time.
-                    let mut level = unescape(window);
-                    for _ in 0..3 {
-                        let Some(u) = level else { break };
-                        if shapes.is_match(&u) {
+                    if !self.clean.has(window) {
+                        if shapes_match(shapes, window) {
                             return (true, longest);
                         }
-                        level = unescape(&u);
+                        self.clean.add(window);
                     }
                 }
             }
             from = end;
         }
         (false, longest)
+    }
+}
+
+/// Whether a credential shape matches `window`, as it is or with its JSON escapes decoded.
+fn shapes_match(shapes: &regex::bytes::RegexSet, window: &[u8]) -> bool {
+    if shapes.is_match(window) {
+        return true;
+    }
+    // JSON in a string in a string escapes twice (`\\n`): a level at a time.
+    let mut level = unescape(window);
+    for _ in 0..3 {
+        let Some(u) = level else { break };
+        if shapes.is_match(&u) {
+            return true;
+        }
+        level = unescape(&u);
+    }
+    false
+}
+
+/// The last few windows no credential shape matched ([`shapes_match`] is a function of the
+/// window's bytes alone, so an equal window is certain not to match either). A stream's events
+/// repeat their structure, and with it their long runs (Anthropic's `content_block_delta`,
+/// an OpenAI chunk's `id`, `object` and `model`): without this, each event sent the same
+/// window through the shapes' regexes (measured: ~500 of the ~4,000 instructions a text
+/// delta's scan took).
+#[derive(Default)]
+struct CleanWindows(std::sync::Mutex<CleanRing>);
+
+/// How many windows [`CleanWindows`] keeps, and the longest it keeps.
+const CLEAN_SLOTS: usize = 8;
+const CLEAN_MAX: usize = 64;
+
+struct CleanRing {
+    windows: [(u8, [u8; CLEAN_MAX]); CLEAN_SLOTS],
+    /// The slot the next window goes in (the oldest).
+    next: usize,
+}
+
+impl Default for CleanRing {
+    fn default() -> CleanRing {
+        CleanRing {
+            windows: [(0, [0; CLEAN_MAX]); CLEAN_SLOTS],
+            next: 0,
+        }
+    }
+}
+
+impl CleanWindows {
+    /// Whether `window` is known not to match. Another thread holding the memo is not waited
+    /// for: the window is then simply not known.
+    fn has(&self, window: &[u8]) -> bool {
+        if window.is_empty() || window.len() > CLEAN_MAX {
+            return false;
+        }
+        let Ok(ring) = self.0.try_lock() else {
+            return false;
+        };
+        ring.windows
+            .iter()
+            .any(|(len, w)| usize::from(*len) == window.len() && &w[..window.len()] == window)
+    }
+
+    /// Remembers that `window` did not match (in place of the oldest one remembered).
+    fn add(&self, window: &[u8]) {
+        if window.is_empty() || window.len() > CLEAN_MAX {
+            return;
+        }
+        let Ok(mut ring) = self.0.try_lock() else {
+            return;
+        };
+        let at = ring.next;
+        let slot = &mut ring.windows[at];
+        slot.0 = window.len() as u8;
+        slot.1[..window.len()].copy_from_slice(window);
+        ring.next = (at + 1) % CLEAN_SLOTS;
     }
 }
 
@@ -653,41 +725,61 @@ unsafe fn token_mask_avx2(window: &[u8; 64]) -> u64 {
 }
 
 /// Bit `i` set when `window[i]` is a token byte: 16 bytes per step with SSE2, classified by
-/// range compares and packed with `movemask`.
+/// range compares.
 #[cfg(target_arch = "x86_64")]
 fn token_mask_sse2(window: &[u8; 64]) -> u64 {
     use std::arch::x86_64::*;
-    // SAFETY: SSE2 is part of the x86-64 baseline, so these intrinsics are always available;
-    // every load reads 16 bytes inside `window`, and `loadu` needs no alignment.
-    unsafe {
-        // `lo <= x <= hi` as unsigned bytes: `min(x - lo, hi - lo) == x - lo`.
-        let in_range = |x: __m128i, lo: u8, hi: u8| {
-            let t = _mm_sub_epi8(x, _mm_set1_epi8(lo as i8));
-            _mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8((hi - lo) as i8)), t)
-        };
-        let is = |x: __m128i, b: u8| _mm_cmpeq_epi8(x, _mm_set1_epi8(b as i8));
-        let mut mask = 0u64;
-        for (i, part) in window.chunks_exact(16).enumerate() {
-            let x = _mm_loadu_si128(part.as_ptr().cast());
-            let letters = in_range(_mm_or_si128(x, _mm_set1_epi8(0x20)), b'a', b'z');
-            let digits = in_range(x, b'0', b'9');
-            let punct = _mm_or_si128(
-                _mm_or_si128(in_range(x, b'-', b'/'), is(x, b'+')), // `-` `.` `/` `+`
-                _mm_or_si128(_mm_or_si128(is(x, b'='), is(x, b'_')), is(x, b'~')),
-            );
-            let all = _mm_or_si128(_mm_or_si128(letters, digits), punct);
-            mask |= (_mm_movemask_epi8(all) as u16 as u64) << (16 * i);
-        }
-        mask
+    // SAFETY (every block below): SSE2 is part of the x86-64 baseline, so these intrinsics are
+    // always available.
+    // `lo <= x <= hi` as unsigned bytes: `min(x - lo, hi - lo) == x - lo`.
+    let in_range = |x: __m128i, lo: u8, hi: u8| unsafe {
+        let t = _mm_sub_epi8(x, _mm_set1_epi8(lo as i8));
+        _mm_cmpeq_epi8(_mm_min_epu8(t, _mm_set1_epi8((hi - lo) as i8)), t)
+    };
+    let is = |x: __m128i, b: u8| unsafe { _mm_cmpeq_epi8(x, _mm_set1_epi8(b as i8)) };
+    sse2_mask(window, |x| unsafe {
+        let letters = in_range(_mm_or_si128(x, _mm_set1_epi8(0x20)), b'a', b'z');
+        let digits = in_range(x, b'0', b'9');
+        let punct = _mm_or_si128(
+            _mm_or_si128(in_range(x, b'-', b'/'), is(x, b'+')), // `-` `.` `/` `+`
+            _mm_or_si128(_mm_or_si128(is(x, b'='), is(x, b'_')), is(x, b'~')),
+        );
+        _mm_or_si128(_mm_or_si128(letters, digits), punct)
+    })
+}
+
+/// Bit `i` set when `class` sets byte `i % 16` of what it gives for the 16 bytes holding
+/// `window[i]` (a compare's all-ones lane): 16 bytes per step, packed with `movemask`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn sse2_mask(
+    window: &[u8; 64],
+    class: impl Fn(std::arch::x86_64::__m128i) -> std::arch::x86_64::__m128i,
+) -> u64 {
+    use std::arch::x86_64::*;
+    let mut mask = 0u64;
+    for (i, part) in window.chunks_exact(16).enumerate() {
+        // SAFETY: SSE2 is part of the x86-64 baseline; the load reads the 16 bytes of `part`,
+        // and `loadu` needs no alignment.
+        let lanes = unsafe { _mm_movemask_epi8(class(_mm_loadu_si128(part.as_ptr().cast()))) };
+        mask |= (lanes as u16 as u64) << (16 * i);
     }
+    mask
+}
+
+/// Bit `i` set when `window[i]` passes `test`, a byte at a time (where there is no SSE2, and
+/// for the tests).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn byte_mask(window: &[u8; 64], test: impl Fn(u8) -> bool) -> u64 {
+    window
+        .iter()
+        .enumerate()
+        .fold(0u64, |m, (i, &b)| m | (test(b) as u64) << i)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 fn token_mask(window: &[u8; 64]) -> u64 {
-    window
-        .iter()
-        .enumerate()
-        .fold(0u64, |m, (i, &b)| m | (is_token_byte(b) as u64) << i)
+    byte_mask(window, is_token_byte)
 }
 
 /// Whether one of `rules::AUTH_SCHEMES` (any case) and at least one blank end right before
@@ -727,14 +819,49 @@ static NAME_BYTES: [bool; 256] = {
 
 /// The bytes a short message's one pass stops at: separators (`:`, `=`), a tag's end (`>`)
 /// and a flag's dash (`-`).
-static STOPS: [bool; 256] = {
-    let mut t = [false; 256];
-    t[b':' as usize] = true;
-    t[b'=' as usize] = true;
-    t[b'>' as usize] = true;
-    t[b'-' as usize] = true;
-    t
-};
+const STOPS: [u8; 4] = [b':', b'=', b'>', b'-'];
+
+/// Calls `f` at every [`STOPS`] byte of `bytes`, in order, until it returns `true` (then
+/// `true`). The stops of 64 bytes are found at once, as a bit mask.
+fn any_stop(bytes: &[u8], mut f: impl FnMut(usize) -> bool) -> bool {
+    for (k, window) in bytes.chunks(64).enumerate() {
+        let mut mask = match <&[u8; 64]>::try_from(window) {
+            Ok(full) => stop_mask(full),
+            Err(_) => {
+                // The last window, short: padded with zeros, which are no stop.
+                let mut pad = [0u8; 64];
+                pad[..window.len()].copy_from_slice(window);
+                stop_mask(&pad)
+            }
+        };
+        while mask != 0 {
+            if f(k * 64 + mask.trailing_zeros() as usize) {
+                return true;
+            }
+            mask &= mask - 1;
+        }
+    }
+    false
+}
+
+/// Bit `i` set when `window[i]` is one of [`STOPS`]: four compares per 16 bytes with SSE2.
+#[cfg(target_arch = "x86_64")]
+fn stop_mask(window: &[u8; 64]) -> u64 {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE2 is part of the x86-64 baseline, so these intrinsics are always available.
+    let is = |x: __m128i, b: u8| unsafe { _mm_cmpeq_epi8(x, _mm_set1_epi8(b as i8)) };
+    sse2_mask(window, |x| unsafe {
+        _mm_or_si128(
+            _mm_or_si128(is(x, STOPS[0]), is(x, STOPS[1])),
+            _mm_or_si128(is(x, STOPS[2]), is(x, STOPS[3])),
+        )
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn stop_mask(window: &[u8; 64]) -> u64 {
+    byte_mask(window, |b| STOPS.contains(&b))
+}
 
 /// Characters of a credential (AUTH_SCHEME's class, which holds every shape's). Comparisons
 /// only, no table or slice search, so that the window loop vectorizes.
@@ -1369,14 +1496,73 @@ mod tests {
     fn token_mask_agrees_with_the_byte_test() {
         for start in (0u16..256).step_by(64) {
             let window: [u8; 64] = std::array::from_fn(|i| (start as usize + i) as u8);
-            let expected = window
-                .iter()
-                .enumerate()
-                .fold(0u64, |m, (i, &b)| m | (is_token_byte(b) as u64) << i);
+            let expected = byte_mask(&window, is_token_byte);
             assert_eq!(token_mask(&window), expected, "bytes {start}..");
             #[cfg(target_arch = "x86_64")]
             assert_eq!(token_mask_sse2(&window), expected, "bytes {start}.., SSE2");
         }
+    }
+
+    #[test]
+    fn stop_mask_agrees_with_the_byte_test() {
+        for start in (0u16..256).step_by(64) {
+            let window: [u8; 64] = std::array::from_fn(|i| (start as usize + i) as u8);
+            let expected = byte_mask(&window, |b| STOPS.contains(&b));
+            assert_eq!(stop_mask(&window), expected, "bytes {start}..");
+        }
+        // Every stop of a message, in order, across windows and in a short last one.
+        let text = b"a:b=c>d-e".repeat(20);
+        for len in 0..text.len() {
+            let mut seen = Vec::new();
+            assert!(!any_stop(&text[..len], |at| {
+                seen.push(at);
+                false
+            }));
+            let expected: Vec<usize> = (0..len).filter(|&i| STOPS.contains(&text[i])).collect();
+            assert_eq!(seen, expected, "{len} bytes");
+        }
+        let mut calls = 0;
+        assert!(any_stop(b"x:y:z", |_| {
+            calls += 1;
+            true
+        }));
+        assert_eq!(calls, 1, "the first `true` ends the walk");
+    }
+
+    /// A window is taken for clean only when it is byte for byte one that did not match: an
+    /// AWS key in the same place as a run remembered clean is still found, and the memo keeps
+    /// only the last few windows.
+    #[test]
+    fn windows_remembered_clean_hide_no_shape() {
+        let r = crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults()).unwrap();
+        let p = &r.prefilter;
+        let clean = br#"{"type":"content_block_delta","id":"ABCDEFGHIJKLMNOPQRST"}"#;
+        let key = br#"{"type":"content_block_delta","id":"AKIAIOSFODNN7EXAMPLE"}"#;
+        for _ in 0..3 {
+            assert!(!p.may_match(clean));
+            assert!(
+                p.may_match(key),
+                "the key, after its clean twin was remembered"
+            );
+        }
+        let memo = CleanWindows::default();
+        let windows: Vec<Vec<u8>> = (0..=CLEAN_SLOTS)
+            .map(|i| format!("window number {i:02}").into_bytes())
+            .collect();
+        for w in &windows {
+            memo.add(w);
+        }
+        assert!(!memo.has(&windows[0]), "the oldest went for the ninth");
+        assert!(windows[1..].iter().all(|w| memo.has(w)));
+        assert!(!memo.has(b"window number 1"), "a prefix is another window");
+        assert!(
+            !memo.has(b"window number 99"),
+            "the same length, other bytes"
+        );
+        let long = vec![b'a'; CLEAN_MAX + 1];
+        memo.add(&long);
+        assert!(!memo.has(&long), "too long to keep");
+        assert!(!memo.has(b""));
     }
 
     #[test]
@@ -1585,7 +1771,7 @@ mod tests {
         assert!(!r.prefilter.may_match(b"{\"a\":\"BEGIN PRIVATE KEY\"}"));
     }
 
-    /// Every byte a scan stops at is seen in a short message (one pass over a table) as in a
+    /// Every byte a scan stops at is seen in a short message (the stop masks) as in a
     /// long one (`memchr`): a name before `:` or `=`, an XML element's `>`, a flag's `-`.
     #[test]
     fn short_and_long_messages_stop_at_the_same_bytes() {
