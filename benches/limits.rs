@@ -356,9 +356,10 @@ fn main() {
                     "event: content_block_delta\ndata: {}\n\n",
                     std::str::from_utf8(data).unwrap()
                 );
+                let chunk = bytes::Bytes::from(ev.into_bytes());
                 let mut parser = mcptape::fuzz_api::SseParser::new(1 << 20);
                 per_call(iters, || {
-                    black_box(parser.push(black_box(ev.as_bytes())));
+                    black_box(parser.push_bytes(black_box(chunk.clone())));
                 })
             },
         ),

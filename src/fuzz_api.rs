@@ -40,11 +40,11 @@ pub struct SseBlock {
 
 fn block(b: crate::transport::sse::Block) -> SseBlock {
     SseBlock {
-        raw: b.raw,
+        raw: b.raw.to_vec(),
         event: b.event.map(|e| SseEvent {
-            event: e.event,
-            data: e.data,
-            id: e.id,
+            event: e.event.map(String::from),
+            data: e.data.map(String::from),
+            id: e.id.map(String::from),
             retry: e.retry,
         }),
     }
@@ -63,6 +63,12 @@ impl SseParser {
     /// Feeds bytes; the blocks they complete.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<SseBlock> {
         self.0.push(chunk).into_iter().map(block).collect()
+    }
+
+    /// Feeds a chunk as the model proxy feeds its upstream's (whole blocks are slices of it);
+    /// how many blocks it completed, dropped unconverted (what `benches/limits.rs` times).
+    pub fn push_bytes(&mut self, chunk: bytes::Bytes) -> usize {
+        self.0.push_bytes(chunk).len()
     }
 
     /// The end of the stream: what is left.
@@ -157,9 +163,9 @@ pub fn model_stream(
             }
         }
         out.push(TapedBlock {
-            raw: b.raw,
+            raw: b.raw.to_vec(),
             facts: facts.to_map(),
-            data,
+            data: data.map(String::from),
         });
     };
     for c in chunks {

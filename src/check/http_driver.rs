@@ -250,7 +250,7 @@ impl Ctx {
             let Ok(data) = frame.into_data() else {
                 continue;
             };
-            for block in parser.push(&data) {
+            for block in parser.push_bytes(data) {
                 let Some(payload) = block
                     .event
                     .and_then(|e| e.data)
@@ -263,7 +263,7 @@ impl Ctx {
                 match c.kind {
                     Kind::Response | Kind::Error => {
                         self.note(payload.as_bytes());
-                        return Ok(payload.into_bytes());
+                        return Ok(Vec::from(payload.into_bytes()));
                     }
                     Kind::Request => {
                         let id = c.id.unwrap_or_else(|| "null".into());

@@ -11,6 +11,7 @@ use crate::transport::sse::{Block, SseParser};
 use crate::transport::upstream::{strip_hop_by_hop, Conn, Pool};
 use crate::wire::Dir;
 use bytes::Bytes;
+use bytestring::ByteString;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Body as _;
 use hyper::body::Incoming;
@@ -337,7 +338,7 @@ struct Pump {
     /// Events read with the first one, not yet taped or forwarded.
     backlog: Vec<Block>,
     /// The first event's data, taped and forwarded, not yet read for the summary.
-    first_data: Option<String>,
+    first_data: Option<ByteString>,
     cut: Option<String>,
     /// The upstream's body has ended (or broken).
     ended: bool,
@@ -397,7 +398,7 @@ impl Pump {
                     }
                 }
             };
-            blocks = self.parser.push(&data);
+            blocks = self.parser.push_bytes(data);
         }
         if blocks.is_empty() {
             self.call
@@ -419,7 +420,7 @@ impl Pump {
         );
         self.events += 1;
         self.first_data = data;
-        Some(Bytes::from(first.raw))
+        Some(first.raw)
     }
 
     fn broke(&mut self, e: &hyper::Error) {
@@ -460,7 +461,8 @@ impl Pump {
             let Ok(data) = frame.into_data() else {
                 continue;
             };
-            let mut blocks = self.parser.push(&data);
+            let mut gathered = data.len();
+            let mut blocks = self.parser.push_bytes(data);
             if self.events == 0 && !blocks.is_empty() {
                 // A first event later than the head's wait: it goes out alone, the moment it
                 // is taped (taping the rest of the read would delay it).
@@ -472,12 +474,11 @@ impl Pump {
                 // one event), through a one-slot channel its connection task fills: the chunks
                 // already read from the socket are gathered too, so that everything of one
                 // upstream read is taped in one write and forwarded in one piece.
-                let mut gathered = data.len();
                 while gathered < GATHER_MAX {
                     match ready_frame(&mut self.body).await {
                         Ready::Data(more) => {
                             gathered += more.len();
-                            self.parser.push_into(&more, &mut blocks);
+                            self.parser.push_bytes_into(more, &mut blocks);
                         }
                         Ready::Nothing => break,
                         Ready::End => {
@@ -514,7 +515,7 @@ impl Pump {
                 add_to_summary(call, d, &mut self.summary);
             }
             if !client_gone {
-                let _ = tx.send(Ok(Bytes::from(block.raw))).await;
+                let _ = tx.send(Ok(block.raw)).await;
             }
             self.cut
                 .get_or_insert_with(|| "the stream ended inside an event".into());
@@ -555,7 +556,7 @@ impl Pump {
         );
         self.events += taped.len() as u64;
         let out = match <[_; 1]>::try_from(blocks) {
-            Ok([one]) => Bytes::from(one.raw),
+            Ok([one]) => one.raw,
             Err(blocks) => {
                 let mut all = Vec::with_capacity(blocks.iter().map(|b| b.raw.len()).sum());
                 for b in &blocks {
@@ -660,7 +661,7 @@ fn may_summarize(provider: Provider, data: &str) -> bool {
 /// its data as the body; a block with no event (comments only, or over the size limit) as its
 /// raw text, marked `raw`. The event is moved out of the block (no copy of its strings); its
 /// raw bytes stay, to be forwarded.
-pub(crate) fn block_facts(block: &mut Block) -> (BlockFacts, Option<String>) {
+pub(crate) fn block_facts(block: &mut Block) -> (BlockFacts, Option<ByteString>) {
     match block.event.take() {
         Some(ev) => (
             BlockFacts {
@@ -677,7 +678,9 @@ pub(crate) fn block_facts(block: &mut Block) -> (BlockFacts, Option<String>) {
                 raw: true,
                 ..BlockFacts::default()
             },
-            Some(String::from_utf8_lossy(&block.raw).into_owned()),
+            Some(ByteString::from(
+                String::from_utf8_lossy(&block.raw).into_owned(),
+            )),
         ),
     }
 }
@@ -688,8 +691,8 @@ pub(crate) fn block_facts(block: &mut Block) -> (BlockFacts, Option<String>) {
 /// taping the event's facts.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct BlockFacts {
-    pub event: Option<String>,
-    pub id: Option<String>,
+    pub event: Option<ByteString>,
+    pub id: Option<ByteString>,
     pub retry: Option<u64>,
     pub raw: bool,
 }
@@ -699,10 +702,10 @@ impl BlockFacts {
     pub(crate) fn to_map(&self) -> Map<String, Value> {
         let mut f = Map::new();
         if let Some(name) = &self.event {
-            f.insert("event".into(), Value::String(name.clone()));
+            f.insert("event".into(), Value::String(name.to_string()));
         }
         if let Some(id) = &self.id {
-            f.insert("id".into(), Value::String(id.clone()));
+            f.insert("id".into(), Value::String(id.to_string()));
         }
         if let Some(retry) = self.retry {
             f.insert("retry".into(), json!(retry));
@@ -802,15 +805,15 @@ mod tests {
         let data = match block.event.take() {
             Some(ev) => {
                 if let Some(name) = ev.event {
-                    f.insert("event".into(), Value::String(name));
+                    f.insert("event".into(), Value::String(name.into()));
                 }
                 if let Some(id) = ev.id {
-                    f.insert("id".into(), Value::String(id));
+                    f.insert("id".into(), Value::String(id.into()));
                 }
                 if let Some(retry) = ev.retry {
                     f.insert("retry".into(), json!(retry));
                 }
-                ev.data
+                ev.data.map(String::from)
             }
             None => {
                 f.insert("raw".into(), json!(true));
@@ -835,7 +838,7 @@ mod tests {
             let mut old = b.clone();
             let (f, data) = block_facts(&mut b);
             let (map, old_data) = block_facts_reference(&mut old);
-            assert_eq!(data, old_data);
+            assert_eq!(data.map(String::from), old_data);
             assert_eq!(f.to_map(), map);
             let (mut ours, mut theirs) = (Vec::new(), Vec::new());
             f.push_facts(&mut ours);

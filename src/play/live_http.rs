@@ -97,13 +97,13 @@ impl HttpWire {
             let Ok(data) = frame.into_data() else {
                 continue;
             };
-            for block in parser.push(&data) {
+            for block in parser.push_bytes(data) {
                 if let Some(payload) = block
                     .event
                     .and_then(|e| e.data)
                     .filter(|d| !d.trim().is_empty())
                 {
-                    on_msg(payload.into_bytes()).await;
+                    on_msg(Vec::from(payload.into_bytes())).await;
                 }
             }
         }

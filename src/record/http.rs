@@ -260,7 +260,7 @@ impl Proxy {
             let Ok(data) = frame.into_data() else {
                 continue;
             };
-            for block in parser.push(&data) {
+            for block in parser.push_bytes(data) {
                 let bytes = self.take_block(block, &facts);
                 if tx.send(bytes).await.is_err() {
                     // The client went away: what passed is on the tape; stop reading upstream.
@@ -270,14 +270,14 @@ impl Proxy {
             }
         }
         if let Some(rest) = parser.finish() {
-            let _ = tx.send(Bytes::from(rest.raw)).await;
+            let _ = tx.send(rest.raw).await;
         }
     }
 
     /// Tapes the message in an SSE block (if any) and returns the bytes to forward.
     fn take_block(&self, block: sse::Block, facts: &Map<String, Value>) -> Bytes {
         let Some(ev) = &block.event else {
-            return Bytes::from(block.raw);
+            return block.raw;
         };
         let mut f = facts.clone();
         if let Some(id) = &ev.id {
@@ -295,7 +295,7 @@ impl Proxy {
                 let rewritten = format!("{}{rest}", self.public_origin);
                 return Bytes::from(sse::encode(Some("endpoint"), ev.id.as_deref(), &rewritten));
             }
-            return Bytes::from(block.raw);
+            return block.raw;
         }
         match &ev.data {
             Some(data) if !data.trim().is_empty() => {
@@ -309,7 +309,7 @@ impl Proxy {
                 }
             }
         }
-        Bytes::from(block.raw)
+        block.raw
     }
 
     /// `facts` is lent to the recorder as a `Value` and given back unchanged (no copy of it).
