@@ -6,8 +6,8 @@
 //!
 //! A block's bytes and its fields are slices of the chunk they came in (reference-counted, no
 //! copy), unless the block straddles chunks or its text has to be decoded: a provider's stream
-//! is mostly whole events per chunk, and three allocations an event (its bytes, its name, its
-//! data) were a sixth of what the model proxy's parse and taping of a text delta cost.
+//! is mostly whole events per chunk, and each event was three allocations and a copy (its
+//! bytes, its name, its data; measured: the parse of a text delta 0.184 → 0.152 µs without).
 
 use bytes::Bytes;
 use bytestring::ByteString;
