@@ -646,16 +646,7 @@ fn next_long_run(bytes: &[u8], from: usize) -> Option<usize> {
     let mut base = from;
     while base + MIN_AUTH_RUN <= bytes.len() {
         let window = &bytes[base..(base + WINDOW).min(bytes.len())];
-        let mask = match <&[u8; WINDOW]>::try_from(window) {
-            Ok(full) => token_mask(full),
-            Err(_) => {
-                // The last window, short (all of a small message's second one): padded with
-                // zeros, which are no token byte, for the vector compares.
-                let mut pad = [0u8; WINDOW];
-                pad[..window.len()].copy_from_slice(window);
-                token_mask(&pad)
-            }
-        };
+        let mask = padded_mask(window, token_mask);
         let mut eight = mask & (mask >> 1);
         eight &= eight >> 2;
         eight &= eight >> 4;
@@ -767,9 +758,23 @@ fn sse2_mask(
     mask
 }
 
+/// `mask` of the first 64 bytes of `bytes`; fewer (the last window of a message, all of a short
+/// one) padded with zeros, which no mask sets a bit for (no token byte, letter or stop), so that
+/// the vector compares always read 64 bytes.
+fn padded_mask(bytes: &[u8], mask: impl Fn(&[u8; 64]) -> u64) -> u64 {
+    match <&[u8; 64]>::try_from(bytes.get(..64).unwrap_or(bytes)) {
+        Ok(full) => mask(full),
+        Err(_) => {
+            let mut pad = [0u8; 64];
+            pad[..bytes.len()].copy_from_slice(bytes);
+            mask(&pad)
+        }
+    }
+}
+
 /// Bit `i` set when `window[i]` passes `test`, a byte at a time (where there is no SSE2, and
 /// for the tests).
-#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+#[cfg(any(test, not(target_arch = "x86_64")))]
 fn byte_mask(window: &[u8; 64], test: impl Fn(u8) -> bool) -> u64 {
     window
         .iter()
@@ -825,15 +830,7 @@ const STOPS: [u8; 4] = [b':', b'=', b'>', b'-'];
 /// `true`). The stops of 64 bytes are found at once, as a bit mask.
 fn any_stop(bytes: &[u8], mut f: impl FnMut(usize) -> bool) -> bool {
     for (k, window) in bytes.chunks(64).enumerate() {
-        let mut mask = match <&[u8; 64]>::try_from(window) {
-            Ok(full) => stop_mask(full),
-            Err(_) => {
-                // The last window, short: padded with zeros, which are no stop.
-                let mut pad = [0u8; 64];
-                pad[..window.len()].copy_from_slice(window);
-                stop_mask(&pad)
-            }
-        };
+        let mut mask = padded_mask(window, stop_mask);
         while mask != 0 {
             if f(k * 64 + mask.trailing_zeros() as usize) {
                 return true;
@@ -1090,16 +1087,7 @@ fn for_each_gate_hit(bytes: &[u8], mut f: impl FnMut(usize) -> bool) {
     let mut base = 0;
     let mut next = 0;
     while base + 3 <= bytes.len() {
-        let rest = &bytes[base..];
-        let mut mask = match <&[u8; 64]>::try_from(rest.get(..64).unwrap_or(rest)) {
-            Ok(full) => gate_mask(full),
-            Err(_) => {
-                // The last window, short: padded with zeros, which are no letter.
-                let mut pad = [0u8; 64];
-                pad[..rest.len()].copy_from_slice(rest);
-                gate_mask(&pad)
-            }
-        };
+        let mut mask = padded_mask(&bytes[base..], gate_mask);
         // A trigram starting at 62 or 63 reaches past the window: the next one has it.
         mask &= (1u64 << STEP) - 1;
         while mask != 0 {
