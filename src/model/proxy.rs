@@ -6,14 +6,14 @@
 use super::provider::{self, Provider, Summary};
 use crate::record::Recorder;
 use crate::tape::writer::ModelFacts;
+use crate::transport::h1_client::{self, Buffered, Pool};
 use crate::transport::http::{collect, full, CuttableBody, Handler, RespBody};
 use crate::transport::sse::{Block, SseParser};
-use crate::transport::upstream::{strip_hop_by_hop, Conn, Pool};
+use crate::transport::upstream::strip_hop_by_hop;
 use crate::wire::Dir;
 use bytes::Bytes;
 use bytestring::ByteString;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Body as _;
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::{Request, Response, StatusCode, Uri};
@@ -162,11 +162,8 @@ impl ModelProxy {
         if let Some(h) = &self.host {
             headers.insert(hyper::header::HOST, h.clone());
         }
-        let mut up = Request::new(Full::new(body));
-        *up.method_mut() = parts.method;
-        *up.uri_mut() = uri;
-        *up.headers_mut() = headers;
-        let (resp, conn) = match self.pool.send(up).await {
+        let target = uri.path_and_query().map_or("/", |p| p.as_str());
+        let answer = match self.pool.send(&parts.method, target, &headers, &body).await {
             Ok(r) => r,
             Err(e) => {
                 let why = format!(
@@ -182,16 +179,17 @@ impl ModelProxy {
                 return self.error(route.provider, StatusCode::BAD_GATEWAY, &why);
             }
         };
-        let (rparts, rbody) = resp.into_parts();
-        let content_type = rparts
-            .headers
+        let h1_client::Answer {
+            status,
+            headers: mut out_headers,
+            body: mut rbody,
+        } = answer;
+        let content_type = out_headers
             .get(hyper::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
-        let status = rparts.status;
         let http = json!({"status": status.as_u16(), "content_type": content_type});
-        let mut out_headers = rparts.headers;
         strip_hop_by_hop(&mut out_headers);
         let respond = |body: RespBody| {
             let mut r = Response::new(body);
@@ -208,15 +206,15 @@ impl ModelProxy {
             let mut pump = Pump::new(self.tape.clone(), call, rbody, self.max_message);
             let first = pump.first(&f, &http).await;
             let (tx, rx) = mpsc::channel(EVENT_QUEUE);
-            tokio::spawn(pump.run(tx, conn, self.pool.clone()));
+            tokio::spawn(pump.run(tx, self.pool.clone()));
             let first = first.map(Ok);
             let rest = CuttableBody { rx };
             return respond(BodyExt::boxed(FirstThen { first, rest }));
         }
-        let answer = match collect(rbody, self.max_message).await {
+        let answer = match rbody.collect(self.max_message).await {
             Ok(b) => {
                 // Read to its end: the connection can carry the next request.
-                self.pool.put(conn);
+                rbody.finish(&self.pool);
                 b
             }
             Err(why) => {
@@ -277,23 +275,21 @@ impl ModelProxy {
         let Some(uri) = self.upstream_uri(path) else {
             return full(StatusCode::BAD_REQUEST, "text/plain", "bad request path");
         };
-        let mut up = Request::new(Full::new(Bytes::new()));
-        *up.method_mut() = hyper::Method::HEAD;
-        *up.uri_mut() = uri;
         let mut headers = req.headers().clone();
         strip_hop_by_hop(&mut headers);
         if let Some(h) = &self.host {
             headers.insert(hyper::header::HOST, h.clone());
         }
-        *up.headers_mut() = headers;
-        match self.pool.send(up).await {
-            Ok((r, conn)) => {
-                let status = r.status();
-                // A HEAD answer has no body; once hyper has seen it end, the connection is
-                // free for the next request.
-                if collect(r.into_body(), 0).await.is_ok() {
-                    self.pool.put(conn);
-                }
+        let target = uri.path_and_query().map_or("/", |p| p.as_str());
+        match self
+            .pool
+            .send(&hyper::Method::HEAD, target, &headers, &[])
+            .await
+        {
+            Ok(mut r) => {
+                let status = r.status;
+                // A HEAD answer has no body: the connection is free for the next request.
+                r.body.finish(&self.pool);
                 let mut out = full(status, "text/plain", Bytes::new());
                 out.headers_mut().remove(hyper::header::CONTENT_TYPE);
                 out
@@ -331,7 +327,7 @@ impl hyper::body::Body for FirstThen {
 struct Pump {
     tape: Recorder,
     call: Call,
-    body: Incoming,
+    body: h1_client::Body,
     parser: SseParser,
     summary: Summary,
     events: u64,
@@ -345,7 +341,7 @@ struct Pump {
 }
 
 impl Pump {
-    fn new(tape: Recorder, call: Call, body: Incoming, max: usize) -> Pump {
+    fn new(tape: Recorder, call: Call, body: h1_client::Body, max: usize) -> Pump {
         Pump {
             tape,
             call,
@@ -367,21 +363,22 @@ impl Pump {
         let deadline = tokio::time::Instant::now() + FIRST_EVENT_WAIT;
         let mut blocks = Vec::new();
         while blocks.is_empty() && !self.ended {
-            // hyper's connection task decodes the first chunk on its next turn: it is looked
-            // for without a timer first (arming one wakes the runtime's driver, a system
-            // call), and waited for with one only when the upstream has not sent it yet.
-            let data = match ready_frame(&mut self.body).await {
-                Ready::Data(d) => d,
-                Ready::End => {
+            // The first chunk often came with the head: it is looked for without a timer
+            // first (arming one wakes the runtime's driver, a system call), and waited for
+            // with one only when the upstream has not sent it yet.
+            let data = match self.body.buffered() {
+                Buffered::Data(d) => d,
+                Buffered::End => {
                     self.ended = true;
                     break;
                 }
-                Ready::Broke(e) => {
+                Buffered::Broke(e) => {
                     self.broke(&e);
                     break;
                 }
-                Ready::Nothing => {
-                    match tokio::time::timeout_at(deadline, self.body.frame()).await {
+                Buffered::Nothing => {
+                    // Cancel-safe (`Body::next`): a read the timer interrupts loses nothing.
+                    match tokio::time::timeout_at(deadline, self.body.next()).await {
                         Err(_) => break,
                         Ok(None) => {
                             self.ended = true;
@@ -391,10 +388,7 @@ impl Pump {
                             self.broke(&e);
                             break;
                         }
-                        Ok(Some(Ok(f))) => match f.into_data() {
-                            Ok(d) => d,
-                            Err(_) => continue,
-                        },
+                        Ok(Some(Ok(d))) => d,
                     }
                 }
             };
@@ -423,14 +417,14 @@ impl Pump {
         Some(first.raw)
     }
 
-    fn broke(&mut self, e: &hyper::Error) {
+    fn broke(&mut self, e: &h1_client::Error) {
         self.cut = Some(format!("the upstream stream broke: {e}"));
         self.ended = true;
     }
 
-    /// Tapes and forwards the rest of the stream, then tapes its end; `conn` goes back to
-    /// `pool` once the answer has been read to its end.
-    async fn run(mut self, tx: mpsc::Sender<Result<Bytes, String>>, conn: Conn, pool: Arc<Pool>) {
+    /// Tapes and forwards the rest of the stream, then tapes its end; the connection goes back
+    /// to `pool` once the answer has been read to its end.
+    async fn run(mut self, tx: mpsc::Sender<Result<Bytes, String>>, pool: Arc<Pool>) {
         let mut client_gone = false;
         if self.events > 0 {
             // The head and first event were just written to the client, which is waiting for
@@ -447,19 +441,16 @@ impl Pump {
         let backlog = std::mem::take(&mut self.backlog);
         self.pass(backlog, &tx, &mut client_gone).await;
         while !self.ended {
-            let frame = match self.body.frame().await {
+            let data = match self.body.next().await {
                 None => {
                     self.ended = true;
                     break;
                 }
-                Some(Ok(f)) => f,
+                Some(Ok(d)) => d,
                 Some(Err(e)) => {
                     self.broke(&e);
                     break;
                 }
-            };
-            let Ok(data) = frame.into_data() else {
-                continue;
             };
             let mut gathered = data.len();
             let mut blocks = self.parser.push_bytes(data);
@@ -470,22 +461,21 @@ impl Pump {
                 self.pass(blocks, &tx, &mut client_gone).await;
                 blocks = rest;
             } else {
-                // hyper hands a chunked answer over one chunk at a time (a provider's chunk is
-                // one event), through a one-slot channel its connection task fills: the chunks
-                // already read from the socket are gathered too, so that everything of one
-                // upstream read is taped in one write and forwarded in one piece.
+                // A chunked answer comes a chunk at a time (a provider's chunk is one event):
+                // the chunks already read from the socket are gathered too, so that everything
+                // of one upstream read is taped in one write and forwarded in one piece.
                 while gathered < GATHER_MAX {
-                    match ready_frame(&mut self.body).await {
-                        Ready::Data(more) => {
+                    match self.body.buffered() {
+                        Buffered::Data(more) => {
                             gathered += more.len();
                             self.parser.push_bytes_into(more, &mut blocks);
                         }
-                        Ready::Nothing => break,
-                        Ready::End => {
+                        Buffered::Nothing => break,
+                        Buffered::End => {
                             self.ended = true;
                             break;
                         }
-                        Ready::Broke(e) => {
+                        Buffered::Broke(e) => {
                             self.broke(&e);
                             break;
                         }
@@ -496,7 +486,7 @@ impl Pump {
         }
         if self.cut.is_none() {
             // Read to its end: the connection can carry the next request.
-            pool.put(conn);
+            self.body.finish(&pool);
         }
         let (tape, call) = (&self.tape, &self.call);
         if let Some(mut block) = self.parser.finish() {
@@ -578,39 +568,6 @@ impl Pump {
 /// At most this many bytes of an answer are gathered into one write to the tape and one to
 /// the client (a fast upstream's backlog is still passed on in pieces).
 const GATHER_MAX: usize = 64 * 1024;
-
-/// What the upstream's body holds without waiting for the network.
-enum Ready {
-    Data(Bytes),
-    /// Nothing read yet: what came so far goes out now.
-    Nothing,
-    End,
-    Broke(hyper::Error),
-}
-
-/// The body's next frame if its connection task has it already: polled once, then once more
-/// after letting that task (woken when the last frame was taken) decode the next chunk from
-/// what it has read; `Nothing` once it would have to wait for the socket.
-async fn ready_frame(body: &mut Incoming) -> Ready {
-    for attempt in 0..2 {
-        let polled = std::future::poll_fn(|cx| {
-            std::task::Poll::Ready(std::pin::Pin::new(&mut *body).poll_frame(cx))
-        })
-        .await;
-        match polled {
-            std::task::Poll::Ready(None) => return Ready::End,
-            std::task::Poll::Ready(Some(Err(e))) => return Ready::Broke(e),
-            std::task::Poll::Ready(Some(Ok(f))) => match f.into_data() {
-                Ok(d) => return Ready::Data(d),
-                // Trailers: nothing to tape or forward; look again.
-                Err(_) => continue,
-            },
-            std::task::Poll::Pending if attempt == 0 => tokio::task::yield_now().await,
-            std::task::Poll::Pending => {}
-        }
-    }
-    Ready::Nothing
-}
 
 /// Adds the tokens, tools and stop reason of one event's data to `summary`.
 fn add_to_summary(call: &Call, data: &str, summary: &mut Summary) {

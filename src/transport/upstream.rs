@@ -1,5 +1,6 @@
-//! The client side of the HTTP proxies (`record --url`, the model proxy): pooled keep-alive
-//! connections to an `http://` or `https://` upstream. TLS is rustls with the system's roots,
+//! The client side of the HTTP proxies: pooled keep-alive connections to an `http://` or
+//! `https://` upstream (`record --url`'s [`Pool`]; the model proxy's own client, in
+//! `h1_client.rs`, opens its connections with the same [`Connector`]). TLS is rustls with the system's roots,
 //! or a private CA given in a PEM file (`--upstream-ca`), which then is the only root trusted.
 
 use bytes::Bytes;
@@ -16,8 +17,8 @@ use rustls::pki_types::pem::PemObject;
 use std::path::Path;
 use std::sync::Mutex;
 
-/// The client the live player and `export --send` forward with (the model proxy and `record
-/// --url` use the leaner [`Pool`]).
+/// The client the live player and `export --send` forward with (`record --url` uses the
+/// leaner [`Pool`], the model proxy `h1_client`).
 pub type Upstream = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// What opens connections to an upstream: TCP, then TLS for `https://`.
@@ -161,13 +162,9 @@ pub struct Pool {
 impl Pool {
     /// A pool of connections to `origin`'s scheme and authority.
     pub fn new(connector: Connector, origin: &Uri) -> Pool {
-        let mut parts = hyper::http::uri::Parts::default();
-        parts.scheme = origin.scheme().cloned();
-        parts.authority = origin.authority().cloned();
-        parts.path_and_query = Some(hyper::http::uri::PathAndQuery::from_static("/"));
         Pool {
             connector,
-            origin: Uri::from_parts(parts).unwrap_or_else(|_| origin.clone()),
+            origin: origin_of(origin),
             idle: Mutex::new(Vec::new()),
         }
     }
@@ -234,6 +231,15 @@ impl Pool {
     }
 }
 
+/// `scheme://authority/` of `uri`: where a connector opens connections for it.
+pub(crate) fn origin_of(uri: &Uri) -> Uri {
+    let mut parts = hyper::http::uri::Parts::default();
+    parts.scheme = uri.scheme().cloned();
+    parts.authority = uri.authority().cloned();
+    parts.path_and_query = Some(hyper::http::uri::PathAndQuery::from_static("/"));
+    Uri::from_parts(parts).unwrap_or_else(|_| uri.clone())
+}
+
 /// Hop-by-hop headers: meaningful for one connection only, never forwarded.
 const HOP_BY_HOP: &[&str] = &[
     "connection",
@@ -278,44 +284,20 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_upstream::run;
     use super::*;
     use http_body_util::BodyExt;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A loopback HTTP/1.1 server answering `ok` to each request; with `close_after_one`, it
     /// closes every connection after its first answer (without saying so in the answer, as a
-    /// server whose keep-alive timeout just ran out does). Counts the connections it accepted.
+    /// server whose keep-alive timeout just ran out). Counts the connections it accepted.
     async fn server(close_after_one: bool) -> (Uri, Arc<AtomicUsize>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let count = accepted.clone();
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = listener.accept().await {
-                count.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    loop {
-                        let mut chunk = [0u8; 1024];
-                        match s.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            buf.drain(..end + 4);
-                            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-                            if s.write_all(answer).await.is_err() || close_after_one {
-                                return;
-                            }
-                        }
-                    }
-                });
-            }
-        });
+        let ok: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+        let per_conn = if close_after_one { 1 } else { usize::MAX };
+        let (url, accepted, _) =
+            super::super::test_upstream::server(vec![ok], per_conn, false).await;
         (url, accepted)
     }
 
@@ -329,14 +311,6 @@ mod tests {
         let body = resp.into_body().collect().await.unwrap().to_bytes();
         pool.put(conn);
         String::from_utf8_lossy(&body).into_owned()
-    }
-
-    fn run(f: impl std::future::Future<Output = ()>) {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(f);
     }
 
     #[test]

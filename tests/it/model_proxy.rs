@@ -2,7 +2,7 @@
 //! a streamed answer reaches the client event by event while the upstream still holds the rest
 //! (nothing buffered to the end), over TLS checked against a private CA (and refused without
 //! it), API keys forwarded and never taped, and the same events played back. `record --url`
-//! reaches an `https://` upstream through the same client.
+//! reaches an `https://` upstream through the same connector (TLS, the private CA).
 
 use crate::harness::*;
 
@@ -281,8 +281,9 @@ fn re_recording_model_calls_replaces_the_tape_only_once_a_call_was_answered() {
 }
 
 /// A loopback upstream answering every request with `stream` (already chunked) in the writes
-/// `cuts` splits it into, 20 ms apart, on a keep-alive connection: a provider that sends many
-/// events in one write, or an event across two. With the connections it accepted.
+/// `cuts` splits it into, 20 ms apart, on a keep-alive connection (closed after the answer when
+/// its head says `connection: close`): a provider that sends many events in one write, or an
+/// event across two. With the connections it accepted.
 fn chunked_upstream(
     stream: Vec<u8>,
     cuts: Vec<usize>,
@@ -292,6 +293,10 @@ fn chunked_upstream(
     let url = format!("http://{}", listener.local_addr().unwrap());
     let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let count = accepted.clone();
+    let head_end = stream.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let close = String::from_utf8_lossy(&stream[..head_end])
+        .to_ascii_lowercase()
+        .contains("\r\nconnection: close");
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
@@ -332,6 +337,9 @@ fn chunked_upstream(
                         conn.flush().unwrap();
                         std::thread::sleep(std::time::Duration::from_millis(20));
                         from = to;
+                    }
+                    if close {
+                        return;
                     }
                 }
             });
@@ -395,7 +403,7 @@ fn call_parts(tape: &std::path::Path, call: u64) -> Vec<(String, serde_json::Val
         .collect()
 }
 
-/// Events that arrive together (hyper hands them over one chunk at a time) are taped in one
+/// Events that arrive together (one HTTP chunk each, read out of one socket read) are taped in one
 /// write and forwarded in one piece: still one tape line each, the client's bytes the
 /// upstream's, the tape verified and played back byte for byte. An event cut across two
 /// writes is held until it is whole.
@@ -454,6 +462,80 @@ fn events_that_arrive_together_are_each_taped_and_forwarded_byte_for_byte() {
     assert_eq!((status, text(&again)), (200, text(&sse)));
     let log = player.stop();
     assert_contains(&log, "1 model calls served, 0 missed");
+}
+
+/// The framings an upstream may use besides one chunk an event, each read to its end, taped
+/// event by event and forwarded byte for byte: chunk-size lines with extensions and a trailer
+/// section (the trailer is not forwarded, as it was not before); and a stream delimited by the
+/// connection's close (no length, no chunks), whose connection is then not used again.
+#[test]
+fn streams_framed_every_way_http_allows_are_taped_whole() {
+    let dir = tmp();
+    let (events, sse, wire, head_len, _) = anthropic_stream(40);
+    // Chunked, with extensions on every size line and a trailer, cut at odd places.
+    let mut odd = wire[..head_len].to_vec();
+    for ev in sse
+        .split_inclusive(|&b| b == b'\n')
+        .collect::<Vec<_>>()
+        .chunks(3)
+    {
+        let piece = ev.concat();
+        odd.extend_from_slice(format!("{:X};name=\"v\"\r\n", piece.len()).as_bytes());
+        odd.extend_from_slice(&piece);
+        odd.extend_from_slice(b"\r\n");
+    }
+    odd.extend_from_slice(b"0\r\nx-checksum: 1\r\n\r\n");
+    let cuts = vec![head_len + 3, odd.len() / 3, odd.len() / 2 + 1];
+    // To the close: the bytes of the events as they are, the connection ended after them.
+    let mut to_close =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n".to_vec();
+    to_close.extend_from_slice(&sse);
+    for (name, wire, cuts, connections) in [
+        ("chunked, with extensions and a trailer", odd, cuts, 1),
+        (
+            "delimited by the close",
+            to_close,
+            vec![head_len, sse.len() / 2],
+            2,
+        ),
+    ] {
+        let (base, accepted) = chunked_upstream(wire, cuts);
+        let tape = dir.path().join(format!("{connections}.jsonl"));
+        let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
+        let url = format!("{}/v1/messages", proxy.url);
+        for _ in 0..2 {
+            let (status, got) = http(&url, "POST", HEADERS, &ask(true));
+            assert_eq!((status, text(&got)), (200, text(&sse)), "{name}");
+        }
+        proxy.stop();
+        for call in [1, 2] {
+            let parts = call_parts(&tape, call);
+            let taped: Vec<&serde_json::Value> = parts
+                .iter()
+                .filter(|(p, _)| p == "event")
+                .map(|(_, m)| m)
+                .collect();
+            assert_eq!(taped.len(), events.len(), "{name}: one line per event");
+            for (m, e) in taped.iter().zip(&events) {
+                assert_eq!(**m, serde_json::from_str::<serde_json::Value>(e).unwrap());
+            }
+        }
+        let ends: Vec<serde_json::Value> = tape_lines(&tape)
+            .into_iter()
+            .filter(|l| l["type"] == "model" && l["part"] == "end")
+            .collect();
+        assert_eq!(ends.len(), 2);
+        assert!(
+            ends.iter().all(|e| e.get("cut").is_none()),
+            "{name}: {ends:?}"
+        );
+        assert_eq!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst),
+            connections,
+            "{name}: connections the upstream accepted"
+        );
+        Mt::new(["verify", &s(&tape)]).run().status(0);
+    }
 }
 
 /// The head alone, then the first event cut across two writes, each 20 ms later (longer than
