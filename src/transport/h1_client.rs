@@ -712,6 +712,62 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Any chunked encoding of any data (sizes in either case, extensions or not, a
+        /// trailer or not) decodes to the data, however the reads split it.
+        #[test]
+        fn every_chunked_encoding_decodes_to_its_data(
+            chunks in proptest::collection::vec(
+                (proptest::collection::vec(proptest::num::u8::ANY, 1..300), proptest::bool::ANY),
+                0..8,
+            ),
+            upper in proptest::bool::ANY,
+            trailer in proptest::bool::ANY,
+            step in 1usize..80,
+        ) {
+            let mut wire = Vec::new();
+            let mut data = Vec::new();
+            for (chunk, ext) in &chunks {
+                let size = if upper { format!("{:X}", chunk.len()) } else { format!("{:x}", chunk.len()) };
+                wire.extend_from_slice(size.as_bytes());
+                if *ext {
+                    wire.extend_from_slice(b" ;a=b;c");
+                }
+                wire.extend_from_slice(b"\r\n");
+                wire.extend_from_slice(chunk);
+                wire.extend_from_slice(b"\r\n");
+                data.extend_from_slice(chunk);
+            }
+            wire.extend_from_slice(b"0\r\n");
+            if trailer {
+                wire.extend_from_slice(b"x-sum: 1\r\n");
+            }
+            wire.extend_from_slice(b"\r\n");
+            proptest::prop_assert_eq!(read_all(&wire, Framing::Chunked(Chunk::Size), step), Ok(data));
+        }
+
+        /// What an upstream sends cannot make the decoder panic: any bytes end in data (never
+        /// more than was sent; for a length, exactly its first bytes), or an error.
+        #[test]
+        fn any_bytes_read_as_a_body_end_without_a_panic(
+            wire in proptest::collection::vec(
+                proptest::sample::select(vec![b'0', b'1', b'a', b'F', b'z', b';', b' ', b'\r', b'\n', b'x']),
+                0..200,
+            ),
+            step in 1usize..40,
+            length in 0u64..300,
+        ) {
+            // What it gives as data is never more than it was sent.
+            if let Ok(data) = read_all(&wire, Framing::Chunked(Chunk::Size), step) {
+                proptest::prop_assert!(data.len() < wire.len());
+            }
+            match read_all(&wire, Framing::Length(length), step) {
+                Ok(data) => proptest::prop_assert_eq!(&data[..], &wire[..length as usize]),
+                Err(_) => proptest::prop_assert!(wire.len() < length as usize),
+            }
+        }
+    }
+
     #[test]
     fn broken_chunked_bodies_are_errors() {
         for (wire, why) in [
