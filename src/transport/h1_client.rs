@@ -198,12 +198,15 @@ impl Body {
             Ok(Some(d)) => Buffered::Data(d),
             Ok(None) if self.framing == Framing::Done => Buffered::End,
             Ok(None) => Buffered::Nothing,
-            Err(e) => {
-                self.framing = Framing::Done;
-                self.keep_alive = false;
-                Buffered::Broke(e)
-            }
+            Err(e) => Buffered::Broke(self.broke(e)),
         }
+    }
+
+    /// Ends a body that broke: nothing more is read of it, and its connection is not reused.
+    fn broke(&mut self, e: Error) -> Error {
+        self.framing = Framing::Done;
+        self.keep_alive = false;
+        e
     }
 
     /// The next piece of the body; `None` at its end. Cancel-safe: its only wait is a read of
@@ -223,17 +226,10 @@ impl Body {
                     return None;
                 }
                 Ok(false) => {
-                    self.framing = Framing::Done;
-                    self.keep_alive = false;
-                    return Some(Err(
-                        "the upstream closed the connection inside the body".into()
-                    ));
+                    let e = "the upstream closed the connection inside the body".into();
+                    return Some(Err(self.broke(e)));
                 }
-                Err(e) => {
-                    self.framing = Framing::Done;
-                    self.keep_alive = false;
-                    return Some(Err(e.into()));
-                }
+                Err(e) => return Some(Err(self.broke(e.into()))),
             }
         }
     }
@@ -276,12 +272,11 @@ impl Body {
                 }
                 Framing::Length(0) => self.framing = Framing::Done,
                 Framing::Length(left) => {
-                    if buf.is_empty() {
+                    let Some(piece) = take_up_to(buf, left) else {
                         return Ok(None);
-                    }
-                    let n = left.min(buf.len() as u64);
-                    self.framing = Framing::Length(left - n);
-                    return Ok(Some(buf.split_to(n as usize).freeze()));
+                    };
+                    self.framing = Framing::Length(left - piece.len() as u64);
+                    return Ok(Some(piece));
                 }
                 Framing::Chunked(Chunk::Size) => {
                     let Some(line) = take_line(buf)? else {
@@ -295,16 +290,14 @@ impl Body {
                     });
                 }
                 Framing::Chunked(Chunk::Data(left)) => {
-                    if buf.is_empty() {
+                    let Some(piece) = take_up_to(buf, left) else {
                         return Ok(None);
-                    }
-                    let n = left.min(buf.len() as u64);
-                    self.framing = Framing::Chunked(if n == left {
-                        Chunk::DataEnd
-                    } else {
-                        Chunk::Data(left - n)
+                    };
+                    self.framing = Framing::Chunked(match left - piece.len() as u64 {
+                        0 => Chunk::DataEnd,
+                        rest => Chunk::Data(rest),
                     });
-                    return Ok(Some(buf.split_to(n as usize).freeze()));
+                    return Ok(Some(piece));
                 }
                 Framing::Chunked(Chunk::DataEnd) => {
                     let Some(line) = take_line(buf)? else {
@@ -327,6 +320,13 @@ impl Body {
             }
         }
     }
+}
+
+/// At most `left` bytes from the start of `buf`, taken out of it (no copy); `None` when `buf`
+/// is empty.
+fn take_up_to(buf: &mut BytesMut, left: u64) -> Option<Bytes> {
+    let n = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
+    (n > 0).then(|| buf.split_to(n).freeze())
 }
 
 /// The line at the start of `buf` without its end (`\r\n`, or a bare `\n` as hyper takes it),
