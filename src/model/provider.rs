@@ -139,8 +139,8 @@ impl RequestHead {
 }
 
 /// The model a request asks for: the body's `model`, or Gemini's path.
-pub fn model_of(route: &Route, head: &RequestHead) -> Option<String> {
-    head.model.clone().or_else(|| route.path_model.clone())
+pub fn model_of<'a>(route: &'a Route, head: &'a RequestHead) -> Option<&'a str> {
+    head.model.as_deref().or(route.path_model.as_deref())
 }
 
 /// Whether the answer to this request streams (SSE).
@@ -410,7 +410,7 @@ mod tests {
         assert_eq!(r.path_model.as_deref(), Some("gemini-2.5-flash"));
         assert!(streams(&r, &RequestHead::of(b"{}")));
         assert_eq!(
-            model_of(&r, &RequestHead::default()).as_deref(),
+            model_of(&r, &RequestHead::default()),
             Some("gemini-2.5-flash")
         );
         assert_eq!(route("/v1/models").provider, Provider::Other);

@@ -135,13 +135,7 @@ impl ModelProxy {
             provider: route.provider,
             started,
         };
-        let mut facts = Map::new();
-        facts.insert("provider".into(), json!(route.provider.name()));
-        facts.insert("endpoint".into(), json!(route.endpoint));
-        if let Some(m) = provider::model_of(&route, &parsed) {
-            facts.insert("model".into(), json!(m));
-        }
-        facts.insert("stream".into(), json!(provider::streams(&route, &parsed)));
+        let facts = RequestFacts::of(&route, &parsed);
         let http = json!({"method": parts.method.as_str(), "path": path});
         call.tape(
             &self.tape,
@@ -296,6 +290,46 @@ impl ModelProxy {
             }
             Err(_) => full(StatusCode::BAD_GATEWAY, "text/plain", Bytes::new()),
         }
+    }
+}
+
+/// A request's facts, written as the map of them would be (its keys in order) without
+/// building it: the map's nodes and key strings cost more than writing the facts, on the path
+/// every request waits on.
+struct RequestFacts<'a> {
+    endpoint: &'a str,
+    model: Option<&'a str>,
+    provider: &'static str,
+    stream: bool,
+}
+
+impl<'a> RequestFacts<'a> {
+    fn of(route: &'a provider::Route, parsed: &'a provider::RequestHead) -> RequestFacts<'a> {
+        RequestFacts {
+            endpoint: &route.endpoint,
+            model: provider::model_of(route, parsed),
+            provider: route.provider.name(),
+            stream: provider::streams(route, parsed),
+        }
+    }
+}
+
+impl ModelFacts for RequestFacts<'_> {
+    fn push_facts(&self, p: &mut Vec<u8>) {
+        let string = crate::wire::json_out::push_str;
+        p.extend_from_slice(b",\"endpoint\":");
+        string(p, self.endpoint);
+        if let Some(m) = self.model {
+            p.extend_from_slice(b",\"model\":");
+            string(p, m);
+        }
+        p.extend_from_slice(b",\"provider\":");
+        string(p, self.provider);
+        p.extend_from_slice(if self.stream {
+            b",\"stream\":true"
+        } else {
+            b",\"stream\":false"
+        });
     }
 }
 
@@ -698,6 +732,48 @@ impl ModelFacts for BlockFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request's facts are written as the map of them was: the same bytes for every route
+    /// (with and without a model, a streaming one), and for a model name JSON must escape.
+    #[test]
+    fn request_facts_write_what_their_map_wrote() {
+        let bodies: &[&[u8]] = &[
+            br#"{"model":"claude-sonnet-4-5","stream":true}"#,
+            br#"{"model":"a \"quoted\" \u00e9 \u0001 model","stream":false}"#,
+            br#"{"stream":true}"#,
+            b"not json",
+        ];
+        let paths = [
+            "/v1/messages",
+            "/v1/chat/completions",
+            "/v1/responses",
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            "/v1/models",
+        ];
+        for path in paths {
+            for body in bodies {
+                let route = provider::route(path);
+                let parsed = provider::RequestHead::of(body);
+                let mut map = Map::new();
+                map.insert("provider".into(), json!(route.provider.name()));
+                map.insert("endpoint".into(), json!(route.endpoint));
+                if let Some(m) = provider::model_of(&route, &parsed) {
+                    map.insert("model".into(), json!(m));
+                }
+                map.insert("stream".into(), json!(provider::streams(&route, &parsed)));
+                let facts = RequestFacts::of(&route, &parsed);
+                let (mut want, mut got) = (Vec::new(), Vec::new());
+                map.push_facts(&mut want);
+                facts.push_facts(&mut got);
+                assert_eq!(
+                    String::from_utf8(got).unwrap(),
+                    String::from_utf8(want).unwrap(),
+                    "{path} {}",
+                    String::from_utf8_lossy(body)
+                );
+            }
+        }
+    }
 
     /// Skipping the events `may_summarize` rules out gives the summary that parsing every
     /// event gives, for each provider's stream shapes (text deltas, tool calls, usage, stops).
