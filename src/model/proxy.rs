@@ -16,6 +16,7 @@ use bytestring::ByteString;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::HeaderValue;
+use hyper::http::uri::PathAndQuery;
 use hyper::{Request, Response, StatusCode, Uri};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -101,12 +102,12 @@ impl ModelProxy {
         self.calls.load(Ordering::Relaxed)
     }
 
-    /// The upstream request's URI in origin form (the path prefix, then the client's path and
-    /// query), as sent on a connection of the pool; `None`: not a URI.
-    fn upstream_uri(&self, path_and_query: &str) -> Option<Uri> {
+    /// The upstream request's target in origin form (the path prefix, then the client's path
+    /// and query), as sent on a connection of the pool; `None`: not a URI.
+    fn upstream_target(&self, path_and_query: &str) -> Option<PathAndQuery> {
         // Through [`upstream_uri`], which the fuzz target checks.
         let uri = upstream_uri(&self.upstream, &self.prefix, path_and_query)?;
-        Some(Uri::from(uri.path_and_query()?.clone()))
+        uri.path_and_query().cloned()
     }
 
     fn error(&self, provider: Provider, status: StatusCode, message: &str) -> Response<RespBody> {
@@ -146,7 +147,7 @@ impl ModelProxy {
             Some(&http),
         );
 
-        let Some(uri) = self.upstream_uri(&path) else {
+        let Some(target) = self.upstream_target(&path) else {
             return self.error(route.provider, StatusCode::BAD_REQUEST, "bad request path");
         };
         let mut headers = parts.headers;
@@ -156,8 +157,11 @@ impl ModelProxy {
         if let Some(h) = &self.host {
             headers.insert(hyper::header::HOST, h.clone());
         }
-        let target = uri.path_and_query().map_or("/", |p| p.as_str());
-        let answer = match self.pool.send(&parts.method, target, &headers, &body).await {
+        let answer = match self
+            .pool
+            .send(&parts.method, target.as_str(), &headers, &body)
+            .await
+        {
             Ok(r) => r,
             Err(e) => {
                 let why = format!(
@@ -266,7 +270,7 @@ impl ModelProxy {
     /// model, and play answers it by itself.
     async fn preconnect(&self, req: Request<Incoming>) -> Response<RespBody> {
         let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
-        let Some(uri) = self.upstream_uri(path) else {
+        let Some(target) = self.upstream_target(path) else {
             return full(StatusCode::BAD_REQUEST, "text/plain", "bad request path");
         };
         let mut headers = req.headers().clone();
@@ -274,10 +278,9 @@ impl ModelProxy {
         if let Some(h) = &self.host {
             headers.insert(hyper::header::HOST, h.clone());
         }
-        let target = uri.path_and_query().map_or("/", |p| p.as_str());
         match self
             .pool
-            .send(&hyper::Method::HEAD, target, &headers, &[])
+            .send(&hyper::Method::HEAD, target.as_str(), &headers, &[])
             .await
         {
             Ok(mut r) => {
