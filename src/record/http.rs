@@ -10,6 +10,7 @@ use super::http_facts::HttpFacts;
 use super::Recorder;
 use super::{RecordError, RecordOutcome};
 use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
+use crate::transport::h1_client;
 use crate::transport::http::{accept_until, collect, plain, ChannelBody, RespBody};
 use crate::transport::sse::{self, SseParser};
 use crate::wire::{Dir, Kind};
@@ -89,7 +90,7 @@ struct Proxy {
     /// `Authorization: Basic …` from the URL's credentials, for requests that bring none.
     basic_auth: Option<HeaderValue>,
     local_port: u16,
-    pool: Arc<crate::transport::upstream::Pool>,
+    pool: Arc<h1_client::Pool>,
     max_message: usize,
     /// POSTs so far (shared by every handle of the proxy).
     posts: Arc<std::sync::atomic::AtomicU64>,
@@ -205,7 +206,7 @@ impl HttpProxy {
             basic_auth: upstream.basic_auth.clone(),
             public_origin,
             local_port: local.port(),
-            pool: Arc::new(crate::transport::upstream::Pool::new(connector, uri)),
+            pool: Arc::new(h1_client::Pool::new(connector, uri)),
             max_message,
             posts: Arc::default(),
         });
@@ -235,15 +236,14 @@ impl Proxy {
     /// Forwards an SSE answer event by event: each complete block is taped, then sent on.
     async fn pump_sse(
         self: Arc<Self>,
-        mut body: Incoming,
-        conn: crate::transport::upstream::Conn,
+        mut body: h1_client::Body,
         facts: Map<String, Value>,
         tx: mpsc::Sender<Bytes>,
     ) {
         let mut parser = SseParser::new(self.max_message);
         loop {
-            let frame = match body.frame().await {
-                Some(Ok(f)) => f,
+            let data = match body.next().await {
+                Some(Ok(d)) => d,
                 Some(Err(e)) => {
                     self.tape_event(
                         "upstream-error",
@@ -253,12 +253,9 @@ impl Proxy {
                 }
                 None => {
                     // Read to its end: the connection can carry the next request.
-                    self.pool.put(conn);
+                    body.finish(&self.pool);
                     break;
                 }
-            };
-            let Ok(data) = frame.into_data() else {
-                continue;
             };
             for block in parser.push_bytes(data) {
                 let bytes = self.take_block(block, &facts);
@@ -467,10 +464,7 @@ impl crate::transport::http::Handler for Proxy {
         }
         // The upstream request: same method, path and query (in origin form, as sent on a
         // connection to the upstream), headers minus hop-by-hop ones.
-        let uri = match parts.uri.path_and_query() {
-            Some(pq) => Uri::from(pq.clone()),
-            None => Uri::from_static("/"),
-        };
+        let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
         // The client's header map is moved, not rebuilt: only the hop-by-hop ones come out.
         let mut headers = parts.headers;
         crate::transport::upstream::strip_hop_by_hop(&mut headers);
@@ -482,12 +476,8 @@ impl crate::transport::http::Handler for Proxy {
                 headers.insert(hyper::header::AUTHORIZATION, auth.clone());
             }
         }
-        let mut up = Request::new(Full::new(body.clone()));
-        *up.method_mut() = parts.method.clone();
-        *up.uri_mut() = uri;
-        *up.headers_mut() = headers;
-        let (resp, conn) = match self.pool.send(up).await {
-            Ok(r) => r,
+        let answer = match self.pool.send(&parts.method, target, &headers, &body).await {
+            Ok(a) => a,
             Err(e) => {
                 let why = format!(
                     "mcptape: the upstream {} did not answer: {}",
@@ -499,17 +489,19 @@ impl crate::transport::http::Handler for Proxy {
                 return jsonrpc_error(StatusCode::BAD_GATEWAY, &body, &why);
             }
         };
-        let (rparts, rbody) = resp.into_parts();
-        let content_type = rparts
-            .headers
+        let h1_client::Answer {
+            status,
+            headers: mut out_headers,
+            body: mut rbody,
+        } = answer;
+        let content_type = out_headers
             .get(hyper::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_ascii_lowercase();
         let mut facts = facts_in;
-        facts.status = Some(rparts.status.as_u16());
-        if let Some(sid) = rparts
-            .headers
+        facts.status = Some(status.as_u16());
+        if let Some(sid) = out_headers
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
         {
@@ -519,15 +511,12 @@ impl crate::transport::http::Handler for Proxy {
             facts.content_type = Some(content_type.clone());
         }
         // What a refusal says it would take (`405` with `Allow: POST`): play answers the same.
-        if let Some(allow) = rparts
-            .headers
+        if let Some(allow) = out_headers
             .get(hyper::header::ALLOW)
             .and_then(|v| v.to_str().ok())
         {
             facts.allow = Some(allow.to_string());
         }
-        let status = rparts.status;
-        let mut out_headers = rparts.headers;
         crate::transport::upstream::strip_hop_by_hop(&mut out_headers);
         let respond = |body: RespBody| {
             let mut r = Response::new(body);
@@ -544,12 +533,12 @@ impl crate::transport::http::Handler for Proxy {
             let facts = facts.to_map();
             let (tx, rx) = mpsc::channel::<Bytes>(STREAM_QUEUE);
             let proxy = self.clone_handle();
-            tokio::spawn(async move { proxy.pump_sse(rbody, conn, facts, tx).await });
+            tokio::spawn(async move { proxy.pump_sse(rbody, facts, tx).await });
             return respond(ChannelBody { rx }.boxed());
         }
-        let body = match collect(rbody, self.max_message).await {
+        let body = match rbody.collect(self.max_message).await {
             Ok(b) => {
-                self.pool.put(conn);
+                rbody.finish(&self.pool);
                 b
             }
             Err(why) => {

@@ -1,12 +1,13 @@
-//! The model proxy's HTTP/1.1 client: one request at a time on a pooled keep-alive connection,
-//! its answer's body read on the task that asks for it, one piece per HTTP chunk, straight out
-//! of what the socket has delivered.
+//! The HTTP proxies' HTTP/1.1 client (the model proxy's and `record --url`'s): one request at a
+//! time on a pooled keep-alive connection, its answer's body read on the task that asks for it,
+//! one piece per HTTP chunk, straight out of what the socket has delivered.
 //!
-//! Why not hyper's client, which the rest of the crate uses: it hands a body over one chunk at a
-//! time, through a one-slot channel, from the connection's own task. A provider sends every
-//! stream event as a chunk of its own, so each event cost a turn of that task and of the
-//! proxy's, a channel hand-over and a waker (measured: with eight events a chunk in place of
-//! one, the proxy's CPU for a 300,000-event stream fell from ≈ 519 to ≈ 402 ms). Here a read
+//! Why not hyper's client, which the live player and `export --send` use: it hands a body over
+//! one chunk at a time, through a one-slot channel, from the connection's own task. A provider
+//! sends every stream event as a chunk of its own, so each event cost a turn of that task and of
+//! the proxy's, a channel hand-over and a waker (measured: with eight events a chunk in place of
+//! one, the proxy's CPU for a 300,000-event stream fell from ≈ 519 to ≈ 402 ms); `record --url`
+//! paid the connection task's turn on every call (≈ 2 µs of its extra latency). Here a read
 //! of the socket is decoded in place: what one read brought is taped in one write and
 //! forwarded in one piece, with no other task in between. The head is parsed by `httparse`,
 //! hyper's own parser; the framing follows RFC 9112 §6 (chunked, a length, or to the close).
@@ -236,15 +237,15 @@ impl Body {
 
     /// The whole body, refused past `max` bytes.
     pub async fn collect(&mut self, max: usize) -> Result<Bytes, String> {
-        let mut all = BytesMut::new();
+        let mut all = super::http::Gathered::default();
         while let Some(piece) = self.next().await {
             let piece = piece.map_err(|e| format!("reading the upstream's answer: {e}"))?;
             if all.len() + piece.len() > max {
                 return Err(format!("the upstream's answer is over {max} bytes"));
             }
-            all.extend_from_slice(&piece);
+            all.push(piece);
         }
-        Ok(all.freeze())
+        Ok(all.into_bytes())
     }
 
     /// Gives the connection back to `pool` if the body was read to its end and the connection
@@ -573,6 +574,8 @@ mod tests {
                 b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
                 b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\ncontent-length: 3\r\n\r\nnew",
                 b"HTTP/1.1 204 No Content\r\n\r\n",
+                // Three chunks: collected into one body.
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nok\r\n1\r\n,\r\n3\r\nyes\r\n0\r\n\r\n",
             ];
             let (url, accepted, _) = server(answers, usize::MAX, false).await;
             let pool = pool_for(&url);
@@ -580,8 +583,36 @@ mod tests {
             assert_eq!(post(&pool, &url, b"{}").await, (200, "ok".into()));
             assert_eq!(post(&pool, &url, b"{}").await, (201, "new".into()));
             assert_eq!(post(&pool, &url, b"{}").await, (204, "".into()));
+            assert_eq!(post(&pool, &url, b"{}").await, (200, "ok,yes".into()));
             assert_eq!(post(&pool, &url, b"{}").await, (200, "ok".into()));
             assert_eq!(accepted.load(Ordering::SeqCst), 1);
+        });
+    }
+
+    #[test]
+    fn a_body_over_the_limit_is_refused_in_one_piece_or_several() {
+        run(async {
+            let answers: Vec<&[u8]> = vec![
+                b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nsix!!!",
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nfive!",
+            ];
+            let (url, _, _) = server(answers, usize::MAX, false).await;
+            let pool = pool_for(&url);
+            for expect in [Err(()), Err(()), Ok("five!")] {
+                let mut answer = pool
+                    .send(&Method::GET, "/", &HeaderMap::new(), b"")
+                    .await
+                    .expect("an answer");
+                let got = answer.body.collect(5).await;
+                match expect {
+                    Ok(body) => assert_eq!(got.unwrap(), body.as_bytes()),
+                    Err(()) => {
+                        let e = got.unwrap_err();
+                        assert!(e.contains("over 5 bytes"), "{e}");
+                    }
+                }
+            }
         });
     }
 

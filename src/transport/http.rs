@@ -109,33 +109,53 @@ where
     B: Body<Data = Bytes> + Unpin,
     B::Error: std::fmt::Display,
 {
-    // Most bodies arrive as one frame: that frame is kept as it is (no copy); only a body in
-    // several frames is gathered into one buffer.
-    let mut first: Option<Bytes> = None;
-    let mut buf = bytes::BytesMut::new();
-    let mut len = 0usize;
+    let mut all = Gathered::default();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| format!("reading a body: {e}"))?;
         if let Ok(d) = frame.into_data() {
-            if len + d.len() > max {
+            if all.len() + d.len() > max {
                 return Err(format!("a body over --max-message ({max} bytes)"));
             }
-            len += d.len();
-            if d.is_empty() {
-                continue;
-            }
-            match first.take() {
-                None if buf.is_empty() => first = Some(d),
-                None => buf.extend_from_slice(&d),
-                Some(f) => {
-                    buf.reserve(f.len() + d.len());
-                    buf.extend_from_slice(&f);
-                    buf.extend_from_slice(&d);
-                }
+            all.push(d);
+        }
+    }
+    Ok(all.into_bytes())
+}
+
+/// A body gathered piece by piece. Most bodies arrive in one piece: that piece is kept as it
+/// is (no copy); only a body in several pieces is copied into one buffer.
+#[derive(Default)]
+pub(crate) struct Gathered {
+    first: Option<Bytes>,
+    rest: bytes::BytesMut,
+    len: usize,
+}
+
+impl Gathered {
+    /// Bytes gathered so far.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn push(&mut self, d: Bytes) {
+        if d.is_empty() {
+            return;
+        }
+        self.len += d.len();
+        match self.first.take() {
+            None if self.rest.is_empty() => self.first = Some(d),
+            None => self.rest.extend_from_slice(&d),
+            Some(f) => {
+                self.rest.reserve(f.len() + d.len());
+                self.rest.extend_from_slice(&f);
+                self.rest.extend_from_slice(&d);
             }
         }
     }
-    Ok(first.unwrap_or_else(|| buf.freeze()))
+
+    pub fn into_bytes(self) -> Bytes {
+        self.first.unwrap_or_else(|| self.rest.freeze())
+    }
 }
 
 /// A response body fed by a channel: each chunk goes out as soon as it is sent.

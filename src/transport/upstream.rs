@@ -1,24 +1,22 @@
-//! The client side of the HTTP proxies: pooled keep-alive connections to an `http://` or
-//! `https://` upstream (`record --url`'s [`Pool`]; the model proxy's own client, in
-//! `h1_client.rs`, opens its connections with the same [`Connector`]). TLS is rustls with the system's roots,
-//! or a private CA given in a PEM file (`--upstream-ca`), which then is the only root trusted.
+//! What opens connections to an `http://` or `https://` upstream: the [`Connector`] of the HTTP
+//! proxies' own client (`h1_client.rs`: `record --url` and the model proxy), and hyper-util's
+//! pooled [`Upstream`] client for the live player and `export --send`. TLS is rustls with the
+//! system's roots, or a private CA given in a PEM file (`--upstream-ca`), which then is the only
+//! root trusted.
 
 use bytes::Bytes;
 use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::client::conn::http1;
 use hyper::header::{HeaderMap, HeaderName};
-use hyper::{Request, Response, Uri};
+use hyper::Uri;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::pem::PemObject;
 use std::path::Path;
-use std::sync::Mutex;
 
-/// The client the live player and `export --send` forward with (`record --url` uses the
-/// leaner [`Pool`], the model proxy `h1_client`).
+/// The client the live player and `export --send` forward with (`record --url` and the model
+/// proxy use the leaner `h1_client`).
 pub type Upstream = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// What opens connections to an upstream: TCP, then TLS for `https://`.
@@ -59,7 +57,7 @@ pub fn connector(ca: Option<&Path>) -> Result<Connector, UpstreamError> {
     build(ca, Roots::System)
 }
 
-/// The connector of a [`Pool`] to `upstream`: its connections all go there, so the system
+/// The connector of an `h1_client` pool to `upstream`: its connections all go there, so the system
 /// roots are loaded only for an `https://` one. Loading them reads and decodes every file of
 /// the system's certificate folder (measured: the largest part of `mcptape run`'s own start-up,
 /// a few milliseconds of the agent's wall time), which a plain-`http://` upstream — a local
@@ -137,100 +135,6 @@ fn build(ca: Option<&Path>, system: Roots) -> Result<Connector, UpstreamError> {
         .wrap_connector(http))
 }
 
-/// One HTTP/1.1 connection to the upstream, given back to its [`Pool`] once its answer's body
-/// has been read.
-pub type Conn = http1::SendRequest<Full<Bytes>>;
-
-/// Why a request could not be sent upstream: connecting, TLS, or the connection itself.
-pub type SendError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Idle connections kept for reuse; more are closed when given back (a burst of concurrent
-/// requests does not leave that many sockets open for ever).
-const MAX_IDLE: usize = 256;
-
-/// Keep-alive connections to one upstream, for a proxy that forwards each request and reads
-/// its whole answer (or hands the connection back when a stream ends). Leaner than
-/// hyper-util's pooled client on the hot path: no pool key per request, no URI rewriting, no
-/// task spawned per request to wait for the connection to become idle again.
-pub struct Pool {
-    connector: Connector,
-    /// `scheme://authority` of the upstream: where connections go.
-    origin: Uri,
-    idle: Mutex<Vec<Conn>>,
-}
-
-impl Pool {
-    /// A pool of connections to `origin`'s scheme and authority.
-    pub fn new(connector: Connector, origin: &Uri) -> Pool {
-        Pool {
-            connector,
-            origin: origin_of(origin),
-            idle: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Sends `req` (its URI in origin form: path and query) on an idle connection, or a new
-    /// one. The connection comes back with the answer: give it to [`Pool::put`] once the body
-    /// has been read to its end. A request the upstream had closed an idle connection under
-    /// (nothing of it sent) is sent again on another, as hyper-util's client does.
-    pub async fn send(
-        &self,
-        mut req: Request<Full<Bytes>>,
-    ) -> Result<(Response<Incoming>, Conn), SendError> {
-        loop {
-            let (mut conn, reused) = match self.take().await {
-                Some(c) => (c, true),
-                None => (self.connect().await?, false),
-            };
-            match conn.try_send_request(req).await {
-                Ok(resp) => return Ok((resp, conn)),
-                Err(mut e) => match e.take_message() {
-                    Some(unsent) if reused => req = unsent,
-                    _ => return Err(e.into_error().into()),
-                },
-            }
-        }
-    }
-
-    /// Gives a connection back (its last answer read to the end), unless it is closed or
-    /// enough are idle.
-    pub fn put(&self, conn: Conn) {
-        if conn.is_closed() {
-            return;
-        }
-        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-        if idle.len() < MAX_IDLE {
-            idle.push(conn);
-        }
-    }
-
-    /// The most recently used idle connection that is still open, once ready for a request.
-    async fn take(&self) -> Option<Conn> {
-        loop {
-            let mut conn = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop()?;
-            // Ready at once unless its connection task has not yet seen the last body end;
-            // an error means the upstream closed it while idle.
-            if conn.ready().await.is_ok() {
-                return Some(conn);
-            }
-        }
-    }
-
-    async fn connect(&self) -> Result<Conn, SendError> {
-        use tower_service::Service as _;
-        let mut connector = self.connector.clone();
-        std::future::poll_fn(|cx| connector.poll_ready(cx)).await?;
-        let io = connector.call(self.origin.clone()).await?;
-        let (send, conn) = http1::handshake(io).await?;
-        // The connection's own task reads and writes it; it ends when the socket closes or
-        // the last handle on it is dropped.
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        Ok(send)
-    }
-}
-
 /// `scheme://authority/` of `uri`: where a connector opens connections for it.
 pub(crate) fn origin_of(uri: &Uri) -> Uri {
     let mut parts = hyper::http::uri::Parts::default();
@@ -284,34 +188,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_upstream::run;
     use super::*;
-    use http_body_util::BodyExt;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-
-    /// A loopback HTTP/1.1 server answering `ok` to each request; with `close_after_one`, it
-    /// closes every connection after its first answer (without saying so in the answer, as a
-    /// server whose keep-alive timeout just ran out). Counts the connections it accepted.
-    async fn server(close_after_one: bool) -> (Uri, Arc<AtomicUsize>) {
-        let ok: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
-        let per_conn = if close_after_one { 1 } else { usize::MAX };
-        let (url, accepted, _) =
-            super::super::test_upstream::server(vec![ok], per_conn, false).await;
-        (url, accepted)
-    }
-
-    async fn get(pool: &Pool, host: &Uri) -> String {
-        let req = Request::builder()
-            .uri("/mcp")
-            .header("host", host.authority().unwrap().as_str())
-            .body(Full::new(Bytes::new()))
-            .unwrap();
-        let (resp, conn) = pool.send(req).await.expect("an answer");
-        let body = resp.into_body().collect().await.unwrap().to_bytes();
-        pool.put(conn);
-        String::from_utf8_lossy(&body).into_owned()
-    }
 
     #[test]
     fn only_an_https_upstream_needs_the_system_roots() {
@@ -341,61 +218,5 @@ mod tests {
             connector_to(&http, Some(&missing)),
             Err(UpstreamError::Ca { .. })
         ));
-    }
-
-    #[test]
-    fn a_plain_http_upstream_is_reached_without_the_system_roots() {
-        run(async {
-            let (url, _) = server(false).await;
-            let pool = Pool::new(connector_to(&url, None).unwrap(), &url);
-            assert_eq!(get(&pool, &url).await, "ok");
-        });
-    }
-
-    #[test]
-    fn sequential_requests_share_one_connection() {
-        run(async {
-            let (url, accepted) = server(false).await;
-            let pool = Pool::new(connector(None).unwrap(), &url);
-            for _ in 0..5 {
-                assert_eq!(get(&pool, &url).await, "ok");
-            }
-            assert_eq!(accepted.load(Ordering::SeqCst), 1);
-        });
-    }
-
-    #[test]
-    fn a_connection_the_upstream_closed_while_idle_is_replaced() {
-        run(async {
-            let (url, accepted) = server(true).await;
-            let pool = Pool::new(connector(None).unwrap(), &url);
-            for _ in 0..3 {
-                assert_eq!(get(&pool, &url).await, "ok");
-                // The upstream's close reaches the idle connection (or not yet: then the
-                // request is sent again on a new one); either way the next request is answered.
-                tokio::task::yield_now().await;
-            }
-            assert_eq!(accepted.load(Ordering::SeqCst), 3);
-        });
-    }
-
-    #[test]
-    fn an_upstream_that_refuses_is_an_error() {
-        run(async {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
-                .parse()
-                .unwrap();
-            drop(listener);
-            let pool = Pool::new(connector(None).unwrap(), &url);
-            let req = Request::builder()
-                .uri("/mcp")
-                .body(Full::new(Bytes::new()))
-                .unwrap();
-            let Err(err) = pool.send(req).await else {
-                panic!("an answer from a port nothing listens on");
-            };
-            assert!(!error_chain(&*err).is_empty());
-        });
     }
 }
