@@ -1329,3 +1329,193 @@ fn re_recording_over_http_keeps_the_old_tape_until_the_new_one_holds_an_exchange
     let msgs = tape_msgs(&tape);
     assert_eq!(msgs[1]["msg"]["result"]["echo"], "tools/list", "{msgs:#?}");
 }
+
+// --- the upstream's framings (record --url's own HTTP/1.1 client) ------------------------------
+
+/// `body` as a chunked body: three lines a chunk, an extension on every size line, a trailer.
+fn chunked_with_extensions(body: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    for lines in body.split_inclusive('\n').collect::<Vec<_>>().chunks(3) {
+        let piece = lines.concat();
+        out.extend_from_slice(format!("{:X};name=\"v\"\r\n", piece.len()).as_bytes());
+        out.extend_from_slice(piece.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"0\r\nx-checksum: 1\r\n\r\n");
+    out
+}
+
+/// Every way HTTP/1.1 lets an upstream frame its answer reaches the client byte for byte
+/// through `record --url` and is taped message by message, the shapes of real traffic kept
+/// (keys in odd order, `2.50`, a secret under `api_key`): a length cut inside the head and the
+/// body, an empty 202, an SSE stream chunked with extensions on every size line and a trailer
+/// cut at odd places, a JSON answer in two chunks, an SSE stream delimited by the connection's
+/// close. The upstream connection is kept for every answer until the one that closes it; the
+/// tape verifies, and play answers the same calls with the recorded bytes.
+#[test]
+fn every_framing_an_upstream_may_use_is_forwarded_byte_for_byte_and_taped() {
+    let dir = tmp();
+    let init = r#"{"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"scripted","version":"1"}},"id":1,"jsonrpc":"2.0"}"#;
+    let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":2.50,"total":10}}"#;
+    let result2 = r#"{"id":2,"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"price 2.50"}],"structuredContent":{"price":2.50,"api_key":"sk-live-9f8e7d6c5b4a39281706f5e4d3c2b1a0"},"isError":false}}"#;
+    let sse2 = format!("event: message\nid: a-1\ndata: {progress}\n\nid: a-2\ndata: {result2}\n\n");
+    let result3 = r#"{"jsonrpc":"2.0","id":3,"result":{"content":[],"isError":false}}"#;
+    let sse4 =
+        r#"data: {"jsonrpc":"2.0","id":4,"result":{"n":1.0e3,"content":[]}}"#.to_string() + "\n\n";
+    let result5 = r#"{"jsonrpc":"2.0","id":5,"result":{}}"#;
+
+    let json_head = |extra: &str, len: usize| {
+        format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{extra}content-length: {len}\r\n\r\n")
+    };
+    let answer1 =
+        format!("{}{init}", json_head("mcp-session-id: S-1\r\n", init.len())).into_bytes();
+    let answer2 = b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_vec();
+    let mut answer3 =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    let head3 = answer3.len();
+    answer3.extend(chunked_with_extensions(&sse2));
+    let (a, b) = result3.split_at(20);
+    let answer4 = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+        a.len(),
+        b.len()
+    )
+    .into_bytes();
+    let answer5 = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{sse4}"
+    )
+    .into_bytes();
+    let answer6 = format!("{}{result5}", json_head("", result5.len())).into_bytes();
+    let cuts3 = vec![head3 + 3, answer3.len() / 3, answer3.len() / 2 + 1];
+    let (upstream, accepted) = scripted_upstream(vec![
+        (answer1.clone(), vec![20, answer1.len() - 10]),
+        (answer2, vec![]),
+        (answer3.clone(), cuts3),
+        (answer4.clone(), vec![answer4.len() / 2]),
+        (answer5.clone(), vec![answer5.len() - 7]),
+        (answer6, vec![]),
+    ]);
+    let tape = dir.path().join("framings.jsonl");
+    let rec = Served::record(&format!("{upstream}/mcp"), &tape);
+
+    let calls = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"_meta": {"progressToken": "p"}, "name": "buy", "arguments": {"api_key": "sk-client-00112233445566778899aabbccddeeff", "password": "hunter2hunter2", "price": 2.50}}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "none", "arguments": {}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "big", "arguments": {}}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}),
+    ];
+    let send_in = |url: &str, sid: &str, i: usize| {
+        let session = [
+            ("mcp-session-id", sid),
+            ("mcp-protocol-version", "2025-06-18"),
+        ];
+        let extra: &[(&str, &str)] = if i == 0 { &[] } else { &session };
+        let mut stream = http_open(
+            url,
+            "POST",
+            &post_headers(extra),
+            calls[i].to_string().as_bytes(),
+        );
+        let body = text(&stream.body());
+        (
+            stream.status,
+            stream.header("mcp-session-id").map(str::to_string),
+            body,
+        )
+    };
+    let send = |url: &str, i: usize| send_in(url, "S-1", i);
+    let want = [
+        (200, Some("S-1".to_string()), init.to_string()),
+        (202, None, String::new()),
+        (200, None, sse2.clone()),
+        (200, None, result3.to_string()),
+        (200, None, sse4.clone()),
+        (200, None, result5.to_string()),
+    ];
+    for (i, want) in want.iter().enumerate() {
+        assert_eq!(&send(&rec.url, i), want, "answer {i} through record --url");
+    }
+    rec.stop();
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "one upstream connection until the answer delimited by its close, then a new one"
+    );
+
+    Mt::new(["verify", &s(&tape)]).run().status(0);
+    let raw = std::fs::read_to_string(&tape).unwrap();
+    for secret in [
+        "sk-live-9f8e7d6c5b4a39281706f5e4d3c2b1a0",
+        "sk-client-00112233445566778899aabbccddeeff",
+        "hunter2hunter2",
+    ] {
+        assert!(!raw.contains(secret), "{secret} is on the tape");
+    }
+    let line_of = |needle: &str| {
+        raw.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no tape line with {needle}:\n{raw}"))
+    };
+    // The server's bytes are kept as they came: `2.50` stays `2.50`, keys in their order.
+    assert!(line_of("notifications/progress").contains(r#""progress":2.50,"total":10"#));
+    assert!(line_of(r#""text":"price 2.50""#).contains(r#"{"id":2,"jsonrpc":"2.0","result""#));
+    assert!(line_of(r#""n":1.0e3"#).contains(r#""stream":"post""#));
+    let lines = tape_lines(&tape);
+    let s2c: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "msg" && l["dir"] == "s2c")
+        .collect();
+    let ids: Vec<&Value> = s2c.iter().map(|l| &l["msg"]["id"]).collect();
+    assert_eq!(
+        ids,
+        [
+            &json!(1),
+            &Value::Null,
+            &json!(2),
+            &json!(3),
+            &json!(4),
+            &json!(5)
+        ]
+    );
+    assert_eq!(s2c[2]["http"]["event_id"], "a-2");
+
+    // Play answers the same calls with what was recorded (the secrets as the tape has them),
+    // JSON as JSON, a stream as a stream: the same messages, byte for byte, in its events' data.
+    let data = |sse: &str| -> Vec<String> {
+        sse.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(str::to_string)
+            .collect()
+    };
+    let play = Served::play(&tape);
+    let (status, sid, body) = send(&play.url, 0);
+    assert_eq!((status, body.as_str()), (200, init), "initialize from play");
+    let sid = sid.expect("play's session id");
+    for i in [1, 3, 5] {
+        let (status, _, body) = send_in(&play.url, &sid, i);
+        assert_eq!(
+            (status, body),
+            (want[i].0, want[i].2.clone()),
+            "answer {i} from play"
+        );
+    }
+    let (status, _, body) = send_in(&play.url, &sid, 4);
+    assert_eq!(
+        (status, data(&body)),
+        (200, data(&sse4)),
+        "answer 4 from play: {body}"
+    );
+    let (status, _, body) = send_in(&play.url, &sid, 2);
+    let played = data(&body);
+    assert_eq!(
+        (status, played.len()),
+        (200, 2),
+        "answer 2 from play: {body:?}"
+    );
+    assert_eq!(played[0], progress);
+    assert!(played[1].contains(r#""price":2.50"#), "{body}");
+    assert_clean_play(&play.stop());
+}

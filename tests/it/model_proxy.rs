@@ -280,74 +280,6 @@ fn re_recording_model_calls_replaces_the_tape_only_once_a_call_was_answered() {
     assert!(tape_lines(&tape).iter().any(|l| l["part"] == "response"));
 }
 
-/// A loopback upstream answering every request with `stream` (already chunked) in the writes
-/// `cuts` splits it into, 20 ms apart, on a keep-alive connection (closed after the answer when
-/// its head says `connection: close`): a provider that sends many events in one write, or an
-/// event across two. With the connections it accepted.
-fn chunked_upstream(
-    stream: Vec<u8>,
-    cuts: Vec<usize>,
-) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let count = accepted.clone();
-    let head_end = stream.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let close = String::from_utf8_lossy(&stream[..head_end])
-        .to_ascii_lowercase()
-        .contains("\r\nconnection: close");
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let (stream, cuts) = (stream.clone(), cuts.clone());
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                loop {
-                    // One request: its head, then its content-length's bytes.
-                    let head_end = loop {
-                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            break i + 4;
-                        }
-                        match conn.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    };
-                    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-                    let len: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .and_then(|v| v.trim().parse().ok())
-                        .unwrap_or(0);
-                    while buf.len() < head_end + len {
-                        match conn.read(&mut chunk) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    buf.drain(..head_end + len);
-                    let mut from = 0;
-                    for &to in cuts.iter().chain([&stream.len()]) {
-                        if conn.write_all(&stream[from..to]).is_err() {
-                            return;
-                        }
-                        conn.flush().unwrap();
-                        std::thread::sleep(std::time::Duration::from_millis(20));
-                        from = to;
-                    }
-                    if close {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (url, accepted)
-}
-
 /// An Anthropic stream of `deltas` text deltas: its events' data, the SSE bytes a client
 /// gets, and the chunked answer on the wire with the offset where its first event ends.
 fn anthropic_stream(deltas: usize) -> (Vec<String>, Vec<u8>, Vec<u8>, usize, usize) {
@@ -414,7 +346,7 @@ fn events_that_arrive_together_are_each_taped_and_forwarded_byte_for_byte() {
     // The head and the first event in one write, then the middle of the stream with an event
     // cut in two, then the rest.
     let cuts = vec![head_len + first_len, wire.len() / 2, wire.len() / 2 + 7];
-    let (base, _) = chunked_upstream(wire, cuts);
+    let (base, _) = scripted_upstream(vec![(wire, cuts)]);
     let tape = dir.path().join("model.jsonl");
     let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
     let url = format!("{}/v1/messages", proxy.url);
@@ -499,7 +431,7 @@ fn streams_framed_every_way_http_allows_are_taped_whole() {
             2,
         ),
     ] {
-        let (base, accepted) = chunked_upstream(wire, cuts);
+        let (base, accepted) = scripted_upstream(vec![(wire, cuts)]);
         let tape = dir.path().join(format!("{connections}.jsonl"));
         let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
         let url = format!("{}/v1/messages", proxy.url);
@@ -548,7 +480,7 @@ fn a_first_event_that_comes_late_and_cut_is_taped_after_the_head_and_forwarded_w
     let dir = tmp();
     let (events, sse, wire, head_len, first_len) = anthropic_stream(5);
     let cuts = vec![head_len, head_len + first_len / 2, head_len + first_len];
-    let (base, accepted) = chunked_upstream(wire, cuts);
+    let (base, accepted) = scripted_upstream(vec![(wire, cuts)]);
     let tape = dir.path().join("model.jsonl");
     let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
     let url = format!("{}/v1/messages", proxy.url);

@@ -641,6 +641,80 @@ pub fn http(url: &str, method: &str, headers: &[(&str, &str)], body: &[u8]) -> (
     (s.status, b)
 }
 
+/// A loopback upstream that answers the requests it gets, in the order they arrive (on any
+/// connection), with `answers` in turn, again from the first after the last: each answer's
+/// bytes as they are (already framed: chunked, a length, or to the close) in the writes its
+/// cuts split them into, 20 ms apart, on a keep-alive connection (closed after the answer when
+/// its head says `connection: close`). An upstream that sends many events in one write, or one
+/// across two. With the connections it accepted.
+pub fn scripted_upstream(
+    answers: Vec<(Vec<u8>, Vec<usize>)>,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    let answers = Arc::new(answers);
+    let next = Arc::new(AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            count.fetch_add(1, Ordering::SeqCst);
+            let (answers, next) = (answers.clone(), next.clone());
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    // One request: its head, then its content-length's bytes.
+                    let head_end = loop {
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                        match conn.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse().ok())
+                        .unwrap_or(0);
+                    while buf.len() < head_end + len {
+                        match conn.read(&mut chunk) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.drain(..head_end + len);
+                    let (stream, cuts) =
+                        &answers[next.fetch_add(1, Ordering::SeqCst) % answers.len()];
+                    let answer_head = stream.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+                    let close = String::from_utf8_lossy(&stream[..answer_head])
+                        .to_ascii_lowercase()
+                        .contains("\r\nconnection: close");
+                    let mut from = 0;
+                    for &to in cuts.iter().chain([&stream.len()]) {
+                        if conn.write_all(&stream[from..to]).is_err() {
+                            return;
+                        }
+                        conn.flush().unwrap();
+                        std::thread::sleep(Duration::from_millis(20));
+                        from = to;
+                    }
+                    if close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, accepted)
+}
+
 /// The headers every MCP POST carries.
 const MCP_POST: [(&str, &str); 2] = [
     ("Content-Type", "application/json"),
