@@ -177,16 +177,12 @@ impl ModelProxy {
                 return self.error(route.provider, StatusCode::BAD_GATEWAY, &why);
             }
         };
+        let content_type = answer.content_type().to_string();
         let h1_client::Answer {
             status,
             headers: mut out_headers,
             body: mut rbody,
         } = answer;
-        let content_type = out_headers
-            .get(hyper::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
         let http = json!({"status": status.as_u16(), "content_type": content_type});
         strip_hop_by_hop(&mut out_headers);
         let respond = |body: RespBody| {

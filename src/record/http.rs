@@ -489,16 +489,12 @@ impl crate::transport::http::Handler for Proxy {
                 return jsonrpc_error(StatusCode::BAD_GATEWAY, &body, &why);
             }
         };
+        let content_type = answer.content_type().to_ascii_lowercase();
         let h1_client::Answer {
             status,
             headers: mut out_headers,
             body: mut rbody,
         } = answer;
-        let content_type = out_headers
-            .get(hyper::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_ascii_lowercase();
         let mut facts = facts_in;
         facts.status = Some(status.as_u16());
         if let Some(sid) = out_headers

@@ -386,6 +386,16 @@ pub struct Answer {
     pub body: Body,
 }
 
+impl Answer {
+    /// Its `Content-Type` as sent ("" when absent or not text).
+    pub fn content_type(&self) -> &str {
+        self.headers
+            .get(hyper::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
 impl Pool {
     /// A pool of connections to `origin`'s scheme and authority, opened by `connector`.
     pub fn new(connector: super::upstream::Connector, origin: &hyper::Uri) -> Pool {
