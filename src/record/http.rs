@@ -11,7 +11,9 @@ use super::Recorder;
 use super::{RecordError, RecordOutcome};
 use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
 use crate::transport::h1_client;
-use crate::transport::http::{accept_until, collect, plain, ChannelBody, RespBody};
+use crate::transport::http::{
+    accept_until, collect, cut_after_flush, plain, CuttableBody, RespBody,
+};
 use crate::transport::sse::{self, SseParser};
 use crate::wire::{Dir, Kind};
 use bytes::Bytes;
@@ -238,17 +240,17 @@ impl Proxy {
         self: Arc<Self>,
         mut body: h1_client::Body,
         facts: Map<String, Value>,
-        tx: mpsc::Sender<Bytes>,
+        tx: mpsc::Sender<Result<Bytes, String>>,
     ) {
         let mut parser = SseParser::new(self.max_message);
+        let mut broke = None;
         loop {
             let data = match body.next().await {
                 Some(Ok(d)) => d,
                 Some(Err(e)) => {
-                    self.tape_event(
-                        "upstream-error",
-                        json!({ "error": format!("the SSE stream broke: {e}") }),
-                    );
+                    let why = format!("the SSE stream broke: {e}");
+                    self.tape_event("upstream-error", json!({ "error": why }));
+                    broke = Some(why);
                     break;
                 }
                 None => {
@@ -259,7 +261,7 @@ impl Proxy {
             };
             for block in parser.push_bytes(data) {
                 let bytes = self.take_block(block, &facts);
-                if tx.send(bytes).await.is_err() {
+                if tx.send(Ok(bytes)).await.is_err() {
                     // The client went away: what passed is on the tape; stop reading upstream.
                     self.tape_event("client-gone", json!({ "stream": facts.get("stream") }));
                     return;
@@ -267,7 +269,13 @@ impl Proxy {
             }
         }
         if let Some(rest) = parser.finish() {
-            let _ = tx.send(rest.raw).await;
+            let _ = tx.send(Ok(rest.raw)).await;
+        }
+        if let Some(why) = broke {
+            // The client sees the stream break as the upstream broke it (no terminating chunk),
+            // not end as if the server had finished: an MCP client then fails the call at once
+            // instead of waiting for an answer that cannot come.
+            cut_after_flush(&tx, why).await;
         }
     }
 
@@ -527,10 +535,10 @@ impl crate::transport::http::Handler for Proxy {
                 "post"
             });
             let facts = facts.to_map();
-            let (tx, rx) = mpsc::channel::<Bytes>(STREAM_QUEUE);
+            let (tx, rx) = mpsc::channel(STREAM_QUEUE);
             let proxy = self.clone_handle();
             tokio::spawn(async move { proxy.pump_sse(rbody, facts, tx).await });
-            return respond(ChannelBody { rx }.boxed());
+            return respond(BodyExt::boxed(CuttableBody { rx }));
         }
         let body = match rbody.collect(self.max_message).await {
             Ok(b) => {

@@ -697,22 +697,103 @@ fn an_upstream_that_refuses_gives_502_with_the_request_id_and_is_taped() {
     );
     let err = rec.stop();
     assert_contains(&err, &format!("127.0.0.1:{port}"));
-    let lines = tape_lines(&tape);
-    let ev = events(&lines, "upstream-error");
-    assert_eq!(ev.len(), 1, "{lines:?}");
-    assert!(
-        ev[0]["error"]
-            .as_str()
-            .is_some_and(|e| e.contains(&format!("127.0.0.1:{port}"))),
-        "{}",
-        ev[0]
-    );
+    assert_contains(&the_upstream_error(&tape), &format!("127.0.0.1:{port}"));
     assert!(
         tape_msgs(&tape)
             .iter()
             .any(|m| m["dir"] == "c2s" && m["id"] == 42),
         "the request is on the tape"
     );
+}
+
+/// The text of the tape's one `upstream-error` event.
+fn the_upstream_error(tape: &Path) -> String {
+    let lines = tape_lines(tape);
+    let ev = events(&lines, "upstream-error");
+    assert_eq!(ev.len(), 1, "one upstream-error event: {lines:?}");
+    ev[0]["error"].as_str().expect("its error").to_string()
+}
+
+/// An upstream whose stream breaks mid-way (a chunk size line that is not one) reaches the
+/// client broken too: the events before the break, then the connection cut with no terminating
+/// chunk, as the client would have seen it without the recorder; not a stream that ended well,
+/// which leaves an MCP client waiting for an answer that will never come. The tape has the
+/// events and the break, and verifies.
+#[test]
+fn an_sse_stream_the_upstream_breaks_is_cut_for_the_client_too_and_taped() {
+    let dir = tmp();
+    let init = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"scripted","version":"1"}}}"#;
+    let answer1 = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{init}",
+        init.len()
+    )
+    .into_bytes();
+    let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":2.50}}"#;
+    let event = format!("id: e-1\ndata: {progress}\n\n");
+    let answer2 = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{event}\r\nzz not a size\r\ndata: {{}}\n\n\r\n",
+        event.len()
+    )
+    .into_bytes();
+    let (upstream, _) = scripted_upstream(vec![(answer1, vec![]), (answer2, vec![])]);
+    let tape = dir.path().join("broken-stream.jsonl");
+    // `initialize`, then the call whose answer streams: its response, head read.
+    let call = |url: &str| {
+        let (status, _) = post(
+            url,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        );
+        assert_eq!(status, 200, "initialize at {url}");
+        post_open_ok(
+            url,
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"_meta": {"progressToken": "p"}, "name": "slow", "arguments": {"token": "tok-5f4e3d2c1b0a99887766"}}}),
+        )
+    };
+    let rec = Served::record(&format!("{upstream}/mcp"), &tape);
+    let mut resp = call(&rec.url);
+    let (body, ended) = resp.chunked_body_or_cut();
+    assert_eq!(
+        text(&body),
+        event,
+        "the event before the break reaches the client"
+    );
+    assert!(
+        !ended,
+        "the stream broke upstream but ended cleanly for the client"
+    );
+    rec.stop();
+
+    Mt::new(["verify", &s(&tape)]).run().status(0);
+    assert_contains(&the_upstream_error(&tape), "the SSE stream broke");
+    assert!(
+        tape_msgs(&tape)
+            .iter()
+            .any(|m| m["msg"]["method"] == "notifications/progress"),
+        "the event before the break is not on the tape"
+    );
+    let raw = std::fs::read_to_string(&tape).unwrap();
+    assert!(
+        !raw.contains("tok-5f4e3d2c1b0a99887766"),
+        "the token is on the tape"
+    );
+
+    // Play serves the event the server sent, then says plainly that the recorded server never
+    // answered (the tape's line), instead of a stream that ends with nothing.
+    let mut play = Served::play(&tape);
+    let body = text(&call(&play.url).body());
+    assert!(body.contains(r#""progress":2.50}"#), "{body}");
+    assert!(
+        body.contains(r#""code":-32099"#)
+            && body.contains("the recorded server never answered this request"),
+        "{body}"
+    );
+    let (st, err) = play.signal(libc::SIGINT, Duration::from_secs(20));
+    assert_eq!(
+        st.code(),
+        Some(1),
+        "an unanswerable request fails play's run: {err}"
+    );
+    assert_contains(&err, "request id 2: the recorded server never answered");
 }
 
 #[test]

@@ -616,6 +616,32 @@ impl HttpStream {
         got
     }
 
+    /// The rest of a chunked body, and whether it ended as HTTP/1.1 ends one (the terminating
+    /// chunk) rather than cut: the connection closed or a size line broken.
+    pub fn chunked_body_or_cut(&mut self) -> (Vec<u8>, bool) {
+        assert!(self.chunked, "not a chunked body: {:?}", self.headers);
+        let mut all = Vec::new();
+        loop {
+            let mut size = String::new();
+            if self.r.read_line(&mut size).unwrap_or(0) == 0 {
+                return (all, false);
+            }
+            let Ok(n) = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16)
+            else {
+                return (all, false);
+            };
+            if n == 0 {
+                self.done = true;
+                return (all, true);
+            }
+            let mut buf = vec![0; n + 2];
+            if self.r.read_exact(&mut buf).is_err() {
+                return (all, false);
+            }
+            all.extend_from_slice(&buf[..n]);
+        }
+    }
+
     /// The rest of the body.
     pub fn body(&mut self) -> Vec<u8> {
         let mut all = Vec::new();
