@@ -2,7 +2,8 @@
 //! byte relay, through `mcptape record` and served by `mcptape play`, side by side in one run.
 //!
 //! ```text
-//! cargo build --release && cargo run --release --example bench -- [--quick] [--pin CPU] [--json FILE]
+//! cargo build --profile dist --bin mcptape
+//! cargo run --profile dist --example bench -- [--quick] [--pin CPU] [--json FILE]
 //! ```
 //!
 //! The binary is also the server (`--serve`, `--serve-http ADDR`) and the relays (`--relay --
@@ -43,7 +44,8 @@ struct Args {
     /// Also write the results as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// The mcptape binary (default: target/release/mcptape of this checkout).
+    /// The mcptape binary (default: the one built with the bench's own profile, beside it:
+    /// target/dist/mcptape for `cargo run --profile dist --example bench`).
     #[arg(long, value_name = "PATH")]
     mcptape: Option<PathBuf>,
     /// Skip the PyPI peer localab-vcr (otherwise installed into a venv under target/).
@@ -119,13 +121,24 @@ fn run(args: Args) -> Result<i32> {
         pin(cpu)?;
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // The mcptape of the bench's own profile (target/PROFILE/examples/bench → target/PROFILE/
+    // mcptape): what is measured and what measures it are built alike, and with `dist` that is
+    // the binary `cargo install --profile dist` ships.
+    let exe = std::env::current_exe().context("the bench's own path")?;
+    let profile_dir = exe
+        .parent()
+        .and_then(|examples| examples.parent())
+        .context("the bench runs from outside a cargo target directory: give --mcptape")?;
+    let profile = profile_dir
+        .file_name()
+        .map_or_else(|| "dist".into(), |n| n.to_string_lossy());
     let mcptape = args
         .mcptape
         .clone()
-        .unwrap_or_else(|| root.join("target/release/mcptape"));
+        .unwrap_or_else(|| profile_dir.join("mcptape"));
     if !mcptape.exists() {
         bail!(
-            "{} not found: run `cargo build --release` first",
+            "{} not found: run `cargo build --profile {profile} --bin mcptape` first",
             mcptape.display()
         );
     }
