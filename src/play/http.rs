@@ -86,9 +86,14 @@ enum StreamItem {
     Line(Vec<u8>),
     Recorded {
         event_id: Option<String>,
+        /// The `event:` name to write: the recorded one, none where the recorded event had none.
+        name: Option<String>,
         on_get: bool,
     },
 }
+
+/// The SSE event name MCP's transports use for a message (and the name of an event with none).
+const MESSAGE_EVENT: &str = "message";
 
 /// The sink of one request's stream.
 struct StreamSink(mpsc::Sender<StreamItem>);
@@ -106,9 +111,17 @@ impl serve::Sink for StreamSink {
         &self,
         recorded: &crate::tape::index::MsgMeta,
     ) -> impl std::future::Future<Output = ()> + Send {
+        let http = recorded.http.as_ref();
         let item = StreamItem::Recorded {
-            event_id: recorded.http.as_ref().and_then(|h| h.event_id.clone()),
-            on_get: recorded.http.as_ref().is_some_and(|h| h.on_get),
+            event_id: http.and_then(|h| h.event_id.clone()),
+            // A message recorded in an SSE event goes out named as it was; one recorded
+            // otherwise (a JSON answer, a stdio tape) as the transport's default, `message`.
+            name: if recorded.sse {
+                http.and_then(|h| h.event.clone())
+            } else {
+                Some(MESSAGE_EVENT.to_string())
+            },
+            on_get: http.is_some_and(|h| h.on_get),
         };
         let tx = self.0.clone();
         async move {
@@ -576,19 +589,27 @@ impl Player {
                 let _ = tx.send(Bytes::from(priming_event(p))).await;
             }
             let mut get: Option<mpsc::Sender<Bytes>> = None;
-            let mut next: Option<(Option<String>, bool)> = None;
+            let mut next: Option<(Option<String>, Option<String>, bool)> = None;
             let mut sent_ids: Vec<String> = priming.iter().map(|p| p.id.clone()).collect();
             while let Some(item) = rx.recv().await {
                 let line = match item {
-                    StreamItem::Recorded { event_id, on_get } => {
-                        next = Some((event_id, on_get));
+                    StreamItem::Recorded {
+                        event_id,
+                        name,
+                        on_get,
+                    } => {
+                        next = Some((event_id, name, on_get));
                         continue;
                     }
                     StreamItem::Line(line) => line,
                 };
-                let (event_id, on_get) = next.take().unwrap_or((None, false));
+                // A line with no recorded message before it is play's own (an error it
+                // answers with): named as the transport's default.
+                let (event_id, name, on_get) =
+                    next.take()
+                        .unwrap_or((None, Some(MESSAGE_EVENT.to_string()), false));
                 let bytes = Bytes::from(sse::encode(
-                    Some("message"),
+                    name.as_deref(),
                     event_id.as_deref(),
                     trim_nl(&line),
                 ));

@@ -256,6 +256,9 @@ pub struct HttpFacts<'a> {
     /// The SSE event's `id:`.
     #[serde(borrow, default)]
     pub event_id: Option<Cow<'a, str>>,
+    /// The SSE event's `event:` name, when the server gave one (an rmcp server gives none).
+    #[serde(borrow, default)]
+    pub event: Option<Cow<'a, str>>,
 }
 
 impl HttpFacts<'_> {

@@ -101,6 +101,9 @@ pub struct HttpMsg {
     pub content_type: Option<String>,
     /// A server message: its SSE event id.
     pub event_id: Option<String>,
+    /// A server message that came in an SSE event: the event's name, when the server gave one
+    /// (play writes `event:` only then).
+    pub event: Option<String>,
     /// A server message came on a GET stream (a resumed stream, when it answers a POSTed
     /// request).
     pub on_get: bool,
@@ -672,6 +675,7 @@ fn fields_of<'a>(raw_line: &'a [u8], m: &MsgLine<'a>) -> Result<MsgFields<'a>, S
                 content_type: h.content_type.clone(),
                 headers: h.routing_headers_hash(),
                 event_id: h.event_id.clone(),
+                event: h.event.clone(),
             },
         },
         appended: m.appended,
@@ -718,6 +722,7 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMe
                 status: m.http.status,
                 content_type: m.http.content_type.as_deref().map(str::to_string),
                 event_id: m.http.event_id.as_deref().map(str::to_string),
+                event: m.http.event.as_deref().map(str::to_string),
                 on_get: m.http.get_stream,
             })
         }),

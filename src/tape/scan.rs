@@ -67,6 +67,8 @@ pub(crate) struct HttpMeta<'a> {
     pub get_stream: bool,
     /// Its SSE event id.
     pub event_id: Option<Cow<'a, str>>,
+    /// Its SSE event name, when the server gave one.
+    pub event: Option<Cow<'a, str>>,
     /// A hash of the request's routing headers (see `index::Exchange::headers`), 0 for none.
     pub headers: u64,
 }
