@@ -129,9 +129,12 @@ fn run(args: Args) -> Result<i32> {
         .parent()
         .and_then(|examples| examples.parent())
         .context("the bench runs from outside a cargo target directory: give --mcptape")?;
-    let profile = profile_dir
-        .file_name()
-        .map_or_else(|| "dist".into(), |n| n.to_string_lossy());
+    // cargo builds the `dev` profile into `debug`.
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(other) => other,
+        None => "dist",
+    };
     let mcptape = args
         .mcptape
         .clone()

@@ -9,6 +9,7 @@ use super::faults::FaultKind;
 use super::matcher::{Matcher, Outcome};
 use super::plan::Verdict;
 use super::serve::{self, PlayReport, ServeOptions, Shared};
+use crate::tape::index::SseName;
 use crate::tape::TapeIndex;
 use crate::transport::http::{accept_until, collect, full, plain, ChannelBody, RespBody};
 use crate::transport::sse;
@@ -87,13 +88,10 @@ enum StreamItem {
     Recorded {
         event_id: Option<String>,
         /// The `event:` name to write: the recorded one, none where the recorded event had none.
-        name: Option<String>,
+        name: Option<SseName>,
         on_get: bool,
     },
 }
-
-/// The SSE event name MCP's transports use for a message (and the name of an event with none).
-const MESSAGE_EVENT: &str = "message";
 
 /// The sink of one request's stream.
 struct StreamSink(mpsc::Sender<StreamItem>);
@@ -119,7 +117,7 @@ impl serve::Sink for StreamSink {
             name: if recorded.sse {
                 http.and_then(|h| h.event.clone())
             } else {
-                Some(MESSAGE_EVENT.to_string())
+                Some(SseName::Message)
             },
             on_get: http.is_some_and(|h| h.on_get),
         };
@@ -589,7 +587,7 @@ impl Player {
                 let _ = tx.send(Bytes::from(priming_event(p))).await;
             }
             let mut get: Option<mpsc::Sender<Bytes>> = None;
-            let mut next: Option<(Option<String>, Option<String>, bool)> = None;
+            let mut next: Option<(Option<String>, Option<SseName>, bool)> = None;
             let mut sent_ids: Vec<String> = priming.iter().map(|p| p.id.clone()).collect();
             while let Some(item) = rx.recv().await {
                 let line = match item {
@@ -606,10 +604,9 @@ impl Player {
                 // A line with no recorded message before it is play's own (an error it
                 // answers with): named as the transport's default.
                 let (event_id, name, on_get) =
-                    next.take()
-                        .unwrap_or((None, Some(MESSAGE_EVENT.to_string()), false));
+                    next.take().unwrap_or((None, Some(SseName::Message), false));
                 let bytes = Bytes::from(sse::encode(
-                    name.as_deref(),
+                    name.as_ref().map(SseName::as_str),
                     event_id.as_deref(),
                     trim_nl(&line),
                 ));

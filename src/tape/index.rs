@@ -103,10 +103,38 @@ pub struct HttpMsg {
     pub event_id: Option<String>,
     /// A server message that came in an SSE event: the event's name, when the server gave one
     /// (play writes `event:` only then).
-    pub event: Option<String>,
+    pub event: Option<SseName>,
     /// A server message came on a GET stream (a resumed stream, when it answers a POSTed
     /// request).
     pub on_get: bool,
+}
+
+/// An SSE event's name as recorded: `message`, what nearly every server names its events, is
+/// kept without a string of its own (a big tape has one per message).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum SseName {
+    /// `event: message`.
+    Message,
+    /// Any other name.
+    Other(Box<str>),
+}
+
+impl SseName {
+    /// The name as recorded.
+    pub fn of(name: &str) -> SseName {
+        match name {
+            "message" => SseName::Message,
+            other => SseName::Other(other.into()),
+        }
+    }
+
+    /// The name to write after `event: `.
+    pub fn as_str(&self) -> &str {
+        match self {
+            SseName::Message => "message",
+            SseName::Other(name) => name,
+        }
+    }
 }
 
 /// An SSE priming event (an id with empty data, and usually a `retry:` hint): what a server
@@ -722,7 +750,7 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMe
                 status: m.http.status,
                 content_type: m.http.content_type.as_deref().map(str::to_string),
                 event_id: m.http.event_id.as_deref().map(str::to_string),
-                event: m.http.event.as_deref().map(str::to_string),
+                event: m.http.event.as_deref().map(SseName::of),
                 on_get: m.http.get_stream,
             })
         }),
@@ -1297,6 +1325,15 @@ fn scope_of(m: &MsgMeta) -> Scope {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_sse_name_is_kept_as_recorded() {
+        assert_eq!(SseName::of("message"), SseName::Message);
+        for name in ["message", "update", "Message", "endpoint"] {
+            assert_eq!(SseName::of(name).as_str(), name);
+        }
+        assert_eq!(SseName::of("Message"), SseName::Other("Message".into()));
+    }
     use crate::tape::chain;
 
     const HEADER: &str =

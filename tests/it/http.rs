@@ -782,6 +782,12 @@ fn an_sse_stream_the_upstream_breaks_is_cut_for_the_client_too_and_taped() {
     let mut play = Served::play(&tape);
     let body = text(&call(&play.url).body());
     assert!(body.contains(r#""progress":2.50}"#), "{body}");
+    // The recorded event as framed (an id, no name); play's own error as the transport's
+    // default, `event: message`.
+    let events: Vec<&str> = body.split_terminator("\n\n").collect();
+    assert_eq!(events.len(), 2, "{body:?}");
+    assert!(events[0].starts_with("id: e-1\ndata: "), "{body:?}");
+    assert!(events[1].starts_with("event: message\ndata: "), "{body:?}");
     assert!(
         body.contains(r#""code":-32099"#)
             && body.contains("the recorded server never answered this request"),

@@ -617,14 +617,29 @@ impl HttpStream {
     }
 
     /// The rest of a chunked body, and whether it ended as HTTP/1.1 ends one (the terminating
-    /// chunk) rather than cut: the connection closed or a size line broken.
+    /// chunk) rather than cut: the connection closed or reset, or a size line broken. A body
+    /// that neither ends nor is cut within the read timeout fails the test.
     pub fn chunked_body_or_cut(&mut self) -> (Vec<u8>, bool) {
         assert!(self.chunked, "not a chunked body: {:?}", self.headers);
+        let cut = |e: std::io::Error| {
+            assert!(
+                !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ),
+                "the body neither ended nor was cut within {READ_TIMEOUT:?}"
+            );
+        };
         let mut all = Vec::new();
         loop {
             let mut size = String::new();
-            if self.r.read_line(&mut size).unwrap_or(0) == 0 {
-                return (all, false);
+            match self.r.read_line(&mut size) {
+                Ok(0) => return (all, false),
+                Ok(_) => {}
+                Err(e) => {
+                    cut(e);
+                    return (all, false);
+                }
             }
             let Ok(n) = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16)
             else {
@@ -635,7 +650,8 @@ impl HttpStream {
                 return (all, true);
             }
             let mut buf = vec![0; n + 2];
-            if self.r.read_exact(&mut buf).is_err() {
+            if let Err(e) = self.r.read_exact(&mut buf) {
+                cut(e);
                 return (all, false);
             }
             all.extend_from_slice(&buf[..n]);
