@@ -1325,6 +1325,7 @@ fn scope_of(m: &MsgMeta) -> Scope {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tape::chain;
 
     #[test]
     fn an_sse_name_is_kept_as_recorded() {
@@ -1334,7 +1335,6 @@ mod tests {
         }
         assert_eq!(SseName::of("Message"), SseName::Other("Message".into()));
     }
-    use crate::tape::chain;
 
     const HEADER: &str =
         r#"{"type":"header","format":"mcptape","version":1,"minor":2,"created":"x","tool":"t"}"#;
