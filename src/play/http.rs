@@ -82,15 +82,31 @@ impl Session {
 }
 
 /// What a request's stream carries from `serve_exchange`: a line, and before a recorded one,
-/// which recorded message it is.
+/// how the recording framed it.
 enum StreamItem {
     Line(Vec<u8>),
-    Recorded {
-        event_id: Option<String>,
-        /// The `event:` name to write: the recorded one, none where the recorded event had none.
-        name: Option<SseName>,
-        on_get: bool,
-    },
+    Recorded(Framing),
+}
+
+/// How a line goes out as an SSE event.
+struct Framing {
+    event_id: Option<String>,
+    /// The `event:` name to write: the recorded one, none where the recorded event had none.
+    name: Option<SseName>,
+    /// Recorded on a GET stream (a resumed one).
+    on_get: bool,
+}
+
+impl Framing {
+    /// A line with no recorded message before it is play's own (an error it answers with):
+    /// named as the transport's default.
+    fn ours() -> Framing {
+        Framing {
+            event_id: None,
+            name: Some(SseName::Message),
+            on_get: false,
+        }
+    }
 }
 
 /// The sink of one request's stream.
@@ -110,7 +126,7 @@ impl serve::Sink for StreamSink {
         recorded: &crate::tape::index::MsgMeta,
     ) -> impl std::future::Future<Output = ()> + Send {
         let http = recorded.http.as_ref();
-        let item = StreamItem::Recorded {
+        let item = StreamItem::Recorded(Framing {
             event_id: http.and_then(|h| h.event_id.clone()),
             // A message recorded in an SSE event goes out named as it was; one recorded
             // otherwise (a JSON answer, a stdio tape) as the transport's default, `message`.
@@ -120,7 +136,7 @@ impl serve::Sink for StreamSink {
                 Some(SseName::Message)
             },
             on_get: http.is_some_and(|h| h.on_get),
-        };
+        });
         let tx = self.0.clone();
         async move {
             let _ = tx.send(item).await;
@@ -559,7 +575,7 @@ impl Player {
             let line = loop {
                 match rx.recv().await {
                     Some(StreamItem::Line(line)) => break Some(line),
-                    Some(StreamItem::Recorded { .. }) => continue,
+                    Some(StreamItem::Recorded(_)) => continue,
                     None => break None,
                 }
             };
@@ -587,24 +603,21 @@ impl Player {
                 let _ = tx.send(Bytes::from(priming_event(p))).await;
             }
             let mut get: Option<mpsc::Sender<Bytes>> = None;
-            let mut next: Option<(Option<String>, Option<SseName>, bool)> = None;
+            let mut next: Option<Framing> = None;
             let mut sent_ids: Vec<String> = priming.iter().map(|p| p.id.clone()).collect();
             while let Some(item) = rx.recv().await {
                 let line = match item {
-                    StreamItem::Recorded {
-                        event_id,
-                        name,
-                        on_get,
-                    } => {
-                        next = Some((event_id, name, on_get));
+                    StreamItem::Recorded(framing) => {
+                        next = Some(framing);
                         continue;
                     }
                     StreamItem::Line(line) => line,
                 };
-                // A line with no recorded message before it is play's own (an error it
-                // answers with): named as the transport's default.
-                let (event_id, name, on_get) =
-                    next.take().unwrap_or((None, Some(SseName::Message), false));
+                let Framing {
+                    event_id,
+                    name,
+                    on_get,
+                } = next.take().unwrap_or_else(Framing::ours);
                 let bytes = Bytes::from(sse::encode(
                     name.as_ref().map(SseName::as_str),
                     event_id.as_deref(),
