@@ -531,6 +531,11 @@ impl Conn {
     async fn send(self: &Arc<Self>, mut bytes: Vec<u8>, request: Option<String>) {
         match &self.wire {
             Wire::Stdio { stdin, .. } => {
+                // One message per line: a pretty-printed body POSTed to play over HTTP would
+                // otherwise reach the server as several broken lines, and its answer never come.
+                if let std::borrow::Cow::Owned(flat) = crate::wire::codec::one_line(&bytes) {
+                    bytes = flat;
+                }
                 bytes.push(b'\n');
                 let mut stdin = stdin.lock().await;
                 let broken = match stdin.as_mut() {

@@ -5,10 +5,12 @@
 
 use crate::transport::sse::SseParser;
 use crate::transport::upstream::Upstream;
+use crate::wire::codec::one_line;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, Uri};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -80,7 +82,9 @@ impl HttpWire {
         if !sse {
             let bytes = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
             if !bytes.trim_ascii().is_empty() && crate::wire::classify(&bytes).kind.is_json() {
-                on_msg(bytes.to_vec()).await;
+                // A pretty-printed answer goes on as one line: a stdio client of play reads
+                // one message a line.
+                on_msg(one_line(bytes.trim_ascii()).into_owned()).await;
                 return Ok(());
             }
             if status.is_success() {
@@ -103,7 +107,12 @@ impl HttpWire {
                     .and_then(|e| e.data)
                     .filter(|d| !d.trim().is_empty())
                 {
-                    on_msg(Vec::from(payload.into_bytes())).await;
+                    // Several `data:` lines come joined by line breaks: one line, as above.
+                    let payload = payload.into_bytes();
+                    match one_line(&payload) {
+                        Cow::Borrowed(_) => on_msg(Vec::from(payload)).await,
+                        Cow::Owned(flat) => on_msg(flat).await,
+                    }
                 }
             }
         }

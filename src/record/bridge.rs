@@ -171,13 +171,8 @@ pub async fn record_bridge(
 
 impl Bridge {
     async fn post(&self, body: Bytes) -> Response<RespBody> {
-        // One message per line on the server's stdin: line breaks inside it (whitespace in
-        // valid JSON) become spaces.
-        let line: Vec<u8> = body
-            .iter()
-            .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
-            .collect();
-        let line = line.trim_ascii().to_vec();
+        // One message per line on the server's stdin.
+        let line = crate::wire::codec::one_line(body.trim_ascii()).into_owned();
         let c = classify(&line);
         let stream = if c.kind == Kind::Request {
             let (tx, rx) = mpsc::channel(STREAM_QUEUE);

@@ -590,20 +590,11 @@ impl TapeWriter {
         // tape line they become spaces, the one change a body may see.
         // Validated once: a line break in valid JSON is whitespace between tokens, so the
         // flattened body is valid too (and most bodies have none: no copy then).
-        let flat: Vec<u8>;
+        let flat: std::borrow::Cow<'_, [u8]>;
         let (body, json) = match body {
             Some(b) if is_json(b) => {
-                let b = b.trim_ascii();
-                let b = if memchr::memchr2(b'\n', b'\r', b).is_some() {
-                    flat = b
-                        .iter()
-                        .map(|&c| if c == b'\n' || c == b'\r' { b' ' } else { c })
-                        .collect();
-                    &flat[..]
-                } else {
-                    b
-                };
-                (Some(b), true)
+                flat = crate::wire::codec::one_line(b.trim_ascii());
+                (Some(&flat[..]), true)
             }
             other => (other, false),
         };

@@ -280,22 +280,43 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
 }
 
 /// One SSE event as bytes: `id`, `event`, then `data` lines, then a blank line.
+///
+/// The stream's framing holds whatever the strings are. A line break in `data` (CRLF, CR or LF:
+/// a client ends a line at each) starts another `data:` line, which the client joins back
+/// with LF; so a message with a bare CR between its tokens (whitespace in JSON, kept verbatim
+/// on the tape) reaches the client as the same JSON, not cut in two at the CR. An `id` or
+/// `event` cannot hold a line break on the wire at all (no recording can give one; a
+/// hand-edited tape can): it is cut at the first, which is as far as a client would read it.
 pub(crate) fn encode(event: Option<&str>, id: Option<&str>, data: &str) -> Vec<u8> {
-    let mut out = String::new();
+    let one_line =
+        |s: &str| -> usize { memchr::memchr2(b'\n', b'\r', s.as_bytes()).unwrap_or(s.len()) };
+    let mut out = String::with_capacity(data.len() + 32);
     if let Some(id) = id {
         out.push_str("id: ");
-        out.push_str(id);
+        out.push_str(&id[..one_line(id)]);
         out.push('\n');
     }
     if let Some(e) = event {
         out.push_str("event: ");
-        out.push_str(e);
+        out.push_str(&e[..one_line(e)]);
         out.push('\n');
     }
-    for line in data.split('\n') {
+    let mut rest = data;
+    loop {
+        let end = one_line(rest);
         out.push_str("data: ");
-        out.push_str(line);
+        out.push_str(&rest[..end]);
         out.push('\n');
+        let Some(&brk) = rest.as_bytes().get(end) else {
+            break;
+        };
+        // CRLF is one line break, as a client reads it.
+        let skip = if brk == b'\r' && rest.as_bytes().get(end + 1) == Some(&b'\n') {
+            2
+        } else {
+            1
+        };
+        rest = &rest[end + skip..];
     }
     out.push('\n');
     out.into_bytes()
@@ -627,5 +648,33 @@ mod tests {
             (e.event.as_deref(), e.id.as_deref(), e.data.as_deref()),
             (Some("message"), Some("7"), Some("line1\nline2"))
         );
+    }
+
+    #[test]
+    fn encode_keeps_the_framing_whatever_line_breaks_the_strings_hold() {
+        // A bare CR between JSON tokens (a stdio server may write one: the tape keeps it) was
+        // written into one `data:` line, and a client ended the line there: the event's data
+        // was `{"a":1,` and the rest a line of its own.
+        let bytes = encode(None, None, "{\"a\":1,\r\"b\":2,\r\n\"c\":3\n}");
+        let blocks = all(&bytes, 1);
+        assert_eq!(blocks.len(), 1, "{blocks:?}");
+        let e = blocks[0].event.clone().unwrap();
+        let data = e.data.unwrap();
+        assert_eq!(data, "{\"a\":1,\n\"b\":2,\n\"c\":3\n}");
+        let v: serde_json::Value = serde_json::from_str(&data).unwrap();
+        assert_eq!(v, serde_json::json!({"a": 1, "b": 2, "c": 3}));
+        // A field that cannot hold a line break is cut at it; no stray line reaches the client.
+        let bytes = encode(Some("message\ndata: x"), Some("7\rretry: 1"), "{}");
+        assert_eq!(
+            String::from_utf8(bytes.clone()).unwrap(),
+            "id: 7\nevent: message\ndata: {}\n\n"
+        );
+        let e = all(&bytes, 2)[0].event.clone().unwrap();
+        assert_eq!(
+            (e.event.as_deref(), e.id.as_deref(), e.data.as_deref()),
+            (Some("message"), Some("7"), Some("{}"))
+        );
+        // Empty data is one empty `data:` line, as before.
+        assert_eq!(encode(None, None, ""), b"data: \n\n");
     }
 }

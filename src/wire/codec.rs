@@ -198,9 +198,35 @@ fn take_head(buf: &mut Vec<u8>) -> Vec<u8> {
     head
 }
 
+/// `msg` as one line of a newline-framed stream: every line break inside it becomes a space.
+/// In valid JSON a line break can only be whitespace between tokens (a pretty-printed HTTP
+/// body has them), so the message means the same, and a stdio server reads one message where
+/// it would otherwise read several broken ones. Borrowed when there is none, as nearly always.
+pub fn one_line(msg: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if memchr::memchr2(b'\n', b'\r', msg).is_none() {
+        return std::borrow::Cow::Borrowed(msg);
+    }
+    std::borrow::Cow::Owned(
+        msg.iter()
+            .map(|&c| if c == b'\n' || c == b'\r' { b' ' } else { c })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_line_turns_line_breaks_into_spaces_and_borrows_otherwise() {
+        let pretty = b"{\r\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1\r}";
+        let flat = one_line(pretty);
+        assert_eq!(&flat[..], b"{    \"jsonrpc\": \"2.0\",   \"id\": 1 }");
+        assert!(matches!(
+            one_line(b"{\"id\":1}"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
 
     #[derive(Debug, PartialEq)]
     enum Owned {

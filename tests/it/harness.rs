@@ -125,6 +125,38 @@ pub fn demo_server(variant: &str) -> Vec<String> {
     ]
 }
 
+/// A stdio server (stdlib Python) that writes a bare CR between some tokens of its messages:
+/// whitespace in JSON, and legal on a stdio line. `echo` answers `cr:TEXT`, after a log
+/// notification. The script is written into `dir`; returns its command.
+pub fn cr_server(dir: &Path) -> Vec<String> {
+    const SCRIPT: &str = r#"
+import json, sys
+def out(text):
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, rid = msg.get("method"), msg.get("id")
+    if rid is None or method is None:
+        continue
+    i = json.dumps(rid)
+    if method == "initialize":
+        v = json.dumps(msg["params"]["protocolVersion"])
+        out('{"jsonrpc":"2.0",\r"id":%s,"result":{"protocolVersion":%s,"capabilities":{"tools":{},"logging":{}},"serverInfo":{"name":"cr","version":"1"}}}' % (i, v))
+    elif method == "tools/list":
+        out('{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"echo","inputSchema":{"type":"object",\r"properties":{"text":{"type":"string"}}}}]}}' % i)
+    elif method == "tools/call":
+        text = json.dumps("cr:" + msg["params"]["arguments"]["text"])
+        out('{"jsonrpc":"2.0",\r"method":"notifications/message","params":{"level":"info","data":"working"}}')
+        out('{"jsonrpc":"2.0",\r"id":%s,\r"result":{"content":[{"type":"text","text":%s}]}}' % (i, text))
+    else:
+        out('{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no such method"}}' % i)
+"#;
+    let script = dir.join("cr_server.py");
+    std::fs::write(&script, SCRIPT).expect("write cr_server.py");
+    vec![python(), s(script)]
+}
+
 pub fn s(p: impl AsRef<Path>) -> String {
     p.as_ref().display().to_string()
 }

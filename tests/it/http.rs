@@ -380,6 +380,75 @@ fn a_stdio_tape_plays_over_http() {
     replay_http(&tape, "everything", "legacy", &recorded);
 }
 
+#[test]
+fn a_bare_cr_between_a_messages_tokens_reaches_the_python_client_over_http_as_the_same_json() {
+    // A stdio server may write a CR between a message's tokens (whitespace in JSON), and the
+    // tape keeps it. Live through `record --listen` and from the tape through `play --listen`,
+    // each message went out as one SSE `data:` line: the client's parser ended the line at the
+    // CR, and the Python SDK client never got its answer.
+    let dir = tmp();
+    let server = cr_server(dir.path());
+    let tape = dir.path().join("cr.jsonl");
+    let steps = json!([{"tool": "echo", "args": {"text": "hi"}, "timeout": 10}]);
+    let answered = |doc: &Value, what: &str| {
+        let call = &doc["steps"][0];
+        assert_eq!(call["outcome"], "result", "{what}: {}", pretty(doc));
+        assert_eq!(call["text"], "cr:hi", "{what}: {}", pretty(doc));
+    };
+    let bridge = Served::bridge(&tape, &server);
+    answered(
+        &py_faults(&steps, std::slice::from_ref(&bridge.url)),
+        "live, through record --listen",
+    );
+    bridge.stop();
+    // The tape holds the server's bytes, CRs and all: the handshake's answer, `tools/list`'s
+    // (the SDK lists the tools before a call), the log notification and the tool's answer.
+    let crs = raw_lines(&tape)
+        .iter()
+        .filter(|l| l.contains(&b'\r'))
+        .count();
+    assert_eq!(crs, 4, "{}", std::fs::read_to_string(&tape).unwrap());
+    let play = Served::play(&tape);
+    answered(
+        &py_faults(&steps, std::slice::from_ref(&play.url)),
+        "from the tape, through play --listen",
+    );
+    // And as the spec reads the stream: the log notification, then the answer, each whole.
+    let sid = {
+        let mut s = post_open_ok(&play.url, &req(0, "initialize", init_params()));
+        let sid = s
+            .header("mcp-session-id")
+            .expect("a session id")
+            .to_string();
+        let _ = s.body();
+        sid
+    };
+    let (status, body) = http(
+        &play.url,
+        "POST",
+        &post_headers(&[("Mcp-Session-Id", &sid)]),
+        req(
+            1,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}}),
+        )
+        .to_string()
+        .as_bytes(),
+    );
+    assert_eq!(status, 200, "{}", text(&body));
+    let got = sse_messages(&body);
+    assert_eq!(got.len(), 2, "{}", text(&body));
+    assert_eq!(got[0]["method"], "notifications/message", "{}", text(&body));
+    assert_eq!(
+        got[1]["result"]["content"][0]["text"],
+        "cr:hi",
+        "{}",
+        text(&body)
+    );
+    let err = play.stop();
+    assert_clean_play(&err);
+}
+
 // --- 4: the Python SDK server over HTTP, both eras -------------------------------------------
 
 /// Records the `pyserver` scenario over HTTP in `mode` (checked against a direct run), then

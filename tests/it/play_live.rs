@@ -648,6 +648,105 @@ fn over_http_a_miss_goes_to_server_everything_over_http_and_to_the_memory_server
     assert_contains(&std::fs::read_to_string(&env[0].1).unwrap(), "over http");
 }
 
+// --- line breaks inside a message, between the two transports --------------------------------
+
+/// A tape of [`cr_server`], recorded over stdio: one `echo` call.
+fn cr_tape(dir: &Path) -> (Vec<String>, PathBuf) {
+    let server = cr_server(dir);
+    let tape = dir.join("cr.jsonl");
+    record_with(&tape, &server, json!({}), |c| {
+        let r = c.call(1, "tools/call", call("echo", json!({"text": "recorded"})));
+        assert_eq!(text_of(&r), "cr:recorded");
+    });
+    (server, tape)
+}
+
+#[test]
+fn a_pretty_printed_post_reaches_a_live_stdio_server_as_one_message() {
+    // Play over HTTP, a stdio server live behind it: a POSTed body with line breaks between
+    // its tokens (curl, a hand-written test, a client that pretty-prints) went to the server's
+    // stdin as several broken lines, and the client waited for an answer that never came.
+    let dir = tmp();
+    let (server, tape) = cr_tape(dir.path());
+    let mut args: Vec<String> = ["play", &s(&tape), "--listen", "127.0.0.1:0"]
+        .iter()
+        .chain(&["--on-miss", "live", "--"])
+        .map(|a| a.to_string())
+        .collect();
+    args.extend(server);
+    let play = Served::spawn_env(&args, &[]);
+    let sid = http_session(&play.url);
+    let pretty = "{\n  \"jsonrpc\": \"2.0\",\r\n  \"id\": 7,\n  \"method\": \"tools/call\",\n  \"params\": {\"name\": \"echo\", \"arguments\": {\"text\": \"live\"}}\n}\n";
+    let (st, body) = http(
+        &play.url,
+        "POST",
+        &post_headers(&[("Mcp-Session-Id", &sid)]),
+        pretty.as_bytes(),
+    );
+    assert_eq!(st, 200, "{}", text(&body));
+    let got = sse_messages(&body);
+    let answer = got
+        .last()
+        .unwrap_or_else(|| panic!("no answer: {}", text(&body)));
+    assert_eq!(answer["id"], 7, "{}", text(&body));
+    assert_eq!(text_of(answer), "cr:live");
+    let err = play.stop();
+    assert_contains(&err, "answered live 1");
+    assert_verifies(&tape);
+    let appended: Vec<Value> = tape_msgs(&tape)
+        .into_iter()
+        .filter(|m| m["appended"] == true && m["dir"] == "c2s")
+        .collect();
+    assert_eq!(appended.len(), 1, "{appended:#?}");
+    assert_eq!(appended[0]["msg"]["params"]["arguments"]["text"], "live");
+}
+
+#[test]
+fn a_live_http_servers_pretty_printed_answers_reach_a_stdio_client_of_play_one_line_each() {
+    // Play over stdio, an HTTP server live behind it: an answer pretty-printed as a JSON body,
+    // or as an SSE event over several `data:` lines (joined with line breaks), went to the
+    // client as several lines, none of them a message.
+    let dir = tmp();
+    let (_, tape) = cr_tape(dir.path());
+    let handler = r#"
+class H(Quiet):
+    def do_POST(self):
+        msg, method, rid = self.read_msg()
+        if rid is None:
+            return self.accepted()
+        if method == "initialize":
+            v = msg["params"]["protocolVersion"]
+            return self.send_json({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": v,
+                "capabilities": {"tools": {}}, "serverInfo": {"name": "pretty", "version": "1"}}})
+        how = msg["params"]["arguments"]["text"]
+        answer = json.dumps({"jsonrpc": "2.0", "id": rid,
+            "result": {"content": [{"type": "text", "text": "pretty:" + how}]}}, indent=2)
+        if how == "json":
+            body = answer.replace("\n", "\r\n").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        else:
+            self.start_sse()
+            self.w("".join("data: " + l + "\n" for l in answer.split("\n")) + "\n")
+"#;
+    let (_up, port) = py_upstream(dir.path(), "pretty", handler, &[]);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut argv = play_cmd(&tape);
+    argv.extend(["--on-miss", "live", "--url", &url].map(String::from));
+    let mut c = LineClient::spawn(&argv);
+    handshake(&mut c, json!({}));
+    for (id, how) in [(2, "json"), (3, "sse")] {
+        let r = c.call(id, "tools/call", call("echo", json!({"text": how})));
+        assert_eq!(text_of(&r), format!("pretty:{how}"), "{r}");
+    }
+    let err = c.finish_with(0);
+    assert_contains(&err, "answered live 2");
+    assert_verifies(&tape);
+}
+
 // --- record modes (`mcptape vcr`) ------------------------------------------------------------
 
 /// The memory server behind `sh`, which first leaves a marker file: whether the server was

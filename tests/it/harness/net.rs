@@ -847,3 +847,34 @@ pub fn model_upstream(dir: &Path, tls: bool) -> (Proc, String) {
         .unwrap_or_else(|_| panic!("the upstream printed no URL: {}", p.log_text()));
     (p, url.trim().to_string())
 }
+
+/// The JSON-RPC messages of an HTTP answer body: the body itself when it is JSON, else its SSE
+/// events' data, read as the SSE spec reads a stream: a line ends at CRLF, CR or LF, an event
+/// at a blank line, and its `data:` lines are joined with LF. (A reader that splits at LF
+/// alone would miss what a CR does to a client.) Panics on an event whose data is not JSON.
+pub fn sse_messages(body: &[u8]) -> Vec<Value> {
+    let text = String::from_utf8_lossy(body);
+    if let Ok(v) = serde_json::from_str::<Value>(&text) {
+        return vec![v];
+    }
+    let text = text.replace("\r\n", "\n").replace('\r', "\n");
+    let mut out = Vec::new();
+    let mut data: Vec<&str> = Vec::new();
+    for line in text.split('\n') {
+        if line.is_empty() {
+            if !data.is_empty() {
+                let d = data.join("\n");
+                let v = serde_json::from_str(&d)
+                    .unwrap_or_else(|e| panic!("an event's data is not JSON ({e}): {d:?}"));
+                out.push(v);
+                data.clear();
+            }
+            continue;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        if field == "data" {
+            data.push(value.strip_prefix(' ').unwrap_or(value));
+        }
+    }
+    out
+}
