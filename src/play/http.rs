@@ -6,9 +6,10 @@
 //! to no request go out on the session's GET stream.
 
 use super::faults::FaultKind;
+use super::framing::{Framing, OutLine, OwnStream};
 use super::matcher::{Matcher, Outcome};
 use super::plan::Verdict;
-use super::serve::{self, PlayReport, ServeOptions, Shared};
+use super::serve::{self, PlayReport, ServeOptions, Shared, Sink};
 use crate::tape::index::SseName;
 use crate::tape::TapeIndex;
 use crate::transport::http::{accept_until, collect, full, plain, ChannelBody, RespBody};
@@ -88,27 +89,6 @@ enum StreamItem {
     Recorded(Framing),
 }
 
-/// How a line goes out as an SSE event.
-struct Framing {
-    event_id: Option<String>,
-    /// The `event:` name to write: the recorded one, none where the recorded event had none.
-    name: Option<SseName>,
-    /// Recorded on a GET stream (a resumed one).
-    on_get: bool,
-}
-
-impl Framing {
-    /// A line with no recorded message before it is play's own (an error it answers with):
-    /// named as the transport's default.
-    fn ours() -> Framing {
-        Framing {
-            event_id: None,
-            name: Some(SseName::Message),
-            on_get: false,
-        }
-    }
-}
-
 /// The sink of one request's stream.
 struct StreamSink(mpsc::Sender<StreamItem>);
 
@@ -125,18 +105,7 @@ impl serve::Sink for StreamSink {
         &self,
         recorded: &crate::tape::index::MsgMeta,
     ) -> impl std::future::Future<Output = ()> + Send {
-        let http = recorded.http.as_ref();
-        let item = StreamItem::Recorded(Framing {
-            event_id: http.and_then(|h| h.event_id.clone()),
-            // A message recorded in an SSE event goes out named as it was; one recorded
-            // otherwise (a JSON answer, a stdio tape) as the transport's default, `message`.
-            name: if recorded.sse {
-                http.and_then(|h| h.event.clone())
-            } else {
-                Some(SseName::Message)
-            },
-            on_get: http.is_some_and(|h| h.on_get),
-        });
+        let item = StreamItem::Recorded(Framing::of(recorded));
         let tx = self.0.clone();
         async move {
             let _ = tx.send(item).await;
@@ -195,7 +164,8 @@ fn priming_event(p: &crate::tape::index::SsePriming) -> Vec<u8> {
 #[derive(Default)]
 struct GetStream {
     tx: Option<mpsc::Sender<Bytes>>,
-    waiting: crate::transport::http::Backlog<Vec<u8>>,
+    /// Events waiting for a GET stream, framed.
+    waiting: crate::transport::http::Backlog<Bytes>,
 }
 
 enum Answer {
@@ -716,7 +686,7 @@ impl Player {
                                 tokio::spawn(async move {
                                     serve::serve_exchange_with(
                                         &shared,
-                                        &shared.out,
+                                        &OwnStream::new(&shared.out),
                                         ex,
                                         &id,
                                         token.as_deref(),
@@ -780,7 +750,9 @@ impl Player {
                 }
                 (_, serve::Standalone::Now) => {
                     if let Ok(bytes) = self.index.read_bytes(meta) {
-                        serve::send(&session.shared.out, bytes).await;
+                        let own = OwnStream::new(&session.shared.out);
+                        own.before(meta).await;
+                        own.emit(bytes).await;
                     }
                 }
             }
@@ -866,7 +838,7 @@ impl Player {
     fn open_session(&self, id: &str) -> Arc<Session> {
         // The session's own messages (standalone ones, server requests tied to no request)
         // go to its GET stream, or wait for one.
-        let (out, mut out_rx) = mpsc::channel::<Vec<u8>>(STREAM_QUEUE);
+        let (out, mut out_rx) = mpsc::channel::<OutLine>(STREAM_QUEUE);
         let session = Arc::new(Session {
             shared: Arc::new(Shared {
                 index: self.index.clone(),
@@ -889,27 +861,29 @@ impl Player {
         });
         let weak = Arc::downgrade(&session);
         tokio::spawn(async move {
-            while let Some(line) = out_rx.recv().await {
+            while let Some(OutLine { line, framing }) = out_rx.recv().await {
                 let Some(s) = weak.upgrade() else { break };
+                // As the recording framed the message it replays (its event id and name), or
+                // as play frames its own.
+                let framing = framing.unwrap_or_else(Framing::ours);
+                let event = Bytes::from(sse::encode(
+                    framing.name.as_ref().map(SseName::as_str),
+                    framing.event_id.as_deref(),
+                    trim_nl(&line),
+                ));
                 let tx = {
                     let mut get = s.get.lock().expect("get lock");
                     match &get.tx {
                         Some(tx) if !tx.is_closed() => Some(tx.clone()),
                         _ => {
                             get.tx = None;
-                            get.waiting.push(line.clone());
+                            get.waiting.push(event.clone());
                             None
                         }
                     }
                 };
                 if let Some(tx) = tx {
-                    let _ = tx
-                        .send(Bytes::from(sse::encode(
-                            Some("message"),
-                            None,
-                            trim_nl(&line),
-                        )))
-                        .await;
+                    let _ = tx.send(event).await;
                 }
             }
         });
@@ -1162,9 +1136,8 @@ impl crate::transport::http::Handler for Player {
                                 }
                                 get.waiting.take()
                             };
-                            for line in waiting {
-                                let event = sse::encode(Some("message"), None, trim_nl(&line));
-                                if tx.send(Bytes::from(event)).await.is_err() {
+                            for event in waiting {
+                                if tx.send(event).await.is_err() {
                                     return;
                                 }
                             }

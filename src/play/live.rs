@@ -7,6 +7,7 @@
 //! ways, and answers with the client's id. What a miss brought is appended to the tape
 //! ([`LiveTape`]); the handshake is not (the tape has its own).
 
+use super::framing::OutLine;
 use super::serve::{Shared, Sink};
 use crate::record::Recorder;
 use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
@@ -384,7 +385,7 @@ struct Conn {
     routes: Mutex<Vec<Route>>,
     /// The session's own output (stdout; the GET stream over HTTP), for what belongs to no
     /// forwarded request.
-    out: mpsc::Sender<Vec<u8>>,
+    out: mpsc::Sender<OutLine>,
     shared: Weak<Shared>,
     tape: Option<Recorder>,
     /// The handshake is over: what the server sends is the client's from now on.
@@ -617,7 +618,7 @@ impl Conn {
             Kind::Notification if !ready => {}
             Kind::Request => {
                 let server_id = c.id.unwrap_or_default();
-                let to = route.map_or_else(|| self.out.clone(), |(tx, _)| tx);
+                let to = route.map_or_else(|| To::Own(self.out.clone()), |(tx, _)| To::Route(tx));
                 let conn = Arc::downgrade(self);
                 self.tasks
                     .lock()
@@ -693,13 +694,26 @@ async fn read_inbox(conn: Weak<Conn>, mut rx: mpsc::Receiver<Vec<u8>>) {
 
 /// A live server's request (sampling, elicitation, roots): to the client with an id of play's,
 /// and the client's answer back with the server's id.
-async fn relay_request(
-    conn: Weak<Conn>,
-    to: mpsc::Sender<Vec<u8>>,
-    bytes: Vec<u8>,
-    server_id: String,
-    taped: bool,
-) {
+/// Where a live server's request goes to the client.
+enum To {
+    /// A forwarded request's stream (its lines are framed where they go out).
+    Route(mpsc::Sender<Vec<u8>>),
+    /// The session's own output: a line, its terminator added here.
+    Own(mpsc::Sender<OutLine>),
+}
+
+impl To {
+    async fn send(&self, line: Vec<u8>) {
+        match self {
+            To::Route(tx) => {
+                let _ = tx.send(line).await;
+            }
+            To::Own(out) => out.emit(line).await,
+        }
+    }
+}
+
+async fn relay_request(conn: Weak<Conn>, to: To, bytes: Vec<u8>, server_id: String, taped: bool) {
     let Some(shared) = conn.upgrade().and_then(|c| c.shared.upgrade()) else {
         return;
     };
@@ -720,7 +734,7 @@ async fn relay_request(
     let timeout = shared.opts.answer_timeout;
     // Not held while waiting: the session's end must be able to take it back.
     drop(shared);
-    let _ = to.send(request.into_bytes()).await;
+    to.send(request.into_bytes()).await;
     // Cancel-safe, all three: a oneshot, a watch wait, a sleep.
     let answer = tokio::select! {
         a = rx => a.ok(),

@@ -2,6 +2,7 @@
 
 pub mod explain;
 pub mod faults;
+mod framing;
 pub mod http;
 pub mod live;
 mod live_http;

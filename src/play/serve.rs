@@ -6,6 +6,7 @@
 //! lock, so nothing interleaves mid-line.
 
 use super::explain::Miss;
+use super::framing::{OutLine, OwnStream};
 use super::matcher::{Matcher, Outcome};
 use super::plan::Verdict;
 use crate::tape::index::MsgMeta;
@@ -225,7 +226,7 @@ pub struct Unused {
 pub(crate) struct Shared {
     pub(crate) index: Arc<TapeIndex>,
     /// Where messages not tied to a request go (stdout; over HTTP, the session's GET stream).
-    pub(crate) out: mpsc::Sender<Vec<u8>>,
+    pub(crate) out: mpsc::Sender<OutLine>,
     /// Our server-request id → where the client's answer goes.
     pub(crate) pending: Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>,
     pub(crate) next_id: AtomicU64,
@@ -354,12 +355,6 @@ pub(crate) trait Sink: Sync {
     fn write_now(&self, _parts: &[&[u8]]) {}
 }
 
-impl Sink for mpsc::Sender<Vec<u8>> {
-    fn emit(&self, line: Vec<u8>) -> impl Future<Output = ()> + Send {
-        send(self, line)
-    }
-}
-
 /// stdout, written by the serving loop directly and by the queue of the tasks' messages. Each
 /// line is written under the lock, so lines never interleave.
 struct Output<W: Write> {
@@ -441,7 +436,7 @@ where
         w: Some(std::io::BufWriter::with_capacity(64 * 1024, output)),
         broken: false,
     }));
-    let (out_tx, out_rx) = mpsc::channel::<Vec<u8>>(OUTPUT_QUEUE);
+    let (out_tx, out_rx) = mpsc::channel::<OutLine>(OUTPUT_QUEUE);
     let writer = tokio::spawn(write_queue(out_rx, output.clone()));
     let serving = Loop {
         matcher: Matcher::for_play(&index, &opts),
@@ -504,8 +499,8 @@ fn read_loop<R: Read, W: Write + Send + 'static>(
 }
 
 /// Writes the tasks' messages, flushing once the queue is empty: a burst goes out in few writes.
-async fn write_queue<W: Write>(mut rx: mpsc::Receiver<Vec<u8>>, out: Arc<Mutex<Output<W>>>) {
-    while let Some(line) = rx.recv().await {
+async fn write_queue<W: Write>(mut rx: mpsc::Receiver<OutLine>, out: Arc<Mutex<Output<W>>>) {
+    while let Some(OutLine { line, .. }) = rx.recv().await {
         let mut out = out.lock().expect("output lock");
         out.write(&[&line]);
         if rx.is_empty() {
@@ -1367,10 +1362,12 @@ impl Standalone {
             tokio::time::sleep_until(t).await;
         }
         let meta = shared.index.msgs[msg].clone();
+        let own = OwnStream::new(&shared.out);
         if meta.kind == Kind::Request {
-            server_request(&shared, &shared.out, &meta, answer).await
+            server_request(&shared, &own, &meta, answer).await
         } else if let Ok(bytes) = shared.index.read_bytes(&meta) {
-            send(&shared.out, bytes).await
+            own.before(&meta).await;
+            own.emit(bytes).await
         }
     }
 }
@@ -1413,10 +1410,7 @@ fn read_text(index: &TapeIndex, meta: &MsgMeta) -> Option<String> {
     }
 }
 
-pub(crate) async fn send(out: &mpsc::Sender<Vec<u8>>, mut line: Vec<u8>) {
-    line.push(b'\n');
-    let _ = out.send(line).await;
-}
+pub(crate) use super::framing::send;
 
 /// The id of a JSON-RPC message from its first bytes, when it comes early enough to be seen.
 fn leading_id(head: &[u8]) -> Option<String> {

@@ -1688,3 +1688,94 @@ fn every_framing_an_upstream_may_use_is_forwarded_byte_for_byte_and_taped() {
     assert_eq!(fields(events[1]), ["id: a-2"], "{body:?}");
     assert_clean_play(&play.stop());
 }
+
+/// The session's own GET stream, as the recorded server framed it: each event with its id,
+/// and an `event:` name only where the server gave one (an rmcp server never does). Play named
+/// every event there `message` and dropped its id.
+#[test]
+fn the_standalone_get_streams_events_keep_their_recorded_ids_and_names() {
+    let dir = tmp();
+    let init = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-06-18","capabilities":{"logging":{}},"serverInfo":{"name":"scripted","version":"1"}}}"#;
+    let log = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"price":2.50,"z":1,"a":2}}}"#;
+    let changed = r#"{"method":"notifications/tools/list_changed","jsonrpc":"2.0"}"#;
+    let plain = r#"{"jsonrpc":"2.0","method":"notifications/resources/list_changed"}"#;
+    let get_events = format!(
+        "id: g-1\ndata: {log}\n\nid: g-2\nevent: note\ndata: {changed}\n\ndata: {plain}\n\n"
+    );
+    let pong = r#"{"jsonrpc":"2.0","id":2,"result":{}}"#;
+    let json = |extra: &str, body: &str| {
+        format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    };
+    let get_answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{get_events}"
+    )
+    .into_bytes();
+    let (upstream, _) = scripted_upstream(vec![
+        (json("mcp-session-id: S-1\r\n", init), vec![]),
+        (
+            b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n".to_vec(),
+            vec![],
+        ),
+        (get_answer, vec![]),
+        (json("", pong), vec![]),
+    ]);
+    let tape = dir.path().join("get.jsonl");
+    let rec = Served::record(&format!("{upstream}/mcp"), &tape);
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
+    let in_session = |url: &str, sid: &str, msg: &Value| {
+        let (status, _) = http(
+            url,
+            "POST",
+            &post_headers(&[("Mcp-Session-Id", sid)]),
+            msg.to_string().as_bytes(),
+        );
+        status
+    };
+    let get_stream = |url: &str, sid: &str| {
+        http_open(
+            url,
+            "GET",
+            &[("Accept", "text/event-stream"), ("Mcp-Session-Id", sid)],
+            b"",
+        )
+    };
+    let mut first = post_open_ok(&rec.url, &initialize);
+    assert_eq!(text(&first.body()), init);
+    assert_eq!(in_session(&rec.url, "S-1", &initialized), 202);
+    let mut get = get_stream(&rec.url, "S-1");
+    assert_eq!(
+        text(&get.body()),
+        get_events,
+        "the GET stream through record --url"
+    );
+    assert_eq!(in_session(&rec.url, "S-1", &ping), 200);
+    rec.stop();
+    Mt::new(["verify", &s(&tape)]).run().status(0);
+    let on_get: Vec<Value> = tape_msgs(&tape)
+        .into_iter()
+        .filter(|m| m["http"]["stream"] == "get")
+        .collect();
+    assert_eq!(on_get.len(), 3, "{on_get:#?}");
+
+    let play = Served::play(&tape);
+    let mut s = post_open_ok(&play.url, &initialize);
+    let sid = s
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_string();
+    assert_eq!(text(&s.body()), init);
+    assert_eq!(in_session(&play.url, &sid, &initialized), 202);
+    let mut get = get_stream(&play.url, &sid);
+    assert_eq!(get.status, 200);
+    let got = text(&get.read_until(&format!("{plain}\n\n")));
+    assert_eq!(got, get_events, "the GET stream from play");
+    assert_eq!(in_session(&play.url, &sid, &ping), 200);
+    drop(get);
+    assert_clean_play(&play.stop());
+}

@@ -747,6 +747,63 @@ class H(Quiet):
     assert_verifies(&tape);
 }
 
+#[test]
+fn a_live_servers_request_while_no_call_is_open_reaches_a_stdio_client_as_a_whole_line() {
+    // A live stdio server that asks the client something (roots/list) after its answer, with
+    // no forwarded call open: play sent the request to its stdout without a line terminator,
+    // so the client read nothing until the next message, glued to it.
+    let dir = tmp();
+    let script = dir.path().join("asker.py");
+    std::fs::write(
+        &script,
+        r#"
+import json, sys, time
+def out(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    method, rid = m.get("method"), m.get("id")
+    if method == "initialize":
+        out({"jsonrpc": "2.0", "id": rid, "result": {"protocolVersion": "2025-06-18",
+             "capabilities": {"tools": {}}, "serverInfo": {"name": "asker", "version": "1"}}})
+    elif method == "tools/call":
+        out({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text",
+             "text": "live:" + m["params"]["name"]}]}})
+        if m["params"]["name"] == "ask":
+            time.sleep(0.3)
+            out({"jsonrpc": "2.0", "id": "late", "method": "roots/list"})
+    elif method is None and rid == "late":
+        sys.stderr.write("answered: " + json.dumps(m["result"]) + "\n")
+        out({"jsonrpc": "2.0", "method": "notifications/message",
+             "params": {"level": "info", "data": "roots: " + json.dumps(m["result"])}})
+"#,
+    )
+    .unwrap();
+    let server = vec![python(), s(&script)];
+    let tape = dir.path().join("asker.jsonl");
+    record_with(&tape, &server, json!({"roots": {}}), |c| {
+        let r = c.call(1, "tools/call", call("recorded", json!({})));
+        assert_eq!(text_of(&r), "live:recorded");
+    });
+    let mut c = play_live(&tape, &["--on-miss", "live"], &server);
+    handshake(&mut c, json!({"roots": {}}));
+    let r = c.call(2, "tools/call", call("ask", json!({})));
+    assert_eq!(text_of(&r), "live:ask");
+    let late = c.recv();
+    assert_eq!(late["method"], "roots/list", "{late}");
+    let roots = json!({"roots": [{"uri": "file:///tmp", "name": "tmp"}]});
+    c.send(&json!({"jsonrpc": "2.0", "id": late["id"], "result": roots}));
+    // The answer went back to the live server, under its own id.
+    let note = c.recv();
+    assert_eq!(note["method"], "notifications/message", "{note}");
+    let data = note["params"]["data"].as_str().unwrap_or_default();
+    let back: Value = serde_json::from_str(data.strip_prefix("roots: ").unwrap_or("null"))
+        .unwrap_or_else(|e| panic!("{e}: {note}"));
+    assert_eq!(back, roots, "{note}");
+    c.finish_with(0);
+}
+
 // --- record modes (`mcptape vcr`) ------------------------------------------------------------
 
 /// The memory server behind `sh`, which first leaves a marker file: whether the server was
