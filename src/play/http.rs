@@ -374,7 +374,15 @@ impl Player {
             }
             Kind::Notification => plain(StatusCode::ACCEPTED, ""),
             _ => {
-                let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32700, "message": "Parse error"}});
+                // As over stdio: a batch, or JSON that is no message, is not a parse error.
+                let (code, text) = serve::rejection(c.kind);
+                crate::diag!(
+                    "mcptape play: {text}: a POST of {} bytes{}",
+                    body.len(),
+                    c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
+                );
+                session.shared.report.lock().expect("report lock").rejected += 1;
+                let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
                 full(StatusCode::BAD_REQUEST, "application/json", msg.to_string())
             }
         };

@@ -713,11 +713,7 @@ async fn handle<W: Write + Send + 'static>(
         }
         Kind::Notification => {}
         Kind::NotJson | Kind::Invalid | Kind::Batch | Kind::Oversize => {
-            let (code, text) = match c.kind {
-                Kind::NotJson => (-32700, "Parse error"),
-                Kind::Batch => (-32600, "Invalid Request: mcptape play does not serve JSON-RPC batches (removed from MCP in 2025-06-18)"),
-                _ => (-32600, "Invalid Request"),
-            };
+            let (code, text) = rejection(c.kind);
             // Quoted with the session's redaction rules applied: it may hold the client's
             // secrets.
             let quoted = matcher.quote(&String::from_utf8_lossy(&bytes[..bytes.len().min(200)]));
@@ -729,6 +725,16 @@ async fn handle<W: Write + Send + 'static>(
             direct.emit(msg.to_string().into_bytes()).await;
             shared.report.lock().expect("report lock").rejected += 1;
         }
+    }
+}
+
+/// What play answers a client line that is no message it can serve, over either transport:
+/// its JSON-RPC error code and message.
+pub(crate) fn rejection(kind: Kind) -> (i64, &'static str) {
+    match kind {
+        Kind::NotJson => (-32700, "Parse error"),
+        Kind::Batch => (-32600, "Invalid Request: mcptape play does not serve JSON-RPC batches (removed from MCP in 2025-06-18)"),
+        _ => (-32600, "Invalid Request"),
     }
 }
 

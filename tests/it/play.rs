@@ -548,6 +548,46 @@ fn a_torn_tape_still_plays_and_bad_client_lines_get_parse_errors() {
 }
 
 #[test]
+fn bad_posts_get_the_errors_over_http_that_bad_lines_get_over_stdio() {
+    // Over HTTP every POST play could not serve was a "Parse error" (-32700), a batch or a
+    // JSON number too, and went uncounted; over stdio each gets its own error and is counted.
+    let demo = record_demo();
+    let play = Served::play(&demo.tape);
+    let mut s = post_open_ok(&play.url, &req(1, "initialize", init_params()));
+    let sid = s
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_string();
+    let _ = s.body();
+    let post = |body: &str| {
+        let (status, answer) = http(
+            &play.url,
+            "POST",
+            &post_headers(&[("Mcp-Session-Id", &sid)]),
+            body.as_bytes(),
+        );
+        let v: Value = serde_json::from_slice(&answer)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&answer)));
+        (status, v)
+    };
+    let (status, v) = post("this is not json");
+    assert_eq!((status, &v["error"]["code"]), (400, &json!(-32700)), "{v}");
+    let (status, v) = post(r#"[{"jsonrpc":"2.0","id":2,"method":"ping"}]"#);
+    assert_eq!((status, &v["error"]["code"]), (400, &json!(-32600)), "{v}");
+    assert_contains(v["error"]["message"].as_str().unwrap(), "batches");
+    let (status, v) = post("2.50");
+    assert_eq!((status, &v["error"]["code"]), (400, &json!(-32600)), "{v}");
+    assert_eq!(v["id"], Value::Null, "{v}");
+    // The session goes on.
+    let (status, v) = post(&req(7, "tools/call", add_params(2, 3)).to_string());
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v, with_id(&demo.step("add").1, json!(7)));
+    let stderr = play.stop();
+    assert_contains(&stderr, "mcptape play: Parse error: a POST of 16 bytes");
+    assert_contains(&stderr, "rejected 3 unusable client lines");
+}
+
+#[test]
 fn sixteen_mib_exchanges_play_back_intact() {
     use crate::record::{big_request, big_response, big_session};
     let dir = tmp();
