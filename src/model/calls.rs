@@ -3,6 +3,7 @@
 
 use super::provider::Provider;
 use crate::tape::{Entry, TapeError, TapeReader};
+use crate::transport::sse;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -33,22 +34,19 @@ impl Event {
         if self.raw {
             return self.data.clone().unwrap_or_default().into_bytes();
         }
+        // Field by field as `sse` writes them: no string from the tape can break the framing.
         let mut out = String::new();
         if let Some(e) = &self.event {
-            out.push_str(&format!("event: {e}\n"));
+            sse::push_field(&mut out, "event", e);
         }
         if let Some(id) = &self.id {
-            out.push_str(&format!("id: {id}\n"));
+            sse::push_field(&mut out, "id", id);
         }
         if let Some(r) = self.retry {
             out.push_str(&format!("retry: {r}\n"));
         }
         if let Some(d) = &self.data {
-            for line in d.split('\n') {
-                out.push_str("data: ");
-                out.push_str(line);
-                out.push('\n');
-            }
+            sse::push_data(&mut out, d);
         }
         out.push('\n');
         out.into_bytes()

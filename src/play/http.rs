@@ -336,7 +336,7 @@ impl Player {
         }
         let (session, new_id) = if is_init {
             let id = crate::transport::http::session_id();
-            (self.open_session(&id), Some(id))
+            (self.open_session(&id, false), Some(id))
         } else {
             match self.session(session_id.as_deref()) {
                 Some(s) => (s, None),
@@ -631,7 +631,7 @@ impl Player {
                     return too_many_sessions(self.opts.max_sessions);
                 }
                 let id = crate::transport::http::session_id();
-                let session = self.open_session(&id);
+                let session = self.open_session(&id, true);
                 let (tx, rx) = mpsc::channel(STREAM_QUEUE);
                 let endpoint = format!("/message?sessionId={id}");
                 let _ = tx
@@ -838,12 +838,14 @@ impl Player {
                     return Some(s.clone());
                 }
                 drop(sessions);
-                Some(self.open_session(STATELESS))
+                Some(self.open_session(STATELESS, false))
             }
         }
     }
 
-    fn open_session(&self, id: &str) -> Arc<Session> {
+    /// A session; `legacy`: of the HTTP+SSE transport (2024-11-05), whose event stream carries
+    /// every server message as a `message` event.
+    fn open_session(&self, id: &str, legacy: bool) -> Arc<Session> {
         // The session's own messages (standalone ones, server requests tied to no request)
         // go to its GET stream, or wait for one.
         let (out, mut out_rx) = mpsc::channel::<OutLine>(STREAM_QUEUE);
@@ -872,8 +874,9 @@ impl Player {
             while let Some(OutLine { line, framing }) = out_rx.recv().await {
                 let Some(s) = weak.upgrade() else { break };
                 // As the recording framed the message it replays (its event id and name), or
-                // as play frames its own.
-                let framing = framing.unwrap_or_else(Framing::ours);
+                // as play frames its own; on the legacy transport's stream, as it requires
+                // (a tape recorded over Streamable HTTP may have other names, or none).
+                let framing = framing.filter(|_| !legacy).unwrap_or_else(Framing::ours);
                 let event = Bytes::from(sse::encode(
                     framing.name.as_ref().map(SseName::as_str),
                     framing.event_id.as_deref(),

@@ -619,11 +619,17 @@ impl Conn {
             Kind::Request => {
                 let server_id = c.id.unwrap_or_default();
                 let to = route.map_or_else(|| To::Own(self.out.clone()), |(tx, _)| To::Route(tx));
+                // Sent from here, in the order the server wrote it: neither a notification
+                // after it nor the answer that ends its call can overtake it (the call's
+                // stream would then be gone before it). Only the wait for the client is a task.
+                let Some(asked) = self.ask_client(to, &bytes).await else {
+                    return;
+                };
                 let conn = Arc::downgrade(self);
                 self.tasks
                     .lock()
                     .expect("tasks lock")
-                    .spawn(relay_request(conn, to, bytes, server_id, taped));
+                    .spawn(answer_back(conn, asked, server_id, taped));
             }
             Kind::Notification => match route {
                 Some((tx, _)) => {
@@ -692,11 +698,9 @@ async fn read_inbox(conn: Weak<Conn>, mut rx: mpsc::Receiver<Vec<u8>>) {
     }
 }
 
-/// A live server's request (sampling, elicitation, roots): to the client with an id of play's,
-/// and the client's answer back with the server's id.
 /// Where a live server's request goes to the client.
 enum To {
-    /// A forwarded request's stream (its lines are framed where they go out).
+    /// A forwarded call's stream (its lines are framed where they go out).
     Route(mpsc::Sender<Vec<u8>>),
     /// The session's own output: a line, its terminator added here.
     Own(mpsc::Sender<OutLine>),
@@ -713,31 +717,53 @@ impl To {
     }
 }
 
-async fn relay_request(conn: Weak<Conn>, to: To, bytes: Vec<u8>, server_id: String, taped: bool) {
-    let Some(shared) = conn.upgrade().and_then(|c| c.shared.upgrade()) else {
-        return;
-    };
-    let play_id = shared.next_id.fetch_add(1, Ordering::Relaxed).to_string();
-    let Some(request) = std::str::from_utf8(&bytes)
-        .ok()
-        .and_then(|t| with_id(t, &play_id).ok())
-    else {
-        return;
-    };
-    let (tx, rx) = oneshot::channel();
-    shared
-        .pending
-        .lock()
-        .expect("pending lock")
-        .insert(play_id.clone(), tx);
-    let mut closed = shared.closed.subscribe();
-    let timeout = shared.opts.answer_timeout;
-    // Not held while waiting: the session's end must be able to take it back.
-    drop(shared);
-    to.send(request.into_bytes()).await;
+/// A live server's request, sent to the client: where its answer comes, and how long and until
+/// what it is waited for.
+struct Asked {
+    answer: oneshot::Receiver<Vec<u8>>,
+    closed: tokio::sync::watch::Receiver<bool>,
+    timeout: Duration,
+}
+
+impl Conn {
+    /// Sends a live server's request (sampling, elicitation, roots) to the client with an id of
+    /// play's, its answer expected under that id. `None` when the session is gone or the
+    /// request is not JSON.
+    async fn ask_client(&self, to: To, bytes: &[u8]) -> Option<Asked> {
+        let shared = self.shared.upgrade()?;
+        let play_id = shared.next_id.fetch_add(1, Ordering::Relaxed).to_string();
+        let request = std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|t| with_id(t, &play_id).ok())?;
+        let (tx, answer) = oneshot::channel();
+        shared
+            .pending
+            .lock()
+            .expect("pending lock")
+            .insert(play_id, tx);
+        let asked = Asked {
+            answer,
+            closed: shared.closed.subscribe(),
+            timeout: shared.opts.answer_timeout,
+        };
+        // Not held while sending: the session's end must be able to take it back.
+        drop(shared);
+        to.send(request.into_bytes()).await;
+        Some(asked)
+    }
+}
+
+/// The client's answer to a live server's request, back to the server with the server's id
+/// (an error of play's when none comes).
+async fn answer_back(conn: Weak<Conn>, asked: Asked, server_id: String, taped: bool) {
+    let Asked {
+        answer,
+        mut closed,
+        timeout,
+    } = asked;
     // Cancel-safe, all three: a oneshot, a watch wait, a sleep.
     let answer = tokio::select! {
-        a = rx => a.ok(),
+        a = answer => a.ok(),
         _ = closed.wait_for(|c| *c) => None,
         _ = tokio::time::sleep(timeout) => None,
     };

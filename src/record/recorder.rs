@@ -256,14 +256,12 @@ impl Recorder {
         let whole = bytes.len();
         let bytes = bytes.trim_ascii();
         let flat: Vec<u8>;
-        let (bytes, known) = if memchr::memchr2(b'\n', b'\r', bytes).is_some() {
-            flat = bytes
-                .iter()
-                .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
-                .collect();
-            (&flat[..], None)
-        } else {
-            (bytes, known.filter(|_| bytes.len() == whole))
+        let (bytes, known) = match crate::wire::codec::one_line(bytes) {
+            std::borrow::Cow::Owned(v) => {
+                flat = v;
+                (&flat[..], None)
+            }
+            std::borrow::Cow::Borrowed(b) => (b, known.filter(|_| b.len() == whole)),
         };
         if self.to_owner(|j| j.whole(dir, bytes)) {
             return;

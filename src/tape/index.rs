@@ -1212,11 +1212,18 @@ impl Builder {
             self.note_event_id(&m.http, scope, ex);
             self.exchanges[ex].response = Some(idx);
             self.exchanges[ex].input_required = input_required;
-            // `initialize`'s answer opens the session the exchange belongs to.
+            let req_scope = scope_of(&self.msgs[self.exchanges[ex].request]);
+            // `initialize`'s answer opens the session the exchange belongs to. Its request,
+            // sent before the session had an id, is the session's first client message: a
+            // server message standalone in it comes after that many (play counts the
+            // `initialize` a session opens with, and sent what came after `initialized` one
+            // message early: over the legacy transport, before the answer to `initialize`).
             if self.exchanges[ex].session.is_none() {
                 self.exchanges[ex].session = created;
+                if created.is_some() && created != req_scope {
+                    *self.c2s_count.entry(created).or_default() += 1;
+                }
             }
-            let req_scope = scope_of(&self.msgs[self.exchanges[ex].request]);
             self.close(ex, req_scope);
             return;
         }

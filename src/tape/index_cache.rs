@@ -110,9 +110,10 @@ struct Meta {
 /// What the index is made of, by what rules: bumped whenever the index is built differently
 /// from the same tape (2: answers paired by HTTP session and POST; 3: messages say whether
 /// they were appended; 4: requests keyed by their params' exact text too; 5: where a body's
-/// id lies, and keys hashed with XXH3; 6: an SSE message's event name), so an entry written
-/// by a build of the same version before the change is not used.
-const INDEX_FORMAT: u32 = 6;
+/// id lies, and keys hashed with XXH3; 6: an SSE message's event name; 7: a session's
+/// standalone points count the `initialize` that opened it), so an entry written by a build of
+/// the same version before the change is not used.
+const INDEX_FORMAT: u32 = 7;
 
 /// This build: its version, and the match key of a probe, so that an entry whose keys another
 /// key function made (a build with another hash) is never used.

@@ -288,22 +288,38 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
 /// `event` cannot hold a line break on the wire at all (no recording can give one; a
 /// hand-edited tape can): it is cut at the first, which is as far as a client would read it.
 pub(crate) fn encode(event: Option<&str>, id: Option<&str>, data: &str) -> Vec<u8> {
-    let one_line =
-        |s: &str| -> usize { memchr::memchr2(b'\n', b'\r', s.as_bytes()).unwrap_or(s.len()) };
     let mut out = String::with_capacity(data.len() + 32);
     if let Some(id) = id {
-        out.push_str("id: ");
-        out.push_str(&id[..one_line(id)]);
-        out.push('\n');
+        push_field(&mut out, "id", id);
     }
     if let Some(e) = event {
-        out.push_str("event: ");
-        out.push_str(&e[..one_line(e)]);
-        out.push('\n');
+        push_field(&mut out, "event", e);
     }
+    push_data(&mut out, data);
+    out.push('\n');
+    out.into_bytes()
+}
+
+/// Where `s`'s first line ends: its first CR or LF, else its end.
+fn line_end(s: &str) -> usize {
+    memchr::memchr2(b'\n', b'\r', s.as_bytes()).unwrap_or(s.len())
+}
+
+/// `name: value` and a line break; the value cut at its first line break, as far as a client
+/// would read it (a field cannot hold one).
+pub(crate) fn push_field(out: &mut String, name: &str, value: &str) {
+    out.push_str(name);
+    out.push_str(": ");
+    out.push_str(&value[..line_end(value)]);
+    out.push('\n');
+}
+
+/// `data` as `data:` lines: another one at every CR, LF or CRLF in it (one `data:` line for
+/// empty data).
+pub(crate) fn push_data(out: &mut String, data: &str) {
     let mut rest = data;
     loop {
-        let end = one_line(rest);
+        let end = line_end(rest);
         out.push_str("data: ");
         out.push_str(&rest[..end]);
         out.push('\n');
@@ -318,8 +334,6 @@ pub(crate) fn encode(event: Option<&str>, id: Option<&str>, data: &str) -> Vec<u
         };
         rest = &rest[end + skip..];
     }
-    out.push('\n');
-    out.into_bytes()
 }
 
 #[cfg(test)]

@@ -401,13 +401,15 @@ fn a_bare_cr_between_a_messages_tokens_reaches_the_python_client_over_http_as_th
         "live, through record --listen",
     );
     bridge.stop();
-    // The tape holds the server's bytes, CRs and all: the handshake's answer, `tools/list`'s
-    // (the SDK lists the tools before a call), the log notification and the tool's answer.
-    let crs = raw_lines(&tape)
-        .iter()
-        .filter(|l| l.contains(&b'\r'))
-        .count();
-    assert_eq!(crs, 4, "{}", std::fs::read_to_string(&tape).unwrap());
+    // The tape holds the server's bytes, CRs and all (the handshake's answer, `tools/list`'s
+    // if the SDK asks, the log notification and the tool's answer).
+    let taped = String::from_utf8_lossy(&std::fs::read(&tape).unwrap()).into_owned();
+    for needle in [
+        "\"jsonrpc\":\"2.0\",\r\"method\":\"notifications/message\"",
+        "\r\"result\":{\"content\"",
+    ] {
+        assert!(taped.contains(needle), "{needle:?} on the tape:\n{taped}");
+    }
     let play = Served::play(&tape);
     answered(
         &py_faults(&steps, std::slice::from_ref(&play.url)),
@@ -1777,5 +1779,49 @@ fn the_standalone_get_streams_events_keep_their_recorded_ids_and_names() {
     assert_eq!(got, get_events, "the GET stream from play");
     assert_eq!(in_session(&play.url, &sid, &ping), 200);
     drop(get);
+    assert_clean_play(&play.stop());
+
+    // The older HTTP+SSE transport sends every server message as a `message` event, whatever
+    // the recording's names: the same tape played with `--transport sse`.
+    let play = Served::play_with(&tape, &["--transport", "sse"]);
+    let mut stream = http_open(&play.url, "GET", &[("Accept", "text/event-stream")], b"");
+    let endpoint = text(&stream.read_until("\n\n"));
+    let path = endpoint
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .unwrap_or_else(|| panic!("no endpoint event: {endpoint:?}"))
+        .trim()
+        .to_string();
+    let (base, _) = split_url(&play.url);
+    let post_url = format!("http://{base}{path}");
+    // As a client does: the answer to initialize, then `initialized`.
+    let mut got = String::new();
+    let steps = [
+        (&initialize, "scripted".to_string()),
+        (&initialized, format!("{plain}\n\n")),
+    ];
+    for (msg, until) in steps {
+        let (status, _) = http(
+            &post_url,
+            "POST",
+            &post_headers(&[]),
+            msg.to_string().as_bytes(),
+        );
+        assert_eq!(status, 202, "POST {msg}");
+        got.push_str(&text(&stream.read_until(&until)));
+        if msg == &initialize {
+            // Nothing recorded after `initialized` comes before it: play counted the
+            // session's messages from one where the recording counted from none, and sent
+            // the three events here, ahead of the answer itself.
+            assert_eq!(got.matches("\n\n").count(), 1, "{got:?}");
+        }
+    }
+    let events: Vec<&str> = got.split_terminator("\n\n").collect();
+    assert_eq!(events.len(), 4, "the answer, then three events: {got:?}");
+    for e in &events {
+        let fields: Vec<&str> = e.lines().filter(|l| !l.starts_with("data: ")).collect();
+        assert_eq!(fields, ["event: message"], "{got:?}");
+    }
+    drop(stream);
     assert_clean_play(&play.stop());
 }
