@@ -326,6 +326,41 @@ impl Proxy {
         }
     }
 
+    /// An answer the upstream compressed although asked not to: forwarded as it came, read to
+    /// its end first (a compressed stream cannot be cut into events), and on the tape as an
+    /// `upstream-error` event that says so, never as bytes.
+    async fn pass_encoded(
+        &self,
+        mut rbody: h1_client::Body,
+        coding: &str,
+        facts: HttpFacts,
+        respond: impl FnOnce(RespBody) -> Response<RespBody>,
+    ) -> Response<RespBody> {
+        let why = format!(
+            "mcptape: the upstream {} answered with Content-Encoding: {coding} although asked for \
+             identity; forwarded, not taped (mcptape cannot read or redact compressed messages)",
+            self.upstream
+        );
+        crate::diag!("{why}");
+        let mut details = facts.to_map();
+        details.insert("error".into(), json!(why));
+        self.tape_event("upstream-error", Value::Object(details));
+        match rbody.collect(self.max_message).await {
+            Ok(b) => {
+                rbody.finish(&self.pool);
+                respond(
+                    Full::new(b)
+                        .map_err(|never| -> crate::transport::http::BodyError { match never {} })
+                        .boxed(),
+                )
+            }
+            Err(why) => {
+                self.tape_event("upstream-error", json!({ "error": why }));
+                plain(StatusCode::BAD_GATEWAY, &format!("mcptape: {why}"))
+            }
+        }
+    }
+
     fn tape_event(&self, what: &str, details: impl Into<Value>) {
         self.tape.event(what, details.into());
     }
@@ -476,6 +511,14 @@ impl crate::transport::http::Handler for Proxy {
         // The client's header map is moved, not rebuilt: only the hop-by-hop ones come out.
         let mut headers = parts.headers;
         crate::transport::upstream::strip_hop_by_hop(&mut headers);
+        // The tape holds what the messages say, which it could neither read nor redact
+        // compressed: the upstream is asked for them as they are (an HTTP client, the Python
+        // SDK's among them, asks for gzip, and a CDN or a server's middleware gives it). The
+        // client gets them so too, which every client takes.
+        headers.insert(
+            hyper::header::ACCEPT_ENCODING,
+            HeaderValue::from_static("identity"),
+        );
         if let Some(a) = &self.upstream_host {
             headers.insert(hyper::header::HOST, a.clone());
         }
@@ -522,12 +565,23 @@ impl crate::transport::http::Handler for Proxy {
             facts.allow = Some(allow.to_string());
         }
         crate::transport::upstream::strip_hop_by_hop(&mut out_headers);
+        // An upstream that compresses all the same: its bytes go to the client as they are,
+        // and the tape says what passed instead of holding bytes it cannot read or redact.
+        let encoded = out_headers
+            .get(hyper::header::CONTENT_ENCODING)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+            .filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
+            .map(str::to_string);
         let respond = |body: RespBody| {
             let mut r = Response::new(body);
             *r.status_mut() = status;
             *r.headers_mut() = out_headers;
             r
         };
+        if let Some(coding) = encoded {
+            return self.pass_encoded(rbody, &coding, facts, respond).await;
+        }
         if content_type.starts_with("text/event-stream") {
             facts.stream = Some(if parts.method == Method::GET {
                 "get"

@@ -1825,3 +1825,119 @@ fn the_standalone_get_streams_events_keep_their_recorded_ids_and_names() {
     drop(stream);
     assert_clean_play(&play.stop());
 }
+
+/// A stdlib upstream that gzips its JSON answers when the request accepts gzip (as a CDN or a
+/// server's middleware does), or always with `always` in argv; it logs each request's
+/// `Accept-Encoding`.
+const GZIP_UPSTREAM: &str = r#"
+import gzip
+ALWAYS = "always" in sys.argv[2:]
+KEY = "sk-live-9f8e7d6c5b4a39281706f5e4d3c2b1a0"
+
+class H(Quiet):
+    def do_GET(self):
+        self.not_allowed(("Allow", "POST"))
+
+    def do_DELETE(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        msg, method, rid = self.read_msg()
+        asked = self.headers.get("Accept-Encoding") or "-"
+        print("accept-encoding:", asked, flush=True)
+        if rid is None:
+            return self.accepted()
+        if method == "initialize":
+            result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                      "serverInfo": {"name": "gzipped", "version": "1"}}
+        elif method == "tools/list":
+            result = {"tools": [{"name": "deploy", "inputSchema": {"type": "object"}}]}
+        else:
+            result = {"content": [{"type": "text", "text": "deployed " + "x" * 600}],
+                      "structuredContent": {"api_key": KEY, "price": 2.50}}
+        body = json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if method == "initialize":
+            self.send_header("Mcp-Session-Id", "Z-1")
+        if ALWAYS or "gzip" in asked:
+            body = gzip.compress(body)
+            self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+"#;
+
+/// An upstream that compresses for a client that accepts it (the Python SDK's httpx asks for
+/// gzip): `record --url` taped the gzip bytes as non-JSON lines (no exchange to play, and a
+/// secret in them unredacted). It now asks the upstream for `identity`; an upstream that
+/// compresses all the same is forwarded as it came and the tape says so instead.
+#[test]
+fn a_compressing_upstream_is_asked_for_plain_answers_and_never_tapes_compressed_bytes() {
+    let dir = tmp();
+    let (up, port) = py_upstream(dir.path(), "gzipped", GZIP_UPSTREAM, &[]);
+    let tape = dir.path().join("gz.jsonl");
+    let rec = Served::record(&format!("http://127.0.0.1:{port}/mcp"), &tape);
+    let steps = json!([{"tool": "deploy", "args": {"service": "api"}, "timeout": 10}]);
+    let through = py_faults(&steps, std::slice::from_ref(&rec.url));
+    let call = &through["steps"][0];
+    assert_eq!(call["outcome"], "result", "{}", pretty(&through));
+    assert!(call["text"]
+        .as_str()
+        .unwrap_or_default()
+        .starts_with("deployed xxx"));
+    rec.stop();
+    let asked = up.log_text();
+    assert!(asked.contains("accept-encoding: identity"), "{asked}");
+    assert!(
+        !asked.contains("gzip"),
+        "the upstream was asked for gzip:\n{asked}"
+    );
+    Mt::new(["verify", &s(&tape)]).run().status(0);
+    let taped = std::fs::read_to_string(&tape).unwrap();
+    assert!(!taped.contains("not_json"), "{taped}");
+    assert!(!taped.contains("sk-live-9f8e7d6c5b4a39281706f5e4d3c2b1a0"));
+    assert_contains(&taped, r#""price": 2.5"#);
+    let play = Served::play(&tape);
+    let played = py_faults(&steps, std::slice::from_ref(&play.url));
+    assert_eq!(
+        played["steps"][0]["outcome"],
+        "result",
+        "{}",
+        pretty(&played)
+    );
+    assert_eq!(played["steps"][0]["text"], call["text"]);
+    assert_clean_play(&play.stop());
+
+    // One that compresses whatever it is asked: the client gets its bytes as they came, the
+    // tape an event that says what passed, and no bytes it could not read or redact.
+    let (_up, port) = py_upstream(dir.path(), "always", GZIP_UPSTREAM, &["always"]);
+    let tape = dir.path().join("always.jsonl");
+    let rec = Served::record(&format!("http://127.0.0.1:{port}/mcp"), &tape);
+    let mut s = http_open(
+        &rec.url,
+        "POST",
+        &post_headers(&[]),
+        req(1, "initialize", init_params()).to_string().as_bytes(),
+    );
+    assert_eq!(s.header("content-encoding"), Some("gzip"));
+    let body = s.body();
+    assert_eq!(&body[..2], b"\x1f\x8b", "gzip bytes, as they came");
+    let err = rec.stop();
+    assert_contains(
+        &err,
+        "answered with Content-Encoding: gzip although asked for identity",
+    );
+    let lines = tape_lines(&tape);
+    let errors = events(&lines, "upstream-error");
+    assert_eq!(errors.len(), 1, "{lines:#?}");
+    assert_contains(errors[0]["error"].as_str().unwrap(), "not taped");
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l["type"] == "msg" && l["dir"] == "s2c"),
+        "{lines:#?}"
+    );
+}

@@ -520,3 +520,47 @@ fn a_first_event_that_comes_late_and_cut_is_taped_after_the_head_and_forwarded_w
     assert_eq!(end["summary"]["stop"], "end_turn");
     Mt::new(["verify", &s(&tape)]).run().status(0);
 }
+
+/// The answer is taped as it streams, so it must come uncompressed: the proxy asks for
+/// `identity` outright. (Dropping `Accept-Encoding` is not enough: with none, any coding is
+/// acceptable.) A client that asks for gzip gets the answer, and the tape the JSON.
+#[test]
+fn the_provider_is_asked_for_an_uncompressed_answer_whatever_the_client_accepts() {
+    let dir = tmp();
+    let handler = r#"
+class H(Quiet):
+    def do_POST(self):
+        print("accept-encoding:", self.headers.get("Accept-Encoding") or "(none)", flush=True)
+        n = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(n)
+        self.send_json({"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+                        "content": [{"type": "text", "text": "plain"}], "stop_reason": "end_turn",
+                        "usage": {"input_tokens": 3, "output_tokens": 1}})
+"#;
+    let (up, port) = py_upstream(dir.path(), "provider", handler, &[]);
+    let tape = dir.path().join("model.jsonl");
+    let proxy = Served::spawn(&[
+        "model-proxy",
+        "--tape",
+        &s(&tape),
+        "--upstream",
+        &format!("http://127.0.0.1:{port}"),
+    ]);
+    let mut headers = HEADERS.to_vec();
+    headers.push(("accept-encoding", "gzip, deflate, br"));
+    let (status, body) = http(
+        &format!("{}/v1/messages", proxy.url.trim_end_matches('/')),
+        "POST",
+        &headers,
+        &ask(false),
+    );
+    assert_eq!(status, 200, "{}", text(&body));
+    assert_contains(&text(&body), r#""text": "plain""#);
+    proxy.stop();
+    let asked = up.log_text();
+    assert!(asked.contains("accept-encoding: identity"), "{asked}");
+    assert_contains(
+        &std::fs::read_to_string(&tape).unwrap(),
+        r#""text": "plain""#,
+    );
+}
