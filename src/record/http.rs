@@ -36,6 +36,10 @@ const STREAM_QUEUE: usize = 64;
 /// How much of an error answer's body (not JSON-RPC) is taped.
 const ERROR_BODY_MAX: usize = 64 * 1024;
 
+/// Redirects to the upstream's own paths followed for one request, at most: a server that
+/// redirects in a loop gets its last redirect passed on.
+const MAX_REDIRECTS: usize = 5;
+
 /// How long in-flight requests get to finish after Ctrl-C before the tape is closed.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
@@ -296,7 +300,10 @@ impl Proxy {
         if ev.event.as_deref() == Some("endpoint") {
             let data = ev.data.clone().unwrap_or_default();
             self.tape_event("sse-endpoint", json!({ "endpoint": data }));
-            if let Some(rest) = data.strip_prefix(&self.upstream_origin) {
+            if let Some(rest) = data
+                .strip_prefix(&self.upstream_origin)
+                .filter(|rest| rest.is_empty() || rest.starts_with(['/', '?', '#']))
+            {
                 let rewritten = format!("{}{rest}", self.public_origin);
                 return Bytes::from(sse::encode(Some("endpoint"), ev.id.as_deref(), &rewritten));
             }
@@ -358,6 +365,20 @@ impl Proxy {
                 self.tape_event("upstream-error", json!({ "error": why }));
                 plain(StatusCode::BAD_GATEWAY, &format!("mcptape: {why}"))
             }
+        }
+    }
+
+    /// The path (and query) on the upstream that `location` names, if it names one: a path
+    /// from the root, or an absolute URL of the upstream's own origin.
+    fn upstream_path<'a>(&self, location: &'a str) -> Option<&'a str> {
+        if location.starts_with('/') && !location.starts_with("//") {
+            return Some(location);
+        }
+        let rest = location.strip_prefix(self.upstream_origin.as_str())?;
+        match rest.chars().next() {
+            None => Some("/"),
+            Some('/') => Some(rest),
+            _ => None,
         }
     }
 
@@ -527,18 +548,50 @@ impl crate::transport::http::Handler for Proxy {
                 headers.insert(hyper::header::AUTHORIZATION, auth.clone());
             }
         }
-        let answer = match self.pool.send(&parts.method, target, &headers, &body).await {
-            Ok(a) => a,
-            Err(e) => {
-                let why = format!(
-                    "mcptape: the upstream {} did not answer: {}",
-                    self.upstream,
-                    crate::transport::upstream::error_chain(&*e)
-                );
-                self.tape_event("upstream-error", json!({ "error": why }));
-                crate::diag!("{why}");
-                return jsonrpc_error(StatusCode::BAD_GATEWAY, &body, &why);
+        let mut target = std::borrow::Cow::Borrowed(target);
+        let mut hops = 0;
+        let answer = loop {
+            let answer = match self
+                .pool
+                .send(&parts.method, &target, &headers, &body)
+                .await
+            {
+                Ok(a) => a,
+                Err(e) => {
+                    let why = format!(
+                        "mcptape: the upstream {} did not answer: {}",
+                        self.upstream,
+                        crate::transport::upstream::error_chain(&*e)
+                    );
+                    self.tape_event("upstream-error", json!({ "error": why }));
+                    crate::diag!("{why}");
+                    return jsonrpc_error(StatusCode::BAD_GATEWAY, &body, &why);
+                }
+            };
+            // A redirect to another path of the upstream's own (`/mcp/` → `/mcp`, as the Python
+            // SDK's server answers) is followed here, the request sent again as it was: the
+            // client gets the answer and the tape one exchange. Passed on, it would send the
+            // client to the upstream's origin, past the recorder (or the client refuses it).
+            let status = answer.status.as_u16();
+            let next = (hops < MAX_REDIRECTS && matches!(status, 307 | 308))
+                .then(|| answer.headers.get(hyper::header::LOCATION))
+                .flatten()
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| self.upstream_path(l))
+                .map(str::to_string);
+            let Some(next) = next else {
+                break answer;
+            };
+            let mut skipped = answer.body;
+            if skipped.collect(ERROR_BODY_MAX).await.is_ok() {
+                skipped.finish(&self.pool);
             }
+            self.tape_event(
+                "http-redirect",
+                json!({ "status": status, "from": &*target, "to": &next }),
+            );
+            target = std::borrow::Cow::Owned(next);
+            hops += 1;
         };
         let content_type = answer.content_type().to_ascii_lowercase();
         let h1_client::Answer {
@@ -565,6 +618,17 @@ impl crate::transport::http::Handler for Proxy {
             facts.allow = Some(allow.to_string());
         }
         crate::transport::upstream::strip_hop_by_hop(&mut out_headers);
+        // A redirect not followed above (a `303`, too many hops) that points at the upstream
+        // points at the proxy instead, as the legacy `endpoint` event does.
+        let local = out_headers
+            .get(hyper::header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .and_then(|l| l.strip_prefix(self.upstream_origin.as_str()))
+            .filter(|rest| rest.is_empty() || rest.starts_with(['/', '?', '#']))
+            .and_then(|rest| HeaderValue::from_str(&format!("{}{rest}", self.public_origin)).ok());
+        if let Some(l) = local {
+            out_headers.insert(hyper::header::LOCATION, l);
+        }
         // An upstream that compresses all the same: its bytes go to the client as they are,
         // and the tape says what passed instead of holding bytes it cannot read or redact.
         let encoded = out_headers

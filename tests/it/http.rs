@@ -1941,3 +1941,94 @@ fn a_compressing_upstream_is_asked_for_plain_answers_and_never_tapes_compressed_
         "{lines:#?}"
     );
 }
+
+/// The Python SDK's server answers `/mcp/` with a 307 to `http://ITS-ORIGIN/mcp`. Passed on,
+/// it sent the client to the upstream, past the recorder: the SDK's client refused it
+/// ("Redirect to … not followed") and nothing was recorded. `record --url` now follows a
+/// redirect to the upstream's own path itself, and tapes that it did.
+#[test]
+fn a_servers_redirect_to_its_own_path_is_followed_so_the_client_stays_on_the_recorder() {
+    let dir = tmp();
+    let (_server, port) = listening("py server", dir.path().join("py.log"), py_server_http_cmd);
+    let tape = dir.path().join("slash.jsonl");
+    let rec = Served::record(&format!("http://127.0.0.1:{port}/mcp/"), &tape);
+    assert!(rec.url.ends_with("/mcp/"), "{}", rec.url);
+    let steps = json!([{"tool": "echo", "args": {"text": "hi"}, "timeout": 10}]);
+    let answered = |doc: &Value, what: &str| {
+        assert_eq!(
+            doc["steps"][0]["outcome"],
+            "result",
+            "{what}: {}",
+            pretty(doc)
+        );
+        assert_eq!(
+            doc["steps"][0]["text"],
+            "echo: hi",
+            "{what}: {}",
+            pretty(doc)
+        );
+    };
+    answered(
+        &py_faults(&steps, std::slice::from_ref(&rec.url)),
+        "through record --url",
+    );
+    rec.stop();
+    Mt::new(["verify", &s(&tape)]).run().status(0);
+    let lines = tape_lines(&tape);
+    let redirects = events(&lines, "http-redirect");
+    assert!(!redirects.is_empty(), "{lines:#?}");
+    for r in &redirects {
+        assert_eq!(
+            (&r["status"], &r["to"]),
+            (&json!(307), &json!("/mcp")),
+            "{r}"
+        );
+    }
+    assert!(
+        events(&lines, "http-error").is_empty(),
+        "no redirect taped as a refusal: {lines:#?}"
+    );
+    let play = Served::play(&tape);
+    answered(
+        &py_faults(&steps, std::slice::from_ref(&play.url)),
+        "against play",
+    );
+    assert_clean_play(&play.stop());
+}
+
+/// A redirect `record --url` does not follow (a `303`) still keeps the client on the proxy when
+/// it points at the upstream; one to another origin (here the upstream's address with one more
+/// digit in the port) is passed on as it came.
+#[test]
+fn a_redirect_not_followed_points_at_the_proxy_when_it_points_at_the_upstream() {
+    let dir = tmp();
+    let handler = r#"
+class H(Quiet):
+    def see_other(self, where):
+        self.send_response(303)
+        self.send_header("Location", where)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        self.read_msg()
+        self.see_other("http://127.0.0.1:%d/elsewhere?x=1" % self.server.server_address[1])
+
+    def do_DELETE(self):
+        self.see_other("http://127.0.0.1:%d0/elsewhere" % self.server.server_address[1])
+"#;
+    let (_up, port) = py_upstream(dir.path(), "see-other", handler, &[]);
+    let tape = dir.path().join("303.jsonl");
+    let rec = Served::record(&format!("http://127.0.0.1:{port}/mcp"), &tape);
+    let s = post_open(&rec.url, &req(1, "initialize", init_params()));
+    assert_eq!(s.status, 303);
+    assert_eq!(
+        s.header("location"),
+        Some(format!("http://{}/elsewhere?x=1", rec.authority()).as_str())
+    );
+    let s = http_open(&rec.url, "DELETE", &[], b"");
+    assert_eq!(s.status, 303);
+    let other = format!("http://127.0.0.1:{port}0/elsewhere");
+    assert_eq!(s.header("location"), Some(other.as_str()));
+    rec.stop();
+}
