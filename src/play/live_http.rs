@@ -87,11 +87,13 @@ impl HttpWire {
                 on_msg(one_line(bytes.trim_ascii()).into_owned()).await;
                 return Ok(());
             }
-            if status.is_success() {
+            // An empty success is an acknowledgement (a notification's 202). A body that is
+            // no message answers nothing: said, rather than leaving the request to wait.
+            if status.is_success() && bytes.trim_ascii().is_empty() {
                 return Ok(());
             }
             return Err(format!(
-                "HTTP {status}: {}",
+                "HTTP {status} with no JSON-RPC message in its body: {}",
                 String::from_utf8_lossy(&bytes[..bytes.len().min(300)])
             ));
         }

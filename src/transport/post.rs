@@ -19,7 +19,10 @@ pub(crate) fn mcp_post(
         .method(Method::POST)
         .uri(url.clone())
         .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream");
+        .header("accept", "application/json, text/event-stream")
+        // Read as JSON and SSE as they come: never compressed (with no Accept-Encoding at
+        // all, any coding would be acceptable).
+        .header("accept-encoding", "identity");
     if let Some(s) = session {
         req = req.header("mcp-session-id", s);
     }

@@ -1827,8 +1827,8 @@ fn the_standalone_get_streams_events_keep_their_recorded_ids_and_names() {
 }
 
 /// A stdlib upstream that gzips its JSON answers when the request accepts gzip (as a CDN or a
-/// server's middleware does), or always with `always` in argv; it logs each request's
-/// `Accept-Encoding`.
+/// server's middleware does) or says nothing (then any coding is acceptable, RFC 9110), or
+/// always with `always` in argv; it logs each request's `Accept-Encoding`.
 const GZIP_UPSTREAM: &str = r#"
 import gzip
 ALWAYS = "always" in sys.argv[2:]
@@ -1862,7 +1862,7 @@ class H(Quiet):
         self.send_header("Content-Type", "application/json")
         if method == "initialize":
             self.send_header("Mcp-Session-Id", "Z-1")
-        if ALWAYS or "gzip" in asked:
+        if ALWAYS or "gzip" in asked or asked == "-":
             body = gzip.compress(body)
             self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Length", str(len(body)))
@@ -1910,6 +1910,27 @@ fn a_compressing_upstream_is_asked_for_plain_answers_and_never_tapes_compressed_
     );
     assert_eq!(played["steps"][0]["text"], call["text"]);
     assert_clean_play(&play.stop());
+    // Play's own client to a live server asks for plain answers too: a call the tape does not
+    // hold, answered live over stdio (asked nothing, this upstream compresses).
+    let mut argv = play_cmd(&tape);
+    let live = format!("http://127.0.0.1:{port}/mcp");
+    argv.extend(["--on-miss", "live", "--url", &live].map(String::from));
+    let mut c = LineClient::spawn(&argv);
+    c.initialize();
+    let r = c.call(
+        9,
+        "tools/call",
+        json!({"name": "deploy", "arguments": {"service": "other"}}),
+    );
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("deployed xxx")),
+        "{r}"
+    );
+    c.finish_with(0);
+    let asked = up.log_text();
+    assert!(!asked.contains("accept-encoding: -"), "{asked}");
 
     // One that compresses whatever it is asked: the client gets its bytes as they came, the
     // tape an event that says what passed, and no bytes it could not read or redact.
