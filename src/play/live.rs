@@ -344,11 +344,17 @@ pub(crate) async fn forward<O: Sink + ?Sized>(
     while let Ok(line) = rx.try_recv() {
         out.emit(line).await;
     }
-    let Some(got) = got else {
-        out.emit(fail("it exited before answering".into()).into_bytes())
-            .await;
-        shared.report.lock().expect("report lock").missed += 1;
-        return;
+    let got = match got {
+        Some(Ok(got)) => got,
+        missing => {
+            let why = match missing {
+                Some(Err(why)) => why,
+                _ => "it exited before answering".into(),
+            };
+            out.emit(fail(why).into_bytes()).await;
+            shared.report.lock().expect("report lock").missed += 1;
+            return;
+        }
     };
     let reply = std::str::from_utf8(&got)
         .ok()
@@ -377,11 +383,16 @@ struct Route {
     taped: bool,
 }
 
+/// The live server's answer to a request, or why none will come (said by its HTTP client; a
+/// child that exits just drops the sender).
+type LiveAnswer = Result<Vec<u8>, String>;
+
 /// One live connection: a child process over pipes, or an HTTP session.
 struct Conn {
     wire: Wire,
     /// Live request id → where its answer goes.
-    pending: Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>,
+    /// Live request id → where its answer goes (or why none will come).
+    pending: Mutex<HashMap<String, oneshot::Sender<LiveAnswer>>>,
     routes: Mutex<Vec<Route>>,
     /// The session's own output (stdout; the GET stream over HTTP), for what belongs to no
     /// forwarded request.
@@ -509,7 +520,8 @@ impl Conn {
         let rx = self.expect(id);
         self.send(text.into_bytes(), Some(id.to_string())).await;
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, rx).await {
-            Ok(Ok(a)) => Ok(a),
+            Ok(Ok(Ok(a))) => Ok(a),
+            Ok(Ok(Err(why))) => Err(format!("its answer to the handshake: {why}")),
             Ok(Err(_)) => Err("it exited during the handshake".into()),
             Err(_) => Err(format!(
                 "no answer to the handshake within {} s",
@@ -518,7 +530,7 @@ impl Conn {
         }
     }
 
-    fn expect(&self, id: &str) -> oneshot::Receiver<Vec<u8>> {
+    fn expect(&self, id: &str) -> oneshot::Receiver<LiveAnswer> {
         let (tx, rx) = oneshot::channel();
         self.pending
             .lock()
@@ -564,7 +576,11 @@ impl Conn {
                     if let Err(why) = failed {
                         crate::diag!("mcptape play: live server: {why}");
                         if let (Some(id), Some(c)) = (request, conn.upgrade()) {
-                            c.pending.lock().expect("pending lock").remove(&id);
+                            // Its waiter is told why: no answer can come.
+                            let tx = c.pending.lock().expect("pending lock").remove(&id);
+                            if let Some(tx) = tx {
+                                let _ = tx.send(Err(why));
+                            }
                         }
                     }
                 };
@@ -609,7 +625,7 @@ impl Conn {
                 let id = c.id.unwrap_or_default();
                 let tx = self.pending.lock().expect("pending lock").remove(&id);
                 if let Some(tx) = tx {
-                    let _ = tx.send(bytes);
+                    let _ = tx.send(Ok(bytes));
                 }
             }
             // Notifications during the handshake were for the handshake: the client has had

@@ -661,6 +661,13 @@ fn cr_tape(dir: &Path) -> (Vec<String>, PathBuf) {
     (server, tape)
 }
 
+/// `mcptape play TAPE --on-miss live --url URL` (over stdio) as a line client.
+fn play_live_url(tape: &Path, url: &str) -> LineClient {
+    let mut argv = play_cmd(tape);
+    argv.extend(["--on-miss", "live", "--url", url].map(String::from));
+    LineClient::spawn(&argv)
+}
+
 #[test]
 fn a_pretty_printed_post_reaches_a_live_stdio_server_as_one_message() {
     // Play over HTTP, a stdio server live behind it: a POSTed body with line breaks between
@@ -734,9 +741,7 @@ class H(Quiet):
 "#;
     let (_up, port) = py_upstream(dir.path(), "pretty", handler, &[]);
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let mut argv = play_cmd(&tape);
-    argv.extend(["--on-miss", "live", "--url", &url].map(String::from));
-    let mut c = LineClient::spawn(&argv);
+    let mut c = play_live_url(&tape, &url);
     handshake(&mut c, json!({}));
     for (id, how) in [(2, "json"), (3, "sse")] {
         let r = c.call(id, "tools/call", call("echo", json!({"text": how})));
@@ -802,6 +807,46 @@ for line in sys.stdin:
         .unwrap_or_else(|e| panic!("{e}: {note}"));
     assert_eq!(back, roots, "{note}");
     c.finish_with(0);
+}
+
+#[test]
+fn a_live_server_that_answers_with_no_message_is_an_error_that_says_so_at_once() {
+    // A `--url` that is a web page, not an MCP server: it answers every POST `200` with HTML.
+    // That counted as an acknowledgement: the client waited out the handshake's timeout, then
+    // was told of no answer; and once such a body was an error, it was told the server
+    // "exited during the handshake". It now gets the reason, at once.
+    let dir = tmp();
+    let (_, tape) = cr_tape(dir.path());
+    let handler = r#"
+class H(Quiet):
+    def do_POST(self):
+        self.read_msg()
+        body = b"<html><body>Welcome</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+"#;
+    let (_up, port) = py_upstream(dir.path(), "page", handler, &[]);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut c = play_live_url(&tape, &url);
+    handshake(&mut c, json!({}));
+    let r = c.call(2, "tools/call", call("echo", json!({"text": "missed"})));
+    let message = r["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_contains(
+        &message,
+        "HTTP 200 OK with no JSON-RPC message in its body: <html>",
+    );
+    // A call the live server could not answer is a miss (exit 1), and stderr says why.
+    let stderr = c.finish_with(1);
+    assert_contains(
+        &stderr,
+        "its answer to the handshake: HTTP 200 OK with no JSON-RPC message",
+    );
 }
 
 // --- record modes (`mcptape vcr`) ------------------------------------------------------------
