@@ -152,12 +152,8 @@ impl ModelProxy {
         };
         let mut headers = parts.headers;
         strip_hop_by_hop(&mut headers);
-        // The answer is taped and parsed as it streams: it must come uncompressed (asked for
-        // so outright: with no Accept-Encoding at all, any coding would be acceptable).
-        headers.insert(
-            hyper::header::ACCEPT_ENCODING,
-            hyper::header::HeaderValue::from_static("identity"),
-        );
+        // The answer is taped and parsed as it streams.
+        crate::transport::upstream::ask_uncompressed(&mut headers);
         if let Some(h) = &self.host {
             headers.insert(hyper::header::HOST, h.clone());
         }

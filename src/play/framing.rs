@@ -46,6 +46,17 @@ impl Framing {
     }
 }
 
+impl Framing {
+    /// `data` as an SSE event framed so.
+    pub(crate) fn event(&self, data: &str) -> bytes::Bytes {
+        bytes::Bytes::from(crate::transport::sse::encode(
+            self.name.as_ref().map(SseName::as_str),
+            self.event_id.as_deref(),
+            data,
+        ))
+    }
+}
+
 /// A line for a session's own stream (stdout over stdio; over HTTP the session's GET stream),
 /// its terminator included, with how the recorded message it replays was framed, if it
 /// replays one.

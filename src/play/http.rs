@@ -10,7 +10,6 @@ use super::framing::{Framing, OutLine, OwnStream};
 use super::matcher::{Matcher, Outcome};
 use super::plan::Verdict;
 use super::serve::{self, PlayReport, ServeOptions, Shared, Sink};
-use crate::tape::index::SseName;
 use crate::tape::TapeIndex;
 use crate::transport::http::{accept_until, collect, full, plain, ChannelBody, RespBody};
 use crate::transport::sse;
@@ -591,16 +590,12 @@ impl Player {
                     }
                     StreamItem::Line(line) => line,
                 };
-                let Framing {
-                    event_id,
-                    name,
-                    on_get,
-                } = next.take().unwrap_or_else(Framing::ours);
-                let bytes = Bytes::from(sse::encode(
-                    name.as_ref().map(SseName::as_str),
-                    event_id.as_deref(),
-                    trim_nl(&line),
-                ));
+                let framing = next.take().unwrap_or_else(Framing::ours);
+                let (bytes, event_id, on_get) = (
+                    framing.event(trim_nl(&line)),
+                    framing.event_id,
+                    framing.on_get,
+                );
                 if on_get && resumed.is_some() && get.is_none() {
                     // The recorded server closed the POST stream here.
                     post = None;
@@ -877,11 +872,7 @@ impl Player {
                 // as play frames its own; on the legacy transport's stream, as it requires
                 // (a tape recorded over Streamable HTTP may have other names, or none).
                 let framing = framing.filter(|_| !legacy).unwrap_or_else(Framing::ours);
-                let event = Bytes::from(sse::encode(
-                    framing.name.as_ref().map(SseName::as_str),
-                    framing.event_id.as_deref(),
-                    trim_nl(&line),
-                ));
+                let event = framing.event(trim_nl(&line));
                 let tx = {
                     let mut get = s.get.lock().expect("get lock");
                     match &get.tx {

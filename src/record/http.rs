@@ -17,7 +17,7 @@ use crate::transport::http::{
 use crate::transport::sse::{self, SseParser};
 use crate::wire::{Dir, Kind};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode, Uri};
@@ -355,11 +355,7 @@ impl Proxy {
         match rbody.collect(self.max_message).await {
             Ok(b) => {
                 rbody.finish(&self.pool);
-                respond(
-                    Full::new(b)
-                        .map_err(|never| -> crate::transport::http::BodyError { match never {} })
-                        .boxed(),
-                )
+                respond(crate::transport::http::whole_body(b))
             }
             Err(why) => {
                 self.tape_event("upstream-error", json!({ "error": why }));
@@ -479,11 +475,9 @@ fn jsonrpc_error(status: StatusCode, body: &[u8], message: &str) -> Response<Res
         .and_then(|v| v.get("id").cloned())
         .unwrap_or(Value::Null);
     let msg = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": message}});
-    let mut r = Response::new(
-        Full::new(Bytes::from(msg.to_string()))
-            .map_err(|never| -> crate::transport::http::BodyError { match never {} })
-            .boxed(),
-    );
+    let mut r = Response::new(crate::transport::http::whole_body(Bytes::from(
+        msg.to_string(),
+    )));
     *r.status_mut() = status;
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
@@ -532,14 +526,9 @@ impl crate::transport::http::Handler for Proxy {
         // The client's header map is moved, not rebuilt: only the hop-by-hop ones come out.
         let mut headers = parts.headers;
         crate::transport::upstream::strip_hop_by_hop(&mut headers);
-        // The tape holds what the messages say, which it could neither read nor redact
-        // compressed: the upstream is asked for them as they are (an HTTP client, the Python
-        // SDK's among them, asks for gzip, and a CDN or a server's middleware gives it). The
-        // client gets them so too, which every client takes.
-        headers.insert(
-            hyper::header::ACCEPT_ENCODING,
-            HeaderValue::from_static("identity"),
-        );
+        // An HTTP client (the Python SDK's among them) asks for gzip, and a CDN or a server's
+        // middleware gives it; the client gets the answers plain, which every client takes.
+        crate::transport::upstream::ask_uncompressed(&mut headers);
         if let Some(a) = &self.upstream_host {
             headers.insert(hyper::header::HOST, a.clone());
         }
@@ -682,10 +671,6 @@ impl crate::transport::http::Handler for Proxy {
             );
             self.tape_event("http-error", Value::Object(facts));
         }
-        respond(
-            Full::new(body)
-                .map_err(|never| -> crate::transport::http::BodyError { match never {} })
-                .boxed(),
-        )
+        respond(crate::transport::http::whole_body(body))
     }
 }

@@ -79,17 +79,20 @@ pub(crate) fn refuse_foreign<B>(req: &hyper::Request<B>, local_port: u16) -> Opt
     None
 }
 
+/// A body of these bytes, whole.
+pub(crate) fn whole_body(body: impl Into<Bytes>) -> RespBody {
+    Full::new(body.into())
+        .map_err(|never| -> BodyError { match never {} })
+        .boxed()
+}
+
 /// A response with this status, content type and whole body.
 pub(crate) fn full(
     status: StatusCode,
     content_type: &'static str,
     body: impl Into<Bytes>,
 ) -> Response<RespBody> {
-    let mut r = Response::new(
-        Full::new(body.into())
-            .map_err(|never| -> BodyError { match never {} })
-            .boxed(),
-    );
+    let mut r = Response::new(whole_body(body));
     *r.status_mut() = status;
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,

@@ -173,6 +173,16 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
+/// Asks an upstream for its answers uncompressed (`Accept-Encoding: identity`, whatever the
+/// client accepts): the proxies read, redact and tape them as they pass. With no
+/// `Accept-Encoding` at all, any coding would be acceptable.
+pub fn ask_uncompressed(headers: &mut HeaderMap) {
+    headers.insert(
+        hyper::header::ACCEPT_ENCODING,
+        hyper::header::HeaderValue::from_static("identity"),
+    );
+}
+
 /// An error and its causes on one line (`client error (Connect): tcp connect error: …`): what
 /// went wrong with an upstream is in the causes hyper nests.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
