@@ -88,6 +88,9 @@ struct Bed {
     mcptape_dir: PathBuf,
     /// One line per MCP server started (see marker_server.sh).
     marker: PathBuf,
+    /// Codex signed in (`codex login`): this `auth.json` in its home, and its built-in
+    /// `openai` provider in place of one pointed at the fake provider.
+    codex_login: Option<String>,
 }
 
 /// What one `mcptape run` did.
@@ -180,6 +183,7 @@ impl Bed {
             root,
             mcptape_dir,
             marker,
+            codex_login: None,
         };
         let (command, args) = bed.server_entry(None);
         let mcp = json!({"mcpServers": {"S": {"type": "stdio", "command": command, "args": args}}});
@@ -332,14 +336,39 @@ impl Bed {
                 // asks without its tools; a required one is waited for (and its failure is
                 // an error, not a quiet "no tool").
                 cmd.arg(agent_bin("codex"))
-                    .args(["exec", "--skip-git-repo-check", "--disable", "apps", "--disable", "plugins"])
-                    .args(["-c", "model=\"gpt-fake\"", "-c", "approval_policy=\"never\""])
-                    .args(["-c", "analytics.enabled=false", "-c", "model_provider=\"fake\""])
-                    .arg("-c")
-                    .arg(format!(
-                        "model_providers.fake={{name=\"fake\",base_url=\"{base}/v1\",env_key=\"FAKE_KEY\",wire_api=\"responses\"}}"
-                    ))
-                    .arg("-c")
+                    .args([
+                        "exec",
+                        "--skip-git-repo-check",
+                        "--disable",
+                        "apps",
+                        "--disable",
+                        "plugins",
+                    ])
+                    .args([
+                        "-c",
+                        "model=\"gpt-fake\"",
+                        "-c",
+                        "approval_policy=\"never\"",
+                    ])
+                    .args(["-c", "analytics.enabled=false"]);
+                match &self.codex_login {
+                    Some(auth) => {
+                        // `codex login` keeps its credentials here, readable by the user only.
+                        let file = home.join("auth.json");
+                        std::fs::write(&file, auth).expect("auth.json");
+                        std::fs::set_permissions(
+                            &file,
+                            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+                        )
+                        .expect("chmod auth.json");
+                    }
+                    None => {
+                        cmd.args(["-c", "model_provider=\"fake\""]).arg("-c").arg(format!(
+                            "model_providers.fake={{name=\"fake\",base_url=\"{base}/v1\",env_key=\"FAKE_KEY\",wire_api=\"responses\"}}"
+                        ));
+                    }
+                }
+                cmd.arg("-c")
                     .arg(format!(
                         "mcp_servers.S={{command={command:?},args=[{}],default_tools_approval_mode=\"approve\",required=true,startup_timeout_sec=60}}",
                         args.join(",")
@@ -619,6 +648,59 @@ fn codex_is_recorded_replayed_and_played_back_offline() {
 
 /// Gemini CLI's servers are in its user settings (`~/.gemini/settings.json`), rewritten in
 /// place for each run and put back.
+/// Codex signed in with `codex login --with-api-key` (the key in `auth.json`, none in the
+/// environment) and its built-in `openai` provider: recorded through mcptape with the key
+/// from `auth.json` on every model request, none of it on the tape, and the user's
+/// `auth.json` left as it was. (mcptape spelled the built-in out with `env_key =
+/// "OPENAI_API_KEY"`, and Codex stopped at once: "Missing environment variable".)
+#[test]
+fn codex_signed_in_with_codex_login_is_recorded_with_its_own_credentials() {
+    const KEY: &str = "sk-proj-codex-login-key-for-tests-0123456789";
+    let mut bed = Bed::new();
+    let auth = format!("{{\n  \"OPENAI_API_KEY\": \"{KEY}\"\n}}");
+    bed.codex_login = Some(auth.clone());
+    let tape = bed.tape("login.jsonl");
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    // The built-in provider's API is api.openai.com: the recording is pointed at the fake.
+    let rec = bed.run(
+        Agent::Codex,
+        Servers::CommandLine,
+        &tape,
+        &["--upstream", &fake.url],
+        &fake.url,
+        PROMPT,
+    );
+    rec.ok();
+    let posts = fake.posts();
+    assert_eq!(posts.len(), 2, "two model requests upstream: {posts:#?}");
+    for p in &posts {
+        assert_eq!(p["path"], "/v1/responses", "{p:#}");
+        let auth = p["headers"].as_object().and_then(|h| {
+            h.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+                .and_then(|(_, v)| v.as_str())
+        });
+        assert_eq!(
+            auth,
+            Some(format!("Bearer {KEY}").as_str()),
+            "the key from auth.json reached the API: {:#}",
+            p["headers"]
+        );
+    }
+    check_tape(Agent::Codex, &tape);
+    let taped = std::fs::read_to_string(&tape).expect("tape");
+    assert!(!taped.contains(KEY), "the key is not on the tape");
+    let file = bed.home().join("auth.json");
+    assert!(
+        !std::fs::symlink_metadata(&file)
+            .expect("auth.json")
+            .file_type()
+            .is_symlink(),
+        "the user's auth.json is still a file"
+    );
+    assert_eq!(std::fs::read_to_string(&file).expect("auth.json"), auth);
+}
+
 #[test]
 fn gemini_cli_is_recorded_replayed_and_played_back_offline() {
     record_replay_playback(Agent::Gemini);
