@@ -269,6 +269,11 @@ impl Handler for ModelPlayer {
             Ok(b) => b,
             Err(why) => return error(route.provider, StatusCode::PAYLOAD_TOO_LARGE, &why),
         };
+        // Matched decoded, as it was taped; one that does not decode was taped as it came.
+        let body = match crate::transport::coding::decode(&parts.headers, &body, self.max_message) {
+            Ok(Some(d)) => Bytes::from(d.body),
+            _ => body,
+        };
         match self.take(&route.endpoint, parts.method.as_str(), &body) {
             Ok(i) => self.answer(i),
             Err(why) => {

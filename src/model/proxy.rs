@@ -6,6 +6,7 @@
 use super::provider::{self, Provider, Summary};
 use crate::record::Recorder;
 use crate::tape::writer::ModelFacts;
+use crate::transport::coding;
 use crate::transport::h1_client::{self, Buffered, Pool};
 use crate::transport::http::{collect, full, CuttableBody, Handler, RespBody};
 use crate::transport::sse::{Block, SseParser};
@@ -130,20 +131,37 @@ impl ModelProxy {
                 return self.error(route.provider, StatusCode::PAYLOAD_TOO_LARGE, &why);
             }
         };
-        let parsed = provider::RequestHead::of(&body);
+        let mut http = json!({"method": parts.method.as_str(), "path": path});
+        // A compressed body is taped (redacted, matched) decoded, and forwarded as it came.
+        let decoded = match coding::decode(&parts.headers, &body, self.max_message) {
+            Ok(d) => d,
+            Err(why) => {
+                crate::diag!("mcptape: model request {path}: {why}; taped as it came");
+                http["content_encoding"] = json!(coding::listed(&parts.headers));
+                http["decode_error"] = json!(why);
+                None
+            }
+        };
+        let plain: &[u8] = match &decoded {
+            Some(d) => {
+                http["content_encoding"] = json!(d.coding);
+                &d.body
+            }
+            None => &body,
+        };
+        let parsed = provider::RequestHead::of(plain);
         let call = Call {
             n: self.calls.fetch_add(1, Ordering::Relaxed) + 1,
             provider: route.provider,
             started,
         };
         let facts = RequestFacts::of(&route, &parsed);
-        let http = json!({"method": parts.method.as_str(), "path": path});
         call.tape(
             &self.tape,
             Dir::C2S,
             "request",
             &facts,
-            Some(&body),
+            Some(plain),
             Some(&http),
         );
 

@@ -129,6 +129,7 @@ pub(crate) const FACTS_KEPT: &[&str] = &[
     "retry",
     "post",
     "allow",
+    "content_encoding",
 ];
 
 /// HTTP facts that are credentials whatever they look like: the session id, asked for and

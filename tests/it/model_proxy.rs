@@ -564,3 +564,132 @@ class H(Quiet):
         r#""text": "plain""#,
     );
 }
+
+/// The request Codex CLI sends signed in to ChatGPT, zstd-compressed (its default) by the
+/// reference `zstd` (tests/fixtures/codex-chatgpt-request.json{,.zst}): secrets in the prompt,
+/// in a tool call's arguments and in a tool's output, `2.50`, keys in odd order.
+fn codex_request() -> (Vec<u8>, Vec<u8>) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let json = std::fs::read(dir.join("codex-chatgpt-request.json")).expect("fixture");
+    let zst = std::fs::read(dir.join("codex-chatgpt-request.json.zst")).expect("fixture");
+    (json, zst)
+}
+
+/// A compressed request (Codex CLI's zstd) is forwarded as it came and taped decoded: the
+/// redactor sees inside it, the tape's request is the JSON the agent sent, and playback
+/// matches it whatever coding the replayed request uses. A coding mcptape does not know is
+/// forwarded and taped as it came, with why. (The tape held the zstd bytes as `b64`: every
+/// secret in them readable by anyone with `zstd -d`, and no request ever matched again.)
+#[test]
+fn a_compressed_request_is_forwarded_as_it_came_and_taped_and_matched_decoded() {
+    let dir = tmp();
+    let handler = r#"
+import hashlib
+class H(Quiet):
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n)
+        print("got", self.headers.get("Content-Encoding"), hashlib.sha256(body).hexdigest(), flush=True)
+        self.send_json({"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-5.2-codex",
+                        "output": [{"type": "message", "role": "assistant",
+                                    "content": [{"type": "output_text", "text": "deployed"}]}],
+                        "usage": {"input_tokens": 40, "output_tokens": 2}})
+"#;
+    let (up, port) = py_upstream(dir.path(), "provider", handler, &[]);
+    let tape = dir.path().join("model.jsonl");
+    let proxy = Served::spawn(&[
+        "model-proxy",
+        "--tape",
+        &s(&tape),
+        "--upstream",
+        &format!("http://127.0.0.1:{port}"),
+    ]);
+    let (json, zst) = codex_request();
+    let url = format!("{}/v1/responses", proxy.url.trim_end_matches('/'));
+    let headers = |coding: &'static str| {
+        vec![
+            ("content-type", "application/json"),
+            (
+                "authorization",
+                "Bearer eyJhbGciOiJSUzI1NiJ9.chatgpt-access-token",
+            ),
+            ("chatgpt-account-id", "acc-123"),
+            ("content-encoding", coding),
+        ]
+    };
+    let (status, body) = http(&url, "POST", &headers("zstd"), &zst);
+    assert_eq!(status, 200, "{}", text(&body));
+    assert_contains(&text(&body), "deployed");
+    // Not a coding mcptape reads: forwarded all the same, taped as it came, and said so.
+    let (status, _) = http(&url, "POST", &headers("br"), b"\x8b\x02\x80{}\x03");
+    assert_eq!(status, 200);
+    let err = proxy.stop();
+
+    let sha = |b: &[u8]| {
+        use sha2::Digest;
+        format!("{:x}", sha2::Sha256::digest(b))
+    };
+    let got = up.log_text();
+    assert_contains(&got, &format!("got zstd {}", sha(&zst)));
+    assert_contains(&got, &format!("got br {}", sha(b"\x8b\x02\x80{}\x03")));
+
+    let taped = std::fs::read_to_string(&tape).expect("tape");
+    for secret in [
+        "sk-proj-Zq8XbT3vLm5N2cRy7WkHd4FgJs6Ap9Ue1Io0Qw",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjaSJ9",
+        "chatgpt-access-token",
+        "hunter2-correct-horse",
+    ] {
+        assert!(!taped.contains(secret), "{secret} is on the tape:\n{taped}");
+    }
+    assert_contains(
+        &err,
+        r#"mcptape: model request /v1/responses: the content coding "br" is not one mcptape decodes; taped as it came"#,
+    );
+    let requests: Vec<serde_json::Value> = taped
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["type"] == "model" && l["part"] == "request")
+        .collect();
+    assert_eq!(requests.len(), 2, "{taped}");
+    let first = &requests[0];
+    assert_eq!(first["http"]["content_encoding"], "zstd", "{first}");
+    assert_eq!(first["model"], "gpt-5.2-codex", "{first}");
+    assert_eq!(first["stream"], true, "{first}");
+    assert!(first.get("b64").is_none(), "{first}");
+    let sent: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let mut msg = first["msg"].clone();
+    assert_eq!(
+        msg["input"][0]["content"][0]["text"]
+            .as_str()
+            .map(|t| t.contains("[REDACTED:")),
+        Some(true),
+        "{msg}"
+    );
+    // Everything but the redacted values is the JSON the agent sent, `2.50` as written.
+    assert_contains(&taped, r#"\"total\":2.50"#);
+    msg["input"] = sent["input"].clone();
+    assert_eq!(msg, sent);
+    let second = &requests[1];
+    assert_eq!(second["http"]["content_encoding"], "br", "{second}");
+    assert_contains(
+        second["http"]["decode_error"].as_str().unwrap_or(""),
+        "is not one mcptape decodes",
+    );
+    assert!(second.get("b64").is_some(), "{second}");
+    Mt::new(["verify"]).arg(&tape).run().success();
+
+    // Played back: the same request matches, sent gzip-compressed this time.
+    let player = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--playback"]);
+    let gz = {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&json).unwrap();
+        e.finish().unwrap()
+    };
+    let url = format!("{}/v1/responses", player.url.trim_end_matches('/'));
+    let (status, body) = http(&url, "POST", &headers("gzip"), &gz);
+    assert_eq!(status, 200, "{}", text(&body));
+    assert_contains(&text(&body), "deployed");
+    player.stop();
+}
