@@ -24,6 +24,10 @@ use std::time::Duration;
 /// The builder for `bucket`'s client and the endpoint it talks to (for messages). An error is a
 /// sentence saying what to fix.
 pub fn builder(bucket: &str) -> Result<(AmazonS3Builder, String), String> {
+    // The S3 client's TLS (reqwest, built without a crypto provider of its own) takes the
+    // process's default: ring, as everywhere else in mcptape. An error here only says one is
+    // installed already (an embedding program's), which is then used.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
     let env_has_key = b
         .get_config_value(&AmazonS3ConfigKey::AccessKeyId)

@@ -25,6 +25,8 @@ struct Moto {
     _proc: Proc,
     port: u16,
     log: PathBuf,
+    /// Served over TLS: the CA its certificate is signed by.
+    ca: Option<PathBuf>,
 }
 
 fn moto_bin(name: &str) -> PathBuf {
@@ -46,9 +48,37 @@ impl Moto {
     /// moto on `port` with `env` (e.g. INITIAL_NO_AUTH_ACTION_COUNT, which turns its checks of
     /// credentials on).
     fn start_on(dir: &Path, name: &str, port: u16, env: &[(&str, &str)]) -> Moto {
+        Moto::spawn(dir, name, port, env, &[], None)
+    }
+
+    /// moto over TLS, with a certificate for 127.0.0.1 signed by a private CA made in `dir`
+    /// (`dir/ca.pem`; the same maker as the model proxy's TLS tests).
+    fn start_tls(dir: &Path, name: &str) -> Moto {
+        let mut c = Command::new(moto_bin("python"));
+        c.arg("-c").arg(format!(
+            "import sys; sys.path.insert(0, {:?}); from stream_upstream import make_certs; make_certs({:?})",
+            s(repo().join("tests/agents")),
+            s(dir)
+        ));
+        let out = run_with_timeout(c, Duration::from_secs(60));
+        assert!(out.status.success(), "make_certs: {}", text(&out.stderr));
+        let (cert, key) = (s(dir.join("server.pem")), s(dir.join("server.key")));
+        let tls = ["-c", cert.as_str(), "-k", key.as_str()];
+        Moto::spawn(dir, name, free_port(), &[], &tls, Some(dir.join("ca.pem")))
+    }
+
+    fn spawn(
+        dir: &Path,
+        name: &str,
+        port: u16,
+        env: &[(&str, &str)],
+        args: &[&str],
+        ca: Option<PathBuf>,
+    ) -> Moto {
         let log = dir.join(format!("{name}.log"));
         let mut c = Command::new(moto_bin("moto_server"));
-        c.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+        c.args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .args(args);
         for (k, v) in env {
             c.env(k, v);
         }
@@ -58,11 +88,13 @@ impl Moto {
             _proc: proc,
             port,
             log,
+            ca,
         }
     }
 
     fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.ca.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// Runs a boto3 script against this moto (`ENDPOINT` is set for it), with the test keys.
@@ -70,8 +102,9 @@ impl Moto {
         let mut c = Command::new(moto_bin("python"));
         c.arg("-c")
             .arg(format!(
-                "import boto3, json, sys\nENDPOINT = {:?}\ns3 = boto3.client('s3', endpoint_url=ENDPOINT, region_name='us-east-1', aws_access_key_id={KEY_ID:?}, aws_secret_access_key={SECRET:?})\n{script}",
-                self.endpoint()
+                "import boto3, json, sys\nENDPOINT = {:?}\ns3 = boto3.client('s3', endpoint_url=ENDPOINT, region_name='us-east-1', aws_access_key_id={KEY_ID:?}, aws_secret_access_key={SECRET:?}, verify={})\n{script}",
+                self.endpoint(),
+                self.ca.as_ref().map_or("True".to_string(), |ca| format!("{:?}", s(ca)))
             ));
         let out = run_with_timeout(c, Duration::from_secs(60));
         assert!(
@@ -202,6 +235,66 @@ fn spools(m: &Machine) -> Vec<PathBuf> {
 
 fn sidecar(spool: &Path) -> PathBuf {
     PathBuf::from(format!("{}.target", spool.display()))
+}
+
+/// An `https://` endpoint: the S3 client's TLS (on ring, the process's default crypto
+/// provider since object_store no longer brings aws-lc) checks the endpoint's certificate
+/// against the system's roots, here a private CA named by `SSL_CERT_FILE`. A session is
+/// recorded to it and verified from it; without the CA the endpoint is refused, and said so.
+#[test]
+fn an_https_endpoint_is_reached_over_tls_checked_against_the_systems_roots() {
+    let dir = tmp();
+    let moto = Moto::start_tls(dir.path(), "moto");
+    moto.bucket(BUCKET);
+    let m = Machine::new(dir.path(), "a", &moto);
+    let url = format!("s3://{BUCKET}/tls/pyserver.jsonl");
+    let mut env = m.env();
+    env.push(("SSL_CERT_FILE", s(dir.path().join("ca.pem"))));
+    let record = {
+        let mut v = vec![
+            s(bin()),
+            "record".into(),
+            "--tape".into(),
+            url.clone(),
+            "--".into(),
+        ];
+        v.extend(py_server());
+        v
+    };
+    let (_, out) = py_client("pyserver", "legacy", &record, &envs(&env));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "record to s3 over TLS: {err}");
+    assert_contains(&err, &format!("mcptape: uploaded {url} ("));
+    assert_eq!(
+        moto.count("PUT", "tls/pyserver.jsonl"),
+        1,
+        "{}",
+        moto.log_text()
+    );
+    let mut verify = Mt::new(["verify", &url])
+        .dir(&m.home)
+        .env_remove("AWS_PROFILE")
+        .env("MCPTAPE_CACHE_DIR", s(dir.path().join("fresh-cache")));
+    for (k, v) in &env {
+        if *k != "MCPTAPE_CACHE_DIR" {
+            verify = verify.env(k, v);
+        }
+    }
+    verify.run().success().stdout_contains("intact");
+    assert_eq!(
+        moto.count("GET", "tls/pyserver.jsonl"),
+        1,
+        "{}",
+        moto.log_text()
+    );
+
+    // The same endpoint without its CA among the roots: refused, naming the certificate.
+    let refused = m
+        .mt(["ls", &format!("s3://{BUCKET}/")])
+        .env("SSL_CERT_FILE", s(dir.path().join("no-such-ca.pem")))
+        .run();
+    assert!(!refused.exit.success(), "{}", refused.console());
+    assert_contains(&refused.stderr.to_lowercase(), "certificate");
 }
 
 #[test]
