@@ -4,7 +4,7 @@
 //! ChatGPT (its `enable_request_compression`, on by default); a tape of the compressed bytes
 //! would hide every secret in them from the redactor and never match a request again.
 //!
-//! zstd through `ruzstd` (pure Rust, already in the tree) and gzip/deflate through `flate2`
+//! zstd through `ruzstd` (pure Rust) and gzip/deflate through `flate2`
 //! on its pure-Rust backend: no C library for a path that runs once per model request.
 
 use hyper::header::{HeaderMap, CONTENT_ENCODING};
