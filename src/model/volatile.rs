@@ -20,6 +20,9 @@ const VOLATILE_POINTERS: &[(&str, &str)] = &[
     ("/metadata/user_id", "Claude Code"),
 ];
 
+/// The per-item metadata Codex CLI sends its built-in `openai` provider in Responses `input`.
+const CODEX_ITEM_META: &str = "internal_chat_message_metadata_passthrough";
+
 /// Text that changes run to run inside prompts and tool output, replaced by a placeholder.
 fn volatile_text() -> &'static [(Regex, &'static str)] {
     static RULES: OnceLock<Vec<(Regex, &'static str)>> = OnceLock::new();
@@ -70,6 +73,12 @@ fn scrub(v: &mut Value, in_items: bool) {
                 if in_items {
                     if let Value::Object(m) = item {
                         m.remove("id");
+                        // Codex CLI, to a provider named "OpenAI" (its built-in): each item's
+                        // turn and the moment it was made (its kinds of content stay).
+                        if let Some(Value::Object(meta)) = m.get_mut(CODEX_ITEM_META) {
+                            meta.remove("turn_id");
+                            meta.remove("create_time");
+                        }
                     }
                 }
                 scrub(item, false);
@@ -112,6 +121,10 @@ pub fn documented() -> Vec<(String, &'static str)> {
             .map(|(k, who)| (format!("any `{k}`"), *who)),
     );
     out.push(("`input[].id` (Responses)".into(), "Codex CLI"));
+    out.push((
+        format!("`input[].{CODEX_ITEM_META}.turn_id`, `.create_time` (Responses)"),
+        "Codex CLI",
+    ));
     out.push((
         "`functionCall.id`, `functionResponse.id`".into(),
         "Gemini CLI",
@@ -156,6 +169,26 @@ mod tests {
         assert_ne!(
             canon(run("0192-a", "k1", "0.1", "hi")),
             canon(run("0192-a", "k1", "0.1", "bye"))
+        );
+    }
+
+    /// Codex CLI's built-in provider gets each input item's turn and creation time (measured
+    /// with 0.171.0): two runs differ there and nowhere else; the kinds of content still count.
+    #[test]
+    fn codex_item_metadata_times_and_turns_are_left_out() {
+        let run = |turn: &str, at: f64, kinds: &str| {
+            json!({"model":"m","input":[{"type":"message","id":"msg_1","role":"user",
+                "content":[{"type":"input_text","text":"hi"}],
+                "internal_chat_message_metadata_passthrough":
+                    {"turn_id":turn,"create_time":at,"content_item_kinds":[kinds]}}]})
+        };
+        assert_eq!(
+            canon(run("01a2-a", 1796561446.9023483, "user.text")),
+            canon(run("01a2-b", 1796561447.5151365, "user.text"))
+        );
+        assert_ne!(
+            canon(run("01a2-a", 1.0, "user.text")),
+            canon(run("01a2-a", 1.0, "environments.environment_context"))
         );
     }
 

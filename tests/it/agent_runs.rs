@@ -88,8 +88,8 @@ struct Bed {
     mcptape_dir: PathBuf,
     /// One line per MCP server started (see marker_server.sh).
     marker: PathBuf,
-    /// Codex signed in (`codex login`): this `auth.json` in its home, and its built-in
-    /// `openai` provider in place of one pointed at the fake provider.
+    /// Codex with its built-in `openai` provider in place of one pointed at the fake
+    /// provider, signed in (`codex login`) with this `auth.json` in its home (none if empty).
     codex_login: Option<String>,
 }
 
@@ -352,6 +352,7 @@ impl Bed {
                     ])
                     .args(["-c", "analytics.enabled=false"]);
                 match &self.codex_login {
+                    Some(auth) if auth.is_empty() => {}
                     Some(auth) => {
                         // `codex login` keeps its credentials here, readable by the user only.
                         let file = home.join("auth.json");
@@ -699,6 +700,24 @@ fn codex_signed_in_with_codex_login_is_recorded_with_its_own_credentials() {
         "the user's auth.json is still a file"
     );
     assert_eq!(std::fs::read_to_string(&file).expect("auth.json"), auth);
+
+    // Played back offline on a machine with no login at all (CI): the run needs no key.
+    bed.codex_login = Some(String::new());
+    let play = bed.run(
+        Agent::Codex,
+        Servers::CommandLine,
+        &tape,
+        &["--playback"],
+        &fake.url,
+        PROMPT,
+    );
+    assert_eq!(
+        without_wall_time(&play.ok()),
+        without_wall_time(&rec.answer()),
+        "{}",
+        play.console()
+    );
+    assert_eq!(fake.posts().len(), 2, "playback asked the model nothing");
 }
 
 #[test]
