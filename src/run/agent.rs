@@ -70,6 +70,11 @@ impl Agent {
             Agent::Other => "the agent",
         }
     }
+
+    /// Whether `run` points this agent's model at mcptape (the GUI clients' model is theirs).
+    pub fn model_pointed(self) -> bool {
+        !matches!(self, Agent::Cursor | Agent::VsCode | Agent::ClaudeDesktop)
+    }
 }
 
 /// The agent's command line and environment, pointed at mcptape.
@@ -180,11 +185,19 @@ fn prepare_json_agent(
         argv: command.to_vec(),
         ..Prepared::default()
     };
+    let mut gemini_sign_in = None;
     match (plan.model_url, agent) {
         (Some(url), Agent::GeminiCli) => {
+            let own_base = std::env::var("GOOGLE_GEMINI_BASE_URL").ok();
+            if own_base.is_none() {
+                // Pointing it is setting GOOGLE_GEMINI_BASE_URL, which Gemini CLI also reads as
+                // the sign-in to use when its settings name none: "gateway", refused ("Invalid
+                // auth method selected."). The sign-in its environment gave it is written into
+                // the user's settings for the run (below).
+                gemini_sign_in = gemini_env_auth_type(&|k| std::env::var(k).ok());
+            }
             p.upstream = Some(
-                std::env::var("GOOGLE_GEMINI_BASE_URL")
-                    .unwrap_or_else(|_| "https://generativelanguage.googleapis.com".to_string()),
+                own_base.unwrap_or_else(|| "https://generativelanguage.googleapis.com".to_string()),
             );
             p.env
                 .push(("GOOGLE_GEMINI_BASE_URL".into(), url.to_string()));
@@ -198,19 +211,48 @@ fn prepare_json_agent(
                 .push(("OPENAI_BASE_URL".into(), format!("{url}{prefix}")));
         }
         // The GUI clients' model is theirs: only their MCP servers go through mcptape.
-        (_, Agent::Cursor | Agent::VsCode | Agent::ClaudeDesktop) | (None, _) => {}
+        (_, a) if !a.model_pointed() => {}
+        (None, _) => {}
         (Some(url), _) => point_anthropic_and_openai(agent, url, &mut p),
     }
     rewrite_mcp_config_flags(&mut p, plan)?;
     let flag_only = p.argv.iter().any(|a| a == "--strict-mcp-config");
-    for file in config_files(agent, plan.cwd, plan.home) {
-        if flag_only || !file.exists() {
+    let files = config_files(agent, plan.cwd, plan.home);
+    if gemini_sign_in.is_some() && files.iter().any(|f| names_gemini_sign_in(f)) {
+        gemini_sign_in = None;
+    }
+    // Gemini CLI's user settings (the last of its files) get the sign-in.
+    let user_settings = files.last().filter(|_| gemini_sign_in.is_some()).cloned();
+    for file in files {
+        let sign_in = gemini_sign_in.filter(|_| user_settings.as_ref() == Some(&file));
+        if !file.exists() {
+            if let Some(kind) = sign_in {
+                let bytes = serde_json::to_vec_pretty(&gemini_auth(
+                    Value::Object(Default::default()),
+                    kind,
+                ))
+                .expect("JSON serializes");
+                p.in_place.push(
+                    InPlace::create(&file, &bytes, plan.journal)
+                        .map_err(|e| config_err(&file, e))?,
+                );
+            }
+            continue;
+        }
+        if flag_only && sign_in.is_none() {
             continue;
         }
         let text = std::fs::read_to_string(&file).map_err(|e| config_err(&file, e))?;
         let mut json: Value = serde_json::from_str(&text).map_err(|e| config_err(&file, e))?;
-        let r = config::rewrite_json(&mut json, plan.through, plan.http);
-        if !r.stdio.is_empty() || !r.http_through.is_empty() {
+        let r = if flag_only {
+            config::Rewritten::default()
+        } else {
+            config::rewrite_json(&mut json, plan.through, plan.http)
+        };
+        if let Some(kind) = sign_in {
+            json = gemini_auth(json, kind);
+        }
+        if !r.stdio.is_empty() || !r.http_through.is_empty() || sign_in.is_some() {
             let bytes = serde_json::to_vec_pretty(&json).expect("JSON serializes");
             p.in_place.push(
                 InPlace::rewrite(&file, &bytes, plan.journal).map_err(|e| config_err(&file, e))?,
@@ -535,6 +577,55 @@ fn link_codex_auth(auth: &Path, link: &Path) -> Result<(), PrepareError> {
     linked.map_err(|e| config_err(link, e))
 }
 
+/// The sign-in Gemini CLI takes from its environment when its settings name none, as it
+/// decides it (0.61's `getAuthTypeFromEnv`) with `GOOGLE_GEMINI_BASE_URL` unset.
+fn gemini_env_auth_type(env: &dyn Fn(&str) -> Option<String>) -> Option<&'static str> {
+    let on = |k: &str| env(k).is_some_and(|v| v == "true");
+    if on("GOOGLE_GENAI_USE_GCA") {
+        Some("oauth-personal")
+    } else if on("GOOGLE_GENAI_USE_VERTEXAI") {
+        Some("vertex-ai")
+    } else if env("GEMINI_API_KEY").is_some_and(|k| !k.is_empty()) {
+        Some("gemini-api-key")
+    } else if on("CLOUD_SHELL") || on("GEMINI_CLI_USE_COMPUTE_ADC") {
+        Some("compute-default-credentials")
+    } else {
+        None
+    }
+}
+
+/// Whether the Gemini CLI settings file `path` names a sign-in (`security.auth.selectedType`).
+/// A file that cannot be read as JSON names none here; reading it for its servers says why.
+fn names_gemini_sign_in(path: &Path) -> bool {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .is_some_and(|v| v.pointer("/security/auth/selectedType").is_some())
+}
+
+/// Gemini CLI settings `doc` with `security.auth.selectedType` set to `kind` (the rest kept; a
+/// `security` or `auth` that is not an object is replaced, as Gemini CLI could not read it).
+fn gemini_auth(mut doc: Value, kind: &str) -> Value {
+    if !doc.is_object() {
+        doc = Value::Object(Default::default());
+    }
+    let mut at = &mut doc;
+    for key in ["security", "auth"] {
+        let map = at.as_object_mut().expect("an object");
+        let entry = map
+            .entry(key)
+            .or_insert_with(|| Value::Object(Default::default()));
+        if !entry.is_object() {
+            *entry = Value::Object(Default::default());
+        }
+        at = entry;
+    }
+    at.as_object_mut()
+        .expect("an object")
+        .insert("selectedType".into(), Value::String(kind.into()));
+    doc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -630,6 +721,53 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(&user).unwrap(),
             r#"{"tokens":{"refresh_token":"new"}}"#
+        );
+    }
+
+    /// Gemini CLI's sign-in from its environment, as it reads it with no base URL set.
+    #[test]
+    fn gemini_sign_in_is_read_from_the_environment_as_gemini_cli_reads_it() {
+        let of = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            gemini_env_auth_type(&move |k: &str| {
+                vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+            })
+        };
+        assert_eq!(of(&[]), None);
+        assert_eq!(of(&[("GEMINI_API_KEY", "k")]), Some("gemini-api-key"));
+        assert_eq!(of(&[("GEMINI_API_KEY", "")]), None);
+        assert_eq!(
+            of(&[
+                ("GEMINI_API_KEY", "k"),
+                ("GOOGLE_GENAI_USE_VERTEXAI", "true")
+            ]),
+            Some("vertex-ai")
+        );
+        assert_eq!(
+            of(&[("GOOGLE_GENAI_USE_GCA", "true")]),
+            Some("oauth-personal")
+        );
+        assert_eq!(
+            of(&[("CLOUD_SHELL", "true")]),
+            Some("compute-default-credentials")
+        );
+    }
+
+    /// The sign-in goes into settings with everything else in them kept.
+    #[test]
+    fn gemini_sign_in_is_added_to_settings_keeping_the_rest() {
+        let doc = serde_json::json!({"ui": {"theme": "X"}, "security": {"folderTrust": {"enabled": false}}});
+        let got = gemini_auth(doc, "gemini-api-key");
+        assert_eq!(got["ui"]["theme"], "X");
+        assert_eq!(got["security"]["folderTrust"]["enabled"], false);
+        assert_eq!(got["security"]["auth"]["selectedType"], "gemini-api-key");
+        let got = gemini_auth(serde_json::json!({"security": 1}), "vertex-ai");
+        assert_eq!(
+            got,
+            serde_json::json!({"security": {"auth": {"selectedType": "vertex-ai"}}})
         );
     }
 

@@ -199,9 +199,14 @@ pub fn apply_override(config: &mut toml::Table, assignment: &str) -> Result<(), 
 pub struct InPlace {
     /// The rewritten file.
     pub path: PathBuf,
-    /// Where the original is.
+    /// Where the original is (none for a file the run created).
     pub backup: PathBuf,
+    /// The file was not there before the run: put back is removed.
+    pub created: bool,
 }
+
+/// The suffix of the marker `run` keeps beside a file it created (no original to put back).
+pub const CREATED_SUFFIX: &str = ".mcptape-run-created";
 
 /// The suffix of a backup `run` keeps beside a file it rewrote.
 pub const BACKUP_SUFFIX: &str = ".mcptape-run-backup";
@@ -224,14 +229,53 @@ impl InPlace {
         Ok(InPlace {
             path: path.to_path_buf(),
             backup,
+            created: false,
         })
     }
 
-    /// Puts the original back.
+    /// Writes `contents` to `path`, which is not there: a marker beside it and the journal
+    /// say so, so putting it back (also after a crash) removes it.
+    pub fn create(path: &Path, contents: &[u8], journal: &Path) -> std::io::Result<InPlace> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let marker = suffixed(path, CREATED_SUFFIX);
+        std::fs::write(&marker, b"")?;
+        journal_add(journal, path)?;
+        let tmp = path.with_extension("mcptape-run-tmp");
+        std::fs::write(&tmp, contents)?;
+        std::fs::rename(&tmp, path)?;
+        Ok(InPlace {
+            path: path.to_path_buf(),
+            backup: marker,
+            created: true,
+        })
+    }
+
+    /// Puts the original back (removes a file the run created).
     pub fn restore(&self, journal: &Path) -> std::io::Result<()> {
-        std::fs::rename(&self.backup, &self.path)?;
+        if self.created {
+            remove_created(&self.path)?;
+        } else {
+            std::fs::rename(&self.backup, &self.path)?;
+        }
         journal_remove(journal, &self.path)
     }
+}
+
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    let mut b = path.as_os_str().to_owned();
+    b.push(suffix);
+    PathBuf::from(b)
+}
+
+/// Removes a file a run created, then its marker.
+fn remove_created(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    std::fs::remove_file(suffixed(path, CREATED_SUFFIX))
 }
 
 fn read_journal(journal: &Path) -> Vec<PathBuf> {
@@ -283,6 +327,9 @@ pub fn restore_all(journal: &Path) -> std::io::Result<Vec<PathBuf>> {
         let backup = PathBuf::from(b);
         if backup.exists() {
             std::fs::rename(&backup, &path)?;
+            restored.push(path.clone());
+        } else if suffixed(&path, CREATED_SUFFIX).exists() {
+            remove_created(&path)?;
             restored.push(path.clone());
         }
         journal_remove(journal, &path)?;
@@ -410,5 +457,38 @@ default_tools_approval_mode = "approve"
             [std::path::absolute(&f).unwrap()]
         );
         assert_eq!(std::fs::read(&f).unwrap(), b"original");
+    }
+
+    /// A file the run created is gone when put back, also after a crash; nothing else is
+    /// touched.
+    #[test]
+    fn a_created_file_is_removed_and_a_crashed_run_is_undone() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join(".gemini/settings.json");
+        let journal = dir.path().join("journal.json");
+        let r = InPlace::create(&f, b"{}", &journal).unwrap();
+        assert_eq!(std::fs::read(&f).unwrap(), b"{}");
+        r.restore(&journal).unwrap();
+        assert!(!f.exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path().join(".gemini"))
+                .unwrap()
+                .count(),
+            0,
+            "no marker left"
+        );
+        assert!(!journal.exists());
+        let _left = InPlace::create(&f, b"{}", &journal).unwrap();
+        assert_eq!(
+            restore_all(&journal).unwrap(),
+            [std::path::absolute(&f).unwrap()]
+        );
+        assert!(!f.exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path().join(".gemini"))
+                .unwrap()
+                .count(),
+            0
+        );
     }
 }

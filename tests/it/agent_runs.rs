@@ -91,6 +91,9 @@ struct Bed {
     /// Codex with its built-in `openai` provider in place of one pointed at the fake
     /// provider, signed in (`codex login`) with this `auth.json` in its home (none if empty).
     codex_login: Option<String>,
+    /// Gemini CLI signed in by its environment alone (`GEMINI_API_KEY`), its settings naming
+    /// no sign-in.
+    gemini_env_auth: bool,
 }
 
 /// What one `mcptape run` did.
@@ -184,6 +187,7 @@ impl Bed {
             mcptape_dir,
             marker,
             codex_login: None,
+            gemini_env_auth: false,
         };
         let (command, args) = bed.server_entry(None);
         let mcp = json!({"mcpServers": {"S": {"type": "stdio", "command": command, "args": args}}});
@@ -303,7 +307,7 @@ impl Bed {
             Agent::Gemini => {
                 assert_eq!(servers, Servers::UserScope, "Gemini CLI: its user settings");
                 let (command, args) = self.server_entry(None);
-                let settings = json!({
+                let mut settings = json!({
                     "mcpServers": {"S": {"command": command, "args": args, "trust": true}},
                     "security": {"auth": {"selectedType": "gemini-api-key"}},
                     "telemetry": {"enabled": false},
@@ -313,6 +317,12 @@ impl Bed {
                     // of the run would miss its recorded model requests (docs/agent-runs.md).
                     "skills": {"enabled": false},
                 });
+                if self.gemini_env_auth {
+                    settings
+                        .as_object_mut()
+                        .expect("settings")
+                        .remove("security");
+                }
                 std::fs::create_dir_all(home.join(".gemini")).expect(".gemini");
                 std::fs::write(home.join(".gemini/settings.json"), settings.to_string())
                     .expect("settings.json");
@@ -320,9 +330,13 @@ impl Bed {
                 cmd.arg(agent_bin("gemini"))
                     .args(["-m", "gemini-2.5-flash", "-p", prompt, "--yolo"])
                     .env_clear()
-                    .env("GOOGLE_GEMINI_BASE_URL", base)
                     .env("GEMINI_API_KEY", "fake-gemini-key-for-tests")
                     .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+                if !self.gemini_env_auth {
+                    // Signed in by its environment alone, it has no base URL of its own (one
+                    // would make its sign-in "gateway"): the test points the run's upstream.
+                    cmd.env("GOOGLE_GEMINI_BASE_URL", base);
+                }
             }
             Agent::Codex => {
                 assert_eq!(
@@ -562,6 +576,11 @@ fn record_replay_playback(agent: Agent) {
         "recording started S once:\n{}",
         rec.console()
     );
+    assert!(
+        !rec.stderr.contains("sent no model request"),
+        "{}",
+        rec.console()
+    );
     let posts = fake.posts();
     assert_eq!(posts.len(), 2, "two model requests upstream: {posts:#?}");
     if agent == Agent::Gemini {
@@ -717,6 +736,41 @@ fn codex_signed_in_with_codex_login_is_recorded_with_its_own_credentials() {
         "{}",
         play.console()
     );
+    assert_eq!(fake.posts().len(), 2, "playback asked the model nothing");
+}
+
+/// Gemini CLI signed in by `GEMINI_API_KEY` alone, its settings naming no sign-in (a headless
+/// setup): recorded and played back. Gemini CLI reads a `GOOGLE_GEMINI_BASE_URL` in its
+/// environment as the sign-in "gateway" when its settings name none, and refuses it ("Invalid
+/// auth method selected."), which is what every such run did under mcptape.
+#[test]
+fn gemini_cli_signed_in_by_its_environment_alone_is_recorded_and_played_back() {
+    let mut bed = Bed::new();
+    bed.gemini_env_auth = true;
+    let tape = bed.tape("gemini-env.jsonl");
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    let run = |mode: &[&str]| {
+        bed.run(
+            Agent::Gemini,
+            Servers::UserScope,
+            &tape,
+            mode,
+            &fake.url,
+            PROMPT,
+        )
+    };
+    let settings = bed.home().join(".gemini/settings.json");
+    let rec = run(&["--upstream", &fake.url]);
+    let answer = rec.ok();
+    assert_eq!(fake.posts().len(), 2, "{}", rec.console());
+    check_tape(Agent::Gemini, &tape);
+    let after = std::fs::read_to_string(&settings).expect("settings.json");
+    assert!(
+        !after.contains("selectedType") && !after.contains("--join"),
+        "the settings are put back: {after}"
+    );
+    let play = run(&["--playback"]);
+    assert_eq!(play.ok(), answer, "{}", play.console());
     assert_eq!(fake.posts().len(), 2, "playback asked the model nothing");
 }
 

@@ -208,6 +208,41 @@ fn what_cannot_start_says_so_with_its_exit_code_and_loses_no_tape() {
         .contains("/nonexistent/agent"));
 }
 
+/// An agent whose model calls never came through the proxy (it made none, or its sign-in
+/// sends them elsewhere): the run says so, since the tape then has nothing for `--playback`.
+/// A GUI client, whose model `run` leaves alone, is not warned about.
+#[test]
+fn a_recorded_run_with_no_model_call_says_so() {
+    let dir = tmp();
+    let store = dir.path().join("store");
+    let run = |tape: &str, agent: &[&str]| {
+        let tape = dir.path().join(tape);
+        let mut args = vec!["run", "--tape", tape.to_str().unwrap(), "--"];
+        args.extend(agent);
+        Mt::new(args).env("MCPTAPE_DIR", &store).run().success()
+    };
+    let out = run("quiet.jsonl", &["sh", "-c", "exit 0"]);
+    assert_contains(
+        &out.stderr,
+        "mcptape run: the agent exited 0; 0 model calls and no MCP server on",
+    );
+    assert_contains(
+        &out.stderr,
+        "mcptape run: WARNING: the agent sent no model request through mcptape, so the tape holds none and --playback has none to serve.",
+    );
+    let bin_dir = dir.path().join("bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let cursor = bin_dir.join("cursor");
+    std::fs::write(&cursor, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&cursor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = run("gui.jsonl", &[cursor.to_str().unwrap()]);
+    assert!(
+        !out.stderr.contains("sent no model request"),
+        "{}",
+        out.console()
+    );
+}
+
 /// Re-recording (issue 15): a model call the upstream answered is a session; one it never
 /// answered is not, and costs no tape.
 #[test]
