@@ -222,15 +222,7 @@ impl InPlace {
             std::fs::rename(&backup, path)?;
         }
         std::fs::copy(path, &backup)?;
-        journal_add(journal, path)?;
-        let tmp = path.with_extension("mcptape-run-tmp");
-        std::fs::write(&tmp, contents)?;
-        std::fs::rename(&tmp, path)?;
-        Ok(InPlace {
-            path: path.to_path_buf(),
-            backup,
-            created: false,
-        })
+        InPlace::write(path, contents, journal, backup, false)
     }
 
     /// Writes `contents` to `path`, which is not there: a marker beside it and the journal
@@ -241,14 +233,26 @@ impl InPlace {
         }
         let marker = suffixed(path, CREATED_SUFFIX);
         std::fs::write(&marker, b"")?;
+        InPlace::write(path, contents, journal, marker, true)
+    }
+
+    /// Notes `path` in the journal, then writes `contents` over it whole (through a temporary
+    /// file renamed into place: a crash leaves the old file or the new one, never half).
+    fn write(
+        path: &Path,
+        contents: &[u8],
+        journal: &Path,
+        backup: PathBuf,
+        created: bool,
+    ) -> std::io::Result<InPlace> {
         journal_add(journal, path)?;
         let tmp = path.with_extension("mcptape-run-tmp");
         std::fs::write(&tmp, contents)?;
         std::fs::rename(&tmp, path)?;
         Ok(InPlace {
             path: path.to_path_buf(),
-            backup: marker,
-            created: true,
+            backup,
+            created,
         })
     }
 
