@@ -213,7 +213,7 @@ fn prepare_json_agent(
         // The GUI clients' model is theirs: only their MCP servers go through mcptape.
         (_, a) if !a.model_pointed() => {}
         (None, _) => {}
-        (Some(url), _) => point_anthropic_and_openai(agent, url, &mut p),
+        (Some(url), _) => point_anthropic_and_openai(agent, url, plan, &mut p),
     }
     rewrite_mcp_config_flags(&mut p, plan)?;
     let flag_only = p.argv.iter().any(|a| a == "--strict-mcp-config");
@@ -324,12 +324,29 @@ pub fn config_files(agent: Agent, cwd: &Path, home: Option<&Path>) -> Vec<PathBu
 
 /// `ANTHROPIC_BASE_URL` (and for other agents `OPENAI_BASE_URL`, with the `/v1` its base URL
 /// had) at the model proxy.
-fn point_anthropic_and_openai(agent: Agent, url: &str, p: &mut Prepared) {
+fn point_anthropic_and_openai(agent: Agent, url: &str, plan: &Plan<'_>, p: &mut Prepared) {
     p.upstream = Some(
         std::env::var("ANTHROPIC_BASE_URL")
             .unwrap_or_else(|_| "https://api.anthropic.com".to_string()),
     );
     p.env.push(("ANTHROPIC_BASE_URL".into(), url.to_string()));
+    // Claude Code's settings files set environment variables of their own (`env`), over the
+    // process's: a base URL there (a gateway's) is the upstream, and the proxy's is given as
+    // command-line settings, which outrank every settings file but the managed policy.
+    if agent == Agent::ClaudeCode
+        && !p
+            .argv
+            .iter()
+            .any(|a| a == "--settings" || a.starts_with("--settings="))
+    {
+        let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR").map(PathBuf::from);
+        if let Some(base) = claude_settings_base_url(plan.cwd, config_dir.as_deref(), plan.home) {
+            p.upstream = Some(base);
+            let settings = serde_json::json!({"env": {"ANTHROPIC_BASE_URL": url}});
+            p.argv
+                .splice(1..1, ["--settings".to_string(), settings.to_string()]);
+        }
+    }
     if agent == Agent::Other {
         let openai = std::env::var("OPENAI_BASE_URL").ok();
         let (_, prefix) = split_base(openai.as_deref().unwrap_or("https://api.openai.com/v1"));
@@ -626,6 +643,33 @@ fn gemini_auth(mut doc: Value, kind: &str) -> Value {
     doc
 }
 
+/// The `env.ANTHROPIC_BASE_URL` Claude Code's settings files set, the one that wins: the
+/// project's local settings, then the project's, then the user's (in `config_dir`, else
+/// `~/.claude`).
+fn claude_settings_base_url(
+    cwd: &Path,
+    config_dir: Option<&Path>,
+    home: Option<&Path>,
+) -> Option<String> {
+    let user = config_dir
+        .map(Path::to_path_buf)
+        .or_else(|| home.map(|h| h.join(".claude")));
+    [
+        Some(cwd.join(".claude/settings.local.json")),
+        Some(cwd.join(".claude/settings.json")),
+        user.map(|d| d.join("settings.json")),
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(|f| {
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(f).ok()?).ok()?;
+        doc.pointer("/env/ANTHROPIC_BASE_URL")?
+            .as_str()
+            .filter(|u| !u.is_empty())
+            .map(str::to_string)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -768,6 +812,41 @@ mod tests {
         assert_eq!(
             got,
             serde_json::json!({"security": {"auth": {"selectedType": "vertex-ai"}}})
+        );
+    }
+
+    /// The base URL Claude Code's settings set, by their precedence.
+    #[test]
+    fn claude_settings_base_url_is_the_one_claude_code_would_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cwd, home) = (dir.path().join("work"), dir.path().join("home"));
+        let put = |f: PathBuf, url: &str| {
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(
+                f,
+                format!(r#"{{"env": {{"ANTHROPIC_BASE_URL": "{url}", "X": "1"}}}}"#),
+            )
+            .unwrap();
+        };
+        assert_eq!(claude_settings_base_url(&cwd, None, Some(&home)), None);
+        put(home.join(".claude/settings.json"), "https://user.example");
+        assert_eq!(
+            claude_settings_base_url(&cwd, None, Some(&home)).as_deref(),
+            Some("https://user.example")
+        );
+        let other = dir.path().join("config");
+        assert_eq!(
+            claude_settings_base_url(&cwd, Some(&other), Some(&home)),
+            None
+        );
+        put(cwd.join(".claude/settings.json"), "https://project.example");
+        put(
+            cwd.join(".claude/settings.local.json"),
+            "https://local.example",
+        );
+        assert_eq!(
+            claude_settings_base_url(&cwd, None, Some(&home)).as_deref(),
+            Some("https://local.example")
         );
     }
 

@@ -94,6 +94,8 @@ struct Bed {
     /// Gemini CLI signed in by its environment alone (`GEMINI_API_KEY`), its settings naming
     /// no sign-in.
     gemini_env_auth: bool,
+    /// Claude Code's model base URL in its user settings (`env`), not in its environment.
+    claude_settings_base: bool,
 }
 
 /// What one `mcptape run` did.
@@ -188,6 +190,7 @@ impl Bed {
             marker,
             codex_login: None,
             gemini_env_auth: false,
+            claude_settings_base: false,
         };
         let (command, args) = bed.server_entry(None);
         let mcp = json!({"mcpServers": {"S": {"type": "stdio", "command": command, "args": args}}});
@@ -289,11 +292,19 @@ impl Bed {
                             .expect(".claude.json");
                     }
                 }
+                if self.claude_settings_base {
+                    // A gateway's URL, as its users set it: in Claude Code's own settings.
+                    let settings = json!({"env": {"ANTHROPIC_BASE_URL": base, "DISABLE_ERROR_REPORTING": "1"}});
+                    std::fs::write(config.join("settings.json"), settings.to_string())
+                        .expect("settings.json");
+                }
                 cmd.args(["--allowedTools", "mcp__S__echo", "--output-format", "json"])
                     .env_clear()
-                    .env("CLAUDE_CONFIG_DIR", &config)
-                    .env("ANTHROPIC_BASE_URL", base)
-                    .env("ANTHROPIC_API_KEY", "sk-ant-fake-key-for-tests")
+                    .env("CLAUDE_CONFIG_DIR", &config);
+                if !self.claude_settings_base {
+                    cmd.env("ANTHROPIC_BASE_URL", base);
+                }
+                cmd.env("ANTHROPIC_API_KEY", "sk-ant-fake-key-for-tests")
                     .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
                     .env("DISABLE_TELEMETRY", "1")
                     .env("DISABLE_AUTOUPDATER", "1")
@@ -659,6 +670,39 @@ fn record_replay_playback(agent: Agent) {
 #[test]
 fn claude_code_is_recorded_replayed_and_played_back_offline() {
     record_replay_playback(Agent::Claude);
+}
+
+/// Claude Code whose model base URL is set in its settings (`env.ANTHROPIC_BASE_URL`, as a
+/// gateway's users set it), which outrank the environment mcptape points it with: recorded
+/// through mcptape against that URL, and played back offline. (Its model calls went to the
+/// gateway directly, and the tape held none.)
+#[test]
+fn claude_code_with_its_base_url_in_its_settings_is_recorded_and_played_back() {
+    let mut bed = Bed::new();
+    bed.claude_settings_base = true;
+    let tape = bed.tape("claude-settings.jsonl");
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    let run = |mode: &[&str]| {
+        bed.run(
+            Agent::Claude,
+            Servers::CommandLine,
+            &tape,
+            mode,
+            &fake.url,
+            PROMPT,
+        )
+    };
+    let rec = run(&[]);
+    let answer = rec.ok();
+    assert_contains(
+        &rec.stderr,
+        "mcptape run: Claude Code exited 0; 2 model calls and MCP servers S on",
+    );
+    assert_eq!(fake.posts().len(), 2, "{}", rec.console());
+    check_tape(Agent::Claude, &tape);
+    let play = run(&["--playback"]);
+    assert_eq!(play.ok(), answer, "{}", play.console());
+    assert_eq!(fake.posts().len(), 2, "playback asked the model nothing");
 }
 
 #[test]
