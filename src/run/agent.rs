@@ -217,12 +217,17 @@ fn prepare_json_agent(
     }
     rewrite_mcp_config_flags(&mut p, plan)?;
     let flag_only = p.argv.iter().any(|a| a == "--strict-mcp-config");
-    let files = config_files(agent, plan.cwd, plan.home);
+    let mut files = config_files(agent, plan.cwd, plan.home);
+    // Run in the home folder, a project's file is the user's: rewritten once.
+    files.dedup();
     if gemini_sign_in.is_some() && files.iter().any(|f| names_gemini_sign_in(f)) {
         gemini_sign_in = None;
     }
-    // Gemini CLI's user settings (the last of its files) get the sign-in.
-    let user_settings = files.last().filter(|_| gemini_sign_in.is_some()).cloned();
+    // Gemini CLI's user settings get the sign-in (none without a home folder).
+    let user_settings = plan
+        .home
+        .map(|h| h.join(".gemini/settings.json"))
+        .filter(|_| gemini_sign_in.is_some());
     for file in files {
         let sign_in = gemini_sign_in.filter(|_| user_settings.as_ref() == Some(&file));
         if !file.exists() {

@@ -359,6 +359,11 @@ pub async fn run(
     for f in &prepared.in_place {
         match f.restore(&cfg.journal) {
             Ok(()) => restored.push(f.path.clone()),
+            Err(e) if f.created => crate::diag!(
+                "mcptape: WARNING: could not remove {}, made for the run (and {}): {e}",
+                f.path.display(),
+                f.backup.display()
+            ),
             Err(e) => crate::diag!(
                 "mcptape: WARNING: could not put {} back (the original is {}): {e}",
                 f.path.display(),
