@@ -970,6 +970,21 @@ mod tests {
             );
         }
         assert!(!journal.exists(), "nothing left to restore");
+
+        // Run in the home folder, the project's file is the user's: rewritten once (its
+        // server went through mcptape twice, and putting it back left the first rewrite).
+        let plan = Plan { cwd: &home, ..plan };
+        let f = home.join(".cursor/mcp.json");
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(&f, files[1].1).unwrap();
+        let p = prepare(Agent::Cursor, &["x".into()], &plan).unwrap();
+        assert_eq!(p.servers.stdio, ["fs"]);
+        let now: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        assert_ne!(now["mcpServers"]["fs"]["args"][1], "/bin/mcptape", "{now}");
+        for f in &p.in_place {
+            f.restore(&journal).unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), files[1].1);
     }
 
     #[test]
