@@ -136,7 +136,9 @@ impl ModelProxy {
         let decoded = match coding::decode(&parts.headers, &body, self.max_message) {
             Ok(d) => d,
             Err(why) => {
-                crate::diag!("mcptape: model request {path}: {why}; taped as it came");
+                // The path without its query: a query may hold a key (Gemini's `?key=`).
+                let shown = path.split_once('?').map_or(path.as_str(), |(p, _)| p);
+                crate::diag!("mcptape: model request {shown}: {why}; taped as it came");
                 http["content_encoding"] = json!(coding::listed(&parts.headers));
                 http["decode_error"] = json!(why);
                 None

@@ -188,13 +188,21 @@ fn prepare_json_agent(
     let mut gemini_sign_in = None;
     match (plan.model_url, agent) {
         (Some(url), Agent::GeminiCli) => {
-            let own_base = std::env::var("GOOGLE_GEMINI_BASE_URL").ok();
+            let dotenv = gemini_dotenv(plan.cwd, plan.home);
+            // Its environment as Gemini CLI sees it: the process's, then its `.env` file.
+            let env = |k: &str| {
+                std::env::var(k)
+                    .ok()
+                    .or_else(|| dotenv.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+                    .filter(|v| !v.is_empty())
+            };
+            let own_base = env("GOOGLE_GEMINI_BASE_URL");
             if own_base.is_none() {
                 // Pointing it is setting GOOGLE_GEMINI_BASE_URL, which Gemini CLI also reads as
                 // the sign-in to use when its settings name none: "gateway", refused ("Invalid
                 // auth method selected."). The sign-in its environment gave it is written into
                 // the user's settings for the run (below).
-                gemini_sign_in = gemini_env_auth_type(&|k| std::env::var(k).ok());
+                gemini_sign_in = gemini_env_auth_type(&env);
             }
             p.upstream = Some(
                 own_base.unwrap_or_else(|| "https://generativelanguage.googleapis.com".to_string()),
@@ -219,7 +227,7 @@ fn prepare_json_agent(
     let flag_only = p.argv.iter().any(|a| a == "--strict-mcp-config");
     let mut files = config_files(agent, plan.cwd, plan.home);
     // Run in the home folder, a project's file is the user's: rewritten once.
-    files.dedup();
+    files.dedup_by(|a, b| same_file(a, b));
     if gemini_sign_in.is_some() && files.iter().any(|f| names_gemini_sign_in(f)) {
         gemini_sign_in = None;
     }
@@ -229,9 +237,12 @@ fn prepare_json_agent(
         .map(|h| h.join(".gemini/settings.json"))
         .filter(|_| gemini_sign_in.is_some());
     for file in files {
-        let sign_in = gemini_sign_in.filter(|_| user_settings.as_ref() == Some(&file));
+        let sign_in =
+            gemini_sign_in.filter(|_| user_settings.as_ref().is_some_and(|u| same_file(u, &file)));
         if !file.exists() {
-            if let Some(kind) = sign_in {
+            // A link to nothing is not written through: the file stays as it was.
+            let dangling = file.symlink_metadata().is_ok();
+            if let Some(kind) = sign_in.filter(|_| !dangling) {
                 let bytes = serde_json::to_vec_pretty(&gemini_auth(
                     Value::Object(Default::default()),
                     kind,
@@ -338,18 +349,23 @@ fn point_anthropic_and_openai(agent: Agent, url: &str, plan: &Plan<'_>, p: &mut 
     // Claude Code's settings files set environment variables of their own (`env`), over the
     // process's: a base URL there (a gateway's) is the upstream, and the proxy's is given as
     // command-line settings, which outrank every settings file but the managed policy.
-    if agent == Agent::ClaudeCode
-        && !p
+    if agent == Agent::ClaudeCode {
+        let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR").map(PathBuf::from);
+        let own = p
             .argv
             .iter()
-            .any(|a| a == "--settings" || a.starts_with("--settings="))
-    {
-        let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR").map(PathBuf::from);
-        if let Some(base) = claude_settings_base_url(plan.cwd, config_dir.as_deref(), plan.home) {
-            p.upstream = Some(base);
-            let settings = serde_json::json!({"env": {"ANTHROPIC_BASE_URL": url}});
-            p.argv
-                .splice(1..1, ["--settings".to_string(), settings.to_string()]);
+            .any(|a| a == "--settings" || a.starts_with("--settings="));
+        match claude_settings_base_url(plan.cwd, config_dir.as_deref(), plan.home) {
+            Some(_) if own => crate::diag!(
+                "mcptape run: WARNING: Claude Code's settings set env.ANTHROPIC_BASE_URL and its command line has a --settings of its own, which mcptape leaves alone: unless that sets env.ANTHROPIC_BASE_URL to mcptape's, its model calls bypass the tape"
+            ),
+            Some(base) => {
+                p.upstream = Some(base);
+                let settings = serde_json::json!({"env": {"ANTHROPIC_BASE_URL": url}});
+                p.argv
+                    .splice(1..1, ["--settings".to_string(), settings.to_string()]);
+            }
+            None => {}
         }
     }
     if agent == Agent::Other {
@@ -460,7 +476,10 @@ fn prepare_codex(command: &[String], plan: &Plan<'_>) -> Result<Prepared, Prepar
     };
     if let Some(url) = plan.model_url {
         let auth = read_codex_auth(&home.join("auth.json"))?;
-        let api_key_env = std::env::var("CODEX_API_KEY").is_ok_and(|k| !k.trim().is_empty());
+        // Codex reads CODEX_API_KEY in `codex exec` only (its TUI signs in from auth.json).
+        let exec = p.argv.iter().skip(1).any(|a| a == "exec" || a == "e");
+        let api_key_env =
+            exec && std::env::var("CODEX_API_KEY").is_ok_and(|k| !k.trim().is_empty());
         let (provider, base) = codex_provider(&cfg, CodexAuth::of(auth.as_deref(), api_key_env));
         let (upstream, prefix) = split_base(&base);
         p.upstream = Some(upstream);
@@ -616,13 +635,63 @@ fn gemini_env_auth_type(env: &dyn Fn(&str) -> Option<String>) -> Option<&'static
     }
 }
 
+/// Whether two paths name one file (through links, when it exists).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
 /// Whether the Gemini CLI settings file `path` names a sign-in (`security.auth.selectedType`).
 /// A file that cannot be read as JSON names none here; reading it for its servers says why.
 fn names_gemini_sign_in(path: &Path) -> bool {
+    let named = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(|t| !t.is_empty());
     std::fs::read_to_string(path)
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .is_some_and(|v| v.pointer("/security/auth/selectedType").is_some())
+        .is_some_and(|v| {
+            // `selectedAuthType`: the key before settings had sections, still migrated.
+            named(v.pointer("/security/auth/selectedType")) || named(v.get("selectedAuthType"))
+        })
+}
+
+/// The variables of the `.env` file Gemini CLI loads (variables already set win over it): the
+/// first of `.gemini/.env` and `.env` in the working folder and each folder above it, else
+/// `~/.gemini/.env`, else `~/.env`.
+fn gemini_dotenv(cwd: &Path, home: Option<&Path>) -> Vec<(String, String)> {
+    let mut candidates = Vec::new();
+    for dir in cwd.ancestors() {
+        candidates.push(dir.join(".gemini/.env"));
+        candidates.push(dir.join(".env"));
+    }
+    if let Some(h) = home {
+        candidates.push(h.join(".gemini/.env"));
+        candidates.push(h.join(".env"));
+    }
+    let Some(text) = candidates
+        .iter()
+        .find_map(|f| std::fs::read_to_string(f).ok())
+    else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let line = line.strip_prefix("export ").unwrap_or(line);
+            if line.starts_with('#') {
+                return None;
+            }
+            let (k, v) = line.split_once('=')?;
+            let v = v.trim();
+            let v = v
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(v);
+            Some((k.trim().to_string(), v.to_string()))
+        })
+        .collect()
 }
 
 /// Gemini CLI settings `doc` with `security.auth.selectedType` set to `kind` (the rest kept; a
@@ -852,6 +921,32 @@ mod tests {
         assert_eq!(
             claude_settings_base_url(&cwd, None, Some(&home)).as_deref(),
             Some("https://local.example")
+        );
+    }
+
+    /// Gemini CLI's `.env`: the nearest one up from the working folder, else the home's.
+    #[test]
+    fn gemini_dotenv_is_the_file_gemini_cli_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cwd, home) = (dir.path().join("proj/sub"), dir.path().join("home"));
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::create_dir_all(home.join(".gemini")).unwrap();
+        std::fs::write(home.join(".gemini/.env"), "GEMINI_API_KEY=home-key\n").unwrap();
+        assert_eq!(
+            gemini_dotenv(&cwd, Some(&home)),
+            [("GEMINI_API_KEY".to_string(), "home-key".to_string())]
+        );
+        std::fs::write(
+            dir.path().join("proj/.env"),
+            "# keys\nexport GEMINI_API_KEY=\"proj-key\"\nOTHER = 'x'\n",
+        )
+        .unwrap();
+        assert_eq!(
+            gemini_dotenv(&cwd, Some(&home)),
+            [
+                ("GEMINI_API_KEY".to_string(), "proj-key".to_string()),
+                ("OTHER".to_string(), "x".to_string())
+            ]
         );
     }
 

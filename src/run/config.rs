@@ -214,6 +214,8 @@ pub const BACKUP_SUFFIX: &str = ".mcptape-run-backup";
 impl InPlace {
     /// Keeps `path`'s original beside it, notes it in the journal, then writes `contents`.
     pub fn rewrite(path: &Path, contents: &[u8], journal: &Path) -> std::io::Result<InPlace> {
+        // A link (a dotfiles manager's) stays a link: the file it points to is rewritten.
+        let path = &std::fs::canonicalize(path)?;
         let mut b = path.as_os_str().to_owned();
         b.push(BACKUP_SUFFIX);
         let backup = PathBuf::from(b);
@@ -461,6 +463,35 @@ default_tools_approval_mode = "approve"
             [std::path::absolute(&f).unwrap()]
         );
         assert_eq!(std::fs::read(&f).unwrap(), b"original");
+    }
+
+    /// A config file that is a link (a dotfiles manager's) is still that link after the run,
+    /// its target rewritten for the run and put back.
+    #[test]
+    fn a_linked_config_file_stays_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let (target, link) = (
+            dir.path().join("dotfiles-settings.json"),
+            dir.path().join("settings.json"),
+        );
+        let journal = dir.path().join("journal.json");
+        std::fs::write(&target, b"original").unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let r = InPlace::rewrite(&link, b"rewritten", &journal).unwrap();
+        assert_eq!(std::fs::read(&link).unwrap(), b"rewritten");
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        r.restore(&journal).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "still a link"
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), b"original");
     }
 
     /// A file the run created is gone when put back, also after a crash; nothing else is

@@ -229,50 +229,65 @@ pub async fn run(
 
     // The tape, the model side and the join socket.
     let mut tape: Option<Recorder> = None;
-    let model = match cfg.mode {
-        Mode::Record => {
-            let upstream = cfg
-                .upstream
-                .clone()
-                .or_else(|| prepared.upstream.clone())
-                .unwrap_or_else(|| "https://api.anthropic.com".into());
-            let uri = crate::model::serve::upstream_uri(&upstream)?;
-            let connector =
-                crate::transport::upstream::connector_to(&uri, cfg.upstream_ca.as_deref())
-                    .map_err(RecordError::from)?;
-            let tape_err = |cause| RecordError::Tape {
-                path: cfg.tape.clone(),
-                cause,
-            };
-            let mut w = TapeWriter::create(&cfg.tape, cfg.write.clone()).map_err(tape_err)?;
-            if let Some(r) = &cfg.write.redactor {
-                // The agent's requests are prose, the first one a start-up away.
-                r.compile_in_background();
+    // What fails from here on, before the agent starts, puts the rewritten files back.
+    let mut setup = || -> Result<ModelSide, RunError> {
+        Ok(match cfg.mode {
+            Mode::Record => {
+                let upstream = cfg
+                    .upstream
+                    .clone()
+                    .or_else(|| prepared.upstream.clone())
+                    .unwrap_or_else(|| "https://api.anthropic.com".into());
+                let uri = crate::model::serve::upstream_uri(&upstream)?;
+                let connector =
+                    crate::transport::upstream::connector_to(&uri, cfg.upstream_ca.as_deref())
+                        .map_err(RecordError::from)?;
+                let tape_err = |cause| RecordError::Tape {
+                    path: cfg.tape.clone(),
+                    cause,
+                };
+                let mut w = TapeWriter::create(&cfg.tape, cfg.write.clone()).map_err(tape_err)?;
+                if let Some(r) = &cfg.write.redactor {
+                    // The agent's requests are prose, the first one a start-up away.
+                    r.compile_in_background();
+                }
+                w.declare_server(ServerDecl::model(
+                    crate::model::serve::DEFAULT_LABEL,
+                    upstream.clone(),
+                ))
+                .map_err(tape_err)?;
+                let rec = Recorder::new(w, crate::model::serve::DEFAULT_LABEL);
+                tape = Some(rec.clone());
+                ModelSide::Proxy(Arc::new(ModelProxy::new(
+                    rec,
+                    uri,
+                    connector,
+                    crate::wire::DEFAULT_MAX_MESSAGE,
+                )))
             }
-            w.declare_server(ServerDecl::model(
-                crate::model::serve::DEFAULT_LABEL,
-                upstream.clone(),
-            ))
-            .map_err(tape_err)?;
-            let rec = Recorder::new(w, crate::model::serve::DEFAULT_LABEL);
-            tape = Some(rec.clone());
-            ModelSide::Proxy(Arc::new(ModelProxy::new(
-                rec,
-                uri,
-                connector,
-                crate::wire::DEFAULT_MAX_MESSAGE,
-            )))
+            Mode::Playback => {
+                let calls =
+                    crate::model::calls::load(&cfg.tape, Some(crate::model::serve::DEFAULT_LABEL))?;
+                ModelSide::Player(Arc::new(ModelPlayer::new(
+                    calls,
+                    cfg.lenient,
+                    crate::wire::DEFAULT_MAX_MESSAGE,
+                )))
+            }
+            Mode::Replay => ModelSide::None,
+        })
+    };
+    let put_back = || {
+        for f in &prepared.in_place {
+            let _ = f.restore(&cfg.journal);
         }
-        Mode::Playback => {
-            let calls =
-                crate::model::calls::load(&cfg.tape, Some(crate::model::serve::DEFAULT_LABEL))?;
-            ModelSide::Player(Arc::new(ModelPlayer::new(
-                calls,
-                cfg.lenient,
-                crate::wire::DEFAULT_MAX_MESSAGE,
-            )))
+    };
+    let model = match setup() {
+        Ok(m) => m,
+        Err(e) => {
+            put_back();
+            return Err(e);
         }
-        Mode::Replay => ModelSide::None,
     };
     let (stop_all, stopped) = tokio::sync::watch::channel(false);
     let stop_signal = move || {
@@ -283,7 +298,13 @@ pub async fn run(
         }
     };
     let http_tasks =
-        serve_http_servers(cfg, http_servers.into_inner(), tape.as_ref(), &stop_signal)?;
+        match serve_http_servers(cfg, http_servers.into_inner(), tape.as_ref(), &stop_signal) {
+            Ok(t) => t,
+            Err(e) => {
+                put_back();
+                return Err(e);
+            }
+        };
     let max = crate::transport::http::Limits::default();
     let serving = {
         let stop = stop_signal();
@@ -313,8 +334,13 @@ pub async fn run(
     let joined = Arc::new(crate::record::join::Joined::default());
     let joins = match &tape {
         Some(rec) => {
-            let l = tokio::net::UnixListener::bind(&socket)
-                .map_err(io_err(format!("listening on {}", socket.display())))?;
+            let l = match tokio::net::UnixListener::bind(&socket) {
+                Ok(l) => l,
+                Err(e) => {
+                    put_back();
+                    return Err(io_err(format!("listening on {}", socket.display()))(e));
+                }
+            };
             Some(tokio::spawn(crate::record::join::serve(
                 l,
                 rec.clone(),

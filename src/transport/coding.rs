@@ -68,38 +68,55 @@ fn decode_one(coding: &str, body: &[u8], max: usize) -> Result<Vec<u8>, String> 
         "zstd" => zstd(body, max),
         "gzip" | "x-gzip" => bounded(flate2::read::MultiGzDecoder::new(body), max),
         // RFC 9110's `deflate` is zlib-wrapped; some clients send the raw stream.
-        "deflate" => bounded(flate2::read::ZlibDecoder::new(body), max)
-            .or_else(|_| bounded(flate2::read::DeflateDecoder::new(body), max)),
+        "deflate" => match bounded(flate2::read::ZlibDecoder::new(body), max) {
+            Err(Bound::Over(n)) => Err(Bound::Over(n)),
+            Ok(out) => Ok(out),
+            Err(Bound::Bad(_)) => bounded(flate2::read::DeflateDecoder::new(body), max),
+        },
         other => {
             return Err(format!(
                 "the content coding {other:?} is not one mcptape decodes"
             ))
         }
     };
-    out.map_err(|why| format!("the {coding} body does not decode: {why}"))
+    out.map_err(|why| match why {
+        Bound::Over(max) => format!("the {coding} body decodes to more than {max} bytes"),
+        Bound::Bad(why) => format!("the {coding} body does not decode: {why}"),
+    })
+}
+
+/// Why a body did not decode.
+enum Bound {
+    /// It decodes to more than this many bytes.
+    Over(usize),
+    /// It is not what its coding says.
+    Bad(String),
 }
 
 /// Every frame of a zstd body, in turn (a body may hold several, RFC 8878 §3).
-fn zstd(mut body: &[u8], max: usize) -> Result<Vec<u8>, String> {
+fn zstd(mut body: &[u8], max: usize) -> Result<Vec<u8>, Bound> {
     let mut out = Vec::new();
     while !body.is_empty() {
-        let frame =
-            ruzstd::decoding::StreamingDecoder::new(&mut body).map_err(|e| e.to_string())?;
+        let frame = ruzstd::decoding::StreamingDecoder::new(&mut body)
+            .map_err(|e| Bound::Bad(e.to_string()))?;
         let room = max.saturating_sub(out.len());
-        out.extend(bounded(frame, room)?);
+        out.extend(bounded(frame, room).map_err(|e| match e {
+            Bound::Over(_) => Bound::Over(max),
+            bad => bad,
+        })?);
     }
     Ok(out)
 }
 
 /// Reads `r` to its end, refusing more than `max` bytes: a small body may decode to a very
 /// large one.
-fn bounded(r: impl Read, max: usize) -> Result<Vec<u8>, String> {
+fn bounded(r: impl Read, max: usize) -> Result<Vec<u8>, Bound> {
     let mut out = Vec::new();
-    r.take(max as u64 + 1)
+    r.take((max as u64).saturating_add(1))
         .read_to_end(&mut out)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Bound::Bad(e.to_string()))?;
     if out.len() > max {
-        return Err(format!("it decodes to more than {max} bytes"));
+        return Err(Bound::Over(max));
     }
     Ok(out)
 }
@@ -186,11 +203,18 @@ mod tests {
         let why = decode(&headers(&["br"]), BODY, 1 << 20).unwrap_err();
         assert_eq!(why, r#"the content coding "br" is not one mcptape decodes"#);
         let big = vec![b'a'; 100_000];
-        for (coding, encoded) in [("zstd", zstd_of(&big)), ("gzip", gzip(&big))] {
+        let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        zlib.write_all(&big).unwrap();
+        let zlib = zlib.finish().unwrap();
+        for (coding, encoded) in [
+            ("zstd", zstd_of(&big)),
+            ("gzip", gzip(&big)),
+            ("deflate", zlib),
+        ] {
             let why = decode(&headers(&[coding]), &encoded, 99_999).unwrap_err();
-            assert!(
-                why.ends_with("it decodes to more than 99999 bytes"),
-                "{why}"
+            assert_eq!(
+                why,
+                format!("the {coding} body decodes to more than 99999 bytes")
             );
             assert_eq!(
                 decode(&headers(&[coding]), &encoded, 100_000)

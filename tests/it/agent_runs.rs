@@ -710,8 +710,6 @@ fn codex_is_recorded_replayed_and_played_back_offline() {
     record_replay_playback(Agent::Codex);
 }
 
-/// Gemini CLI's servers are in its user settings (`~/.gemini/settings.json`), rewritten in
-/// place for each run and put back.
 /// Codex signed in with `codex login --with-api-key` (the key in `auth.json`, none in the
 /// environment) and its built-in `openai` provider: recorded through mcptape with the key
 /// from `auth.json` on every model request, none of it on the tape, and the user's
@@ -818,6 +816,8 @@ fn gemini_cli_signed_in_by_its_environment_alone_is_recorded_and_played_back() {
     assert_eq!(fake.posts().len(), 2, "playback asked the model nothing");
 }
 
+/// Gemini CLI's servers are in its user settings (`~/.gemini/settings.json`), rewritten in
+/// place for each run and put back.
 #[test]
 fn gemini_cli_is_recorded_replayed_and_played_back_offline() {
     record_replay_playback(Agent::Gemini);

@@ -215,11 +215,20 @@ fn what_cannot_start_says_so_with_its_exit_code_and_loses_no_tape() {
 fn a_recorded_run_with_no_model_call_says_so() {
     let dir = tmp();
     let store = dir.path().join("store");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // A home and a working folder of the test's own: `run` rewrites the agents' config files
+    // there (Cursor's `~/.cursor/mcp.json`, a project's `.cursor/mcp.json`).
     let run = |tape: &str, agent: &[&str]| {
         let tape = dir.path().join(tape);
         let mut args = vec!["run", "--tape", tape.to_str().unwrap(), "--"];
         args.extend(agent);
-        Mt::new(args).env("MCPTAPE_DIR", &store).run().success()
+        Mt::new(args)
+            .env("MCPTAPE_DIR", &store)
+            .env("HOME", &home)
+            .dir(&home)
+            .run()
+            .success()
     };
     let out = run("quiet.jsonl", &["sh", "-c", "exit 0"]);
     assert_contains(
@@ -240,6 +249,46 @@ fn a_recorded_run_with_no_model_call_says_so() {
         !out.stderr.contains("sent no model request"),
         "{}",
         out.console()
+    );
+}
+
+/// A run that fails after the agent's config files were rewritten (here: an upstream that is
+/// not a URL) puts them back before it exits: nothing is left pointing at mcptape.
+#[test]
+fn a_run_that_cannot_start_puts_the_rewritten_files_back() {
+    let dir = tmp();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let mcp = r#"{"mcpServers": {"S": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"]}}}"#;
+    std::fs::write(work.join(".mcp.json"), mcp).unwrap();
+    let out = Mt::new([
+        "run",
+        "--tape",
+        &s(dir.path().join("t.jsonl")),
+        "--upstream",
+        "not a url",
+        "--",
+        "sh",
+        "-c",
+        "exit 0",
+    ])
+    .env("MCPTAPE_DIR", dir.path().join("store"))
+    .env("HOME", dir.path())
+    .dir(&work)
+    .run();
+    assert!(!out.exit.success(), "{}", out.console());
+    assert_eq!(
+        std::fs::read_to_string(work.join(".mcp.json")).unwrap(),
+        mcp
+    );
+    let left: Vec<_> = std::fs::read_dir(&work)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        [std::ffi::OsString::from(".mcp.json")],
+        "no backup left"
     );
 }
 
