@@ -188,7 +188,7 @@ fn prepare_json_agent(
     let mut gemini_sign_in = None;
     match (plan.model_url, agent) {
         (Some(url), Agent::GeminiCli) => {
-            let dotenv = gemini_dotenv(plan.cwd, plan.home);
+            let dotenv = gemini_dotenv(plan.cwd, gemini_home(plan.home).as_deref());
             // Its environment as Gemini CLI sees it: the process's, then its `.env` file.
             let env = |k: &str| {
                 std::env::var(k)
@@ -232,8 +232,7 @@ fn prepare_json_agent(
         gemini_sign_in = None;
     }
     // Gemini CLI's user settings get the sign-in (none without a home folder).
-    let user_settings = plan
-        .home
+    let user_settings = gemini_home(plan.home)
         .map(|h| h.join(".gemini/settings.json"))
         .filter(|_| gemini_sign_in.is_some());
     for file in files {
@@ -315,7 +314,7 @@ pub fn config_files(agent: Agent, cwd: &Path, home: Option<&Path>) -> Vec<PathBu
         Agent::ClaudeCode | Agent::Other => out.push(cwd.join(".mcp.json")),
         Agent::GeminiCli => {
             out.push(cwd.join(".gemini/settings.json"));
-            out.extend(user(".gemini/settings.json"));
+            out.extend(gemini_home(home).map(|h| h.join(".gemini/settings.json")));
         }
         Agent::Cursor => {
             out.push(cwd.join(".cursor/mcp.json"));
@@ -572,10 +571,13 @@ fn codex_provider(cfg: &toml::Table, auth: CodexAuth) -> (toml::Table, String) {
         .get("model_provider")
         .and_then(|v| v.as_str())
         .unwrap_or("openai");
+    // A `[model_providers.openai]` of the user's never replaces Codex's built-in one (0.171
+    // refuses such a config: "Built-in providers cannot be overridden"): not read here either.
     let configured = cfg
         .get("model_providers")
         .and_then(|t| t.get(id))
         .and_then(|v| v.as_table())
+        .filter(|_| id != "openai")
         .cloned();
     let provider = configured.unwrap_or_else(|| {
         let mut t = toml::Table::new();
@@ -633,6 +635,14 @@ fn gemini_env_auth_type(env: &dyn Fn(&str) -> Option<String>) -> Option<&'static
     } else {
         None
     }
+}
+
+/// The folder Gemini CLI keeps `.gemini` in: `GEMINI_CLI_HOME`, else the home folder.
+fn gemini_home(home: Option<&Path>) -> Option<PathBuf> {
+    std::env::var_os("GEMINI_CLI_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.map(Path::to_path_buf))
 }
 
 /// Whether two paths name one file (through links, when it exists).
@@ -797,6 +807,16 @@ mod tests {
         );
         let (_, base) = codex_provider(&toml::Table::new(), CodexAuth::ChatGpt);
         assert_eq!(base, "https://chatgpt.com/backend-api/codex");
+        let cfg: toml::Table = r#"
+            [model_providers.openai]
+            name = "mine"
+            base_url = "https://ignored.example/v1"
+        "#
+        .parse()
+        .unwrap();
+        let (p, base) = codex_provider(&cfg, CodexAuth::ApiKey);
+        assert_eq!(base, "https://api.openai.com/v1", "Codex's built-in wins");
+        assert_eq!(p.get("name").and_then(|v| v.as_str()), Some("OpenAI"));
         let cfg: toml::Table = r#"openai_base_url = "https://gateway.example/openai/v1""#
             .parse()
             .unwrap();
