@@ -270,6 +270,9 @@ where
 }
 
 fn main() -> ExitCode {
+    // rmcp's HTTP client is reqwest, which this package builds with TLS but no crypto
+    // provider of its own (mcptape's is ring): the process default is set before any client.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let args = match parse_args(std::env::args().skip(1).collect()) {
         Ok(a) => a,
         Err(msg) => {

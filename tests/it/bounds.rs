@@ -312,7 +312,7 @@ fn a_get_stream_nobody_opened_keeps_the_newest_messages_and_says_how_many_it_dro
     assert_eq!(status, 202);
     // Every notification reaches the tape, whether or not a client takes it.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while tape_msgs(&tape)
+    while live_tape_msgs(&tape)
         .iter()
         .filter(|m| m["method"] == "notifications/message")
         .count()

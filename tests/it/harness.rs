@@ -713,6 +713,25 @@ pub fn tape_lines(path: &Path) -> Vec<Value> {
     lines
 }
 
+/// The `msg` lines of a tape still being written, read while its recorder runs: the line the
+/// recorder is copying into the file at that moment (its last, torn) is left out; any other
+/// line must be JSON.
+pub fn live_tape_msgs(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).expect("read tape");
+    let lines: Vec<&str> = text.trim_end_matches('\n').lines().collect();
+    let last = lines.len().saturating_sub(1);
+    lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| match serde_json::from_str::<Value>(l) {
+            Ok(v) => Some(v),
+            Err(_) if i == last => None,
+            Err(e) => panic!("tape line not JSON ({e}): {l}"),
+        })
+        .filter(|l| l["type"] == "msg")
+        .collect()
+}
+
 /// The `msg` lines of a tape.
 pub fn tape_msgs(path: &Path) -> Vec<Value> {
     tape_lines(path)
