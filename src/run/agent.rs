@@ -4,6 +4,9 @@
 
 use super::claude_dir::{self, Borrowed};
 use super::config::{self, InPlace, Rewritten, Through};
+use super::gemini::{
+    gemini_auth, gemini_dotenv, gemini_env_auth_type, gemini_home, names_gemini_sign_in,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -115,7 +118,7 @@ impl crate::exit::Coded for PrepareError {
     }
 }
 
-fn config_err(path: &Path, why: impl std::fmt::Display) -> PrepareError {
+pub(super) fn config_err(path: &Path, why: impl std::fmt::Display) -> PrepareError {
     PrepareError::Config {
         path: path.to_path_buf(),
         why: why.to_string(),
@@ -148,7 +151,7 @@ pub struct Plan<'a> {
 /// The base URL split into what the upstream is (scheme and host) and the path prefix the
 /// client puts in front of its paths (`https://api.openai.com/v1` → (`https://api.openai.com`,
 /// `/v1`)).
-fn split_base(url: &str) -> (String, String) {
+pub(super) fn split_base(url: &str) -> (String, String) {
     let trimmed = url.trim_end_matches('/');
     let after_scheme = trimmed.find("://").map_or(0, |i| i + 3);
     match trimmed[after_scheme..].find('/') {
@@ -167,7 +170,7 @@ pub fn prepare(
     plan: &Plan<'_>,
 ) -> Result<Prepared, PrepareError> {
     match agent {
-        Agent::Codex => prepare_codex(command, plan),
+        Agent::Codex => super::codex::prepare(command, plan),
         _ => prepare_json_agent(agent, command, plan),
     }
 }
@@ -435,296 +438,12 @@ fn merge(into: &mut Rewritten, r: Rewritten) {
     into.http.extend(r.http);
 }
 
-/// Codex: a temporary `CODEX_HOME` holding a rewritten copy of its `config.toml` (with the
-/// command line's `-c` overrides folded in): the model through a provider of mcptape's
-/// (Responses), the MCP servers through mcptape; `auth.json` copied. Codex ignores
-/// `OPENAI_BASE_URL`, so the provider is the only way.
-fn prepare_codex(command: &[String], plan: &Plan<'_>) -> Result<Prepared, PrepareError> {
-    let home = std::env::var_os("CODEX_HOME")
-        .map(PathBuf::from)
-        .or_else(|| plan.home.map(|h| h.join(".codex")))
-        .unwrap_or_else(|| PathBuf::from(".codex"));
-    let file = home.join("config.toml");
-    let mut cfg: toml::Table = match std::fs::read_to_string(&file) {
-        Ok(text) => text.parse().map_err(|e| config_err(&file, e))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => toml::Table::new(),
-        Err(e) => return Err(config_err(&file, e)),
-    };
-    // `-c key=value` overrides are folded into the copy (and taken off the command line), so
-    // the rewritten entries are the ones Codex sees.
-    let mut argv = vec![command[0].clone()];
-    let mut i = 1;
-    while i < command.len() {
-        let a = &command[i];
-        let value = if a == "-c" || a == "--config" {
-            i += 1;
-            command.get(i).cloned()
-        } else {
-            a.strip_prefix("--config=").map(str::to_string)
-        };
-        match value {
-            Some(v) => config::apply_override(&mut cfg, &v)
-                .map_err(|why| config_err(Path::new("codex -c"), why))?,
-            None => argv.push(a.clone()),
-        }
-        i += 1;
-    }
-    let mut p = Prepared {
-        argv,
-        ..Prepared::default()
-    };
-    if let Some(url) = plan.model_url {
-        let auth = read_codex_auth(&home.join("auth.json"))?;
-        // Codex reads CODEX_API_KEY in `codex exec` only (its TUI signs in from auth.json).
-        let exec = p.argv.iter().skip(1).any(|a| a == "exec" || a == "e");
-        let api_key_env =
-            exec && std::env::var("CODEX_API_KEY").is_ok_and(|k| !k.trim().is_empty());
-        let (provider, base) = codex_provider(&cfg, CodexAuth::of(auth.as_deref(), api_key_env));
-        let (upstream, prefix) = split_base(&base);
-        p.upstream = Some(upstream);
-        let mut provider = provider;
-        provider.insert("base_url".into(), format!("{url}{prefix}").into());
-        provider.insert("wire_api".into(), "responses".into());
-        let providers = cfg
-            .entry("model_providers")
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        if let Some(t) = providers.as_table_mut() {
-            t.insert("mcptape".into(), toml::Value::Table(provider));
-        }
-        cfg.insert("model_provider".into(), "mcptape".into());
-    }
-    p.servers = config::rewrite_toml(&mut cfg, plan.through, plan.http);
-    let temp_home = plan.stable.to_path_buf();
-    config::fresh_private_dir(&temp_home).map_err(|e| config_err(&temp_home, e))?;
-    let out = temp_home.join("config.toml");
-    std::fs::write(
-        &out,
-        toml::to_string(&cfg).map_err(|e| config_err(&out, e))?,
-    )
-    .map_err(|e| config_err(&out, e))?;
-    link_codex_auth(&home.join("auth.json"), &temp_home.join("auth.json"))?;
-    p.env
-        .push(("CODEX_HOME".into(), temp_home.display().to_string()));
-    Ok(p)
-}
-
-/// How Codex signs in, as far as where its built-in `openai` provider sends requests goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CodexAuth {
-    /// An API key (`codex login --with-api-key`, `CODEX_API_KEY`), or no login at all:
-    /// `https://api.openai.com/v1`.
-    ApiKey,
-    /// A ChatGPT login (`codex login`): `https://chatgpt.com/backend-api/codex`.
-    ChatGpt,
-}
-
-impl CodexAuth {
-    /// The mode Codex resolves from its `auth.json` (its text, when there is one) as Codex
-    /// does: the file's `auth_mode`, else an API key in it, else its ChatGPT tokens. A
-    /// `CODEX_API_KEY` in the environment is an API key whatever the file holds.
-    fn of(auth_json: Option<&str>, api_key_env: bool) -> CodexAuth {
-        if api_key_env {
-            return CodexAuth::ApiKey;
-        }
-        let Some(doc) = auth_json.and_then(|t| serde_json::from_str::<Value>(t).ok()) else {
-            return CodexAuth::ApiKey;
-        };
-        match doc.get("auth_mode").and_then(Value::as_str) {
-            Some("api_key" | "apikey" | "apiKey") => return CodexAuth::ApiKey,
-            Some("chatgpt" | "chatgpt_auth_tokens" | "chatgptAuthTokens") => {
-                return CodexAuth::ChatGpt
-            }
-            _ => {}
-        }
-        match doc.get("OPENAI_API_KEY") {
-            Some(Value::String(_)) => CodexAuth::ApiKey,
-            _ => CodexAuth::ChatGpt,
-        }
-    }
-
-    /// Where a provider with no `base_url` of its own sends requests in this mode.
-    fn default_base(self) -> &'static str {
-        match self {
-            CodexAuth::ApiKey => "https://api.openai.com/v1",
-            CodexAuth::ChatGpt => "https://chatgpt.com/backend-api/codex",
-        }
-    }
-}
-
-/// The text of Codex's `auth.json` (`None`: there is none).
-fn read_codex_auth(path: &Path) -> Result<Option<String>, PrepareError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(config_err(path, e)),
-    }
-}
-
-/// The provider Codex would use under `cfg` (its `model_provider`, the built-in `openai` by
-/// default), as a table mcptape can point elsewhere, and the base URL it would send requests
-/// to. The built-in is spelled out as Codex defines it: signed in from `auth.json` (an API
-/// key or a ChatGPT login, or `CODEX_API_KEY`; not `OPENAI_API_KEY` from the environment,
-/// which Codex's own `openai` provider does not send either), its organization and project
-/// headers from the environment, and its base URL from `openai_base_url` or the sign-in mode.
-fn codex_provider(cfg: &toml::Table, auth: CodexAuth) -> (toml::Table, String) {
-    let id = cfg
-        .get("model_provider")
-        .and_then(|v| v.as_str())
-        .unwrap_or("openai");
-    // A `[model_providers.openai]` of the user's never replaces Codex's built-in one (0.171
-    // refuses such a config: "Built-in providers cannot be overridden"): not read here either.
-    let configured = cfg
-        .get("model_providers")
-        .and_then(|t| t.get(id))
-        .and_then(|v| v.as_table())
-        .filter(|_| id != "openai")
-        .cloned();
-    let provider = configured.unwrap_or_else(|| {
-        let mut t = toml::Table::new();
-        // The name is what Codex checks to treat a provider as OpenAI's (remote compaction,
-        // compressed requests): kept, so the agent behaves as it does without mcptape.
-        t.insert("name".into(), "OpenAI".into());
-        t.insert("requires_openai_auth".into(), true.into());
-        let mut headers = toml::Table::new();
-        headers.insert("OpenAI-Organization".into(), "OPENAI_ORGANIZATION".into());
-        headers.insert("OpenAI-Project".into(), "OPENAI_PROJECT".into());
-        t.insert("env_http_headers".into(), toml::Value::Table(headers));
-        t
-    });
-    let base = provider
-        .get("base_url")
-        .and_then(|v| v.as_str())
-        .or_else(|| {
-            // Only the built-in reads `openai_base_url`.
-            (id == "openai")
-                .then(|| cfg.get("openai_base_url").and_then(|v| v.as_str()))
-                .flatten()
-        })
-        .unwrap_or(auth.default_base())
-        .to_string();
-    (provider, base)
-}
-
-/// Codex's `auth.json` in the temporary `CODEX_HOME`: a link to the user's, so Codex reads
-/// the login from it and a token it refreshes during the run is written back there (a copy
-/// would keep the new token and leave the user's file with a refresh token already used).
-fn link_codex_auth(auth: &Path, link: &Path) -> Result<(), PrepareError> {
-    if !auth.exists() {
-        return Ok(());
-    }
-    let target = std::path::absolute(auth).map_err(|e| config_err(auth, e))?;
-    #[cfg(unix)]
-    let linked = std::os::unix::fs::symlink(&target, link);
-    #[cfg(not(unix))]
-    let linked = std::fs::copy(&target, link).map(|_| ());
-    linked.map_err(|e| config_err(link, e))
-}
-
-/// The sign-in Gemini CLI takes from its environment when its settings name none, as it
-/// decides it (0.61's `getAuthTypeFromEnv`) with `GOOGLE_GEMINI_BASE_URL` unset.
-fn gemini_env_auth_type(env: &dyn Fn(&str) -> Option<String>) -> Option<&'static str> {
-    let on = |k: &str| env(k).is_some_and(|v| v == "true");
-    if on("GOOGLE_GENAI_USE_GCA") {
-        Some("oauth-personal")
-    } else if on("GOOGLE_GENAI_USE_VERTEXAI") {
-        Some("vertex-ai")
-    } else if env("GEMINI_API_KEY").is_some_and(|k| !k.is_empty()) {
-        Some("gemini-api-key")
-    } else if on("CLOUD_SHELL") || on("GEMINI_CLI_USE_COMPUTE_ADC") {
-        Some("compute-default-credentials")
-    } else {
-        None
-    }
-}
-
-/// The folder Gemini CLI keeps `.gemini` in: `GEMINI_CLI_HOME`, else the home folder.
-fn gemini_home(home: Option<&Path>) -> Option<PathBuf> {
-    std::env::var_os("GEMINI_CLI_HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| home.map(Path::to_path_buf))
-}
-
 /// Whether two paths name one file (through links, when it exists).
 fn same_file(a: &Path, b: &Path) -> bool {
     match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
     }
-}
-
-/// Whether the Gemini CLI settings file `path` names a sign-in (`security.auth.selectedType`).
-/// A file that cannot be read as JSON names none here; reading it for its servers says why.
-fn names_gemini_sign_in(path: &Path) -> bool {
-    let named = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(|t| !t.is_empty());
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .is_some_and(|v| {
-            // `selectedAuthType`: the key before settings had sections, still migrated.
-            named(v.pointer("/security/auth/selectedType")) || named(v.get("selectedAuthType"))
-        })
-}
-
-/// The variables of the `.env` file Gemini CLI loads (variables already set win over it): the
-/// first of `.gemini/.env` and `.env` in the working folder and each folder above it, else
-/// `~/.gemini/.env`, else `~/.env`.
-fn gemini_dotenv(cwd: &Path, home: Option<&Path>) -> Vec<(String, String)> {
-    let mut candidates = Vec::new();
-    for dir in cwd.ancestors() {
-        candidates.push(dir.join(".gemini/.env"));
-        candidates.push(dir.join(".env"));
-    }
-    if let Some(h) = home {
-        candidates.push(h.join(".gemini/.env"));
-        candidates.push(h.join(".env"));
-    }
-    let Some(text) = candidates
-        .iter()
-        .find_map(|f| std::fs::read_to_string(f).ok())
-    else {
-        return Vec::new();
-    };
-    text.lines()
-        .filter_map(|line| {
-            let line = line.trim();
-            let line = line.strip_prefix("export ").unwrap_or(line);
-            if line.starts_with('#') {
-                return None;
-            }
-            let (k, v) = line.split_once('=')?;
-            let v = v.trim();
-            let v = v
-                .strip_prefix('"')
-                .and_then(|v| v.strip_suffix('"'))
-                .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
-                .unwrap_or(v);
-            Some((k.trim().to_string(), v.to_string()))
-        })
-        .collect()
-}
-
-/// Gemini CLI settings `doc` with `security.auth.selectedType` set to `kind` (the rest kept; a
-/// `security` or `auth` that is not an object is replaced, as Gemini CLI could not read it).
-fn gemini_auth(mut doc: Value, kind: &str) -> Value {
-    if !doc.is_object() {
-        doc = Value::Object(Default::default());
-    }
-    let mut at = &mut doc;
-    for key in ["security", "auth"] {
-        let map = at.as_object_mut().expect("an object");
-        let entry = map
-            .entry(key)
-            .or_insert_with(|| Value::Object(Default::default()));
-        if !entry.is_object() {
-            *entry = Value::Object(Default::default());
-        }
-        at = entry;
-    }
-    at.as_object_mut()
-        .expect("an object")
-        .insert("selectedType".into(), Value::String(kind.into()));
-    doc
 }
 
 /// The `env.ANTHROPIC_BASE_URL` Claude Code's settings files set, the one that wins: the
@@ -758,157 +477,6 @@ fn claude_settings_base_url(
 mod tests {
     use super::*;
 
-    /// Codex's sign-in mode, read from its `auth.json` as Codex reads it.
-    #[test]
-    fn codex_sign_in_is_read_from_auth_json_as_codex_reads_it() {
-        let chatgpt = r#"{"OPENAI_API_KEY":null,"tokens":{"id_token":"x","access_token":"y","refresh_token":"z","account_id":"a"},"last_refresh":"2026-12-01T00:00:00Z"}"#;
-        let cases: &[(Option<&str>, bool, CodexAuth)] = &[
-            (None, false, CodexAuth::ApiKey),
-            (
-                Some(r#"{"OPENAI_API_KEY":"sk-1"}"#),
-                false,
-                CodexAuth::ApiKey,
-            ),
-            (Some(chatgpt), false, CodexAuth::ChatGpt),
-            (Some(chatgpt), true, CodexAuth::ApiKey),
-            (
-                Some(r#"{"auth_mode":"chatgpt","OPENAI_API_KEY":"sk-1"}"#),
-                false,
-                CodexAuth::ChatGpt,
-            ),
-            (
-                Some(r#"{"auth_mode":"api_key","tokens":{}}"#),
-                false,
-                CodexAuth::ApiKey,
-            ),
-            (Some("not json"), false, CodexAuth::ApiKey),
-        ];
-        for (auth, env, want) in cases {
-            assert_eq!(CodexAuth::of(*auth, *env), *want, "{auth:?} env {env}");
-        }
-    }
-
-    /// The built-in `openai` provider is spelled out signed in from `auth.json` (not from an
-    /// environment variable Codex would not read), at the base URL of the sign-in mode or of
-    /// `openai_base_url`; a provider of the user's is kept as it is.
-    #[test]
-    fn codex_built_in_provider_is_spelled_out_as_codex_defines_it() {
-        let (p, base) = codex_provider(&toml::Table::new(), CodexAuth::ApiKey);
-        assert_eq!(base, "https://api.openai.com/v1");
-        assert_eq!(
-            p.get("requires_openai_auth"),
-            Some(&toml::Value::Boolean(true))
-        );
-        assert_eq!(p.get("name").and_then(|v| v.as_str()), Some("OpenAI"));
-        assert!(p.get("env_key").is_none(), "{p:?}");
-        assert_eq!(
-            p["env_http_headers"]["OpenAI-Project"].as_str(),
-            Some("OPENAI_PROJECT")
-        );
-        let (_, base) = codex_provider(&toml::Table::new(), CodexAuth::ChatGpt);
-        assert_eq!(base, "https://chatgpt.com/backend-api/codex");
-        let cfg: toml::Table = r#"
-            [model_providers.openai]
-            name = "mine"
-            base_url = "https://ignored.example/v1"
-        "#
-        .parse()
-        .unwrap();
-        let (p, base) = codex_provider(&cfg, CodexAuth::ApiKey);
-        assert_eq!(base, "https://api.openai.com/v1", "Codex's built-in wins");
-        assert_eq!(p.get("name").and_then(|v| v.as_str()), Some("OpenAI"));
-        let cfg: toml::Table = r#"openai_base_url = "https://gateway.example/openai/v1""#
-            .parse()
-            .unwrap();
-        let (_, base) = codex_provider(&cfg, CodexAuth::ChatGpt);
-        assert_eq!(base, "https://gateway.example/openai/v1");
-        let cfg: toml::Table = r#"
-            model_provider = "corp"
-            openai_base_url = "https://not-for-corp.example/v1"
-            [model_providers.corp]
-            name = "Corp"
-            env_key = "CORP_KEY"
-            base_url = "https://llm.corp.example/v1"
-        "#
-        .parse()
-        .unwrap();
-        let (p, base) = codex_provider(&cfg, CodexAuth::ChatGpt);
-        assert_eq!(base, "https://llm.corp.example/v1");
-        assert_eq!(p.get("env_key").and_then(|v| v.as_str()), Some("CORP_KEY"));
-        assert!(p.get("requires_openai_auth").is_none());
-    }
-
-    /// The temporary home's `auth.json` is the user's: a token Codex refreshes during the run
-    /// (written in place, as Codex writes it) lands in the user's file.
-    #[test]
-    fn codex_auth_json_is_linked_so_a_refreshed_token_reaches_the_users_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let (user, temp) = (dir.path().join("auth.json"), dir.path().join("run"));
-        std::fs::create_dir(&temp).unwrap();
-        link_codex_auth(&user, &temp.join("auth.json")).unwrap();
-        assert!(!temp.join("auth.json").exists(), "no login, no file");
-        std::fs::write(&user, r#"{"tokens":{"refresh_token":"old"}}"#).unwrap();
-        link_codex_auth(&user, &temp.join("auth.json")).unwrap();
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(temp.join("auth.json"))
-            .unwrap();
-        std::io::Write::write_all(&mut f, br#"{"tokens":{"refresh_token":"new"}}"#).unwrap();
-        drop(f);
-        assert_eq!(
-            std::fs::read_to_string(&user).unwrap(),
-            r#"{"tokens":{"refresh_token":"new"}}"#
-        );
-    }
-
-    /// Gemini CLI's sign-in from its environment, as it reads it with no base URL set.
-    #[test]
-    fn gemini_sign_in_is_read_from_the_environment_as_gemini_cli_reads_it() {
-        let of = |vars: &[(&str, &str)]| {
-            let vars: Vec<(String, String)> = vars
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            gemini_env_auth_type(&move |k: &str| {
-                vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
-            })
-        };
-        assert_eq!(of(&[]), None);
-        assert_eq!(of(&[("GEMINI_API_KEY", "k")]), Some("gemini-api-key"));
-        assert_eq!(of(&[("GEMINI_API_KEY", "")]), None);
-        assert_eq!(
-            of(&[
-                ("GEMINI_API_KEY", "k"),
-                ("GOOGLE_GENAI_USE_VERTEXAI", "true")
-            ]),
-            Some("vertex-ai")
-        );
-        assert_eq!(
-            of(&[("GOOGLE_GENAI_USE_GCA", "true")]),
-            Some("oauth-personal")
-        );
-        assert_eq!(
-            of(&[("CLOUD_SHELL", "true")]),
-            Some("compute-default-credentials")
-        );
-    }
-
-    /// The sign-in goes into settings with everything else in them kept.
-    #[test]
-    fn gemini_sign_in_is_added_to_settings_keeping_the_rest() {
-        let doc = serde_json::json!({"ui": {"theme": "X"}, "security": {"folderTrust": {"enabled": false}}});
-        let got = gemini_auth(doc, "gemini-api-key");
-        assert_eq!(got["ui"]["theme"], "X");
-        assert_eq!(got["security"]["folderTrust"]["enabled"], false);
-        assert_eq!(got["security"]["auth"]["selectedType"], "gemini-api-key");
-        let got = gemini_auth(serde_json::json!({"security": 1}), "vertex-ai");
-        assert_eq!(
-            got,
-            serde_json::json!({"security": {"auth": {"selectedType": "vertex-ai"}}})
-        );
-    }
-
     /// The base URL Claude Code's settings set, by their precedence.
     #[test]
     fn claude_settings_base_url_is_the_one_claude_code_would_use() {
@@ -941,32 +509,6 @@ mod tests {
         assert_eq!(
             claude_settings_base_url(&cwd, None, Some(&home)).as_deref(),
             Some("https://local.example")
-        );
-    }
-
-    /// Gemini CLI's `.env`: the nearest one up from the working folder, else the home's.
-    #[test]
-    fn gemini_dotenv_is_the_file_gemini_cli_loads() {
-        let dir = tempfile::tempdir().unwrap();
-        let (cwd, home) = (dir.path().join("proj/sub"), dir.path().join("home"));
-        std::fs::create_dir_all(&cwd).unwrap();
-        std::fs::create_dir_all(home.join(".gemini")).unwrap();
-        std::fs::write(home.join(".gemini/.env"), "GEMINI_API_KEY=home-key\n").unwrap();
-        assert_eq!(
-            gemini_dotenv(&cwd, Some(&home)),
-            [("GEMINI_API_KEY".to_string(), "home-key".to_string())]
-        );
-        std::fs::write(
-            dir.path().join("proj/.env"),
-            "# keys\nexport GEMINI_API_KEY=\"proj-key\"\nOTHER = 'x'\n",
-        )
-        .unwrap();
-        assert_eq!(
-            gemini_dotenv(&cwd, Some(&home)),
-            [
-                ("GEMINI_API_KEY".to_string(), "proj-key".to_string()),
-                ("OTHER".to_string(), "x".to_string())
-            ]
         );
     }
 

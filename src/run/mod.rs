@@ -7,7 +7,9 @@
 
 pub mod agent;
 pub mod claude_dir;
+mod codex;
 pub mod config;
+mod gemini;
 
 use crate::model::player::{ModelPlayer, PlaybackReport};
 use crate::model::proxy::ModelProxy;

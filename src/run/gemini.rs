@@ -1,0 +1,184 @@
+//! Gemini CLI's sign-in, as it reads it: its settings name one, or its environment (and its
+//! `.env` file) gives one. `run` points Gemini CLI with `GOOGLE_GEMINI_BASE_URL`, which Gemini
+//! CLI also takes for the sign-in "gateway" when its settings name none: the sign-in its
+//! environment gave it is written into its settings for the run instead.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The sign-in Gemini CLI takes from its environment when its settings name none, as it
+/// decides it (0.61's `getAuthTypeFromEnv`) with `GOOGLE_GEMINI_BASE_URL` unset.
+pub(super) fn gemini_env_auth_type(env: &dyn Fn(&str) -> Option<String>) -> Option<&'static str> {
+    let on = |k: &str| env(k).is_some_and(|v| v == "true");
+    if on("GOOGLE_GENAI_USE_GCA") {
+        Some("oauth-personal")
+    } else if on("GOOGLE_GENAI_USE_VERTEXAI") {
+        Some("vertex-ai")
+    } else if env("GEMINI_API_KEY").is_some_and(|k| !k.is_empty()) {
+        Some("gemini-api-key")
+    } else if on("CLOUD_SHELL") || on("GEMINI_CLI_USE_COMPUTE_ADC") {
+        Some("compute-default-credentials")
+    } else {
+        None
+    }
+}
+
+/// The folder Gemini CLI keeps `.gemini` in: `GEMINI_CLI_HOME`, else the home folder.
+pub(super) fn gemini_home(home: Option<&Path>) -> Option<PathBuf> {
+    std::env::var_os("GEMINI_CLI_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home.map(Path::to_path_buf))
+}
+
+/// Whether the Gemini CLI settings file `path` names a sign-in (`security.auth.selectedType`).
+/// A file that cannot be read as JSON names none here; reading it for its servers says why.
+pub(super) fn names_gemini_sign_in(path: &Path) -> bool {
+    let named = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(|t| !t.is_empty());
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .is_some_and(|v| {
+            // `selectedAuthType`: the key before settings had sections, still migrated.
+            named(v.pointer("/security/auth/selectedType")) || named(v.get("selectedAuthType"))
+        })
+}
+
+/// The variables of the `.env` file Gemini CLI loads (variables already set win over it): the
+/// first of `.gemini/.env` and `.env` in the working folder and each folder above it, else
+/// `~/.gemini/.env`, else `~/.env`.
+pub(super) fn gemini_dotenv(cwd: &Path, home: Option<&Path>) -> Vec<(String, String)> {
+    let mut candidates = Vec::new();
+    for dir in cwd.ancestors() {
+        candidates.push(dir.join(".gemini/.env"));
+        candidates.push(dir.join(".env"));
+    }
+    if let Some(h) = home {
+        candidates.push(h.join(".gemini/.env"));
+        candidates.push(h.join(".env"));
+    }
+    let Some(text) = candidates
+        .iter()
+        .find_map(|f| std::fs::read_to_string(f).ok())
+    else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let line = line.trim();
+            let line = line.strip_prefix("export ").unwrap_or(line);
+            if line.starts_with('#') {
+                return None;
+            }
+            let (k, v) = line.split_once('=')?;
+            let v = v.trim();
+            let v = v
+                .strip_prefix('"')
+                .and_then(|v| v.strip_suffix('"'))
+                .or_else(|| v.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+                .unwrap_or(v);
+            Some((k.trim().to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// Gemini CLI settings `doc` with `security.auth.selectedType` set to `kind` (the rest kept; a
+/// `security` or `auth` that is not an object is replaced, as Gemini CLI could not read it).
+pub(super) fn gemini_auth(mut doc: Value, kind: &str) -> Value {
+    if !doc.is_object() {
+        doc = Value::Object(Default::default());
+    }
+    let mut at = &mut doc;
+    for key in ["security", "auth"] {
+        let map = at.as_object_mut().expect("an object");
+        let entry = map
+            .entry(key)
+            .or_insert_with(|| Value::Object(Default::default()));
+        if !entry.is_object() {
+            *entry = Value::Object(Default::default());
+        }
+        at = entry;
+    }
+    at.as_object_mut()
+        .expect("an object")
+        .insert("selectedType".into(), Value::String(kind.into()));
+    doc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gemini CLI's sign-in from its environment, as it reads it with no base URL set.
+    #[test]
+    fn gemini_sign_in_is_read_from_the_environment_as_gemini_cli_reads_it() {
+        let of = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            gemini_env_auth_type(&move |k: &str| {
+                vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+            })
+        };
+        assert_eq!(of(&[]), None);
+        assert_eq!(of(&[("GEMINI_API_KEY", "k")]), Some("gemini-api-key"));
+        assert_eq!(of(&[("GEMINI_API_KEY", "")]), None);
+        assert_eq!(
+            of(&[
+                ("GEMINI_API_KEY", "k"),
+                ("GOOGLE_GENAI_USE_VERTEXAI", "true")
+            ]),
+            Some("vertex-ai")
+        );
+        assert_eq!(
+            of(&[("GOOGLE_GENAI_USE_GCA", "true")]),
+            Some("oauth-personal")
+        );
+        assert_eq!(
+            of(&[("CLOUD_SHELL", "true")]),
+            Some("compute-default-credentials")
+        );
+    }
+
+    /// The sign-in goes into settings with everything else in them kept.
+    #[test]
+    fn gemini_sign_in_is_added_to_settings_keeping_the_rest() {
+        let doc = serde_json::json!({"ui": {"theme": "X"}, "security": {"folderTrust": {"enabled": false}}});
+        let got = gemini_auth(doc, "gemini-api-key");
+        assert_eq!(got["ui"]["theme"], "X");
+        assert_eq!(got["security"]["folderTrust"]["enabled"], false);
+        assert_eq!(got["security"]["auth"]["selectedType"], "gemini-api-key");
+        let got = gemini_auth(serde_json::json!({"security": 1}), "vertex-ai");
+        assert_eq!(
+            got,
+            serde_json::json!({"security": {"auth": {"selectedType": "vertex-ai"}}})
+        );
+    }
+
+    /// Gemini CLI's `.env`: the nearest one up from the working folder, else the home's.
+    #[test]
+    fn gemini_dotenv_is_the_file_gemini_cli_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cwd, home) = (dir.path().join("proj/sub"), dir.path().join("home"));
+        std::fs::create_dir_all(&cwd).unwrap();
+        std::fs::create_dir_all(home.join(".gemini")).unwrap();
+        std::fs::write(home.join(".gemini/.env"), "GEMINI_API_KEY=home-key\n").unwrap();
+        assert_eq!(
+            gemini_dotenv(&cwd, Some(&home)),
+            [("GEMINI_API_KEY".to_string(), "home-key".to_string())]
+        );
+        std::fs::write(
+            dir.path().join("proj/.env"),
+            "# keys\nexport GEMINI_API_KEY=\"proj-key\"\nOTHER = 'x'\n",
+        )
+        .unwrap();
+        assert_eq!(
+            gemini_dotenv(&cwd, Some(&home)),
+            [
+                ("GEMINI_API_KEY".to_string(), "proj-key".to_string()),
+                ("OTHER".to_string(), "x".to_string())
+            ]
+        );
+    }
+}
