@@ -5,7 +5,8 @@
 use super::claude_dir::{self, Borrowed};
 use super::config::{self, InPlace, Rewritten, Through};
 use super::gemini::{
-    gemini_auth, gemini_dotenv, gemini_env_auth_type, gemini_home, names_gemini_sign_in,
+    gemini_auth, gemini_dotenv, gemini_env_auth_type, gemini_home, gemini_settings_sign_in,
+    gemini_vertex_base, names_gemini_sign_in,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -199,19 +200,31 @@ fn prepare_json_agent(
                     .or_else(|| dotenv.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
                     .filter(|v| !v.is_empty())
             };
-            let own_base = env("GOOGLE_GEMINI_BASE_URL");
-            if own_base.is_none() {
-                // Pointing it is setting GOOGLE_GEMINI_BASE_URL, which Gemini CLI also reads as
-                // the sign-in to use when its settings name none: "gateway", refused ("Invalid
-                // auth method selected."). The sign-in its environment gave it is written into
-                // the user's settings for the run (below).
-                gemini_sign_in = gemini_env_auth_type(&env);
+            let files = config_files(agent, plan.cwd, plan.home);
+            let sign_in = gemini_settings_sign_in(&files)
+                .or_else(|| gemini_env_auth_type(&env).map(str::to_string));
+            if sign_in.as_deref() == Some("vertex-ai") {
+                // Vertex AI reads its own base URL (and never takes one for a sign-in).
+                p.upstream =
+                    Some(env("GOOGLE_VERTEX_BASE_URL").unwrap_or_else(|| gemini_vertex_base(&env)));
+                p.env
+                    .push(("GOOGLE_VERTEX_BASE_URL".into(), url.to_string()));
+            } else {
+                let own_base = env("GOOGLE_GEMINI_BASE_URL");
+                if own_base.is_none() {
+                    // Pointing it is setting GOOGLE_GEMINI_BASE_URL, which Gemini CLI also
+                    // reads as the sign-in to use when its settings name none: "gateway",
+                    // refused ("Invalid auth method selected."). The sign-in its environment
+                    // gave it is written into the user's settings for the run (below).
+                    gemini_sign_in = gemini_env_auth_type(&env);
+                }
+                p.upstream =
+                    Some(own_base.unwrap_or_else(|| {
+                        "https://generativelanguage.googleapis.com".to_string()
+                    }));
+                p.env
+                    .push(("GOOGLE_GEMINI_BASE_URL".into(), url.to_string()));
             }
-            p.upstream = Some(
-                own_base.unwrap_or_else(|| "https://generativelanguage.googleapis.com".to_string()),
-            );
-            p.env
-                .push(("GOOGLE_GEMINI_BASE_URL".into(), url.to_string()));
         }
         (Some(url), Agent::Llm) => {
             let base = std::env::var("OPENAI_BASE_URL")

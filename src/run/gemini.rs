@@ -23,6 +23,30 @@ pub(super) fn gemini_env_auth_type(env: &dyn Fn(&str) -> Option<String>) -> Opti
     }
 }
 
+/// The sign-in Gemini CLI's settings name: the first of `files` (the project's, then the
+/// user's) that names one.
+pub(super) fn gemini_settings_sign_in(files: &[PathBuf]) -> Option<String> {
+    files.iter().find_map(|f| {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(f).ok()?).ok()?;
+        v.pointer("/security/auth/selectedType")
+            .or_else(|| v.get("selectedAuthType"))
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+    })
+}
+
+/// Vertex AI's base URL as Gemini CLI's client makes it: the region's endpoint for a project
+/// and a location other than `global`, else the global one (an API key, express mode).
+pub(super) fn gemini_vertex_base(env: &dyn Fn(&str) -> Option<String>) -> String {
+    match (env("GOOGLE_CLOUD_PROJECT"), env("GOOGLE_CLOUD_LOCATION")) {
+        (Some(_), Some(loc)) if loc != "global" => {
+            format!("https://{loc}-aiplatform.googleapis.com")
+        }
+        _ => "https://aiplatform.googleapis.com".to_string(),
+    }
+}
+
 /// The folder Gemini CLI keeps `.gemini` in: `GEMINI_CLI_HOME`, else the home folder.
 pub(super) fn gemini_home(home: Option<&Path>) -> Option<PathBuf> {
     std::env::var_os("GEMINI_CLI_HOME")
@@ -108,6 +132,55 @@ pub(super) fn gemini_auth(mut doc: Value, kind: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sign-in the settings name (the project's first) and Vertex's base URL by its
+    /// project and location.
+    #[test]
+    fn gemini_settings_sign_in_and_vertex_base() {
+        let dir = tempfile::tempdir().unwrap();
+        let (proj, user) = (dir.path().join("p.json"), dir.path().join("u.json"));
+        let files = [proj.clone(), user.clone()];
+        assert_eq!(gemini_settings_sign_in(&files), None);
+        std::fs::write(
+            &user,
+            r#"{"security": {"auth": {"selectedType": "vertex-ai"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            gemini_settings_sign_in(&files).as_deref(),
+            Some("vertex-ai")
+        );
+        std::fs::write(&proj, r#"{"selectedAuthType": "gemini-api-key"}"#).unwrap();
+        assert_eq!(
+            gemini_settings_sign_in(&files).as_deref(),
+            Some("gemini-api-key")
+        );
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(
+            gemini_vertex_base(&env(&[])),
+            "https://aiplatform.googleapis.com"
+        );
+        assert_eq!(
+            gemini_vertex_base(&env(&[
+                ("GOOGLE_CLOUD_PROJECT", "p"),
+                ("GOOGLE_CLOUD_LOCATION", "europe-west4")
+            ])),
+            "https://europe-west4-aiplatform.googleapis.com"
+        );
+        assert_eq!(
+            gemini_vertex_base(&env(&[
+                ("GOOGLE_CLOUD_PROJECT", "p"),
+                ("GOOGLE_CLOUD_LOCATION", "global")
+            ])),
+            "https://aiplatform.googleapis.com"
+        );
+    }
 
     /// Gemini CLI's sign-in from its environment, as it reads it with no base URL set.
     #[test]

@@ -440,7 +440,12 @@ def gemini_json(plan, model):
 # HTTP
 # ----------------------------------------------------------------------------------------------
 
-GEMINI_RE = re.compile(r"/v1(?:beta|alpha)?/models/([^/:]+):(generateContent|streamGenerateContent)$")
+# The Gemini API's path, and Vertex AI's (express: /v1beta1/publishers/google/models/M:…; with
+# a project: /v1/projects/P/locations/L/publishers/google/models/M:…).
+GEMINI_RE = re.compile(
+    r"/v1(?:beta1?|alpha)?/(?:projects/[^/]+/locations/[^/]+/)?(?:publishers/google/)?"
+    r"models/([^/:]+):(generateContent|streamGenerateContent)$"
+)
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -94,6 +94,9 @@ struct Bed {
     /// Gemini CLI signed in by its environment alone (`GEMINI_API_KEY`), its settings naming
     /// no sign-in.
     gemini_env_auth: bool,
+    /// Gemini CLI on Vertex AI in express mode (`GOOGLE_GENAI_USE_VERTEXAI`, `GOOGLE_API_KEY`),
+    /// signed in by its environment alone.
+    gemini_vertex: bool,
     /// Claude Code's model base URL in its user settings (`env`), not in its environment.
     claude_settings_base: bool,
 }
@@ -190,6 +193,7 @@ impl Bed {
             marker,
             codex_login: None,
             gemini_env_auth: false,
+            gemini_vertex: false,
             claude_settings_base: false,
         };
         let (command, args) = bed.server_entry(None);
@@ -328,7 +332,7 @@ impl Bed {
                     // of the run would miss its recorded model requests (docs/agent-runs.md).
                     "skills": {"enabled": false},
                 });
-                if self.gemini_env_auth {
+                if self.gemini_env_auth || self.gemini_vertex {
                     settings
                         .as_object_mut()
                         .expect("settings")
@@ -341,9 +345,14 @@ impl Bed {
                 cmd.arg(agent_bin("gemini"))
                     .args(["-m", "gemini-2.5-flash", "-p", prompt, "--yolo"])
                     .env_clear()
-                    .env("GEMINI_API_KEY", "fake-gemini-key-for-tests")
                     .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
-                if !self.gemini_env_auth {
+                if self.gemini_vertex {
+                    cmd.env("GOOGLE_GENAI_USE_VERTEXAI", "true")
+                        .env("GOOGLE_API_KEY", "fake-vertex-key-for-tests");
+                } else {
+                    cmd.env("GEMINI_API_KEY", "fake-gemini-key-for-tests");
+                }
+                if !self.gemini_env_auth && !self.gemini_vertex {
                     // Signed in by its environment alone, it has no base URL of its own (one
                     // would make its sign-in "gateway"): the test points the run's upstream.
                     cmd.env("GOOGLE_GEMINI_BASE_URL", base);
@@ -789,7 +798,43 @@ fn codex_signed_in_with_codex_login_is_recorded_with_its_own_credentials() {
 fn gemini_cli_signed_in_by_its_environment_alone_is_recorded_and_played_back() {
     let mut bed = Bed::new();
     bed.gemini_env_auth = true;
-    let tape = bed.tape("gemini-env.jsonl");
+    let settings = bed.home().join(".gemini/settings.json");
+    gemini_recorded_against_upstream_and_played_back(&bed, "gemini-env.jsonl", |_| {
+        let after = std::fs::read_to_string(&settings).expect("settings.json");
+        assert!(
+            !after.contains("selectedType") && !after.contains("--join"),
+            "the settings are put back: {after}"
+        );
+    });
+}
+
+/// Gemini CLI on Vertex AI (express mode: `GOOGLE_GENAI_USE_VERTEXAI` and `GOOGLE_API_KEY`),
+/// which reads its own base URL, `GOOGLE_VERTEX_BASE_URL`: pointed with that one, recorded
+/// (Vertex's `/v1beta1/publishers/google/models/M:streamGenerateContent` path) and played back.
+/// (It was not pointed: its model calls went to Vertex directly and the tape held none.)
+#[test]
+fn gemini_cli_on_vertex_ai_is_recorded_and_played_back() {
+    let mut bed = Bed::new();
+    bed.gemini_vertex = true;
+    gemini_recorded_against_upstream_and_played_back(&bed, "gemini-vertex.jsonl", |posts| {
+        assert!(
+            posts.iter().all(|p| p["path"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("/v1beta1/publishers/google/models/"))),
+            "Vertex's paths: {posts:#?}"
+        );
+    });
+}
+
+/// Gemini CLI in `bed` recorded with `run --upstream` at the fake provider (its own base URL
+/// left unset, as its users have it), `recorded` checking the model requests the provider got
+/// (and what else), then played back with the same answer and no model request.
+fn gemini_recorded_against_upstream_and_played_back(
+    bed: &Bed,
+    tape: &str,
+    recorded: impl FnOnce(&[Value]),
+) {
+    let tape = bed.tape(tape);
     let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
     let run = |mode: &[&str]| {
         bed.run(
@@ -801,16 +846,12 @@ fn gemini_cli_signed_in_by_its_environment_alone_is_recorded_and_played_back() {
             PROMPT,
         )
     };
-    let settings = bed.home().join(".gemini/settings.json");
     let rec = run(&["--upstream", &fake.url]);
     let answer = rec.ok();
-    assert_eq!(fake.posts().len(), 2, "{}", rec.console());
+    let posts = fake.posts();
+    assert_eq!(posts.len(), 2, "{}", rec.console());
+    recorded(&posts);
     check_tape(Agent::Gemini, &tape);
-    let after = std::fs::read_to_string(&settings).expect("settings.json");
-    assert!(
-        !after.contains("selectedType") && !after.contains("--join"),
-        "the settings are put back: {after}"
-    );
     let play = run(&["--playback"]);
     assert_eq!(play.ok(), answer, "{}", play.console());
     assert_eq!(fake.posts().len(), 2, "playback asked the model nothing");
