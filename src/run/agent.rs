@@ -6,7 +6,7 @@ use super::claude_dir::{self, Borrowed};
 use super::config::{self, InPlace, Rewritten, Through};
 use super::gemini::{
     gemini_auth, gemini_dotenv, gemini_env_auth_type, gemini_home, gemini_settings_sign_in,
-    gemini_vertex_base, names_gemini_sign_in,
+    gemini_vertex_base,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -189,7 +189,7 @@ fn prepare_json_agent(
         argv: command.to_vec(),
         ..Prepared::default()
     };
-    let mut gemini_sign_in = None;
+    let mut gemini_sign_in: Option<&str> = None;
     match (plan.model_url, agent) {
         (Some(url), Agent::GeminiCli) => {
             let dotenv = gemini_dotenv(plan.cwd, gemini_home(plan.home).as_deref());
@@ -200,10 +200,10 @@ fn prepare_json_agent(
                     .or_else(|| dotenv.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
                     .filter(|v| !v.is_empty())
             };
-            let files = config_files(agent, plan.cwd, plan.home);
-            let sign_in = gemini_settings_sign_in(&files)
-                .or_else(|| gemini_env_auth_type(&env).map(str::to_string));
-            if sign_in.as_deref() == Some("vertex-ai") {
+            let in_settings = gemini_settings_sign_in(&config_files(agent, plan.cwd, plan.home));
+            let from_env = gemini_env_auth_type(&env);
+            let sign_in = in_settings.as_deref().or(from_env);
+            if sign_in == Some("vertex-ai") {
                 // Vertex AI reads its own base URL (and never takes one for a sign-in).
                 p.upstream =
                     Some(env("GOOGLE_VERTEX_BASE_URL").unwrap_or_else(|| gemini_vertex_base(&env)));
@@ -211,12 +211,12 @@ fn prepare_json_agent(
                     .push(("GOOGLE_VERTEX_BASE_URL".into(), url.to_string()));
             } else {
                 let own_base = env("GOOGLE_GEMINI_BASE_URL");
-                if own_base.is_none() {
+                if own_base.is_none() && in_settings.is_none() {
                     // Pointing it is setting GOOGLE_GEMINI_BASE_URL, which Gemini CLI also
                     // reads as the sign-in to use when its settings name none: "gateway",
                     // refused ("Invalid auth method selected."). The sign-in its environment
                     // gave it is written into the user's settings for the run (below).
-                    gemini_sign_in = gemini_env_auth_type(&env);
+                    gemini_sign_in = from_env;
                 }
                 p.upstream =
                     Some(own_base.unwrap_or_else(|| {
@@ -244,14 +244,14 @@ fn prepare_json_agent(
     let mut files = config_files(agent, plan.cwd, plan.home);
     // Run in the home folder, a project's file is the user's: rewritten once.
     files.dedup_by(|a, b| same_file(a, b));
-    if gemini_sign_in.is_some() && files.iter().any(|f| names_gemini_sign_in(f)) {
-        gemini_sign_in = None;
-    }
     // Gemini CLI's user settings get the sign-in (none without a home folder).
     let user_settings = gemini_home(plan.home)
         .map(|h| h.join(".gemini/settings.json"))
         .filter(|_| gemini_sign_in.is_some());
     for file in files {
+        if flag_only {
+            continue;
+        }
         let sign_in =
             gemini_sign_in.filter(|_| user_settings.as_ref().is_some_and(|u| same_file(u, &file)));
         if !file.exists() {
@@ -270,16 +270,9 @@ fn prepare_json_agent(
             }
             continue;
         }
-        if flag_only && sign_in.is_none() {
-            continue;
-        }
         let text = std::fs::read_to_string(&file).map_err(|e| config_err(&file, e))?;
         let mut json: Value = serde_json::from_str(&text).map_err(|e| config_err(&file, e))?;
-        let r = if flag_only {
-            config::Rewritten::default()
-        } else {
-            config::rewrite_json(&mut json, plan.through, plan.http)
-        };
+        let r = config::rewrite_json(&mut json, plan.through, plan.http);
         if let Some(kind) = sign_in {
             json = gemini_auth(json, kind);
         }
@@ -478,8 +471,8 @@ fn claude_settings_base_url(
     .into_iter()
     .flatten()
     .find_map(|f| {
-        let doc: Value = serde_json::from_str(&std::fs::read_to_string(f).ok()?).ok()?;
-        doc.pointer("/env/ANTHROPIC_BASE_URL")?
+        config::read_json(&f)?
+            .pointer("/env/ANTHROPIC_BASE_URL")?
             .as_str()
             .filter(|u| !u.is_empty())
             .map(str::to_string)

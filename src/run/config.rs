@@ -343,6 +343,12 @@ pub fn restore_all(journal: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(restored)
 }
 
+/// A config file read as JSON, for a value looked up in it: `None` when it is not there or does
+/// not parse (rewriting it, when it is rewritten, says why).
+pub fn read_json(path: &Path) -> Option<Value> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
 /// Makes `dir` anew, empty and owner-only. Links in an old one are removed, not followed.
 pub fn fresh_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;

@@ -26,13 +26,15 @@ pub(super) fn gemini_env_auth_type(env: &dyn Fn(&str) -> Option<String>) -> Opti
 /// The sign-in Gemini CLI's settings name: the first of `files` (the project's, then the
 /// user's) that names one.
 pub(super) fn gemini_settings_sign_in(files: &[PathBuf]) -> Option<String> {
-    files.iter().find_map(|f| {
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(f).ok()?).ok()?;
-        v.pointer("/security/auth/selectedType")
-            .or_else(|| v.get("selectedAuthType"))
-            .and_then(Value::as_str)
+    let named = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
             .filter(|t| !t.is_empty())
             .map(str::to_string)
+    };
+    files.iter().find_map(|f| {
+        let v = super::config::read_json(f)?;
+        // `selectedAuthType`: the key before settings had sections, still migrated.
+        named(v.pointer("/security/auth/selectedType")).or_else(|| named(v.get("selectedAuthType")))
     })
 }
 
@@ -53,19 +55,6 @@ pub(super) fn gemini_home(home: Option<&Path>) -> Option<PathBuf> {
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)
         .or_else(|| home.map(Path::to_path_buf))
-}
-
-/// Whether the Gemini CLI settings file `path` names a sign-in (`security.auth.selectedType`).
-/// A file that cannot be read as JSON names none here; reading it for its servers says why.
-pub(super) fn names_gemini_sign_in(path: &Path) -> bool {
-    let named = |v: Option<&Value>| v.and_then(Value::as_str).is_some_and(|t| !t.is_empty());
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .is_some_and(|v| {
-            // `selectedAuthType`: the key before settings had sections, still migrated.
-            named(v.pointer("/security/auth/selectedType")) || named(v.get("selectedAuthType"))
-        })
 }
 
 /// The variables of the `.env` file Gemini CLI loads (variables already set win over it): the

@@ -623,13 +623,8 @@ class H(Quiet):
 "#;
     let (up, port) = py_upstream(dir.path(), "provider", handler, &[]);
     let tape = dir.path().join("model.jsonl");
-    let proxy = Served::spawn(&[
-        "model-proxy",
-        "--tape",
-        &s(&tape),
-        "--upstream",
-        &format!("http://127.0.0.1:{port}"),
-    ]);
+    let base = format!("http://127.0.0.1:{port}");
+    let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
     let mut headers = HEADERS.to_vec();
     headers.push(("accept-encoding", "gzip, deflate, br"));
     let (status, body) = http(
@@ -681,13 +676,8 @@ class H(Quiet):
 "#;
     let (up, port) = py_upstream(dir.path(), "provider", handler, &[]);
     let tape = dir.path().join("model.jsonl");
-    let proxy = Served::spawn(&[
-        "model-proxy",
-        "--tape",
-        &s(&tape),
-        "--upstream",
-        &format!("http://127.0.0.1:{port}"),
-    ]);
+    let base = format!("http://127.0.0.1:{port}");
+    let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
     let (json, zst) = codex_request();
     let url = format!("{}/v1/responses", proxy.url.trim_end_matches('/'));
     let headers = |coding: &'static str| {

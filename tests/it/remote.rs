@@ -180,6 +180,20 @@ impl Machine {
     }
 }
 
+/// The Python SDK server recorded to `url` through the Python SDK client (legacy era), with
+/// `env`: the client's transcript and the run's output.
+fn record_py_server(url: &str, env: &[(&'static str, String)]) -> (Value, std::process::Output) {
+    let mut record = vec![
+        s(bin()),
+        "record".into(),
+        "--tape".into(),
+        url.to_string(),
+        "--".into(),
+    ];
+    record.extend(py_server());
+    py_client("pyserver", "legacy", &record, &envs(env))
+}
+
 fn envs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
     env.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
@@ -250,18 +264,7 @@ fn an_https_endpoint_is_reached_over_tls_checked_against_the_systems_roots() {
     let url = format!("s3://{BUCKET}/tls/pyserver.jsonl");
     let mut env = m.env();
     env.push(("SSL_CERT_FILE", s(dir.path().join("ca.pem"))));
-    let record = {
-        let mut v = vec![
-            s(bin()),
-            "record".into(),
-            "--tape".into(),
-            url.clone(),
-            "--".into(),
-        ];
-        v.extend(py_server());
-        v
-    };
-    let (_, out) = py_client("pyserver", "legacy", &record, &envs(&env));
+    let (_, out) = record_py_server(&url, &env);
     let err = text(&out.stderr);
     assert!(out.status.success(), "record to s3 over TLS: {err}");
     assert_contains(&err, &format!("mcptape: uploaded {url} ("));
@@ -271,16 +274,13 @@ fn an_https_endpoint_is_reached_over_tls_checked_against_the_systems_roots() {
         "{}",
         moto.log_text()
     );
-    let mut verify = Mt::new(["verify", &url])
-        .dir(&m.home)
-        .env_remove("AWS_PROFILE")
-        .env("MCPTAPE_CACHE_DIR", s(dir.path().join("fresh-cache")));
-    for (k, v) in &env {
-        if *k != "MCPTAPE_CACHE_DIR" {
-            verify = verify.env(k, v);
-        }
-    }
-    verify.run().success().stdout_contains("intact");
+    // A cache of its own: the tape is fetched over TLS, not found in the recording's cache.
+    m.mt(["verify", &url])
+        .env("SSL_CERT_FILE", s(dir.path().join("ca.pem")))
+        .env("MCPTAPE_CACHE_DIR", s(dir.path().join("fresh-cache")))
+        .run()
+        .success()
+        .stdout_contains("intact");
     assert_eq!(
         moto.count("GET", "tls/pyserver.jsonl"),
         1,
@@ -312,18 +312,7 @@ fn a_session_recorded_to_s3_is_listed_played_checked_and_fetched_once_per_machin
 
     // Record the Python SDK server straight to s3:// through the Python SDK client.
     let a_env = a.env();
-    let record = {
-        let mut v = vec![
-            s(bin()),
-            "record".into(),
-            "--tape".into(),
-            url.clone(),
-            "--".into(),
-        ];
-        v.extend(py_server());
-        v
-    };
-    let (live, out) = py_client("pyserver", "legacy", &record, &envs(&a_env));
+    let (live, out) = record_py_server(&url, &a_env);
     let err = text(&out.stderr);
     assert!(out.status.success(), "record to s3: {err}");
     assert_contains(&err, &format!("mcptape: uploaded {url} ("));
@@ -406,7 +395,7 @@ fn a_session_recorded_to_s3_is_listed_played_checked_and_fetched_once_per_machin
 
     // Recorded again from machine b (from its cache: no download): the object changed, so
     // machine a downloads it again, and keeps one copy of the URL; b has the new one already.
-    let (_, out) = py_client("pyserver", "legacy", &record, &envs(&b_env));
+    let (_, out) = record_py_server(&url, &b_env);
     assert!(out.status.success(), "{}", text(&out.stderr));
     outputs.push(text(&out.stderr));
     assert_eq!(moto.count("GET", key), 1, "b re-recorded from its cache");
