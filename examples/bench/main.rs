@@ -13,6 +13,7 @@ mod agent_run;
 mod client;
 mod http;
 mod http_client;
+mod lean;
 mod mem;
 mod model;
 mod model_client;
@@ -89,6 +90,15 @@ fn main() {
         Some("--relay-http") => report_err(http::relay(argv.get(2).map_or("", String::as_str))),
         Some("--hyper-proxy") => {
             report_err(http::hyper_proxy(argv.get(2).map_or("", String::as_str)))
+        }
+        Some(m @ ("--lean-model-proxy" | "--lean-http-proxy")) => {
+            let kind = if m == "--lean-model-proxy" {
+                lean::Kind::Model
+            } else {
+                lean::Kind::Mcp
+            };
+            let arg = |i: usize| argv.get(i).map_or("", String::as_str);
+            report_err(lean::run(kind, arg(2), arg(3)))
         }
         Some("--relay") => {
             let cmd = argv.get(3..).unwrap_or_default();

@@ -93,6 +93,10 @@ impl Env {
                 vec![bench.clone(), "--hyper-proxy".into()],
                 Stop::CloseStdin,
             ),
+            Who::ModelLean => (
+                vec![bench.clone(), "--lean-model-proxy".into(), tape_s],
+                Stop::CloseStdin,
+            ),
             Who::ModelRecord => (
                 vec![
                     self.mcptape.display().to_string(),
@@ -146,7 +150,7 @@ impl Target {
         };
         let text = std::fs::read_to_string(tape)
             .with_context(|| format!("{}: reading its tape {}", who.label(), tape.display()))?;
-        if who == Who::ModelRecord {
+        if matches!(who, Who::ModelRecord | Who::ModelLean) {
             let events = text
                 .lines()
                 .filter(|l| l.starts_with(r#"{"type":"model""#) && l.contains(r#""part":"event""#))
@@ -197,6 +201,7 @@ fn targets(env: &Env) -> Vec<Who> {
         Who::ModelDirect,
         Who::ModelRelay,
         Who::ModelHyper,
+        Who::ModelLean,
         Who::ModelRecord,
     ];
     if env.localab_python().is_some() {

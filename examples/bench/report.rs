@@ -202,6 +202,71 @@ impl Results {
         self.judge_round_two(&mut t);
         self.targets = t;
         self.floors = self.hyper_floors();
+        self.floors.extend(self.lean_floors());
+    }
+
+    /// Where the lean taping proxy (`bench --lean-*-proxy`: parse, tape with mcptape's
+    /// recorder, forward, nothing else) stands on the HTTP targets: met by it, a target is
+    /// within reach of a taping proxy here, and the distance to mcptape's is what mcptape's HTTP
+    /// handling costs; missed by it, the target is at the edge of what taping costs here.
+    fn lean_floors(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let verdict = |ratio: f64, ok: bool| {
+            format!(
+                "{ratio:.2}× ({})",
+                if ok {
+                    "met by a proxy that only parses, tapes and forwards"
+                } else {
+                    "missed even by a proxy that only parses, tapes and forwards"
+                }
+            )
+        };
+        let lat = |w| find(&self.http_latency, w, |r| r.target).map(|r| r.p50_us);
+        if let (Some(d), Some(r), Some(l), Some(m)) = (
+            lat(Who::HttpDirect),
+            lat(Who::HttpRelay),
+            lat(Who::HttpLean),
+            lat(Who::HttpRecord),
+        ) {
+            let ratio = (l - d) / (r - d);
+            out.push(format!(
+                "record --url's extra p50: the lean taping proxy's is {:.1} µs = {}; record --url's {:.1} µs",
+                l - d,
+                verdict(ratio, ratio <= 1.5),
+                m - d
+            ));
+        }
+        let thr = |w| find(&self.http_pipelined, w, |r| r.target).map(|r| r.mb_per_s);
+        if let (Some(r), Some(l), Some(m)) = (
+            thr(Who::HttpRelay),
+            thr(Who::HttpLean),
+            thr(Who::HttpRecord),
+        ) {
+            let ratio = l / r;
+            out.push(format!(
+                "record --url's throughput: the lean taping proxy moves {} the TCP relay's; record --url {:.2}×",
+                verdict(ratio, ratio >= 0.75),
+                m / r
+            ));
+        }
+        let first = |w| find(&self.model_ttfb, w, |r| r.target).map(|r| r.first_p50_us);
+        if let (Some(d), Some(r), Some(l), Some(m)) = (
+            first(Who::ModelDirect),
+            first(Who::ModelRelay),
+            first(Who::ModelLean),
+            first(Who::ModelRecord),
+        ) {
+            let ratio = (l - d) / (r - d);
+            out.push(format!(
+                "model-proxy's extra time to the first event: the lean taping proxy's is {:.1} µs = {}; model-proxy's {:.1} µs",
+                l - d,
+                verdict(ratio, ratio <= 1.5),
+                m - d
+            ));
+        }
+        // Not for events/s: the lean proxy parses each event plainly (a string or two each),
+        // where model-proxy's per-event path was tuned over six rounds, so it is no floor there.
+        out
     }
 
     /// What hyper on both sides costs before anything is taped (`bench --hyper-proxy`), against
@@ -493,7 +558,9 @@ impl Results {
             }
         }
         if !self.floors.is_empty() {
-            println!("\nFloors: hyper on both sides, no tape (bench --hyper-proxy)");
+            println!(
+                "\nFloors: hyper on both sides, no tape (bench --hyper-proxy); a proxy that only parses, tapes and forwards (bench --lean-*-proxy)"
+            );
             for f in &self.floors {
                 println!("  {f}");
             }

@@ -41,6 +41,9 @@ pub enum Who {
     /// `bench --hyper-proxy`: hyper on both sides and no tape, the floor for a proxy built on
     /// hyper as `record --url` is.
     HttpHyper,
+    /// `bench --lean-http-proxy`: the floor of any proxy that tapes before it forwards, on
+    /// mcptape's tape format (examples/bench/lean.rs).
+    HttpLean,
     /// `mcptape record --url` in front of it.
     HttpRecord,
     /// `mcptape play --listen` of the tape the `HttpRecord` run of the same scenario wrote.
@@ -51,6 +54,8 @@ pub enum Who {
     ModelRelay,
     /// `bench --hyper-proxy` in front of it: the floor for `model-proxy`'s design, no tape.
     ModelHyper,
+    /// `bench --lean-model-proxy` in front of it: the floor of a taping model proxy.
+    ModelLean,
     /// `mcptape model-proxy` recording in front of it.
     ModelRecord,
     /// localab-vcr's model proxy recording in front of it (examples/bench/localab_model_proxy.py).
@@ -79,11 +84,13 @@ impl Who {
             Who::HttpDirect => "http direct",
             Who::HttpRelay => "http relay",
             Who::HttpHyper => "http hyper proxy",
+            Who::HttpLean => "http lean taping proxy",
             Who::HttpRecord => "http record --url",
             Who::HttpPlay => "http play --listen",
             Who::ModelDirect => "model direct",
             Who::ModelRelay => "model relay",
             Who::ModelHyper => "model hyper proxy",
+            Who::ModelLean => "model lean taping proxy",
             Who::ModelRecord => "mcptape model-proxy",
             Who::ModelPeer => "localab-vcr model",
             Who::HttpMcpRecorder => "http mcp-recorder",
@@ -205,6 +212,7 @@ impl Env {
             Who::HttpDirect
             | Who::HttpRelay
             | Who::HttpHyper
+            | Who::HttpLean
             | Who::HttpRecord
             | Who::HttpPlay
             | Who::HttpMcpRecorder => {
@@ -213,6 +221,7 @@ impl Env {
             Who::ModelDirect
             | Who::ModelRelay
             | Who::ModelHyper
+            | Who::ModelLean
             | Who::ModelRecord
             | Who::ModelPeer => {
                 unreachable!("model targets are started by Env::spawn_model")
@@ -859,6 +868,22 @@ impl Env {
                 let cmd = vec![bench.clone(), mode.into(), up.url.clone()];
                 (start(who, cmd, Stop::CloseStdin)?, Some(up), None)
             }
+            Who::HttpLean => {
+                let lean_tape = self.work.join(format!("{scenario}-http-lean.jsonl"));
+                let _ = std::fs::remove_file(&lean_tape);
+                let up = server()?;
+                let cmd = vec![
+                    bench.clone(),
+                    "--lean-http-proxy".into(),
+                    lean_tape.display().to_string(),
+                    up.url.clone(),
+                ];
+                (
+                    start(who, cmd, Stop::CloseStdin)?,
+                    Some(up),
+                    Some(lean_tape),
+                )
+            }
             Who::HttpRecord => {
                 let _ = std::fs::remove_file(&tape);
                 let _ = std::fs::remove_file(tape.with_extension("jsonl.lock"));
@@ -919,10 +944,11 @@ impl Env {
 }
 
 /// The HTTP targets, in run order (the recorder before its player).
-const HTTP_TARGETS: [Who; 5] = [
+const HTTP_TARGETS: [Who; 6] = [
     Who::HttpDirect,
     Who::HttpRelay,
     Who::HttpHyper,
+    Who::HttpLean,
     Who::HttpRecord,
     Who::HttpPlay,
 ];
