@@ -23,6 +23,9 @@ const VOLATILE_POINTERS: &[(&str, &str)] = &[
 /// The per-item metadata Codex CLI sends its built-in `openai` provider in Responses `input`.
 const CODEX_ITEM_META: &str = "internal_chat_message_metadata_passthrough";
 
+/// Gemini CLI's tool that activates one of its agent skills.
+const GEMINI_SKILL_TOOL: &str = "activate_skill";
+
 /// Text that changes run to run inside prompts and tool output, replaced by a placeholder.
 fn volatile_text() -> &'static [(Regex, &'static str)] {
     static RULES: OnceLock<Vec<(Regex, &'static str)>> = OnceLock::new();
@@ -64,6 +67,9 @@ fn scrub(v: &mut Value, in_items: bool) {
                     call.remove("id");
                 }
             }
+            if map.get("name").and_then(Value::as_str) == Some(GEMINI_SKILL_TOOL) {
+                skill_tool_in_order(map);
+            }
             for (key, child) in map.iter_mut() {
                 scrub(child, key == "input" && child.is_array());
             }
@@ -90,8 +96,84 @@ fn scrub(v: &mut Value, in_items: bool) {
                     *s = re.replace_all(s, *with).into_owned();
                 }
             }
+            if let Some(sorted) = skills_in_order(s) {
+                *s = sorted;
+            }
         }
         _ => {}
+    }
+}
+
+/// Gemini CLI (measured with 0.61) lists its agent skills in the order it happened to load them,
+/// which changes from run to run: in its system prompt (`<available_skills>`, one `<skill>` each)
+/// and in its `activate_skill` tool (the description's `(Available: 'a', 'b')` and the `name`
+/// parameter's `enum`). Matching compares them sorted; which skills there are still counts.
+fn skills_in_order(text: &str) -> Option<String> {
+    const OPEN: &str = "<available_skills>";
+    const CLOSE: &str = "</available_skills>";
+    let start = text.find(OPEN)? + OPEN.len();
+    let end = start + text[start..].find(CLOSE)?;
+    let inner = &text[start..end];
+    // The blocks and what stands between them; anything but blank space between two blocks, or
+    // a block not closed, and the list is left as it is.
+    let mut blocks = Vec::new();
+    let mut gaps = Vec::new();
+    let mut rest = inner;
+    loop {
+        let Some(at) = rest.find("<skill>") else {
+            if !rest.trim().is_empty() {
+                return None;
+            }
+            gaps.push(rest);
+            break;
+        };
+        if !rest[..at].trim().is_empty() {
+            return None;
+        }
+        gaps.push(&rest[..at]);
+        let len = rest[at..].find("</skill>")? + "</skill>".len();
+        blocks.push(&rest[at..at + len]);
+        rest = &rest[at + len..];
+    }
+    if blocks.windows(2).all(|w| w[0] <= w[1]) {
+        return None;
+    }
+    blocks.sort_unstable();
+    let mut out = String::with_capacity(text.len());
+    out.push_str(&text[..start]);
+    for (gap, block) in gaps.iter().zip(&blocks) {
+        out.push_str(gap);
+        out.push_str(block);
+    }
+    out.push_str(gaps.last().copied().unwrap_or(""));
+    out.push_str(&text[end..]);
+    Some(out)
+}
+
+/// `activate_skill`'s skill names in order: its `name` parameter's `enum` (under
+/// `parametersJsonSchema` or `parameters`) and the `(Available: …)` list in its description.
+fn skill_tool_in_order(tool: &mut serde_json::Map<String, Value>) {
+    for schema in ["parametersJsonSchema", "parameters"] {
+        if let Some(Value::Array(names)) = tool
+            .get_mut(schema)
+            .and_then(|s| s.pointer_mut("/properties/name/enum"))
+        {
+            names.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+        }
+    }
+    static AVAILABLE: OnceLock<Regex> = OnceLock::new();
+    let re = AVAILABLE.get_or_init(|| {
+        Regex::new(r"\(Available: ('[^']*'(?:, '[^']*')*)\)").expect("a valid built-in pattern")
+    });
+    if let Some(Value::String(d)) = tool.get_mut("description") {
+        let sorted = re.replace(d, |c: &regex::Captures<'_>| {
+            let mut names: Vec<&str> = c[1].split(", ").collect();
+            names.sort_unstable();
+            format!("(Available: {})", names.join(", "))
+        });
+        if let std::borrow::Cow::Owned(s) = sorted {
+            *d = s;
+        }
     }
 }
 
@@ -127,6 +209,10 @@ pub fn documented() -> Vec<(String, &'static str)> {
     ));
     out.push((
         "`functionCall.id`, `functionResponse.id`".into(),
+        "Gemini CLI",
+    ));
+    out.push((
+        "the order of the agent skills (`<available_skills>`, `activate_skill`)".into(),
         "Gemini CLI",
     ));
     out.extend(
@@ -189,6 +275,71 @@ mod tests {
         assert_ne!(
             canon(run("01a2-a", 1.0, "user.text")),
             canon(run("01a2-a", 1.0, "environments.environment_context"))
+        );
+    }
+
+    /// Gemini CLI 0.61's request with its two built-in skills, listed in `order` in its system
+    /// prompt and in its `activate_skill` tool (shapes as measured, text shortened).
+    fn gemini_with_skills(order: &[&str]) -> Value {
+        let blocks: String = order
+            .iter()
+            .map(|n| {
+                format!(
+                    "  <skill>\n    <name>{n}</name>\n    <description>Use {n}.</description>\n    <location>/x/builtin/{n}/SKILL.md</location>\n  </skill>\n"
+                )
+            })
+            .collect();
+        let quoted: Vec<String> = order.iter().map(|n| format!("'{n}'")).collect();
+        json!({
+            "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+            "systemInstruction": {"role": "user", "parts": [{"text": format!(
+                "# Available Agent Skills\n\n<available_skills>\n{blocks}</available_skills>\n\n# Hook Context")}]},
+            "tools": [{"functionDeclarations": [
+                {"name": "echo", "description": "Echoes", "parametersJsonSchema": {"type": "object"}},
+                {"name": "activate_skill",
+                 "description": format!("Activates a specialized agent skill by name (Available: {}). Returns…", quoted.join(", ")),
+                 "parametersJsonSchema": {"type": "object", "properties": {"name": {"type": "string", "enum": order,
+                    "description": "The name of the skill to activate."}}, "required": ["name"]}}
+            ]}]
+        })
+    }
+
+    /// Two runs of Gemini CLI list its skills in two orders: they compare equal. A different
+    /// set of skills, or the same words elsewhere, still counts.
+    #[test]
+    fn gemini_skills_compare_in_any_order_and_which_still_counts() {
+        let a = gemini_with_skills(&["skill-creator", "antigravity-support"]);
+        let b = gemini_with_skills(&["antigravity-support", "skill-creator"]);
+        assert_ne!(a, b);
+        assert_eq!(canon(a.clone()), canon(b));
+        let fewer = gemini_with_skills(&["skill-creator"]);
+        assert_ne!(canon(a.clone()), canon(fewer));
+        let other = gemini_with_skills(&["antigravity-support", "code-review"]);
+        assert_ne!(canon(a), canon(other));
+        // Only the skill tool's list: another tool's enum keeps its order.
+        let tool = |e: &[&str]| {
+            json!({"tools": [{"functionDeclarations": [{"name": "pick",
+                "parametersJsonSchema": {"properties": {"name": {"enum": e}}}}]}]})
+        };
+        assert_ne!(canon(tool(&["b", "a"])), canon(tool(&["a", "b"])));
+    }
+
+    /// A skills list with text between its blocks, or a block not closed, is left as it is.
+    #[test]
+    fn an_irregular_skills_list_is_left_as_it_is() {
+        for text in [
+            "<available_skills><skill>b</skill> note <skill>a</skill></available_skills>",
+            "<available_skills><skill>b</skill><skill>a</available_skills>",
+            "<available_skills><skill>b</skill><skill>a</skill>",
+        ] {
+            assert_eq!(skills_in_order(text), None, "{text}");
+        }
+        assert_eq!(
+            skills_in_order(
+                "x<available_skills>\n <skill>b</skill>\n <skill>a</skill>\n</available_skills>y"
+            )
+            .as_deref(),
+            Some("x<available_skills>\n <skill>a</skill>\n <skill>b</skill>\n</available_skills>y")
         );
     }
 

@@ -99,6 +99,9 @@ struct Bed {
     gemini_vertex: bool,
     /// Claude Code's model base URL in its user settings (`env`), not in its environment.
     claude_settings_base: bool,
+    /// Gemini CLI with its built-in agent skills on, as it comes (the other tests turn them
+    /// off).
+    gemini_skills: bool,
 }
 
 /// What one `mcptape run` did.
@@ -178,6 +181,18 @@ fn without_wall_time(answer: &str) -> String {
 }
 
 impl Bed {
+    /// `mcptape run` of `agent` with `servers`, on `tape`, its model at `base`, asked
+    /// [`PROMPT`]: a function of the run's mode arguments.
+    fn runner<'a>(
+        &'a self,
+        agent: Agent,
+        servers: Servers,
+        tape: &'a Path,
+        base: &'a str,
+    ) -> impl Fn(&[&str]) -> RunOut + 'a {
+        move |mode| self.run(agent, servers, tape, mode, base, PROMPT)
+    }
+
     fn new() -> Bed {
         let dir = tmp();
         let net = Net::new();
@@ -195,6 +210,7 @@ impl Bed {
             gemini_env_auth: false,
             gemini_vertex: false,
             claude_settings_base: false,
+            gemini_skills: false,
         };
         let (command, args) = bed.server_entry(None);
         let mcp = json!({"mcpServers": {"S": {"type": "stdio", "command": command, "args": args}}});
@@ -327,9 +343,9 @@ impl Bed {
                     "security": {"auth": {"selectedType": "gemini-api-key"}},
                     "telemetry": {"enabled": false},
                     "privacy": {"usageStatisticsEnabled": false},
-                    // Gemini CLI 0.61 lists its built-in skills in the system prompt and in the
-                    // activate_skill tool in an order that changes from run to run, so a replay
-                    // of the run would miss its recorded model requests (docs/agent-runs.md).
+                    // Gemini CLI 0.61 lists its built-in skills in an order that changes from
+                    // run to run (matching sorts them: docs/agent-runs.md). Off here, so the
+                    // other tests' requests stay small; on in the test of that.
                     "skills": {"enabled": false},
                 });
                 if self.gemini_env_auth || self.gemini_vertex {
@@ -337,6 +353,9 @@ impl Bed {
                         .as_object_mut()
                         .expect("settings")
                         .remove("security");
+                }
+                if self.gemini_skills {
+                    settings.as_object_mut().expect("settings").remove("skills");
                 }
                 std::fs::create_dir_all(home.join(".gemini")).expect(".gemini");
                 std::fs::write(home.join(".gemini/settings.json"), settings.to_string())
@@ -691,16 +710,7 @@ fn claude_code_with_its_base_url_in_its_settings_is_recorded_and_played_back() {
     bed.claude_settings_base = true;
     let tape = bed.tape("claude-settings.jsonl");
     let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
-    let run = |mode: &[&str]| {
-        bed.run(
-            Agent::Claude,
-            Servers::CommandLine,
-            &tape,
-            mode,
-            &fake.url,
-            PROMPT,
-        )
-    };
+    let run = bed.runner(Agent::Claude, Servers::CommandLine, &tape, &fake.url);
     let rec = run(&[]);
     let answer = rec.ok();
     assert_contains(
@@ -826,6 +836,27 @@ fn gemini_cli_on_vertex_ai_is_recorded_and_played_back() {
     });
 }
 
+/// Gemini CLI with its built-in skills on, as it comes: it lists them (in its system prompt,
+/// and in the enum of its `activate_skill` tool) in an order that changes from run to run.
+/// Recorded once and played back three times, each time offline and with no miss.
+#[test]
+fn gemini_cli_with_its_skills_on_plays_back_whatever_order_it_lists_them_in() {
+    let mut bed = Bed::new();
+    bed.gemini_skills = true;
+    let tape = bed.tape("gemini-skills.jsonl");
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    let run = bed.runner(Agent::Gemini, Servers::UserScope, &tape, &fake.url);
+    let rec = run(&[]);
+    let answer = rec.ok();
+    assert_eq!(fake.posts().len(), 2, "{}", rec.console());
+    for round in 1..=3 {
+        let play = run(&["--playback"]);
+        assert_eq!(play.ok(), answer, "playback {round}:\n{}", play.console());
+        assert_contains(&play.stderr, "2 model calls served, 0 missed");
+    }
+    assert_eq!(fake.posts().len(), 2, "playback asked the model nothing");
+}
+
 /// Gemini CLI in `bed` recorded with `run --upstream` at the fake provider (its own base URL
 /// left unset, as its users have it), `recorded` checking the model requests the provider got
 /// (and what else), then played back with the same answer and no model request.
@@ -836,16 +867,7 @@ fn gemini_recorded_against_upstream_and_played_back(
 ) {
     let tape = bed.tape(tape);
     let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
-    let run = |mode: &[&str]| {
-        bed.run(
-            Agent::Gemini,
-            Servers::UserScope,
-            &tape,
-            mode,
-            &fake.url,
-            PROMPT,
-        )
-    };
+    let run = bed.runner(Agent::Gemini, Servers::UserScope, &tape, &fake.url);
     let rec = run(&["--upstream", &fake.url]);
     let answer = rec.ok();
     let posts = fake.posts();
