@@ -38,6 +38,12 @@ pub enum Agent {
 }
 
 impl Agent {
+    /// Whether its JSON config files may hold comments and trailing commas (VS Code's and
+    /// Cursor's `mcp.json`, Gemini CLI's settings).
+    fn reads_jsonc(self) -> bool {
+        matches!(self, Agent::VsCode | Agent::Cursor | Agent::GeminiCli)
+    }
+
     /// The agent a command line starts (by the program's file name).
     pub fn of(command: &[String]) -> Agent {
         let name = command
@@ -271,7 +277,8 @@ fn prepare_json_agent(
             continue;
         }
         let text = std::fs::read_to_string(&file).map_err(|e| config_err(&file, e))?;
-        let mut json: Value = serde_json::from_str(&text).map_err(|e| config_err(&file, e))?;
+        let mut json =
+            config::parse_config(&text, agent.reads_jsonc()).map_err(|e| config_err(&file, e))?;
         let r = config::rewrite_json(&mut json, plan.through, plan.http);
         if let Some(kind) = sign_in {
             json = gemini_auth(json, kind);
@@ -541,20 +548,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (cwd, home) = (dir.path().join("proj"), dir.path().join("home"));
         let files: &[(&str, &str)] = &[
-            // Gemini CLI: settings beside the servers, `httpUrl` for HTTP.
+            // Gemini CLI: settings beside the servers, `httpUrl` for HTTP, a comment.
             (
                 "home/.gemini/settings.json",
-                "{\n  \"theme\": \"Default\",\n  \"telemetry\": {\"enabled\": false},\n  \"mcpServers\": {\n    \"mem\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-memory\"], \"trust\": true},\n    \"web\": {\"httpUrl\": \"http://127.0.0.1:9/mcp\"}\n  }\n}\n",
+                "{\n  // Gemini CLI reads its settings with comments.\n  \"theme\": \"Default\",\n  \"telemetry\": {\"enabled\": false},\n  \"mcpServers\": {\n    \"mem\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-memory\"], \"trust\": true},\n    \"web\": {\"httpUrl\": \"http://127.0.0.1:9/mcp\"}\n  }\n}\n",
             ),
             // Cursor: `command` or `url`.
             (
                 "proj/.cursor/mcp.json",
                 "{\"mcpServers\":{\"fs\":{\"command\":\"npx\",\"args\":[\"-y\",\"@modelcontextprotocol/server-filesystem\",\".\"],\"env\":{\"DEBUG\":\"1\"}}}}",
             ),
-            // VS Code: `servers` and `inputs`.
+            // VS Code: `servers` and `inputs`, with comments and a trailing comma (JSONC, as
+            // VS Code reads it).
             (
                 "proj/.vscode/mcp.json",
-                "{\n\t\"inputs\": [{\"type\": \"promptString\", \"id\": \"key\", \"password\": true}],\n\t\"servers\": {\"git\": {\"type\": \"stdio\", \"command\": \"uvx\", \"args\": [\"mcp-server-git\"]}}\n}\n",
+                "{\n\t// Inputs are asked for once.\n\t\"inputs\": [{\"type\": \"promptString\", \"id\": \"key\", \"password\": true}],\n\t/* git: see https://x.y/z */\n\t\"servers\": {\"git\": {\"type\": \"stdio\", \"command\": \"uvx\", \"args\": [\"mcp-server-git\"],},},\n}\n",
             ),
             // Claude Desktop (its Linux path).
             (

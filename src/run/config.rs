@@ -343,10 +343,30 @@ pub fn restore_all(journal: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(restored)
 }
 
-/// A config file read as JSON, for a value looked up in it: `None` when it is not there or does
-/// not parse (rewriting it, when it is rewritten, says why).
+/// A config file read as JSON (comments and trailing commas taken), for a value looked up in
+/// it: `None` when it is not there or does not parse (rewriting it, when it is rewritten, says
+/// why).
 pub fn read_json(path: &Path) -> Option<Value> {
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    parse_config(&std::fs::read_to_string(path).ok()?, true).ok()
+}
+
+/// A config file's text as its client reads it: JSON, or with `jsonc` also JSON with comments
+/// and trailing commas (VS Code reads its `mcp.json` so, Gemini CLI its settings through
+/// strip-json-comments). The file is rewritten for the run as plain JSON, without them; its own
+/// bytes, comments and all, are put back after. Comments are blanked, not cut, so an error's
+/// line and column are the file's.
+pub fn parse_config(text: &str, jsonc: bool) -> Result<Value, String> {
+    let strict = match serde_json::from_str(text) {
+        Ok(v) => return Ok(v),
+        Err(e) if !jsonc => return Err(e.to_string()),
+        Err(e) => e,
+    };
+    let mut plain = text.to_string();
+    if json_strip_comments::strip(&mut plain).is_err() {
+        // A comment that never ends: the strict reading's error is the one to show.
+        return Err(strict.to_string());
+    }
+    serde_json::from_str(&plain).map_err(|e| e.to_string())
 }
 
 /// Makes `dir` anew, empty and owner-only. Links in an old one are removed, not followed.
@@ -357,6 +377,43 @@ pub fn fresh_private_dir(dir: &Path) -> std::io::Result<()> {
         _ => {}
     }
     std::fs::DirBuilder::new().mode(0o700).create(dir)
+}
+
+#[cfg(test)]
+mod jsonc_tests {
+    use super::parse_config;
+    use serde_json::json;
+
+    /// VS Code's `mcp.json` as its users write it: line and block comments, a trailing comma,
+    /// and comment-like text inside strings, which stays.
+    #[test]
+    fn a_config_with_comments_and_trailing_commas_reads_as_its_client_reads_it() {
+        let text = r#"{
+  // My servers
+  "servers": {
+    "fs": { "command": "npx", "args": ["-y", "server-fs", "/tmp//x"], }, /* the files */
+    "web": { "url": "http://localhost:3000/mcp#a" },
+  },
+}"#;
+        let v = parse_config(text, true).unwrap();
+        assert_eq!(
+            v,
+            json!({"servers": {"fs": {"command": "npx", "args": ["-y", "server-fs", "/tmp//x"]},
+                "web": {"url": "http://localhost:3000/mcp#a"}}})
+        );
+        // Not for a client that reads strict JSON: its own reader would refuse the file.
+        assert!(parse_config(text, false).is_err());
+    }
+
+    /// An error keeps the file's line and column, comments or not.
+    #[test]
+    fn an_error_in_a_commented_file_names_its_line() {
+        let text = "{\n  // one\n  /* two */\n  \"a\": 1 2\n}";
+        let e = parse_config(text, true).unwrap_err();
+        assert!(e.contains("line 4"), "{e}");
+        let e = parse_config("{\"a\": 1 /* never closed", true).unwrap_err();
+        assert!(e.contains("line 1"), "{e}");
+    }
 }
 
 #[cfg(test)]

@@ -102,6 +102,9 @@ struct Bed {
     /// Gemini CLI with its built-in agent skills on, as it comes (the other tests turn them
     /// off).
     gemini_skills: bool,
+    /// Gemini CLI's settings with comments in them (it reads them through
+    /// strip-json-comments).
+    gemini_commented: bool,
 }
 
 /// What one `mcptape run` did.
@@ -211,6 +214,7 @@ impl Bed {
             gemini_vertex: false,
             claude_settings_base: false,
             gemini_skills: false,
+            gemini_commented: false,
         };
         let (command, args) = bed.server_entry(None);
         let mcp = json!({"mcpServers": {"S": {"type": "stdio", "command": command, "args": args}}});
@@ -358,8 +362,12 @@ impl Bed {
                     settings.as_object_mut().expect("settings").remove("skills");
                 }
                 std::fs::create_dir_all(home.join(".gemini")).expect(".gemini");
-                std::fs::write(home.join(".gemini/settings.json"), settings.to_string())
-                    .expect("settings.json");
+                let mut text = serde_json::to_string_pretty(&settings).expect("settings");
+                if self.gemini_commented {
+                    text = format!("// The test bed's settings.\n{text}")
+                        .replace("\"mcpServers\"", "/* its server */ \"mcpServers\"");
+                }
+                std::fs::write(home.join(".gemini/settings.json"), text).expect("settings.json");
                 // Without -m a router asks the model which model to use first.
                 cmd.arg(agent_bin("gemini"))
                     .args(["-m", "gemini-2.5-flash", "-p", prompt, "--yolo"])
@@ -854,6 +862,33 @@ fn gemini_cli_with_its_skills_on_plays_back_whatever_order_it_lists_them_in() {
         assert_eq!(play.ok(), answer, "playback {round}:\n{}", play.console());
         assert_contains(&play.stderr, "2 model calls served, 0 missed");
     }
+    assert_eq!(fake.posts().len(), 2, "playback asked the model nothing");
+}
+
+/// Gemini CLI whose settings hold comments, which it reads (through strip-json-comments): its
+/// server goes through mcptape, the run is recorded and played back, and the settings are put
+/// back with their comments. (`run` refused such a file as not JSON.)
+#[test]
+fn gemini_cli_with_comments_in_its_settings_is_recorded_and_played_back() {
+    let mut bed = Bed::new();
+    bed.gemini_commented = true;
+    let tape = bed.tape("gemini-commented.jsonl");
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    let run = bed.runner(Agent::Gemini, Servers::UserScope, &tape, &fake.url);
+    let settings = bed.home().join(".gemini/settings.json");
+    let rec = run(&[]);
+    let answer = rec.ok();
+    assert_contains(
+        &rec.stderr,
+        "mcptape run: Gemini CLI exited 0; 2 model calls and MCP servers S on",
+    );
+    let after = std::fs::read_to_string(&settings).expect("settings.json");
+    assert!(
+        after.starts_with("// The test bed's settings.\n") && after.contains("/* its server */"),
+        "put back with its comments: {after}"
+    );
+    let play = run(&["--playback"]);
+    assert_eq!(play.ok(), answer, "{}", play.console());
     assert_eq!(fake.posts().len(), 2, "playback asked the model nothing");
 }
 
