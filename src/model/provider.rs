@@ -52,7 +52,7 @@ pub struct Route {
     /// The endpoint, as matching compares it (`messages`, `messages/count_tokens`,
     /// `chat/completions`, `responses`, `generateContent`, `streamGenerateContent`, or the path).
     pub endpoint: String,
-    /// Gemini names the model in the path.
+    /// Gemini, and Anthropic on Vertex AI, name the model in the path.
     pub path_model: Option<String>,
 }
 
@@ -76,6 +76,29 @@ pub fn route(path_and_query: &str) -> Route {
         (Provider::Gemini, "generateContent")
     } else if ends(":countTokens") {
         (Provider::Gemini, "countTokens")
+    } else if path.contains("/publishers/anthropic/models/")
+        && (ends(":streamRawPredict") || ends(":rawPredict"))
+    {
+        // Anthropic on Vertex AI (Claude Code with `CLAUDE_CODE_USE_VERTEX`): the Messages
+        // API with the model in the path (`…/models/M:streamRawPredict`), and count_tokens as
+        // the model `count-tokens`.
+        let counts = path.contains("/models/count-tokens:");
+        let endpoint = if counts {
+            "messages/count_tokens"
+        } else {
+            "messages"
+        };
+        let path_model = (!counts)
+            .then(|| {
+                let last = path.rsplit('/').next()?;
+                Some(last.split_once(':')?.0.to_string())
+            })
+            .flatten();
+        return Route {
+            provider: Provider::Anthropic,
+            endpoint: endpoint.to_string(),
+            path_model,
+        };
     } else {
         return Route {
             provider: Provider::Other,
@@ -414,6 +437,27 @@ mod tests {
             Some("gemini-2.5-flash")
         );
         assert_eq!(route("/v1/models").provider, Provider::Other);
+        // Anthropic on Vertex AI, as Claude Code 2.1 asks it.
+        let vertex = "/v1/projects/p-1/locations/us-east5/publishers/anthropic/models";
+        let r = route(&format!(
+            "{vertex}/claude-sonnet-4-5@20250929:streamRawPredict"
+        ));
+        assert_eq!(
+            (r.provider, r.endpoint.as_str()),
+            (Provider::Anthropic, "messages")
+        );
+        assert_eq!(r.path_model.as_deref(), Some("claude-sonnet-4-5@20250929"));
+        let r = route(&format!("{vertex}/claude-haiku-4-5@20251001:rawPredict"));
+        assert_eq!(r.endpoint, "messages");
+        let r = route(&format!("{vertex}/count-tokens:rawPredict"));
+        assert_eq!(
+            (r.endpoint.as_str(), r.path_model),
+            ("messages/count_tokens", None)
+        );
+        assert_eq!(
+            route("/v1/projects/p/locations/l/publishers/google/models/g:rawPredict").provider,
+            Provider::Other
+        );
     }
 
     #[test]

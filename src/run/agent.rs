@@ -370,6 +370,9 @@ fn point_anthropic_and_openai(agent: Agent, url: &str, plan: &Plan<'_>, p: &mut 
             .argv
             .iter()
             .any(|a| a == "--settings" || a.starts_with("--settings="));
+        if point_claude_vertex(url, plan, own, p) {
+            return;
+        }
         match claude_settings_base_url(plan.cwd, config_dir.as_deref(), plan.home) {
             Some(_) if own => crate::diag!(
                 "mcptape run: WARNING: Claude Code's settings set env.ANTHROPIC_BASE_URL and its command line has a --settings of its own, which mcptape leaves alone: unless that sets env.ANTHROPIC_BASE_URL to mcptape's, its model calls bypass the tape"
@@ -467,6 +470,18 @@ fn claude_settings_base_url(
     config_dir: Option<&Path>,
     home: Option<&Path>,
 ) -> Option<String> {
+    claude_settings_env(cwd, config_dir, home, "ANTHROPIC_BASE_URL")
+}
+
+/// The variable `key` of the `env` Claude Code's settings files set (see
+/// [`claude_settings_base_url`]), when it is not empty.
+fn claude_settings_env(
+    cwd: &Path,
+    config_dir: Option<&Path>,
+    home: Option<&Path>,
+    key: &str,
+) -> Option<String> {
+    let pointer = format!("/env/{key}");
     let user = config_dir
         .map(Path::to_path_buf)
         .or_else(|| home.map(|h| h.join(".claude")));
@@ -479,11 +494,62 @@ fn claude_settings_base_url(
     .flatten()
     .find_map(|f| {
         config::read_json(&f)?
-            .pointer("/env/ANTHROPIC_BASE_URL")?
+            .pointer(&pointer)?
             .as_str()
             .filter(|u| !u.is_empty())
             .map(str::to_string)
     })
+}
+
+/// Claude Code on Vertex AI (`CLAUDE_CODE_USE_VERTEX`, in its environment or its settings' `env`)
+/// asks `ANTHROPIC_VERTEX_BASE_URL`, not `ANTHROPIC_BASE_URL`: that one is pointed. The upstream
+/// is the user's own, else Vertex's for `CLOUD_ML_REGION` (default `us-east5`) as Claude Code
+/// 2.1's client makes it. Returns false when Claude Code is not on Vertex AI.
+fn point_claude_vertex(url: &str, plan: &Plan<'_>, own_settings: bool, p: &mut Prepared) -> bool {
+    let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR").map(PathBuf::from);
+    let setting = |k: &str| claude_settings_env(plan.cwd, config_dir.as_deref(), plan.home, k);
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    // A settings file's `env` outranks the process environment (measured for the base URL).
+    let truthy = |v: Option<String>| {
+        v.is_some_and(|v| ["1", "true", "yes", "on"].contains(&v.trim().to_lowercase().as_str()))
+    };
+    if !truthy(setting("CLAUDE_CODE_USE_VERTEX").or_else(|| env("CLAUDE_CODE_USE_VERTEX"))) {
+        return false;
+    }
+    let in_settings = setting("ANTHROPIC_VERTEX_BASE_URL");
+    let base = in_settings
+        .clone()
+        .or_else(|| env("ANTHROPIC_VERTEX_BASE_URL"))
+        .unwrap_or_else(|| {
+            let region = setting("CLOUD_ML_REGION")
+                .or_else(|| env("CLOUD_ML_REGION"))
+                .unwrap_or_else(|| "us-east5".into());
+            vertex_base(&region)
+        });
+    let (upstream, prefix) = split_base(&base);
+    p.upstream = Some(upstream);
+    let ours = format!("{url}{prefix}");
+    match in_settings {
+        Some(_) if own_settings => crate::diag!(
+            "mcptape run: WARNING: Claude Code's settings set env.ANTHROPIC_VERTEX_BASE_URL and its command line has a --settings of its own, which mcptape leaves alone: unless that sets it to mcptape's, its model calls bypass the tape"
+        ),
+        Some(_) => {
+            let settings = serde_json::json!({"env": {"ANTHROPIC_VERTEX_BASE_URL": ours}});
+            p.argv
+                .splice(1..1, ["--settings".to_string(), settings.to_string()]);
+        }
+        None => p.env.push(("ANTHROPIC_VERTEX_BASE_URL".into(), ours)),
+    }
+    true
+}
+
+/// Vertex AI's base URL for `region`, as Claude Code's Vertex client makes it.
+fn vertex_base(region: &str) -> String {
+    match region {
+        "global" => "https://aiplatform.googleapis.com/v1".into(),
+        "us" | "eu" => format!("https://aiplatform.{region}.rep.googleapis.com/v1"),
+        r => format!("https://{r}-aiplatform.googleapis.com/v1"),
+    }
 }
 
 #[cfg(test)]
@@ -522,6 +588,23 @@ mod tests {
         assert_eq!(
             claude_settings_base_url(&cwd, None, Some(&home)).as_deref(),
             Some("https://local.example")
+        );
+    }
+
+    /// Vertex AI's base URL for a region, as Claude Code 2.1's client makes it.
+    #[test]
+    fn vertex_base_urls_are_claude_codes() {
+        assert_eq!(
+            vertex_base("global"),
+            "https://aiplatform.googleapis.com/v1"
+        );
+        assert_eq!(
+            vertex_base("eu"),
+            "https://aiplatform.eu.rep.googleapis.com/v1"
+        );
+        assert_eq!(
+            vertex_base("us-east5"),
+            "https://us-east5-aiplatform.googleapis.com/v1"
         );
     }
 

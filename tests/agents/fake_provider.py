@@ -6,6 +6,8 @@ Speaks, under any path prefix:
   OpenAI Chat          POST .../v1/chat/completions
   OpenAI Responses     POST .../v1/responses
   Gemini               POST .../v1beta/models/M:generateContent, :streamGenerateContent[?alt=sse]
+  Anthropic on Vertex  POST .../v1/projects/P/locations/L/publishers/anthropic/models/M:rawPredict,
+                       :streamRawPredict (M = count-tokens: count_tokens)
   GET/HEAD anything else -> 200 (preconnect probes); GET .../v1/models -> a one-model list.
 
 Script: while the conversation holds no tool result, answer with a call to the first offered tool
@@ -447,6 +449,11 @@ GEMINI_RE = re.compile(
     r"models/([^/:]+):(generateContent|streamGenerateContent)$"
 )
 
+# Anthropic on Vertex AI: the Messages API with the model in the path, as Claude Code asks it.
+VERTEX_ANTHROPIC_RE = re.compile(
+    r"/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$"
+)
+
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -589,14 +596,15 @@ class Handler(BaseHTTPRequestHandler):
         st = self.server.state
         b = body if isinstance(body, dict) else {}
 
-        if path.endswith("/v1/messages/count_tokens"):
+        vertex = VERTEX_ANTHROPIC_RE.search(path)
+        if path.endswith("/v1/messages/count_tokens") or (vertex and vertex.group(1) == "count-tokens"):
             self.record(body, text, status=200, reply="count_tokens")
             # A function of the request, so each counted request has its own answer.
             return self.send_json(200, {"input_tokens": max(1, len(raw) // 4)})
 
         api = model = None
-        if path.endswith("/v1/messages"):
-            api, model = "anthropic", b.get("model", "fake-model")
+        if path.endswith("/v1/messages") or vertex:
+            api, model = "anthropic", (vertex.group(1) if vertex else b.get("model", "fake-model"))
             offered, results = anthropic_scan(b)
             stream = bool(b.get("stream"))
         elif path.endswith("/chat/completions"):

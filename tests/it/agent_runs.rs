@@ -105,6 +105,9 @@ struct Bed {
     /// Gemini CLI's settings with comments in them (it reads them through
     /// strip-json-comments).
     gemini_commented: bool,
+    /// Claude Code on Vertex AI (`CLAUDE_CODE_USE_VERTEX`, its auth skipped as behind a
+    /// gateway), its base URL `ANTHROPIC_VERTEX_BASE_URL`.
+    claude_vertex: bool,
 }
 
 /// What one `mcptape run` did.
@@ -215,6 +218,7 @@ impl Bed {
             claude_settings_base: false,
             gemini_skills: false,
             gemini_commented: false,
+            claude_vertex: false,
         };
         let (command, args) = bed.server_entry(None);
         let mcp = json!({"mcpServers": {"S": {"type": "stdio", "command": command, "args": args}}});
@@ -325,7 +329,13 @@ impl Bed {
                 cmd.args(["--allowedTools", "mcp__S__echo", "--output-format", "json"])
                     .env_clear()
                     .env("CLAUDE_CONFIG_DIR", &config);
-                if !self.claude_settings_base {
+                if self.claude_vertex {
+                    cmd.env("CLAUDE_CODE_USE_VERTEX", "1")
+                        .env("CLAUDE_CODE_SKIP_VERTEX_AUTH", "1")
+                        .env("ANTHROPIC_VERTEX_PROJECT_ID", "test-project")
+                        .env("CLOUD_ML_REGION", "us-east5")
+                        .env("ANTHROPIC_VERTEX_BASE_URL", format!("{base}/v1"));
+                } else if !self.claude_settings_base {
                     cmd.env("ANTHROPIC_BASE_URL", base);
                 }
                 cmd.env("ANTHROPIC_API_KEY", "sk-ant-fake-key-for-tests")
@@ -716,7 +726,13 @@ fn claude_code_is_recorded_replayed_and_played_back_offline() {
 fn claude_code_with_its_base_url_in_its_settings_is_recorded_and_played_back() {
     let mut bed = Bed::new();
     bed.claude_settings_base = true;
-    let tape = bed.tape("claude-settings.jsonl");
+    claude_recorded_and_played_back(&bed, "claude-settings.jsonl", |_| {});
+}
+
+/// Claude Code in `bed` recorded through mcptape against the fake provider (2 model calls,
+/// `recorded` checking what the provider got), then played back offline with the same answer.
+fn claude_recorded_and_played_back(bed: &Bed, tape: &str, recorded: impl FnOnce(&[Value])) {
+    let tape = bed.tape(tape);
     let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
     let run = bed.runner(Agent::Claude, Servers::CommandLine, &tape, &fake.url);
     let rec = run(&[]);
@@ -725,11 +741,34 @@ fn claude_code_with_its_base_url_in_its_settings_is_recorded_and_played_back() {
         &rec.stderr,
         "mcptape run: Claude Code exited 0; 2 model calls and MCP servers S on",
     );
-    assert_eq!(fake.posts().len(), 2, "{}", rec.console());
+    let posts = fake.posts();
+    assert_eq!(posts.len(), 2, "{}", rec.console());
+    recorded(&posts);
     check_tape(Agent::Claude, &tape);
     let play = run(&["--playback"]);
     assert_eq!(play.ok(), answer, "{}", play.console());
+    assert_contains(&play.stderr, "2 model calls served, 0 missed");
     assert_eq!(fake.posts().len(), 2, "playback asked the model nothing");
+}
+
+/// Claude Code on Vertex AI (`CLAUDE_CODE_USE_VERTEX`; its Google sign-in skipped, as behind
+/// a gateway), which asks `ANTHROPIC_VERTEX_BASE_URL` and not `ANTHROPIC_BASE_URL`: pointed
+/// with that one, recorded (Vertex's `…/publishers/anthropic/models/M:streamRawPredict`), and
+/// played back offline. (It was not pointed: its model calls went straight to its base URL
+/// and the tape held none.)
+#[test]
+fn claude_code_on_vertex_ai_is_recorded_and_played_back() {
+    let mut bed = Bed::new();
+    bed.claude_vertex = true;
+    claude_recorded_and_played_back(&bed, "claude-vertex.jsonl", |posts| {
+        let vertex = "/v1/projects/test-project/locations/us-east5/publishers/anthropic/models/";
+        assert!(
+            posts.iter().all(|p| p["path"]
+                .as_str()
+                .is_some_and(|p| p.starts_with(vertex) && p.ends_with(":streamRawPredict"))),
+            "Vertex's paths: {posts:#?}"
+        );
+    });
 }
 
 #[test]
