@@ -370,7 +370,7 @@ fn point_anthropic_and_openai(agent: Agent, url: &str, plan: &Plan<'_>, p: &mut 
             .argv
             .iter()
             .any(|a| a == "--settings" || a.starts_with("--settings="));
-        if point_claude_vertex(url, plan, own, p) {
+        if point_claude_vertex(url, plan, config_dir.as_deref(), own, p) {
             return;
         }
         match claude_settings_base_url(plan.cwd, config_dir.as_deref(), plan.home) {
@@ -505,11 +505,17 @@ fn claude_settings_env(
 /// asks `ANTHROPIC_VERTEX_BASE_URL`, not `ANTHROPIC_BASE_URL`: that one is pointed. The upstream
 /// is the user's own, else Vertex's for `CLOUD_ML_REGION` (default `us-east5`) as Claude Code
 /// 2.1's client makes it. Returns false when Claude Code is not on Vertex AI.
-fn point_claude_vertex(url: &str, plan: &Plan<'_>, own_settings: bool, p: &mut Prepared) -> bool {
-    let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR").map(PathBuf::from);
-    let setting = |k: &str| claude_settings_env(plan.cwd, config_dir.as_deref(), plan.home, k);
+fn point_claude_vertex(
+    url: &str,
+    plan: &Plan<'_>,
+    config_dir: Option<&Path>,
+    own_settings: bool,
+    p: &mut Prepared,
+) -> bool {
+    // Each variable from the settings files' `env` first: it outranks the process environment
+    // (measured for the base URL).
+    let setting = |k: &str| claude_settings_env(plan.cwd, config_dir, plan.home, k);
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    // A settings file's `env` outranks the process environment (measured for the base URL).
     let truthy = |v: Option<String>| {
         v.is_some_and(|v| ["1", "true", "yes", "on"].contains(&v.trim().to_lowercase().as_str()))
     };
