@@ -7,7 +7,7 @@ use crate::record::{RecordError, RecordOutcome, Recorder};
 use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The label model calls are taped under unless told otherwise.
@@ -74,6 +74,29 @@ pub fn upstream_uri(url: &str) -> Result<hyper::Uri, RecordError> {
     Ok(uri)
 }
 
+/// A new tape at `path` for model calls to `upstream`, labelled `label`.
+pub(crate) fn model_tape(
+    path: &Path,
+    write: &WriteOptions,
+    label: &str,
+    upstream: &str,
+) -> Result<Recorder, RecordError> {
+    let tape_err = |cause| RecordError::Tape {
+        path: path.to_path_buf(),
+        cause,
+    };
+    let mut writer = TapeWriter::create(path, write.clone()).map_err(tape_err)?;
+    if let Some(r) = &write.redactor {
+        // A model request is prose: it needs the text rules, compiled while the client starts
+        // (see `compile_in_background`).
+        r.compile_in_background();
+    }
+    writer
+        .declare_server(ServerDecl::model(label, upstream.to_string()))
+        .map_err(tape_err)?;
+    Ok(Recorder::new(writer, label))
+}
+
 /// Records model calls until `shutdown` completes; `on_ready` gets the proxy's base URL.
 pub async fn record_model(
     cfg: &ModelProxyConfig,
@@ -89,19 +112,7 @@ pub async fn record_model(
             addr: cfg.listen,
             cause,
         })?;
-    let tape_err = |cause| RecordError::Tape {
-        path: cfg.tape.clone(),
-        cause,
-    };
-    let mut writer = TapeWriter::create(&cfg.tape, cfg.write.clone()).map_err(tape_err)?;
-    if let Some(r) = &cfg.write.redactor {
-        // A model request is prose: it needs the text rules (see `compile_in_background`).
-        r.compile_in_background();
-    }
-    writer
-        .declare_server(ServerDecl::model(&cfg.label, cfg.upstream.clone()))
-        .map_err(tape_err)?;
-    let tape = Recorder::new(writer, &cfg.label);
+    let tape = model_tape(&cfg.tape, &cfg.write, &cfg.label, &cfg.upstream)?;
     let proxy = Arc::new(ModelProxy::new(
         tape.clone(),
         upstream,
@@ -113,7 +124,10 @@ pub async fn record_model(
         crate::transport::http::accept_until(&listener, cfg.limits, proxy, shutdown).await;
     // Streams still open get a moment to finish onto the tape.
     drain(connections).await;
-    let closed = tape.close(None, why).map_err(tape_err)?;
+    let closed = tape.close(None, why).map_err(|cause| RecordError::Tape {
+        path: cfg.tape.clone(),
+        cause,
+    })?;
     Ok(RecordOutcome::new(closed, 0))
 }
 

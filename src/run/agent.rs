@@ -366,24 +366,14 @@ fn point_anthropic_and_openai(agent: Agent, url: &str, plan: &Plan<'_>, p: &mut 
     // command-line settings, which outrank every settings file but the managed policy.
     if agent == Agent::ClaudeCode {
         let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR").map(PathBuf::from);
-        let own = p
-            .argv
-            .iter()
-            .any(|a| a == "--settings" || a.starts_with("--settings="));
-        if point_claude_vertex(url, plan, config_dir.as_deref(), own, p) {
+        let settings = claude_settings_env(plan.cwd, config_dir.as_deref(), plan.home);
+        if point_claude_vertex(url, &settings, p) {
             return;
         }
-        match claude_settings_base_url(plan.cwd, config_dir.as_deref(), plan.home) {
-            Some(_) if own => crate::diag!(
-                "mcptape run: WARNING: Claude Code's settings set env.ANTHROPIC_BASE_URL and its command line has a --settings of its own, which mcptape leaves alone: unless that sets env.ANTHROPIC_BASE_URL to mcptape's, its model calls bypass the tape"
-            ),
-            Some(base) => {
-                p.upstream = Some(base);
-                let settings = serde_json::json!({"env": {"ANTHROPIC_BASE_URL": url}});
-                p.argv
-                    .splice(1..1, ["--settings".to_string(), settings.to_string()]);
+        if let Some(base) = settings.get("ANTHROPIC_BASE_URL") {
+            if over_claude_settings(p, "ANTHROPIC_BASE_URL", url) {
+                p.upstream = Some(base.clone());
             }
-            None => {}
         }
     }
     if agent == Agent::Other {
@@ -462,43 +452,69 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// The `env.ANTHROPIC_BASE_URL` Claude Code's settings files set, the one that wins: the
-/// project's local settings, then the project's, then the user's (in `config_dir`, else
-/// `~/.claude`).
+/// The `env.ANTHROPIC_BASE_URL` Claude Code's settings files set (see
+/// [`claude_settings_env`]).
+#[cfg(test)]
 fn claude_settings_base_url(
     cwd: &Path,
     config_dir: Option<&Path>,
     home: Option<&Path>,
 ) -> Option<String> {
-    claude_settings_env(cwd, config_dir, home, "ANTHROPIC_BASE_URL")
+    claude_settings_env(cwd, config_dir, home).remove("ANTHROPIC_BASE_URL")
 }
 
-/// The variable `key` of the `env` Claude Code's settings files set (see
-/// [`claude_settings_base_url`]), when it is not empty.
+/// The variables the `env` of Claude Code's settings files set (non-empty strings), each the one
+/// that wins: the project's local settings, then the project's, then the user's (in
+/// `config_dir`, else `~/.claude`). Each file is read once.
 fn claude_settings_env(
     cwd: &Path,
     config_dir: Option<&Path>,
     home: Option<&Path>,
-    key: &str,
-) -> Option<String> {
-    let pointer = format!("/env/{key}");
+) -> std::collections::HashMap<String, String> {
     let user = config_dir
         .map(Path::to_path_buf)
         .or_else(|| home.map(|h| h.join(".claude")));
-    [
+    let mut vars = std::collections::HashMap::new();
+    let files = [
         Some(cwd.join(".claude/settings.local.json")),
         Some(cwd.join(".claude/settings.json")),
         user.map(|d| d.join("settings.json")),
-    ]
-    .into_iter()
-    .flatten()
-    .find_map(|f| {
-        config::read_json(&f)?
-            .pointer(&pointer)?
-            .as_str()
-            .filter(|u| !u.is_empty())
-            .map(str::to_string)
-    })
+    ];
+    for f in files.into_iter().flatten() {
+        let Some(Value::Object(env)) =
+            config::read_json(&f).and_then(|mut v| v.get_mut("env").map(Value::take))
+        else {
+            continue;
+        };
+        for (key, value) in env {
+            if let Value::String(v) = value {
+                if !v.is_empty() {
+                    vars.entry(key).or_insert(v);
+                }
+            }
+        }
+    }
+    vars
+}
+
+/// Gives Claude Code `value` as its `key` over a settings file that sets its own (which
+/// outranks the environment): as command-line settings, unless the command line has a
+/// `--settings` of its own, which is left alone with a warning (and false returned).
+fn over_claude_settings(p: &mut Prepared, key: &str, value: &str) -> bool {
+    let own = p
+        .argv
+        .iter()
+        .any(|a| a == "--settings" || a.starts_with("--settings="));
+    if own {
+        crate::diag!(
+            "mcptape run: WARNING: Claude Code's settings set env.{key} and its command line has a --settings of its own, which mcptape leaves alone: unless that sets env.{key} to mcptape's, its model calls bypass the tape"
+        );
+        return false;
+    }
+    let settings = serde_json::json!({"env": {key: value}});
+    p.argv
+        .splice(1..1, ["--settings".to_string(), settings.to_string()]);
+    true
 }
 
 /// Claude Code on Vertex AI (`CLAUDE_CODE_USE_VERTEX`, in its environment or its settings' `env`)
@@ -507,44 +523,32 @@ fn claude_settings_env(
 /// 2.1's client makes it. Returns false when Claude Code is not on Vertex AI.
 fn point_claude_vertex(
     url: &str,
-    plan: &Plan<'_>,
-    config_dir: Option<&Path>,
-    own_settings: bool,
+    settings: &std::collections::HashMap<String, String>,
     p: &mut Prepared,
 ) -> bool {
     // Each variable from the settings files' `env` first: it outranks the process environment
     // (measured for the base URL).
-    let setting = |k: &str| claude_settings_env(plan.cwd, config_dir, plan.home, k);
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let truthy = |v: Option<String>| {
-        v.is_some_and(|v| ["1", "true", "yes", "on"].contains(&v.trim().to_lowercase().as_str()))
+    let var = |k: &str| {
+        settings
+            .get(k)
+            .cloned()
+            .or_else(|| std::env::var(k).ok().filter(|v| !v.is_empty()))
     };
-    if !truthy(setting("CLAUDE_CODE_USE_VERTEX").or_else(|| env("CLAUDE_CODE_USE_VERTEX"))) {
+    let on = var("CLAUDE_CODE_USE_VERTEX")
+        .is_some_and(|v| ["1", "true", "yes", "on"].contains(&v.trim().to_lowercase().as_str()));
+    if !on {
         return false;
     }
-    let in_settings = setting("ANTHROPIC_VERTEX_BASE_URL");
-    let base = in_settings
-        .clone()
-        .or_else(|| env("ANTHROPIC_VERTEX_BASE_URL"))
-        .unwrap_or_else(|| {
-            let region = setting("CLOUD_ML_REGION")
-                .or_else(|| env("CLOUD_ML_REGION"))
-                .unwrap_or_else(|| "us-east5".into());
-            vertex_base(&region)
-        });
+    let base = var("ANTHROPIC_VERTEX_BASE_URL").unwrap_or_else(|| {
+        vertex_base(&var("CLOUD_ML_REGION").unwrap_or_else(|| "us-east5".into()))
+    });
     let (upstream, prefix) = split_base(&base);
     p.upstream = Some(upstream);
     let ours = format!("{url}{prefix}");
-    match in_settings {
-        Some(_) if own_settings => crate::diag!(
-            "mcptape run: WARNING: Claude Code's settings set env.ANTHROPIC_VERTEX_BASE_URL and its command line has a --settings of its own, which mcptape leaves alone: unless that sets it to mcptape's, its model calls bypass the tape"
-        ),
-        Some(_) => {
-            let settings = serde_json::json!({"env": {"ANTHROPIC_VERTEX_BASE_URL": ours}});
-            p.argv
-                .splice(1..1, ["--settings".to_string(), settings.to_string()]);
-        }
-        None => p.env.push(("ANTHROPIC_VERTEX_BASE_URL".into(), ours)),
+    if settings.contains_key("ANTHROPIC_VERTEX_BASE_URL") {
+        over_claude_settings(p, "ANTHROPIC_VERTEX_BASE_URL", &ours);
+    } else {
+        p.env.push(("ANTHROPIC_VERTEX_BASE_URL".into(), ours));
     }
     true
 }

@@ -14,7 +14,7 @@ mod gemini;
 use crate::model::player::{ModelPlayer, PlaybackReport};
 use crate::model::proxy::ModelProxy;
 use crate::record::{RecordError, Recorder};
-use crate::tape::{End, ServerDecl, TapeWriter, WriteOptions};
+use crate::tape::{End, ServerDecl, WriteOptions};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -244,21 +244,12 @@ pub async fn run(
                 let connector =
                     crate::transport::upstream::connector_to(&uri, cfg.upstream_ca.as_deref())
                         .map_err(RecordError::from)?;
-                let tape_err = |cause| RecordError::Tape {
-                    path: cfg.tape.clone(),
-                    cause,
-                };
-                let mut w = TapeWriter::create(&cfg.tape, cfg.write.clone()).map_err(tape_err)?;
-                if let Some(r) = &cfg.write.redactor {
-                    // The agent's requests are prose, the first one a start-up away.
-                    r.compile_in_background();
-                }
-                w.declare_server(ServerDecl::model(
+                let rec = crate::model::serve::model_tape(
+                    &cfg.tape,
+                    &cfg.write,
                     crate::model::serve::DEFAULT_LABEL,
-                    upstream.clone(),
-                ))
-                .map_err(tape_err)?;
-                let rec = Recorder::new(w, crate::model::serve::DEFAULT_LABEL);
+                    &upstream,
+                )?;
                 tape = Some(rec.clone());
                 ModelSide::Proxy(Arc::new(ModelProxy::new(
                     rec,
