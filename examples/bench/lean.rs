@@ -10,7 +10,9 @@
 //!   line; the answer's head with its first event in one write; then each read's events;
 //!   redacted by the built-in rules and chained by SHA-256, on the tape format every mcptape
 //!   tape has. The model lines carry the facts `model-proxy` tapes (endpoint, model, provider,
-//!   stream; each event's name); the MCP lines carry none (a lower bound).
+//!   stream; each event's name); the MCP lines carry the HTTP facts `record --url` tapes (the
+//!   MCP headers, the session id redacted, the POST's number, the request's id, the status),
+//!   made by `record --url`'s own code from the parsed head.
 //!
 //! Left out on purpose, so that the row is a floor: hop-by-hop headers, the upstream's host,
 //! compressed bodies, summaries, sessions, errors, limits. One thread, tokio's current-thread
@@ -21,6 +23,8 @@
 use crate::http::{authority, loopback};
 use anyhow::{bail, Context, Result};
 use mcptape::model::provider::{self, RequestHead};
+use mcptape::record::http::tape_post;
+use mcptape::record::http_facts::HttpFacts;
 use mcptape::record::Recorder;
 use mcptape::tape::writer::ModelFacts;
 use mcptape::tape::{ServerDecl, TapeWriter, WriteOptions};
@@ -168,12 +172,25 @@ async fn connection(
     let mut server = Side::new(TcpStream::connect(up).await?);
     loop {
         // The request's head, then its body by its length.
-        let (head_len, length, path) = loop {
+        let (head_len, length, path, mut facts) = loop {
             let mut headers = [httparse::EMPTY_HEADER; 32];
             let mut req = httparse::Request::new(&mut headers);
             if let httparse::Status::Complete(n) = req.parse(&client.buf)? {
                 let length = content_length(req.headers)?;
-                break (n, length, req.path.unwrap_or("/").to_string());
+                let path = req.path.unwrap_or("/");
+                // What `record --url` tapes of the head, made by its own code.
+                let facts = match kind {
+                    Kind::Model => None,
+                    Kind::Mcp => Some(
+                        HttpFacts::of_head(
+                            req.method.unwrap_or("POST"),
+                            path.split('?').next().unwrap_or(path),
+                            req.headers.iter().map(|h| (h.name, h.value)),
+                        )
+                        .context("a request head record --url would refuse")?,
+                    ),
+                };
+                break (n, length, path.to_string(), facts);
             }
             if !client.fill().await? {
                 return Ok(());
@@ -201,11 +218,14 @@ async fn connection(
                 let http = json!({"method": "POST", "path": path});
                 tape.model(Dir::C2S, n, "request", &facts, Some(body), Some(&http));
             }
-            Kind::Mcp => tape.message(Dir::C2S, body, None),
+            Kind::Mcp => {
+                let facts = facts.as_mut().expect("made for MCP");
+                tape_post(&tape, n, body, facts);
+            }
         }
         server.s.write_all(&client.buf[..end]).await?;
         client.buf.drain(..end);
-        answer(kind, &mut server, &mut client.s, &tape, n, started).await?;
+        answer(kind, &mut server, &mut client.s, &tape, n, started, facts).await?;
     }
 }
 
@@ -217,6 +237,7 @@ async fn answer(
     tape: &Recorder,
     n: u64,
     started: Instant,
+    mut facts: Option<HttpFacts>,
 ) -> Result<()> {
     let (head_len, length, status, sse) = loop {
         let mut headers = [httparse::EMPTY_HEADER; 32];
@@ -234,7 +255,19 @@ async fn answer(
             } else {
                 Some(content_length(resp.headers)?)
             };
-            break (h, length, resp.code.unwrap_or(0), sse);
+            let status = resp.code.unwrap_or(0);
+            if let Some(f) = &mut facts {
+                // The answer's facts, as `record --url` adds them.
+                f.status = Some(status);
+                for h in resp.headers.iter() {
+                    if h.name.eq_ignore_ascii_case("mcp-session-id") {
+                        f.session = Some(String::from_utf8_lossy(h.value).into_owned());
+                    } else if h.name.eq_ignore_ascii_case("content-type") {
+                        f.content_type = Some(String::from_utf8_lossy(h.value).to_lowercase());
+                    }
+                }
+            }
+            break (h, length, status, sse);
         }
         if !server.fill().await? {
             bail!("the upstream closed before its answer's head");
@@ -252,7 +285,7 @@ async fn answer(
         match kind {
             // An empty answer (a notification's 202) carries no message.
             Kind::Mcp if body.is_empty() => {}
-            Kind::Mcp => tape.message(Dir::S2C, body, None),
+            Kind::Mcp => tape.message(Dir::S2C, body, facts.as_ref().map(|f| f as _)),
             Kind::Model => {
                 let http = json!({"status": status});
                 tape.model(

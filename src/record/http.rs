@@ -468,6 +468,22 @@ pub(crate) fn request_facts(
     HttpFacts::request(method, headers, path).to_map()
 }
 
+/// Tapes the message a client's POST carried (the `n`th POST of the recording), its facts
+/// given the POST's number and the id of the request it carried: what the answer stream, and
+/// everything on it, belongs to. The number pairs them exactly, also where ids repeat (every
+/// session starts its ids again; the stateless era sends many POSTs with one id at once).
+pub fn tape_post(tape: &Recorder, n: u64, body: &[u8], facts: &mut HttpFacts) {
+    facts.post = Some(n);
+    let c = crate::wire::classify::classify_ref(body);
+    if let (Kind::Request, Some(id)) = (c.kind, c.id) {
+        facts.request_id = serde_json::from_str::<Value>(id).ok();
+    }
+    if !body.is_empty() {
+        // The writer needs the same classification: it is handed on, not made again.
+        tape.message_known(Dir::C2S, body, Some(&*facts), Some(c));
+    }
+}
+
 /// A JSON-RPC error for the request in `body` (its id if it had one), so the client sees why.
 fn jsonrpc_error(status: StatusCode, body: &[u8], message: &str) -> Response<RespBody> {
     let id = serde_json::from_slice::<Value>(body)
@@ -495,24 +511,12 @@ impl crate::transport::http::Handler for Proxy {
             Err(why) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &why),
         };
         let mut facts_in = facts_in;
-        // The request a POST carried: what its answer stream (and everything on it) belongs to.
-        // The POST's number pairs them exactly, also where ids repeat (every session starts its
-        // ids again; the stateless era sends many POSTs with one id at once).
         if parts.method == Method::POST {
             let n = self
                 .posts
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 + 1;
-            facts_in.post = Some(n);
-            let c = crate::wire::classify::classify_ref(&body);
-            if let (Kind::Request, Some(id)) = (c.kind, c.id) {
-                facts_in.request_id = serde_json::from_str::<Value>(id).ok();
-            }
-            if !body.is_empty() {
-                // The writer needs the same classification: it is handed on, not made again.
-                self.tape
-                    .message_known(Dir::C2S, &body, Some(&facts_in), Some(c));
-            }
+            tape_post(&self.tape, n, &body, &mut facts_in);
         }
         if matches!(parts.method, Method::GET | Method::DELETE) {
             self.tape_event(

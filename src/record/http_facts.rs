@@ -38,9 +38,16 @@ const LAST_EVENT_ID: usize = 4;
 const CONTENT_TYPE: usize = 5;
 const ACCEPT: usize = 6;
 
+/// `name` without `prefix`, compared without regard to case.
+fn strip_prefix_ignore_case<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = name.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &name[prefix.len()..])
+}
+
 /// The HTTP facts of one message.
 #[derive(Debug, Clone)]
-pub(crate) struct HttpFacts {
+pub struct HttpFacts {
     method: Method,
     path: String,
     /// The recorded request headers whose values are visible ASCII (others are not taped).
@@ -66,23 +73,58 @@ pub(crate) struct HttpFacts {
 impl HttpFacts {
     /// The facts of a request's head.
     pub(crate) fn request(method: &Method, headers: &HeaderMap, path: &str) -> HttpFacts {
-        let recorded = |i: usize| {
-            headers
-                .get(&RECORDED_HEADERS[i].0)
-                .filter(|v| v.to_str().is_ok())
-                .cloned()
-        };
-        let params: Map<String, Value> = headers
-            .iter()
-            .filter_map(|(k, v)| {
-                let name = k.as_str().strip_prefix("mcp-param-")?;
-                Some((name.to_string(), json!(v.to_str().ok()?)))
-            })
-            .collect();
+        // One pass over the headers (a server's head holds a handful): looking up each of the
+        // seven names would hash it and probe the map seven times.
+        HttpFacts::from_pairs(
+            method.clone(),
+            path,
+            headers.iter().map(|(k, v)| (k.as_str(), Cow::Borrowed(v))),
+        )
+    }
+
+    /// The facts of a request's head given as name and value pairs (names in any case), as a
+    /// parser that builds no header map gives them: the bench's floor tapes with this what
+    /// `record --url` tapes. `None` for a method or a header value HTTP does not allow.
+    pub fn of_head<'a>(
+        method: &str,
+        path: &str,
+        headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+    ) -> Option<HttpFacts> {
+        let method = Method::from_bytes(method.as_bytes()).ok()?;
+        let mut pairs = Vec::new();
+        for (name, value) in headers {
+            pairs.push((name, Cow::Owned(HeaderValue::from_bytes(value).ok()?)));
+        }
+        Some(HttpFacts::from_pairs(method, path, pairs.into_iter()))
+    }
+
+    fn from_pairs<'a>(
+        method: Method,
+        path: &str,
+        pairs: impl Iterator<Item = (&'a str, Cow<'a, HeaderValue>)>,
+    ) -> HttpFacts {
+        let mut headers: [Option<HeaderValue>; 7] = Default::default();
+        // A header given twice counts by its first value, as `HeaderMap::get` takes it.
+        let mut seen = [false; 7];
+        let mut params = Map::new();
+        for (name, value) in pairs {
+            let slot = RECORDED_HEADERS
+                .iter()
+                .position(|(h, _)| h.as_str().eq_ignore_ascii_case(name));
+            if let Some(i) = slot {
+                if !std::mem::replace(&mut seen[i], true) && value.to_str().is_ok() {
+                    headers[i] = Some(value.into_owned());
+                }
+            } else if let Some(param) = strip_prefix_ignore_case(name, "mcp-param-") {
+                if let Ok(v) = value.to_str() {
+                    params.insert(param.to_ascii_lowercase(), json!(v));
+                }
+            }
+        }
         HttpFacts {
-            method: method.clone(),
+            method,
             path: path.to_string(),
-            headers: std::array::from_fn(recorded),
+            headers,
             params: (!params.is_empty()).then_some(params),
             post: None,
             request_id: None,
@@ -340,6 +382,48 @@ mod tests {
             }
         }
         out
+    }
+
+    /// A head given as pairs (names in any case, as a parser gives them) has the facts the same
+    /// head has as a header map; a header given twice counts by its first value, and one whose
+    /// first value is not visible ASCII is left out, as `HeaderMap::get` would have it.
+    #[test]
+    fn a_head_as_pairs_has_the_facts_of_the_head_as_a_map() {
+        let pairs: &[(&str, &[u8])] = &[
+            ("Content-Type", b"application/json"),
+            ("ACCEPT", b"application/json, text/event-stream"),
+            ("Mcp-Session-Id", b"s\xe9ss"),
+            ("mcp-session-id", b"second"),
+            ("Mcp-Protocol-Version", b"2025-06-18"),
+            ("Mcp-Protocol-Version", b"2024-11-05"),
+            ("MCP-Param-Region", b"eu"),
+            ("mcp-param-region", b"us"),
+            ("Mcp-Param-Limit", b"10"),
+            ("Authorization", b"Bearer sk-live-0a1b2c3d4e5f6a7b8c9d"),
+        ];
+        let lower: Vec<(String, &[u8])> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), *v))
+            .collect();
+        let lower: Vec<(&str, &[u8])> = lower.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let from_map = HttpFacts::request(&Method::POST, &head(&lower), "/mcp").to_map();
+        let from_pairs = HttpFacts::of_head("POST", "/mcp", pairs.iter().copied())
+            .unwrap()
+            .to_map();
+        assert_eq!(from_pairs, from_map);
+        assert_eq!(
+            Value::Object(from_map),
+            json!({
+                "method": "POST",
+                "path": "/mcp",
+                "content_type": "application/json",
+                "accept": "application/json, text/event-stream",
+                "mcp_protocol_version": "2025-06-18",
+                "mcp_params": {"region": "us", "limit": "10"},
+            })
+        );
+        assert!(HttpFacts::of_head("P OST", "/mcp", []).is_none());
+        assert!(HttpFacts::of_head("POST", "/mcp", [("accept", &b"a\nb"[..])]).is_none());
     }
 
     /// A tape written with the facts as fields is byte for byte the tape written with their

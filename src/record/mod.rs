@@ -5,7 +5,7 @@
 
 pub mod bridge;
 pub mod http;
-pub(crate) mod http_facts;
+pub mod http_facts;
 pub mod join;
 pub mod recorder;
 pub mod stdio;
