@@ -200,6 +200,32 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
 
+    /// Every hop-by-hop header goes, every other one stays (values of repeated ones too).
+    #[test]
+    fn hop_by_hop_headers_are_taken_out_and_only_they() {
+        let kept = [
+            "mcp-session-id",
+            "authorization",
+            "accept",
+            "content-type",
+            "tee",
+            "hosts",
+        ];
+        let mut h = HeaderMap::new();
+        for name in HOP_BY_HOP.iter().chain(&kept) {
+            let name = HeaderName::from_bytes(name.as_bytes()).unwrap();
+            h.append(name.clone(), "a".parse().unwrap());
+            h.append(name, "b".parse().unwrap());
+        }
+        strip_hop_by_hop(&mut h);
+        let mut left: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        left.sort_unstable();
+        let mut want = kept.to_vec();
+        want.sort_unstable();
+        assert_eq!(left, want);
+        assert_eq!(h.len(), 2 * kept.len());
+    }
+
     #[test]
     fn only_an_https_upstream_needs_the_system_roots() {
         let https: Uri = "https://api.anthropic.com/v1".parse().unwrap();
