@@ -153,7 +153,18 @@ pub struct Plan<'a> {
     pub http: config::HttpHook<'a>,
     /// The user's home folder (`$HOME`), where user-level configs are.
     pub home: Option<&'a Path>,
+    /// Claude Code's managed-policy folder ([`CLAUDE_MANAGED_DIR`]; tests give their own).
+    pub claude_managed: &'a Path,
 }
+
+/// Where Claude Code reads its managed (administrator's) settings, `managed-settings.json` and
+/// the drop-ins of `managed-settings.d/`: they outrank every other settings source, the
+/// command line's `--settings` included.
+pub const CLAUDE_MANAGED_DIR: &str = if cfg!(target_os = "macos") {
+    "/Library/Application Support/ClaudeCode"
+} else {
+    "/etc/claude-code"
+};
 
 /// The base URL split into what the upstream is (scheme and host) and the path prefix the
 /// client puts in front of its paths (`https://api.openai.com/v1` → (`https://api.openai.com`,
@@ -366,8 +377,16 @@ fn point_anthropic_and_openai(agent: Agent, url: &str, plan: &Plan<'_>, p: &mut 
     // command-line settings, which outrank every settings file but the managed policy.
     if agent == Agent::ClaudeCode {
         let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR").map(PathBuf::from);
-        let settings = claude_settings_env(plan.cwd, config_dir.as_deref(), plan.home);
-        if point_claude_vertex(url, &settings, p) {
+        let mut settings = claude_settings_env(plan.cwd, config_dir.as_deref(), plan.home);
+        // The managed settings outrank the files: whether it is on Vertex AI, too.
+        let managed = claude_managed_env(plan.claude_managed);
+        for (key, (value, _)) in &managed {
+            settings.insert(key.clone(), value.clone());
+        }
+        if point_claude_vertex(url, &settings, &managed, p) {
+            return;
+        }
+        if managed_outranks(&managed, "ANTHROPIC_BASE_URL") {
             return;
         }
         if let Some(base) = settings.get("ANTHROPIC_BASE_URL") {
@@ -481,20 +500,70 @@ fn claude_settings_env(
         user.map(|d| d.join("settings.json")),
     ];
     for f in files.into_iter().flatten() {
-        let Some(Value::Object(env)) =
-            config::read_json(&f).and_then(|mut v| v.get_mut("env").map(Value::take))
-        else {
-            continue;
-        };
-        for (key, value) in env {
-            if let Value::String(v) = value {
-                if !v.is_empty() {
-                    vars.entry(key).or_insert(v);
-                }
-            }
+        for (key, v) in settings_env(&f) {
+            vars.entry(key).or_insert(v);
         }
     }
     vars
+}
+
+/// The variables a Claude Code settings file's `env` sets to non-empty strings (none when the
+/// file is missing or not JSON).
+fn settings_env(f: &Path) -> Vec<(String, String)> {
+    let Some(Value::Object(env)) =
+        config::read_json(f).and_then(|mut v| v.get_mut("env").map(Value::take))
+    else {
+        return Vec::new();
+    };
+    env.into_iter()
+        .filter_map(|(key, value)| match value {
+            Value::String(v) if !v.is_empty() => Some((key, v)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The variables the `env` of Claude Code's managed settings in `dir` sets (non-empty strings),
+/// each with the file it is in: `managed-settings.json`, then the drop-ins of
+/// `managed-settings.d/` in name order (`*.json`, not hidden), a later file's over an earlier's.
+fn claude_managed_env(dir: &Path) -> std::collections::HashMap<String, (String, PathBuf)> {
+    let mut files = vec![dir.join("managed-settings.json")];
+    if let Ok(entries) = std::fs::read_dir(dir.join("managed-settings.d")) {
+        let mut drop_ins: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|f| {
+                let name = f.file_name().and_then(|n| n.to_str()).unwrap_or(".");
+                name.ends_with(".json") && !name.starts_with('.')
+            })
+            .collect();
+        drop_ins.sort();
+        files.extend(drop_ins);
+    }
+    let mut vars = std::collections::HashMap::new();
+    for f in files {
+        for (key, v) in settings_env(&f) {
+            vars.insert(key, (v, f.clone()));
+        }
+    }
+    vars
+}
+
+/// Whether Claude Code's managed settings set `key` (a base URL), which nothing mcptape gives
+/// outranks: then its model calls go past the proxy, and the user is told so before the run.
+fn managed_outranks(
+    managed: &std::collections::HashMap<String, (String, PathBuf)>,
+    key: &str,
+) -> bool {
+    let Some((value, file)) = managed.get(key) else {
+        return false;
+    };
+    crate::diag!(
+        "mcptape run: WARNING: Claude Code's managed settings ({}) set env.{key} to {}, which outranks anything mcptape can give it: its model calls go there, past the tape (this run tapes its MCP traffic only)",
+        file.display(),
+        crate::record::http::without_password(value)
+    );
+    true
 }
 
 /// Gives Claude Code `value` as its `key` over a settings file that sets its own (which
@@ -524,6 +593,7 @@ fn over_claude_settings(p: &mut Prepared, key: &str, value: &str) -> bool {
 fn point_claude_vertex(
     url: &str,
     settings: &std::collections::HashMap<String, String>,
+    managed: &std::collections::HashMap<String, (String, PathBuf)>,
     p: &mut Prepared,
 ) -> bool {
     // Each variable from the settings files' `env` first: it outranks the process environment
@@ -545,6 +615,9 @@ fn point_claude_vertex(
     let (upstream, prefix) = split_base(&base);
     p.upstream = Some(upstream);
     let ours = format!("{url}{prefix}");
+    if managed_outranks(managed, "ANTHROPIC_VERTEX_BASE_URL") {
+        return true;
+    }
     if settings.contains_key("ANTHROPIC_VERTEX_BASE_URL") {
         over_claude_settings(p, "ANTHROPIC_VERTEX_BASE_URL", &ours);
     } else {
@@ -599,6 +672,98 @@ mod tests {
             claude_settings_base_url(&cwd, None, Some(&home)).as_deref(),
             Some("https://local.example")
         );
+    }
+
+    /// Claude Code's managed settings outrank every source mcptape can use: a base URL there is
+    /// not overridden (no `--settings` that would lose), and their `env` says whether Claude
+    /// Code is on Vertex AI (drop-ins read in name order, hidden ones not).
+    #[test]
+    fn claude_managed_settings_are_read_and_never_overridden() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cwd, home, managed) = (
+            dir.path().join("work"),
+            dir.path().join("home"),
+            dir.path().join("managed"),
+        );
+        let put = |f: PathBuf, text: &str| {
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, text).unwrap();
+        };
+        put(
+            cwd.join(".claude/settings.json"),
+            r#"{"env": {"ANTHROPIC_BASE_URL": "https://project.example"}}"#,
+        );
+        let through = Through::Record {
+            exe: "/bin/mcptape".into(),
+            socket: "/tmp/s.sock".into(),
+        };
+        let ours = |_: &str, url: &str| Some(url.to_string());
+        let plan = Plan {
+            model_url: Some("http://127.0.0.1:7"),
+            through: &through,
+            temp: dir.path(),
+            stable: &dir.path().join("stable"),
+            journal: &dir.path().join("journal.json"),
+            cwd: &cwd,
+            http: &ours,
+            home: Some(&home),
+            claude_managed: &managed,
+        };
+        let argv = ["claude".to_string(), "-p".into(), "hi".into()];
+        let settings_flag = |p: &Prepared| p.argv.iter().any(|a| a == "--settings");
+        let vertex_env = |p: &Prepared| {
+            p.env
+                .iter()
+                .find(|(k, _)| k == "ANTHROPIC_VERTEX_BASE_URL")
+                .map(|(_, v)| v.clone())
+        };
+
+        // No managed settings: the project's base URL is the upstream, ours given as --settings.
+        let p = prepare(Agent::ClaudeCode, &argv, &plan).unwrap();
+        assert!(settings_flag(&p), "{:?}", p.argv);
+        assert_eq!(p.upstream.as_deref(), Some("https://project.example"));
+
+        // The managed base URL wins over everything: nothing is given that it would outrank.
+        put(
+            managed.join("managed-settings.json"),
+            r#"{"env": {"ANTHROPIC_BASE_URL": "https://gateway.corp.example"}}"#,
+        );
+        let p = prepare(Agent::ClaudeCode, &argv, &plan).unwrap();
+        assert!(!settings_flag(&p), "{:?}", p.argv);
+
+        // Vertex AI turned on by a drop-in: its base URL is pointed, the region from the policy;
+        // a hidden drop-in is not read.
+        put(
+            managed.join("managed-settings.json"),
+            r#"{"permissions": {}}"#,
+        );
+        put(
+            managed.join("managed-settings.d/10-vertex.json"),
+            r#"{"env": {"CLAUDE_CODE_USE_VERTEX": "1", "CLOUD_ML_REGION": "us-east1"}}"#,
+        );
+        put(
+            managed.join("managed-settings.d/20-region.json"),
+            r#"{"env": {"CLOUD_ML_REGION": "europe-west1"}}"#,
+        );
+        put(
+            managed.join("managed-settings.d/.30-off.json"),
+            r#"{"env": {"ANTHROPIC_VERTEX_BASE_URL": "https://hidden.example/v1"}}"#,
+        );
+        let p = prepare(Agent::ClaudeCode, &argv, &plan).unwrap();
+        assert_eq!(vertex_env(&p).as_deref(), Some("http://127.0.0.1:7/v1"));
+        assert_eq!(
+            p.upstream.as_deref(),
+            Some("https://europe-west1-aiplatform.googleapis.com")
+        );
+
+        // …unless the policy sets Vertex's base URL too.
+        put(
+            managed.join("managed-settings.d/40-url.json"),
+            r#"{"env": {"ANTHROPIC_VERTEX_BASE_URL": "https://vertex-gw.corp.example/v1"}}"#,
+        );
+        let p = prepare(Agent::ClaudeCode, &argv, &plan).unwrap();
+        assert_eq!(vertex_env(&p), None);
+        assert!(!settings_flag(&p), "{:?}", p.argv);
     }
 
     /// Vertex AI's base URL for a region, as Claude Code 2.1's client makes it.
@@ -683,6 +848,7 @@ mod tests {
             cwd: &cwd,
             http: &ours,
             home: Some(&home),
+            claude_managed: &dir.path().join("managed"),
         };
         for (agent, file, servers) in [
             (

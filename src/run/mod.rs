@@ -226,6 +226,7 @@ pub async fn run(
         stable: &stable,
         journal: &cfg.journal,
         cwd: &cwd,
+        claude_managed: std::path::Path::new(agent::CLAUDE_MANAGED_DIR),
     };
     let prepared = agent::prepare(agent, &cfg.command, &plan)?;
 
