@@ -5,8 +5,8 @@
 use super::claude_dir::{self, Borrowed};
 use super::config::{self, InPlace, Rewritten, Through};
 use super::gemini::{
-    gemini_auth, gemini_dotenv, gemini_env_auth_type, gemini_home, gemini_settings_sign_in,
-    gemini_vertex_base,
+    gemini_auth, gemini_dotenv, gemini_env_auth_type, gemini_home, gemini_loads_system_file,
+    gemini_settings_sign_in, gemini_system_files, gemini_vertex_base,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -217,7 +217,14 @@ fn prepare_json_agent(
                     .or_else(|| dotenv.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
                     .filter(|v| !v.is_empty())
             };
-            let in_settings = gemini_settings_sign_in(&config_files(agent, plan.cwd, plan.home));
+            // By rank: the system settings, the workspace's, the user's, the system defaults
+            // (those two where Gemini CLI would load them).
+            let [(_, system), (_, defaults)] = gemini_system_files();
+            let loaded = |f: PathBuf| Some(f).filter(|f| gemini_loads_system_file(f));
+            let mut ranked: Vec<PathBuf> = loaded(system).into_iter().collect();
+            ranked.extend(config_files(agent, plan.cwd, plan.home));
+            ranked.extend(loaded(defaults));
+            let in_settings = gemini_settings_sign_in(&ranked);
             let from_env = gemini_env_auth_type(&env);
             let sign_in = in_settings.as_deref().or(from_env);
             if sign_in == Some("vertex-ai") {
@@ -305,7 +312,45 @@ fn prepare_json_agent(
     if agent == Agent::ClaudeCode && !flag_only {
         borrow_claude_dir(&mut p, plan)?;
     }
+    if agent == Agent::GeminiCli {
+        warn_gemini_system_servers(&gemini_system_files(), gemini_loads_system_file);
+    }
     Ok(p)
+}
+
+/// Gemini CLI's system settings and defaults ([`gemini_system_files`]) that it would load
+/// ([`gemini_loads_system_file`]) and that define MCP servers: named in a warning, as their
+/// servers cannot be routed through mcptape. Those files outrank (the settings) or fill in
+/// under (the defaults) the ones `run` rewrites, and Gemini CLI takes one only where root owns
+/// it and every folder above it, so a rewritten copy of the user's would be refused. Returns
+/// the servers named.
+fn warn_gemini_system_servers(
+    files: &[(&'static str, PathBuf); 2],
+    loads: impl Fn(&Path) -> bool,
+) -> Vec<String> {
+    let mut named = Vec::new();
+    for (var, file) in files {
+        if !file.is_file() || !loads(file) {
+            continue;
+        }
+        let Some(Value::Object(servers)) =
+            config::read_json(file).and_then(|mut v| v.get_mut("mcpServers").map(Value::take))
+        else {
+            continue;
+        };
+        if servers.is_empty() {
+            continue;
+        }
+        let names: Vec<String> = servers.keys().cloned().collect();
+        crate::diag!(
+            "mcptape run: WARNING: Gemini CLI's system {} ({}) define the MCP servers {}, which mcptape cannot route (an administrator's file, which Gemini CLI takes only where root owns it and every folder above it): they run past the tape",
+            if var.contains("DEFAULTS") { "defaults" } else { "settings" },
+            file.display(),
+            names.join(", ")
+        );
+        named.extend(names);
+    }
+    named
 }
 
 /// Claude Code's user- and local-scope servers (`.claude.json`): its config folder borrowed
@@ -672,6 +717,56 @@ mod tests {
             claude_settings_base_url(&cwd, None, Some(&home)).as_deref(),
             Some("https://local.example")
         );
+    }
+
+    /// Gemini CLI's system settings and defaults that it would load and that define servers
+    /// are named; files it would refuse, or without servers, are not.
+    #[test]
+    fn gemini_system_files_with_servers_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = [
+            (
+                "GEMINI_CLI_SYSTEM_SETTINGS_PATH",
+                dir.path().join("settings.json"),
+            ),
+            (
+                "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
+                dir.path().join("system-defaults.json"),
+            ),
+        ];
+        let all = |_: &Path| true;
+        assert!(
+            warn_gemini_system_servers(&files, all).is_empty(),
+            "no files"
+        );
+        std::fs::write(
+            &files[0].1,
+            r#"{"mcpServers": {"fs": {"command": "npx"}, "git": {"command": "uvx"}}, /* JSONC */}"#,
+        )
+        .unwrap();
+        std::fs::write(&files[1].1, r#"{"ui": {"theme": "Y"}}"#).unwrap();
+        assert_eq!(warn_gemini_system_servers(&files, all), ["fs", "git"]);
+        std::fs::write(
+            &files[1].1,
+            r#"{"mcpServers": {"web": {"httpUrl": "http://x"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            warn_gemini_system_servers(&files, all),
+            ["fs", "git", "web"]
+        );
+        let only_defaults = |f: &Path| f.ends_with("system-defaults.json");
+        assert_eq!(warn_gemini_system_servers(&files, only_defaults), ["web"]);
+        // A folder anyone may write to, above the file: Gemini CLI would refuse it.
+        use std::os::unix::fs::PermissionsExt;
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::fs::write(open.join("settings.json"), "{}").unwrap();
+        assert!(!gemini_loads_system_file(&open.join("settings.json")));
+        // A file root owns, in folders root owns that only it may write to: taken.
+        #[cfg(target_os = "linux")]
+        assert!(gemini_loads_system_file(Path::new("/etc/passwd")));
     }
 
     /// Claude Code's managed settings outrank every source mcptape can use: a base URL there is

@@ -118,6 +118,45 @@ pub(super) fn gemini_auth(mut doc: Value, kind: &str) -> Value {
     doc
 }
 
+/// Gemini CLI's system settings and system defaults, as it finds them: the settings at
+/// `GEMINI_CLI_SYSTEM_SETTINGS_PATH`, else the platform's (`/etc/gemini-cli/settings.json`);
+/// the defaults at `GEMINI_CLI_SYSTEM_DEFAULTS_PATH`, else `system-defaults.json` beside the
+/// settings. The settings outrank the user's and the workspace's; the defaults rank under them.
+pub(super) fn gemini_system_files() -> [(&'static str, PathBuf); 2] {
+    let given = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let settings = given("GEMINI_CLI_SYSTEM_SETTINGS_PATH").unwrap_or_else(|| {
+        PathBuf::from(if cfg!(target_os = "macos") {
+            "/Library/Application Support/GeminiCli/settings.json"
+        } else {
+            "/etc/gemini-cli/settings.json"
+        })
+    });
+    let defaults = given("GEMINI_CLI_SYSTEM_DEFAULTS_PATH").unwrap_or_else(|| {
+        settings
+            .parent()
+            .unwrap_or(Path::new("/"))
+            .join("system-defaults.json")
+    });
+    [
+        ("GEMINI_CLI_SYSTEM_SETTINGS_PATH", settings),
+        ("GEMINI_CLI_SYSTEM_DEFAULTS_PATH", defaults),
+    ]
+}
+
+/// Whether Gemini CLI (0.61) would load a system settings or defaults file: root owns it and
+/// every folder above it, and none of them is writable by group or others. It skips any
+/// other with a "Security Warning".
+pub(super) fn gemini_loads_system_file(file: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let safe = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0);
+    let file = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    safe(&file) && file.ancestors().skip(1).all(safe)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
