@@ -223,7 +223,7 @@ pub fn claude_point(
     through: &Through,
     http: HttpHook<'_>,
 ) -> (Vec<(String, Value)>, Rewritten) {
-    crate::run::claude_dir::point(json, bases, through, http)
+    crate::run::claude_dir::point(json, bases, through, http, crate::run::config::KEEP_NONE)
 }
 
 /// A copy of the state file given back with the entries as they were.

@@ -263,7 +263,15 @@ fn prepare_json_agent(
         (None, _) => {}
         (Some(url), _) => point_anthropic_and_openai(agent, url, plan, &mut p),
     }
-    rewrite_mcp_config_flags(&mut p, plan)?;
+    // Claude Code's MCP server policy: entries it judges by their command or URL stay as they
+    // are. Other agents have none that `run` could get wrong.
+    let policy = match agent {
+        Agent::ClaudeCode => ClaudePolicy::read(plan, &p.argv),
+        _ => ClaudePolicy::default(),
+    };
+    let keep_for = |name: &str, entry: &serde_json::Map<String, Value>| policy.keeps(name, entry);
+    let keep: config::Keep<'_> = &keep_for;
+    rewrite_mcp_config_flags(&mut p, plan, keep)?;
     let flag_only = p.argv.iter().any(|a| a == "--strict-mcp-config");
     let mut files = config_files(agent, plan.cwd, plan.home);
     // Run in the home folder, a project's file is the user's: rewritten once.
@@ -297,7 +305,7 @@ fn prepare_json_agent(
         let text = std::fs::read_to_string(&file).map_err(|e| config_err(&file, e))?;
         let mut json =
             config::parse_config(&text, agent.reads_jsonc()).map_err(|e| config_err(&file, e))?;
-        let r = config::rewrite_json(&mut json, plan.through, plan.http);
+        let r = config::rewrite_json(&mut json, plan.through, plan.http, keep);
         if let Some(kind) = sign_in {
             json = gemini_auth(json, kind);
         }
@@ -310,7 +318,7 @@ fn prepare_json_agent(
         merge(&mut p.servers, r);
     }
     if agent == Agent::ClaudeCode && !flag_only {
-        borrow_claude_dir(&mut p, plan)?;
+        borrow_claude_dir(&mut p, plan, keep)?;
     }
     if agent == Agent::GeminiCli {
         warn_gemini_system_servers(&gemini_system_files(), gemini_loads_system_file);
@@ -356,14 +364,18 @@ fn warn_gemini_system_servers(
 /// Claude Code's user- and local-scope servers (`.claude.json`): its config folder borrowed
 /// for the run (see [`claude_dir`]), `CLAUDE_CONFIG_DIR` pointing at the borrowed one (at
 /// the stable folder: the same path for every run of a tape).
-fn borrow_claude_dir(p: &mut Prepared, plan: &Plan<'_>) -> Result<(), PrepareError> {
+fn borrow_claude_dir(
+    p: &mut Prepared,
+    plan: &Plan<'_>,
+    keep: config::Keep<'_>,
+) -> Result<(), PrepareError> {
     let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR").map(PathBuf::from);
     let Some(real) = claude_dir::Home::locate(config_dir.as_deref(), plan.home) else {
         return Ok(());
     };
     let state = real.state.clone();
     let Some((borrowed, servers)) =
-        claude_dir::borrow(real, plan.stable, plan.cwd, plan.through, plan.http)
+        claude_dir::borrow(real, plan.stable, plan.cwd, plan.through, plan.http, keep)
             .map_err(|e| config_err(&state, e))?
     else {
         return Ok(());
@@ -450,7 +462,11 @@ fn point_anthropic_and_openai(agent: Agent, url: &str, plan: &Plan<'_>, p: &mut 
 
 /// Each `--mcp-config` value (a file or inline JSON) rewritten into a temporary copy, the
 /// command line pointing at the copy.
-fn rewrite_mcp_config_flags(p: &mut Prepared, plan: &Plan<'_>) -> Result<(), PrepareError> {
+fn rewrite_mcp_config_flags(
+    p: &mut Prepared,
+    plan: &Plan<'_>,
+    keep: config::Keep<'_>,
+) -> Result<(), PrepareError> {
     let mut i = 1;
     let mut n = 0;
     while i < p.argv.len() {
@@ -482,7 +498,7 @@ fn rewrite_mcp_config_flags(p: &mut Prepared, plan: &Plan<'_>) -> Result<(), Pre
                 let text = std::fs::read_to_string(&path).map_err(|e| config_err(&path, e))?;
                 serde_json::from_str(&text).map_err(|e| config_err(&path, e))?
             };
-            let r = config::rewrite_json(&mut json, plan.through, plan.http);
+            let r = config::rewrite_json(&mut json, plan.through, plan.http, keep);
             merge(&mut p.servers, r);
             n += 1;
             let copy = plan.temp.join(format!("mcp-config-{n}.json"));
@@ -506,6 +522,160 @@ fn merge(into: &mut Rewritten, r: Rewritten) {
     into.stdio.extend(r.stdio);
     into.http_through.extend(r.http_through);
     into.http.extend(r.http);
+    into.kept.extend(r.kept);
+}
+
+/// Claude Code's MCP server policy (`deniedMcpServers` and `allowedMcpServers` in its settings)
+/// as far as `run` must heed it. A server the policy denies by its command or its URL, or a
+/// stdio (HTTP) server where the allow list names servers by command (URL), is judged by what
+/// its entry says: rewritten to go through mcptape, a denied one would get past the policy and
+/// an allowed one would be refused. Those entries are left as they are, and said so; entries
+/// judged by name only are rewritten (the name stays).
+#[derive(Default)]
+struct ClaudePolicy {
+    denied: Vec<Value>,
+    allowed: Option<Vec<Value>>,
+}
+
+impl ClaudePolicy {
+    /// The policy of every settings source Claude Code reads it from: the managed settings,
+    /// the project's local and shared settings, the user's, and `--settings` of `argv`. The
+    /// deny lists add up; the allow list is the managed one alone when they say
+    /// `allowManagedMcpServersOnly`, else every source's together.
+    fn read(plan: &Plan<'_>, argv: &[String]) -> ClaudePolicy {
+        let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR").map(PathBuf::from);
+        let user = config_dir.or_else(|| plan.home.map(|h| h.join(".claude")));
+        let read = |f: &Path| config::read_json(f);
+        let managed: Vec<Value> = claude_managed_files(plan.claude_managed)
+            .iter()
+            .filter_map(|f| read(f))
+            .collect();
+        let mut others: Vec<Value> = [
+            Some(plan.cwd.join(".claude/settings.local.json")),
+            Some(plan.cwd.join(".claude/settings.json")),
+            user.map(|d| d.join("settings.json")),
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(|f| read(&f))
+        .collect();
+        let flag = argv.iter().enumerate().find_map(|(i, a)| {
+            a.strip_prefix("--settings=")
+                .map(str::to_string)
+                .or_else(|| {
+                    (a == "--settings")
+                        .then(|| argv.get(i + 1).cloned())
+                        .flatten()
+                })
+        });
+        if let Some(v) = flag {
+            let json = if v.trim_start().starts_with('{') {
+                serde_json::from_str(&v).ok()
+            } else {
+                read(&plan.cwd.join(&v))
+            };
+            others.extend(json);
+        }
+        let list = |docs: &[Value], key: &str| -> Option<Vec<Value>> {
+            let lists: Vec<&Vec<Value>> = docs
+                .iter()
+                .filter_map(|d| d.get(key).and_then(Value::as_array))
+                .collect();
+            (!lists.is_empty()).then(|| lists.into_iter().flatten().cloned().collect())
+        };
+        let managed_only = managed
+            .iter()
+            .any(|d| d.get("allowManagedMcpServersOnly") == Some(&Value::Bool(true)));
+        let every: Vec<Value> = managed.iter().chain(&others).cloned().collect();
+        ClaudePolicy {
+            denied: list(&every, "deniedMcpServers").unwrap_or_default(),
+            allowed: list(
+                if managed_only { &managed } else { &every },
+                "allowedMcpServers",
+            ),
+        }
+    }
+
+    /// Whether the entry of server `name` stays as it is (said on stderr when it does).
+    fn keeps(&self, name: &str, entry: &serde_json::Map<String, Value>) -> bool {
+        let why = self.why_kept(entry);
+        if let Some(why) = why {
+            crate::diag!(
+                "mcptape run: Claude Code's {why}: server {name} is left as it is, and not on the tape (rewritten, the policy would judge it differently)"
+            );
+        }
+        why.is_some()
+    }
+
+    fn why_kept(&self, entry: &serde_json::Map<String, Value>) -> Option<&'static str> {
+        let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), expand_claude_vars);
+        let stdio = matches!(
+            entry.get("type").and_then(Value::as_str),
+            None | Some("stdio")
+        );
+        let command: Option<Vec<String>> = entry.get("command").filter(|_| stdio).map(|c| {
+            let args = entry.get("args").and_then(Value::as_array);
+            std::iter::once(text(c))
+                .chain(args.into_iter().flatten().map(text))
+                .collect()
+        });
+        let url = entry
+            .get("url")
+            .and_then(Value::as_str)
+            .map(expand_claude_vars);
+        for rule in &self.denied {
+            let by_command = rule.get("serverCommand").and_then(Value::as_array);
+            if let (Some(c), Some(r)) = (&command, by_command) {
+                if r.iter().map(text).eq(c.iter().cloned()) {
+                    return Some("deniedMcpServers denies it by its command");
+                }
+            }
+            let by_url = rule.get("serverUrl").and_then(Value::as_str);
+            if let (Some(u), Some(r)) = (&url, by_url) {
+                if url_may_match(u, &expand_claude_vars(r)) {
+                    return Some("deniedMcpServers denies it by its URL");
+                }
+            }
+        }
+        let allowed = self.allowed.as_deref().unwrap_or_default();
+        if command.is_some() && allowed.iter().any(|r| r.get("serverCommand").is_some()) {
+            return Some("allowedMcpServers allows stdio servers by their command");
+        }
+        if url.is_some() && allowed.iter().any(|r| r.get("serverUrl").is_some()) {
+            return Some("allowedMcpServers allows HTTP servers by their URL");
+        }
+        None
+    }
+}
+
+/// `${NAME}` and `${NAME:-default}` in `s` replaced as Claude Code replaces them in a server's
+/// command, arguments and URL (from the environment; a missing one with no default stays).
+fn expand_claude_vars(s: &str) -> String {
+    static RE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}").expect("a regex")
+    });
+    RE.replace_all(s, |c: &regex::Captures<'_>| {
+        match (std::env::var(&c[1]), c.get(2)) {
+            (Ok(v), _) => v,
+            (Err(_), Some(d)) => d.as_str().to_string(),
+            (Err(_), None) => c[0].to_string(),
+        }
+    })
+    .into_owned()
+}
+
+/// Whether a deny rule's URL pattern (`*` anywhere) may match `url`. Claude Code matches the
+/// parts of a URL; this errs toward a match (the pattern over the whole URL, or over its
+/// start), as a server wrongly left as it is only goes untaped, where one wrongly rewritten
+/// would get past the policy.
+fn url_may_match(url: &str, pattern: &str) -> bool {
+    if pattern == "*" {
+        return true;
+    }
+    let glob = regex::escape(pattern).replace(r"\*", ".*");
+    regex::Regex::new(&format!("^{glob}"))
+        .map(|re| re.is_match(url))
+        .unwrap_or(true)
 }
 
 /// Whether two paths name one file (through links, when it exists).
@@ -572,6 +742,18 @@ fn settings_env(f: &Path) -> Vec<(String, String)> {
 /// each with the file it is in: `managed-settings.json`, then the drop-ins of
 /// `managed-settings.d/` in name order (`*.json`, not hidden), a later file's over an earlier's.
 fn claude_managed_env(dir: &Path) -> std::collections::HashMap<String, (String, PathBuf)> {
+    let mut vars = std::collections::HashMap::new();
+    for f in claude_managed_files(dir) {
+        for (key, v) in settings_env(&f) {
+            vars.insert(key, (v, f.clone()));
+        }
+    }
+    vars
+}
+
+/// Claude Code's managed settings files in `dir`: `managed-settings.json`, then the drop-ins of
+/// `managed-settings.d/` in name order (`*.json`, not hidden).
+fn claude_managed_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = vec![dir.join("managed-settings.json")];
     if let Ok(entries) = std::fs::read_dir(dir.join("managed-settings.d")) {
         let mut drop_ins: Vec<PathBuf> = entries
@@ -585,13 +767,7 @@ fn claude_managed_env(dir: &Path) -> std::collections::HashMap<String, (String, 
         drop_ins.sort();
         files.extend(drop_ins);
     }
-    let mut vars = std::collections::HashMap::new();
-    for f in files {
-        for (key, v) in settings_env(&f) {
-            vars.insert(key, (v, f.clone()));
-        }
-    }
-    vars
+    files
 }
 
 /// Whether Claude Code's managed settings set `key` (a base URL), which nothing mcptape gives
@@ -683,6 +859,7 @@ fn vertex_base(region: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// The base URL Claude Code's settings set, by their precedence.
     #[test]
@@ -769,17 +946,138 @@ mod tests {
         assert!(gemini_loads_system_file(Path::new("/etc/passwd")));
     }
 
+    /// The folders a test's [`Plan`] lends: a working folder, a home, a managed-policy folder,
+    /// all under `dir`; servers recorded through `/bin/mcptape`.
+    struct Place {
+        dir: PathBuf,
+        cwd: PathBuf,
+        home: PathBuf,
+        managed: PathBuf,
+        stable: PathBuf,
+        journal: PathBuf,
+        through: Through,
+    }
+
+    impl Place {
+        fn new(dir: &Path) -> Place {
+            Place {
+                dir: dir.to_path_buf(),
+                cwd: dir.join("work"),
+                home: dir.join("home"),
+                managed: dir.join("managed"),
+                stable: dir.join("stable"),
+                journal: dir.join("journal.json"),
+                through: Through::Record {
+                    exe: "/bin/mcptape".into(),
+                    socket: "/tmp/s.sock".into(),
+                },
+            }
+        }
+
+        fn plan<'a>(&'a self, model_url: Option<&'a str>, http: config::HttpHook<'a>) -> Plan<'a> {
+            Plan {
+                model_url,
+                through: &self.through,
+                temp: &self.dir,
+                stable: &self.stable,
+                journal: &self.journal,
+                cwd: &self.cwd,
+                http,
+                home: Some(&self.home),
+                claude_managed: &self.managed,
+            }
+        }
+    }
+
+    /// Which entries Claude Code's MCP server policy keeps as they are: those it judges by
+    /// command or URL; a rule by name leaves the entry to be rewritten (the name stays).
+    #[test]
+    fn claude_policy_keeps_the_entries_it_judges_by_command_or_url() {
+        let entry = |v: Value| v.as_object().unwrap().clone();
+        let stdio = entry(json!({"command": "npx", "args": ["-y", "${MCPTAPE_NO_SUCH_VAR:-srv}"]}));
+        let http = entry(json!({"type": "http", "url": "https://mcp.corp.example/v1/mcp"}));
+        let policy = |denied: Value, allowed: Option<Value>| ClaudePolicy {
+            denied: denied.as_array().unwrap().clone(),
+            allowed: allowed.map(|a| a.as_array().unwrap().clone()),
+        };
+        let none = policy(json!([]), None);
+        assert_eq!(none.why_kept(&stdio), None);
+        assert_eq!(none.why_kept(&http), None);
+        let by_command = policy(json!([{"serverCommand": ["npx", "-y", "srv"]}]), None);
+        assert!(by_command.why_kept(&stdio).is_some(), "defaults expanded");
+        assert_eq!(by_command.why_kept(&http), None);
+        let other = policy(json!([{"serverCommand": ["npx", "-y", "other"]}]), None);
+        assert_eq!(other.why_kept(&stdio), None);
+        let by_name = policy(
+            json!([{"serverName": "S"}]),
+            Some(json!([{"serverName": "S"}])),
+        );
+        assert_eq!(by_name.why_kept(&stdio), None);
+        let by_url = policy(json!([{"serverUrl": "https://*.corp.example/*"}]), None);
+        assert!(by_url.why_kept(&http).is_some());
+        let host_only = policy(json!([{"serverUrl": "https://mcp.corp.example"}]), None);
+        assert!(host_only.why_kept(&http).is_some(), "errs toward a match");
+        let elsewhere = policy(json!([{"serverUrl": "https://other.example/*"}]), None);
+        assert_eq!(elsewhere.why_kept(&http), None);
+        let allow_commands = policy(json!([]), Some(json!([{"serverCommand": ["uvx", "x"]}])));
+        assert!(allow_commands.why_kept(&stdio).is_some());
+        assert_eq!(allow_commands.why_kept(&http), None);
+        let allow_urls = policy(json!([]), Some(json!([{"serverUrl": "https://*"}])));
+        assert!(allow_urls.why_kept(&http).is_some());
+        assert_eq!(allow_urls.why_kept(&stdio), None);
+    }
+
+    /// The policy is read from every source: deny lists add up, the allow list is the managed
+    /// one alone under `allowManagedMcpServersOnly`.
+    #[test]
+    fn claude_policy_is_read_from_every_settings_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let place = Place::new(dir.path());
+        let (cwd, home, managed) = (&place.cwd, &place.home, &place.managed);
+        let put = |f: PathBuf, v: Value| {
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, v.to_string()).unwrap();
+        };
+        put(
+            cwd.join(".claude/settings.json"),
+            json!({"deniedMcpServers": [{"serverName": "a"}], "allowedMcpServers": [{"serverCommand": ["x"]}]}),
+        );
+        put(
+            home.join(".claude/settings.json"),
+            json!({"deniedMcpServers": [{"serverName": "b"}]}),
+        );
+        put(
+            managed.join("managed-settings.d/10.json"),
+            json!({"deniedMcpServers": [{"serverName": "c"}], "allowedMcpServers": [{"serverName": "S"}]}),
+        );
+        let ours = |_: &str, url: &str| Some(url.to_string());
+        let plan = place.plan(None, &ours);
+        let flag = r#"{"deniedMcpServers": [{"serverName": "d"}]}"#;
+        let argv = ["claude".to_string(), "--settings".into(), flag.into()];
+        let p = ClaudePolicy::read(&plan, &argv);
+        let names: Vec<&str> = p
+            .denied
+            .iter()
+            .filter_map(|d| d["serverName"].as_str())
+            .collect();
+        assert_eq!(names, ["c", "a", "b", "d"]);
+        assert_eq!(p.allowed.as_ref().map(Vec::len), Some(2));
+        put(
+            managed.join("managed-settings.json"),
+            json!({"allowManagedMcpServersOnly": true}),
+        );
+        let p = ClaudePolicy::read(&plan, &argv);
+        assert_eq!(p.allowed, Some(vec![json!({"serverName": "S"})]));
+    }
+
     /// Claude Code's managed settings outrank every source mcptape can use: a base URL there is
     /// not overridden (no `--settings` that would lose), and their `env` says whether Claude
     /// Code is on Vertex AI (drop-ins read in name order, hidden ones not).
     #[test]
     fn claude_managed_settings_are_read_and_never_overridden() {
         let dir = tempfile::tempdir().unwrap();
-        let (cwd, home, managed) = (
-            dir.path().join("work"),
-            dir.path().join("home"),
-            dir.path().join("managed"),
-        );
+        let place = Place::new(dir.path());
+        let (cwd, managed) = (&place.cwd, &place.managed);
         let put = |f: PathBuf, text: &str| {
             std::fs::create_dir_all(f.parent().unwrap()).unwrap();
             std::fs::write(f, text).unwrap();
@@ -788,22 +1086,8 @@ mod tests {
             cwd.join(".claude/settings.json"),
             r#"{"env": {"ANTHROPIC_BASE_URL": "https://project.example"}}"#,
         );
-        let through = Through::Record {
-            exe: "/bin/mcptape".into(),
-            socket: "/tmp/s.sock".into(),
-        };
         let ours = |_: &str, url: &str| Some(url.to_string());
-        let plan = Plan {
-            model_url: Some("http://127.0.0.1:7"),
-            through: &through,
-            temp: dir.path(),
-            stable: &dir.path().join("stable"),
-            journal: &dir.path().join("journal.json"),
-            cwd: &cwd,
-            http: &ours,
-            home: Some(&home),
-            claude_managed: &managed,
-        };
+        let plan = place.plan(Some("http://127.0.0.1:7"), &ours);
         let argv = ["claude".to_string(), "-p".into(), "hi".into()];
         let settings_flag = |p: &Prepared| p.argv.iter().any(|a| a == "--settings");
         let vertex_env = |p: &Prepared| {

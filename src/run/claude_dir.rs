@@ -86,6 +86,7 @@ pub(crate) fn point(
     bases: &[&Path],
     through: &Through,
     http: config::HttpHook<'_>,
+    keep: config::Keep<'_>,
 ) -> (Vec<(String, Value)>, Rewritten) {
     let mut at: Vec<String> = vec![String::new()];
     for base in bases {
@@ -109,7 +110,7 @@ pub(crate) fn point(
         };
         let before = value.clone();
         let mut only = serde_json::json!({ "mcpServers": value.take() });
-        let r = config::rewrite_json(&mut only, through, http);
+        let r = config::rewrite_json(&mut only, through, http, keep);
         *value = only["mcpServers"].take();
         for name in r.stdio.iter().chain(&r.http_through) {
             let was = before.get(name).cloned().unwrap_or(Value::Null);
@@ -118,6 +119,7 @@ pub(crate) fn point(
         servers.stdio.extend(r.stdio);
         servers.http_through.extend(r.http_through);
         servers.http.extend(r.http);
+        servers.kept.extend(r.kept);
     }
     (entries, servers)
 }
@@ -153,6 +155,7 @@ pub fn borrow(
     cwd: &Path,
     through: &Through,
     http: config::HttpHook<'_>,
+    keep: config::Keep<'_>,
 ) -> std::io::Result<Option<(Borrowed, Rewritten)>> {
     let original = match std::fs::read(&real.state) {
         Ok(b) => b,
@@ -166,7 +169,7 @@ pub fn borrow(
         )
     })?;
     let canonical = cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf());
-    let (entries, servers) = point(&mut json, &[cwd, canonical.as_path()], through, http);
+    let (entries, servers) = point(&mut json, &[cwd, canonical.as_path()], through, http, keep);
     if entries.is_empty() {
         return Ok(None);
     }
@@ -365,7 +368,7 @@ mod tests {
         std::fs::write(real.join(STATE), &text).unwrap();
         let home = Home::locate(Some(&real), None).unwrap();
         let dir = t.path().join("borrowed");
-        let (b, servers) = borrow(home, &dir, &cwd, &through(), &no_http)
+        let (b, servers) = borrow(home, &dir, &cwd, &through(), &no_http, config::KEEP_NONE)
             .unwrap()
             .unwrap();
         assert_eq!(
@@ -471,7 +474,13 @@ mod tests {
             "projects": {"/w": {"servers": {"x": {"command": "x"}}}}
         });
         let mut pointed = state.clone();
-        let (entries, servers) = point(&mut pointed, &[Path::new("/w")], &through(), &no_http);
+        let (entries, servers) = point(
+            &mut pointed,
+            &[Path::new("/w")],
+            &through(),
+            &no_http,
+            config::KEEP_NONE,
+        );
         assert_eq!(servers.stdio, ["fs"]);
         assert_eq!(pointed["servers"], state["servers"]);
         assert_eq!(pointed["projects"], state["projects"]);
@@ -490,7 +499,13 @@ mod tests {
         let text = r#"{"lastCost": 0.009043200000000001, "big": 3.3333333333333334e42,
             "mcpServers": {"a": {"command": "a"}}}"#;
         let mut json: Value = serde_json::from_str(text).unwrap();
-        let (entries, _) = point(&mut json, &[Path::new("/w")], &through(), &no_http);
+        let (entries, _) = point(
+            &mut json,
+            &[Path::new("/w")],
+            &through(),
+            &no_http,
+            config::KEEP_NONE,
+        );
         let back = unpoint(&entries, serde_json::to_vec_pretty(&json).unwrap());
         let back = String::from_utf8(back).unwrap();
         assert!(back.contains("0.009043200000000001"), "{back}");
@@ -507,27 +522,25 @@ mod tests {
         assert_eq!(located.state, home.join(".claude.json"));
         assert_eq!(located.dir, home.join(".claude"));
         let dir = t.path().join("borrowed");
-        assert!(
-            borrow(located.clone(), &dir, t.path(), &through(), &no_http)
-                .unwrap()
-                .is_none(),
-            "no file"
-        );
+        let lend = || {
+            borrow(
+                located.clone(),
+                &dir,
+                t.path(),
+                &through(),
+                &no_http,
+                config::KEEP_NONE,
+            )
+        };
+        assert!(lend().unwrap().is_none(), "no file");
         std::fs::write(&located.state, "{\"numStartups\": 1}").unwrap();
-        assert!(
-            borrow(located.clone(), &dir, t.path(), &through(), &no_http)
-                .unwrap()
-                .is_none(),
-            "no servers"
-        );
+        assert!(lend().unwrap().is_none(), "no servers");
         std::fs::write(
             &located.state,
             "{\"mcpServers\": {\"a\": {\"command\": \"a\"}}}",
         )
         .unwrap();
-        let (b, _) = borrow(located.clone(), &dir, t.path(), &through(), &no_http)
-            .unwrap()
-            .unwrap();
+        let (b, _) = lend().unwrap().unwrap();
         std::fs::write(dir.join(STATE), "{\"mcpServers\": {}, \"x\": 1}").unwrap();
         std::fs::write(&located.state, "{\"theirs\": true}").unwrap();
         let given = b.give_back();
@@ -543,7 +556,15 @@ mod tests {
             "{\"theirs\": true}"
         );
         std::fs::write(&located.state, "not json").unwrap();
-        let e = borrow(located, &dir, t.path(), &through(), &no_http).unwrap_err();
+        let e = borrow(
+            located,
+            &dir,
+            t.path(),
+            &through(),
+            &no_http,
+            config::KEEP_NONE,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("not JSON"), "{e}");
     }
 }

@@ -64,18 +64,36 @@ pub struct Rewritten {
     pub http_through: Vec<String>,
     /// HTTP servers left alone: not on the tape.
     pub http: Vec<String>,
+    /// Servers left as they are for the agent's own policy ([`Keep`]): not on the tape.
+    pub kept: Vec<String>,
 }
 
 /// What an HTTP server entry's URL becomes: given the server's name and URL, mcptape's URL for
 /// it (`None`: left alone).
 pub type HttpHook<'a> = &'a dyn Fn(&str, &str) -> Option<String>;
 
+/// Which server entries stay as they are, given the server's name and entry: those an agent's
+/// own policy would judge differently once rewritten (see `agent::ClaudePolicy`).
+pub type Keep<'a> = &'a dyn Fn(&str, &serde_json::Map<String, Value>) -> bool;
+
+fn keep_none(_: &str, _: &serde_json::Map<String, Value>) -> bool {
+    false
+}
+
+/// Every entry rewritten.
+pub const KEEP_NONE: Keep<'static> = &keep_none;
+
 /// The keys an HTTP server entry's URL is under: `url`, Gemini CLI's `httpUrl`, Windsurf's
 /// `serverUrl`.
 const URL_KEYS: &[&str] = &["url", "httpUrl", "serverUrl"];
 
 /// Rewrites a JSON MCP config in place (`mcpServers`, or VS Code's `servers`).
-pub fn rewrite_json(config: &mut Value, through: &Through, http: HttpHook<'_>) -> Rewritten {
+pub fn rewrite_json(
+    config: &mut Value,
+    through: &Through,
+    http: HttpHook<'_>,
+    keep: Keep<'_>,
+) -> Rewritten {
     let mut out = Rewritten::default();
     for key in ["mcpServers", "servers"] {
         let Some(Value::Object(servers)) = config.get_mut(key) else {
@@ -83,6 +101,10 @@ pub fn rewrite_json(config: &mut Value, through: &Through, http: HttpHook<'_>) -
         };
         for (name, entry) in servers.iter_mut() {
             let Value::Object(e) = entry else { continue };
+            if keep(name, e) {
+                out.kept.push(name.clone());
+                continue;
+            }
             let Some(command) = e.get("command").and_then(Value::as_str).map(str::to_string) else {
                 let Some(key) = URL_KEYS.iter().find(|k| e.contains_key(**k)) else {
                     continue;
@@ -437,7 +459,7 @@ mod tests {
             (name == "web")
                 .then(|| format!("http://127.0.0.1:2{}", &url[url.rfind('/').unwrap()..]))
         };
-        let r = rewrite_json(&mut claude, &rec(), &ours);
+        let r = rewrite_json(&mut claude, &rec(), &ours, KEEP_NONE);
         assert_eq!(r.stdio, ["mem"]);
         assert_eq!(r.http_through, ["web"]);
         assert_eq!(claude["mcpServers"]["web"]["url"], "http://127.0.0.1:2/mcp");
@@ -468,7 +490,10 @@ mod tests {
             exe: "/bin/mcptape".into(),
             tape: "/t.jsonl".into(),
         };
-        assert_eq!(rewrite_json(&mut vscode, &play, &|_, _| None).stdio, ["fs"]);
+        assert_eq!(
+            rewrite_json(&mut vscode, &play, &|_, _| None, KEEP_NONE).stdio,
+            ["fs"]
+        );
         assert_eq!(
             vscode["servers"]["fs"]["args"],
             json!(["play", "/t.jsonl", "--server", "fs"])

@@ -108,6 +108,8 @@ struct Bed {
     /// Claude Code on Vertex AI (`CLAUDE_CODE_USE_VERTEX`, its auth skipped as behind a
     /// gateway), its base URL `ANTHROPIC_VERTEX_BASE_URL`.
     claude_vertex: bool,
+    /// Claude Code's user settings deny S by its command (`deniedMcpServers`).
+    claude_deny_s: bool,
 }
 
 /// What one `mcptape run` did.
@@ -219,6 +221,7 @@ impl Bed {
             gemini_skills: false,
             gemini_commented: false,
             claude_vertex: false,
+            claude_deny_s: false,
         };
         let (command, args) = bed.server_entry(None);
         let mcp = json!({"mcpServers": {"S": {"type": "stdio", "command": command, "args": args}}});
@@ -323,6 +326,15 @@ impl Bed {
                 if self.claude_settings_base {
                     // A gateway's URL, as its users set it: in Claude Code's own settings.
                     let settings = json!({"env": {"ANTHROPIC_BASE_URL": base, "DISABLE_ERROR_REPORTING": "1"}});
+                    std::fs::write(config.join("settings.json"), settings.to_string())
+                        .expect("settings.json");
+                }
+                if self.claude_deny_s {
+                    // An administrator's (or the user's own) policy: S's command is denied.
+                    let (command, args) = self.server_entry(None);
+                    let mut exact = vec![command];
+                    exact.extend(args);
+                    let settings = json!({"deniedMcpServers": [{"serverCommand": exact}]});
                     std::fs::write(config.join("settings.json"), settings.to_string())
                         .expect("settings.json");
                 }
@@ -929,6 +941,33 @@ fn gemini_cli_with_comments_in_its_settings_is_recorded_and_played_back() {
     let play = run(&["--playback"]);
     assert_eq!(play.ok(), answer, "{}", play.console());
     assert_eq!(fake.posts().len(), 2, "playback asked the model nothing");
+}
+
+/// A server Claude Code's settings deny by its command (`deniedMcpServers`, `serverCommand`)
+/// stays denied under `run`: its entry is left as it is, not rewritten into a command the
+/// policy would no longer recognise.
+#[test]
+fn claude_code_denying_a_server_by_its_command_still_denies_it_under_run() {
+    let mut bed = Bed::new();
+    bed.claude_deny_s = true;
+    let tape = bed.tape("claude-denied.jsonl");
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    let run = bed.runner(Agent::Claude, Servers::CommandLine, &tape, &fake.url);
+    let rec = run(&[]);
+    assert_eq!(rec.code, Some(0), "{}", rec.console());
+    assert_eq!(
+        rec.claude_json()["result"],
+        "FINAL: no tool",
+        "S was denied before run; under it too:\n{}",
+        rec.console()
+    );
+    assert_contains(&rec.stderr, "deniedMcpServers");
+    assert!(
+        std::fs::read_to_string(&bed.marker)
+            .unwrap_or_default()
+            .is_empty(),
+        "S never started"
+    );
 }
 
 /// Gemini CLI in `bed` recorded with `run --upstream` at the fake provider (its own base URL
