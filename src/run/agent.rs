@@ -320,6 +320,9 @@ fn prepare_json_agent(
     if agent == Agent::ClaudeCode && !flag_only {
         borrow_claude_dir(&mut p, plan, keep)?;
     }
+    if agent == Agent::ClaudeCode {
+        warn_claude_managed_mcp(plan.claude_managed);
+    }
     if agent == Agent::GeminiCli {
         warn_gemini_system_servers(&gemini_system_files(), gemini_loads_system_file);
     }
@@ -359,6 +362,26 @@ fn warn_gemini_system_servers(
         named.extend(names);
     }
     named
+}
+
+/// Claude Code's managed MCP servers (`managed-mcp.json` in its policy folder) take exclusive
+/// control: it starts those and no server of any other source, so none that `run` rewrote.
+/// They are an administrator's, not routed: named in a warning. Returns their names (none when
+/// there is no such file).
+fn warn_claude_managed_mcp(dir: &Path) -> Vec<String> {
+    let file = dir.join("managed-mcp.json");
+    let Some(Value::Object(servers)) =
+        config::read_json(&file).and_then(|mut v| v.get_mut("mcpServers").map(Value::take))
+    else {
+        return Vec::new();
+    };
+    let names: Vec<String> = servers.keys().cloned().collect();
+    crate::diag!(
+        "mcptape run: WARNING: Claude Code's managed MCP servers ({}) take exclusive control: it starts only those ({}), which mcptape cannot route, and none of the servers run points at the tape",
+        file.display(),
+        if names.is_empty() { "none".to_string() } else { names.join(", ") }
+    );
+    names
 }
 
 /// Claude Code's user- and local-scope servers (`.claude.json`): its config folder borrowed
@@ -987,6 +1010,19 @@ mod tests {
                 claude_managed: &self.managed,
             }
         }
+    }
+
+    /// Claude Code's managed MCP servers are named (their file takes exclusive control).
+    #[test]
+    fn claude_managed_mcp_servers_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(warn_claude_managed_mcp(dir.path()).is_empty(), "no file");
+        std::fs::write(
+            dir.path().join("managed-mcp.json"),
+            r#"{"mcpServers": {"corp-docs": {"command": "corp-docs"}, "jira": {"type": "http", "url": "https://jira.example/mcp"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(warn_claude_managed_mcp(dir.path()), ["corp-docs", "jira"]);
     }
 
     /// Which entries Claude Code's MCP server policy keeps as they are: those it judges by
