@@ -567,21 +567,16 @@ impl ClaudePolicy {
     /// `allowManagedMcpServersOnly`, else every source's together.
     fn read(plan: &Plan<'_>, argv: &[String]) -> ClaudePolicy {
         let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR").map(PathBuf::from);
-        let user = config_dir.or_else(|| plan.home.map(|h| h.join(".claude")));
         let read = |f: &Path| config::read_json(f);
         let managed: Vec<Value> = claude_managed_files(plan.claude_managed)
             .iter()
             .filter_map(|f| read(f))
             .collect();
-        let mut others: Vec<Value> = [
-            Some(plan.cwd.join(".claude/settings.local.json")),
-            Some(plan.cwd.join(".claude/settings.json")),
-            user.map(|d| d.join("settings.json")),
-        ]
-        .into_iter()
-        .flatten()
-        .filter_map(|f| read(&f))
-        .collect();
+        let mut others: Vec<Value> =
+            claude_settings_files(plan.cwd, config_dir.as_deref(), plan.home)
+                .iter()
+                .filter_map(|f| read(f))
+                .collect();
         let flag = argv.iter().enumerate().find_map(|(i, a)| {
             a.strip_prefix("--settings=")
                 .map(str::to_string)
@@ -728,21 +723,31 @@ fn claude_settings_env(
     config_dir: Option<&Path>,
     home: Option<&Path>,
 ) -> std::collections::HashMap<String, String> {
-    let user = config_dir
-        .map(Path::to_path_buf)
-        .or_else(|| home.map(|h| h.join(".claude")));
     let mut vars = std::collections::HashMap::new();
-    let files = [
-        Some(cwd.join(".claude/settings.local.json")),
-        Some(cwd.join(".claude/settings.json")),
-        user.map(|d| d.join("settings.json")),
-    ];
-    for f in files.into_iter().flatten() {
+    for f in claude_settings_files(cwd, config_dir, home) {
         for (key, v) in settings_env(&f) {
             vars.entry(key).or_insert(v);
         }
     }
     vars
+}
+
+/// Claude Code's settings files below its managed ones, by rank: the project's local settings,
+/// the project's, the user's (in `config_dir`, else `~/.claude`).
+fn claude_settings_files(
+    cwd: &Path,
+    config_dir: Option<&Path>,
+    home: Option<&Path>,
+) -> Vec<PathBuf> {
+    let user = config_dir
+        .map(Path::to_path_buf)
+        .or_else(|| home.map(|h| h.join(".claude")));
+    let mut files = vec![
+        cwd.join(".claude/settings.local.json"),
+        cwd.join(".claude/settings.json"),
+    ];
+    files.extend(user.map(|d| d.join("settings.json")));
+    files
 }
 
 /// The variables a Claude Code settings file's `env` sets to non-empty strings (none when the
