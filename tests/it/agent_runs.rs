@@ -108,8 +108,9 @@ struct Bed {
     /// Claude Code on Vertex AI (`CLAUDE_CODE_USE_VERTEX`, its auth skipped as behind a
     /// gateway), its base URL `ANTHROPIC_VERTEX_BASE_URL`.
     claude_vertex: bool,
-    /// Claude Code's user settings deny S by its command (`deniedMcpServers`).
-    claude_deny_s: bool,
+    /// Claude Code's user settings name S by its command in this list of its MCP server
+    /// policy (`deniedMcpServers` or `allowedMcpServers`).
+    claude_policy_on_s: Option<&'static str>,
 }
 
 /// What one `mcptape run` did.
@@ -221,7 +222,7 @@ impl Bed {
             gemini_skills: false,
             gemini_commented: false,
             claude_vertex: false,
-            claude_deny_s: false,
+            claude_policy_on_s: None,
         };
         let (command, args) = bed.server_entry(None);
         let mcp = json!({"mcpServers": {"S": {"type": "stdio", "command": command, "args": args}}});
@@ -329,12 +330,13 @@ impl Bed {
                     std::fs::write(config.join("settings.json"), settings.to_string())
                         .expect("settings.json");
                 }
-                if self.claude_deny_s {
-                    // An administrator's (or the user's own) policy: S's command is denied.
+                if let Some(list) = self.claude_policy_on_s {
+                    // An administrator's (or the user's own) policy: S's command is denied,
+                    // or the only one allowed.
                     let (command, args) = self.server_entry(None);
                     let mut exact = vec![command];
                     exact.extend(args);
-                    let settings = json!({"deniedMcpServers": [{"serverCommand": exact}]});
+                    let settings = json!({list: [{"serverCommand": exact}]});
                     std::fs::write(config.join("settings.json"), settings.to_string())
                         .expect("settings.json");
                 }
@@ -949,7 +951,7 @@ fn gemini_cli_with_comments_in_its_settings_is_recorded_and_played_back() {
 #[test]
 fn claude_code_denying_a_server_by_its_command_still_denies_it_under_run() {
     let mut bed = Bed::new();
-    bed.claude_deny_s = true;
+    bed.claude_policy_on_s = Some("deniedMcpServers");
     let tape = bed.tape("claude-denied.jsonl");
     let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
     let run = bed.runner(Agent::Claude, Servers::CommandLine, &tape, &fake.url);
@@ -968,6 +970,26 @@ fn claude_code_denying_a_server_by_its_command_still_denies_it_under_run() {
             .is_empty(),
         "S never started"
     );
+}
+
+/// A server Claude Code's settings allow by its command alone (`allowedMcpServers` naming only
+/// `serverCommand`s) still runs under `run`: rewritten to go through mcptape, its command would
+/// match no rule and Claude Code would refuse it, so its entry is left as it is (and said so).
+#[test]
+fn claude_code_allowing_a_server_by_its_command_still_runs_it_under_run() {
+    let mut bed = Bed::new();
+    bed.claude_policy_on_s = Some("allowedMcpServers");
+    let tape = bed.tape("claude-allowed.jsonl");
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    let run = bed.runner(Agent::Claude, Servers::CommandLine, &tape, &fake.url);
+    let rec = run(&[]);
+    rec.ok();
+    assert_contains(
+        &rec.stderr,
+        "allowedMcpServers allows stdio servers by their command",
+    );
+    assert!(bed.starts() > 0, "S started, as the policy allows it");
+    assert_eq!(fake.posts().len(), 2, "{}", rec.console());
 }
 
 /// Gemini CLI in `bed` recorded with `run --upstream` at the fake provider (its own base URL
