@@ -32,6 +32,9 @@ pub enum Agent {
     ClaudeDesktop,
     /// The `llm` CLI with `llm-tools-mcp`: `OPENAI_BASE_URL`, `~/.llm-tools-mcp/mcp.json`.
     Llm,
+    /// opencode (`opencode`): its config files read, the overrides given as
+    /// `OPENCODE_CONFIG_CONTENT` (nothing rewritten in place).
+    OpenCode,
     /// Anything else: `ANTHROPIC_BASE_URL` and `OPENAI_BASE_URL`, and `--mcp-config` or a
     /// project `.mcp.json` when there is one.
     Other,
@@ -63,6 +66,7 @@ impl Agent {
             "code" | "code-insiders" => Agent::VsCode,
             "claude-desktop" | "Claude" => Agent::ClaudeDesktop,
             "llm" => Agent::Llm,
+            "opencode" => Agent::OpenCode,
             _ => Agent::Other,
         }
     }
@@ -77,6 +81,7 @@ impl Agent {
             Agent::VsCode => "VS Code",
             Agent::ClaudeDesktop => "Claude Desktop",
             Agent::Llm => "llm",
+            Agent::OpenCode => "opencode",
             Agent::Other => "the agent",
         }
     }
@@ -189,11 +194,12 @@ pub fn prepare(
 ) -> Result<Prepared, PrepareError> {
     match agent {
         Agent::Codex => super::codex::prepare(command, plan),
+        Agent::OpenCode => super::opencode::prepare(command, plan),
         _ => prepare_json_agent(agent, command, plan),
     }
 }
 
-/// Every agent but Codex: the model's base URL from the environment (none for the GUI
+/// Every agent but Codex and opencode: the model's base URL from the environment (none for the GUI
 /// clients), the servers from `--mcp-config` (a file or inline JSON: rewritten into a
 /// temporary copy) and the agent's config files ([`config_files`]: rewritten in place,
 /// restored at the end).
@@ -439,7 +445,7 @@ pub fn config_files(agent: Agent, cwd: &Path, home: Option<&Path>) -> Vec<PathBu
             out.extend(user(".config/Claude/claude_desktop_config.json"));
         }
         Agent::Llm => out.extend(user(".llm-tools-mcp/mcp.json")),
-        Agent::Codex => {}
+        Agent::Codex | Agent::OpenCode => {}
     }
     out
 }

@@ -10,6 +10,7 @@ pub mod claude_dir;
 mod codex;
 pub mod config;
 mod gemini;
+mod opencode;
 
 use crate::model::player::{ModelPlayer, PlaybackReport};
 use crate::model::proxy::ModelProxy;

@@ -51,6 +51,7 @@ enum Agent {
     Claude,
     Codex,
     Gemini,
+    OpenCode,
 }
 
 impl Agent {
@@ -60,9 +61,30 @@ impl Agent {
             Agent::Claude => "Claude Code",
             Agent::Codex => "Codex CLI",
             Agent::Gemini => "Gemini CLI",
+            Agent::OpenCode => "opencode",
+        }
+    }
+
+    /// The model calls of one run: the two turns, and for opencode the title it has its small
+    /// model write for the session, asked beside the first turn.
+    fn model_calls(self) -> usize {
+        match self {
+            Agent::OpenCode => 3,
+            _ => 2,
+        }
+    }
+
+    /// The model the turns are asked of (opencode's title call asks another).
+    fn turn_model(self) -> Option<&'static str> {
+        match self {
+            Agent::OpenCode => Some(OPENCODE_MODEL),
+            _ => None,
         }
     }
 }
+
+/// The model opencode is run with (`-m anthropic/…`): the fake provider answers any.
+const OPENCODE_MODEL: &str = "claude-sonnet-4-5";
 
 /// Where the agent's MCP servers come from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -145,6 +167,13 @@ impl RunOut {
                 .unwrap_or_else(|| panic!("no result string:\n{}", self.console()))
                 .to_string(),
             Agent::Codex | Agent::Gemini => self.stdout.trim().to_string(),
+            // `opencode run` prints each turn's text: the final answer is the last.
+            Agent::OpenCode => self
+                .stdout
+                .lines()
+                .rfind(|l| l.starts_with("FINAL:"))
+                .unwrap_or_else(|| panic!("no final answer:\n{}", self.console()))
+                .to_string(),
         }
     }
 
@@ -166,6 +195,7 @@ impl RunOut {
                 "the agent's answer:\n{}",
                 self.console()
             ),
+            Agent::OpenCode => assert_eq!(answer, format!("FINAL: {ECHO}"), "{}", self.console()),
             // Gemini CLI fences the tool's text as untrusted before the model sees it.
             Agent::Gemini => assert_eq!(
                 answer,
@@ -409,6 +439,26 @@ impl Bed {
                     cmd.env("GOOGLE_GEMINI_BASE_URL", base);
                 }
             }
+            Agent::OpenCode => {
+                assert_eq!(servers, Servers::ProjectFile, "opencode: its opencode.json");
+                let (command, args) = self.server_entry(None);
+                let mut line = vec![command];
+                line.extend(args);
+                // As its users write it: JSON with comments and a trailing comma.
+                let config = format!(
+                    "{{\n  // the test bed's server\n  \"mcp\": {{\"S\": {{\"type\": \"local\", \"command\": {}, \"timeout\": 60000}}}},\n}}\n",
+                    serde_json::to_string(&line).expect("command")
+                );
+                std::fs::write(self.work().join("opencode.json"), config).expect("opencode.json");
+                cmd.arg(agent_bin("opencode"))
+                    .args(["run", "-m", &format!("anthropic/{OPENCODE_MODEL}"), prompt])
+                    .env_clear()
+                    .env("ANTHROPIC_API_KEY", "sk-ant-fake-key-for-tests")
+                    // The AI SDK's Anthropic provider reads its base URL here (with `/v1`).
+                    .env("ANTHROPIC_BASE_URL", format!("{base}/v1"))
+                    .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+                    .env("OPENCODE_DISABLE_AUTOUPDATE", "1");
+            }
             Agent::Codex => {
                 assert_eq!(
                     servers,
@@ -526,19 +576,19 @@ fn check_tape(agent: Agent, tape: &Path) {
         .success()
         .stdout_contains("clean");
     let doc = show_json(tape);
-    let calls = doc["model_calls"].as_array().cloned().unwrap_or_default();
+    let all = doc["model_calls"].as_array().cloned().unwrap_or_default();
     assert_eq!(
-        calls.len(),
-        2,
-        "two model calls:\n{}",
+        all.len(),
+        agent.model_calls(),
+        "the model calls:\n{}",
         pretty(&doc["model_calls"])
     );
     let (provider, endpoint) = match agent {
-        Agent::Claude => ("anthropic", "messages"),
+        Agent::Claude | Agent::OpenCode => ("anthropic", "messages"),
         Agent::Codex => ("openai-responses", "responses"),
         Agent::Gemini => ("gemini", "streamGenerateContent"),
     };
-    for c in &calls {
+    for c in &all {
         assert_eq!(c["provider"], provider, "{}", pretty(c));
         assert_eq!(c["endpoint"], endpoint, "{}", pretty(c));
         assert_eq!(c["status"], 200, "{}", pretty(c));
@@ -549,6 +599,17 @@ fn check_tape(agent: Agent, tape: &Path) {
             pretty(c)
         );
     }
+    // The two turns.
+    let calls: Vec<&Value> = all
+        .iter()
+        .filter(|c| agent.turn_model().is_none_or(|m| c["model"] == m))
+        .collect();
+    assert_eq!(
+        calls.len(),
+        2,
+        "two turns:\n{}",
+        pretty(&doc["model_calls"])
+    );
     let called: Vec<String> = calls[0]["summary"]["tool_calls"]
         .as_array()
         .map(|a| {
@@ -560,14 +621,14 @@ fn check_tape(agent: Agent, tape: &Path) {
     assert!(
         called.len() == 1 && called[0].contains("echo"),
         "the first answer called the echo tool: {}",
-        pretty(&calls[0])
+        pretty(calls[0])
     );
     assert!(
         calls[1]["summary"]["tool_calls"]
             .as_array()
             .is_none_or(|a| a.is_empty()),
         "the second answer is the final text: {}",
-        pretty(&calls[1])
+        pretty(calls[1])
     );
     let servers: Vec<(String, String)> = doc["servers"]
         .as_array()
@@ -627,8 +688,10 @@ fn record_replay_playback(agent: Agent) {
     let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
     let servers = match agent {
         Agent::Gemini => Servers::UserScope,
+        Agent::OpenCode => Servers::ProjectFile,
         _ => Servers::CommandLine,
     };
+    let n = agent.model_calls();
     let run = |mode: &[&str], base: &str| bed.run(agent, servers, &tape, mode, base, PROMPT);
 
     let rec = run(&[], &fake.url);
@@ -636,7 +699,7 @@ fn record_replay_playback(agent: Agent) {
     assert_contains(
         &rec.stderr,
         &format!(
-            "mcptape run: {} exited 0; 2 model calls and MCP servers S on {}",
+            "mcptape run: {} exited 0; {n} model calls and MCP servers S on {}",
             agent.name(),
             tape.display()
         ),
@@ -653,7 +716,7 @@ fn record_replay_playback(agent: Agent) {
         rec.console()
     );
     let posts = fake.posts();
-    assert_eq!(posts.len(), 2, "two model requests upstream: {posts:#?}");
+    assert_eq!(posts.len(), n, "the model requests upstream: {posts:#?}");
     if agent == Agent::Gemini {
         let settings = bed.home().join(".gemini/settings.json");
         assert_contains(
@@ -662,6 +725,13 @@ fn record_replay_playback(agent: Agent) {
         );
         let now = std::fs::read_to_string(&settings).expect("settings.json");
         assert!(!now.contains("--join"), "put back: {now}");
+    }
+    if agent == Agent::OpenCode {
+        let project = std::fs::read_to_string(bed.work().join("opencode.json")).expect("file");
+        assert!(
+            project.contains("// the test bed's server") && !project.contains("--join"),
+            "opencode.json untouched: {project}"
+        );
     }
     check_tape(agent, &tape);
     let taped = std::fs::read(&tape).expect("tape");
@@ -687,7 +757,7 @@ fn record_replay_playback(agent: Agent) {
         "--replay started no server:\n{}",
         replay.console()
     );
-    assert_eq!(fake.posts().len(), 4, "--replay: the model live");
+    assert_eq!(fake.posts().len(), 2 * n, "--replay: the model live");
     assert!(
         std::fs::read(&tape).expect("tape") == taped,
         "--replay left the tape as it was"
@@ -708,7 +778,7 @@ fn record_replay_playback(agent: Agent) {
         assert_contains(
             &play.stderr,
             &format!(
-                "mcptape run: {} exited 0; offline from {}: 2 model calls served, 0 missed, MCP servers S from the tape",
+                "mcptape run: {} exited 0; offline from {}: {n} model calls served, 0 missed, MCP servers S from the tape",
                 agent.name(),
                 tape.display()
             ),
@@ -730,6 +800,13 @@ fn record_replay_playback(agent: Agent) {
 #[test]
 fn claude_code_is_recorded_replayed_and_played_back_offline() {
     record_replay_playback(Agent::Claude);
+}
+
+/// opencode's servers are in its project `opencode.json` (with comments): they and its model
+/// are pointed by the inline config `OPENCODE_CONFIG_CONTENT`, nothing rewritten in place.
+#[test]
+fn opencode_is_recorded_replayed_and_played_back_offline() {
+    record_replay_playback(Agent::OpenCode);
 }
 
 /// Claude Code whose model base URL is set in its settings (`env.ANTHROPIC_BASE_URL`, as a
