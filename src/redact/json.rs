@@ -194,7 +194,15 @@ impl<'r> Walk<'r> {
             Some(b'n') => literal(b, i, b"null"),
             Some(c) if *c == b'-' || c.is_ascii_digit() => {
                 let end = number(b, i);
-                if let Mode::Secret { .. } = ctx.mode {
+                let secret_number = match ctx.mode {
+                    Mode::Secret { all: true } => true,
+                    // The sensitive key that made this a secret (also over a `value` below it).
+                    Mode::Secret { all: false } => {
+                        ctx.rule.is_none_or(|k| self.r.number_is_secret(k))
+                    }
+                    _ => false,
+                };
+                if secret_number {
                     let digits = b[i..end].iter().filter(|c| c.is_ascii_digit()).count();
                     if digits >= 4 {
                         let secret = String::from_utf8_lossy(&b[i..end]);

@@ -54,6 +54,8 @@ pub struct Redactor {
     key: [u8; 32],
     defaults: bool,
     keys: BTreeSet<String>,
+    /// The user's own sensitive keys (squashed): numbers under them are secrets too.
+    user_keys: BTreeSet<String>,
     shapes: Vec<(String, lazy::LazyRegex)>,
     literals: Vec<(String, String)>,
     auth_scheme: lazy::LazyRegex,
@@ -113,7 +115,8 @@ impl Redactor {
         use lazy::builtin;
         let mut key = [0u8; 32];
         fill_random(&mut key);
-        let mut keys: BTreeSet<String> = cfg.keys.iter().map(|k| squash(k).into_owned()).collect();
+        let user_keys: BTreeSet<String> = cfg.keys.iter().map(|k| squash(k).into_owned()).collect();
+        let mut keys = user_keys.clone();
         let mut shapes = Vec::new();
         if cfg.defaults {
             keys.extend(rules::SENSITIVE_KEYS.iter().map(|k| k.to_string()));
@@ -156,6 +159,7 @@ impl Redactor {
             key,
             defaults: cfg.defaults,
             keys,
+            user_keys,
             shapes,
             literals,
             auth_scheme: builtin(rules::AUTH_SCHEME),
@@ -475,6 +479,20 @@ impl Redactor {
     /// Every string under a sensitive key goes, whatever it looks like.
     fn is_sensitive_key(&self, key: &str) -> bool {
         self.is_sensitive_squashed(&squash(key))
+    }
+
+    /// Whether a number (of four digits or more) under the sensitive key `key` is a secret:
+    /// under a key of the user's, or one naming a password or a secret. The built-in keys
+    /// that name a token, a key, a credential or a cookie hold strings when they hold a
+    /// secret, and numbers there are counts and ids (`"token": 31373`, a tokenizer's; `"pass":
+    /// 1234`, a test run's): turned into a marker string, such a number broke the tool's
+    /// `outputSchema` for every client that checks it.
+    pub(crate) fn number_is_secret(&self, key: &str) -> bool {
+        let k = squash(key);
+        self.user_keys.contains(k.as_ref())
+            || rules::NUMERIC_SECRET_SUFFIXES
+                .iter()
+                .any(|s| k.ends_with(s))
     }
 
     /// [`Redactor::is_sensitive_key`] of a key already squashed.

@@ -62,6 +62,12 @@ pub(crate) const SENSITIVE_SUFFIXES: &[&str] = &[
     "keybase",
 ];
 
+/// Sensitive keys (squashed) under which a number of four digits or more is a secret too (a
+/// numeric password or PIN): those ending in one of these. Under the others (`token`, `pass`,
+/// `apikey`, …) numbers are counts and ids, and stay numbers.
+pub(crate) const NUMERIC_SECRET_SUFFIXES: &[&str] =
+    &["password", "passwd", "pwd", "passphrase", "secret"];
+
 /// Keys that end like a sensitive key but name something that is not a secret: pagination
 /// cursors (`pageToken`, AWS's `NextToken`, `continuationToken`), compared squashed.
 pub(crate) const NOT_SENSITIVE_KEYS: &[&str] = &[

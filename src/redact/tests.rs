@@ -596,3 +596,27 @@ fn the_background_compile_compiles_every_text_rule_where_there_are_two_cpus() {
         assert!(r.text_rules_compiled());
     }
 }
+
+/// A number under a built-in key naming a token, a pass or a key is a count or an id, and stays
+/// a number (as a marker string it broke the tool's `outputSchema` for every client that checks
+/// it: `"token": 31373`, a tokenizer's); under a password or a secret, or a key of the user's,
+/// a number of four digits or more is still a secret.
+#[test]
+fn numbers_are_secrets_only_under_keys_that_name_one() {
+    let raw = r#"{"result":{"structuredContent":{"word":"hello","token":31373,"pass":1234,"api_key":98765,"password":123456,"db_secret":4242,"credentials":{"password":{"value":4321}},"pwd":12}}}"#;
+    assert_eq!(
+        masked(&red_str(raw)),
+        r#"{"result":{"structuredContent":{"word":"hello","token":31373,"pass":1234,"api_key":98765,"password":"M","db_secret":"M","credentials":{"password":{"value":"M"}},"pwd":12}}}"#
+    );
+    let mut cfg = RedactConfig::defaults();
+    cfg.add_rule("tally");
+    let r = Redactor::new(&cfg).unwrap();
+    let (bytes, rules) = r
+        .redact_json(br#"{"tally":123456,"token":"tok-1234abcd"}"#)
+        .unwrap();
+    assert_eq!(
+        masked(std::str::from_utf8(&bytes).unwrap()),
+        r#"{"tally":"M","token":"M"}"#
+    );
+    assert_eq!(rules, ["key:tally", "key:token"]);
+}
