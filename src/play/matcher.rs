@@ -459,7 +459,30 @@ impl Matcher {
         self.misses = Some(misses);
         // In recorded order, as `best` takes them.
         fitting.sort_unstable();
-        best(fitting.into_iter(), prefer, index).map(|(_, ex)| ex)
+        let ex = best(fitting.iter().copied(), prefer, index).map(|(_, ex)| ex)?;
+        // Requests that fit with different markers (their hashes: equal secrets have equal
+        // markers within a tape) were made with different secrets. A few are read.
+        let mut secrets: Vec<Vec<String>> = Vec::new();
+        for text in fitting.iter().take(AMBIGUITY_READS).filter_map(|&e| {
+            index
+                .read_bytes(&index.msgs[index.exchanges[e].request])
+                .ok()
+        }) {
+            let markers: Vec<String> = crate::wire::marker::marker_re()
+                .find_iter(&String::from_utf8_lossy(&text))
+                .map(|m| m.as_str().to_string())
+                .collect();
+            if !secrets.contains(&markers) {
+                secrets.push(markers);
+            }
+        }
+        if secrets.len() > 1 {
+            crate::diag!(
+                "{}",
+                ambiguous_warning(index, method, asked, ex, secrets.len())
+            );
+        }
+        Some(ex)
     }
 
     /// Every method on the tape with its count, by name.
@@ -584,6 +607,31 @@ impl Prefer<'_> {
             max: 0,
         }
     }
+}
+
+/// How many of the recorded requests a request fits by wildcards are read to see whether they
+/// were made with different secrets.
+const AMBIGUITY_READS: usize = 8;
+
+/// Said when a request fits `views` recorded requests that differ from each other only in
+/// redacted values: the tape holds markers, not the secrets, so play cannot tell which of them
+/// the client meant, and serves the earliest (`ex`) — the answer to another secret, maybe.
+fn ambiguous_warning(
+    index: &TapeIndex,
+    method: &str,
+    asked: &Value,
+    ex: usize,
+    views: usize,
+) -> String {
+    let name = asked
+        .get("name")
+        .and_then(Value::as_str)
+        .map(|n| format!(" {n}"))
+        .unwrap_or_default();
+    let line = index.msgs[index.exchanges[ex].request].line;
+    format!(
+        "mcptape play: WARNING: {method}{name} fits {views} recorded requests that differ only in redacted values; served the earliest unused (line {line}). The tape holds markers, not the secrets, so play cannot tell which one the client meant: its answer may be the one recorded for another value"
+    )
 }
 
 /// The candidate (position, exchange) scoring highest, the earliest among equals.

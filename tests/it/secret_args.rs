@@ -212,3 +212,49 @@ fn check_fills_redacted_arguments_for_the_live_call_only() {
     assert_eq!(out.status.code(), Some(64), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("env:VAR or file:PATH"));
 }
+
+/// `deploy` called with a token that is refused, then with the real one: the tape holds two
+/// requests that differ only in redacted values. A client that sends only the real token gets
+/// the answer recorded first (the tape cannot tell the secrets apart), and play says so on
+/// stderr rather than serving it as a plain hit.
+#[test]
+fn requests_that_differ_only_in_secrets_are_served_with_a_warning() {
+    let dir = tmp();
+    let tape = dir.path().join("two.jsonl");
+    let deploy = |token: &str| json!({"name": "deploy", "arguments": {"service": "billing", "api_key": API_KEY, "token": token}});
+    let mut c = LineClient::spawn(&record_cmd(&tape, &py_server()));
+    c.initialize();
+    let refused = c.call(1, "tools/call", deploy("not-a-github-token-1"));
+    let allowed = c.call(2, "tools/call", deploy(TOKEN));
+    assert_eq!(refused["result"]["structuredContent"]["authorized"], false);
+    assert_eq!(allowed["result"]["structuredContent"]["authorized"], true);
+    c.finish_with(0);
+    assert_no_secret(&tape);
+
+    let mut p = LineClient::spawn(&play_cmd(&tape));
+    p.initialize();
+    let served = p.call(7, "tools/call", deploy(TOKEN));
+    let stderr = p.finish_with(0);
+    // The earliest of the two: the refusal, recorded for the other token.
+    assert_eq!(
+        served["result"]["structuredContent"]["authorized"], false,
+        "{served}"
+    );
+    assert_contains(
+        &stderr,
+        "WARNING: tools/call deploy fits 2 recorded requests that differ only in redacted values; served the earliest unused (line ",
+    );
+    assert!(!stderr.contains(TOKEN), "no secret on stderr:\n{stderr}");
+
+    // One request of those bytes recorded once: a plain hit, no warning.
+    let mut p = LineClient::spawn(&play_cmd(&tape));
+    p.initialize();
+    p.call(1, "tools/call", deploy("not-a-github-token-1"));
+    p.call(2, "tools/call", deploy(TOKEN));
+    let stderr = p.finish_with(0);
+    assert_eq!(
+        stderr.matches("differ only in redacted values").count(),
+        1,
+        "the first call has two fits, the second one left:\n{stderr}"
+    );
+}
