@@ -277,6 +277,12 @@ pub fn run(a: Args) -> Result<i32> {
     if report.unanswered > 0 {
         summary.push_str(&format!(", unanswered on the tape {}", report.unanswered));
     }
+    if report.too_large > 0 {
+        summary.push_str(&format!(
+            ", answers too large to have been recorded {}",
+            report.too_large
+        ));
+    }
     if report.probes > 0 {
         let s = if report.probes == 1 { "" } else { "s" };
         summary.push_str(&format!(

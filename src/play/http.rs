@@ -486,7 +486,8 @@ impl Player {
             {
                 Answer::Live(true)
             }
-            Outcome::Miss(miss) => {
+            Outcome::Miss(mut miss) => {
+                miss.note_too_large(&self.index, body.len());
                 crate::diag!("mcptape play: {}", miss.render(id).trim_end());
                 let msg =
                     json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
@@ -1054,6 +1055,7 @@ fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
     total.unanswered += r.unanswered;
     total.markers += r.markers;
     total.probes += r.probes;
+    total.too_large += r.too_large;
     total.injected.extend(r.injected.iter().cloned());
     total.cut |= r.cut;
     total.live += r.live;

@@ -133,6 +133,9 @@ pub struct PlayReport {
     /// Redaction markers (`[REDACTED:…]`) in the answers served, where the recorded server had
     /// sent a value.
     pub markers: u64,
+    /// Requests matched to a recorded exchange whose answer was too large to record (taped as
+    /// `oversize`, over the recorder's `--max-message`): the client got an error saying so.
+    pub too_large: u64,
     /// `server/discover` probes answered "method not found", as the recorded pre-2026 server
     /// would have (the tape has no `server/discover`): not misses.
     pub probes: u64,
@@ -828,7 +831,8 @@ async fn request<W: Write + Send + 'static>(
         {
             return spawn_live(shared, rt, tasks, bytes, id.into_owned(), true);
         }
-        Outcome::Miss(miss) => {
+        Outcome::Miss(mut miss) => {
+            miss.note_too_large(&shared.index, bytes.len());
             crate::diag!("mcptape play: {}", miss.render(&id).trim_end());
             let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
             let text = with_id(&msg.to_string(), &id).expect("our own JSON");
@@ -1053,6 +1057,23 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
         return;
     };
     let meta = &index.msgs[r];
+    if let crate::tape::index::Body::Oversize { len } = meta.body {
+        let message = too_large_answer(index.msgs[ex.request].line, meta.line, len);
+        crate::diag!(
+            "mcptape play: request id {client_id}: {}",
+            &message["mcptape: ".len()..]
+        );
+        let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": super::explain::MISS_CODE, "message": message}});
+        out.before(meta).await;
+        out.emit(
+            with_id(&msg.to_string(), client_id)
+                .expect("our own JSON")
+                .into_bytes(),
+        )
+        .await;
+        shared.report.lock().expect("report lock").too_large += 1;
+        return;
+    }
     // To the serving loop's stdout straight from the tape's bytes: no copy of the answer made.
     let lent = out
         .writes_now()
@@ -1107,6 +1128,14 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
     let mut r = shared.report.lock().expect("report lock");
     r.served += 1;
     r.markers += markers;
+}
+
+/// The error message for a request whose recorded answer (tape line `line`, `len` bytes) was
+/// over the recorder's `--max-message`: the tape has its length and first bytes only.
+pub(crate) fn too_large_answer(request_line: u64, line: u64, len: u64) -> String {
+    format!(
+        "mcptape: the recorded answer to this request (tape line {request_line}) was {len} bytes, too large to record: over the recorder's --max-message, the tape keeps only its length and first bytes (tape line {line}); re-record with a larger --max-message to play it"
+    )
 }
 
 /// A recorded answer with the client's id in place of the recorded one.

@@ -1228,3 +1228,61 @@ fn a_server_request_unanswered_in_the_recording_and_in_play_is_no_drift() {
     assert!(!stderr.contains("drift:"), "{stderr}");
     assert_contains(&stderr, "served 2, missed 0, drifted 0");
 }
+
+/// Answers every `tools/call` with a text of 5,000 bytes; other requests get `{}`.
+const BIG_ANSWERS: &str = r##"
+for m in requests():
+    r = {}
+    if m["method"] == "tools/call":
+        r = {"content": [{"type": "text", "text": "A" * 5000}]}
+    send({"jsonrpc": "2.0", "id": m["id"], "result": r})
+"##;
+
+/// Recorded with `--max-message 2000`: a call whose request is over the limit, and one whose
+/// answer is. Both lines are taped as `oversize` (length and first bytes only): play says the
+/// recorded message was too large to record, naming its size, the limit and the request, rather
+/// than that the server never answered or that an unrelated call is the nearest.
+#[test]
+fn an_exchange_too_large_to_record_is_said_to_be_so_in_play() {
+    let (_dir, tape) = tmp_tape("big.jsonl");
+    let big = json!({"name": "big", "arguments": {"q": "b".repeat(3000)}});
+    let small = json!({"name": "small", "arguments": {}});
+    let mut rec = record(&tape, &["--max-message", "2000"], &line_server(BIG_ANSWERS));
+    rec.initialize();
+    rec.call(1, "tools/call", big.clone());
+    rec.call(2, "tools/call", small.clone());
+    let (status, _) = rec.finish();
+    assert!(status.success());
+    let kinds: Vec<Value> = tape_lines(&tape)
+        .iter()
+        .map(|l| l["kind"].clone())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "oversize").count(),
+        3,
+        "the big request and both answers are oversize: {kinds:?}"
+    );
+
+    let mut c = play(&tape, &[]);
+    c.initialize();
+    let answer = c.call(7, "tools/call", small);
+    assert_eq!(answer["error"]["code"], json!(-32099), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert_contains(message, "too large to record");
+    assert_contains(message, "--max-message");
+    assert_contains(message, "bytes");
+    assert!(!message.contains("never answered"), "{message}");
+
+    let answer = c.call(8, "tools/call", big);
+    assert_eq!(answer["error"]["code"], json!(-32099), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert_contains(message, "too large to record");
+    assert_contains(message, "--max-message");
+    assert_contains(message, "request id 1");
+    assert!(!message.contains("nearest"), "{message}");
+    let stderr = c.finish_with(1);
+    assert_contains(&stderr, "request id 7: the recorded answer");
+    assert_contains(&stderr, "too large to record");
+    assert!(!stderr.contains("never answered"), "{stderr}");
+    assert!(!stderr.contains("nearest recorded call"), "{stderr}");
+}
