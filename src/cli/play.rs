@@ -290,6 +290,13 @@ pub fn run(a: Args) -> Result<i32> {
             report.probes
         ));
     }
+    if report.discovered > 0 {
+        let s = if report.discovered == 1 { "" } else { "s" };
+        summary.push_str(&format!(
+            ", answered {} server/discover probe{s} from the tape's 2026-07-28 exchanges (none was recorded)",
+            report.discovered
+        ));
+    }
     if report.markers > 0 {
         let s = if report.markers == 1 { "" } else { "s" };
         summary.push_str(&format!(

@@ -1155,6 +1155,94 @@ fn python_client_auto_mode_plays_a_tape_recorded_without_the_probe() {
     assert_contains(&stderr, "answered 1 server/discover probe");
 }
 
+/// A tape recorded by a client pinned to 2026-07-28 has no `server/discover` (the client did
+/// not probe) and no `initialize`: every request on it is of the 2026 era. Played to the Python
+/// SDK's `auto` client, which probes first, the probe must be answered as the 2026 server would
+/// (a discover result), not with the pre-2026 -32601 that sent the client to an `initialize` the
+/// tape cannot answer. The run is the one the client has against the real server.
+#[test]
+fn python_client_auto_mode_plays_a_2026_tape_recorded_without_the_probe() {
+    let (dir, tape) = tmp_tape("modern.jsonl");
+    let (recorded, out) = py_client(
+        "pyserver",
+        "2026-07-28",
+        &record_cmd(&tape, &py_server()),
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let taped = std::fs::read_to_string(&tape).unwrap();
+    assert!(
+        !taped.contains("server/discover") && !taped.contains("\"initialize\""),
+        "the pinned 2026 recording has neither a probe nor a handshake"
+    );
+    let (direct, out) = py_client("pyserver", "auto", &py_server(), &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (rc, err) = (dir.path().join("rc"), dir.path().join("err"));
+    let (played, out) = py_client(
+        "pyserver",
+        "auto",
+        &play_reporting(&tape, &rc, Some(&err)),
+        &[],
+    );
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(out.status.success(), "{}\n{stderr}", text(&out.stderr));
+    assert_eq!(reported_status(&rc), 0, "{stderr}");
+    assert_eq!(played["protocolVersion"], direct["protocolVersion"]);
+    assert_eq!(played["serverInfo"], direct["serverInfo"]);
+    assert_eq!(
+        played["steps"], recorded["steps"],
+        "the calls got their recorded answers"
+    );
+    assert_contains(&stderr, "missed 0");
+    assert!(!stderr.contains("predates"), "{stderr}");
+    assert_contains(
+        &stderr,
+        "answered 1 server/discover probe from the tape's 2026-07-28 exchanges",
+    );
+}
+
+/// The probe's answer on a 2026 tape without one: the recorded versions, capabilities for the
+/// calls recorded and the recorded server info. An `initialize` there is a miss that shows the
+/// params the client sent (not `null`).
+#[test]
+fn a_server_discover_probe_on_a_2026_tape_is_answered_from_the_tape() {
+    let (_dir, tape) = tmp_tape("m.jsonl");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+    write_tape(
+        &tape,
+        &[
+            ("c2s", req(1, "tools/list", json!({"_meta": meta}))),
+            (
+                "s2c",
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [], "resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "new", "version": "2"}}}}),
+            ),
+        ],
+        true,
+    );
+    let mut c = play(&tape, &[]);
+    let (probe, _) = c.ask(&req(0, "server/discover", json!({"_meta": meta})));
+    let result = &probe["result"];
+    assert_eq!(
+        result["supportedVersions"],
+        json!(["2026-07-28"]),
+        "{probe}"
+    );
+    assert_eq!(result["capabilities"], json!({"tools": {}}));
+    assert_eq!(result["resultType"], json!("complete"));
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"],
+        json!({"name": "new", "version": "2"})
+    );
+    let (init, _) = c.ask(&req(1, "initialize", init_params()));
+    let message = init["error"]["message"].as_str().unwrap_or_default();
+    assert_contains(message, r#"initialize {"capabilities":{},"clientInfo""#);
+    let stderr = c.finish_with(1);
+    assert_contains(
+        &stderr,
+        "answered 1 server/discover probe from the tape's 2026-07-28 exchanges",
+    );
+}
+
 /// Real traffic: rmcp and other new clients ask for 2026-07-28 and server-everything answers
 /// 2025-11-25. Playing that tape to a client that asks what the recorded client asked is no
 /// surprise and gets no warning; a client asking another version does.
