@@ -758,6 +758,16 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMe
     }
 }
 
+/// A JSON-RPC batch whose every element is an answer (`result` or `error`, no `method`).
+fn is_batch_of_answers(json: &str) -> bool {
+    serde_json::from_str::<Vec<Value>>(json).is_ok_and(|items| {
+        !items.is_empty()
+            && items.iter().all(|m| {
+                m.get("method").is_none() && (m.get("result").is_some() || m.get("error").is_some())
+            })
+    })
+}
+
 /// What the first bytes of an `oversize` line's message (its `b64`) tell; `None` when the
 /// line has no head that reads.
 fn oversize_head(raw_line: &[u8]) -> Option<crate::wire::HeadFacts> {
@@ -1262,6 +1272,11 @@ impl Builder {
                 }
             }
             self.close(ex, req_scope);
+            return;
+        }
+        // A batch of answers answered a batch of the client's (2025-03-26): play does not
+        // serve batches, so it belongs to no exchange and is never sent on its own.
+        if kind == Kind::Batch && json.is_some_and(is_batch_of_answers) {
             return;
         }
         let ex = self.owner_of(m, scope, params);

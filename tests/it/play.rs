@@ -1374,3 +1374,58 @@ fn an_exchange_too_large_to_record_is_said_to_be_so_in_play() {
     assert!(!stderr.contains("never answered"), "{stderr}");
     assert!(!stderr.contains("nearest recorded call"), "{stderr}");
 }
+
+/// Answers a request with `{}` and a batch with an array of `{}` answers, one per request in it.
+const BATCH_ANSWERS: &str = r##"
+for m in messages():
+    if isinstance(m, list):
+        send([{"jsonrpc": "2.0", "id": x["id"], "result": {}} for x in m if "id" in x])
+    elif "id" in m and "method" in m:
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {}})
+"##;
+
+/// A 2025-03-26 session where the client sent a batch and the server answered with an array.
+/// Play does not serve batches: a batch gets -32600 and nothing else, and the recorded array
+/// answer is never sent on its own — not after the -32600, not to a client that sends no batch.
+#[test]
+fn a_recorded_batch_answer_is_never_sent_unasked() {
+    let (_dir, tape) = tmp_tape("batch.jsonl");
+    let batch = br#"[{"jsonrpc":"2.0","id":10,"method":"tools/list"},{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"x","arguments":{}}}]"#;
+    let mut rec = record(&tape, &[], &line_server(BATCH_ANSWERS));
+    rec.initialize();
+    rec.send_raw(&[&batch[..], b"\n"].concat());
+    let answer = rec.recv();
+    assert!(answer.is_array(), "the server answered the batch: {answer}");
+    rec.call(1, "tools/list", json!({}));
+    let (status, _) = rec.finish();
+    assert!(status.success());
+
+    // A client that sends the batch: one -32600, then the next answer is the next call's.
+    let mut c = play(&tape, &[]);
+    c.initialize();
+    c.send_raw(&[&batch[..], b"\n"].concat());
+    let refused = c.recv();
+    assert_eq!(refused["error"]["code"], json!(-32600), "{refused}");
+    let (list, before) = c.ask(&req(1, "tools/list", json!({})));
+    assert_eq!(list["result"], json!({}));
+    assert!(before.is_empty(), "nothing unasked: {before:?}");
+    c.close_stdin();
+    assert!(
+        c.recv_raw(Duration::from_secs(10)).is_none(),
+        "nothing after the last answer"
+    );
+    c.finish_with(0);
+
+    // A client that never sends a batch gets nothing it did not ask for.
+    let mut c = play(&tape, &[]);
+    c.initialize();
+    let (_, before) = c.ask(&req(1, "tools/list", json!({})));
+    assert!(before.is_empty(), "nothing unasked: {before:?}");
+    c.close_stdin();
+    assert!(
+        c.recv_raw(Duration::from_secs(10)).is_none(),
+        "nothing after the last answer"
+    );
+    let stderr = c.finish_with(0);
+    assert_contains(&stderr, "served 2, missed 0");
+}
