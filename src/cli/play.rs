@@ -277,11 +277,24 @@ pub fn run(a: Args) -> Result<i32> {
     if report.unanswered > 0 {
         summary.push_str(&format!(", unanswered on the tape {}", report.unanswered));
     }
+    if report.too_large > 0 {
+        summary.push_str(&format!(
+            ", answers too large to have been recorded {}",
+            report.too_large
+        ));
+    }
     if report.probes > 0 {
         let s = if report.probes == 1 { "" } else { "s" };
         summary.push_str(&format!(
             ", answered {} server/discover probe{s} as the recorded pre-2026 server would (method not found)",
             report.probes
+        ));
+    }
+    if report.discovered > 0 {
+        let s = if report.discovered == 1 { "" } else { "s" };
+        summary.push_str(&format!(
+            ", answered {} server/discover probe{s} from the tape's 2026-07-28 exchanges (none was recorded)",
+            report.discovered
         ));
     }
     if report.markers > 0 {

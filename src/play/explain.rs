@@ -37,6 +37,17 @@ pub enum MissReason {
         /// How many times it was recorded.
         recorded: usize,
     },
+    /// A request of this method was recorded too large to keep whole (`oversize`, over the
+    /// recorder's `--max-message`), and what was asked is as large: it cannot be matched, the
+    /// tape having only the request's length and first bytes.
+    TooLarge {
+        /// Tape line of the oversize request.
+        line: u64,
+        /// Its id as recorded (read from its first bytes), when known.
+        recorded_id: Option<String>,
+        /// Its length in bytes.
+        len: u64,
+    },
     /// `--match sequence`: the recording has another method at this place of the session, or
     /// none (its requests ran out).
     OutOfSequence {
@@ -112,9 +123,62 @@ impl Miss {
         s
     }
 
+    /// A miss of a request `asked_len` bytes long, on a tape where a request of its method was
+    /// too large to record: when nothing the recorder kept whole from the client was as long
+    /// (the recorder would have cut this one too), that is the reason given, not the nearest
+    /// call of another shape.
+    pub(crate) fn note_too_large(&mut self, index: &crate::tape::TapeIndex, asked_len: usize) {
+        use crate::tape::index::Body;
+        use crate::wire::{Dir, Kind};
+        if !matches!(
+            self.reason,
+            MissReason::NoMatch | MissReason::MethodNotRecorded
+        ) {
+            return;
+        }
+        let client = || index.msgs.iter().filter(|m| m.dir == Dir::C2S);
+        let Some(over) = client().find(|m| {
+            m.kind == Kind::Oversize && m.method.as_deref() == Some(self.method.as_str())
+        }) else {
+            return;
+        };
+        let longest_whole = client()
+            .filter_map(|m| match m.body {
+                Body::Json { len, .. } | Body::Text { len, .. } | Body::B64 { len, .. } => {
+                    Some(len as usize)
+                }
+                Body::Oversize { .. } => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let Body::Oversize { len } = over.body else {
+            return;
+        };
+        if asked_len > longest_whole {
+            self.reason = MissReason::TooLarge {
+                line: over.line,
+                recorded_id: over.id.clone(),
+                len,
+            };
+            self.nearest.clear();
+        }
+    }
+
     fn reason_line(&self) -> String {
         let what = format!("{} {}", self.method, short(Some(&self.asked), 120));
         match &self.reason {
+            MissReason::TooLarge {
+                line,
+                recorded_id,
+                len,
+            } => format!(
+                "no recorded answer for {what}: the recorded {} request like it (tape line {line}{}) was {len} bytes, too large to record: over the recorder's --max-message, the tape keeps only its length and first bytes, so it cannot be matched; re-record with a larger --max-message",
+                self.method,
+                recorded_id
+                    .as_deref()
+                    .map(|id| format!(", request id {id}"))
+                    .unwrap_or_default()
+            ),
             MissReason::OutOfSequence {
                 position,
                 recorded_method,
@@ -160,7 +224,7 @@ impl Miss {
         );
         let _ = writeln!(s, "  matched by: {}", self.matcher_line());
         match &self.reason {
-            MissReason::OutOfSequence { .. } => {}
+            MissReason::OutOfSequence { .. } | MissReason::TooLarge { .. } => {}
             MissReason::MethodNotRecorded => {
                 let list: Vec<String> = self
                     .recorded_methods

@@ -464,9 +464,19 @@ impl Player {
         }
         match outcome {
             Outcome::Hit(ex) => Answer::Exchange(ex, token),
-            Outcome::Miss(_) if serve::legacy_probe_answer(&self.index, method, id).is_some() => {
-                session.shared.report.lock().expect("report lock").probes += 1;
-                Answer::Now(serve::legacy_probe_answer(&self.index, method, id).expect("checked"))
+            Outcome::Miss(_)
+                if method == "server/discover"
+                    && serve::probe_answer(&self.index, method, id).is_some() =>
+            {
+                let answer = serve::probe_answer(&self.index, method, id).expect("checked");
+                session
+                    .shared
+                    .report
+                    .lock()
+                    .expect("report lock")
+                    .count_probe(&answer);
+                let (serve::ProbeAnswer::Legacy(text) | serve::ProbeAnswer::Modern(text)) = answer;
+                Answer::Now(text)
             }
             Outcome::Lenient(ex, miss) => {
                 let line = self.index.msgs[self.index.exchanges[ex].request].line;
@@ -486,7 +496,8 @@ impl Player {
             {
                 Answer::Live(true)
             }
-            Outcome::Miss(miss) => {
+            Outcome::Miss(mut miss) => {
+                miss.note_too_large(&self.index, body.len());
                 crate::diag!("mcptape play: {}", miss.render(id).trim_end());
                 let msg =
                     json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
@@ -1054,6 +1065,8 @@ fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
     total.unanswered += r.unanswered;
     total.markers += r.markers;
     total.probes += r.probes;
+    total.discovered += r.discovered;
+    total.too_large += r.too_large;
     total.injected.extend(r.injected.iter().cloned());
     total.cut |= r.cut;
     total.live += r.live;

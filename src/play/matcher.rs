@@ -332,7 +332,13 @@ impl Matcher {
         if let Some(ex) = self.repeat(index, key, &asked, method, prefer) {
             return Outcome::Hit(ex);
         }
-        let miss = self.explain(index, method, asked);
+        // `initialize` matches whatever it asks (its key has no params), but a miss shows what
+        // it asked.
+        let shown = match method {
+            "initialize" => crate::wire::canonical::match_params(params),
+            _ => asked,
+        };
+        let miss = self.explain(index, method, shown);
         if lenient {
             if let Some(ex) = self.next_unused(index, method, prefer) {
                 self.consume(index, ex);

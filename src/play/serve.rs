@@ -133,9 +133,15 @@ pub struct PlayReport {
     /// Redaction markers (`[REDACTED:…]`) in the answers served, where the recorded server had
     /// sent a value.
     pub markers: u64,
+    /// Requests matched to a recorded exchange whose answer was too large to record (taped as
+    /// `oversize`, over the recorder's `--max-message`): the client got an error saying so.
+    pub too_large: u64,
     /// `server/discover` probes answered "method not found", as the recorded pre-2026 server
     /// would have (the tape has no `server/discover`): not misses.
     pub probes: u64,
+    /// `server/discover` probes on a tape of 2026-07-28 requests recorded without one, answered
+    /// with a discover result built from the tape: not misses.
+    pub discovered: u64,
     /// Answers served again by `--repeat last|cycle` (counted in `served` too).
     pub repeats: u64,
     /// How many times each recorded exchange was served, by exchange number (what
@@ -149,21 +155,118 @@ pub struct PlayReport {
     pub live: u64,
 }
 
-/// The error a pre-2026 server gives a `server/discover` probe, when the tape has no
-/// `server/discover` of its own (the recorded server predates it): `-32601`, so that a client
-/// that probes first falls back to `initialize`. `None` for anything else.
-pub(crate) fn legacy_probe_answer(index: &TapeIndex, method: &str, id: &str) -> Option<String> {
+impl PlayReport {
+    /// Counts a `server/discover` probe answered without a recorded answer.
+    pub(crate) fn count_probe(&mut self, answer: &ProbeAnswer) {
+        match answer {
+            ProbeAnswer::Legacy(_) => self.probes += 1,
+            ProbeAnswer::Modern(_) => self.discovered += 1,
+        }
+    }
+}
+
+/// How play answers a `server/discover` probe that the tape has no recorded answer for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ProbeAnswer {
+    /// The tape is a pre-2026 server's (it has an `initialize`, or no 2026-07-28 request):
+    /// `-32601`, as that server answered, so that the client falls back to `initialize`.
+    Legacy(String),
+    /// Every request on the tape is of the 2026-07-28 era (the recorded client did not probe):
+    /// a discover result built from the tape, as the recorded 2026 server would have answered.
+    Modern(String),
+}
+
+/// The answer to a `server/discover` probe when the tape has no `server/discover` of its own;
+/// `None` for anything else. The recorded server's era decides it: a tape with no `initialize`
+/// whose requests carry the 2026-07-28 `_meta` protocol version was a 2026 server's.
+pub(crate) fn probe_answer(index: &TapeIndex, method: &str, id: &str) -> Option<ProbeAnswer> {
     const PROBE: &str = "server/discover";
-    if method != PROBE
-        || index
+    let has = |m: &str| {
+        index
             .exchanges
             .iter()
-            .any(|ex| index.msgs[ex.request].method.as_deref() == Some(PROBE))
-    {
+            .any(|ex| index.msgs[ex.request].method.as_deref() == Some(m))
+    };
+    if method != PROBE || has(PROBE) {
         return None;
     }
+    if !has("initialize") {
+        if let Some(result) = modern_discover_result(index) {
+            let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "result": result});
+            return with_id(&msg.to_string(), id).ok().map(ProbeAnswer::Modern);
+        }
+    }
     let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32601, "message": "Method not found: server/discover (the recorded server predates the 2026-07-28 protocol; initialize instead)"}});
-    with_id(&msg.to_string(), id).ok()
+    with_id(&msg.to_string(), id).ok().map(ProbeAnswer::Legacy)
+}
+
+/// The `_meta` key of a 2026-07-28 request's protocol version, and of a result's server info.
+const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+/// How many of a tape's first exchanges a synthesized discover result reads for protocol
+/// versions and server info (the methods of all are in the index).
+const DISCOVER_READS: usize = 64;
+
+/// A `server/discover` result for a tape of 2026-07-28 requests: the protocol versions the
+/// recorded client used (the server answered them), capabilities for the kinds of call it
+/// answered, and the server info its results carried. `None` when no request on the tape
+/// names a protocol version in its `_meta` (not a 2026 tape).
+fn modern_discover_result(index: &TapeIndex) -> Option<Value> {
+    let read = |i: usize| -> Option<Value> {
+        serde_json::from_str(&index.read_text(&index.msgs[i]).ok()?).ok()
+    };
+    let mut versions: Vec<String> = Vec::new();
+    let mut capabilities = serde_json::Map::new();
+    let mut server_info = None;
+    for (n, ex) in index.exchanges.iter().enumerate() {
+        let req = &index.msgs[ex.request];
+        // The versions and the server info are read from the first requests and answers only:
+        // a probe must not read a whole big tape.
+        let early = n < DISCOVER_READS;
+        if let Some(v) = early.then(|| read(ex.request)).flatten().and_then(|r| {
+            r.pointer("/params/_meta")?
+                .get(PROTOCOL_VERSION_META)
+                .cloned()
+        }) {
+            if let Some(v) = v.as_str().filter(|v| !versions.iter().any(|k| k == v)) {
+                versions.push(v.to_string());
+            }
+        }
+        let method = req.method.as_deref().unwrap_or_default();
+        let capability = match method.split('/').next().unwrap_or_default() {
+            "tools" => Some("tools"),
+            "resources" => Some("resources"),
+            "prompts" => Some("prompts"),
+            "completion" => Some("completions"),
+            _ => None,
+        };
+        if let Some(c) = capability {
+            let entry = capabilities.entry(c).or_insert_with(|| json!({}));
+            if method == "resources/subscribe" {
+                entry["subscribe"] = json!(true);
+            }
+        }
+        if early && server_info.is_none() {
+            server_info = ex
+                .response
+                .and_then(read)
+                .and_then(|r| r.pointer("/result/_meta")?.get(SERVER_INFO_META).cloned());
+        }
+    }
+    if versions.is_empty() {
+        return None;
+    }
+    let mut result = json!({
+        "supportedVersions": versions,
+        "capabilities": capabilities,
+        "resultType": "complete",
+        "ttlMs": 0,
+        "cacheScope": "private",
+    });
+    if let Some(info) = server_info {
+        result["_meta"] = json!({ SERVER_INFO_META: info });
+    }
+    Some(result)
 }
 
 /// The warning for an `initialize` that asks another protocol version than the recorded client
@@ -801,10 +904,18 @@ async fn request<W: Write + Send + 'static>(
     };
     let ex = match outcome {
         Outcome::Hit(ex) => ex,
-        Outcome::Miss(_) if legacy_probe_answer(&shared.index, method, &id).is_some() => {
-            let text = legacy_probe_answer(&shared.index, method, &id).expect("just checked");
+        Outcome::Miss(_)
+            if method == "server/discover"
+                && probe_answer(&shared.index, method, &id).is_some() =>
+        {
+            let answer = probe_answer(&shared.index, method, &id).expect("just checked");
+            shared
+                .report
+                .lock()
+                .expect("report lock")
+                .count_probe(&answer);
+            let (ProbeAnswer::Legacy(text) | ProbeAnswer::Modern(text)) = answer;
             direct.emit(text.into_bytes()).await;
-            shared.report.lock().expect("report lock").probes += 1;
             return;
         }
         Outcome::Lenient(ex, miss) => {
@@ -828,7 +939,8 @@ async fn request<W: Write + Send + 'static>(
         {
             return spawn_live(shared, rt, tasks, bytes, id.into_owned(), true);
         }
-        Outcome::Miss(miss) => {
+        Outcome::Miss(mut miss) => {
+            miss.note_too_large(&shared.index, bytes.len());
             crate::diag!("mcptape play: {}", miss.render(&id).trim_end());
             let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": miss.error_object()});
             let text = with_id(&msg.to_string(), &id).expect("our own JSON");
@@ -1053,6 +1165,23 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
         return;
     };
     let meta = &index.msgs[r];
+    if let crate::tape::index::Body::Oversize { len } = meta.body {
+        let message = too_large_answer(index.msgs[ex.request].line, meta.line, len);
+        crate::diag!(
+            "mcptape play: request id {client_id}: {}",
+            &message["mcptape: ".len()..]
+        );
+        let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": super::explain::MISS_CODE, "message": message}});
+        out.before(meta).await;
+        out.emit(
+            with_id(&msg.to_string(), client_id)
+                .expect("our own JSON")
+                .into_bytes(),
+        )
+        .await;
+        shared.report.lock().expect("report lock").too_large += 1;
+        return;
+    }
     // To the serving loop's stdout straight from the tape's bytes: no copy of the answer made.
     let lent = out
         .writes_now()
@@ -1107,6 +1236,14 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
     let mut r = shared.report.lock().expect("report lock");
     r.served += 1;
     r.markers += markers;
+}
+
+/// The error message for a request whose recorded answer (tape line `line`, `len` bytes) was
+/// over the recorder's `--max-message`: the tape has its length and first bytes only.
+pub(crate) fn too_large_answer(request_line: u64, line: u64, len: u64) -> String {
+    format!(
+        "mcptape: the recorded answer to this request (tape line {request_line}) was {len} bytes, too large to record: over the recorder's --max-message, the tape keeps only its length and first bytes (tape line {line}); re-record with a larger --max-message to play it"
+    )
 }
 
 /// A recorded answer with the client's id in place of the recorded one.

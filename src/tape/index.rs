@@ -758,6 +758,32 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMe
     }
 }
 
+/// A JSON-RPC batch whose every element is an answer (`result` or `error`, no `method`).
+fn is_batch_of_answers(json: &str) -> bool {
+    serde_json::from_str::<Vec<Value>>(json).is_ok_and(|items| {
+        !items.is_empty()
+            && items.iter().all(|m| {
+                m.get("method").is_none() && (m.get("result").is_some() || m.get("error").is_some())
+            })
+    })
+}
+
+/// What the first bytes of an `oversize` line's message (its `b64`) tell; `None` when the
+/// line has no head that reads.
+fn oversize_head(raw_line: &[u8]) -> Option<crate::wire::HeadFacts> {
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        #[serde(borrow, default)]
+        b64: Option<Cow<'a, str>>,
+    }
+    let line = raw_line.strip_suffix(b"\n").unwrap_or(raw_line);
+    let head: Head<'_> = serde_json::from_slice(line).ok()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(head.b64?.as_bytes())
+        .ok()?;
+    Some(crate::wire::head_facts(&bytes))
+}
+
 #[derive(serde::Deserialize)]
 struct RawFields<'a> {
     #[serde(borrow, default)]
@@ -1020,7 +1046,20 @@ impl Builder {
         let scope = self.session_number(m.http.session.as_deref());
         // Numbered here, in the order sessions are first seen, whatever the message turns out to be.
         let created = self.session_number(m.http.created.as_deref());
-        let meta = meta_of(item, &m, scope);
+        let mut meta = meta_of(item, &m, scope);
+        // An over-long line keeps only its first bytes: its id and method are read from them,
+        // so that an answer too large to record still closes its exchange.
+        let head = (m.kind == Kind::Oversize)
+            .then(|| oversize_head(item.raw))
+            .flatten();
+        if let Some(h) = &head {
+            meta.id = meta.id.take().or_else(|| h.id.clone());
+            meta.method = meta.method.take().or_else(|| h.method.clone());
+        }
+        let answer_id = head
+            .as_ref()
+            .filter(|h| h.answer)
+            .and_then(|h| h.id.as_deref());
         let json = match m.body {
             BodyText::Json(t) => Some(t),
             _ => None,
@@ -1050,7 +1089,13 @@ impl Builder {
             (Dir::C2S, Kind::Notification, _) if method_is("notifications/cancelled") => {
                 self.add_cancel(scope, params.as_ref())
             }
-            (Dir::S2C, ..) => self.add_server_msg(idx, &m, json, (scope, created), params.as_ref()),
+            (Dir::S2C, ..) => self.add_server_msg(
+                idx,
+                &m,
+                (json, answer_id),
+                (scope, created),
+                params.as_ref(),
+            ),
             _ => {}
         }
         if m.dir == Dir::C2S {
@@ -1189,13 +1234,15 @@ impl Builder {
         &mut self,
         idx: usize,
         m: &MsgFields<'_>,
-        json: Option<&str>,
+        (json, oversize_answer): (Option<&str>, Option<&str>),
         (scope, created): (Option<u32>, Option<u32>),
         params: Option<&Value>,
     ) {
         let (kind, id, post) = (m.kind, m.id, m.http.post);
-        let answers = match (kind, id) {
-            (Kind::Response | Kind::Error, Some(id)) => self.answered(scope, post, id),
+        let answers = match (kind, id.or(oversize_answer)) {
+            (Kind::Response | Kind::Error | Kind::Oversize, Some(id)) => {
+                self.answered(scope, post, id)
+            }
             _ => None,
         };
         if let Some(ex) = answers {
@@ -1225,6 +1272,11 @@ impl Builder {
                 }
             }
             self.close(ex, req_scope);
+            return;
+        }
+        // A batch of answers answered a batch of the client's (2025-03-26): play does not
+        // serve batches, so it belongs to no exchange and is never sent on its own.
+        if kind == Kind::Batch && json.is_some_and(is_batch_of_answers) {
             return;
         }
         let ex = self.owner_of(m, scope, params);

@@ -111,9 +111,11 @@ struct Meta {
 /// from the same tape (2: answers paired by HTTP session and POST; 3: messages say whether
 /// they were appended; 4: requests keyed by their params' exact text too; 5: where a body's
 /// id lies, and keys hashed with XXH3; 6: an SSE message's event name; 7: a session's
-/// standalone points count the `initialize` that opened it), so an entry written by a build of
+/// standalone points count the `initialize` that opened it; 8: an oversize line's id and method,
+/// read from its first bytes, and an oversize answer closes its exchange; 9: a server batch of
+/// answers belongs to no exchange and is not standalone), so an entry written by a build of
 /// the same version before the change is not used.
-const INDEX_FORMAT: u32 = 7;
+const INDEX_FORMAT: u32 = 9;
 
 /// This build: its version, and the match key of a probe, so that an entry whose keys another
 /// key function made (a build with another hash) is never used.

@@ -239,9 +239,75 @@ fn top_level(text: &str) -> Option<Top<'_>> {
     })
 }
 
+/// What the first bytes of an over-long message (`oversize`: only its length and head are
+/// kept) tell of it: the top-level members written before its body, as writers put them
+/// (`jsonrpc`, `id`, `method`, then `params`, `result` or `error`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeadFacts {
+    /// The id's exact JSON text, when it comes before the body.
+    pub id: Option<String>,
+    /// The method, when it comes before the body.
+    pub method: Option<String>,
+    /// A `result` or `error` member starts within the head: an answer.
+    pub answer: bool,
+}
+
+/// Reads [`HeadFacts`] from `head`, the first bytes of a message; members after the first one
+/// it cannot read (a nested value, the end of the head) are not looked for.
+pub fn head_facts(head: &[u8]) -> HeadFacts {
+    static MEMBER: std::sync::OnceLock<regex::bytes::Regex> = std::sync::OnceLock::new();
+    let re = MEMBER.get_or_init(|| {
+        regex::bytes::Regex::new(
+            r#"^\s*[{,]\s*"(jsonrpc|id|method|params|result|error)"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|"(?:[^"\\]|\\.){0,512}")?"#,
+        )
+        .expect("valid regex")
+    });
+    let mut facts = HeadFacts::default();
+    let mut at = 0;
+    while let Some(caps) = re.captures(&head[at..]) {
+        let text = |i: usize| {
+            caps.get(i)
+                .and_then(|m| std::str::from_utf8(m.as_bytes()).ok())
+        };
+        match (text(1), text(2)) {
+            (Some("result" | "error"), _) => {
+                facts.answer = true;
+                break;
+            }
+            (Some("id"), Some(id)) => facts.id = Some(id.to_string()),
+            (Some("method"), Some(m)) => facts.method = serde_json::from_str(m).ok(),
+            (Some("jsonrpc"), Some(_)) => {}
+            _ => break,
+        }
+        at += caps.get(0).map_or(0, |m| m.end());
+    }
+    facts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_oversize_heads_id_method_and_answer_are_read_from_its_first_bytes() {
+        let answer = head_facts(br#"{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"te"#);
+        assert_eq!(answer.id.as_deref(), Some("12"));
+        assert!(answer.answer);
+        let request = head_facts(
+            br#" { "jsonrpc" : "2.0", "method": "tools/call", "id": "a\"1", "params":{"q":"bbb"#,
+        );
+        assert_eq!(request.id.as_deref(), Some(r#""a\"1""#));
+        assert_eq!(request.method.as_deref(), Some("tools/call"));
+        assert!(!request.answer);
+        // The body first: the id is past the head, and is not guessed.
+        let late = head_facts(br#"{"result":{"text":"x","id":3"#);
+        assert_eq!((late.id, late.answer), (None, true));
+        assert_eq!(head_facts(b"not json"), HeadFacts::default());
+        assert_eq!(
+            head_facts(br#"{"jsonrpc":"2.0","id":12"#).id.as_deref(),
+            Some("12")
+        );
+    }
 
     fn k(s: &[u8]) -> (Kind, Option<String>, Option<String>) {
         let c = classify(s);

@@ -12,7 +12,7 @@ pub(crate) mod marker;
 pub mod params;
 pub(crate) mod rewrite;
 
-pub use classify::{classify, Classified, Kind};
+pub use classify::{classify, head_facts, Classified, HeadFacts, Kind};
 pub use codec::{Frame, Framer, Line, DEFAULT_MAX_MESSAGE};
 
 /// Which way a message travelled. Ids are scoped by direction: the server's own request ids can

@@ -1155,6 +1155,94 @@ fn python_client_auto_mode_plays_a_tape_recorded_without_the_probe() {
     assert_contains(&stderr, "answered 1 server/discover probe");
 }
 
+/// A tape recorded by a client pinned to 2026-07-28 has no `server/discover` (the client did
+/// not probe) and no `initialize`: every request on it is of the 2026 era. Played to the Python
+/// SDK's `auto` client, which probes first, the probe must be answered as the 2026 server would
+/// (a discover result), not with the pre-2026 -32601 that sent the client to an `initialize` the
+/// tape cannot answer. The run is the one the client has against the real server.
+#[test]
+fn python_client_auto_mode_plays_a_2026_tape_recorded_without_the_probe() {
+    let (dir, tape) = tmp_tape("modern.jsonl");
+    let (recorded, out) = py_client(
+        "pyserver",
+        "2026-07-28",
+        &record_cmd(&tape, &py_server()),
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let taped = std::fs::read_to_string(&tape).unwrap();
+    assert!(
+        !taped.contains("server/discover") && !taped.contains("\"initialize\""),
+        "the pinned 2026 recording has neither a probe nor a handshake"
+    );
+    let (direct, out) = py_client("pyserver", "auto", &py_server(), &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (rc, err) = (dir.path().join("rc"), dir.path().join("err"));
+    let (played, out) = py_client(
+        "pyserver",
+        "auto",
+        &play_reporting(&tape, &rc, Some(&err)),
+        &[],
+    );
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(out.status.success(), "{}\n{stderr}", text(&out.stderr));
+    assert_eq!(reported_status(&rc), 0, "{stderr}");
+    assert_eq!(played["protocolVersion"], direct["protocolVersion"]);
+    assert_eq!(played["serverInfo"], direct["serverInfo"]);
+    assert_eq!(
+        played["steps"], recorded["steps"],
+        "the calls got their recorded answers"
+    );
+    assert_contains(&stderr, "missed 0");
+    assert!(!stderr.contains("predates"), "{stderr}");
+    assert_contains(
+        &stderr,
+        "answered 1 server/discover probe from the tape's 2026-07-28 exchanges",
+    );
+}
+
+/// The probe's answer on a 2026 tape without one: the recorded versions, capabilities for the
+/// calls recorded and the recorded server info. An `initialize` there is a miss that shows the
+/// params the client sent (not `null`).
+#[test]
+fn a_server_discover_probe_on_a_2026_tape_is_answered_from_the_tape() {
+    let (_dir, tape) = tmp_tape("m.jsonl");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+    write_tape(
+        &tape,
+        &[
+            ("c2s", req(1, "tools/list", json!({"_meta": meta}))),
+            (
+                "s2c",
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [], "resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "new", "version": "2"}}}}),
+            ),
+        ],
+        true,
+    );
+    let mut c = play(&tape, &[]);
+    let (probe, _) = c.ask(&req(0, "server/discover", json!({"_meta": meta})));
+    let result = &probe["result"];
+    assert_eq!(
+        result["supportedVersions"],
+        json!(["2026-07-28"]),
+        "{probe}"
+    );
+    assert_eq!(result["capabilities"], json!({"tools": {}}));
+    assert_eq!(result["resultType"], json!("complete"));
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"],
+        json!({"name": "new", "version": "2"})
+    );
+    let (init, _) = c.ask(&req(1, "initialize", init_params()));
+    let message = init["error"]["message"].as_str().unwrap_or_default();
+    assert_contains(message, r#"initialize {"capabilities":{},"clientInfo""#);
+    let stderr = c.finish_with(1);
+    assert_contains(
+        &stderr,
+        "answered 1 server/discover probe from the tape's 2026-07-28 exchanges",
+    );
+}
+
 /// Real traffic: rmcp and other new clients ask for 2026-07-28 and server-everything answers
 /// 2025-11-25. Playing that tape to a client that asks what the recorded client asked is no
 /// surprise and gets no warning; a client asking another version does.
@@ -1227,4 +1315,117 @@ fn a_server_request_unanswered_in_the_recording_and_in_play_is_no_drift() {
     let stderr = c.finish_with(0);
     assert!(!stderr.contains("drift:"), "{stderr}");
     assert_contains(&stderr, "served 2, missed 0, drifted 0");
+}
+
+/// Answers every `tools/call` with a text of 5,000 bytes; other requests get `{}`.
+const BIG_ANSWERS: &str = r##"
+for m in requests():
+    r = {}
+    if m["method"] == "tools/call":
+        r = {"content": [{"type": "text", "text": "A" * 5000}]}
+    send({"jsonrpc": "2.0", "id": m["id"], "result": r})
+"##;
+
+/// Recorded with `--max-message 2000`: a call whose request is over the limit, and one whose
+/// answer is. Both lines are taped as `oversize` (length and first bytes only): play says the
+/// recorded message was too large to record, naming its size, the limit and the request, rather
+/// than that the server never answered or that an unrelated call is the nearest.
+#[test]
+fn an_exchange_too_large_to_record_is_said_to_be_so_in_play() {
+    let (_dir, tape) = tmp_tape("big.jsonl");
+    let big = json!({"name": "big", "arguments": {"q": "b".repeat(3000)}});
+    let small = json!({"name": "small", "arguments": {}});
+    let mut rec = record(&tape, &["--max-message", "2000"], &line_server(BIG_ANSWERS));
+    rec.initialize();
+    rec.call(1, "tools/call", big.clone());
+    rec.call(2, "tools/call", small.clone());
+    let (status, _) = rec.finish();
+    assert!(status.success());
+    let kinds: Vec<Value> = tape_lines(&tape)
+        .iter()
+        .map(|l| l["kind"].clone())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "oversize").count(),
+        3,
+        "the big request and both answers are oversize: {kinds:?}"
+    );
+
+    let mut c = play(&tape, &[]);
+    c.initialize();
+    let answer = c.call(7, "tools/call", small);
+    assert_eq!(answer["error"]["code"], json!(-32099), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert_contains(message, "too large to record");
+    assert_contains(message, "--max-message");
+    assert_contains(message, "bytes");
+    assert!(!message.contains("never answered"), "{message}");
+
+    let answer = c.call(8, "tools/call", big);
+    assert_eq!(answer["error"]["code"], json!(-32099), "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert_contains(message, "too large to record");
+    assert_contains(message, "--max-message");
+    assert_contains(message, "request id 1");
+    assert!(!message.contains("nearest"), "{message}");
+    let stderr = c.finish_with(1);
+    assert_contains(&stderr, "request id 7: the recorded answer");
+    assert_contains(&stderr, "too large to record");
+    assert!(!stderr.contains("never answered"), "{stderr}");
+    assert!(!stderr.contains("nearest recorded call"), "{stderr}");
+}
+
+/// Answers a request with `{}` and a batch with an array of `{}` answers, one per request in it.
+const BATCH_ANSWERS: &str = r##"
+for m in messages():
+    if isinstance(m, list):
+        send([{"jsonrpc": "2.0", "id": x["id"], "result": {}} for x in m if "id" in x])
+    elif "id" in m and "method" in m:
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {}})
+"##;
+
+/// A 2025-03-26 session where the client sent a batch and the server answered with an array.
+/// Play does not serve batches: a batch gets -32600 and nothing else, and the recorded array
+/// answer is never sent on its own — not after the -32600, not to a client that sends no batch.
+#[test]
+fn a_recorded_batch_answer_is_never_sent_unasked() {
+    let (_dir, tape) = tmp_tape("batch.jsonl");
+    let batch = br#"[{"jsonrpc":"2.0","id":10,"method":"tools/list"},{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"x","arguments":{}}}]"#;
+    let mut rec = record(&tape, &[], &line_server(BATCH_ANSWERS));
+    rec.initialize();
+    rec.send_raw(&[&batch[..], b"\n"].concat());
+    let answer = rec.recv();
+    assert!(answer.is_array(), "the server answered the batch: {answer}");
+    rec.call(1, "tools/list", json!({}));
+    let (status, _) = rec.finish();
+    assert!(status.success());
+
+    // A client that sends the batch: one -32600, then the next answer is the next call's.
+    let mut c = play(&tape, &[]);
+    c.initialize();
+    c.send_raw(&[&batch[..], b"\n"].concat());
+    let refused = c.recv();
+    assert_eq!(refused["error"]["code"], json!(-32600), "{refused}");
+    let (list, before) = c.ask(&req(1, "tools/list", json!({})));
+    assert_eq!(list["result"], json!({}));
+    assert!(before.is_empty(), "nothing unasked: {before:?}");
+    c.close_stdin();
+    assert!(
+        c.recv_raw(Duration::from_secs(10)).is_none(),
+        "nothing after the last answer"
+    );
+    c.finish_with(0);
+
+    // A client that never sends a batch gets nothing it did not ask for.
+    let mut c = play(&tape, &[]);
+    c.initialize();
+    let (_, before) = c.ask(&req(1, "tools/list", json!({})));
+    assert!(before.is_empty(), "nothing unasked: {before:?}");
+    c.close_stdin();
+    assert!(
+        c.recv_raw(Duration::from_secs(10)).is_none(),
+        "nothing after the last answer"
+    );
+    let stderr = c.finish_with(0);
+    assert_contains(&stderr, "served 2, missed 0");
 }
