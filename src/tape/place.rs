@@ -71,7 +71,17 @@ pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 pub(crate) fn open(path: &Path) -> io::Result<(File, Option<Beside>)> {
     let there = std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > 0);
     if !there {
-        return Ok((super::writer::open_private(path)?, None));
+        // Opened without truncating, locked, then emptied: an empty file may be a first
+        // recording that has not written its header yet.
+        let file = super::writer::open_private(path)?;
+        if file.metadata()?.is_file() {
+            if held(&file) {
+                return Err(being_recorded(path, path));
+            }
+            super::sink::lock(&file)?;
+            file.set_len(0)?;
+        }
+        return Ok((file, None));
     }
     // A link given as a path is the user's choice (a named tape that is a link was refused
     // already): the file it points to is the tape, and its backup goes beside that file.
@@ -81,14 +91,13 @@ pub(crate) fn open(path: &Path) -> io::Result<(File, Option<Beside>)> {
         path.to_path_buf()
     };
     let staging = with_suffix(&target, ".new");
-    if being_written(&staging) {
-        // Two recordings of one tape would each take the other's place (and its backup): the
-        // second is refused, the first goes on.
-        return Err(io::Error::other(format!(
-            "{} is being recorded by another mcptape right now (into {}); record to another tape, or when that recording ends",
-            path.display(),
-            staging.display()
-        )));
+    // Two recordings of one tape would each take the other's place (and its backup): the
+    // second is refused, the first goes on. A re-recording holds its lock on `TAPE.new`, a
+    // first recording (written in place) on the tape itself.
+    for live in [&target, &staging] {
+        if being_written(live) {
+            return Err(being_recorded(path, live));
+        }
     }
     if unfinished(&staging) {
         crate::diag!(
@@ -108,9 +117,22 @@ pub(crate) fn open(path: &Path) -> io::Result<(File, Option<Beside>)> {
 
 /// Whether a live writer holds `path` (its lock, `sink::lock`): a recording still going on.
 fn being_written(path: &Path) -> bool {
-    File::open(path).is_ok_and(|f| {
-        super::sink::lock(&f).is_err_and(|e| e.raw_os_error() == Some(libc::EWOULDBLOCK))
-    })
+    File::open(path).is_ok_and(|f| held(&f))
+}
+
+/// Whether another open of `file` holds the writer's lock. Taking it here is harmless: it goes
+/// with the descriptor.
+fn held(file: &File) -> bool {
+    super::sink::lock(file).is_err_and(|e| e.raw_os_error() == Some(libc::EWOULDBLOCK))
+}
+
+/// The refusal of a second recording of `tape`, whose live writer writes `into`.
+fn being_recorded(tape: &Path, into: &Path) -> io::Error {
+    io::Error::other(format!(
+        "{} is being recorded by another mcptape right now (into {}); record to another tape, or when that recording ends",
+        tape.display(),
+        into.display()
+    ))
 }
 
 /// Whether `path` is a recording cut off before its closing line (what a killed re-recording

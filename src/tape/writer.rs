@@ -1029,11 +1029,12 @@ fn open_anew(path: &Path, opts: &std::fs::OpenOptions) -> io::Result<File> {
     opts.open(path)
 }
 
-/// Opens a tape for writing with mode 0600: tapes hold whatever crossed the wire.
+/// Opens a tape for writing with mode 0600: tapes hold whatever crossed the wire. Not
+/// truncated: the caller empties it once it holds the lock (`place::open`).
 pub(crate) fn open_private(path: &Path) -> io::Result<File> {
     let mut opts = std::fs::OpenOptions::new();
     // Read too: the writer maps the file's end (sink.rs), which needs both.
-    opts.read(true).write(true).create(true).truncate(true);
+    opts.read(true).write(true).create(true).truncate(false);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;

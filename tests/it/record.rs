@@ -455,6 +455,37 @@ fn a_second_recording_of_a_tape_being_recorded_is_refused_and_the_first_goes_on(
     assert_eq!(calls, 49, "the first recording is the tape");
 }
 
+/// The same with no tape there before: the first recording writes the tape in place, and the
+/// second is refused all the same (it took the first's tape for an old one and replaced it, the
+/// first recording left only at `TAPE.bak`).
+#[test]
+fn a_second_recording_of_a_new_tape_being_recorded_is_refused_and_the_first_goes_on() {
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let mut first = record(&tape, &[], &demo_server("healthy"));
+    first.initialize();
+    let r = first.call(
+        1,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 1, "b": 1}}),
+    );
+    assert_eq!(r["result"]["content"][0]["text"], "2", "{r}");
+    let second = record(&tape, &[], &demo_server("healthy"));
+    let stderr = second.finish_with(74);
+    assert_contains(&stderr, "is being recorded by another mcptape right now");
+    let stderr = first.finish_with(0);
+    assert!(!stderr.contains("replaced"), "{stderr}");
+    assert!(!beside(&tape, ".bak").exists(), "nothing was replaced");
+    assert!(
+        !beside(&tape, ".new").exists(),
+        "nothing was written beside"
+    );
+    let calls = tape_msgs(&tape)
+        .iter()
+        .filter(|m| m["method"] == "tools/call")
+        .count();
+    assert_eq!(calls, 1, "the first recording is the tape");
+}
+
 /// While a recording runs, the tape ends in newline padding where the writer maps it (ext4,
 /// XFS or tmpfs: the test directory's ext4 here), and on its last line with `MCPTAPE_NO_MAP=1`
 /// or on another file system; both close on one newline and read the same.
