@@ -59,6 +59,9 @@ pub struct TapeFile {
     window: Option<(u64, memmap2::MmapMut)>,
     /// Whether lines may be copied into a map (see the module's comment).
     mapped: bool,
+    /// Whether the file is a regular file. Anything else (a FIFO, `/dev/null`) is only
+    /// written: it cannot be cut back, and `fdatasync(2)` fails on it (`EINVAL`).
+    regular: bool,
 }
 
 impl TapeFile {
@@ -68,7 +71,9 @@ impl TapeFile {
     /// someone else holds locked is not mapped.
     pub fn new(file: File, len: u64) -> TapeFile {
         // The file's own size, not the caller's word for it: a map is only ever touched below it.
-        let size = file.metadata().map_or(len, |m| m.len());
+        let (size, regular) = file
+            .metadata()
+            .map_or((len, true), |m| (m.len(), m.is_file()));
         let mapped = size == len
             && lock(&file).is_ok()
             && std::env::var_os(NO_MAP).is_none_or(|v| v.is_empty())
@@ -79,6 +84,7 @@ impl TapeFile {
             pos: len,
             window: None,
             mapped,
+            regular,
         }
     }
 
@@ -135,6 +141,15 @@ impl TapeFile {
     /// Cuts the file to `len` bytes (its padding, a torn line, a closing line to be replaced)
     /// and positions it there.
     pub fn cut(&mut self, len: u64) -> io::Result<()> {
+        if !self.regular {
+            if len >= self.pos {
+                return Ok(()); // nothing to take back
+            }
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the tape is not a regular file (a pipe or a device): a line written part way cannot be taken back",
+            ));
+        }
         // Unmapped first: no page past the new end stays mapped.
         self.window = None;
         self.file.set_len(len)?;
@@ -149,8 +164,12 @@ impl TapeFile {
         self.size > len
     }
 
-    /// `fdatasync(2)`. Pages written through the map are in the page cache like any other.
+    /// `fdatasync(2)`. Pages written through the map are in the page cache like any other. A
+    /// pipe or a device has nothing to sync (the call fails on them): what was written is gone.
     pub(crate) fn sync_data(&self) -> io::Result<()> {
+        if !self.regular {
+            return Ok(());
+        }
         self.file.sync_data()
     }
 

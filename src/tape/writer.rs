@@ -1041,9 +1041,11 @@ pub(crate) fn open_private(path: &Path) -> io::Result<File> {
         opts.mode(0o600);
     }
     let file = opts.open(path)?;
-    // `mode` applies only when the file is created: an existing tape is made private too.
+    // `mode` applies only when the file is created: an empty regular file there, which becomes
+    // the tape, is made private too. Anything else (`/dev/null`, a FIFO) is written through and
+    // left as it was: it is not the tape's to change.
     #[cfg(unix)]
-    {
+    if file.metadata()?.is_file() {
         use std::os::unix::fs::PermissionsExt;
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }

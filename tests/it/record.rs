@@ -486,6 +486,47 @@ fn a_second_recording_of_a_new_tape_being_recorded_is_refused_and_the_first_goes
     assert_eq!(calls, 1, "the first recording is the tape");
 }
 
+/// A tape path that is not a regular file (a FIFO here; a character device such as `/dev/null`
+/// takes the same path) is written through as it is: its mode is left alone (it was made 0600)
+/// and the recording ends with the server's exit code (the file's sync failed with "Invalid
+/// argument", exit 74, after the whole tape had gone through).
+#[test]
+fn a_tape_path_that_is_a_fifo_is_written_through_and_left_as_it_was() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tmp();
+    let fifo = dir.path().join("fifo.jsonl");
+    let c_path = std::ffi::CString::new(s(&fifo)).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    std::fs::set_permissions(&fifo, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let mut c = record(&fifo, &[], &demo_server("healthy"));
+    c.initialize();
+    c.call(1, "tools/list", json!({}));
+    let stderr = c.finish_with(0);
+    let got = text(&reader.join().unwrap());
+    let mode = std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o7777,
+        0o644,
+        "the FIFO's mode is kept; stderr:\n{stderr}"
+    );
+    assert!(
+        got.lines().next().unwrap().contains(r#""type":"header""#),
+        "{got}"
+    );
+    assert!(
+        got.lines().last().unwrap().starts_with(r#"{"type":"end""#),
+        "the whole tape went through the FIFO: {got}"
+    );
+}
+
 /// While a recording runs, the tape ends in newline padding where the writer maps it (ext4,
 /// XFS or tmpfs: the test directory's ext4 here), and on its last line with `MCPTAPE_NO_MAP=1`
 /// or on another file system; both close on one newline and read the same.
