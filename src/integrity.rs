@@ -481,9 +481,12 @@ pub fn redact_tape(
     signing_key: Option<&[u8]>,
     read: ReadOptions,
 ) -> Result<RedactOutcome, RedactError> {
-    let target = out
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| path.to_path_buf());
+    // Through a symbolic link: the file it leads to is replaced, the link kept.
+    let given = out.unwrap_or(path);
+    let target = crate::tape::place::behind_link(given).map_err(|cause| RedactError::Write {
+        path: given.to_path_buf(),
+        cause,
+    })?;
     let staging = {
         let mut s = target.as_os_str().to_owned();
         s.push(".redact-tmp");
@@ -546,7 +549,7 @@ pub fn redact_tape(
     drop(file);
     let mut backup = None;
     if out.is_none() {
-        let mut b = path.as_os_str().to_owned();
+        let mut b = target.as_os_str().to_owned();
         b.push(".bak");
         let b = PathBuf::from(b);
         crate::tape::writer::copy_own(path, &b).map_err(|cause| RedactError::Write {

@@ -306,6 +306,8 @@ fn regression_counts(exchanges: &[CheckedExchange]) -> BTreeMap<ChangeKind, usiz
 /// (written beside it, then renamed, so the baseline is never half-written; the staging file is
 /// removed if anything fails).
 fn update_baseline(tape: &Path, observed: &Path) -> std::io::Result<PathBuf> {
+    // Through a symbolic link: the file it leads to is replaced, the link kept.
+    let tape = &crate::tape::place::behind_link(tape)?;
     let mut backup = tape.as_os_str().to_owned();
     backup.push(".bak");
     let backup = PathBuf::from(backup);

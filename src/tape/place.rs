@@ -85,11 +85,7 @@ pub(crate) fn open(path: &Path) -> io::Result<(File, Option<Beside>)> {
     }
     // A link given as a path is the user's choice (a named tape that is a link was refused
     // already): the file it points to is the tape, and its backup goes beside that file.
-    let target = if std::fs::symlink_metadata(path)?.file_type().is_symlink() {
-        std::fs::canonicalize(path)?
-    } else {
-        path.to_path_buf()
-    };
+    let target = behind_link(path)?;
     let staging = with_suffix(&target, ".new");
     // Two recordings of one tape would each take the other's place (and its backup): the
     // second is refused, the first goes on. A re-recording holds its lock on `TAPE.new`, a
@@ -113,6 +109,21 @@ pub(crate) fn open(path: &Path) -> io::Result<(File, Option<Beside>)> {
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
     Ok((file, Some(Beside { target, staging })))
+}
+
+/// The file a tape is rewritten in: `path`, or the file a symbolic link given as `path` leads
+/// to. Every command that replaces a tape (a re-recording, `prune`, `redact`, `check --update`)
+/// replaces that file, its `.bak` beside it, and keeps the link.
+pub(crate) fn behind_link(path: &Path) -> io::Result<PathBuf> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(path).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("following the symbolic link {}: {e}", path.display()),
+            )
+        }),
+        _ => Ok(path.to_path_buf()),
+    }
 }
 
 /// Whether a live writer holds `path` (its lock, `sink::lock`): a recording still going on.

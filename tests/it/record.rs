@@ -1132,6 +1132,62 @@ fn a_tape_path_that_is_a_symlink_is_re_recorded_behind_the_link() {
     assert!(read(&bak) == first, "the old tape, byte for byte");
 }
 
+/// `redact` and `check --update` given a symbolic link write through it as `record` does: the
+/// file it leads to is replaced (its backup beside it) and the link stays. They used to replace
+/// the link with a new file, the real tape keeping its secrets or its old baseline.
+#[test]
+fn redact_and_check_update_through_a_symlink_replace_the_file_it_leads_to() {
+    let (dir, real) = tmp_tape("real.jsonl");
+    let link = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let mut c = record(&real, &[], &demo_server("healthy"));
+    c.initialize();
+    let r = c.call(
+        1,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 12345, "b": 1}}),
+    );
+    assert_eq!(r["result"]["content"][0]["text"], "12346", "{r}");
+    c.finish_with(0);
+    let recorded = read(&real);
+    let is_link = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    };
+    let bak = beside(&real, ".bak");
+
+    Mt::new(["redact"])
+        .arg(&link)
+        .args(["--redact", "re:12346"])
+        .run()
+        .success();
+    assert!(is_link(&link), "the link stays a link");
+    assert!(
+        !String::from_utf8_lossy(&read(&real)).contains("12346"),
+        "the file the link leads to is redacted"
+    );
+    assert!(read(&bak) == recorded, "its backup beside it");
+    assert!(!beside(&link, ".bak").exists(), "no backup beside the link");
+
+    let redacted = read(&real);
+    Mt::new(["check"])
+        .arg(&link)
+        .arg("--update")
+        .arg("--")
+        .args(demo_server("drifted"))
+        .run();
+    assert!(is_link(&link), "the link stays a link");
+    assert!(
+        read(&real) != redacted,
+        "the baseline the link leads to is updated"
+    );
+    assert!(read(&bak) == redacted, "the old baseline beside it");
+    assert!(!beside(&link, ".bak").exists(), "no backup beside the link");
+    assert!(!beside(&link, ".new").exists() && !beside(&real, ".new").exists());
+}
+
 /// A server answering every request with a 3 MiB result.
 const THREE_MIB_ANSWERS: &str = r##"
 import json, sys
