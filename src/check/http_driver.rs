@@ -96,6 +96,10 @@ pub(crate) async fn drive_http(
             why: "only http:// URLs are supported".into(),
         });
     }
+    crate::transport::check_port(&uri).map_err(|why| DriveError::Url {
+        url: url.into(),
+        why,
+    })?;
     // A server that is not there is not a server that answers badly: found before anything is
     // sent, so it is not graded F.
     let port = uri.port_u16().unwrap_or(80);

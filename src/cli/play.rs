@@ -230,6 +230,7 @@ pub fn run(a: Args) -> Result<i32> {
         crate::diag!("mcptape play: {s}");
     }
     opts.plan = Arc::new(plan);
+    mcptape::play::count_panics();
     let report = match a.listen {
         Some(addr) => {
             if !addr.ip().is_loopback() {
@@ -260,6 +261,15 @@ pub fn run(a: Args) -> Result<i32> {
     };
 
     drop(chain); // waits for the chain check and its report
+                 // A serving task panicked (printed above): an answer was lost, the counts are not true.
+    let panics = mcptape::play::panics();
+    if panics > 0 {
+        let s = if panics == 1 { "" } else { "s" };
+        anyhow::bail!(
+            "internal error: {panics} panic{s} while serving {} (see above): play stopped, answers were lost (a bug: please report it)",
+            path.display()
+        );
+    }
     let appended = live
         .as_ref()
         .and_then(|l| l.tape.as_ref().map(|t| (t.path().to_path_buf(), t.close())));

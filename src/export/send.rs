@@ -83,6 +83,7 @@ pub fn traces_url(endpoint: &str) -> Result<hyper::Uri, SendError> {
     if !matches!(uri.scheme_str(), Some("http" | "https")) {
         return Err(bad("only http:// and https:// endpoints are supported"));
     }
+    crate::transport::check_port(&uri).map_err(|why| bad(&why))?;
     if uri.path().ends_with("/v1/traces") {
         return Ok(uri);
     }

@@ -66,6 +66,7 @@ pub fn upstream_uri(url: &str) -> Result<hyper::Uri, RecordError> {
     if uri.authority().is_none() {
         return Err(bad("no host"));
     }
+    crate::transport::check_port(&uri).map_err(|why| bad(&why))?;
     if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
         return Err(bad(
             "credentials in the URL: give the API key the way the client sends it",

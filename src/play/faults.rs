@@ -108,9 +108,11 @@ pub fn parse_fault(spec: &str) -> Result<Fault, FaultError> {
         ("drop", None) => FaultKind::Drop,
         ("stall", None) => FaultKind::Stall(None),
         ("stall", Some(v)) => {
-            FaultKind::Stall(Some(humantime::parse_duration(v).map_err(|e| {
-                fail(format!("{v:?} is not a duration such as 2s or 500ms ({e})"))
-            })?))
+            let d = humantime::parse_duration(v)
+                .map_err(|e| fail(format!("{v:?} is not a duration such as 2s or 500ms ({e})")))?;
+            FaultKind::Stall(Some(
+                super::pace::bounded_delay(d, &format!("{v:?}")).map_err(fail)?,
+            ))
         }
         ("skip", None) => FaultKind::Skip,
         ("drop" | "skip", Some(_)) => {
@@ -237,6 +239,13 @@ pub(crate) fn draw(seed: u64, salt: u64, key: u64) -> f64 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_stall_longer_than_a_day_is_refused() {
+        let e = parse_faults("stall=300000000000years@tool:add").unwrap_err();
+        assert!(e.to_string().contains("longer than a day"), "{e}");
+        assert!(parse_faults("stall=24h@tool:add").is_ok());
+    }
 
     #[test]
     fn each_kind_and_place_parses() {

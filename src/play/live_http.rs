@@ -37,6 +37,7 @@ impl HttpWire {
         if !matches!(uri.scheme_str(), Some("http" | "https")) {
             return Err(format!("invalid URL {url:?}: not http:// or https://"));
         }
+        crate::transport::check_port(&uri).map_err(|why| format!("invalid URL {url:?}: {why}"))?;
         let client = crate::transport::upstream::client(None).map_err(|e| e.to_string())?;
         Ok(HttpWire(Arc::new(Inner {
             url: uri,

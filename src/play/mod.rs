@@ -21,6 +21,29 @@ pub use player::{Player, Playing};
 pub use policy::{MatchMode, MatchPolicy, Repeat};
 pub use serve::{serve, Drift, PlayReport, ServeOptions, Unused};
 
+/// Panics seen in this process since [`count_panics`] was called: a serving task that panicked
+/// lost an answer, so play must not end as if all went well.
+static PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Counts every panic from now on (the previous hook still prints it). Tokio catches a task's
+/// panic and the task just ends, so without this a bug in a serving task would leave the client
+/// waiting and play exiting 0 with a summary that is not true.
+pub fn count_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            previous(info);
+        }));
+    });
+}
+
+/// How many panics [`count_panics`] has seen.
+pub fn panics() -> usize {
+    PANICS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Why play could not serve.
 #[derive(Debug, thiserror::Error)]
 pub enum PlayError {
@@ -49,5 +72,20 @@ impl crate::exit::Coded for PlayError {
             PlayError::Listen { .. } => crate::exit::UNAVAILABLE,
             PlayError::Unchecked { .. } => crate::exit::DATA_ERR,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_panic_in_a_task_is_counted() {
+        super::count_panics();
+        let before = super::panics();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let joined = rt.block_on(async { tokio::spawn(async { panic!("a serving bug") }).await });
+        assert!(joined.is_err());
+        assert!(super::panics() > before);
     }
 }

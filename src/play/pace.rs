@@ -21,6 +21,20 @@ pub fn parse_pace(s: &str) -> Result<f64, String> {
     Ok(f)
 }
 
+/// The longest `--latency` or `stall=DURATION` accepted: a day. Longer is no test of a client's
+/// patience but a typo (and far enough out, past the clock's range); `stall` alone never answers.
+pub const LONGEST_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A delay no longer than [`LONGEST_DELAY`], else why not, in words.
+pub(crate) fn bounded_delay(d: Duration, what: &str) -> Result<Duration, String> {
+    if d > LONGEST_DELAY {
+        return Err(format!(
+            "{what} is longer than a day, the longest delay play adds (a `stall` with no duration never answers)"
+        ));
+    }
+    Ok(d)
+}
+
 /// `--latency MIN..MAX`: a delay drawn anew (seeded) for every answer, uniform in the range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Latency {
@@ -36,8 +50,10 @@ impl std::str::FromStr for Latency {
     /// `20ms..200ms`, `1s..2s`; one duration (`50ms`) is a fixed delay.
     fn from_str(s: &str) -> Result<Latency, String> {
         let one = |d: &str| {
-            humantime::parse_duration(d.trim())
+            let d = d.trim();
+            humantime::parse_duration(d)
                 .map_err(|e| format!("{d:?} in {s:?} is not a duration such as 20ms or 1.5s ({e})"))
+                .and_then(|v| bounded_delay(v, &format!("{d:?} in {s:?}")))
         };
         let (min, max) = match s.split_once("..") {
             Some((a, b)) => (one(a)?, one(b)?),
@@ -87,6 +103,15 @@ pub(crate) async fn wait_until(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latency_longer_than_a_day_is_refused() {
+        assert!("24h".parse::<Latency>().is_ok());
+        for bad in ["18446744073709551615s", "1ms..25h", "300000000000years"] {
+            let e = bad.parse::<Latency>().unwrap_err();
+            assert!(e.contains("longer than a day"), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn pace_is_recorded_or_a_factor() {

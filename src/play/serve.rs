@@ -591,7 +591,8 @@ fn read_loop<R: Read, W: Write + Send + 'static>(
         }
         // Everything this read brought is answered: out before waiting for more.
         output.lock().expect("output lock").flush();
-        if serving.cut {
+        // A serving task panicked (a bug): stop reading, the caller reports it.
+        if serving.cut || super::panics() > 0 {
             break;
         }
     }
@@ -1314,27 +1315,33 @@ async fn answer_when_due<O: Sink + ?Sized>(
 ) -> bool {
     let index = &shared.index;
     let exchange = &index.exchanges[ex];
-    let mut at = match exchange.response {
+    let at = match exchange.response {
         Some(r) => due(&index.msgs[r]),
         None => due(&index.msgs[exchange.request]),
-    } + verdict.latency;
+    };
+    // Delays are bounded when parsed (pace::LONGEST_DELAY); past the clock's range an answer
+    // would never be due, so it is held like a `stall`, not a panic.
+    let mut at = at.checked_add(verdict.latency);
     if let Some(i) = verdict.fault {
         let plan = &shared.opts.plan;
         let super::faults::FaultKind::Stall(delay) = *plan.kind(i) else {
             return true;
         };
         shared.inject(i, exchange.request, Some(client_id));
-        let Some(delay) = delay else {
-            // Never answered: held until the client closes its side or leaves.
-            let mut closed = shared.closed.subscribe();
-            tokio::select! {
-                _ = closed.wait_for(|c| *c) => {},
-                _ = out.gone() => {},
-            }
-            return false;
+        at = match delay {
+            Some(delay) => at.and_then(|at| at.checked_add(delay)),
+            None => None,
         };
-        at += delay;
     }
+    let Some(at) = at else {
+        // Never answered: held until the client closes its side or leaves.
+        let mut closed = shared.closed.subscribe();
+        tokio::select! {
+            _ = closed.wait_for(|c| *c) => {},
+            _ = out.gone() => {},
+        }
+        return false;
+    };
     at <= tokio::time::Instant::now() || super::pace::wait_until(at, out.gone()).await
 }
 

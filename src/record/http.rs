@@ -179,6 +179,10 @@ pub fn checked_upstream(url: &str) -> Result<CheckedUpstream, RecordError> {
             why: "no host".into(),
         });
     }
+    crate::transport::check_port(&uri).map_err(|why| RecordError::Upstream {
+        url: uri.to_string(),
+        why,
+    })?;
     Ok(CheckedUpstream { uri, basic_auth })
 }
 

@@ -12,6 +12,9 @@
 //! the file the index was read from.
 //!
 //! The cache holds offsets and hashes, never message bodies: bodies are still read from the tape.
+//! Every entry ends with the SHA-256 of the bytes before it, checked before the entry is read:
+//! a damaged entry (one flipped bit) is a cold load, never a wrong answer or a crash. Every
+//! message number in it is checked to lie inside the index too.
 //!
 //! Beside the index, a second small entry remembers that the tape's hash chain was found whole
 //! (by play's background check, or because `record` wrote it), for the same file as above and
@@ -113,9 +116,9 @@ struct Meta {
 /// id lies, and keys hashed with XXH3; 6: an SSE message's event name; 7: a session's
 /// standalone points count the `initialize` that opened it; 8: an oversize line's id and method,
 /// read from its first bytes, and an oversize answer closes its exchange; 9: a server batch of
-/// answers belongs to no exchange and is not standalone), so an entry written by a build of
-/// the same version before the change is not used.
-const INDEX_FORMAT: u32 = 9;
+/// answers belongs to no exchange and is not standalone; 10: an entry ends with its SHA-256), so
+/// an entry written by a build of the same version before the change is not used.
+const INDEX_FORMAT: u32 = 10;
 
 /// This build: its version, and the match key of a probe, so that an entry whose keys another
 /// key function made (a build with another hash) is never used.
@@ -165,9 +168,12 @@ fn load_in(dir: &Path, tape: &Path, server: Option<&str>) -> Option<Parts> {
     if stamp.len < MIN_TAPE_LEN {
         return None;
     }
-    let bytes = std::fs::read(entry(dir, tape, server)?).ok()?;
-    let stored: Stored = postcard::from_bytes(&bytes).ok()?;
-    if stored.tool != tool() || stored.stamp != stamp || !offsets_fit(&stored.msgs, stamp.len) {
+    let stored: Stored = read_entry(&entry(dir, tape, server)?)?;
+    if stored.tool != tool()
+        || stored.stamp != stamp
+        || !offsets_fit(&stored.msgs, stamp.len)
+        || !numbers_fit(&stored)
+    {
         return None;
     }
     let meta: Meta = serde_json::from_str(&stored.meta).ok()?;
@@ -195,6 +201,23 @@ fn offsets_fit(msgs: &[MsgMeta], len: u64) -> bool {
         }
         Body::Oversize { .. } => true,
     })
+}
+
+/// Every message an exchange or a standalone message names is in the index (play indexes
+/// `msgs` with these numbers).
+fn numbers_fit(stored: &Stored) -> bool {
+    let n = stored.msgs.len();
+    let fits = |i: &usize| *i < n;
+    stored.exchanges.iter().all(|e| {
+        fits(&e.request)
+            && e.response.as_ref().is_none_or(fits)
+            && e.during.iter().all(fits)
+            && e.client_answers.iter().all(|(a, b)| fits(a) && fits(b))
+            && e.retry_of.is_none_or(|r| r < stored.exchanges.len())
+    }) && stored
+        .standalone
+        .iter()
+        .all(|s| fits(&s.msg) && s.client_answer.as_ref().is_none_or(fits))
 }
 
 /// Whether a tape of `len` bytes is small enough to load (and check) at once: under the size
@@ -289,13 +312,29 @@ impl PendingStore {
     }
 }
 
-/// Writes an entry to a name of our own, then renames it: a reader never sees half an entry.
+/// The length of the checksum that ends every entry: a SHA-256.
+const CHECKSUM_LEN: usize = 32;
+
+/// Reads an entry back: `None` unless its checksum holds and it parses.
+fn read_entry<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    let bytes = std::fs::read(path).ok()?;
+    let body_len = bytes.len().checked_sub(CHECKSUM_LEN)?;
+    let (body, sum) = bytes.split_at(body_len);
+    if Sha256::digest(body).as_slice() != sum {
+        return None;
+    }
+    postcard::from_bytes(body).ok()
+}
+
+/// Writes an entry, its checksum last, to a name of our own, then renames it: a reader never
+/// sees half an entry.
 fn write_entry(path: &Path, value: &impl serde::Serialize) -> Option<()> {
     let staging = path.with_extension(format!("tmp{}", std::process::id()));
-    let written = super::writer::open_own(&staging).and_then(|f| {
-        let mut w = std::io::BufWriter::new(f);
-        postcard::to_io(value, &mut w).map_err(std::io::Error::other)?;
-        w.flush()
+    let body = postcard::to_stdvec(value).ok()?;
+    let sum = Sha256::digest(&body);
+    let written = super::writer::open_own(&staging).and_then(|mut f| {
+        f.write_all(&body)?;
+        f.write_all(&sum)
     });
     if written.is_err() || std::fs::rename(&staging, path).is_err() {
         let _ = std::fs::remove_file(&staging);
@@ -332,8 +371,7 @@ fn chain_held_in(dir: &Path, tape: &Path) -> bool {
         return false;
     };
     entry_with(dir, tape, None, "chain")
-        .and_then(|e| std::fs::read(e).ok())
-        .and_then(|b| postcard::from_bytes::<ChainHeld>(&b).ok())
+        .and_then(|e| read_entry::<ChainHeld>(&e))
         .is_some_and(|held| held.tool == tool() && held.stamp == stamp)
 }
 
@@ -455,6 +493,37 @@ mod tests {
             .write_all(b"\n")
             .unwrap();
         assert!(load_in(&cache, &tape, None).is_none());
+    }
+
+    /// One flipped bit anywhere in an entry made play panic (an exchange naming a message past
+    /// the index) or serve another answer (/tmp/hunt-b/repro_idx_cache.sh): a damaged entry is
+    /// a cold load.
+    #[test]
+    fn a_damaged_entry_is_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let tape = dir.path().join("t.jsonl");
+        big_tape(&tape);
+        let cold = TapeIndex::load(&tape, None).unwrap();
+        store_in(&cache, &cold, None).expect("stored");
+        let path = entry(&cache, &tape, None).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        assert!(load_in(&cache, &tape, None).is_some());
+        for pos in (0..good.len()).step_by(7).chain([good.len() - 1]) {
+            let mut bad = good.clone();
+            bad[pos] ^= 1 << (pos % 8);
+            std::fs::write(&path, &bad).unwrap();
+            assert!(
+                load_in(&cache, &tape, None).is_none(),
+                "bit flipped at {pos}"
+            );
+        }
+        for cut in [0, 1, CHECKSUM_LEN, good.len() - 1] {
+            std::fs::write(&path, &good[..cut]).unwrap();
+            assert!(load_in(&cache, &tape, None).is_none(), "cut to {cut} bytes");
+        }
+        std::fs::write(&path, &good).unwrap();
+        assert!(load_in(&cache, &tape, None).is_some(), "whole again");
     }
 
     #[test]

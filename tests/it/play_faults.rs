@@ -322,6 +322,16 @@ fn a_bad_fault_pace_or_latency_is_a_usage_error_that_names_it() {
             ["--latency", "200ms..20ms"],
             "the minimum is longer than the maximum",
         ),
+        // Accepted by the duration parser, then past the clock's range: a panic in a serving
+        // task, nothing answered, and exit 0 (/tmp/hunt-b/repro_latency_panic.sh).
+        (
+            ["--latency", "18446744073709551615s"],
+            "\"18446744073709551615s\" in \"18446744073709551615s\" is longer than a day",
+        ),
+        (
+            ["--faults", "stall=300000000000years@tool:add"],
+            "\"300000000000years\" is longer than a day",
+        ),
     ] {
         Mt::new(["play"])
             .arg(&tape)
