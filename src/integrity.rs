@@ -26,7 +26,8 @@ pub enum Verdict {
     /// The tape ends early (a crash, a full disk, or its end was cut off): intact as far as it
     /// goes.
     Cut {
-        /// Lines read, header included.
+        /// Lines read, header included (the report's `lines` in `--json`: not printed twice).
+        #[serde(skip_serializing)]
         lines: u64,
         /// The first line that is missing or torn (the closing line, when the recorder could
         /// not write everything and said so there).

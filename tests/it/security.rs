@@ -934,6 +934,10 @@ fn verify_detects_each_kind_of_tampering() {
         "{out}"
     );
     assert_eq!(verify_json(home, &p)["verdict"], "cut");
+    // Each key once (the verdict's own count of lines was printed beside the report's).
+    let raw = mt(home, &["verify", &s(&p), "--json"]).run().stdout;
+    assert_eq!(raw.matches("\"lines\"").count(), 1, "{raw}");
+    assert_eq!(verify_json(home, &p)["lines"], n - 1, "{raw}");
 
     // A torn last line: the end line half written, no newline.
     let mut t = lines[..n - 1].join("\n");
