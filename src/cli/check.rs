@@ -23,7 +23,7 @@ pub struct Args {
     #[arg(value_name = "TAPE")]
     tape: String,
     /// Seconds each request may take before it counts as a missing response.
-    #[arg(long, value_name = "SECS", default_value = "30", value_parser = super::parse_secs)]
+    #[arg(long, value_name = "SECS", default_value = "30", value_parser = super::parse_positive_secs)]
     timeout: Duration,
     /// Fail (exit 1) when the grade is worse than this (A, B, C, D or F).
     #[arg(long, value_name = "GRADE")]
@@ -60,7 +60,7 @@ pub struct Args {
     #[command(flatten)]
     redact: super::RedactArgs,
     /// Largest message kept whole, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE, value_parser = super::parse_nonzero)]
     max_message: usize,
     /// Send the real value of a redacted argument to the live server: NAME is a marker's
     /// rule or the key it names (`api_key` fills `[REDACTED:key:api_key:…]`), SOURCE is

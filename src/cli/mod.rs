@@ -322,6 +322,16 @@ fn parse_positive_secs(s: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// A count or size that must be at least 1 (`--max-message 0` would refuse every message,
+/// `--max-connections 0` every connection).
+fn parse_nonzero(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}")),
+    }
+}
+
 /// How the commands that read a tape treat a malformed line.
 #[derive(clap::Args, Clone, Copy)]
 pub struct ReadArgs {
@@ -344,7 +354,7 @@ impl ReadArgs {
 #[derive(clap::Args)]
 pub struct LimitArgs {
     /// Over HTTP: client connections served at once; past it a new connection gets 503.
-    #[arg(long, value_name = "N", default_value_t = mcptape::transport::http::MAX_CONNECTIONS)]
+    #[arg(long, value_name = "N", default_value_t = mcptape::transport::http::MAX_CONNECTIONS, value_parser = parse_nonzero)]
     max_connections: usize,
     /// Over HTTP: seconds a connection may take to send a request's headers; also how long an
     /// idle keep-alive connection stays open (slow or silent connections are closed).

@@ -50,7 +50,7 @@ pub struct Args {
     #[arg(long, value_name = "LABEL", default_value = mcptape::model::serve::DEFAULT_LABEL)]
     label: String,
     /// Largest request or answer body, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE, value_parser = super::parse_nonzero)]
     max_message: usize,
     #[command(flatten)]
     limits: super::LimitArgs,

@@ -89,7 +89,7 @@ pub struct Args {
     #[arg(long, value_name = "SECS", default_value = "3600", value_parser = super::parse_positive_secs, requires = "listen")]
     session_idle: std::time::Duration,
     /// Largest client message accepted, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE, value_parser = super::parse_nonzero)]
     max_message: usize,
     /// Refuse (exit 65) a tape whose hash chain is missing or does not hold, before serving
     /// anything. Without it such a tape is played with a warning.

@@ -26,7 +26,7 @@ pub struct Args {
     tape: Option<String>,
     /// Largest message kept whole, in bytes; longer lines are forwarded but recorded as
     /// `oversize` (length and first bytes).
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE)]
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE, value_parser = super::parse_nonzero)]
     max_message: usize,
     /// After the client closes stdin, seconds the server has to exit before SIGTERM (then SIGKILL).
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = super::parse_secs)]

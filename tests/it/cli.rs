@@ -136,6 +136,58 @@ fn usage_errors_exit_64() {
     }
 }
 
+/// A limit of zero refuses everything (`play --max-message 0` answered every line with an
+/// error and exited 0): a usage error naming the flag, as `--session-idle 0` already was.
+#[test]
+fn a_zero_limit_is_a_usage_error() {
+    for (args, flag) in [
+        (
+            &["play", "t.jsonl", "--max-message", "0"][..],
+            "--max-message",
+        ),
+        (
+            &[
+                "record",
+                "--tape",
+                "t.jsonl",
+                "--max-message",
+                "0",
+                "--",
+                "true",
+            ],
+            "--max-message",
+        ),
+        (
+            &["check", "t.jsonl", "--max-message", "0", "--", "true"],
+            "--max-message",
+        ),
+        (
+            &["model-proxy", "--tape", "t.jsonl", "--max-message", "0"],
+            "--max-message",
+        ),
+        (
+            &["check", "t.jsonl", "--timeout", "0", "--", "true"],
+            "--timeout",
+        ),
+        (
+            &[
+                "play",
+                "t.jsonl",
+                "--listen",
+                "127.0.0.1:0",
+                "--max-connections",
+                "0",
+            ],
+            "--max-connections",
+        ),
+    ] {
+        Mt::new(args)
+            .run()
+            .status(64)
+            .stderr_contains(&format!("invalid value '0' for '{flag}"));
+    }
+}
+
 #[test]
 fn missing_tape_exits_66_and_bad_tape_65() {
     let dir = tmp();
