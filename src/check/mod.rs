@@ -196,8 +196,11 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
     let (grade, capped) = grade::grade(score, any_missing);
     let regressions = regression_counts(&exchanges);
     let failing = exchanges.iter().any(|e| e.status != Status::Pass);
-    let passed =
-        !(cfg.fail_on_regression && failing) && cfg.min_grade.is_none_or(|min| grade <= min);
+    // A baseline with no exchange checks nothing: that is no pass (a gate on a cut-off or empty
+    // tape graded A and passed).
+    let nothing_checked = exchanges.is_empty();
+    let regressed = cfg.fail_on_regression && failing;
+    let passed = !nothing_checked && !regressed && cfg.min_grade.is_none_or(|min| grade <= min);
     let mut report = CheckReport {
         tape: cfg.tape.display().to_string(),
         server: cfg.url.clone().unwrap_or_else(|| shell_words(&cfg.command)),

@@ -55,6 +55,9 @@ fn gate_text(r: &CheckReport) -> (bool, Option<String>) {
         return (true, text);
     }
     let mut why = Vec::new();
+    if r.exchanges.is_empty() {
+        why.push("nothing was checked: the baseline holds no exchange".to_string());
+    }
     if let Some(m) = g.min_grade {
         if r.grade > m {
             why.push(format!(

@@ -501,6 +501,30 @@ fn drifted_server_each_regression_kind_with_its_path_and_every_report() {
     check_cmd(&tape, &["--min-grade", "C"], &py_server(), DRIFT).status(1);
 }
 
+/// A baseline with nothing on it (its header only: a recording cut off at once) checks
+/// nothing, and that is no pass: it graded A and passed the gate.
+#[test]
+fn a_baseline_with_no_exchange_fails_the_gate() {
+    let dir = tmp();
+    let (healthy, _) = demo_tapes(dir.path());
+    let header = std::fs::read_to_string(&healthy)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, format!("{header}\n")).unwrap();
+    let server = vec![s(bin()), "demo-server".to_string()];
+    check_cmd(&empty, &[], &server, &[])
+        .status(1)
+        .stdout_contains("gate failed: nothing was checked: the baseline holds no exchange");
+    // Asked only for a grade, all the same.
+    check_cmd(&empty, &["--min-grade", "F"], &server, &[])
+        .status(1)
+        .stdout_contains("nothing was checked");
+}
+
 #[test]
 fn a_request_past_the_timeout_is_a_missing_response() {
     let (_dir, tape) = tmp_tape("slow.jsonl");
