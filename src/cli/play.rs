@@ -106,7 +106,8 @@ pub struct Args {
     pace: Option<f64>,
     /// Add a random delay to every answer, e.g. 20ms..200ms.
     ///
-    /// Drawn from the seed for each answer; one duration (50ms) is a fixed delay.
+    /// Drawn from the seed for each answer; one duration (50ms) is a fixed delay. At most a
+    /// day.
     #[arg(long, value_name = "MIN..MAX")]
     latency: Option<mcptape::play::pace::Latency>,
     /// Inject failures, e.g. error=-32603@tool:echo (docs/play-policies.md).
