@@ -482,12 +482,16 @@ pub fn redact_tape(
     signing_key: Option<&[u8]>,
     read: ReadOptions,
 ) -> Result<RedactOutcome, RedactError> {
-    // Through a symbolic link: the file it leads to is replaced, the link kept.
-    let given = out.unwrap_or(path);
-    let target = crate::tape::place::behind_link(given).map_err(|cause| RedactError::Write {
-        path: given.to_path_buf(),
-        cause,
-    })?;
+    // Rewritten in place through a symbolic link: the file it leads to is replaced, the link
+    // kept. `--out` is not followed: a link planted at the output's path (in a shared /tmp)
+    // must not make the new tape replace what it points at.
+    let target = match out {
+        Some(o) => o.to_path_buf(),
+        None => crate::tape::place::behind_link(path).map_err(|cause| RedactError::Write {
+            path: path.to_path_buf(),
+            cause,
+        })?,
+    };
     let staging = {
         let mut s = target.as_os_str().to_owned();
         s.push(".redact-tmp");

@@ -262,18 +262,20 @@ pub fn run(a: Args) -> Result<i32> {
     };
 
     drop(chain); // waits for the chain check and its report
-                 // A serving task panicked (printed above): an answer was lost, the counts are not true.
+                 // The live tape is closed first, whatever happened: its old closing line was cut at the
+                 // first append, and a tape left without one reads as cut off.
+    let appended = live
+        .as_ref()
+        .and_then(|l| l.tape.as_ref().map(|t| (t.path().to_path_buf(), t.close())));
+    // A task panicked (printed above): an answer may be lost, the counts are not true.
     let panics = mcptape::play::panics();
     if panics > 0 {
         let s = if panics == 1 { "" } else { "s" };
         anyhow::bail!(
-            "internal error: {panics} panic{s} while serving {} (see above): play stopped, answers were lost (a bug: please report it)",
+            "internal error: {panics} panic{s} while playing {} (see above): play stopped, answers may be lost (a bug: please report it)",
             path.display()
         );
     }
-    let appended = live
-        .as_ref()
-        .and_then(|l| l.tape.as_ref().map(|t| (t.path().to_path_buf(), t.close())));
     let mut summary = format!(
         "mcptape play: served {}, missed {}, drifted {}",
         report.served, report.missed, report.drifted

@@ -636,7 +636,7 @@ fn ambiguous_warning(
         .unwrap_or_default();
     let line = index.msgs[index.exchanges[ex].request].line;
     format!(
-        "mcptape play: WARNING: {method}{name} fits {views} recorded requests that differ only in redacted values; served the earliest unused (line {line}). The tape holds markers, not the secrets, so play cannot tell which one the client meant: its answer may be the one recorded for another value"
+        "mcptape play: WARNING: {method}{name} fits {views} recorded requests that differ only in redacted values; served the one at line {line}, the first unused in play's order. The tape holds markers, not the secrets, so play cannot tell which one the client meant: its answer may be the one recorded for another value"
     )
 }
 

@@ -563,9 +563,13 @@ where
         arrived: tokio::time::Instant::now(),
     };
     let out = output.clone();
-    let report = tokio::task::spawn_blocking(move || read_loop(serving, input, &out))
-        .await
-        .unwrap_or_default();
+    // Panics from before this session (another session of the process, a caught one) are not
+    // this session's.
+    let panics_before = super::panics();
+    let report =
+        tokio::task::spawn_blocking(move || read_loop(serving, input, &out, panics_before))
+            .await
+            .unwrap_or_default();
     // `finish` dropped the queue's last sender: the writer ends once it wrote the rest.
     let _ = writer.await;
     output.lock().expect("output lock").flush();
@@ -577,6 +581,7 @@ fn read_loop<R: Read, W: Write + Send + 'static>(
     mut serving: Loop<W>,
     mut input: R,
     output: &Mutex<Output<W>>,
+    panics_before: usize,
 ) -> PlayReport {
     serving.standalone(0);
     output.lock().expect("output lock").flush();
@@ -592,7 +597,7 @@ fn read_loop<R: Read, W: Write + Send + 'static>(
         // Everything this read brought is answered: out before waiting for more.
         output.lock().expect("output lock").flush();
         // A serving task panicked (a bug): stop reading, the caller reports it.
-        if serving.cut || super::panics() > 0 {
+        if serving.cut || super::panics() > panics_before {
             break;
         }
     }
@@ -1153,7 +1158,7 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
         };
         crate::diag!(
             "mcptape play: request id {client_id}: {}",
-            &message["mcptape: ".len()..]
+            message.strip_prefix("mcptape: ").unwrap_or(&message)
         );
         let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": super::explain::MISS_CODE, "message": message}});
         out.emit(
@@ -1170,7 +1175,7 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
         let message = too_large_answer(index.msgs[ex.request].line, meta.line, len);
         crate::diag!(
             "mcptape play: request id {client_id}: {}",
-            &message["mcptape: ".len()..]
+            message.strip_prefix("mcptape: ").unwrap_or(&message)
         );
         let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": super::explain::MISS_CODE, "message": message}});
         out.before(meta).await;

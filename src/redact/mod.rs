@@ -484,12 +484,13 @@ impl Redactor {
     /// Whether a number (of four digits or more) under the sensitive key `key` is a secret:
     /// under a key of the user's, or one naming a password or a secret. The built-in keys
     /// that name a token, a key, a credential or a cookie hold strings when they hold a
-    /// secret, and numbers there are counts and ids (`"token": 31373`, a tokenizer's; `"pass":
-    /// 1234`, a test run's): turned into a marker string, such a number broke the tool's
-    /// `outputSchema` for every client that checks it.
+    /// secret, and numbers there are counts and ids (`"token": 31373`, a tokenizer's): turned
+    /// into a marker string, such a number broke the tool's `outputSchema` for every client
+    /// that checks it.
     pub(crate) fn number_is_secret(&self, key: &str) -> bool {
         let k = squash(key);
         self.user_keys.contains(k.as_ref())
+            || rules::NUMERIC_SECRET_KEYS.contains(&k.as_ref())
             || rules::NUMERIC_SECRET_SUFFIXES
                 .iter()
                 .any(|s| k.ends_with(s))

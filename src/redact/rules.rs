@@ -63,10 +63,22 @@ pub(crate) const SENSITIVE_SUFFIXES: &[&str] = &[
 ];
 
 /// Sensitive keys (squashed) under which a number of four digits or more is a secret too (a
-/// numeric password or PIN): those ending in one of these. Under the others (`token`, `pass`,
-/// `apikey`, …) numbers are counts and ids, and stay numbers.
-pub(crate) const NUMERIC_SECRET_SUFFIXES: &[&str] =
-    &["password", "passwd", "pwd", "passphrase", "secret"];
+/// numeric password or PIN): those ending in one of these. Under the others (`token`,
+/// `apikey`, `cookie`, …) numbers are counts and ids, and stay numbers.
+pub(crate) const NUMERIC_SECRET_SUFFIXES: &[&str] = &[
+    "password",
+    "passwords",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "secret",
+    "secrets",
+    "secretkey",
+];
+
+/// Sensitive keys (squashed) under which a number is a secret, compared whole: `pass` (a
+/// password's short name; a test run's count of passes is a false positive, as before).
+pub(crate) const NUMERIC_SECRET_KEYS: &[&str] = &["pass"];
 
 /// Keys that end like a sensitive key but name something that is not a secret: pagination
 /// cursors (`pageToken`, AWS's `NextToken`, `continuationToken`), compared squashed.

@@ -597,16 +597,16 @@ fn the_background_compile_compiles_every_text_rule_where_there_are_two_cpus() {
     }
 }
 
-/// A number under a built-in key naming a token, a pass or a key is a count or an id, and stays
+/// A number under a built-in key naming a token or a key is a count or an id, and stays
 /// a number (as a marker string it broke the tool's `outputSchema` for every client that checks
 /// it: `"token": 31373`, a tokenizer's); under a password or a secret, or a key of the user's,
 /// a number of four digits or more is still a secret.
 #[test]
 fn numbers_are_secrets_only_under_keys_that_name_one() {
-    let raw = r#"{"result":{"structuredContent":{"word":"hello","token":31373,"pass":1234,"api_key":98765,"password":123456,"db_secret":4242,"credentials":{"password":{"value":4321}},"pwd":12}}}"#;
+    let raw = r#"{"result":{"structuredContent":{"word":"hello","token":31373,"api_key":98765,"password":123456,"db_secret":4242,"credentials":{"password":{"value":4321}},"pwd":12,"pass":1234,"passwords":[12345678],"client_secrets":[5555],"secret_key":987654}}}"#;
     assert_eq!(
         masked(&red_str(raw)),
-        r#"{"result":{"structuredContent":{"word":"hello","token":31373,"pass":1234,"api_key":98765,"password":"M","db_secret":"M","credentials":{"password":{"value":"M"}},"pwd":12}}}"#
+        r#"{"result":{"structuredContent":{"word":"hello","token":31373,"api_key":98765,"password":"M","db_secret":"M","credentials":{"password":{"value":"M"}},"pwd":12,"pass":"M","passwords":["M"],"client_secrets":["M"],"secret_key":"M"}}}"#
     );
     let mut cfg = RedactConfig::defaults();
     cfg.add_rule("tally");

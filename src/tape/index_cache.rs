@@ -496,7 +496,7 @@ mod tests {
     }
 
     /// One flipped bit anywhere in an entry made play panic (an exchange naming a message past
-    /// the index) or serve another answer (/tmp/hunt-b/repro_idx_cache.sh): a damaged entry is
+    /// the index) or serve another answer: a damaged entry is
     /// a cold load.
     #[test]
     fn a_damaged_entry_is_not_used() {

@@ -75,10 +75,19 @@ pub(crate) fn open(path: &Path) -> io::Result<(File, Option<Beside>)> {
         // recording that has not written its header yet.
         let file = super::writer::open_private(path)?;
         if file.metadata()?.is_file() {
-            if held(&file) {
-                return Err(being_recorded(path, path));
+            match super::sink::lock(&file) {
+                Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
+                    return Err(being_recorded(path, path));
+                }
+                // A file system without `flock` (some NFS and FUSE mounts): recorded unlocked,
+                // as a re-recording's `TAPE.new` is there.
+                Err(_) | Ok(()) => {}
             }
-            super::sink::lock(&file)?;
+            if file.metadata()?.len() > 0 {
+                // A tape was written there since it was looked at: re-recorded, not emptied.
+                drop(file);
+                return open(path);
+            }
             file.set_len(0)?;
         }
         return Ok((file, None));
@@ -89,8 +98,10 @@ pub(crate) fn open(path: &Path) -> io::Result<(File, Option<Beside>)> {
     let staging = with_suffix(&target, ".new");
     // Two recordings of one tape would each take the other's place (and its backup): the
     // second is refused, the first goes on. A re-recording holds its lock on `TAPE.new`, a
-    // first recording (written in place) on the tape itself.
-    for live in [&target, &staging] {
+    // first recording (written in place) on the tape itself. `TAPE.new` first: a re-recording
+    // renames it over the tape holding its lock, so looked at in this order it is found at
+    // one name or the other.
+    for live in [&staging, &target] {
         if being_written(live) {
             return Err(being_recorded(path, live));
         }

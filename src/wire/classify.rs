@@ -269,7 +269,15 @@ pub fn head_facts(head: &[u8]) -> HeadFacts {
             caps.get(i)
                 .and_then(|m| std::str::from_utf8(m.as_bytes()).ok())
         };
+        let end = at + caps.get(0).map_or(0, |m| m.end());
+        // A value is read only where the head goes on past it: `"id":12` at the head's end
+        // may be the first digits of `1234`.
+        let whole = head[end..]
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(|b| matches!(b, b',' | b'}'));
         match (text(1), text(2)) {
+            (Some("id" | "method" | "jsonrpc"), Some(_)) if !whole => break,
             (Some("result" | "error"), _) => {
                 facts.answer = true;
                 break;
@@ -279,7 +287,7 @@ pub fn head_facts(head: &[u8]) -> HeadFacts {
             (Some("jsonrpc"), Some(_)) => {}
             _ => break,
         }
-        at += caps.get(0).map_or(0, |m| m.end());
+        at = end;
     }
     facts
 }
@@ -303,8 +311,12 @@ mod tests {
         let late = head_facts(br#"{"result":{"text":"x","id":3"#);
         assert_eq!((late.id, late.answer), (None, true));
         assert_eq!(head_facts(b"not json"), HeadFacts::default());
+        // Cut right after a number: it may be the first digits of a longer one, so not read.
+        assert_eq!(head_facts(br#"{"jsonrpc":"2.0","id":12"#).id, None);
         assert_eq!(
-            head_facts(br#"{"jsonrpc":"2.0","id":12"#).id.as_deref(),
+            head_facts(br#"{"jsonrpc":"2.0","id":12 ,"result":"#)
+                .id
+                .as_deref(),
             Some("12")
         );
     }

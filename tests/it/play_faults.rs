@@ -323,7 +323,7 @@ fn a_bad_fault_pace_or_latency_is_a_usage_error_that_names_it() {
             "the minimum is longer than the maximum",
         ),
         // Accepted by the duration parser, then past the clock's range: a panic in a serving
-        // task, nothing answered, and exit 0 (/tmp/hunt-b/repro_latency_panic.sh).
+        // task, nothing answered, and exit 0.
         (
             ["--latency", "18446744073709551615s"],
             "\"18446744073709551615s\" in \"18446744073709551615s\" is longer than a day",

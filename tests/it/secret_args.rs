@@ -242,7 +242,7 @@ fn requests_that_differ_only_in_secrets_are_served_with_a_warning() {
     );
     assert_contains(
         &stderr,
-        "WARNING: tools/call deploy fits 2 recorded requests that differ only in redacted values; served the earliest unused (line ",
+        "WARNING: tools/call deploy fits 2 recorded requests that differ only in redacted values; served the one at line ",
     );
     assert!(!stderr.contains(TOKEN), "no secret on stderr:\n{stderr}");
 
