@@ -462,22 +462,15 @@ impl Player {
                 crate::diag!("{w}");
             }
         }
+        // A `server/discover` probe the tape has no answer for: answered as its server's era was.
+        if matches!(outcome, Outcome::Miss(_)) {
+            if let Some(answer) = serve::probe_answer(&self.index, method, id) {
+                let report = &session.shared.report;
+                return Answer::Now(report.lock().expect("report lock").answer_probe(answer));
+            }
+        }
         match outcome {
             Outcome::Hit(ex) => Answer::Exchange(ex, token),
-            Outcome::Miss(_)
-                if method == "server/discover"
-                    && serve::probe_answer(&self.index, method, id).is_some() =>
-            {
-                let answer = serve::probe_answer(&self.index, method, id).expect("checked");
-                session
-                    .shared
-                    .report
-                    .lock()
-                    .expect("report lock")
-                    .count_probe(&answer);
-                let (serve::ProbeAnswer::Legacy(text) | serve::ProbeAnswer::Modern(text)) = answer;
-                Answer::Now(text)
-            }
             Outcome::Lenient(ex, miss) => {
                 let line = self.index.msgs[self.index.exchanges[ex].request].line;
                 crate::diag!(

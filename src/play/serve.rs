@@ -156,11 +156,17 @@ pub struct PlayReport {
 }
 
 impl PlayReport {
-    /// Counts a `server/discover` probe answered without a recorded answer.
-    pub(crate) fn count_probe(&mut self, answer: &ProbeAnswer) {
+    /// Counts a `server/discover` probe answered without a recorded answer; the answer's text.
+    pub(crate) fn answer_probe(&mut self, answer: ProbeAnswer) -> String {
         match answer {
-            ProbeAnswer::Legacy(_) => self.probes += 1,
-            ProbeAnswer::Modern(_) => self.discovered += 1,
+            ProbeAnswer::Legacy(text) => {
+                self.probes += 1;
+                text
+            }
+            ProbeAnswer::Modern(text) => {
+                self.discovered += 1;
+                text
+            }
         }
     }
 }
@@ -908,22 +914,20 @@ async fn request<W: Write + Send + 'static>(
         Some(ex) => Outcome::Hit(ex),
         None => matcher.take(&shared.index, method, params.value(), lenient),
     };
-    let ex = match outcome {
-        Outcome::Hit(ex) => ex,
-        Outcome::Miss(_)
-            if method == "server/discover"
-                && probe_answer(&shared.index, method, &id).is_some() =>
-        {
-            let answer = probe_answer(&shared.index, method, &id).expect("just checked");
-            shared
+    // A `server/discover` probe the tape has no answer for: answered as its server's era was.
+    if matches!(outcome, Outcome::Miss(_)) {
+        if let Some(answer) = probe_answer(&shared.index, method, &id) {
+            let text = shared
                 .report
                 .lock()
                 .expect("report lock")
-                .count_probe(&answer);
-            let (ProbeAnswer::Legacy(text) | ProbeAnswer::Modern(text)) = answer;
+                .answer_probe(answer);
             direct.emit(text.into_bytes()).await;
             return;
         }
+    }
+    let ex = match outcome {
+        Outcome::Hit(ex) => ex,
         Outcome::Lenient(ex, miss) => {
             let line = shared.index.msgs[shared.index.exchanges[ex].request].line;
             crate::diag!(
@@ -1156,35 +1160,15 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
                 "mcptape: the recorded server never answered this request (tape line {line}): it exited or the recording was cut off before its response"
             ),
         };
-        crate::diag!(
-            "mcptape play: request id {client_id}: {}",
-            message.strip_prefix("mcptape: ").unwrap_or(&message)
-        );
-        let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": super::explain::MISS_CODE, "message": message}});
-        out.emit(
-            with_id(&msg.to_string(), client_id)
-                .expect("our own JSON")
-                .into_bytes(),
-        )
-        .await;
+        out.emit(no_answer(client_id, &message)).await;
         shared.report.lock().expect("report lock").unanswered += 1;
         return;
     };
     let meta = &index.msgs[r];
     if let crate::tape::index::Body::Oversize { len } = meta.body {
         let message = too_large_answer(index.msgs[ex.request].line, meta.line, len);
-        crate::diag!(
-            "mcptape play: request id {client_id}: {}",
-            message.strip_prefix("mcptape: ").unwrap_or(&message)
-        );
-        let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": super::explain::MISS_CODE, "message": message}});
         out.before(meta).await;
-        out.emit(
-            with_id(&msg.to_string(), client_id)
-                .expect("our own JSON")
-                .into_bytes(),
-        )
-        .await;
+        out.emit(no_answer(client_id, &message)).await;
         shared.report.lock().expect("report lock").too_large += 1;
         return;
     }
@@ -1242,6 +1226,19 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
     let mut r = shared.report.lock().expect("report lock");
     r.served += 1;
     r.markers += markers;
+}
+
+/// Why a matched request gets no recorded answer, said on stderr, and the error the client gets
+/// in its place (`message` starts `mcptape: `).
+fn no_answer(client_id: &str, message: &str) -> Vec<u8> {
+    crate::diag!(
+        "mcptape play: request id {client_id}: {}",
+        message.strip_prefix("mcptape: ").unwrap_or(message)
+    );
+    let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": super::explain::MISS_CODE, "message": message}});
+    with_id(&msg.to_string(), client_id)
+        .expect("our own JSON")
+        .into_bytes()
 }
 
 /// The error message for a request whose recorded answer (tape line `line`, `len` bytes) was

@@ -496,8 +496,7 @@ mod tests {
     }
 
     /// One flipped bit anywhere in an entry made play panic (an exchange naming a message past
-    /// the index) or serve another answer: a damaged entry is
-    /// a cold load.
+    /// the index) or serve another answer: a damaged entry is a cold load.
     #[test]
     fn a_damaged_entry_is_not_used() {
         let dir = tempfile::tempdir().unwrap();
