@@ -75,6 +75,16 @@ struct Ctx<'k> {
     under_sensitive: Option<&'k str>,
 }
 
+/// A `token` value walked as a secret, and where its splice and finding went.
+struct TokenValue {
+    key: String,
+    /// The string's opening quote.
+    at: usize,
+    /// Its splice and finding (at most one of each; later siblings' come after them).
+    splices: std::ops::Range<usize>,
+    found: std::ops::Range<usize>,
+}
+
 enum Seg<'k> {
     Key(Cow<'k, str>),
     Index(usize),
@@ -222,6 +232,10 @@ impl<'r> Walk<'r> {
         if b.get(i) == Some(&b'}') {
             return Ok(i + 1);
         }
+        // A string under `token`, taken for a secret until the object turns out to be a
+        // log-probability entry (its other keys can come after it).
+        let mut token: Option<TokenValue> = None;
+        let mut logprob_entry = false;
         loop {
             if b.get(i) != Some(&b'"') {
                 return Err(NotJson);
@@ -238,16 +252,61 @@ impl<'r> Walk<'r> {
             i = skip_ws(b, i + 1);
             let k: &str = &key.text;
             let child = self.child_ctx(ctx, k);
+            let mut watched = None;
+            if self.r.defaults && matches!(ctx.mode, Mode::Normal | Mode::Secret { all: false }) {
+                let squashed = squash(k);
+                if rules::LOGPROB_KEYS.contains(&&*squashed) {
+                    logprob_entry = true;
+                } else if squashed == "token"
+                    && child.mode == (Mode::Secret { all: false })
+                    && !self.r.is_user_key(&squashed)
+                    && b.get(i) == Some(&b'"')
+                {
+                    watched = Some((self.splices.len(), self.found.len()));
+                }
+            }
             self.path.push(Seg::Key(Cow::Owned(k.to_string())));
             let r = self.value(b, i, child, depth + 1);
             self.path.pop();
+            if let Some((splices, found)) = watched {
+                // A string adds one splice and one finding, or none.
+                token = Some(TokenValue {
+                    key: k.to_string(),
+                    at: i,
+                    splices: splices..self.splices.len(),
+                    found: found..self.found.len(),
+                });
+            }
             i = skip_ws(b, r?);
             match b.get(i) {
                 Some(b',') => i = skip_ws(b, i + 1),
-                Some(b'}') => return Ok(i + 1),
+                Some(b'}') => {
+                    if let (Some(t), true) = (token, logprob_entry) {
+                        self.unsecret_token(b, t, depth)?;
+                    }
+                    return Ok(i + 1);
+                }
                 _ => return Err(NotJson),
             }
         }
+    }
+
+    /// A log-probability entry's `token` is the model's text: what was taken out as a secret
+    /// under the key is put back, and the string gets the rules any text gets.
+    fn unsecret_token(&mut self, b: &[u8], t: TokenValue, depth: usize) -> Result<(), NotJson> {
+        self.splices.drain(t.splices);
+        self.found.drain(t.found);
+        let ctx = Ctx {
+            mode: Mode::Normal,
+            key: Some("token"),
+            rule: None,
+            root: false,
+            under_sensitive: None,
+        };
+        self.path.push(Seg::Key(Cow::Owned(t.key)));
+        let r = self.value(b, t.at, ctx, depth + 1);
+        self.path.pop();
+        r.map(|_| ())
     }
 
     fn array(

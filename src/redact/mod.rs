@@ -497,6 +497,11 @@ impl Redactor {
     }
 
     /// [`Redactor::is_sensitive_key`] of a key already squashed.
+    /// A key (squashed) the user named with `--redact KEY`.
+    fn is_user_key(&self, k: &str) -> bool {
+        self.user_keys.contains(k)
+    }
+
     fn is_sensitive_squashed(&self, k: &str) -> bool {
         if self.keys.contains(k) {
             return true;

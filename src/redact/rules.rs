@@ -107,6 +107,12 @@ pub(crate) const PROTOCOL_KEYS: &[&str] = &[
     "requestState",
 ];
 
+/// Keys (squashed) that mark an object as one entry of a model's token log-probabilities
+/// (OpenAI's `{"token", "logprob", "bytes", "top_logprobs"}`, Gemini's `{"token", "tokenId",
+/// "logProbability"}`, Ollama's and vLLM's copies of OpenAI's): its `token` is a piece of the
+/// model's text ("Hello"), not a credential, and is left to the shape rules like any text.
+pub(crate) const LOGPROB_KEYS: &[&str] = &["logprob", "logprobability", "toplogprobs", "tokenid"];
+
 /// Keys whose object value is a JSON Schema: inside one, keys are keywords and property names,
 /// never the names of secrets (`"api_key": {"type": "string"}` describes an argument).
 pub(crate) const SCHEMA_KEYS: &[&str] = &[

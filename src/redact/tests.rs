@@ -620,3 +620,39 @@ fn numbers_are_secrets_only_under_keys_that_name_one() {
     );
     assert_eq!(rules, ["key:tally", "key:token"]);
 }
+
+/// A model's token log-probabilities name each piece of its text `token` (OpenAI's chat and
+/// Responses logprobs, Ollama's and vLLM's copies, Gemini's `logprobsResult`): taken for
+/// secrets, they became markers, and play served the model's answer with its words replaced.
+/// An object with a log-probability key beside `token` is such an entry; its `token` gets the
+/// rules any text gets, whichever order the keys come in. A `token` elsewhere (an auth answer)
+/// is still a secret, and so is one under a key the user named.
+#[test]
+fn a_logprob_entrys_token_is_the_models_text() {
+    let openai = r#"{"choices":[{"index":0,"delta":{"content":"Hello"},"logprobs":{"content":[{"token":"Hello","logprob":-0.31, "bytes":[72,101,108,108,111],"top_logprobs":[{"token":" Hi","logprob":-1.25,"bytes":[32,72,105]}]}]}}]}"#;
+    assert_eq!(red_str(openai), openai);
+    let reordered = r#"{"logprobs":[{"logprob":-0.5,"token":"secretly"},{"bytes":null,"token":"Token123abc","logprob":0}]}"#;
+    assert_eq!(red_str(reordered), reordered);
+    let gemini = r#"{"candidates":[{"logprobsResult":{"topCandidates":[{"candidates":[{"token":"Hello","tokenId":9906,"logProbability":-0.1}]}],"chosenCandidates":[{"token":"Hello","tokenId":9906,"logProbability":-0.1}]}}]}"#;
+    assert_eq!(red_str(gemini), gemini);
+    // The shape rules still apply to the model's text.
+    let leaked = r#"{"token":"sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123","logprob":-0.2}"#;
+    assert_eq!(masked(&red_str(leaked)), r#"{"token":"M","logprob":-0.2}"#);
+    // Not a log-probability entry: a token answered by an auth endpoint.
+    let auth = r#"{"result":{"token":"Hello1234abc","expires_in":3600,"token_type":"bearer"}}"#;
+    assert_eq!(
+        masked(&red_str(auth)),
+        r#"{"result":{"token":"M","expires_in":3600,"token_type":"bearer"}}"#
+    );
+    let mut cfg = RedactConfig::defaults();
+    cfg.add_rule("token");
+    let r = Redactor::new(&cfg).unwrap();
+    let (bytes, rules) = r
+        .redact_json(br#"{"token":"Hello","logprob":-0.31}"#)
+        .unwrap();
+    assert_eq!(
+        masked(std::str::from_utf8(&bytes).unwrap()),
+        r#"{"token":"M","logprob":-0.31}"#
+    );
+    assert_eq!(rules, ["key:token"]);
+}

@@ -767,3 +767,81 @@ class H(Quiet):
     assert_contains(&text(&body), "deployed");
     player.stop();
 }
+
+/// A streamed OpenAI chat answer with `logprobs: true` names every piece of the model's text
+/// `token`: the tape kept markers in their place, and playback served the answer with its words
+/// replaced. Now the tape holds the events as the provider sent them (nothing redacted in
+/// them), and playback serves them byte for byte; the API key is still not taped.
+#[test]
+fn a_streamed_answer_with_logprobs_is_taped_and_played_back_as_the_model_said_it() {
+    let dir = tmp();
+    let words = ["Hello", " token", " world"];
+    let mut events: Vec<String> = words
+        .iter()
+        .map(|w| {
+            let bytes: Vec<u8> = w.bytes().collect();
+            format!(
+                r#"{{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-test","choices":[{{"index":0,"delta":{{"content":{w:?}}},"logprobs":{{"content":[{{"token":{w:?},"logprob":-0.25,"bytes":{bytes:?},"top_logprobs":[{{"token":{w:?},"logprob":-0.25,"bytes":{bytes:?}}},{{"token":"Password1","logprob":-3.50,"bytes":[80]}}]}}]}},"finish_reason":null}}]}}"#
+            )
+        })
+        .collect();
+    events.push(
+        r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","model":"gpt-test","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}"#.to_string(),
+    );
+    let mut sse = Vec::new();
+    for e in &events {
+        sse.extend_from_slice(format!("data: {e}\n\n").as_bytes());
+    }
+    sse.extend_from_slice(b"data: [DONE]\n\n");
+    let mut wire = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n",
+        sse.len()
+    )
+    .into_bytes();
+    wire.extend_from_slice(&sse);
+    let (base, _) = scripted_upstream(vec![(wire, vec![])]);
+    let tape = dir.path().join("model.jsonl");
+    let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
+    let request = serde_json::json!({
+        "model": "gpt-test", "stream": true, "logprobs": true, "top_logprobs": 2,
+        "messages": [{"role": "user", "content": "say hello"}]
+    })
+    .to_string();
+    let headers: &[(&str, &str)] = &[
+        ("content-type", "application/json"),
+        (
+            "authorization",
+            "Bearer sk-proj-Q7vN2pXcL9mR4tY8wK1zH6bJ3fD5sA0gE2uI9oP7lM4nB8vC",
+        ),
+    ];
+    let url = format!("{}/v1/chat/completions", proxy.url);
+    let (status, got) = http(&url, "POST", headers, request.as_bytes());
+    assert_eq!((status, text(&got)), (200, text(&sse)));
+    proxy.stop();
+
+    let raw = std::fs::read_to_string(&tape).unwrap();
+    assert!(!raw.contains("sk-proj-Q7vN"), "the key is not taped");
+    let taped: Vec<serde_json::Value> = tape_lines(&tape)
+        .into_iter()
+        .filter(|l| l["type"] == "model" && l["part"] == "event")
+        .collect();
+    assert!(taped.len() >= events.len(), "{taped:?}");
+    for (line, e) in taped.iter().zip(&events) {
+        assert_eq!(
+            line["msg"],
+            serde_json::from_str::<serde_json::Value>(e).unwrap()
+        );
+        assert!(line.get("redacted").is_none(), "nothing redacted: {line}");
+    }
+
+    let player = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--playback"]);
+    let (status, again) = http(
+        &format!("{}/v1/chat/completions", player.url),
+        "POST",
+        headers,
+        request.as_bytes(),
+    );
+    assert_eq!((status, text(&again)), (200, text(&sse)));
+    let log = player.stop();
+    assert_contains(&log, "1 model calls served, 0 missed");
+}
