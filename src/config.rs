@@ -110,6 +110,7 @@ impl Config {
             patterns: self.redact.patterns.clone(),
             paths: self.redact.paths.clone(),
             literals: Vec::new(),
+            marker_key: None,
         };
         for r in rules {
             cfg.add_rule(r);

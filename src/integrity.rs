@@ -504,6 +504,12 @@ pub fn redact_tape(
     let mut r = TapeReader::open_with(path, read)?;
     let mut header = r.header().clone();
     header.minor = header.minor.max(crate::tape::format::MINOR);
+    // The markers added here are made with the user's key, if any; a key the tape already
+    // names stays (its markers were made with it, and play given another only falls back to
+    // markers as wildcards for those that do not agree).
+    if header.marker_key.is_none() {
+        header.marker_key = redactor.marker_key_id().map(str::to_string);
+    }
     // Removed on every way out but the rename at the end.
     let (staged, mut file) = crate::tape::writer::Staged::create(&staging).map_err(werr)?;
     let mut buf = serde_json::to_vec(&OwnedLine::Header(&header)).expect("tape records serialize");

@@ -412,7 +412,9 @@ impl RedactArgs {
 
     fn rules(&self) -> anyhow::Result<mcptape::redact::RedactConfig> {
         let project = mcptape::config::load().map_err(|e| UsageError(e.to_string()))?;
-        Ok(project.redaction(self.no_default_redaction, &self.rules))
+        let mut cfg = project.redaction(self.no_default_redaction, &self.rules);
+        cfg.marker_key = marker_key()?;
+        Ok(cfg)
     }
 
     fn build(
@@ -426,6 +428,25 @@ impl RedactArgs {
             ))
             .into()
         })
+    }
+}
+
+/// The user's marker key, from `$MCPTAPE_REDACT_KEY` (unset or empty: none, each tape's key is
+/// random). Too short a secret is a usage error: with the key, a guessed secret can be checked
+/// against a marker's hash.
+pub(crate) fn marker_key() -> anyhow::Result<Option<mcptape::redact::MarkerKey>> {
+    let Some(secret) = std::env::var_os("MCPTAPE_REDACT_KEY").filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let secret = secret.into_encoded_bytes();
+    match mcptape::redact::MarkerKey::from_secret(&secret) {
+        Some(k) => Ok(Some(k)),
+        None => Err(UsageError(format!(
+            "MCPTAPE_REDACT_KEY is {} bytes; a marker key needs at least {} (random bytes, such as `openssl rand -hex 32`)",
+            secret.len(),
+            mcptape::redact::MARKER_KEY_MIN
+        ))
+        .into()),
     }
 }
 

@@ -39,6 +39,8 @@ pub struct Matcher {
     misses: Option<MissIndex>,
     /// How much of the tape's requests it keeps parsed ([`MISS_VIEWS_ROOM`]).
     miss_room: u64,
+    /// The markers of the redacted requests read so far, by exchange.
+    markers: HashMap<usize, std::sync::Arc<[String]>>,
 }
 
 /// The tape as miss explanations see it, which serving does not change: built once, at a
@@ -222,6 +224,7 @@ impl Matcher {
             policy,
             misses: None,
             miss_room: MISS_VIEWS_ROOM,
+            markers: HashMap::new(),
         }
     }
 
@@ -465,19 +468,45 @@ impl Matcher {
         self.misses = Some(misses);
         // In recorded order, as `best` takes them.
         fitting.sort_unstable();
+        // With the tape's own marker key, the fitting requests whose markers were made from
+        // the client's values: no doubt which one it meant. A match key does not hold the
+        // markers' hashes, so each distinct set of them is compared once.
+        let keyed = self.keyed(index);
+        if let Some(k) = &keyed {
+            let mut compared: Vec<(std::sync::Arc<[String]>, bool)> = Vec::new();
+            let mut exact = Vec::new();
+            for &ex in &fitting {
+                let hashes = self.marker_hashes(index, ex);
+                let agrees = match compared.iter().find(|(h, _)| *h == hashes) {
+                    Some((_, a)) => *a,
+                    None => {
+                        // The request as recorded: its match view holds markers without
+                        // their hashes.
+                        let recorded = index
+                            .read_bytes(&index.msgs[index.exchanges[ex].request])
+                            .ok()
+                            .and_then(|text| crate::wire::params::params_of(&text));
+                        let a = recorded.is_some_and(|params| {
+                            crate::wire::marker::keyed_agrees(&params, asked, &|t| k.hash_of(t))
+                        });
+                        compared.push((hashes, a));
+                        a
+                    }
+                };
+                if agrees {
+                    exact.push(ex);
+                }
+            }
+            if let Some((_, ex)) = best(exact.iter().copied(), prefer, index) {
+                return Some(ex);
+            }
+        }
         let ex = best(fitting.iter().copied(), prefer, index).map(|(_, ex)| ex)?;
         // Requests that fit with different markers (their hashes: equal secrets have equal
         // markers within a tape) were made with different secrets. A few are read.
-        let mut secrets: Vec<Vec<String>> = Vec::new();
-        for text in fitting.iter().take(AMBIGUITY_READS).filter_map(|&e| {
-            index
-                .read_bytes(&index.msgs[index.exchanges[e].request])
-                .ok()
-        }) {
-            let markers: Vec<String> = crate::wire::marker::marker_re()
-                .find_iter(&String::from_utf8_lossy(&text))
-                .map(|m| m.as_str().to_string())
-                .collect();
+        let mut secrets: Vec<std::sync::Arc<[String]>> = Vec::new();
+        for &e in fitting.iter().take(AMBIGUITY_READS) {
+            let markers = self.marker_hashes(index, e);
             if !secrets.contains(&markers) {
                 secrets.push(markers);
             }
@@ -485,10 +514,36 @@ impl Matcher {
         if secrets.len() > 1 {
             crate::diag!(
                 "{}",
-                ambiguous_warning(index, method, asked, ex, secrets.len())
+                ambiguous_warning(index, method, asked, ex, secrets.len(), keyed.is_some())
             );
         }
         Some(ex)
+    }
+
+    /// The markers of recorded exchange `ex`'s request, in order (read once a session): equal
+    /// for requests made with equal secrets.
+    fn marker_hashes(&mut self, index: &TapeIndex, ex: usize) -> std::sync::Arc<[String]> {
+        if let Some(m) = self.markers.get(&ex) {
+            return m.clone();
+        }
+        let text = index
+            .read_bytes(&index.msgs[index.exchanges[ex].request])
+            .unwrap_or_default();
+        let markers: std::sync::Arc<[String]> = crate::wire::marker::marker_re()
+            .find_iter(&String::from_utf8_lossy(&text))
+            .map(|m| m.as_str().to_string())
+            .collect();
+        self.markers.insert(ex, markers.clone());
+        markers
+    }
+
+    /// The display redactor, when its marker key is the one the tape's markers were made
+    /// with (`$MCPTAPE_REDACT_KEY`, named by the header): then a marker's hash tells which
+    /// value a recorded request carried.
+    fn keyed(&self, index: &TapeIndex) -> Option<std::sync::Arc<crate::redact::Redactor>> {
+        let d = self.display.as_ref()?;
+        let id = d.marker_key_id()?;
+        (index.header.marker_key.as_deref() == Some(id)).then(|| d.clone())
     }
 
     /// Every method on the tape with its count, by name.
@@ -628,6 +683,7 @@ fn ambiguous_warning(
     asked: &Value,
     ex: usize,
     views: usize,
+    keyed: bool,
 ) -> String {
     let name = asked
         .get("name")
@@ -635,8 +691,15 @@ fn ambiguous_warning(
         .map(|n| format!(" {n}"))
         .unwrap_or_default();
     let line = index.msgs[index.exchanges[ex].request].line;
+    let why = if keyed {
+        "None of them was recorded with the values the client sent (their markers' hashes, made with MCPTAPE_REDACT_KEY, say so): its answer is the one recorded for another value".to_string()
+    } else if let Some(id) = &index.header.marker_key {
+        format!("The tape holds markers, not the secrets; its markers were made with a marker key (id {id}): with MCPTAPE_REDACT_KEY set to that key, play serves the one recorded with the client's values")
+    } else {
+        "The tape holds markers, not the secrets, so play cannot tell which one the client meant: its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and play with the same key, to tell them apart)".to_string()
+    };
     format!(
-        "mcptape play: WARNING: {method}{name} fits {views} recorded requests that differ only in redacted values; served the one at line {line}, the first unused in play's order. The tape holds markers, not the secrets, so play cannot tell which one the client meant: its answer may be the one recorded for another value"
+        "mcptape play: WARNING: {method}{name} fits {views} recorded requests that differ only in redacted values; served the one at line {line}, the first unused in play's order. {why}"
     )
 }
 

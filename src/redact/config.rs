@@ -15,6 +15,56 @@ pub struct RedactConfig {
     /// under (`check --fill`: the real values put back for the live call must not come back
     /// onto the observed tape through an echo).
     pub literals: Vec<(String, String)>,
+    /// The markers' hash key, when the user keeps one (`$MCPTAPE_REDACT_KEY`); else each
+    /// redactor draws a random one.
+    pub marker_key: Option<MarkerKey>,
+}
+
+/// A stable key for the markers' hashes, derived from a secret the user keeps (never stored):
+/// equal secrets get equal markers on every tape made with it, so `play` given the same key
+/// can tell which recorded request carried the value a client sends. Without one, each tape's
+/// key is random and its markers say only "equal" or "different" within the tape.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MarkerKey([u8; 32]);
+
+/// The fewest bytes a marker key's secret may have: with the key, a guessed secret can be
+/// checked against a marker's hash, so the key must not be guessable itself.
+pub const MARKER_KEY_MIN: usize = 16;
+
+impl MarkerKey {
+    /// The key of a secret of at least [`MARKER_KEY_MIN`] bytes.
+    pub fn from_secret(secret: &[u8]) -> Option<MarkerKey> {
+        use sha2::Digest as _;
+        if secret.len() < MARKER_KEY_MIN {
+            return None;
+        }
+        let mut h = sha2::Sha256::new();
+        h.update(b"mcptape marker key v1\0");
+        h.update(secret);
+        Some(MarkerKey(h.finalize().into()))
+    }
+
+    /// The key's bytes, for the markers' HMAC.
+    pub(crate) fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// What the tape's header names the key by (8 hex digits, not the key): play compares it
+    /// with its own key's before trusting the markers' hashes.
+    pub fn id(&self) -> String {
+        super::hash_tag(&self.0, b"mcptape marker key id")
+    }
+
+    /// The hash a marker made with this key has for `secret`.
+    pub fn hash_of(&self, secret: &str) -> String {
+        super::hash_tag(&self.0, secret.as_bytes())
+    }
+}
+
+impl std::fmt::Debug for MarkerKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MarkerKey({})", self.id())
+    }
 }
 
 /// A user rule that does not compile (exit 64).

@@ -22,7 +22,7 @@ mod prefilter;
 pub(crate) mod rules;
 mod text;
 
-pub use config::{RedactConfig, RuleError};
+pub use config::{MarkerKey, RedactConfig, RuleError, MARKER_KEY_MIN};
 pub(crate) use entropy::is_high_entropy;
 pub use facts::FactsCache;
 
@@ -52,6 +52,8 @@ pub struct Finding {
 /// random per-redactor HMAC key for the markers' hashes (never stored).
 pub struct Redactor {
     key: [u8; 32],
+    /// The id of the user's marker key, when the key is theirs (not random).
+    key_id: Option<String>,
     defaults: bool,
     keys: BTreeSet<String>,
     /// The user's own sensitive keys (squashed): numbers under them are secrets too.
@@ -114,7 +116,10 @@ impl Redactor {
     pub fn new(cfg: &RedactConfig) -> Result<Redactor, RuleError> {
         use lazy::builtin;
         let mut key = [0u8; 32];
-        fill_random(&mut key);
+        match &cfg.marker_key {
+            Some(k) => key = *k.bytes(),
+            None => fill_random(&mut key),
+        }
         let user_keys: BTreeSet<String> = cfg.keys.iter().map(|k| squash(k).into_owned()).collect();
         let mut keys = user_keys.clone();
         let mut shapes = Vec::new();
@@ -157,6 +162,7 @@ impl Redactor {
             })?;
         Ok(Redactor {
             key,
+            key_id: cfg.marker_key.as_ref().map(MarkerKey::id),
             defaults: cfg.defaults,
             keys,
             user_keys,
@@ -238,10 +244,21 @@ impl Redactor {
     }
 
     pub(crate) fn marker(&self, rule: &str, secret: &str) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length");
-        mac.update(secret.as_bytes());
-        let tag = mac.finalize().into_bytes();
-        format!("{MARKER_PREFIX}{rule}:{}]", hex(&tag[..4]))
+        format!(
+            "{MARKER_PREFIX}{rule}:{}]",
+            hash_tag(&self.key, secret.as_bytes())
+        )
+    }
+
+    /// The hash a marker made by this redactor has for `secret`.
+    pub(crate) fn hash_of(&self, secret: &str) -> String {
+        hash_tag(&self.key, secret.as_bytes())
+    }
+
+    /// The id of the user's marker key (`$MCPTAPE_REDACT_KEY`), which the tape's header
+    /// records; `None` when the markers' key is random.
+    pub fn marker_key_id(&self) -> Option<&str> {
+        self.key_id.as_deref()
     }
 
     /// Whether the message might hold a secret (cheap; false means certainly not).
@@ -556,6 +573,13 @@ fn rule_names(found: &[Finding]) -> Vec<String> {
     rules.sort();
     rules.dedup();
     rules
+}
+
+/// A marker's hash: the first 4 bytes of the HMAC-SHA256 of `data` under `key`, in hex.
+fn hash_tag(key: &[u8], data: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
+    mac.update(data);
+    hex(&mac.finalize().into_bytes()[..4])
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -18,7 +18,7 @@ pub const VERSION: u32 = 1;
 /// 1: the hash chain (`h` on every line after the header; `head` and `sig` on `end`) and
 /// `redacted` on message lines. 2: `http` facts on message lines, and `event` lines. 3:
 /// `appended` on message lines (added to a tape by `play --on-miss live`), `append` events.
-pub const MINOR: u32 = 3;
+pub const MINOR: u32 = 4;
 
 /// The label of the only server of a single-server tape.
 pub const DEFAULT_SERVER: &str = "default";
@@ -37,6 +37,10 @@ pub struct Header {
     pub created: String,
     /// The program and version that wrote the tape.
     pub tool: String,
+    /// The id of the user's key the markers' hashes were made with (`$MCPTAPE_REDACT_KEY`);
+    /// absent when each tape's key is random.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marker_key: Option<String>,
 }
 
 impl Header {

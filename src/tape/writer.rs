@@ -268,6 +268,11 @@ impl TapeWriter {
             minor: MINOR,
             created: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
             tool: format!("mcptape {}", env!("CARGO_PKG_VERSION")),
+            marker_key: w
+                .redactor
+                .as_ref()
+                .and_then(|r| r.marker_key_id())
+                .map(str::to_string),
         };
         serde_json::to_writer(&mut w.pending, &OwnedLine::Header(&header))
             .expect("tape records serialize");

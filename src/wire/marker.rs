@@ -106,6 +106,54 @@ pub(crate) fn wildcard_eq(recorded: &Value, actual: &Value) -> bool {
     }
 }
 
+/// Whether each marker of `recorded` (which [`wildcard_eq`]s `actual`) was made from what
+/// `actual` holds in its place: its hash is `hash(text)`, the text a whole value (a string's
+/// text, a number's spelling) or the part of a string between the literal text around a
+/// string's one marker. Markers that cannot be lined up with a value (several in one string, a
+/// redacted key, a marker without a hash) are taken as agreeing.
+pub(crate) fn keyed_agrees(
+    recorded: &Value,
+    actual: &Value,
+    hash: &dyn Fn(&str) -> String,
+) -> bool {
+    let agrees = |marker: &str, text: &str| marker_hash(marker).is_none_or(|h| h == hash(text));
+    match (recorded, actual) {
+        (Value::String(r), a) if is_marker(r) => match a {
+            Value::String(t) => agrees(r, t),
+            Value::Number(n) => agrees(r, &n.to_string()),
+            _ => true,
+        },
+        (Value::String(r), Value::String(a)) if has_marker(r) => {
+            let mut found = marker_re().find_iter(r);
+            match (found.next(), found.next()) {
+                (Some(m), None) => {
+                    let (head, tail) = (&r[..m.start()], &r[m.end()..]);
+                    a.len() >= head.len() + tail.len()
+                        && a.get(head.len()..a.len() - tail.len())
+                            .is_none_or(|t| agrees(m.as_str(), t))
+                }
+                _ => true,
+            }
+        }
+        (Value::Object(r), Value::Object(a)) => r
+            .iter()
+            .all(|(k, rv)| a.get(k).is_none_or(|av| keyed_agrees(rv, av, hash))),
+        (Value::Array(r), Value::Array(a)) => {
+            r.iter().zip(a).all(|(x, y)| keyed_agrees(x, y, hash))
+        }
+        _ => true,
+    }
+}
+
+/// A marker's hash (`0a1b2c3d` of `[REDACTED:key:api_key:0a1b2c3d]`).
+fn marker_hash(s: &str) -> Option<&str> {
+    let inner = s.strip_prefix(MARKER_PREFIX)?.strip_suffix(']')?;
+    inner
+        .rsplit_once(':')
+        .map(|(_, h)| h)
+        .filter(|h| is_hash(h))
+}
+
 /// Either side's markers stand for what the other side holds (`diff` of two recordings, where
 /// both may be redacted).
 pub(crate) fn wildcard_eq_either(a: &Value, b: &Value) -> bool {
@@ -152,6 +200,39 @@ fn next_char(s: &str, at: usize) -> usize {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_keyed_marker_agrees_only_with_the_value_it_was_made_from() {
+        let hash = |s: &str| match s {
+            "right-password" => "0000aaaa".to_string(),
+            "123456" => "0000bbbb".to_string(),
+            "abc.def" => "0000cccc".to_string(),
+            _ => "ffffffff".to_string(),
+        };
+        let rec = json!({"user": "ann", "password": "[REDACTED:key:password:0000aaaa]",
+            "pin": "[REDACTED:key:pin:0000bbbb]", "auth": "Bearer [REDACTED:bearer:0000cccc]",
+            "two": "[REDACTED:a:11111111]-[REDACTED:b:22222222]"});
+        let live = json!({"user": "ann", "password": "right-password", "pin": 123456,
+            "auth": "Bearer abc.def", "two": "x-y"});
+        assert!(wildcard_eq(&rec, &live));
+        assert!(keyed_agrees(&rec, &live, &hash));
+        for (k, v) in [
+            ("password", json!("wrong-password")),
+            ("pin", json!(654321)),
+            ("auth", json!("Bearer abc.xyz")),
+        ] {
+            let mut other = live.clone();
+            other[k] = v;
+            assert!(wildcard_eq(&rec, &other), "{k}");
+            assert!(!keyed_agrees(&rec, &other, &hash), "{k}");
+        }
+        // Without a hash, nothing to compare.
+        assert!(keyed_agrees(
+            &json!("[REDACTED:key:password]"),
+            &json!("x"),
+            &hash
+        ));
+    }
 
     #[test]
     fn markers_are_wildcards() {

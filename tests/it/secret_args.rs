@@ -258,3 +258,106 @@ fn requests_that_differ_only_in_secrets_are_served_with_a_warning() {
         "the first call has two fits, the second one left:\n{stderr}"
     );
 }
+
+/// The same two `deploy` calls recorded with `MCPTAPE_REDACT_KEY` set: the header names the
+/// key (by id, not the key), the markers' hashes are made with it, and play given the same key
+/// serves each client the answer recorded with the token it sends — the second recorded one
+/// for the real token, no warning. With no key or another key, play falls back to markers as
+/// wildcards, and its warning says how to tell the requests apart. A key too short to be safe
+/// is refused before anything runs.
+#[test]
+fn a_marker_key_kept_by_the_user_tells_requests_made_with_different_secrets_apart() {
+    let dir = tmp();
+    let tape = dir.path().join("keyed.jsonl");
+    let key = "k3y-0f-the-ci-s3cret-store-2026";
+    let deploy = |token: &str| json!({"name": "deploy", "arguments": {"service": "billing", "api_key": API_KEY, "token": token}});
+    let with_key = |argv: Vec<String>, key: Option<&str>| {
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]).env_remove("MCPTAPE_REDACT_KEY");
+        if let Some(k) = key {
+            cmd.env("MCPTAPE_REDACT_KEY", k);
+        }
+        LineClient::spawn_cmd(cmd)
+    };
+    let mut c = with_key(record_cmd(&tape, &py_server()), Some(key));
+    c.initialize();
+    let refused = c.call(1, "tools/call", deploy("not-a-github-token-1"));
+    let allowed = c.call(2, "tools/call", deploy(TOKEN));
+    assert_eq!(refused["result"]["structuredContent"]["authorized"], false);
+    assert_eq!(allowed["result"]["structuredContent"]["authorized"], true);
+    c.finish_with(0);
+    assert_no_secret(&tape);
+    let raw = std::fs::read_to_string(&tape).unwrap();
+    assert!(!raw.contains(key), "the key is not on the tape");
+    let header: Value = serde_json::from_str(raw.lines().next().unwrap()).unwrap();
+    let id = header["marker_key"]
+        .as_str()
+        .expect("the header names the key")
+        .to_string();
+    assert_eq!(id.len(), 8, "{header}");
+    assert_eq!(header["minor"], 4);
+
+    // The same key: each token gets the answer recorded with it, in any order.
+    let mut p = with_key(play_cmd(&tape), Some(key));
+    p.initialize();
+    let first = p.call(7, "tools/call", deploy(TOKEN));
+    let second = p.call(8, "tools/call", deploy("not-a-github-token-1"));
+    let stderr = p.finish_with(0);
+    assert_eq!(
+        first["result"]["structuredContent"]["authorized"], true,
+        "{first}"
+    );
+    assert_eq!(
+        second["result"]["structuredContent"]["authorized"], false,
+        "{second}"
+    );
+    assert!(!stderr.contains("WARNING"), "{stderr}");
+
+    // A token never recorded: the first fit, and play says that none was made with it.
+    let mut p = with_key(play_cmd(&tape), Some(key));
+    p.initialize();
+    p.call(
+        7,
+        "tools/call",
+        deploy("ghp_Zz9yX8wV7uT6sR5qP4oN3mL2kJ1iH0gF9eD8"),
+    );
+    let stderr = p.finish_with(0);
+    assert_contains(
+        &stderr,
+        "None of them was recorded with the values the client sent",
+    );
+
+    // No key: wildcards, and the warning names the tape's key id.
+    let mut p = with_key(play_cmd(&tape), None);
+    p.initialize();
+    let served = p.call(7, "tools/call", deploy(TOKEN));
+    let stderr = p.finish_with(0);
+    assert_eq!(served["result"]["structuredContent"]["authorized"], false);
+    assert_contains(&stderr, &format!("made with a marker key (id {id})"));
+
+    // Another key: said once, then wildcards.
+    let mut p = with_key(play_cmd(&tape), Some("another-key-of-32-characters-xx"));
+    p.initialize();
+    let served = p.call(7, "tools/call", deploy(TOKEN));
+    let stderr = p.finish_with(0);
+    assert_eq!(served["result"]["structuredContent"]["authorized"], false);
+    assert_contains(
+        &stderr,
+        "is not the key this tape's markers were made with (its id is ",
+    );
+    assert_contains(&stderr, &format!("the tape's {id})"));
+    assert!(!stderr.contains("another-key"), "{stderr}");
+
+    // Too short a key: a usage error before the server is started.
+    let short = dir.path().join("short.jsonl");
+    let mut argv = record_cmd(&short, &py_server());
+    let mut cmd = Command::new(argv.remove(0));
+    cmd.args(&argv).env("MCPTAPE_REDACT_KEY", "hunter2");
+    let out = run_with_timeout(cmd, Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+    assert_contains(
+        &text(&out.stderr),
+        "MCPTAPE_REDACT_KEY is 7 bytes; a marker key needs at least 16",
+    );
+    assert!(!short.exists(), "no tape begun");
+}

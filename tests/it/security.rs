@@ -1330,8 +1330,8 @@ fn play_warns_on_a_tape_without_a_hash_chain_and_require_chain_refuses_it() {
     let lines = lines_of(&tape);
     // Stripped, the header saying format 1.0 (which has no chain): nothing left to check.
     let mut stripped = strip_chain(&lines);
-    assert!(stripped[0].contains(r#""minor":3"#), "{}", stripped[0]);
-    stripped[0] = stripped[0].replacen(r#""minor":3"#, r#""minor":0"#, 1);
+    assert!(stripped[0].contains(r#""minor":4"#), "{}", stripped[0]);
+    stripped[0] = stripped[0].replacen(r#""minor":4"#, r#""minor":0"#, 1);
     let unchained = home.join("unchained.jsonl");
     write_lines(&unchained, &stripped);
     // Stripped, the header left as it was: the chain breaks at the first line.
