@@ -85,6 +85,14 @@ pub enum Warning {
     },
     /// A complete line that is not a valid tape line, skipped (`--skip-bad-lines`).
     SkippedLine(BadLine),
+    /// The recording stopped short (no closing line, or one marked incomplete) and was then
+    /// appended to (`play --on-miss live`): the `append` event at `line` says so in its `cut`.
+    CutBeforeAppend {
+        /// 1-based number of the `append` event line: the first line after the cut.
+        line: u64,
+        /// How the recording before it ended, in words (the event's `cut.reason`).
+        reason: String,
+    },
 }
 
 /// A tape line skipped as malformed: where, and why (as the refusal would have said).
@@ -163,6 +171,7 @@ impl std::fmt::Display for Warning {
             Warning::Incomplete => f.write_str("the recorder reported messages it could not write (tape marked incomplete)"),
             Warning::ChainBroken { line } => write!(f, "the hash chain breaks at line {line}: the tape was changed after it was written (`mcptape verify` tells more)"),
             Warning::SkippedLine(b) => write!(f, "tape line {} skipped (--skip-bad-lines){}", b.line, located(&b.why)),
+            Warning::CutBeforeAppend { line, reason } => write!(f, "the recording was cut off before line {line} ({reason}); mcptape play appended to it from line {line} on: what the recording lost after the cut is not on the tape"),
         }
     }
 }
@@ -479,9 +488,18 @@ impl TapeReader {
                 }
                 if let Some(end) = entry.end() {
                     *saw_end = true;
-                    if end.incomplete {
+                    // A cut an append recorded is why the closing line says incomplete.
+                    let cut = warnings
+                        .iter()
+                        .any(|w| matches!(w, Warning::CutBeforeAppend { .. }));
+                    if end.incomplete && !cut {
                         warnings.push(Warning::Incomplete);
                     }
+                } else if let Some(reason) = append_cut(buf) {
+                    warnings.push(Warning::CutBeforeAppend {
+                        line: *line,
+                        reason,
+                    });
                 }
                 Ok(Some((entry, buf, *offset, *line)))
             }
@@ -503,6 +521,27 @@ impl TapeReader {
             }),
         }
     }
+}
+
+/// The `cut.reason` of an `append` event line: the recording it was appended to had stopped
+/// short (`super::append`).
+fn append_cut(buf: &[u8]) -> Option<String> {
+    if !buf.starts_with(br#"{"type":"event","#)
+        || memchr::memmem::find(buf, br#""what":"append""#).is_none()
+    {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Cut {
+        reason: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Event {
+        what: String,
+        cut: Option<Cut>,
+    }
+    let e: Event = serde_json::from_slice(buf).ok()?;
+    (e.what == "append").then_some(e.cut?.reason)
 }
 
 /// A parsed line, as far as the reader's bookkeeping needs it.
