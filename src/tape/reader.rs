@@ -227,6 +227,9 @@ pub struct TapeReader {
     padding_from: Option<u64>,
 }
 
+/// The UTF-8 encoding of U+FEFF, which some editors put at the start of a file they save.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 impl TapeReader {
     /// Opens a tape and reads its header: an error if the file is missing, not a tape, or of a
     /// newer major version.
@@ -261,9 +264,23 @@ impl TapeReader {
         if n == 0 {
             return Err(not_a_tape("the file is empty".into()));
         }
-        let header: Header = match serde_json::from_slice::<TypeProbe<'_>>(&buf) {
+        if buf.starts_with(b"\xFF\xFE") || buf.starts_with(b"\xFE\xFF") {
+            return Err(not_a_tape(
+                "the file is UTF-16 (it starts with a UTF-16 byte-order mark); tapes are UTF-8: save it as UTF-8".into(),
+            ));
+        }
+        // A UTF-8 byte-order mark (an editor's, on Windows) is an encoding marker, not content:
+        // read past it, the header's hash (the chain's start) taken without it. Offsets stay
+        // the file's.
+        let bom = if buf.starts_with(UTF8_BOM) {
+            UTF8_BOM.len()
+        } else {
+            0
+        };
+        let head = &buf[bom..];
+        let header: Header = match serde_json::from_slice::<TypeProbe<'_>>(head) {
             Ok(p) if p.ty == "header" => {
-                serde_json::from_slice(&buf).map_err(|e| not_a_tape(format!("bad header: {e}")))?
+                serde_json::from_slice(head).map_err(|e| not_a_tape(format!("bad header: {e}")))?
             }
             Ok(p) => {
                 return Err(not_a_tape(format!(
@@ -284,7 +301,7 @@ impl TapeReader {
         }
         // Tapes from format 1.1 on are chained from their header line.
         let chain = if header.chained() {
-            let h = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            let h = head.strip_suffix(b"\n").unwrap_or(head);
             Chain::Linked(super::chain::start(h.strip_suffix(b"\r").unwrap_or(h)))
         } else {
             Chain::Absent
