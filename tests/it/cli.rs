@@ -188,6 +188,32 @@ fn a_zero_limit_is_a_usage_error() {
     }
 }
 
+/// An empty redaction rule — `--redact ''`, a key of only `_`/`-`, `re:` with nothing after
+/// it or a pattern that matches the empty string — redacts nothing (or everything): a usage
+/// error naming the flag, before any server starts or any tape is written. `''` and `re:`
+/// were accepted, and the session recorded.
+#[test]
+fn an_empty_redaction_rule_is_a_usage_error_naming_the_flag() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    for rule in ["", " ", "_", "re:", "re:a*", "path:"] {
+        let run = Mt::new(["record", "--redact", rule, "--tape"])
+            .arg(&tape)
+            .args(["--", "cat"])
+            .stdin("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+            .run()
+            .status(64)
+            .stderr_contains("--redact");
+        assert_eq!(run.stdout, "", "no server started: {}", run.console());
+        assert!(!tape.exists(), "no tape for {rule:?}: {}", run.console());
+    }
+    Mt::new(["lint", "--redact", ""])
+        .arg(&tape)
+        .run()
+        .status(64)
+        .stderr_contains("empty");
+}
+
 #[test]
 fn missing_tape_exits_66_and_bad_tape_65() {
     let dir = tmp();
