@@ -91,7 +91,7 @@ fn message(
     Ok(Msg {
         server: DEFAULT_SERVER.into(),
         dir,
-        t_us: Some(t * 1000),
+        t_us: Some(super::ms_to_us(path, at, "t", t)?),
         line: payload,
     })
 }
