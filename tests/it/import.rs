@@ -476,3 +476,57 @@ fn absurd_timestamps_are_refused_naming_the_file_and_the_entry() {
         assert!(!tape.exists(), "no tape written from {name}");
     }
 }
+
+/// YAML nested 200,000 flow levels deep (`[[[…]]]`, 400 KB): the YAML parser's scanner takes
+/// time quadratic in that depth (40,000 levels took 8 s, so this took minutes) before its
+/// deserializer refuses anything past 128 levels anyway. The depth is now found in one pass
+/// first: refused at once, naming the line, by `import mcp-vcr`, and not taken for mcp-vcr by
+/// auto-detection. (The timeout is generous: it is there to fail a run that hangs.)
+#[test]
+fn deeply_nested_yaml_is_refused_at_once_not_parsed_in_quadratic_time() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let n = 200_000;
+    let deep = dir.path().join("deep.yaml");
+    std::fs::write(
+        &deep,
+        format!("meta: {{}}\nmessages: {}{}\n", "[".repeat(n), "]".repeat(n)),
+    )
+    .unwrap();
+    let limit = std::time::Duration::from_secs(30);
+    Mt::new(["import", "mcp-vcr"])
+        .arg(&deep)
+        .arg("-o")
+        .arg(&tape)
+        .timeout(limit)
+        .run()
+        .status(65)
+        .stderr_contains(&format!("{}: line 2: ", s(&deep)))
+        .stderr_contains("nested deeper than 128");
+    Mt::new(["import"])
+        .arg(&deep)
+        .arg("-o")
+        .arg(&tape)
+        .timeout(limit)
+        .run()
+        .status(65)
+        .stderr_contains("not a file of any format mcptape imports");
+    // Within the limit, mappings and sequences mixed, flow and block, quoted brackets aside:
+    // read as YAML as before (the messages are not mcp-vcr's, and it says so).
+    let nested = format!(
+        "meta: {{note: \"[[[[ not a level\", other: '{{{{'}}\nmessages:\n  - {}1{}\n",
+        "{a: [".repeat(60),
+        "]}".repeat(60)
+    );
+    let ok = dir.path().join("ok.yaml");
+    std::fs::write(&ok, nested).unwrap();
+    Mt::new(["import", "mcp-vcr"])
+        .arg(&ok)
+        .arg("-o")
+        .arg(&tape)
+        .timeout(limit)
+        .run()
+        .status(65)
+        .stderr_contains("messages[0]: no \"payload\" object");
+    assert!(!tape.exists());
+}
