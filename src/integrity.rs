@@ -111,6 +111,18 @@ pub fn verify(
         Warning::TornLastLine { line, bytes } => Some((*line, *bytes)),
         _ => None,
     });
+    // A cut an append recorded (`append` event with `cut`): the recording before it stopped
+    // short, though the tape was closed again after the lines appended.
+    let earlier_cut = r.warnings().iter().find_map(|w| match w {
+        Warning::CutBeforeAppend { line, reason } => Some((*line, reason.clone())),
+        _ => None,
+    });
+    let earlier = |text: String| match &earlier_cut {
+        Some((line, reason)) => format!(
+            "{text}; and before that, the recording was cut off before line {line}: {reason}"
+        ),
+        None => text,
+    };
     let torn_at = r.line_offset();
     let chain_state = r.chain().clone();
     let skipped = crate::tape::reader::skipped_lines(r.warnings());
@@ -134,10 +146,10 @@ pub fn verify(
         (Chain::Linked(_), None) => Verdict::Cut {
             lines,
             at: lines + 1,
-            reason: match torn {
+            reason: earlier(match torn {
                 Some((t, _)) => format!("line {t} is torn and there is no closing line (or the tape was truncated)"),
                 None => "there is no closing line (or the tape was truncated)".into(),
-            },
+            }),
         },
         (Chain::Linked(_), Some((e, before, line))) => {
             if e.head.as_deref() != Some(before.as_str()) {
@@ -152,6 +164,12 @@ pub fn verify(
                     "no newline"
                 };
                 Verdict::Tampered { line, reason: format!("{bytes} bytes after the closing line, from byte {torn_at} to the end of the file ({after}): added after the tape was closed") }
+            } else if let (true, Some((at, reason))) = (e.incomplete, &earlier_cut) {
+                Verdict::Cut {
+                    lines,
+                    at: *at,
+                    reason: format!("{reason}; mcptape play appended to it from line {at} on (the `append` event there keeps how it ended), and the hash chain holds over every line, old and appended"),
+                }
             } else if e.incomplete {
                 // The chain holds: the recorder lost lines (a write failed) and said so.
                 Verdict::Cut {

@@ -58,7 +58,8 @@ pub struct LintArgs {
 }
 
 pub fn verify(a: VerifyArgs) -> Result<i32> {
-    let path = super::remote::resolve(&a.tape)?;
+    // Read once, front to back: a FIFO or a pipe will do.
+    let path = super::remote::resolve_stream(&a.tape)?;
     let sign = super::SignArgs::from_key_file(a.key_file);
     let key = sign.key(false)?;
     let report = integrity::verify(&path, key.as_deref(), a.read.options())?;
@@ -130,7 +131,8 @@ pub fn redact(a: RedactCmdArgs) -> Result<i32> {
 }
 
 pub fn lint(a: LintArgs) -> Result<i32> {
-    let path = super::remote::resolve(&a.tape)?;
+    // Read once, front to back: a FIFO or a pipe will do.
+    let path = super::remote::resolve_stream(&a.tape)?;
     let cfg = a.rules.config()?;
     let redactor = mcptape::redact::Redactor::new(&cfg)?;
     let (findings, problems) = integrity::lint(&path, &redactor, a.read.options())?;

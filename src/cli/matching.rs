@@ -73,6 +73,23 @@ impl MatchArgs {
         })
     }
 
+    /// Refuses an `--unused-report` that could not be written when play ends, before play
+    /// serves anything: a folder (usage error), a missing or read-only folder (I/O error).
+    pub fn check_report_path(&self) -> anyhow::Result<()> {
+        let Some(out) = &self.unused_report else {
+            return Ok(());
+        };
+        if out.is_dir() {
+            return Err(super::UsageError(format!(
+                "--unused-report {}: is a folder; name a file to write the report to",
+                out.display()
+            ))
+            .into());
+        }
+        mcptape::play::usage::check_writable(out)?;
+        Ok(())
+    }
+
     /// The summary's word on repeats, when there were any (`, 2 answers were repeats
     /// (--repeat last)`).
     pub fn summary(&self, report: &PlayReport) -> String {

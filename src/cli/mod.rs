@@ -50,7 +50,8 @@ request, or a request the recorded server never answered (a live server that cou
 is a miss; faults injected with --faults are not); 64 usage error (an unknown --server, a bad
 --faults, a live policy without a live server); 65 malformed tape (--require-chain: no hash
 chain, or a broken one); 66 tape not found; 69 --listen could not listen; 74 the appended tape
-could not be closed; 75 over stdio, a --faults drop cut the connection.";
+could not be closed, or --unused-report's folder is missing or not writable (before serving);
+75 over stdio, a --faults drop cut the connection.";
 const EXIT_CHECK: &str = "\
 Exit codes: 0 the gate passed (or --update accepted the changes); 1 the gate failed; 64 usage
 error; 65 malformed baseline; 66 baseline not found; 69 the server could not be started or

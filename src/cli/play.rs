@@ -143,6 +143,7 @@ enum OnMiss {
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    a.matching.check_report_path()?;
     // `--on-miss live` appends to the tape played: an s3:// tape is then played from a spool,
     // uploaded when play ends if something was appended.
     let path = if a.on_miss == OnMiss::Live && a.append_to.is_none() {

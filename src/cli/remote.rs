@@ -26,6 +26,18 @@ pub fn resolve(arg: &str) -> Result<PathBuf> {
     }
 }
 
+/// [`resolve`] for a command that reads a tape once, front to back (`verify`, `lint`): a FIFO
+/// or a pipe is read as a file is.
+pub fn resolve_stream(arg: &str) -> Result<PathBuf> {
+    if !remote::is_url(arg) {
+        return Ok(store::resolve_stream(arg)?);
+    }
+    match remote::parse(arg, false)? {
+        Target::File(p) => Ok(store::resolve_stream(&file_arg(&p))?),
+        Target::S3(url) => fetch(&url),
+    }
+}
+
 /// A tape argument to write: a name, a path, or a URL (an `s3://` tape is written to a spool,
 /// which starts as a copy of the object there, if any, and is uploaded when the command ends).
 pub fn resolve_for_write(arg: &str) -> Result<PathBuf> {

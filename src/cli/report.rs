@@ -29,6 +29,9 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    // Read now, with or without --diff (the only one that uses it): a bad --ignore-path is a
+    // usage error either way, before anything is read or written.
+    let norm = a.norm.normalizer()?;
     let path = super::remote::resolve(&a.tape)?;
     let mut data = html::gather(&path)?;
     for w in &data.warnings {
@@ -40,7 +43,7 @@ pub fn run(a: Args) -> Result<i32> {
     }
     if let Some(other) = &a.diff {
         let other = super::remote::resolve(other)?;
-        let (report, warnings) = mcptape::diff::diff(&path, &other, &a.norm.normalizer()?)?;
+        let (report, warnings) = mcptape::diff::diff(&path, &other, &norm)?;
         for w in warnings
             .iter()
             .filter(|w| !w.starts_with(&path.display().to_string()))

@@ -146,8 +146,27 @@ pub(super) fn read(path: &Path, text: &str) -> Result<Imported, ImportError> {
     for (i, x) in s.interactions.iter().enumerate() {
         let at = format!("session.interactions[{i}]");
         let answered = micros(path, &at, &x.timestamp)? - start;
+        let max = i128::from(super::MAX_T_US);
+        if answered.abs() > max {
+            return Err(super::out_of_range(
+                path,
+                &at,
+                format!("timestamp {:?}", x.timestamp),
+            ));
+        }
+        let latency_us = x.latency_ms * 1000.0;
+        if !(0.0..=super::MAX_T_US as f64).contains(&latency_us) {
+            return Err(malformed(
+                path,
+                &at,
+                format!(
+                    "latency_ms {} is not a latency (0 to a year of milliseconds)",
+                    x.latency_ms
+                ),
+            ));
+        }
         let t_answer = u64::try_from(answered).ok();
-        let t_request = u64::try_from(answered - (x.latency_ms * 1000.0).round() as i128).ok();
+        let t_request = u64::try_from(answered - latency_us.round() as i128).ok();
         out.msgs.push(msg(
             Dir::C2S,
             t_request,

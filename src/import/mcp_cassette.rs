@@ -94,7 +94,12 @@ pub(super) fn read(path: &Path, text: &str) -> Result<Imported, ImportError> {
         out.msgs.push(Msg {
             server: DEFAULT_SERVER.into(),
             dir,
-            t_us: Some(m.t_offset_ms * 1000),
+            t_us: Some(super::ms_to_us(
+                path,
+                &format!("messages[{i}]"),
+                "t_offset_ms",
+                m.t_offset_ms,
+            )?),
             line,
         });
     }

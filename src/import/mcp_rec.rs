@@ -79,8 +79,25 @@ pub(super) fn read(path: &Path, text: &str) -> Result<Imported, ImportError> {
             }
         };
         let body = field("msg")?;
+        // Unix time in seconds, 1970 to 9999: anything else is no clock's.
+        if !(0.0..=253_402_300_799.0).contains(&ts) {
+            return Err(malformed(
+                path,
+                format!("line {n}"),
+                format!("\"ts\" {ts} is not a Unix time in seconds (1970 to 9999)"),
+            ));
+        }
         let t0 = *start.get_or_insert(ts);
-        let t_us = ((ts - t0).max(0.0) * 1e6).round() as u64;
+        // Earlier than the first line: at the start (times only go forward on a tape).
+        let since = (ts - t0).max(0.0);
+        if since * 1e6 > super::MAX_T_US as f64 {
+            return Err(super::out_of_range(
+                path,
+                format!("line {n}"),
+                format!("\"ts\" {ts}, {since} s after the first line,"),
+            ));
+        }
+        let t_us = (since * 1e6).round() as u64;
         let line = match serde_json::from_str::<Members<'_>>(body.get()) {
             Ok(obj) if obj.get("_unparsed").is_some_and(|u| u.get() == "true") => {
                 // A line that was not JSON: mcp-rec kept its text (stripped of whitespace).

@@ -100,16 +100,16 @@ pub(super) fn read(path: &Path, text: &str) -> Result<Imported, ImportError> {
         out.msgs.push(Msg {
             server: DEFAULT_SERVER.into(),
             dir: Dir::C2S,
-            t_us: Some(t * 1000),
+            t_us: Some(super::ms_to_us(path, &at, "the sum of latency_ms", t)?),
             line: request,
         });
-        t += x.latency_ms;
+        t = t.saturating_add(x.latency_ms);
         if x.kind == "jsonrpc_request" {
             match message(x.response) {
                 Some(answer) => out.msgs.push(Msg {
                     server: DEFAULT_SERVER.into(),
                     dir: Dir::S2C,
-                    t_us: Some(t * 1000),
+                    t_us: Some(super::ms_to_us(path, &at, "the sum of latency_ms", t)?),
                     line: answer,
                 }),
                 None => unanswered += 1,

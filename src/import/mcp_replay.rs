@@ -94,7 +94,7 @@ pub(super) fn sniff_dir(dir: &Path) -> bool {
 
 /// One fixture file's text.
 pub(super) fn read(path: &Path, text: &str) -> Result<Imported, ImportError> {
-    Ok(imported(vec![entry(path, text)?]))
+    imported(vec![entry(path, text)?])
 }
 
 /// Every fixture of the directory `dir`.
@@ -111,7 +111,7 @@ pub(super) fn read_dir(dir: &Path) -> Result<Imported, ImportError> {
             "no mcp-replay fixture in it; mcp-replay writes FIXTURE_DIR/METHOD_DIR/PARAMSHASH.json",
         ));
     }
-    Ok(imported(entries))
+    imported(entries)
 }
 
 fn entry(path: &Path, text: &str) -> Result<Entry, ImportError> {
@@ -158,7 +158,7 @@ fn entry(path: &Path, text: &str) -> Result<Entry, ImportError> {
     })
 }
 
-fn imported(mut entries: Vec<Entry>) -> Imported {
+fn imported(mut entries: Vec<Entry>) -> Result<Imported, ImportError> {
     // mcp-replay keeps no order: each fixture's recordedAt (to the millisecond) is the best it
     // has; within a millisecond the clients' increasing ids, then the file name, decide.
     entries.sort_by(|a, b| {
@@ -168,7 +168,15 @@ fn imported(mut entries: Vec<Entry>) -> Imported {
     let mut out = Imported::default();
     out.servers.push(super::stdio_decl(DEFAULT_SERVER, None));
     for e in entries {
-        let t_us = Some(e.at_us - start);
+        let since = e.at_us - start;
+        if since > super::MAX_T_US {
+            return Err(super::out_of_range(
+                &e.file,
+                "recordedAt",
+                format!("{since} µs after the earliest fixture's recordedAt"),
+            ));
+        }
+        let t_us = Some(since);
         for (dir, line) in [(Dir::C2S, e.request), (Dir::S2C, e.answer)] {
             out.msgs.push(Msg {
                 server: DEFAULT_SERVER.into(),
@@ -183,5 +191,5 @@ fn imported(mut entries: Vec<Entry>) -> Imported {
     out.lacks.push("the order of calls and their latency: each fixture has the time its answer was recorded (to the millisecond); the request is placed at that time".into());
     out.lacks.push("the request as sent: it is rebuilt from the fixture's method and params and its answer's id".into());
     out.lacks.push("the wire bytes: mcp-replay stores JavaScript's JSON.stringify of each message (numbers as doubles: 4.0 is written 4; integer-like keys first); params fields its scrubFields removed, if any; the server's command line, its stderr and its exit code".into());
-    out
+    Ok(out)
 }

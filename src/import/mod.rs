@@ -344,8 +344,16 @@ pub fn write_tape(
     // Times only go forward on a tape: a format that times each call by its answer can put a
     // request before the previous answer; it is written at that answer's time instead.
     let mut last = 0u64;
-    for m in &imported.msgs {
+    for (i, m) in imported.msgs.iter().enumerate() {
         let t = m.t_us.unwrap_or(last).max(last);
+        // Each format refuses such times where it reads them; this holds for any other.
+        if t > MAX_T_US {
+            return Err(out_of_range(
+                source,
+                format!("message {}", i + 1),
+                format!("a time of {t} µs"),
+            ));
+        }
         last = t;
         let frame = Frame::Line(Line {
             bytes: m.line.as_bytes(),
@@ -390,6 +398,28 @@ pub(crate) fn stdio_decl(label: &str, command: Option<Vec<String>>) -> ServerDec
 }
 
 /// A [`ImportError::Malformed`] for `path`.
+/// The furthest from the recording's start an imported message may be: a year (366 days).
+/// Another recorder's time past that is no recording's (a damaged or hand-edited file): it is
+/// refused, naming the entry, rather than written as a `t_us` nobody can use, or overflowing.
+pub(crate) const MAX_T_US: u64 = 366 * 24 * 3600 * 1_000_000;
+
+/// `what`, a time at `at`, is out of range: the error that says so.
+pub(crate) fn out_of_range(path: &Path, at: impl Into<String>, what: String) -> ImportError {
+    malformed(
+        path,
+        at,
+        format!("{what} is more than a year from the start of the recording: no time a recording can have (a damaged or edited file?); fix or remove the entry"),
+    )
+}
+
+/// `ms` milliseconds since the recording started (the field `field` at `at`), in microseconds,
+/// or an error when past [`MAX_T_US`] (or too large to multiply).
+pub(crate) fn ms_to_us(path: &Path, at: &str, field: &str, ms: u64) -> Result<u64, ImportError> {
+    ms.checked_mul(1000)
+        .filter(|us| *us <= MAX_T_US)
+        .ok_or_else(|| out_of_range(path, at, format!("{field} {ms} ms")))
+}
+
 pub(crate) fn malformed(
     path: &Path,
     at: impl Into<String>,

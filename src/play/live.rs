@@ -172,19 +172,21 @@ impl LiveTape {
             return Ok(Recorder::new(w, &self.label));
         }
         let w = crate::tape::append::append(&self.path, self.write.clone())?;
+        let cut = w.append_cut().cloned();
         let r = Recorder::new(w, &self.label);
         let live = match target {
             LiveTarget::Command(c) => json!(c),
             LiveTarget::Url(u) => json!(u),
         };
-        r.event(
-            "append",
-            json!({
-                "by": format!("mcptape {} play --on-miss live", env!("CARGO_PKG_VERSION")),
-                "at": humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
-                "live": live,
-            }),
-        );
+        let mut details = json!({
+            "by": format!("mcptape {} play --on-miss live", env!("CARGO_PKG_VERSION")),
+            "at": humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
+            "live": live,
+        });
+        if let Some(cut) = cut {
+            details["cut"] = cut;
+        }
+        r.event("append", details);
         Ok(r)
     }
 

@@ -15,8 +15,13 @@ pub fn parse_pace(s: &str) -> Result<f64, String> {
         format!("{s:?} is neither `recorded` nor a factor such as 0.5 or 2 (the recorded latencies times N)")
     })?;
     // Up to a thousand times the recorded latencies: past that an answer would wait hours.
-    if !(f.is_finite() && (0.0..=1000.0).contains(&f)) {
-        return Err(format!("{s} is not a usable factor (0 to 1000)"));
+    // Below a thousandth, a recorded second is under a millisecond: 0 in effect (and printed
+    // in full, a number of hundreds of digits). The reason does not repeat what was given: the
+    // argument parser's message shows it already, and it may be hundreds of digits long.
+    if !(f == 0.0 || (f.is_finite() && (0.001..=1000.0).contains(&f))) {
+        return Err(
+            "not a usable factor: give one from 0.001 to 1000 (the recorded latencies times N), or 0 for no waiting".into(),
+        );
     }
     Ok(f)
 }
@@ -118,7 +123,11 @@ mod tests {
         assert_eq!(parse_pace("recorded"), Ok(1.0));
         assert_eq!(parse_pace("0.5"), Ok(0.5));
         assert_eq!(parse_pace("2"), Ok(2.0));
-        for bad in ["", "fast", "-1", "NaN", "inf", "1001"] {
+        assert_eq!(parse_pace("0"), Ok(0.0));
+        assert_eq!(parse_pace("0.001"), Ok(0.001));
+        for bad in [
+            "", "fast", "-1", "NaN", "inf", "1001", "1e-300", "0.0009", "-0.0001",
+        ] {
             assert!(parse_pace(bad).is_err(), "{bad}");
         }
     }

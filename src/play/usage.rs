@@ -188,6 +188,54 @@ pub fn build(index: &TapeIndex, uses: &[u32]) -> Result<UsageReport, crate::tape
     })
 }
 
+/// Whether a report can be written to `path`, asked before play serves anything (the report
+/// is written when the session ends, too late to say it cannot be): its folder is there and
+/// writable, and the file, if there, is writable. Nothing is created.
+pub fn check_writable(path: &Path) -> Result<(), UsageError> {
+    let io = |cause: std::io::Error| UsageError::Io {
+        path: path.to_path_buf(),
+        cause,
+    };
+    let writable = |p: &Path, mode: libc::c_int| -> std::io::Result<()> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::other("a path with a NUL byte"))?;
+        // SAFETY: `c` is a NUL-terminated path that lives across the call.
+        if unsafe { libc::access(c.as_ptr(), mode) } == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    match std::fs::metadata(path) {
+        Ok(_) => writable(path, libc::W_OK).map_err(io),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let folder = match path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            match std::fs::metadata(folder) {
+                Ok(m) if m.is_dir() => writable(folder, libc::W_OK | libc::X_OK).map_err(|e| {
+                    io(std::io::Error::new(
+                        e.kind(),
+                        format!("cannot create a file in {}: {e}", folder.display()),
+                    ))
+                }),
+                Ok(_) => Err(io(std::io::Error::other(format!(
+                    "{} is not a folder",
+                    folder.display()
+                )))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(io(std::io::Error::new(
+                    e.kind(),
+                    format!("the folder {} does not exist", folder.display()),
+                ))),
+                Err(e) => Err(io(e)),
+            }
+        }
+        Err(e) => Err(io(e)),
+    }
+}
+
 /// Writes `report` to `path`, pretty-printed.
 pub fn write(report: &UsageReport, path: &Path) -> Result<(), UsageError> {
     let mut text = serde_json::to_string_pretty(report).expect("a report serializes");

@@ -78,6 +78,16 @@ pub enum RuleError {
         /// The regex compiler's complaint.
         message: String,
     },
+    /// A rule that takes nothing out, or everything: an empty key name (or one of only `_`,
+    /// `-` and spaces, which matching ignores), an empty `re:` or one that matches the empty
+    /// string, an empty `path:`.
+    #[error("empty redaction rule {rule:?}: {why}; give a KEY name, re:REGEX or path:JSONPATH")]
+    Empty {
+        /// The rule as given.
+        rule: String,
+        /// Why it is empty, in words.
+        why: &'static str,
+    },
     /// A `path:` rule that is not a valid JSONPath.
     #[error("invalid redaction path {path:?}: {message}")]
     Path {

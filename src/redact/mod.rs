@@ -120,6 +120,18 @@ impl Redactor {
             Some(k) => key = *k.bytes(),
             None => fill_random(&mut key),
         }
+        if let Some(k) = cfg.keys.iter().find(|k| squash(k).trim().is_empty()) {
+            return Err(RuleError::Empty {
+                rule: k.clone(),
+                why: "a key name with no letter or digit matches no key (`_`, `-` and case are ignored)",
+            });
+        }
+        if let Some(p) = cfg.paths.iter().find(|p| p.trim().is_empty()) {
+            return Err(RuleError::Empty {
+                rule: format!("path:{p}"),
+                why: "a path: rule with no JSONPath",
+            });
+        }
         let user_keys: BTreeSet<String> = cfg.keys.iter().map(|k| squash(k).into_owned()).collect();
         let mut keys = user_keys.clone();
         let mut shapes = Vec::new();
@@ -134,6 +146,12 @@ impl Redactor {
                 pattern: p.clone(),
                 message: e.to_string(),
             })?;
+            if re.is_match("") {
+                return Err(RuleError::Empty {
+                    rule: format!("re:{p}"),
+                    why: "the regex matches the empty string, so it would match at every place of every string",
+                });
+            }
             let compiled = lazy::Lazy::ready(
                 p.clone(),
                 |p| Regex::new(p).expect("compiled once already"),

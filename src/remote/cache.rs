@@ -1,5 +1,5 @@
 //! The local cache of remote tapes: `$MCPTAPE_CACHE_DIR`, else `$XDG_CACHE_HOME/mcptape`, else
-//! `~/.cache/mcptape`. A tape fetched is kept at `objects/<URL hash>-<version hash>/<file name>`,
+//! `~/.cache/mcptape` (when the home folder is there; else under the temp folder). A tape fetched is kept at `objects/<URL hash>-<version hash>/<file name>`,
 //! the version being the object's ETag and size: a play of an unchanged object asks the store
 //! only for its ETag (a HEAD) and reads the copy; a changed object is downloaded again and the
 //! older copy of the same URL removed. Everything in the cache may be deleted at any time.
@@ -21,7 +21,8 @@ pub fn dir() -> PathBuf {
     if let Some(d) = var("XDG_CACHE_HOME") {
         return d.join("mcptape");
     }
-    match var("HOME") {
+    // A HOME that is not there is not made for a cache.
+    match var("HOME").filter(|h| h.is_dir()) {
         Some(h) => h.join(".cache").join("mcptape"),
         None => std::env::temp_dir().join("mcptape-cache"),
     }

@@ -5,7 +5,7 @@
 
 use super::format::End;
 use super::writer::Resume;
-use super::{Chain, Entry, TapeError, TapeReader, TapeWriter, WriteOptions};
+use super::{Chain, Entry, TapeError, TapeReader, TapeWriter, Warning, WriteOptions};
 use std::io::{self, Seek};
 use std::path::{Path, PathBuf};
 
@@ -30,6 +30,17 @@ pub enum AppendError {
         path: PathBuf,
         /// The first line that does not hold.
         line: u64,
+    },
+    /// Bytes follow its closing line (`verify`: tampered): appending would cut them off with the
+    /// closing line, and the evidence with them.
+    #[error("{}: cannot append: line {line} holds {bytes} bytes after the closing line (`mcptape verify` tells more); look at them, remove them if they are not wanted (the tape then verifies again), or append to another tape (--append-to)", path.display())]
+    AfterEnd {
+        /// The tape.
+        path: PathBuf,
+        /// The line after the closing line.
+        line: u64,
+        /// How many bytes are there.
+        bytes: usize,
     },
     /// It is signed and no key was given to sign it again.
     #[error("{}: the tape is signed: set MCPTAPE_SIGNING_KEY to sign it again after appending, or append to another tape (--append-to)", path.display())]
@@ -107,6 +118,16 @@ pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError
         dir: Option<crate::wire::Dir>,
     }
     let mut counts = End::default();
+    // Without a closing line the counts are made from the lines, as the writer made them.
+    let mut open = [
+        super::open_ids::OpenIds::default(),
+        super::open_ids::OpenIds::default(),
+    ];
+    let side = |d: crate::wire::Dir| match d {
+        crate::wire::Dir::C2S => 0,
+        crate::wire::Dir::S2C => 1,
+    };
+    let mut last_line = 1u64;
     let mut old: Option<End> = None;
     let mut seq = 0;
     let mut head = String::new();
@@ -125,6 +146,20 @@ pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError
                 continue;
             }
             Entry::Msg(_) | Entry::Unknown => {
+                if let (Entry::Msg(m), None) = (&item.entry, &old) {
+                    use crate::wire::{Dir, Kind};
+                    let id = m.id.map(|id| id.get());
+                    match (m.kind, id) {
+                        (Kind::Request, Some(id)) => open[side(m.dir)].opened(id),
+                        (Kind::Response | Kind::Error, Some(id)) => {
+                            // The request went the other way; an exchange is a client's request answered.
+                            let was_open = open[1 - side(m.dir)].answered(id);
+                            counts.exchanges += u64::from(was_open && m.dir == Dir::S2C);
+                        }
+                        (Kind::Invalid | Kind::NotJson | Kind::Oversize, _) => counts.raw += 1,
+                        _ => {}
+                    }
+                }
                 if let Ok(p) = serde_json::from_slice::<Probe>(item.raw) {
                     seq = seq.max(p.seq.unwrap_or(0));
                     if old.is_none() {
@@ -140,8 +175,18 @@ pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError
             Entry::Server(_) => {}
         }
         keep = item.offset + item.raw.len() as u64;
+        last_line = item.line;
         head.clear();
     }
+    let torn = r.warnings().iter().find_map(|w| match w {
+        Warning::TornLastLine { line, bytes } => Some((*line, *bytes)),
+        _ => None,
+    });
+    let torn_at = r.line_offset();
+    let cut_before = r
+        .warnings()
+        .iter()
+        .any(|w| matches!(w, Warning::CutBeforeAppend { .. }));
     match r.chain() {
         Chain::Broken(line) => {
             return Err(AppendError::Broken {
@@ -160,7 +205,48 @@ pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError
             path: path.to_path_buf(),
         });
     }
-    let old = old.unwrap_or_default();
+    if let (Some(_), Some((line, bytes))) = (&old, torn) {
+        return Err(AppendError::AfterEnd {
+            path: path.to_path_buf(),
+            line,
+            bytes,
+        });
+    }
+    // A recording that stopped short stays on record as such: the `append` event says where
+    // and how (`cut`, with a torn last line's bytes), and the closing line stays incomplete.
+    let cut = match &old {
+        None => {
+            let mut reason = format!(
+                "the recording has no closing line after line {last_line}: its recorder was killed, or its disk filled"
+            );
+            let torn = match torn {
+                Some((line, bytes)) => {
+                    reason.push_str(&format!(
+                        "; its torn line {line} ({bytes} bytes) is kept in this event's cut.torn"
+                    ));
+                    Some(torn_json(path, torn_at, line, bytes)?)
+                }
+                None => None,
+            };
+            let mut cut = serde_json::json!({ "after_line": last_line, "reason": reason });
+            if let Some(t) = torn {
+                cut["torn"] = t;
+            }
+            Some(cut)
+        }
+        Some(e) if e.incomplete && !cut_before => Some(serde_json::json!({
+            "after_line": last_line,
+            "reason": "the recorder could not write everything: its closing line said so (`incomplete`)",
+        })),
+        Some(_) => None,
+    };
+    let old = old.unwrap_or_else(|| End {
+        reason: Some(format!(
+            "the recording was cut off after line {last_line} (no closing line)"
+        )),
+        incomplete: true,
+        ..End::default()
+    });
     // The counts so far: the closing line's (it counted everything), else the lines read.
     if old.messages > 0 || old.head.is_some() {
         counts = End {
@@ -186,7 +272,37 @@ pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError
         len: keep,
         t_base_us,
     };
-    TapeWriter::resume(path, resume, old, opts).map_err(io_err)
+    TapeWriter::resume(path, resume, old, cut, opts).map_err(io_err)
+}
+
+/// A torn last line's bytes, to keep in the `append` event: `line`, `bytes`, and `text` (or
+/// `b64` when they are not UTF-8).
+fn torn_json(
+    path: &Path,
+    at: u64,
+    line: u64,
+    bytes: usize,
+) -> Result<serde_json::Value, AppendError> {
+    use base64::Engine as _;
+    use std::io::Read;
+    let io_err = |cause| AppendError::Io {
+        path: path.to_path_buf(),
+        cause,
+    };
+    let mut f = std::fs::File::open(path).map_err(io_err)?;
+    f.seek(io::SeekFrom::Start(at)).map_err(io_err)?;
+    let mut buf = Vec::with_capacity(bytes);
+    f.take(bytes as u64).read_to_end(&mut buf).map_err(io_err)?;
+    let mut t = serde_json::json!({ "line": line, "bytes": bytes });
+    match String::from_utf8(buf) {
+        Ok(text) => t["text"] = text.into(),
+        Err(e) => {
+            t["b64"] = base64::engine::general_purpose::STANDARD
+                .encode(e.as_bytes())
+                .into()
+        }
+    }
+    Ok(t)
 }
 
 /// The header line's length, newline included: where a tape with nothing after its header
@@ -301,10 +417,23 @@ mod tests {
                 .unwrap();
         }
         let mut w = append(&path, WriteOptions::default()).unwrap();
+        // The cut is kept for the `append` event: where, and the torn bytes.
+        let cut = w.append_cut().expect("the cut is on record").clone();
+        assert_eq!(cut["after_line"], 3, "{cut}");
+        assert_eq!(cut["torn"]["line"], 4, "{cut}");
+        assert_eq!(
+            cut["torn"]["text"], r#"{"type":"msg","seq":2,"t_us":5,"ser"#,
+            "{cut}"
+        );
         msg(&mut w, Dir::S2C, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
         drop(w);
-        assert!(closed_and_chained(&path));
+        let chain = TapeReader::open(&path).unwrap().check_chain().unwrap();
+        assert!(chain.is_none(), "the chain holds: {chain:?}");
         let index = crate::tape::TapeIndex::load(&path, None).unwrap();
+        let end = index.end.as_ref().expect("closed again");
+        // Still incomplete: what the recording lost after its cut is not on the tape.
+        assert!(end.incomplete, "{end:?}");
+        assert_eq!((end.messages, end.c2s, end.s2c), (2, 1, 1), "{end:?}");
         assert_eq!(index.exchanges.len(), 1);
         assert_eq!(index.msgs[1].seq, 2);
     }

@@ -131,10 +131,19 @@ fn tool() -> String {
     )
 }
 
+/// The cache folder: under `$XDG_CACHE_HOME`, else under `$HOME/.cache` — only when that home
+/// is a folder that is there. The cache is never worth making the user's home (a HOME that does
+/// not exist: a service account, a sandbox): without it every load is cold.
 fn default_dir() -> Option<PathBuf> {
     let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
         Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".cache"),
+        None => {
+            let home = PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?);
+            if !home.is_dir() {
+                return None;
+            }
+            home.join(".cache")
+        }
     };
     Some(base.join("mcptape").join("index"))
 }

@@ -85,6 +85,14 @@ pub enum Warning {
     },
     /// A complete line that is not a valid tape line, skipped (`--skip-bad-lines`).
     SkippedLine(BadLine),
+    /// The recording stopped short (no closing line, or one marked incomplete) and was then
+    /// appended to (`play --on-miss live`): the `append` event at `line` says so in its `cut`.
+    CutBeforeAppend {
+        /// 1-based number of the `append` event line: the first line after the cut.
+        line: u64,
+        /// How the recording before it ended, in words (the event's `cut.reason`).
+        reason: String,
+    },
 }
 
 /// A tape line skipped as malformed: where, and why (as the refusal would have said).
@@ -163,6 +171,7 @@ impl std::fmt::Display for Warning {
             Warning::Incomplete => f.write_str("the recorder reported messages it could not write (tape marked incomplete)"),
             Warning::ChainBroken { line } => write!(f, "the hash chain breaks at line {line}: the tape was changed after it was written (`mcptape verify` tells more)"),
             Warning::SkippedLine(b) => write!(f, "tape line {} skipped (--skip-bad-lines){}", b.line, located(&b.why)),
+            Warning::CutBeforeAppend { line, reason } => write!(f, "the recording was cut off before line {line} ({reason}); mcptape play appended to it from line {line} on: what the recording lost after the cut is not on the tape"),
         }
     }
 }
@@ -218,6 +227,9 @@ pub struct TapeReader {
     padding_from: Option<u64>,
 }
 
+/// The UTF-8 encoding of U+FEFF, which some editors put at the start of a file they save.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 impl TapeReader {
     /// Opens a tape and reads its header: an error if the file is missing, not a tape, or of a
     /// newer major version.
@@ -252,9 +264,23 @@ impl TapeReader {
         if n == 0 {
             return Err(not_a_tape("the file is empty".into()));
         }
-        let header: Header = match serde_json::from_slice::<TypeProbe<'_>>(&buf) {
+        if buf.starts_with(b"\xFF\xFE") || buf.starts_with(b"\xFE\xFF") {
+            return Err(not_a_tape(
+                "the file is UTF-16 (it starts with a UTF-16 byte-order mark); tapes are UTF-8: save it as UTF-8".into(),
+            ));
+        }
+        // A UTF-8 byte-order mark (an editor's, on Windows) is an encoding marker, not content:
+        // read past it, the header's hash (the chain's start) taken without it. Offsets stay
+        // the file's.
+        let bom = if buf.starts_with(UTF8_BOM) {
+            UTF8_BOM.len()
+        } else {
+            0
+        };
+        let head = &buf[bom..];
+        let header: Header = match serde_json::from_slice::<TypeProbe<'_>>(head) {
             Ok(p) if p.ty == "header" => {
-                serde_json::from_slice(&buf).map_err(|e| not_a_tape(format!("bad header: {e}")))?
+                serde_json::from_slice(head).map_err(|e| not_a_tape(format!("bad header: {e}")))?
             }
             Ok(p) => {
                 return Err(not_a_tape(format!(
@@ -275,7 +301,7 @@ impl TapeReader {
         }
         // Tapes from format 1.1 on are chained from their header line.
         let chain = if header.chained() {
-            let h = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            let h = head.strip_suffix(b"\n").unwrap_or(head);
             Chain::Linked(super::chain::start(h.strip_suffix(b"\r").unwrap_or(h)))
         } else {
             Chain::Absent
@@ -479,9 +505,18 @@ impl TapeReader {
                 }
                 if let Some(end) = entry.end() {
                     *saw_end = true;
-                    if end.incomplete {
+                    // A cut an append recorded is why the closing line says incomplete.
+                    let cut = warnings
+                        .iter()
+                        .any(|w| matches!(w, Warning::CutBeforeAppend { .. }));
+                    if end.incomplete && !cut {
                         warnings.push(Warning::Incomplete);
                     }
+                } else if let Some(reason) = append_cut(buf) {
+                    warnings.push(Warning::CutBeforeAppend {
+                        line: *line,
+                        reason,
+                    });
                 }
                 Ok(Some((entry, buf, *offset, *line)))
             }
@@ -503,6 +538,27 @@ impl TapeReader {
             }),
         }
     }
+}
+
+/// The `cut.reason` of an `append` event line: the recording it was appended to had stopped
+/// short (`super::append`).
+fn append_cut(buf: &[u8]) -> Option<String> {
+    if !buf.starts_with(br#"{"type":"event","#)
+        || memchr::memmem::find(buf, br#""what":"append""#).is_none()
+    {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Cut {
+        reason: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Event {
+        what: String,
+        cut: Option<Cut>,
+    }
+    let e: Event = serde_json::from_slice(buf).ok()?;
+    (e.what == "append").then_some(e.cut?.reason)
 }
 
 /// A parsed line, as far as the reader's bookkeeping needs it.

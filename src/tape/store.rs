@@ -82,6 +82,15 @@ pub enum ResolveError {
     /// The argument names a folder.
     #[error("{} is a folder, not a tape (a tape is a .jsonl file; `mcptape ls {}` lists the tapes in a folder)", .0.display(), .0.display())]
     Folder(PathBuf),
+    /// The argument names something that is not a regular file (a FIFO, a socket, a device),
+    /// for a command that reads a tape more than once, or by offset.
+    #[error("{} is {}, not a regular file: this command reads a tape more than once and by offset (only `verify` and `lint` read one front to back, once); copy it to a file first (`cat {} > tape.jsonl`)", path.display(), kind, path.display())]
+    NotAFile {
+        /// The argument's path.
+        path: PathBuf,
+        /// What it is, with its article: `a FIFO (named pipe)`.
+        kind: &'static str,
+    },
     /// A name that is neither a tape in the store nor a file in the working folder (exit 66).
     #[error("tape not found: neither {} (the store's tape {name}) nor {} (a file in the working folder) exists", store.display(), local.display())]
     NotFound {
@@ -107,10 +116,18 @@ fn place(arg: &str) -> Result<PathBuf, NameError> {
 /// tape in the store but is a file in the working folder (`demo.json`) is that file. A folder is
 /// refused.
 pub fn resolve(arg: &str) -> Result<PathBuf, ResolveError> {
+    a_regular_file(resolve_stream(arg)?)
+}
+
+/// [`resolve`] for a command that reads a tape once, front to back (`verify`, `lint`): a FIFO
+/// or a pipe (`<(zcat t.jsonl.gz)`) is read as a file is.
+pub fn resolve_stream(arg: &str) -> Result<PathBuf, ResolveError> {
     let path = match place(arg) {
         Ok(p) if p.exists() || looks_like_path(arg) => p,
         named => {
-            if !arg.is_empty() && Path::new(arg).is_file() {
+            // Anything there (a FIFO, a folder too) is what the name means: refused below as
+            // what it is, not as a file that "does not exist".
+            if !arg.is_empty() && Path::new(arg).exists() {
                 PathBuf::from(arg)
             } else {
                 let store = named?;
@@ -126,6 +143,29 @@ pub fn resolve(arg: &str) -> Result<PathBuf, ResolveError> {
         }
     };
     not_a_folder(path)
+}
+
+/// Refuses what is there but is not a regular file (a missing file is left to the reader).
+fn a_regular_file(path: PathBuf) -> Result<PathBuf, ResolveError> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::metadata(&path) else {
+        return Ok(path);
+    };
+    let t = meta.file_type();
+    let kind = if t.is_file() {
+        return Ok(path);
+    } else if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        return Ok(path);
+    };
+    Err(ResolveError::NotAFile { path, kind })
 }
 
 fn not_a_folder(path: PathBuf) -> Result<PathBuf, ResolveError> {

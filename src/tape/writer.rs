@@ -90,6 +90,8 @@ pub(super) struct Appending {
     pub(super) end_at: Option<u64>,
     /// The tape's own closing line, as it was: its exit and reason are kept.
     pub(super) old: End,
+    /// How the recording appended to had stopped short, for the `append` event's `cut`.
+    pub(super) cut: Option<serde_json::Value>,
 }
 
 /// Where an appended tape stands: what `super::append` read from it.
@@ -314,7 +316,13 @@ impl TapeWriter {
 
     /// A writer that adds to the tape `super::append` read (`r`), closed again at once: its
     /// lines are marked `appended`, chained to the last line kept.
-    pub(super) fn resume(path: &Path, r: Resume, old: End, opts: WriteOptions) -> io::Result<Self> {
+    pub(super) fn resume(
+        path: &Path,
+        r: Resume,
+        old: End,
+        cut: Option<serde_json::Value>,
+        opts: WriteOptions,
+    ) -> io::Result<Self> {
         let mut file = TapeFile::new(r.file, r.len);
         // Cut back after every write: padding would have to be written again each time.
         file.unmapped();
@@ -325,9 +333,20 @@ impl TapeWriter {
         w.counts = r.counts;
         w.good_len = r.len;
         w.t_base_us = r.t_base_us;
-        w.appending = Some(Appending { end_at: None, old });
+        w.appending = Some(Appending {
+            end_at: None,
+            old,
+            cut,
+        });
         w.reclose()?;
         Ok(w)
+    }
+
+    /// When this writer appends to a tape whose recording had stopped short (no closing line,
+    /// a torn last line, a closing line marked incomplete): where and how, for the `cut` of the
+    /// `append` event the caller writes first (docs/tape-format.md).
+    pub fn append_cut(&self) -> Option<&serde_json::Value> {
+        self.appending.as_ref().and_then(|a| a.cut.as_ref())
     }
 
     /// The tape's path, as asked for.

@@ -330,3 +330,65 @@ fn a_skipped_line_that_held_a_request_makes_it_a_miss_whose_explanation_lists_th
         &format!("missed 1, drifted 0, 1 malformed tape line skipped (line {line})"),
     );
 }
+
+/// A tape an editor saved with a UTF-8 byte-order mark (Windows editors add one) is read by
+/// every reader as the tape it is: the mark is an encoding marker, not content, so the hash
+/// chain still holds from the header. It was refused as "the first line is not a JSON header",
+/// without a word about the mark.
+#[test]
+fn a_tape_saved_with_a_utf8_byte_order_mark_is_read_by_every_reader() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let server = demo_server("healthy");
+    let add = req(
+        1,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+    );
+    let mut c = LineClient::spawn(&record_cmd(&tape, &server));
+    c.initialize();
+    let (answer, _) = c.ask(&add);
+    c.finish_with(0);
+    let bom = dir.path().join("bom.jsonl");
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend(std::fs::read(&tape).unwrap());
+    std::fs::write(&bom, &bytes).unwrap();
+
+    Mt::new(["verify"])
+        .arg(&bom)
+        .run()
+        .success()
+        .stdout_contains("intact");
+    Mt::new(["show"])
+        .arg(&bom)
+        .run()
+        .success()
+        .stdout_contains("tools/call");
+    Mt::new(["lint"]).arg(&bom).run().success();
+    Mt::new(["diff"]).arg(&tape).arg(&bom).run().success();
+    let mut c = LineClient::spawn(&play_cmd(&bom));
+    c.initialize();
+    let (played, _) = c.ask(&add);
+    assert_eq!(played, answer);
+    c.finish_with(0);
+    // Rewritten, it loses the mark.
+    let out = dir.path().join("redacted.jsonl");
+    Mt::new(["redact"])
+        .arg(&bom)
+        .arg("-o")
+        .arg(&out)
+        .run()
+        .success();
+    assert!(!std::fs::read(&out).unwrap().starts_with(b"\xEF\xBB\xBF"));
+    // Saved as UTF-16 instead: refused, saying why.
+    let utf16 = dir.path().join("utf16.jsonl");
+    let text = std::fs::read_to_string(&tape).unwrap();
+    let mut bytes = b"\xFF\xFE".to_vec();
+    bytes.extend(text.encode_utf16().flat_map(u16::to_le_bytes));
+    std::fs::write(&utf16, &bytes).unwrap();
+    Mt::new(["show"])
+        .arg(&utf16)
+        .run()
+        .status(65)
+        .stderr_contains("UTF-16");
+}

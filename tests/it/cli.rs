@@ -188,6 +188,32 @@ fn a_zero_limit_is_a_usage_error() {
     }
 }
 
+/// An empty redaction rule — `--redact ''`, a key of only `_`/`-`, `re:` with nothing after
+/// it or a pattern that matches the empty string — redacts nothing (or everything): a usage
+/// error naming the flag, before any server starts or any tape is written. `''` and `re:`
+/// were accepted, and the session recorded.
+#[test]
+fn an_empty_redaction_rule_is_a_usage_error_naming_the_flag() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    for rule in ["", " ", "_", "re:", "re:a*", "path:"] {
+        let run = Mt::new(["record", "--redact", rule, "--tape"])
+            .arg(&tape)
+            .args(["--", "cat"])
+            .stdin("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+            .run()
+            .status(64)
+            .stderr_contains("--redact");
+        assert_eq!(run.stdout, "", "no server started: {}", run.console());
+        assert!(!tape.exists(), "no tape for {rule:?}: {}", run.console());
+    }
+    Mt::new(["lint", "--redact", ""])
+        .arg(&tape)
+        .run()
+        .status(64)
+        .stderr_contains("empty");
+}
+
 #[test]
 fn missing_tape_exits_66_and_bad_tape_65() {
     let dir = tmp();
@@ -586,5 +612,58 @@ fn a_corrupt_tape_line_is_named_by_tape_line_and_column() {
         let out = Mt::new([cmd]).arg(&tape).run().status(65);
         assert_contains(&out.stderr, "t.jsonl: tape line 3, column 49: ");
         assert!(!out.stderr.contains(" at line 1 column"), "{}", out.stderr);
+    }
+}
+
+/// A tape that is a FIFO (or `<(…)`, a pipe): `verify` and `lint` read a tape once, front to
+/// back, and read it from a pipe as from a file; the other readers read a tape more than once
+/// and by offset, and refuse one that is not a regular file, saying so, as a usage error like
+/// a folder (64). `show` said "tape line 6: a second header line" (65, bad data: it read the
+/// pipe twice) and `play` and `diff` waited forever for a second writer; a bare name that is a
+/// FIFO in the working folder was "not found: … nor ./NAME exists".
+#[test]
+fn a_tape_that_is_a_fifo_is_read_once_by_verify_and_lint_and_refused_by_the_rest() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let mut c = LineClient::spawn(&record_cmd(&tape, &demo_server("healthy")));
+    c.initialize();
+    c.finish_with(0);
+    let fifo = dir.path().join("feed");
+    let c_path = std::ffi::CString::new(s(&fifo)).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+    // A writer for each run; killed after it (a refused run never opens the FIFO).
+    let feed = || {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("exec cat '{}' > '{}'", s(&tape), s(&fifo)))
+            .spawn()
+            .unwrap()
+    };
+    for args in [
+        vec!["show".to_string(), s(&fifo)],
+        vec!["play".to_string(), s(&fifo)],
+        vec!["diff".to_string(), s(&tape), s(&fifo)],
+        vec!["show".to_string(), "feed".to_string()],
+    ] {
+        let mut writer = feed();
+        Mt::new(&args)
+            .dir(dir.path())
+            .timeout(Duration::from_secs(20))
+            .run()
+            .status(64)
+            .stderr_contains("is a FIFO")
+            .stderr_contains("not a regular file");
+        let _ = writer.kill();
+        let _ = writer.wait();
+    }
+    for (cmd, says) in [("verify", "intact"), ("lint", "clean")] {
+        let mut writer = feed();
+        Mt::new([cmd])
+            .arg(&fifo)
+            .timeout(Duration::from_secs(20))
+            .run()
+            .success()
+            .stdout_contains(says);
+        assert!(writer.wait().unwrap().success());
     }
 }

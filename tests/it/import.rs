@@ -422,3 +422,111 @@ fn bad_input_gets_its_file_line_and_exit_code() {
         .stderr_contains("unknown format \"vcr-9000\"; mcptape imports: agent-vcr, localab-vcr, mcp-rec, mcp-recorder, mcp-cassette, mcp-vcr, mcp-replay, or auto");
     assert!(!tape.exists(), "no tape written from bad input");
 }
+
+/// Another recorder's times that no recording can have — an offset past a year, one that
+/// overflows when made microseconds, a Unix time of 1e300 — are refused naming the file and
+/// the entry (exit 65), and no tape is written. They overflowed (a panic, exit 101, in a debug
+/// build; a wrapped `t_us` in a release one) or became a `t_us` centuries long.
+#[test]
+fn absurd_timestamps_are_refused_naming_the_file_and_the_entry() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let pong = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+    let cassette = |t: &str| {
+        format!(
+            r#"{{"format_version": 3, "recorded_at": "2026-01-01T00:00:00Z", "messages": [
+            {{"seq": 0, "t_offset_ms": 0, "sender": "client", "kind": "request", "payload": {ping}}},
+            {{"seq": 1, "t_offset_ms": {t}, "sender": "server", "kind": "response", "payload": {pong}}}]}}"#
+        )
+    };
+    let year_and_a_day_ms = ((366 + 1) * 24 * 3600 * 1000u64).to_string();
+    let cases = [
+        ("mcp-cassette", "c1.json", cassette(&u64::MAX.to_string()), "messages[1]"),
+        ("mcp-cassette", "c2.json", cassette(&year_and_a_day_ms), "messages[1]"),
+        (
+            "mcp-vcr",
+            "v.ndjson",
+            format!("{{\"_type\": \"meta\"}}\n{{\"t\": 0, \"dir\": \"c2s\", \"payload\": {ping}}}\n{{\"t\": {}, \"dir\": \"s2c\", \"payload\": {pong}}}\n", u64::MAX),
+            "line 3",
+        ),
+        (
+            "mcp-rec",
+            "r1.jsonl",
+            format!("{{\"ts\": 1e300, \"dir\": \"client->server\", \"msg\": {ping}}}\n"),
+            "line 1",
+        ),
+        (
+            "mcp-rec",
+            "r2.jsonl",
+            format!("{{\"ts\": 1767225600, \"dir\": \"client->server\", \"msg\": {ping}}}\n{{\"ts\": 1e15, \"dir\": \"server->client\", \"msg\": {pong}}}\n"),
+            "line 2",
+        ),
+    ];
+    for (format, name, text, at) in cases {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        Mt::new(["import", format])
+            .arg(&file)
+            .arg("-o")
+            .arg(&tape)
+            .run()
+            .status(65)
+            .stderr_contains(&format!("{}: {at}: ", s(&file)));
+        assert!(!tape.exists(), "no tape written from {name}");
+    }
+}
+
+/// YAML nested 200,000 flow levels deep (`[[[…]]]`, 400 KB): the YAML parser's scanner takes
+/// time quadratic in that depth (40,000 levels took 8 s, so this took minutes) before its
+/// deserializer refuses anything past 128 levels anyway. The depth is now found in one pass
+/// first: refused at once, naming the line, by `import mcp-vcr`, and not taken for mcp-vcr by
+/// auto-detection. (The timeout is generous: it is there to fail a run that hangs.)
+#[test]
+fn deeply_nested_yaml_is_refused_at_once_not_parsed_in_quadratic_time() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let n = 200_000;
+    let deep = dir.path().join("deep.yaml");
+    std::fs::write(
+        &deep,
+        format!("meta: {{}}\nmessages: {}{}\n", "[".repeat(n), "]".repeat(n)),
+    )
+    .unwrap();
+    let limit = std::time::Duration::from_secs(30);
+    Mt::new(["import", "mcp-vcr"])
+        .arg(&deep)
+        .arg("-o")
+        .arg(&tape)
+        .timeout(limit)
+        .run()
+        .status(65)
+        .stderr_contains(&format!("{}: line 2: ", s(&deep)))
+        .stderr_contains("nested deeper than 128");
+    Mt::new(["import"])
+        .arg(&deep)
+        .arg("-o")
+        .arg(&tape)
+        .timeout(limit)
+        .run()
+        .status(65)
+        .stderr_contains("not a file of any format mcptape imports");
+    // Within the limit, mappings and sequences mixed, flow and block, quoted brackets aside:
+    // read as YAML as before (the messages are not mcp-vcr's, and it says so).
+    let nested = format!(
+        "meta: {{note: \"[[[[ not a level\", other: '{{{{'}}\nmessages:\n  - {}1{}\n",
+        "{a: [".repeat(60),
+        "]}".repeat(60)
+    );
+    let ok = dir.path().join("ok.yaml");
+    std::fs::write(&ok, nested).unwrap();
+    Mt::new(["import", "mcp-vcr"])
+        .arg(&ok)
+        .arg("-o")
+        .arg(&tape)
+        .timeout(limit)
+        .run()
+        .status(65)
+        .stderr_contains("messages[0]: no \"payload\" object");
+    assert!(!tape.exists());
+}

@@ -342,6 +342,31 @@ fn a_bad_fault_pace_or_latency_is_a_usage_error_that_names_it() {
     }
 }
 
+/// `--pace` is bounded on both sides, and its error does not repeat what was given: a factor
+/// of 400 nines was echoed twice (once by the argument parser, once in the reason), and 1e-300
+/// was accepted and printed as a 300-digit decimal in play's summary.
+#[test]
+fn a_pace_out_of_bounds_is_a_usage_error_and_no_huge_number_is_printed() {
+    let (_dir, tape) = tmp_tape("none.jsonl");
+    let nines = "9".repeat(400);
+    let run = Mt::new(["play"])
+        .arg(&tape)
+        .args(["--pace", &nines])
+        .run()
+        .status(64)
+        .stderr_contains("from 0.001 to 1000");
+    assert_eq!(run.stderr.matches(&nines).count(), 1, "{}", run.console());
+    for tiny in ["1e-300", "0.0000001"] {
+        let run = Mt::new(["play"])
+            .arg(&tape)
+            .args(["--pace", tiny])
+            .run()
+            .status(64)
+            .stderr_contains("from 0.001 to 1000");
+        assert!(!run.stderr.contains("0.00000000"), "{}", run.console());
+    }
+}
+
 /// A tape whose timing is known: a call at 1 s answered at 1.8 s, a log notification during
 /// it at 1.4 s, and a `tools/list_changed` tied to no call at 1.9 s.
 fn timed_tape(tape: &Path) {

@@ -457,6 +457,113 @@ fn a_kill_9_of_play_after_an_append_leaves_a_closed_tape_that_verifies() {
     assert_eq!(appends, 2, "one append event per run");
 }
 
+/// A tape whose recorder was killed (no closing line, its last line torn mid-write) is appended
+/// to after its last whole line, and the cut stays on record: `verify` still calls the tape cut
+/// off where the recording stopped (not intact), `show` says so, the torn bytes are kept in the
+/// `append` event, and the new closing line's counts cover the recording as well as the
+/// appended exchange (they counted no exchange of the recording, and `verify` said intact).
+#[test]
+fn appending_to_a_cut_off_tape_keeps_the_cut_on_record_and_counts_everything() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let server = demo_server("healthy");
+    record_with(&tape, &server, json!({}), |c| {
+        let r = c.call(1, "tools/call", call("add", json!({"a": 1, "b": 1})));
+        assert_eq!(text_of(&r), "2", "{r}");
+    });
+    let recorded = end_of(&tape);
+    // The recorder killed mid-write: no closing line, a torn last line.
+    let mut text = std::fs::read_to_string(&tape).unwrap();
+    let closing = text.trim_end_matches('\n').rfind('\n').unwrap() + 1;
+    text.truncate(closing);
+    let torn = r#"{"type":"msg","seq":99,"t_us":5,"server":"default","dir":"c2s","kind":"requ"#;
+    text.push_str(torn);
+    std::fs::write(&tape, &text).unwrap();
+    let cut_line = text.lines().count();
+    Mt::new(["verify"])
+        .arg(&tape)
+        .run()
+        .status(1)
+        .stdout_contains(&format!("cut off at line {cut_line}"));
+
+    let mut c = play_live(&tape, &["--on-miss", "live"], &server);
+    handshake(&mut c, json!({}));
+    let r = c.call(2, "tools/call", call("add", json!({"a": 40, "b": 2})));
+    assert_eq!(text_of(&r), "42", "{r}");
+    c.finish_with(0);
+
+    let end = end_of(&tape);
+    assert_eq!(
+        end["messages"].as_u64().unwrap(),
+        recorded["messages"].as_u64().unwrap() + 2,
+        "{end}"
+    );
+    assert_eq!(
+        end["exchanges"].as_u64().unwrap(),
+        recorded["exchanges"].as_u64().unwrap() + 1,
+        "{end}"
+    );
+    assert_eq!(end["raw"], recorded["raw"], "{end}");
+    assert_eq!(end["incomplete"], true, "{end}");
+    assert_contains(&end["reason"].to_string(), "cut off");
+    let lines = tape_lines(&tape);
+    let event = &lines[position(&lines, "the append event", |l| l["what"] == "append")];
+    assert_eq!(event["cut"]["torn"]["text"], torn, "{event}");
+    let v = Mt::new(["verify"]).arg(&tape).run().status(1);
+    assert_contains(&v.stdout, &format!("cut off at line {cut_line}"));
+    assert_contains(&v.stdout, "appended");
+    Mt::new(["show"])
+        .arg(&tape)
+        .run()
+        .success()
+        .stdout_contains(&format!("cut off before line {cut_line}"));
+    // A second append keeps the count and the record of the cut.
+    let mut c = play_live(&tape, &["--on-miss", "live"], &server);
+    handshake(&mut c, json!({}));
+    let r = c.call(3, "tools/call", call("add", json!({"a": 1, "b": 2})));
+    assert_eq!(text_of(&r), "3", "{r}");
+    c.finish_with(0);
+    let again = end_of(&tape);
+    assert_eq!(
+        again["exchanges"].as_u64().unwrap(),
+        end["exchanges"].as_u64().unwrap() + 1,
+        "{again}"
+    );
+    Mt::new(["verify"])
+        .arg(&tape)
+        .run()
+        .status(1)
+        .stdout_contains(&format!("cut off at line {cut_line}"));
+}
+
+/// Bytes after a tape's closing line are what `verify` calls tampering: appending would cut
+/// them off with the closing line, and the evidence with them. Refused, naming the line.
+#[test]
+fn a_tape_with_bytes_after_its_closing_line_is_not_appended_to() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let server = demo_server("healthy");
+    record_with(&tape, &server, json!({}), |c| {
+        c.call(1, "tools/call", call("add", json!({"a": 1, "b": 1})));
+    });
+    let mut bytes = std::fs::read(&tape).unwrap();
+    bytes.extend_from_slice(b"{\"type\":\"msg\",\"se");
+    std::fs::write(&tape, &bytes).unwrap();
+    let lines = bytes.split(|&b| b == b'\n').count();
+    let mut c = play_live(&tape, &["--on-miss", "live"], &server);
+    handshake(&mut c, json!({}));
+    let r = c.call(2, "tools/call", call("add", json!({"a": 40, "b": 2})));
+    assert_eq!(text_of(&r), "42", "{r}");
+    let err = c.finish_with(0);
+    assert_contains(&err, &format!("line {lines}"));
+    assert_contains(&err, "after the closing line");
+    assert_eq!(
+        std::fs::read(&tape).unwrap(),
+        bytes,
+        "the tape is untouched"
+    );
+}
+
 /// `--on-miss live` does not append to a tape whose recording is still going on: cutting its
 /// closing place under the recorder would break the recording (and, where the recorder writes
 /// through a map of the file, end it with SIGBUS). The live answer is still served; the

@@ -594,3 +594,35 @@ fn keep_used_by_keeps_what_any_run_used_and_reports_that_do_not_fit_are_refused(
         .stderr_contains("no such unused report");
     Mt::new(["prune"]).arg(&tape2).run().status(64);
 }
+
+/// An `--unused-report` that cannot be written is refused before play serves anything (it was
+/// found out only when the session ended: the session served, its report lost): a missing
+/// folder is an I/O error (74), a folder given as the file a usage error (64), each naming it.
+#[test]
+fn an_unused_report_that_cannot_be_written_is_refused_before_serving() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let init = req(0, "initialize", init_params());
+    let answer = json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}});
+    write_tape(&tape, &[("c2s", init.clone()), ("s2c", answer)], true);
+    let client = format!("{init}\n");
+    let missing = dir.path().join("no-such-folder").join("unused.json");
+    let run = Mt::new(["play"])
+        .arg(&tape)
+        .args(["--unused-report", &s(&missing)])
+        .stdin(client.clone())
+        .run()
+        .status(74)
+        .stderr_contains(&s(&missing))
+        .stderr_contains("does not exist");
+    assert_eq!(run.stdout, "", "nothing served: {}", run.console());
+    let run = Mt::new(["play"])
+        .arg(&tape)
+        .args(["--unused-report", &s(dir.path())])
+        .stdin(client)
+        .run()
+        .status(64)
+        .stderr_contains("--unused-report")
+        .stderr_contains("is a folder");
+    assert_eq!(run.stdout, "", "nothing served: {}", run.console());
+}

@@ -1290,6 +1290,34 @@ fn a_cold_play_leaves_the_index_cached_for_the_next_play() {
     );
 }
 
+/// The index cache lives under the user's home; a HOME that is not there (a service account,
+/// a sandbox) is not made by mcptape: record and play skip the cache and start cold, quietly.
+#[test]
+fn a_home_that_does_not_exist_is_not_created_for_the_index_cache() {
+    let (dir, tape) = tmp_tape("big.jsonl");
+    let home = dir.path().join("no-such-home");
+    let requests: String = (1..=2)
+        .map(|i| format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"tools/call\",\"params\":{{\"name\":\"big\",\"arguments\":{{\"n\":{i}}}}}}}\n"))
+        .collect();
+    let recorded = record_mt(&tape, &[], &py(THREE_MIB_ANSWERS, &[]))
+        .env_remove("XDG_CACHE_HOME")
+        .env("HOME", &home)
+        .stdin(requests.clone())
+        .run()
+        .success();
+    assert!(!home.exists(), "record made {}", home.display());
+    let played = Mt::new(["play"])
+        .arg(&tape)
+        .env_remove("XDG_CACHE_HOME")
+        .env("HOME", &home)
+        .stdin(requests)
+        .run()
+        .success();
+    assert_eq!(played.stdout, recorded.stdout, "play served the recording");
+    assert!(!home.exists(), "play made {}", home.display());
+    assert!(!played.stderr.contains("cache"), "{}", played.console());
+}
+
 /// The chain check play and check skip on a tape whose chain was found whole must come back for
 /// any edit, even one that keeps the tape's length, inode and modification time: a broken chain
 /// is reported every time, never remembered.

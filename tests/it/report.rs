@@ -489,6 +489,31 @@ fn a_check_report_that_is_not_one_or_is_another_tapes_is_refused() {
     assert!(!out.exists(), "no report written");
 }
 
+/// `--ignore-path`, `--allow-reorder` and `--no-auto-mask` shape the comparison of `--diff`; an
+/// `--ignore-path` that is not a JSONPath is a usage error whether or not `--diff` is given (it
+/// was read only for `--diff`: without it, a typo went unnoticed and the report was written).
+#[test]
+fn an_invalid_ignore_path_is_a_usage_error_with_or_without_diff() {
+    let dir = tmp();
+    let tape = dir.path().join("t.jsonl");
+    let ping = req(1, "ping", json!({}));
+    let pong = json!({"jsonrpc": "2.0", "id": 1, "result": {}});
+    write_tape(&tape, &[("c2s", ping), ("s2c", pong)], true);
+    let out = dir.path().join("r.html");
+    for extra in [&[][..], &["--diff", &s(&tape)][..]] {
+        Mt::new(["report"])
+            .arg(&tape)
+            .arg("-o")
+            .arg(&out)
+            .args(["--ignore-path", "$.result[oops"])
+            .args(extra)
+            .run()
+            .status(64)
+            .stderr_contains("$.result[oops");
+        assert!(!out.exists(), "no report written");
+    }
+}
+
 /// How many exchanges the big-tape test records: `MCPTAPE_REPORT_EXCHANGES`, else 20,000 (the
 /// 100,000 of docs/report.md take a few minutes in a debug build).
 fn big_size() -> usize {
