@@ -253,7 +253,11 @@ impl<'r> Walk<'r> {
             let k: &str = &key.text;
             let child = self.child_ctx(ctx, k);
             let mut watched = None;
-            if self.r.defaults && matches!(ctx.mode, Mode::Normal | Mode::Secret { all: false }) {
+            // Both kinds of key start with `l` or `t`: the rest are not squashed a second time.
+            if self.r.defaults
+                && matches!(ctx.mode, Mode::Normal | Mode::Secret { all: false })
+                && matches!(k.as_bytes().first(), Some(b'l' | b'L' | b't' | b'T'))
+            {
                 let squashed = squash(k);
                 if rules::LOGPROB_KEYS.contains(&&*squashed) {
                     logprob_entry = true;
