@@ -413,6 +413,7 @@ pub fn lint(
     let mut r = TapeReader::open_with(path, read)?;
     let mut findings = Vec::new();
     let mut problems = Vec::new();
+    let mut shape = Shape::default();
     loop {
         let item = match r.next_item() {
             Ok(Some(i)) => i,
@@ -424,6 +425,7 @@ pub fn lint(
             Err(e) => return Err(e),
         };
         let stored = item.raw.strip_suffix(b"\n").unwrap_or(item.raw);
+        shape.check(item.line, &item.entry, &mut problems);
         let (_, found) = redact_line(redactor, stored, &item.entry);
         let seq = match &item.entry {
             Entry::Msg(m) => m.seq,
@@ -446,6 +448,83 @@ pub fn lint(
         );
     }
     Ok((findings, problems))
+}
+
+/// What `lint` checks of a tape's structure, line by line: what readers would silently trust
+/// or leave out of a tape edited by hand (a fixture changed in a repository, say).
+#[derive(Default)]
+struct Shape {
+    servers: std::collections::HashSet<String>,
+    last_seq: u64,
+}
+
+impl Shape {
+    fn check(&mut self, line: u64, entry: &Entry<'_>, problems: &mut Vec<String>) {
+        match entry {
+            Entry::Server(s) => {
+                self.servers.insert(s.server.clone());
+            }
+            Entry::Msg(m) => {
+                // A tape without server lines (written by hand) is one conversation.
+                if !self.servers.is_empty() && !self.servers.contains(m.server.as_ref()) {
+                    let mut known: Vec<&str> = self.servers.iter().map(String::as_str).collect();
+                    known.sort_unstable();
+                    problems.push(format!(
+                        "line {line}: a message of server {:?}, which no server line before it declares (declared: {}): readers go by one declared server's messages, so this one is left out",
+                        m.server,
+                        known.join(", ")
+                    ));
+                }
+                if m.seq <= self.last_seq {
+                    problems.push(format!(
+                        "line {line}: seq {} after seq {}: message lines are numbered in the order they were written, so this one is out of order or repeated",
+                        m.seq, self.last_seq
+                    ));
+                }
+                self.last_seq = self.last_seq.max(m.seq);
+                // The line's kind, id and method are read from its message when it is taped;
+                // readers (play's matching, show, check) trust the fields.
+                if let Some(body) = m.msg {
+                    let c = crate::wire::classify(body.get().as_bytes());
+                    let mut differ = Vec::new();
+                    if c.kind != m.kind {
+                        differ.push(format!(
+                            "kind {:?}, the message is a {}",
+                            m.kind.as_str(),
+                            c.kind
+                        ));
+                    }
+                    let id = m.id.map(|i| i.get());
+                    if c.id.as_deref() != id {
+                        differ.push(format!(
+                            "id {}, the message's is {}",
+                            id.unwrap_or("(none)"),
+                            c.id.as_deref().unwrap_or("(none)")
+                        ));
+                    }
+                    if c.method.as_deref() != m.method.as_deref() {
+                        differ.push(format!(
+                            "method {}, the message's is {}",
+                            m.method
+                                .as_deref()
+                                .map_or("(none)".into(), |x| format!("{x:?}")),
+                            c.method
+                                .as_deref()
+                                .map_or("(none)".into(), |x| format!("{x:?}"))
+                        ));
+                    }
+                    if !differ.is_empty() {
+                        problems.push(format!(
+                            "line {line} (seq {}): the line says {}: edit the fields to agree with the message (readers go by the fields)",
+                            m.seq,
+                            differ.join("; ")
+                        ));
+                    }
+                }
+            }
+            Entry::End(_) | Entry::Unknown => {}
+        }
+    }
 }
 
 /// Why `redact` could not rewrite a tape.

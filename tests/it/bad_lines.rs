@@ -392,3 +392,69 @@ fn a_tape_saved_with_a_utf8_byte_order_mark_is_read_by_every_reader() {
         .status(65)
         .stderr_contains("UTF-16");
 }
+
+/// A tape edited by hand (a fixture changed in a repository) whose line fields no longer agree
+/// with its messages: readers go by the fields (play matched the request by the line's
+/// `method`, show listed it under the line's `kind`, a message of an undeclared server was left
+/// out), and lint said only that the hash chain was broken. Now lint names each line and what
+/// disagrees; a tape as recorded stays clean.
+#[test]
+fn lint_names_lines_whose_fields_disagree_with_their_message() {
+    let dir = tmp();
+    let (good, _) = recorded(dir.path());
+    Mt::new(["lint"])
+        .arg(&good)
+        .run()
+        .success()
+        .stdout_contains("clean");
+    let lines = tape_lines(&good);
+    let request = lines
+        .iter()
+        .position(|l| l["type"] == "msg" && l["kind"] == "request" && l["method"] == "tools/call")
+        .expect("a tool call");
+    let notification = lines
+        .iter()
+        .position(|l| l["type"] == "msg" && l["kind"] == "notification")
+        .expect("a notification");
+    let mut edited = lines.clone();
+    edited[request]["method"] = "tools/list".into();
+    edited[request]["id"] = 999.into();
+    edited[notification]["kind"] = "request".into();
+    let answer = edited
+        .iter()
+        .rposition(|l| l["type"] == "msg" && l["dir"] == "s2c")
+        .unwrap();
+    edited[answer]["server"] = "elsewhere".into();
+    // The line after the tool call numbered as the call.
+    assert_eq!(edited[request + 1]["type"], "msg");
+    let repeated = edited[request]["seq"].clone();
+    edited[request + 1]["seq"] = repeated.clone();
+    let bad = dir.path().join("edited.jsonl");
+    let text: String = edited.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&bad, text).unwrap();
+    let out = Mt::new(["lint"]).arg(&bad).run().status(1);
+    let line = |i: usize| i + 1;
+    for want in [
+        format!(
+            "line {} (seq {}): the line says id 999, the message's is {}; method \"tools/list\", the message's is \"tools/call\"",
+            line(request),
+            lines[request]["seq"],
+            lines[request]["msg"]["id"]
+        ),
+        format!(
+            "line {} (seq {}): the line says kind \"request\", the message is a notification",
+            line(notification),
+            lines[notification]["seq"]
+        ),
+        format!(
+            "line {}: a message of server \"elsewhere\", which no server line before it declares (declared: default)",
+            line(answer)
+        ),
+        format!(
+            "line {}: seq {repeated} after seq {repeated}: message lines are numbered in the order they were written",
+            line(request + 1)
+        ),
+    ] {
+        assert_contains(&out.stdout, &want);
+    }
+}
