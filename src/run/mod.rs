@@ -489,12 +489,19 @@ where
             }
             None => {
                 let index = crate::tape::TapeIndex::load(&cfg.tape, Some(&name))?;
+                // The run's redactor quotes the agent's requests in explanations, and with the
+                // user's marker key (`MCPTAPE_REDACT_KEY`) tells requests made with different
+                // secrets apart, as `mcptape play` does for the stdio servers.
+                let opts = match &cfg.write.redactor {
+                    Some(r) => crate::play::ServeOptions::with_display(Some(r.clone())),
+                    None => crate::play::ServeOptions::default(),
+                };
                 tasks.push(tokio::spawn(async move {
                     crate::play::http::serve_http_on(
                         listener,
                         local,
                         index,
-                        crate::play::ServeOptions::default(),
+                        opts,
                         false,
                         stop,
                         |_| {},
