@@ -859,6 +859,7 @@ impl Player {
                 opts: self.opts.clone(),
                 bodies: Default::default(),
                 live: self.opts.live.clone().map(super::live::Live::new),
+                keep_line_ends: false,
             }),
             matcher: tokio::sync::Mutex::new(Matcher::for_play(&self.index, &self.opts)),
             c2s: AtomicU64::new(0),

@@ -347,9 +347,29 @@ pub(crate) struct Shared {
     pub(crate) bodies: Bodies,
     /// This session's live server, when there is one to go to.
     pub(crate) live: Option<super::live::Live>,
+    /// Recorded lines go out framed as the server framed them (over stdio): the whitespace
+    /// around their JSON and their `\r\n` (see [`Shared::line_ends`]). Over HTTP the
+    /// transport frames them.
+    pub(crate) keep_line_ends: bool,
 }
 
 impl Shared {
+    /// What goes around recorded message `meta`'s body on the line play writes, when it is not
+    /// plain JSON and `\n` and play serves over stdio: the whitespace the server wrote before
+    /// and after its JSON, then the CR of its `\r\n` (the sink adds the `\n`).
+    pub(crate) fn line_ends(&self, meta: &MsgMeta) -> Option<(Vec<u8>, Vec<u8>)> {
+        if !self.keep_line_ends || meta.ends.is_plain() {
+            return None;
+        }
+        match self.index.read_line_ends(meta) {
+            Ok(ends) => Some(ends),
+            Err(e) => {
+                crate::diag!("mcptape play: tape line {}: {e}", meta.line);
+                None
+            }
+        }
+    }
+
     /// Reports fault `fault` of the plan as injected on recorded message `msg` (a client
     /// request answered `id`, or a server request).
     pub(crate) fn inject(&self, fault: usize, msg: usize, id: Option<&str>) {
@@ -559,6 +579,7 @@ where
             closed: watch::channel(false).0,
             report: Mutex::new(PlayReport::default()),
             opts,
+            keep_line_ends: true,
         }),
         direct: Direct(output.clone()),
         rt: rt_handle,
@@ -1114,11 +1135,8 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
                 // Progress goes to the token of this client's request; no token, no progress asked.
                 let Some(token) = client_token else { continue };
                 if let Some(text) = read_text(index, meta) {
-                    out.before(meta).await;
-                    match with_progress_token(&text, token) {
-                        Ok(t) => out.emit(t.into_bytes()).await,
-                        Err(_) => out.emit(text.into_bytes()).await,
-                    }
+                    let line = with_progress_token(&text, token).unwrap_or(text);
+                    emit_recorded(shared, out, meta, line.into_bytes()).await;
                 }
             }
             Kind::Request => match verdict.skips.iter().find(|(s, _)| *s == m) {
@@ -1128,8 +1146,7 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
             Kind::Response | Kind::Error => {}
             _ => {
                 if let Ok(bytes) = index.read_bytes(meta) {
-                    out.before(meta).await;
-                    out.emit(bytes).await;
+                    emit_recorded(shared, out, meta, bytes).await;
                 }
             }
         }
@@ -1172,6 +1189,12 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
         shared.report.lock().expect("report lock").too_large += 1;
         return;
     }
+    // Over stdio, what the server wrote around its JSON on the line (nearly always nothing).
+    let ends = shared.line_ends(meta);
+    let (before, after) = match &ends {
+        Some((b, a)) => (&b[..], &a[..]),
+        None => (&[][..], &[][..]),
+    };
     // To the serving loop's stdout straight from the tape's bytes: no copy of the answer made.
     let lent = out
         .writes_now()
@@ -1182,14 +1205,15 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
                 // about a tenth of serving a 1 KiB answer.
                 if let Some((start, end)) = noted_id_span(bytes, meta) {
                     if !crate::wire::marker::has_marker_in(bytes) {
-                        out.write_now(&[&bytes[..start], client_id.as_bytes(), &bytes[end..]]);
+                        let id = client_id.as_bytes();
+                        out.write_now(&[before, &bytes[..start], id, &bytes[end..], after]);
                         return Some(0);
                     }
                 }
                 let text = std::str::from_utf8(bytes).ok()?;
                 match reply(text, client_id, meta) {
-                    Some(Reply::Spliced(parts)) => out.write_now(&parts),
-                    Some(Reply::Rewritten(t)) => out.write_now(&[t.as_bytes()]),
+                    Some(Reply::Spliced([a, b, c])) => out.write_now(&[before, a, b, c, after]),
+                    Some(Reply::Rewritten(t)) => out.write_now(&[before, t.as_bytes(), after]),
                     None => {}
                 }
                 Some(count_markers(text))
@@ -1216,8 +1240,9 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
             let markers = count_markers(text);
             out.before(meta).await;
             match reply(text, client_id, meta) {
-                Some(Reply::Spliced(parts)) => out.emit_parts(&parts).await,
-                Some(Reply::Rewritten(t)) => out.emit(t.into_bytes()).await,
+                Some(Reply::Spliced([a, b, c])) => out.emit_parts(&[before, a, b, c, after]).await,
+                Some(Reply::Rewritten(t)) if ends.is_none() => out.emit(t.into_bytes()).await,
+                Some(Reply::Rewritten(t)) => out.emit_parts(&[before, t.as_bytes(), after]).await,
                 None => {}
             }
             markers
@@ -1372,8 +1397,7 @@ pub(crate) async fn server_request<O: Sink + ?Sized>(
         .expect("pending lock")
         .insert(id.clone(), tx);
     if !already_closed {
-        out.before(meta).await;
-        out.emit(request.into_bytes()).await;
+        emit_recorded(shared, out, meta, request.into_bytes()).await;
     }
     let method = meta.method.clone().unwrap_or_default();
     // A waiter registered after the main loop cleared `pending` is never dropped by it, so the
@@ -1518,8 +1542,7 @@ impl Standalone {
         if meta.kind == Kind::Request {
             server_request(&shared, &own, &meta, answer).await
         } else if let Ok(bytes) = shared.index.read_bytes(&meta) {
-            own.before(&meta).await;
-            own.emit(bytes).await
+            emit_recorded(&shared, &own, &meta, bytes).await
         }
     }
 }
@@ -1545,10 +1568,20 @@ async fn emit_standalone<W: Write + Send + 'static>(
             }
             (_, Standalone::Now) => {
                 if let Ok(bytes) = index.read_bytes(meta) {
-                    direct.emit(bytes).await;
+                    emit_recorded(shared, direct, meta, bytes).await;
                 }
             }
         }
+    }
+}
+
+/// Sends recorded message `meta` as `line` (its bytes, with the client's ids where they go),
+/// framed as the recorded server framed it where play keeps that (over stdio).
+async fn emit_recorded<O: Sink + ?Sized>(shared: &Shared, out: &O, meta: &MsgMeta, line: Vec<u8>) {
+    out.before(meta).await;
+    match shared.line_ends(meta) {
+        Some((before, after)) => out.emit_parts(&[&before, &line, &after]).await,
+        None => out.emit(line).await,
     }
 }
 
@@ -1663,6 +1696,7 @@ mod tests {
             stream_of: None,
             http: None,
             appended: false,
+            ends: Default::default(),
         };
         let text = r#"{"jsonrpc":"2.0","id":17,"result":{}}"#;
         assert_eq!(id_span_of(text, &meta("17", (22, 24))), Some((22, 24)));
@@ -1691,6 +1725,7 @@ mod tests {
             stream_of: None,
             http: None,
             appended: false,
+            ends: Default::default(),
         };
         use crate::tape::index::Body;
         let tape = Bodies::Whole(r#"{"msg":{"id":1,"result":{}}}"#.to_string());

@@ -86,6 +86,30 @@ pub struct MsgMeta {
     /// Added to the tape after its recording (`play --on-miss live`).
     #[serde(default)]
     pub appended: bool,
+    /// How its line was framed on the wire around the body: its terminator and the whitespace
+    /// around its JSON (what play over stdio writes back).
+    #[serde(default)]
+    pub ends: LineEnds,
+}
+
+/// What a stdio line held besides its message: the whitespace before and after the JSON (on
+/// the tape, spliced into `msg` with it: the bytes just before and after [`Body::Json`]'s
+/// span) and whether it ended in `\r\n`. All zero for nearly every message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LineEnds {
+    /// Bytes of whitespace before the JSON.
+    pub lead: u32,
+    /// Bytes of whitespace after it.
+    pub trail: u32,
+    /// The line ended in `\r\n` rather than `\n` (`crlf` on the tape).
+    pub crlf: bool,
+}
+
+impl LineEnds {
+    /// A line ended by a bare `\n`, with nothing around its message.
+    pub fn is_plain(&self) -> bool {
+        *self == LineEnds::default()
+    }
 }
 
 /// A message's HTTP facts, as play and the pairing need them.
@@ -593,6 +617,26 @@ impl TapeIndex {
         }
     }
 
+    /// What the message's wire line held around its body: the whitespace before its JSON, and
+    /// the whitespace after it followed by the CR of a `\r\n` (the line's `\n` is not
+    /// included). Empty for a line of nothing but its message and a `\n`.
+    pub fn read_line_ends(&self, m: &MsgMeta) -> io::Result<(Vec<u8>, Vec<u8>)> {
+        let LineEnds { lead, trail, crlf } = m.ends;
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        if let Body::Json { offset, len } = m.body {
+            if lead > 0 {
+                before = self.read_at(offset.saturating_sub(lead.into()), lead)?;
+            }
+            if trail > 0 {
+                after = self.read_at(offset + u64::from(len), trail)?;
+            }
+        }
+        if crlf {
+            after.push(b'\r');
+        }
+        Ok((before, after))
+    }
+
     /// The message as text; only for JSON bodies.
     pub fn read_text(&self, m: &MsgMeta) -> io::Result<String> {
         String::from_utf8(self.read_bytes(m)?).map_err(io::Error::other)
@@ -707,6 +751,7 @@ fn fields_of<'a>(raw_line: &'a [u8], m: &MsgLine<'a>) -> Result<MsgFields<'a>, S
             },
         },
         appended: m.appended,
+        crlf: m.crlf,
     })
 }
 
@@ -716,9 +761,14 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMe
         let at = item.offset + (s.as_ptr() as usize - item.raw.as_ptr() as usize) as u64;
         (at, s.len() as u32)
     };
+    let mut ends = LineEnds {
+        crlf: m.crlf,
+        ..LineEnds::default()
+    };
     let body = match m.body {
         BodyText::Json(t) => {
             let (offset, len) = span(t);
+            (ends.lead, ends.trail) = padding(item.raw, (offset - item.offset) as usize, t.len());
             Body::Json { offset, len }
         }
         BodyText::Text(t) => {
@@ -755,7 +805,20 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMe
             })
         }),
         appended: m.appended,
+        ends,
     }
+}
+
+/// How many bytes of JSON whitespace are just before and just after the body at
+/// `line[start..start + len]`: on a `msg` line the writer spliced the wire line in whole,
+/// whitespace around its JSON included, and serde's raw value leaves that out.
+fn padding(line: &[u8], start: usize, len: usize) -> (u32, u32) {
+    let ws = |c: &&u8| matches!(**c, b' ' | b'\t' | b'\r' | b'\n');
+    let before = line.get(..start).unwrap_or_default();
+    let after = line.get(start + len..).unwrap_or_default();
+    let lead = before.iter().rev().take_while(ws).count();
+    let trail = after.iter().take_while(ws).count();
+    (lead as u32, trail as u32)
 }
 
 /// A JSON-RPC batch whose every element is an answer (`result` or `error`, no `method`).

@@ -116,9 +116,10 @@ struct Meta {
 /// id lies, and keys hashed with XXH3; 6: an SSE message's event name; 7: a session's
 /// standalone points count the `initialize` that opened it; 8: an oversize line's id and method,
 /// read from its first bytes, and an oversize answer closes its exchange; 9: a server batch of
-/// answers belongs to no exchange and is not standalone; 10: an entry ends with its SHA-256), so
-/// an entry written by a build of the same version before the change is not used.
-const INDEX_FORMAT: u32 = 10;
+/// answers belongs to no exchange and is not standalone; 10: an entry ends with its SHA-256; 11: a
+/// stdio line's CRLF and the whitespace around its JSON), so an entry written by a build of the
+/// same version before the change is not used.
+const INDEX_FORMAT: u32 = 11;
 
 /// This build: its version, and the match key of a probe, so that an entry whose keys another
 /// key function made (a build with another hash) is never used.

@@ -1429,3 +1429,77 @@ fn a_recorded_batch_answer_is_never_sent_unasked() {
     let stderr = c.finish_with(0);
     assert_contains(&stderr, "served 2, missed 0");
 }
+
+/// A stdio server that frames its lines as it likes: a banner (not JSON) and some answers end
+/// in `\r\n`, one answer has spaces and a tab around its JSON, a notification during a call
+/// ends in `\r\n`. Every line is written as raw bytes.
+const RAW_FRAMING: &str = r##"
+out = sys.stdout.buffer
+def put(b):
+    out.write(b)
+    out.flush()
+put(b"starting up\r\n")
+for m in requests():
+    i = json.dumps(m["id"]).encode()
+    method = m["method"]
+    if method == "initialize":
+        put(b'{"jsonrpc":"2.0","id":' + i + b',"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}}\r\n')
+    elif method == "tools/list":
+        put(b'  \t{"jsonrpc":"2.0","id":' + i + b',"result":{"tools":[]}} \t \r\n')
+    elif method == "tools/call":
+        put(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}\r\n')
+        put(b'{"jsonrpc":"2.0", "id": ' + i + b' ,"result":{"content":[]}}\t\n')
+    else:
+        put(b'{"jsonrpc":"2.0","id":' + i + b',"error":{"code":-32601,"message":"no"}}  \r\r\n')
+"##;
+
+/// The raw lines a client gets from `server` for a fixed session (terminators included).
+fn raw_framing_session(mut c: LineClient) -> (Vec<Vec<u8>>, LineClient) {
+    let line = |c: &mut LineClient| {
+        c.recv_raw(Duration::from_secs(30))
+            .expect("a line within 30 s")
+    };
+    let mut got = vec![line(&mut c)]; // the banner
+    c.send(&req(0, "initialize", init_params()));
+    got.push(line(&mut c));
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for (id, method, lines) in [(1, "tools/list", 1), (2, "tools/call", 2), (3, "nope", 1)] {
+        c.send(&req(id, method, json!({"name": "x"})));
+        for _ in 0..lines {
+            got.push(line(&mut c));
+        }
+    }
+    (got, c)
+}
+
+/// Play over stdio writes each recorded line back as the server wrote it: its `\r\n`, and the
+/// whitespace around its JSON, which the tape holds (`crlf`, and `msg` spliced in verbatim).
+/// Answers served at once and answers served by a task (`--latency`) alike.
+#[test]
+fn play_over_stdio_writes_each_recorded_line_with_its_own_whitespace_and_terminator() {
+    let (_dir, tape) = tmp_tape("framing.jsonl");
+    let server = line_server(RAW_FRAMING);
+    let (direct, c) = raw_framing_session(LineClient::spawn(&server));
+    c.finish_with(0);
+    assert!(direct[0].ends_with(b"\r\n") && direct[2].starts_with(b"  \t"));
+    let (recorded, c) = raw_framing_session(record(&tape, &[], &server));
+    c.finish_with(0);
+    assert_eq!(recorded, direct, "record forwards every byte");
+    let lists = tape_msgs(&tape);
+    assert!(
+        lists.iter().any(|l| l["crlf"] == true),
+        "the tape says which lines ended in CRLF: {lists:?}"
+    );
+    for flags in [&[][..], &["--latency", "1ms"][..]] {
+        let (played, c) = raw_framing_session(play(&tape, flags));
+        c.finish_with(0);
+        for (i, (p, d)) in played.iter().zip(&direct).enumerate() {
+            assert_eq!(
+                text(p),
+                text(d),
+                "line {i} with {flags:?}: play writes the recorded line's bytes"
+            );
+        }
+        assert_eq!(played.len(), direct.len());
+    }
+}
