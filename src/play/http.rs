@@ -369,9 +369,9 @@ impl Player {
                     }
                     None => crate::diag!("mcptape play: the client answered a request mcptape did not send (id {id})"),
                 }
-                plain(StatusCode::ACCEPTED, "")
+                accepted(&self.index, "")
             }
-            Kind::Notification => plain(StatusCode::ACCEPTED, ""),
+            Kind::Notification => accepted(&self.index, ""),
             _ => {
                 // As over stdio: a batch, or JSON that is no message, is not a parse error.
                 let (code, text) = serve::rejection(c.kind);
@@ -567,7 +567,7 @@ impl Player {
                         .insert(hyper::header::CONTENT_TYPE, content_type);
                     r
                 }
-                None => plain(StatusCode::ACCEPTED, ""),
+                None => accepted(&self.index, ""),
             };
         }
         // The exchange's notifications and server requests, then its response, as SSE events,
@@ -719,7 +719,7 @@ impl Player {
                     _ => {}
                 }
                 self.emit_standalone(&session, due).await;
-                plain(StatusCode::ACCEPTED, "Accepted")
+                accepted(&self.index, "Accepted")
             }
             _ => plain(StatusCode::METHOD_NOT_ALLOWED, "mcptape play: GET or POST"),
         }
@@ -954,6 +954,29 @@ fn cut_response() -> Response<RespBody> {
     Response::new(http_body_util::BodyExt::boxed(
         crate::transport::http::CuttableBody { rx },
     ))
+}
+
+/// The answer to a POST that calls for no JSON-RPC answer (a notification, a response; any POST
+/// on the HTTP+SSE transport): as the recorded server answered such a POST (its status,
+/// `Content-Type` and body, `http-accepted` on the tape); on a tape that does not say, `202
+/// Accepted` with `body` and no `Content-Type`, as the reference SDKs' servers answer.
+fn accepted(index: &crate::tape::TapeIndex, body: &'static str) -> Response<RespBody> {
+    let Some(r) = &index.http.accepted else {
+        let mut resp = full(StatusCode::ACCEPTED, "text/plain", body);
+        resp.headers_mut().remove(hyper::header::CONTENT_TYPE);
+        return resp;
+    };
+    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::ACCEPTED);
+    let mut resp = full(status, "text/plain", r.body.clone());
+    match r
+        .content_type
+        .as_deref()
+        .and_then(|c| HeaderValue::from_str(c).ok())
+    {
+        Some(v) => resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v),
+        None => resp.headers_mut().remove(hyper::header::CONTENT_TYPE),
+    };
+    resp
 }
 
 /// A recorded refusal given again: its status, `Content-Type`, `Allow` and body.

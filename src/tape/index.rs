@@ -252,6 +252,10 @@ pub struct HttpSummary {
     pub refusals: std::collections::BTreeMap<String, HttpRefusal>,
     /// Server messages that came on a GET stream (a server that refuses GET sends none).
     pub get_stream_msgs: u64,
+    /// How the server answered a POST that called for no JSON-RPC answer (a notification, a
+    /// response; any POST on the older HTTP+SSE transport): the first such answer taped
+    /// (`http-accepted`), `allow` unused. `None` on a tape recorded before it was taped.
+    pub accepted: Option<HttpRefusal>,
 }
 
 /// One server's conversation on a tape, indexed: its messages, its exchanges, and the server
@@ -550,6 +554,7 @@ impl TapeIndex {
                         if chosen.as_deref().is_none_or(|c| c == ev.server) {
                             match ev.what.as_ref() {
                                 "http-error" => b.refusal(ev),
+                                "http-accepted" => b.accepted(ev),
                                 "sse-priming" => b.priming(ev),
                                 _ => {}
                             }
@@ -1067,6 +1072,19 @@ impl Builder {
         }
     }
 
+    /// How the server answered a POST without a message (`http-accepted`): the first one is
+    /// what play answers such POSTs with.
+    fn accepted(&mut self, ev: HttpEvent<'_>) {
+        if self.http.accepted.is_none() {
+            self.http.accepted = Some(HttpRefusal {
+                status: ev.status.unwrap_or(202),
+                content_type: ev.content_type.map(|c| c.into_owned()),
+                allow: None,
+                body: ev.body.map(|b| b.into_owned()).unwrap_or_default(),
+            });
+        }
+    }
+
     /// A priming event: on a POST's stream, the exchange's answer stream opened with it; on a
     /// GET resuming a stream (`Last-Event-ID`), the exchange whose stream that was goes on there.
     fn priming(&mut self, ev: HttpEvent<'_>) {
@@ -1432,7 +1450,9 @@ fn http_event(raw: &[u8]) -> Option<HttpEvent<'_>> {
     // Cheap first: most unknown lines are other events.
     let wanted = |what: &[u8]| memchr::memmem::find(line, what).is_some();
     if !line.starts_with(b"{\"type\":\"event\"")
-        || !(wanted(b"\"what\":\"http-error\"") || wanted(b"\"what\":\"sse-priming\""))
+        || !(wanted(b"\"what\":\"http-error\"")
+            || wanted(b"\"what\":\"sse-priming\"")
+            || wanted(b"\"what\":\"http-accepted\""))
     {
         return None;
     }

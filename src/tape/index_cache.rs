@@ -117,7 +117,7 @@ struct Meta {
 /// standalone points count the `initialize` that opened it; 8: an oversize line's id and method,
 /// read from its first bytes, and an oversize answer closes its exchange; 9: a server batch of
 /// answers belongs to no exchange and is not standalone; 10: an entry ends with its SHA-256; 11: a
-/// stdio line's CRLF and the whitespace around its JSON), so an entry written by a build of the
+/// stdio line's CRLF and the whitespace around its JSON, and an HTTP tape's `http-accepted`), so an entry written by a build of the
 /// same version before the change is not used.
 const INDEX_FORMAT: u32 = 11;
 
