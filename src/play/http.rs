@@ -350,7 +350,41 @@ impl Player {
             point: count,
             arrived: tokio::time::Instant::now(),
         };
+        let bad = crate::wire::classify::unservable(c.kind, c.id.as_deref(), &body);
         let response = match c.kind {
+            _ if bad => {
+                // What the recorded server answered the same bytes, if the tape says; else, as
+                // over stdio, a batch or JSON that is no request is not a parse error.
+                let recorded = session.shared.recorded_bad_line(&body);
+                session.shared.report.lock().expect("report lock").rejected += 1;
+                match recorded.and_then(|m| Some((m, self.index.read_bytes(m).ok()?))) {
+                    Some((meta, line)) => {
+                        let h = meta.http.as_deref();
+                        let status = h
+                            .and_then(|h| h.status)
+                            .and_then(|s| StatusCode::from_u16(s).ok())
+                            .unwrap_or(StatusCode::BAD_REQUEST);
+                        let mut r = full(status, "application/json", line);
+                        if let Some(v) = h
+                            .and_then(|h| h.content_type.as_deref())
+                            .and_then(|c| HeaderValue::from_str(c).ok())
+                        {
+                            r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+                        }
+                        r
+                    }
+                    None => {
+                        let (code, text) = serve::rejection(c.kind);
+                        crate::diag!(
+                            "mcptape play: {text}: a POST of {} bytes{}",
+                            body.len(),
+                            c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
+                        );
+                        let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
+                        full(StatusCode::BAD_REQUEST, "application/json", msg.to_string())
+                    }
+                }
+            }
             Kind::Request => {
                 self.request(
                     &session,
@@ -860,6 +894,7 @@ impl Player {
                 bodies: Default::default(),
                 live: self.opts.live.clone().map(super::live::Live::new),
                 keep_line_ends: false,
+                bad_lines_used: Mutex::default(),
             }),
             matcher: tokio::sync::Mutex::new(Matcher::for_play(&self.index, &self.opts)),
             c2s: AtomicU64::new(0),

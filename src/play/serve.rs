@@ -12,6 +12,7 @@ use super::plan::Verdict;
 use crate::tape::index::MsgMeta;
 use crate::tape::TapeIndex;
 use crate::wire::canonical::{differences, short, Difference};
+use crate::wire::classify::{scalar_id, unservable};
 use crate::wire::rewrite::{tape_id_span, with_id, with_progress_token};
 use crate::wire::{classify, Frame, Framer, Kind};
 use serde_json::value::RawValue;
@@ -351,9 +352,34 @@ pub(crate) struct Shared {
     /// around their JSON and their `\r\n` (see [`Shared::line_ends`]). Over HTTP the
     /// transport frames them.
     pub(crate) keep_line_ends: bool,
+    /// Which of the tape's bad client lines (`TapeIndex::bad_lines`) had their answer given.
+    pub(crate) bad_lines_used: Mutex<Vec<bool>>,
 }
 
 impl Shared {
+    /// The recorded server's answer to a bad client line of exactly these bytes (see
+    /// [`BadClientLine`](crate::tape::index::BadClientLine)), the earliest not yet given; `None`
+    /// when the tape holds no such line with an answer play can give (an error without an id,
+    /// or the answer to a request with an unusual id) left.
+    pub(crate) fn recorded_bad_line(&self, bytes: &[u8]) -> Option<&MsgMeta> {
+        let index = &self.index;
+        let answer = |b: &crate::tape::index::BadClientLine| {
+            b.answer
+                .or_else(|| index.exchanges.get(b.exchange?)?.response)
+        };
+        let mut used = self.bad_lines_used.lock().expect("bad lines lock");
+        used.resize(index.bad_lines.len(), false);
+        let (n, a) = index.bad_lines.iter().enumerate().find_map(|(n, b)| {
+            let a = answer(b).filter(|_| !used[n])?;
+            index
+                .read_bytes(&index.msgs[b.msg])
+                .is_ok_and(|r| r == bytes)
+                .then_some((n, a))
+        })?;
+        used[n] = true;
+        Some(&index.msgs[a])
+    }
+
     /// What goes around recorded message `meta`'s body on the line play writes, when it is not
     /// plain JSON and `\n` and play serves over stdio: the whitespace the server wrote before
     /// and after its JSON, then the CR of its `\r\n` (the sink adds the `\n`).
@@ -580,6 +606,7 @@ where
             report: Mutex::new(PlayReport::default()),
             opts,
             keep_line_ends: true,
+            bad_lines_used: Mutex::default(),
         }),
         direct: Direct(output.clone()),
         rt: rt_handle,
@@ -808,7 +835,7 @@ async fn handle<W: Write + Send + 'static>(
     msg_no: u64,
 ) {
     let at = (rt, tasks, msg_no);
-    if let Some((id, method, raw)) = parse_request(bytes) {
+    if let Some((id, method, raw)) = parse_request(bytes).filter(|(id, ..)| scalar_id(id)) {
         let params = Params::exact(raw);
         return request(
             shared,
@@ -820,6 +847,28 @@ async fn handle<W: Write + Send + 'static>(
         .await;
     }
     let c = classify(bytes);
+    if unservable(c.kind, c.id.as_deref(), bytes) {
+        let recorded = shared
+            .recorded_bad_line(bytes)
+            .and_then(|meta| Some((meta, shared.index.read_bytes(meta).ok()?)));
+        if let Some((meta, line)) = recorded {
+            emit_recorded(shared, direct, meta, line).await;
+            shared.report.lock().expect("report lock").rejected += 1;
+            return;
+        }
+        let (code, text) = rejection(c.kind);
+        // Quoted with the session's redaction rules applied: it may hold the client's secrets.
+        let quoted = matcher.quote(&String::from_utf8_lossy(&bytes[..bytes.len().min(200)]));
+        crate::diag!(
+            "mcptape play: {text}: {quoted}{}",
+            c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
+        );
+        let msg =
+            json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
+        direct.emit(msg.to_string().into_bytes()).await;
+        shared.report.lock().expect("report lock").rejected += 1;
+        return;
+    }
     match c.kind {
         Kind::Request => {
             let id = c.id.expect("requests have ids");
@@ -847,29 +896,18 @@ async fn handle<W: Write + Send + 'static>(
                 ),
             }
         }
-        Kind::Notification => {}
-        Kind::NotJson | Kind::Invalid | Kind::Batch | Kind::Oversize => {
-            let (code, text) = rejection(c.kind);
-            // Quoted with the session's redaction rules applied: it may hold the client's
-            // secrets.
-            let quoted = matcher.quote(&String::from_utf8_lossy(&bytes[..bytes.len().min(200)]));
-            crate::diag!(
-                "mcptape play: {text}: {quoted}{}",
-                c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
-            );
-            let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
-            direct.emit(msg.to_string().into_bytes()).await;
-            shared.report.lock().expect("report lock").rejected += 1;
-        }
+        // Oversize lines are answered where they are framed; the rest is `unservable`.
+        _ => {}
     }
 }
 
-/// What play answers a client line that is no message it can serve, over either transport:
-/// its JSON-RPC error code and message.
+/// What play answers a client line that is no message it can serve (and that the tape holds no
+/// answer to), over either transport: its JSON-RPC error code and message.
 pub(crate) fn rejection(kind: Kind) -> (i64, &'static str) {
     match kind {
         Kind::NotJson => (-32700, "Parse error"),
         Kind::Batch => (-32600, "Invalid Request: mcptape play does not serve JSON-RPC batches (removed from MCP in 2025-06-18)"),
+        Kind::Request | Kind::Notification => (-32600, "Invalid Request: a request's id must be a string or a number (MCP: never null)"),
         _ => (-32600, "Invalid Request"),
     }
 }

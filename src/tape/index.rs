@@ -231,6 +231,22 @@ pub struct Standalone {
     pub client_answer: Option<usize>,
 }
 
+/// A client line that no server could serve as a request (not JSON, not a message, a batch, a
+/// request whose id is not a string or a number, a method with `"id": null`: see
+/// `wire::classify::unservable`), and how the recorded server answered it, if it did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BadClientLine {
+    /// Index of the client's line in `msgs`.
+    pub msg: usize,
+    /// The server's error without an id (`"id": null`, as JSON-RPC answers what it cannot
+    /// read) that answered it: paired with the earliest unanswered bad line of its scope, on
+    /// its own POST over HTTP.
+    pub answer: Option<usize>,
+    /// A request with an id that is not a string or a number is also an exchange (a server
+    /// may answer it with that id): its number.
+    pub exchange: Option<usize>,
+}
+
 /// An HTTP answer that carried no JSON-RPC message: a refusal (`405` with `Allow: POST`, a
 /// plain-text `400`, a `404` for an unknown session), as `record --url` taped it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -281,6 +297,9 @@ pub struct TapeIndex {
     pub standalone: Arc<Vec<Standalone>>,
     /// HTTP tapes: refused GETs and DELETEs, and how much came on GET streams.
     pub http: HttpSummary,
+    /// The client lines no server could serve as requests, in tape order, with the recorded
+    /// server's answers.
+    pub bad_lines: Arc<Vec<BadClientLine>>,
     /// The tape, for bodies: read ahead in chunks (`read_ahead.rs`).
     file: super::read_ahead::ReadAhead,
 }
@@ -505,6 +524,7 @@ impl TapeIndex {
             exchanges: Arc::new(p.exchanges),
             standalone: Arc::new(p.standalone),
             http: p.http,
+            bad_lines: Arc::new(p.bad_lines),
             file: super::read_ahead::ReadAhead::new(file),
         })
     }
@@ -597,6 +617,7 @@ impl TapeIndex {
             exchanges: Arc::new(b.exchanges),
             standalone: Arc::new(b.standalone),
             http: b.http,
+            bad_lines: Arc::new(b.bad_lines),
             file: super::read_ahead::ReadAhead::new(file),
         })
     }
@@ -875,6 +896,9 @@ struct Builder {
     msgs: Vec<MsgMeta>,
     exchanges: Vec<Exchange>,
     standalone: Vec<Standalone>,
+    bad_lines: Vec<BadClientLine>,
+    /// Bad lines not answered yet, per scope, in order (numbers in `bad_lines`).
+    bad_open: FastMap<Scope, VecDeque<usize>>,
     /// Client messages so far, per scope.
     c2s_count: FastMap<Scope, u64>,
     /// Open exchanges per scope; in opening order, since exchange numbers grow (a set: closing
@@ -1159,11 +1183,26 @@ impl Builder {
             .and_then(|t| params_of(t.as_bytes()));
         let idx = self.msgs.len();
         self.msgs.push(meta);
+        let bad = m.dir == Dir::C2S
+            && crate::wire::classify::unservable(m.kind, m.id, json.map_or(&[][..], str::as_bytes));
+        if bad {
+            let exchange = (m.kind == Kind::Request).then_some(self.exchanges.len());
+            self.bad_open
+                .entry(scope)
+                .or_default()
+                .push_back(self.bad_lines.len());
+            self.bad_lines.push(BadClientLine {
+                msg: idx,
+                answer: None,
+                exchange,
+            });
+        }
         match (m.dir, m.kind, m.id) {
             (Dir::C2S, Kind::Request, Some(id)) => {
                 let request = self.request(m.method.as_deref().unwrap_or_default(), json);
                 self.add_request(idx, &m, id, scope, request);
             }
+            (Dir::S2C, Kind::Error, None) if self.answers_bad_line(idx, scope, m.http.post) => {}
             (Dir::C2S, Kind::Response | Kind::Error, Some(id)) => {
                 self.add_client_answer(idx, scope, id)
             }
@@ -1182,6 +1221,26 @@ impl Builder {
         if m.dir == Dir::C2S {
             *self.c2s_count.entry(scope).or_default() += 1;
         }
+    }
+
+    /// A server error without an id answers the earliest unanswered bad client line of its
+    /// scope (over HTTP, the one its POST carried); whether there was one.
+    fn answers_bad_line(&mut self, idx: usize, scope: Scope, post: Option<u64>) -> bool {
+        let Some(open) = self.bad_open.get_mut(&scope) else {
+            return false;
+        };
+        let at = match post {
+            Some(p) => open.iter().position(|&b| {
+                let msg = &self.msgs[self.bad_lines[b].msg];
+                msg.http.as_ref().and_then(|h| h.post) == Some(p)
+            }),
+            None => (!open.is_empty()).then_some(0),
+        };
+        let Some(b) = at.and_then(|i| open.remove(i)) else {
+            return false;
+        };
+        self.bad_lines[b].answer = Some(idx);
+        true
     }
 
     /// What the index keeps of a request of `method` whose message is `json`: read from its

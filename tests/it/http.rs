@@ -2110,3 +2110,49 @@ fn play_answers_a_posted_notification_or_response_as_the_recorded_server_did() {
         assert_eq!(played, direct, "{name}: from the tape");
     }
 }
+
+/// server-everything answers a POST it cannot read with `400` and a `-32700` error whose id is
+/// `null`: play gives the same POST that recorded answer (its status, content type and body),
+/// not its own.
+#[test]
+fn play_answers_a_bad_post_with_what_server_everything_answered_it() {
+    let dir = tmp();
+    let tape = dir.path().join("bad-posts.jsonl");
+    let (_server, upstream) = everything_http(dir.path());
+    let bad = |url: &str| -> Vec<(u16, String, String)> {
+        let mut init = post_open_ok(url, &req(0, "initialize", init_params()));
+        let sid = init
+            .header("mcp-session-id")
+            .expect("a session")
+            .to_string();
+        let _ = init.body();
+        let h = post_headers(&[
+            ("Mcp-Session-Id", &sid),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ]);
+        [
+            &b"this is not json"[..],
+            br#"{"jsonrpc":"2.0","id":{"k":1},"method":"tools/list"}"#,
+        ]
+        .iter()
+        .map(|b| {
+            let mut s = http_open(url, "POST", &h, b);
+            let body = text(&s.body());
+            (s.status, s.content_type().to_string(), body)
+        })
+        .collect()
+    };
+    let rec = Served::record(&upstream, &tape);
+    let recorded = bad(&rec.url);
+    rec.stop();
+    assert!(
+        recorded
+            .iter()
+            .all(|(st, _, b)| *st == 400 && b.contains("\"id\":null")),
+        "{recorded:?}"
+    );
+    let play = Served::play(&tape);
+    let played = bad(&play.url);
+    play.stop();
+    assert_eq!(played, recorded, "the recorded answers, as they were");
+}
