@@ -1127,6 +1127,7 @@ fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
     total.drifts.extend(r.drifts.iter().cloned());
     if let Ok(m) = s.matcher.try_lock() {
         total.repeats += m.repeats();
+        super::matcher::add_ambiguous(&mut total.ambiguous, m.ambiguous());
         super::usage::add_uses(&mut total.uses, m.uses());
         let unused: std::collections::HashSet<usize> = m.unused().into_iter().collect();
         for (i, u) in used.iter_mut().enumerate() {

@@ -39,6 +39,22 @@ pub struct Matcher {
     misses: Option<MissIndex>,
     /// How much of the tape's requests it keeps parsed ([`MISS_VIEWS_ROOM`]).
     miss_room: u64,
+    /// Requests served among recorded ones that differ only in redacted values, one entry per
+    /// recorded request (its params with every marker alike), warned about once.
+    ambiguous: Vec<Ambiguity>,
+}
+
+/// Requests that fitted several recorded requests differing only in redacted values (made with
+/// different secrets), one recorded request's worth: said once on stderr, counted for the
+/// summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ambiguity {
+    /// Method and tool, prompt or resource name (`tools/call deploy`).
+    pub what: String,
+    /// How many requests were served so.
+    pub times: u64,
+    /// The recorded request's params with their markers made alike: what the entry is for.
+    key: String,
 }
 
 /// The tape as miss explanations see it, which serving does not change: built once, at a
@@ -222,6 +238,7 @@ impl Matcher {
             policy,
             misses: None,
             miss_room: MISS_VIEWS_ROOM,
+            ambiguous: Vec::new(),
         }
     }
 
@@ -403,6 +420,12 @@ impl Matcher {
         &self.policy.served
     }
 
+    /// Requests served among recorded ones that differ only in redacted values, per recorded
+    /// request.
+    pub(crate) fn ambiguous(&self) -> &[Ambiguity] {
+        &self.ambiguous
+    }
+
     /// Answers served again by `--repeat last|cycle`.
     pub(crate) fn repeats(&self) -> u64 {
         self.policy.repeats
@@ -469,24 +492,44 @@ impl Matcher {
         // Requests that fit with different markers (their hashes: equal secrets have equal
         // markers within a tape) were made with different secrets. A few are read.
         let mut secrets: Vec<Vec<String>> = Vec::new();
+        let mut key = None;
         for text in fitting.iter().take(AMBIGUITY_READS).filter_map(|&e| {
             index
                 .read_bytes(&index.msgs[index.exchanges[e].request])
                 .ok()
         }) {
-            let markers: Vec<String> = crate::wire::marker::marker_re()
-                .find_iter(&String::from_utf8_lossy(&text))
+            let text = String::from_utf8_lossy(&text);
+            let re = crate::wire::marker::marker_re();
+            let markers: Vec<String> = re
+                .find_iter(&text)
                 .map(|m| m.as_str().to_string())
                 .collect();
             if !secrets.contains(&markers) {
                 secrets.push(markers);
             }
+            // The recorded request's params (not its id), whichever secret it was made with.
+            key.get_or_insert_with(|| {
+                let params = crate::wire::params::params_of(text.as_bytes()).unwrap_or_default();
+                re.replace_all(&params.to_string(), "[REDACTED]")
+                    .into_owned()
+            });
         }
         if secrets.len() > 1 {
-            crate::diag!(
-                "{}",
-                ambiguous_warning(index, method, asked, ex, secrets.len())
-            );
+            let key = key.unwrap_or_default();
+            match self.ambiguous.iter_mut().find(|a| a.key == key) {
+                Some(a) => a.times += 1,
+                None => {
+                    crate::diag!(
+                        "{}",
+                        ambiguous_warning(index, method, asked, ex, secrets.len())
+                    );
+                    self.ambiguous.push(Ambiguity {
+                        what: format!("{method}{}", tool_name(asked)),
+                        times: 1,
+                        key,
+                    });
+                }
+            }
         }
         Some(ex)
     }
@@ -629,15 +672,31 @@ fn ambiguous_warning(
     ex: usize,
     views: usize,
 ) -> String {
-    let name = asked
+    let name = tool_name(asked);
+    let line = index.msgs[index.exchanges[ex].request].line;
+    format!(
+        "mcptape play: WARNING: {method}{name} fits {views} recorded requests that differ only in redacted values; served the one at line {line}, the first unused in play's order. The tape holds markers, not the secrets, so play cannot tell which one the client meant: its answer may be the one recorded for another value (said once for this request; play's summary counts every call it applied to)"
+    )
+}
+
+/// Adds one session's [`Ambiguity`] counts to a running total (over HTTP, each session has its
+/// matcher, and says its warnings once).
+pub(crate) fn add_ambiguous(total: &mut Vec<Ambiguity>, more: &[Ambiguity]) {
+    for a in more {
+        match total.iter_mut().find(|t| t.key == a.key) {
+            Some(t) => t.times += a.times,
+            None => total.push(a.clone()),
+        }
+    }
+}
+
+/// ` NAME` of a request's `params.name`, or nothing.
+fn tool_name(params: &Value) -> String {
+    params
         .get("name")
         .and_then(Value::as_str)
         .map(|n| format!(" {n}"))
-        .unwrap_or_default();
-    let line = index.msgs[index.exchanges[ex].request].line;
-    format!(
-        "mcptape play: WARNING: {method}{name} fits {views} recorded requests that differ only in redacted values; served the one at line {line}, the first unused in play's order. The tape holds markers, not the secrets, so play cannot tell which one the client meant: its answer may be the one recorded for another value"
-    )
+        .unwrap_or_default()
 }
 
 /// The candidate (position, exchange) scoring highest, the earliest among equals.

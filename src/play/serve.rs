@@ -154,6 +154,9 @@ pub struct PlayReport {
     pub cut: bool,
     /// Requests the live server answered (`--on-miss live`, `--live`, `--from-tape`).
     pub live: u64,
+    /// Requests served among recorded requests that differ only in redacted values (warned
+    /// about once each), by recorded request.
+    pub ambiguous: Vec<super::matcher::Ambiguity>,
 }
 
 impl PlayReport {
@@ -800,6 +803,7 @@ impl<W: Write + Send + 'static> Loop<W> {
         let mut report = shared.report.into_inner().expect("report lock");
         report.unused = unused;
         report.repeats = matcher.repeats();
+        report.ambiguous = matcher.ambiguous().to_vec();
         report.uses = matcher.uses().to_vec();
         report
     }
