@@ -325,6 +325,19 @@ pub fn run(a: Args) -> Result<i32> {
             report.discovered
         ));
     }
+    if !report.ambiguous.is_empty() {
+        let n: u64 = report.ambiguous.iter().map(|a| a.times).sum();
+        let s = if n == 1 { "" } else { "s" };
+        let each: Vec<String> = report
+            .ambiguous
+            .iter()
+            .map(|a| format!("{}: {}", a.what, a.times))
+            .collect();
+        summary.push_str(&format!(
+            ", {n} request{s} served among recorded requests that differ only in redacted values ({})",
+            each.join(", ")
+        ));
+    }
     if report.markers > 0 {
         let s = if report.markers == 1 { "" } else { "s" };
         summary.push_str(&format!(

@@ -350,7 +350,41 @@ impl Player {
             point: count,
             arrived: tokio::time::Instant::now(),
         };
+        let bad = crate::wire::classify::unservable(c.kind, c.id.as_deref(), &body);
         let response = match c.kind {
+            _ if bad => {
+                // What the recorded server answered the same bytes, if the tape says; else, as
+                // over stdio, a batch or JSON that is no request is not a parse error.
+                let recorded = session.shared.recorded_bad_line(&body);
+                session.shared.report.lock().expect("report lock").rejected += 1;
+                match recorded.and_then(|m| Some((m, self.index.read_bytes(m).ok()?))) {
+                    Some((meta, line)) => {
+                        let h = meta.http.as_deref();
+                        let status = h
+                            .and_then(|h| h.status)
+                            .and_then(|s| StatusCode::from_u16(s).ok())
+                            .unwrap_or(StatusCode::BAD_REQUEST);
+                        let mut r = full(status, "application/json", line);
+                        if let Some(v) = h
+                            .and_then(|h| h.content_type.as_deref())
+                            .and_then(|c| HeaderValue::from_str(c).ok())
+                        {
+                            r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+                        }
+                        r
+                    }
+                    None => {
+                        let (code, text) = serve::rejection(c.kind);
+                        crate::diag!(
+                            "mcptape play: {text}: a POST of {} bytes{}",
+                            body.len(),
+                            c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
+                        );
+                        let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
+                        full(StatusCode::BAD_REQUEST, "application/json", msg.to_string())
+                    }
+                }
+            }
             Kind::Request => {
                 self.request(
                     &session,
@@ -369,9 +403,9 @@ impl Player {
                     }
                     None => crate::diag!("mcptape play: the client answered a request mcptape did not send (id {id})"),
                 }
-                plain(StatusCode::ACCEPTED, "")
+                accepted(&self.index, "")
             }
-            Kind::Notification => plain(StatusCode::ACCEPTED, ""),
+            Kind::Notification => accepted(&self.index, ""),
             _ => {
                 // As over stdio: a batch, or JSON that is no message, is not a parse error.
                 let (code, text) = serve::rejection(c.kind);
@@ -567,7 +601,7 @@ impl Player {
                         .insert(hyper::header::CONTENT_TYPE, content_type);
                     r
                 }
-                None => plain(StatusCode::ACCEPTED, ""),
+                None => accepted(&self.index, ""),
             };
         }
         // The exchange's notifications and server requests, then its response, as SSE events,
@@ -719,7 +753,7 @@ impl Player {
                     _ => {}
                 }
                 self.emit_standalone(&session, due).await;
-                plain(StatusCode::ACCEPTED, "Accepted")
+                accepted(&self.index, "Accepted")
             }
             _ => plain(StatusCode::METHOD_NOT_ALLOWED, "mcptape play: GET or POST"),
         }
@@ -859,6 +893,8 @@ impl Player {
                 opts: self.opts.clone(),
                 bodies: Default::default(),
                 live: self.opts.live.clone().map(super::live::Live::new),
+                keep_line_ends: false,
+                bad_lines_used: Mutex::default(),
             }),
             matcher: tokio::sync::Mutex::new(Matcher::for_play(&self.index, &self.opts)),
             c2s: AtomicU64::new(0),
@@ -953,6 +989,29 @@ fn cut_response() -> Response<RespBody> {
     Response::new(http_body_util::BodyExt::boxed(
         crate::transport::http::CuttableBody { rx },
     ))
+}
+
+/// The answer to a POST that calls for no JSON-RPC answer (a notification, a response; any POST
+/// on the HTTP+SSE transport): as the recorded server answered such a POST (its status,
+/// `Content-Type` and body, `http-accepted` on the tape); on a tape that does not say, `202
+/// Accepted` with `body` and no `Content-Type`, as the reference SDKs' servers answer.
+fn accepted(index: &crate::tape::TapeIndex, body: &'static str) -> Response<RespBody> {
+    let Some(r) = &index.http.accepted else {
+        let mut resp = full(StatusCode::ACCEPTED, "text/plain", body);
+        resp.headers_mut().remove(hyper::header::CONTENT_TYPE);
+        return resp;
+    };
+    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::ACCEPTED);
+    let mut resp = full(status, "text/plain", r.body.clone());
+    match r
+        .content_type
+        .as_deref()
+        .and_then(|c| HeaderValue::from_str(c).ok())
+    {
+        Some(v) => resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v),
+        None => resp.headers_mut().remove(hyper::header::CONTENT_TYPE),
+    };
+    resp
 }
 
 /// A recorded refusal given again: its status, `Content-Type`, `Allow` and body.
@@ -1068,6 +1127,7 @@ fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
     total.drifts.extend(r.drifts.iter().cloned());
     if let Ok(m) = s.matcher.try_lock() {
         total.repeats += m.repeats();
+        super::matcher::add_ambiguous(&mut total.ambiguous, m.ambiguous());
         super::usage::add_uses(&mut total.uses, m.uses());
         let unused: std::collections::HashSet<usize> = m.unused().into_iter().collect();
         for (i, u) in used.iter_mut().enumerate() {

@@ -41,6 +41,22 @@ pub struct Matcher {
     miss_room: u64,
     /// The markers of the redacted requests read so far, by exchange.
     markers: HashMap<usize, std::sync::Arc<[String]>>,
+    /// Requests served among recorded ones that differ only in redacted values, one entry per
+    /// recorded request (its params with every marker alike), warned about once.
+    ambiguous: Vec<Ambiguity>,
+}
+
+/// Requests that fitted several recorded requests differing only in redacted values (made with
+/// different secrets), one recorded request's worth: said once on stderr, counted for the
+/// summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ambiguity {
+    /// Method and tool, prompt or resource name (`tools/call deploy`).
+    pub what: String,
+    /// How many requests were served so.
+    pub times: u64,
+    /// The recorded request's params with their markers made alike: what the entry is for.
+    key: String,
 }
 
 /// The tape as miss explanations see it, which serving does not change: built once, at a
@@ -225,6 +241,7 @@ impl Matcher {
             misses: None,
             miss_room: MISS_VIEWS_ROOM,
             markers: HashMap::new(),
+            ambiguous: Vec::new(),
         }
     }
 
@@ -406,6 +423,12 @@ impl Matcher {
         &self.policy.served
     }
 
+    /// Requests served among recorded ones that differ only in redacted values, per recorded
+    /// request.
+    pub(crate) fn ambiguous(&self) -> &[Ambiguity] {
+        &self.ambiguous
+    }
+
     /// Answers served again by `--repeat last|cycle`.
     pub(crate) fn repeats(&self) -> u64 {
         self.policy.repeats
@@ -512,10 +535,31 @@ impl Matcher {
             }
         }
         if secrets.len() > 1 {
-            crate::diag!(
-                "{}",
-                ambiguous_warning(index, method, asked, ex, secrets.len(), keyed.is_some())
-            );
+            // The recorded request's params (not its id), whichever secret it was made with.
+            let key = index
+                .read_bytes(&index.msgs[index.exchanges[ex].request])
+                .ok()
+                .and_then(|text| crate::wire::params::params_of(&text))
+                .map(|params| {
+                    crate::wire::marker::marker_re()
+                        .replace_all(&params.to_string(), "[REDACTED]")
+                        .into_owned()
+                })
+                .unwrap_or_default();
+            match self.ambiguous.iter_mut().find(|a| a.key == key) {
+                Some(a) => a.times += 1,
+                None => {
+                    crate::diag!(
+                        "{}",
+                        ambiguous_warning(index, method, asked, ex, secrets.len(), keyed.is_some())
+                    );
+                    self.ambiguous.push(Ambiguity {
+                        what: format!("{method}{}", tool_name(asked)),
+                        times: 1,
+                        key,
+                    });
+                }
+            }
         }
         Some(ex)
     }
@@ -685,11 +729,7 @@ fn ambiguous_warning(
     views: usize,
     keyed: bool,
 ) -> String {
-    let name = asked
-        .get("name")
-        .and_then(Value::as_str)
-        .map(|n| format!(" {n}"))
-        .unwrap_or_default();
+    let name = tool_name(asked);
     let line = index.msgs[index.exchanges[ex].request].line;
     let why = if keyed {
         "None of them was recorded with the values the client sent (their markers' hashes, made with MCPTAPE_REDACT_KEY, say so): its answer is the one recorded for another value".to_string()
@@ -699,8 +739,28 @@ fn ambiguous_warning(
         "The tape holds markers, not the secrets, so play cannot tell which one the client meant: its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and play with the same key, to tell them apart)".to_string()
     };
     format!(
-        "mcptape play: WARNING: {method}{name} fits {views} recorded requests that differ only in redacted values; served the one at line {line}, the first unused in play's order. {why}"
+        "mcptape play: WARNING: {method}{name} fits {views} recorded requests that differ only in redacted values; served the one at line {line}, the first unused in play's order. {why} (said once for this request; play's summary counts every call it applied to)"
     )
+}
+
+/// Adds one session's [`Ambiguity`] counts to a running total (over HTTP, each session has its
+/// matcher, and says its warnings once).
+pub(crate) fn add_ambiguous(total: &mut Vec<Ambiguity>, more: &[Ambiguity]) {
+    for a in more {
+        match total.iter_mut().find(|t| t.key == a.key) {
+            Some(t) => t.times += a.times,
+            None => total.push(a.clone()),
+        }
+    }
+}
+
+/// ` NAME` of a request's `params.name`, or nothing.
+fn tool_name(params: &Value) -> String {
+    params
+        .get("name")
+        .and_then(Value::as_str)
+        .map(|n| format!(" {n}"))
+        .unwrap_or_default()
 }
 
 /// The candidate (position, exchange) scoring highest, the earliest among equals.

@@ -12,6 +12,7 @@ use super::plan::Verdict;
 use crate::tape::index::MsgMeta;
 use crate::tape::TapeIndex;
 use crate::wire::canonical::{differences, short, Difference};
+use crate::wire::classify::{scalar_id, unservable};
 use crate::wire::rewrite::{tape_id_span, with_id, with_progress_token};
 use crate::wire::{classify, Frame, Framer, Kind};
 use serde_json::value::RawValue;
@@ -153,6 +154,9 @@ pub struct PlayReport {
     pub cut: bool,
     /// Requests the live server answered (`--on-miss live`, `--live`, `--from-tape`).
     pub live: u64,
+    /// Requests served among recorded requests that differ only in redacted values (warned
+    /// about once each), by recorded request.
+    pub ambiguous: Vec<super::matcher::Ambiguity>,
 }
 
 impl PlayReport {
@@ -347,9 +351,54 @@ pub(crate) struct Shared {
     pub(crate) bodies: Bodies,
     /// This session's live server, when there is one to go to.
     pub(crate) live: Option<super::live::Live>,
+    /// Recorded lines go out framed as the server framed them (over stdio): the whitespace
+    /// around their JSON and their `\r\n` (see [`Shared::line_ends`]). Over HTTP the
+    /// transport frames them.
+    pub(crate) keep_line_ends: bool,
+    /// Which of the tape's bad client lines (`TapeIndex::bad_lines`) had their answer given.
+    pub(crate) bad_lines_used: Mutex<Vec<bool>>,
 }
 
 impl Shared {
+    /// The recorded server's answer to a bad client line of exactly these bytes (see
+    /// [`BadClientLine`](crate::tape::index::BadClientLine)), the earliest not yet given; `None`
+    /// when the tape holds no such line with an answer play can give (an error without an id,
+    /// or the answer to a request with an unusual id) left.
+    pub(crate) fn recorded_bad_line(&self, bytes: &[u8]) -> Option<&MsgMeta> {
+        let index = &self.index;
+        let answer = |b: &crate::tape::index::BadClientLine| {
+            b.answer
+                .or_else(|| index.exchanges.get(b.exchange?)?.response)
+        };
+        let mut used = self.bad_lines_used.lock().expect("bad lines lock");
+        used.resize(index.bad_lines.len(), false);
+        let (n, a) = index.bad_lines.iter().enumerate().find_map(|(n, b)| {
+            let a = answer(b).filter(|_| !used[n])?;
+            index
+                .read_bytes(&index.msgs[b.msg])
+                .is_ok_and(|r| r == bytes)
+                .then_some((n, a))
+        })?;
+        used[n] = true;
+        Some(&index.msgs[a])
+    }
+
+    /// What goes around recorded message `meta`'s body on the line play writes, when it is not
+    /// plain JSON and `\n` and play serves over stdio: the whitespace the server wrote before
+    /// and after its JSON, then the CR of its `\r\n` (the sink adds the `\n`).
+    pub(crate) fn line_ends(&self, meta: &MsgMeta) -> Option<(Vec<u8>, Vec<u8>)> {
+        if !self.keep_line_ends || meta.ends.is_plain() {
+            return None;
+        }
+        match self.index.read_line_ends(meta) {
+            Ok(ends) => Some(ends),
+            Err(e) => {
+                crate::diag!("mcptape play: tape line {}: {e}", meta.line);
+                None
+            }
+        }
+    }
+
     /// Reports fault `fault` of the plan as injected on recorded message `msg` (a client
     /// request answered `id`, or a server request).
     pub(crate) fn inject(&self, fault: usize, msg: usize, id: Option<&str>) {
@@ -559,6 +608,8 @@ where
             closed: watch::channel(false).0,
             report: Mutex::new(PlayReport::default()),
             opts,
+            keep_line_ends: true,
+            bad_lines_used: Mutex::default(),
         }),
         direct: Direct(output.clone()),
         rt: rt_handle,
@@ -752,6 +803,7 @@ impl<W: Write + Send + 'static> Loop<W> {
         let mut report = shared.report.into_inner().expect("report lock");
         report.unused = unused;
         report.repeats = matcher.repeats();
+        report.ambiguous = matcher.ambiguous().to_vec();
         report.uses = matcher.uses().to_vec();
         report
     }
@@ -787,7 +839,7 @@ async fn handle<W: Write + Send + 'static>(
     msg_no: u64,
 ) {
     let at = (rt, tasks, msg_no);
-    if let Some((id, method, raw)) = parse_request(bytes) {
+    if let Some((id, method, raw)) = parse_request(bytes).filter(|(id, ..)| scalar_id(id)) {
         let params = Params::exact(raw);
         return request(
             shared,
@@ -799,6 +851,28 @@ async fn handle<W: Write + Send + 'static>(
         .await;
     }
     let c = classify(bytes);
+    if unservable(c.kind, c.id.as_deref(), bytes) {
+        let recorded = shared
+            .recorded_bad_line(bytes)
+            .and_then(|meta| Some((meta, shared.index.read_bytes(meta).ok()?)));
+        if let Some((meta, line)) = recorded {
+            emit_recorded(shared, direct, meta, line).await;
+            shared.report.lock().expect("report lock").rejected += 1;
+            return;
+        }
+        let (code, text) = rejection(c.kind);
+        // Quoted with the session's redaction rules applied: it may hold the client's secrets.
+        let quoted = matcher.quote(&String::from_utf8_lossy(&bytes[..bytes.len().min(200)]));
+        crate::diag!(
+            "mcptape play: {text}: {quoted}{}",
+            c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
+        );
+        let msg =
+            json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
+        direct.emit(msg.to_string().into_bytes()).await;
+        shared.report.lock().expect("report lock").rejected += 1;
+        return;
+    }
     match c.kind {
         Kind::Request => {
             let id = c.id.expect("requests have ids");
@@ -826,29 +900,18 @@ async fn handle<W: Write + Send + 'static>(
                 ),
             }
         }
-        Kind::Notification => {}
-        Kind::NotJson | Kind::Invalid | Kind::Batch | Kind::Oversize => {
-            let (code, text) = rejection(c.kind);
-            // Quoted with the session's redaction rules applied: it may hold the client's
-            // secrets.
-            let quoted = matcher.quote(&String::from_utf8_lossy(&bytes[..bytes.len().min(200)]));
-            crate::diag!(
-                "mcptape play: {text}: {quoted}{}",
-                c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
-            );
-            let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
-            direct.emit(msg.to_string().into_bytes()).await;
-            shared.report.lock().expect("report lock").rejected += 1;
-        }
+        // Oversize lines are answered where they are framed; the rest is `unservable`.
+        _ => {}
     }
 }
 
-/// What play answers a client line that is no message it can serve, over either transport:
-/// its JSON-RPC error code and message.
+/// What play answers a client line that is no message it can serve (and that the tape holds no
+/// answer to), over either transport: its JSON-RPC error code and message.
 pub(crate) fn rejection(kind: Kind) -> (i64, &'static str) {
     match kind {
         Kind::NotJson => (-32700, "Parse error"),
         Kind::Batch => (-32600, "Invalid Request: mcptape play does not serve JSON-RPC batches (removed from MCP in 2025-06-18)"),
+        Kind::Request | Kind::Notification => (-32600, "Invalid Request: a request's id must be a string or a number (MCP: never null)"),
         _ => (-32600, "Invalid Request"),
     }
 }
@@ -1114,11 +1177,8 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
                 // Progress goes to the token of this client's request; no token, no progress asked.
                 let Some(token) = client_token else { continue };
                 if let Some(text) = read_text(index, meta) {
-                    out.before(meta).await;
-                    match with_progress_token(&text, token) {
-                        Ok(t) => out.emit(t.into_bytes()).await,
-                        Err(_) => out.emit(text.into_bytes()).await,
-                    }
+                    let line = with_progress_token(&text, token).unwrap_or(text);
+                    emit_recorded(shared, out, meta, line.into_bytes()).await;
                 }
             }
             Kind::Request => match verdict.skips.iter().find(|(s, _)| *s == m) {
@@ -1128,8 +1188,7 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
             Kind::Response | Kind::Error => {}
             _ => {
                 if let Ok(bytes) = index.read_bytes(meta) {
-                    out.before(meta).await;
-                    out.emit(bytes).await;
+                    emit_recorded(shared, out, meta, bytes).await;
                 }
             }
         }
@@ -1172,6 +1231,12 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
         shared.report.lock().expect("report lock").too_large += 1;
         return;
     }
+    // Over stdio, what the server wrote around its JSON on the line (nearly always nothing).
+    let ends = shared.line_ends(meta);
+    let (before, after) = match &ends {
+        Some((b, a)) => (&b[..], &a[..]),
+        None => (&[][..], &[][..]),
+    };
     // To the serving loop's stdout straight from the tape's bytes: no copy of the answer made.
     let lent = out
         .writes_now()
@@ -1182,14 +1247,15 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
                 // about a tenth of serving a 1 KiB answer.
                 if let Some((start, end)) = noted_id_span(bytes, meta) {
                     if !crate::wire::marker::has_marker_in(bytes) {
-                        out.write_now(&[&bytes[..start], client_id.as_bytes(), &bytes[end..]]);
+                        let id = client_id.as_bytes();
+                        out.write_now(&[before, &bytes[..start], id, &bytes[end..], after]);
                         return Some(0);
                     }
                 }
                 let text = std::str::from_utf8(bytes).ok()?;
                 match reply(text, client_id, meta) {
-                    Some(Reply::Spliced(parts)) => out.write_now(&parts),
-                    Some(Reply::Rewritten(t)) => out.write_now(&[t.as_bytes()]),
+                    Some(Reply::Spliced([a, b, c])) => out.write_now(&[before, a, b, c, after]),
+                    Some(Reply::Rewritten(t)) => out.write_now(&[before, t.as_bytes(), after]),
                     None => {}
                 }
                 Some(count_markers(text))
@@ -1216,8 +1282,9 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
             let markers = count_markers(text);
             out.before(meta).await;
             match reply(text, client_id, meta) {
-                Some(Reply::Spliced(parts)) => out.emit_parts(&parts).await,
-                Some(Reply::Rewritten(t)) => out.emit(t.into_bytes()).await,
+                Some(Reply::Spliced([a, b, c])) => out.emit_parts(&[before, a, b, c, after]).await,
+                Some(Reply::Rewritten(t)) if ends.is_none() => out.emit(t.into_bytes()).await,
+                Some(Reply::Rewritten(t)) => out.emit_parts(&[before, t.as_bytes(), after]).await,
                 None => {}
             }
             markers
@@ -1372,8 +1439,7 @@ pub(crate) async fn server_request<O: Sink + ?Sized>(
         .expect("pending lock")
         .insert(id.clone(), tx);
     if !already_closed {
-        out.before(meta).await;
-        out.emit(request.into_bytes()).await;
+        emit_recorded(shared, out, meta, request.into_bytes()).await;
     }
     let method = meta.method.clone().unwrap_or_default();
     // A waiter registered after the main loop cleared `pending` is never dropped by it, so the
@@ -1518,8 +1584,7 @@ impl Standalone {
         if meta.kind == Kind::Request {
             server_request(&shared, &own, &meta, answer).await
         } else if let Ok(bytes) = shared.index.read_bytes(&meta) {
-            own.before(&meta).await;
-            own.emit(bytes).await
+            emit_recorded(&shared, &own, &meta, bytes).await
         }
     }
 }
@@ -1545,10 +1610,20 @@ async fn emit_standalone<W: Write + Send + 'static>(
             }
             (_, Standalone::Now) => {
                 if let Ok(bytes) = index.read_bytes(meta) {
-                    direct.emit(bytes).await;
+                    emit_recorded(shared, direct, meta, bytes).await;
                 }
             }
         }
+    }
+}
+
+/// Sends recorded message `meta` as `line` (its bytes, with the client's ids where they go),
+/// framed as the recorded server framed it where play keeps that (over stdio).
+async fn emit_recorded<O: Sink + ?Sized>(shared: &Shared, out: &O, meta: &MsgMeta, line: Vec<u8>) {
+    out.before(meta).await;
+    match shared.line_ends(meta) {
+        Some((before, after)) => out.emit_parts(&[&before, &line, &after]).await,
+        None => out.emit(line).await,
     }
 }
 
@@ -1663,6 +1738,7 @@ mod tests {
             stream_of: None,
             http: None,
             appended: false,
+            ends: Default::default(),
         };
         let text = r#"{"jsonrpc":"2.0","id":17,"result":{}}"#;
         assert_eq!(id_span_of(text, &meta("17", (22, 24))), Some((22, 24)));
@@ -1691,6 +1767,7 @@ mod tests {
             stream_of: None,
             http: None,
             appended: false,
+            ends: Default::default(),
         };
         use crate::tape::index::Body;
         let tape = Bodies::Whole(r#"{"msg":{"id":1,"result":{}}}"#.to_string());

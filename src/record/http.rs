@@ -678,6 +678,24 @@ impl crate::transport::http::Handler for Proxy {
                 )),
             );
             self.tape_event("http-error", Value::Object(facts));
+        } else if parts.method == Method::POST {
+            // A POST answered without a message (the `202 Accepted` to a notification or a
+            // response): how, for play to answer the same. The content type is the answer's
+            // own, none when it sent none (the facts' is the request's then).
+            let mut facts = facts.to_map();
+            facts.remove("content_type");
+            if !content_type.is_empty() {
+                facts.insert("content_type".into(), json!(content_type));
+            }
+            if !body.is_empty() {
+                facts.insert(
+                    "body".into(),
+                    json!(String::from_utf8_lossy(
+                        &body[..body.len().min(ERROR_BODY_MAX)]
+                    )),
+                );
+            }
+            self.tape_event("http-accepted", Value::Object(facts));
         }
         respond(crate::transport::http::whole_body(body))
     }

@@ -86,6 +86,30 @@ pub struct MsgMeta {
     /// Added to the tape after its recording (`play --on-miss live`).
     #[serde(default)]
     pub appended: bool,
+    /// How its line was framed on the wire around the body: its terminator and the whitespace
+    /// around its JSON (what play over stdio writes back).
+    #[serde(default)]
+    pub ends: LineEnds,
+}
+
+/// What a stdio line held besides its message: the whitespace before and after the JSON (on
+/// the tape, spliced into `msg` with it: the bytes just before and after [`Body::Json`]'s
+/// span) and whether it ended in `\r\n`. All zero for nearly every message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LineEnds {
+    /// Bytes of whitespace before the JSON.
+    pub lead: u32,
+    /// Bytes of whitespace after it.
+    pub trail: u32,
+    /// The line ended in `\r\n` rather than `\n` (`crlf` on the tape).
+    pub crlf: bool,
+}
+
+impl LineEnds {
+    /// A line ended by a bare `\n`, with nothing around its message.
+    pub fn is_plain(&self) -> bool {
+        *self == LineEnds::default()
+    }
 }
 
 /// A message's HTTP facts, as play and the pairing need them.
@@ -207,6 +231,22 @@ pub struct Standalone {
     pub client_answer: Option<usize>,
 }
 
+/// A client line that no server could serve as a request (not JSON, not a message, a batch, a
+/// request whose id is not a string or a number, a method with `"id": null`: see
+/// `wire::classify::unservable`), and how the recorded server answered it, if it did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BadClientLine {
+    /// Index of the client's line in `msgs`.
+    pub msg: usize,
+    /// The server's error without an id (`"id": null`, as JSON-RPC answers what it cannot
+    /// read) that answered it: paired with the earliest unanswered bad line of its scope, on
+    /// its own POST over HTTP.
+    pub answer: Option<usize>,
+    /// A request with an id that is not a string or a number is also an exchange (a server
+    /// may answer it with that id): its number.
+    pub exchange: Option<usize>,
+}
+
 /// An HTTP answer that carried no JSON-RPC message: a refusal (`405` with `Allow: POST`, a
 /// plain-text `400`, a `404` for an unknown session), as `record --url` taped it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -228,6 +268,10 @@ pub struct HttpSummary {
     pub refusals: std::collections::BTreeMap<String, HttpRefusal>,
     /// Server messages that came on a GET stream (a server that refuses GET sends none).
     pub get_stream_msgs: u64,
+    /// How the server answered a POST that called for no JSON-RPC answer (a notification, a
+    /// response; any POST on the older HTTP+SSE transport): the first such answer taped
+    /// (`http-accepted`), `allow` unused. `None` on a tape recorded before it was taped.
+    pub accepted: Option<HttpRefusal>,
 }
 
 /// One server's conversation on a tape, indexed: its messages, its exchanges, and the server
@@ -253,6 +297,9 @@ pub struct TapeIndex {
     pub standalone: Arc<Vec<Standalone>>,
     /// HTTP tapes: refused GETs and DELETEs, and how much came on GET streams.
     pub http: HttpSummary,
+    /// The client lines no server could serve as requests, in tape order, with the recorded
+    /// server's answers.
+    pub bad_lines: Arc<Vec<BadClientLine>>,
     /// The tape, for bodies: read ahead in chunks (`read_ahead.rs`).
     file: super::read_ahead::ReadAhead,
 }
@@ -477,6 +524,7 @@ impl TapeIndex {
             exchanges: Arc::new(p.exchanges),
             standalone: Arc::new(p.standalone),
             http: p.http,
+            bad_lines: Arc::new(p.bad_lines),
             file: super::read_ahead::ReadAhead::new(file),
         })
     }
@@ -526,6 +574,7 @@ impl TapeIndex {
                         if chosen.as_deref().is_none_or(|c| c == ev.server) {
                             match ev.what.as_ref() {
                                 "http-error" => b.refusal(ev),
+                                "http-accepted" => b.accepted(ev),
                                 "sse-priming" => b.priming(ev),
                                 _ => {}
                             }
@@ -568,6 +617,7 @@ impl TapeIndex {
             exchanges: Arc::new(b.exchanges),
             standalone: Arc::new(b.standalone),
             http: b.http,
+            bad_lines: Arc::new(b.bad_lines),
             file: super::read_ahead::ReadAhead::new(file),
         })
     }
@@ -591,6 +641,26 @@ impl TapeIndex {
                 m.line
             ))),
         }
+    }
+
+    /// What the message's wire line held around its body: the whitespace before its JSON, and
+    /// the whitespace after it followed by the CR of a `\r\n` (the line's `\n` is not
+    /// included). Empty for a line of nothing but its message and a `\n`.
+    pub fn read_line_ends(&self, m: &MsgMeta) -> io::Result<(Vec<u8>, Vec<u8>)> {
+        let LineEnds { lead, trail, crlf } = m.ends;
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        if let Body::Json { offset, len } = m.body {
+            if lead > 0 {
+                before = self.read_at(offset.saturating_sub(lead.into()), lead)?;
+            }
+            if trail > 0 {
+                after = self.read_at(offset + u64::from(len), trail)?;
+            }
+        }
+        if crlf {
+            after.push(b'\r');
+        }
+        Ok((before, after))
     }
 
     /// The message as text; only for JSON bodies.
@@ -707,6 +777,7 @@ fn fields_of<'a>(raw_line: &'a [u8], m: &MsgLine<'a>) -> Result<MsgFields<'a>, S
             },
         },
         appended: m.appended,
+        crlf: m.crlf,
     })
 }
 
@@ -716,9 +787,14 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMe
         let at = item.offset + (s.as_ptr() as usize - item.raw.as_ptr() as usize) as u64;
         (at, s.len() as u32)
     };
+    let mut ends = LineEnds {
+        crlf: m.crlf,
+        ..LineEnds::default()
+    };
     let body = match m.body {
         BodyText::Json(t) => {
             let (offset, len) = span(t);
+            (ends.lead, ends.trail) = padding(item.raw, (offset - item.offset) as usize, t.len());
             Body::Json { offset, len }
         }
         BodyText::Text(t) => {
@@ -755,7 +831,20 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMe
             })
         }),
         appended: m.appended,
+        ends,
     }
+}
+
+/// How many bytes of JSON whitespace are just before and just after the body at
+/// `line[start..start + len]`: on a `msg` line the writer spliced the wire line in whole,
+/// whitespace around its JSON included, and serde's raw value leaves that out.
+fn padding(line: &[u8], start: usize, len: usize) -> (u32, u32) {
+    let ws = |c: &&u8| matches!(**c, b' ' | b'\t' | b'\r' | b'\n');
+    let before = line.get(..start).unwrap_or_default();
+    let after = line.get(start + len..).unwrap_or_default();
+    let lead = before.iter().rev().take_while(ws).count();
+    let trail = after.iter().take_while(ws).count();
+    (lead as u32, trail as u32)
 }
 
 /// A JSON-RPC batch whose every element is an answer (`result` or `error`, no `method`).
@@ -807,6 +896,9 @@ struct Builder {
     msgs: Vec<MsgMeta>,
     exchanges: Vec<Exchange>,
     standalone: Vec<Standalone>,
+    bad_lines: Vec<BadClientLine>,
+    /// Bad lines not answered yet, per scope, in order (numbers in `bad_lines`).
+    bad_open: FastMap<Scope, VecDeque<usize>>,
     /// Client messages so far, per scope.
     c2s_count: FastMap<Scope, u64>,
     /// Open exchanges per scope; in opening order, since exchange numbers grow (a set: closing
@@ -1004,6 +1096,19 @@ impl Builder {
         }
     }
 
+    /// How the server answered a POST without a message (`http-accepted`): the first one is
+    /// what play answers such POSTs with.
+    fn accepted(&mut self, ev: HttpEvent<'_>) {
+        if self.http.accepted.is_none() {
+            self.http.accepted = Some(HttpRefusal {
+                status: ev.status.unwrap_or(202),
+                content_type: ev.content_type.map(|c| c.into_owned()),
+                allow: None,
+                body: ev.body.map(|b| b.into_owned()).unwrap_or_default(),
+            });
+        }
+    }
+
     /// A priming event: on a POST's stream, the exchange's answer stream opened with it; on a
     /// GET resuming a stream (`Last-Event-ID`), the exchange whose stream that was goes on there.
     fn priming(&mut self, ev: HttpEvent<'_>) {
@@ -1078,11 +1183,26 @@ impl Builder {
             .and_then(|t| params_of(t.as_bytes()));
         let idx = self.msgs.len();
         self.msgs.push(meta);
+        let bad = m.dir == Dir::C2S
+            && crate::wire::classify::unservable(m.kind, m.id, json.map_or(&[][..], str::as_bytes));
+        if bad {
+            let exchange = (m.kind == Kind::Request).then_some(self.exchanges.len());
+            self.bad_open
+                .entry(scope)
+                .or_default()
+                .push_back(self.bad_lines.len());
+            self.bad_lines.push(BadClientLine {
+                msg: idx,
+                answer: None,
+                exchange,
+            });
+        }
         match (m.dir, m.kind, m.id) {
             (Dir::C2S, Kind::Request, Some(id)) => {
                 let request = self.request(m.method.as_deref().unwrap_or_default(), json);
                 self.add_request(idx, &m, id, scope, request);
             }
+            (Dir::S2C, Kind::Error, None) if self.answers_bad_line(idx, scope, m.http.post) => {}
             (Dir::C2S, Kind::Response | Kind::Error, Some(id)) => {
                 self.add_client_answer(idx, scope, id)
             }
@@ -1101,6 +1221,26 @@ impl Builder {
         if m.dir == Dir::C2S {
             *self.c2s_count.entry(scope).or_default() += 1;
         }
+    }
+
+    /// A server error without an id answers the earliest unanswered bad client line of its
+    /// scope (over HTTP, the one its POST carried); whether there was one.
+    fn answers_bad_line(&mut self, idx: usize, scope: Scope, post: Option<u64>) -> bool {
+        let Some(open) = self.bad_open.get_mut(&scope) else {
+            return false;
+        };
+        let at = match post {
+            Some(p) => open.iter().position(|&b| {
+                let msg = &self.msgs[self.bad_lines[b].msg];
+                msg.http.as_ref().and_then(|h| h.post) == Some(p)
+            }),
+            None => (!open.is_empty()).then_some(0),
+        };
+        let Some(b) = at.and_then(|i| open.remove(i)) else {
+            return false;
+        };
+        self.bad_lines[b].answer = Some(idx);
+        true
     }
 
     /// What the index keeps of a request of `method` whose message is `json`: read from its
@@ -1369,7 +1509,9 @@ fn http_event(raw: &[u8]) -> Option<HttpEvent<'_>> {
     // Cheap first: most unknown lines are other events.
     let wanted = |what: &[u8]| memchr::memmem::find(line, what).is_some();
     if !line.starts_with(b"{\"type\":\"event\"")
-        || !(wanted(b"\"what\":\"http-error\"") || wanted(b"\"what\":\"sse-priming\""))
+        || !(wanted(b"\"what\":\"http-error\"")
+            || wanted(b"\"what\":\"sse-priming\"")
+            || wanted(b"\"what\":\"http-accepted\""))
     {
         return None;
     }

@@ -27,7 +27,7 @@
 //! chain themselves.
 
 use super::format::{End, Header, ServerDecl};
-use super::index::{Exchange, HttpSummary, MsgMeta, Standalone, TapeIndex};
+use super::index::{BadClientLine, Exchange, HttpSummary, MsgMeta, Standalone, TapeIndex};
 use super::reader::Warning;
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -72,6 +72,7 @@ pub(crate) struct Parts {
     pub exchanges: Vec<Exchange>,
     pub standalone: Vec<Standalone>,
     pub http: HttpSummary,
+    pub bad_lines: Vec<BadClientLine>,
 }
 
 /// A cache entry, in postcard (compact binary: a fifth of the JSON's size, and several times
@@ -108,6 +109,8 @@ struct Meta {
     warnings: Vec<Warning>,
     #[serde(default)]
     http: HttpSummary,
+    #[serde(default)]
+    bad_lines: Vec<BadClientLine>,
 }
 
 /// What the index is made of, by what rules: bumped whenever the index is built differently
@@ -117,8 +120,9 @@ struct Meta {
 /// standalone points count the `initialize` that opened it; 8: an oversize line's id and method,
 /// read from its first bytes, and an oversize answer closes its exchange; 9: a server batch of
 /// answers belongs to no exchange and is not standalone; 10: an entry ends with its SHA-256;
-/// 11: the header's marker key id), so an entry written by a build of the same version before
-/// the change is not used.
+/// 11: the header's marker key id, a stdio line's CRLF and the whitespace around its JSON, an
+/// HTTP tape's `http-accepted`, and the client's bad lines with their answers), so an entry
+/// written by a build of the same version before the change is not used.
 const INDEX_FORMAT: u32 = 11;
 
 /// This build: its version, and the match key of a probe, so that an entry whose keys another
@@ -187,6 +191,14 @@ fn load_in(dir: &Path, tape: &Path, server: Option<&str>) -> Option<Parts> {
         return None;
     }
     let meta: Meta = serde_json::from_str(&stored.meta).ok()?;
+    let (n, e) = (stored.msgs.len(), stored.exchanges.len());
+    let bad_fit = meta
+        .bad_lines
+        .iter()
+        .all(|b| b.msg < n && b.answer.is_none_or(|a| a < n) && b.exchange.is_none_or(|x| x < e));
+    if !bad_fit {
+        return None;
+    }
     Some(Parts {
         header: meta.header,
         servers: meta.servers,
@@ -197,6 +209,7 @@ fn load_in(dir: &Path, tape: &Path, server: Option<&str>) -> Option<Parts> {
         exchanges: stored.exchanges,
         standalone: stored.standalone,
         http: meta.http,
+        bad_lines: meta.bad_lines,
     })
 }
 
@@ -295,6 +308,7 @@ fn pending_in(
             end: index.end.clone(),
             warnings: index.warnings.clone(),
             http: index.http.clone(),
+            bad_lines: index.bad_lines.to_vec(),
         },
         msgs: index.msgs.clone(),
         exchanges: index.exchanges.clone(),

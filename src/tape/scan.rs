@@ -45,6 +45,8 @@ pub(crate) struct MsgFields<'a> {
     pub http: HttpMeta<'a>,
     /// Added after the recording (`"appended":true`, by `play --on-miss live`).
     pub appended: bool,
+    /// The line ended in `\r\n` on the wire (`"crlf":true`).
+    pub crlf: bool,
 }
 
 /// The HTTP facts the index uses.
@@ -113,8 +115,8 @@ pub(crate) fn scan_msg_line(line: &[u8]) -> Option<MsgFields<'_>> {
     } else {
         None
     };
-    // Flags the index does not use; only their plain forms are taken.
-    let _ = c.lit(b",\"crlf\":true");
+    // Flags; only their plain forms are taken. `eol` the index does not use.
+    let crlf = c.lit(b",\"crlf\":true").is_some();
     let _ = c.lit(b",\"eol\":false");
     let len = if c.lit(b",\"len\":").is_some() {
         Some(c.uint()?)
@@ -172,6 +174,7 @@ pub(crate) fn scan_msg_line(line: &[u8]) -> Option<MsgFields<'_>> {
         id_in_body,
         http: HttpMeta::default(),
         appended,
+        crlf,
     })
 }
 

@@ -239,6 +239,49 @@ fn top_level(text: &str) -> Option<Top<'_>> {
     })
 }
 
+/// Whether an id (its JSON text) is one JSON-RPC allows a request and MCP takes: a string or a
+/// number (not `null`, an object, an array or a boolean).
+pub(crate) fn scalar_id(id: &str) -> bool {
+    matches!(id.as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9'))
+}
+
+/// Whether a message classified `kind` (with `id`, its text `bytes`) is a client line no
+/// server could serve as a request or take as a notification: not JSON, not a message, a
+/// batch, a request whose id is not a string or a number, or a method with `"id": null`
+/// (JSON-RPC's request with a null id, which MCP forbids; the classifier reads it as a
+/// notification).
+pub(crate) fn unservable(kind: Kind, id: Option<&str>, bytes: &[u8]) -> bool {
+    match kind {
+        Kind::NotJson | Kind::Invalid | Kind::Batch => true,
+        Kind::Request => id.is_some_and(|id| !scalar_id(id)),
+        Kind::Notification => null_id(bytes),
+        _ => false,
+    }
+}
+
+/// Whether the object `bytes` has an `id` member that is `null`.
+fn null_id(bytes: &[u8]) -> bool {
+    let span = match super::json_scan::object_fields(bytes, [b"id"]) {
+        Some([span]) => span,
+        // What the scanner is not sure of: serde says.
+        None => {
+            #[derive(Deserialize)]
+            struct IdOnly<'a> {
+                #[serde(borrow, default, deserialize_with = "raw")]
+                id: Option<&'a RawValue>,
+            }
+            fn raw<'de, D: serde::Deserializer<'de>>(
+                d: D,
+            ) -> Result<Option<&'de RawValue>, D::Error> {
+                <&'de RawValue>::deserialize(d).map(Some)
+            }
+            return serde_json::from_slice::<IdOnly<'_>>(bytes)
+                .is_ok_and(|p| p.id.is_some_and(|id| id.get() == "null"));
+        }
+    };
+    span.is_some_and(|(a, b)| &bytes[a..b] == b"null")
+}
+
 /// What the first bytes of an over-long message (`oversize`: only its length and head are
 /// kept) tell of it: the top-level members written before its body, as writers put them
 /// (`jsonrpc`, `id`, `method`, then `params`, `result` or `error`).
@@ -319,6 +362,37 @@ mod tests {
                 .as_deref(),
             Some("12")
         );
+    }
+
+    #[test]
+    fn lines_no_server_could_serve_as_a_request() {
+        let bad = |b: &[u8]| {
+            let c = classify(b);
+            unservable(c.kind, c.id.as_deref(), b)
+        };
+        for line in [
+            &b"not json"[..],
+            b"42",
+            b"[]",
+            br#"{"jsonrpc":"2.0","id":{"a":1},"method":"m"}"#,
+            br#"{"jsonrpc":"2.0","id":[1],"method":"m"}"#,
+            br#"{"jsonrpc":"2.0","id":true,"method":"m"}"#,
+            br#"{"jsonrpc":"2.0","id":null,"method":"m"}"#,
+            br#"{"jsonrpc":"2.0", "id" : null , "method":"m"}"#,
+            br#"{"jsonrpc":"2.0","\u0069d":null,"method":"m"}"#,
+        ] {
+            assert!(bad(line), "{}", String::from_utf8_lossy(line));
+        }
+        for line in [
+            &br#"{"jsonrpc":"2.0","id":1,"method":"m"}"#[..],
+            br#"{"jsonrpc":"2.0","id":-1.5,"method":"m"}"#,
+            br#"{"jsonrpc":"2.0","id":"x","method":"m"}"#,
+            br#"{"jsonrpc":"2.0","method":"m"}"#,
+            br#"{"jsonrpc":"2.0","method":"m","params":{"id":null}}"#,
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#,
+        ] {
+            assert!(!bad(line), "{}", String::from_utf8_lossy(line));
+        }
     }
 
     fn k(s: &[u8]) -> (Kind, Option<String>, Option<String>) {

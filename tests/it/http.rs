@@ -2053,3 +2053,106 @@ class H(Quiet):
     assert_eq!(s.header("location"), Some(other.as_str()));
     rec.stop();
 }
+
+/// What a server answers to a POSTed notification and to a POSTed response (to a server request
+/// it never sent: accepted all the same) after an `initialize` at `url`: status,
+/// `Content-Type` (`None`: none sent) and body, each.
+fn accepted_answers(url: &str) -> Vec<(u16, Option<String>, String)> {
+    let mut init = post_open_ok(url, &req(0, "initialize", init_params()));
+    let sid = init
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_string();
+    let _ = init.body();
+    let h = post_headers(&[
+        ("Mcp-Session-Id", &sid),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ]);
+    let msgs = [
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": "s-1", "result": {}}),
+    ];
+    msgs.iter()
+        .map(|m| {
+            let mut s = http_open(url, "POST", &h, m.to_string().as_bytes());
+            let body = text(&s.body());
+            (s.status, s.header("content-type").map(String::from), body)
+        })
+        .collect()
+}
+
+/// The `202 Accepted` a POSTed notification or response gets is played back as the recorded
+/// server sent it: server-everything sends no `Content-Type`, the Python SDK
+/// `application/json`; the tape keeps which (an `http-accepted` event), and play sends that.
+#[test]
+fn play_answers_a_posted_notification_or_response_as_the_recorded_server_did() {
+    type Start = fn(&Path) -> (Proc, String);
+    let servers: [(&str, Start); 2] = [
+        ("server-everything", everything_http),
+        ("the Python SDK", py_server_http),
+    ];
+    for (name, start) in servers {
+        let dir = tmp();
+        let tape = dir.path().join("accepted.jsonl");
+        let (_server, upstream) = start(dir.path());
+        let direct = accepted_answers(&upstream);
+        assert!(
+            direct.iter().all(|(status, ..)| *status == 202),
+            "{name}: {direct:?}"
+        );
+        let rec = Served::record(&upstream, &tape);
+        let recorded = accepted_answers(&rec.url);
+        rec.stop();
+        assert_eq!(recorded, direct, "{name}: through record --url");
+        let play = Served::play(&tape);
+        let played = accepted_answers(&play.url);
+        play.stop();
+        assert_eq!(played, direct, "{name}: from the tape");
+    }
+}
+
+/// server-everything answers a POST it cannot read with `400` and a `-32700` error whose id is
+/// `null`: play gives the same POST that recorded answer (its status, content type and body),
+/// not its own.
+#[test]
+fn play_answers_a_bad_post_with_what_server_everything_answered_it() {
+    let dir = tmp();
+    let tape = dir.path().join("bad-posts.jsonl");
+    let (_server, upstream) = everything_http(dir.path());
+    let bad = |url: &str| -> Vec<(u16, String, String)> {
+        let mut init = post_open_ok(url, &req(0, "initialize", init_params()));
+        let sid = init
+            .header("mcp-session-id")
+            .expect("a session")
+            .to_string();
+        let _ = init.body();
+        let h = post_headers(&[
+            ("Mcp-Session-Id", &sid),
+            ("MCP-Protocol-Version", "2025-06-18"),
+        ]);
+        [
+            &b"this is not json"[..],
+            br#"{"jsonrpc":"2.0","id":{"k":1},"method":"tools/list"}"#,
+        ]
+        .iter()
+        .map(|b| {
+            let mut s = http_open(url, "POST", &h, b);
+            let body = text(&s.body());
+            (s.status, s.content_type().to_string(), body)
+        })
+        .collect()
+    };
+    let rec = Served::record(&upstream, &tape);
+    let recorded = bad(&rec.url);
+    rec.stop();
+    assert!(
+        recorded
+            .iter()
+            .all(|(st, _, b)| *st == 400 && b.contains("\"id\":null")),
+        "{recorded:?}"
+    );
+    let play = Served::play(&tape);
+    let played = bad(&play.url);
+    play.stop();
+    assert_eq!(played, recorded, "the recorded answers, as they were");
+}

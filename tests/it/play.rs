@@ -1429,3 +1429,189 @@ fn a_recorded_batch_answer_is_never_sent_unasked() {
     let stderr = c.finish_with(0);
     assert_contains(&stderr, "served 2, missed 0");
 }
+
+/// A stdio server that frames its lines as it likes: a banner (not JSON) and some answers end
+/// in `\r\n`, one answer has spaces and a tab around its JSON, a notification during a call
+/// ends in `\r\n`. Every line is written as raw bytes.
+const RAW_FRAMING: &str = r##"
+out = sys.stdout.buffer
+def put(b):
+    out.write(b)
+    out.flush()
+put(b"starting up\r\n")
+for m in requests():
+    i = json.dumps(m["id"]).encode()
+    method = m["method"]
+    if method == "initialize":
+        put(b'{"jsonrpc":"2.0","id":' + i + b',"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}}\r\n')
+    elif method == "tools/list":
+        put(b'  \t{"jsonrpc":"2.0","id":' + i + b',"result":{"tools":[]}} \t \r\n')
+    elif method == "tools/call":
+        put(b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}\r\n')
+        put(b'{"jsonrpc":"2.0", "id": ' + i + b' ,"result":{"content":[]}}\t\n')
+    else:
+        put(b'{"jsonrpc":"2.0","id":' + i + b',"error":{"code":-32601,"message":"no"}}  \r\r\n')
+"##;
+
+/// The raw lines a client gets from `server` for a fixed session (terminators included).
+fn raw_framing_session(mut c: LineClient) -> (Vec<Vec<u8>>, LineClient) {
+    let line = |c: &mut LineClient| {
+        c.recv_raw(Duration::from_secs(30))
+            .expect("a line within 30 s")
+    };
+    let mut got = vec![line(&mut c)]; // the banner
+    c.send(&req(0, "initialize", init_params()));
+    got.push(line(&mut c));
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for (id, method, lines) in [(1, "tools/list", 1), (2, "tools/call", 2), (3, "nope", 1)] {
+        c.send(&req(id, method, json!({"name": "x"})));
+        for _ in 0..lines {
+            got.push(line(&mut c));
+        }
+    }
+    (got, c)
+}
+
+/// Play over stdio writes each recorded line back as the server wrote it: its `\r\n`, and the
+/// whitespace around its JSON, which the tape holds (`crlf`, and `msg` spliced in verbatim).
+/// Answers served at once and answers served by a task (`--latency`) alike.
+#[test]
+fn play_over_stdio_writes_each_recorded_line_with_its_own_whitespace_and_terminator() {
+    let (_dir, tape) = tmp_tape("framing.jsonl");
+    let server = line_server(RAW_FRAMING);
+    let (direct, c) = raw_framing_session(LineClient::spawn(&server));
+    c.finish_with(0);
+    assert!(direct[0].ends_with(b"\r\n") && direct[2].starts_with(b"  \t"));
+    let (recorded, c) = raw_framing_session(record(&tape, &[], &server));
+    c.finish_with(0);
+    assert_eq!(recorded, direct, "record forwards every byte");
+    let lists = tape_msgs(&tape);
+    assert!(
+        lists.iter().any(|l| l["crlf"] == true),
+        "the tape says which lines ended in CRLF: {lists:?}"
+    );
+    for flags in [&[][..], &["--latency", "1ms"][..]] {
+        let (played, c) = raw_framing_session(play(&tape, flags));
+        c.finish_with(0);
+        for (i, (p, d)) in played.iter().zip(&direct).enumerate() {
+            assert_eq!(
+                text(p),
+                text(d),
+                "line {i} with {flags:?}: play writes the recorded line's bytes"
+            );
+        }
+        assert_eq!(played.len(), direct.len());
+    }
+}
+
+/// A stdio server that answers what it cannot take as JSON-RPC errors with `"id": null`, as
+/// JSON-RPC has it (the reference SDKs say nothing instead): `-32700` for a line that is not
+/// JSON, `-32600` for JSON that is no request, and for a request whose id is not a string or a
+/// number (`null` too). Requests get their method back.
+const ID_NULL_ERRORS: &str = r##"
+import sys, json
+def send(s):
+    sys.stdout.write(s + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        send('{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error (recorded)"}}')
+        continue
+    if not isinstance(m, dict) or "method" not in m:
+        send('{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request (recorded)"}}')
+        continue
+    if "id" not in m:
+        continue
+    i = m["id"]
+    if isinstance(i, bool) or not isinstance(i, (str, int, float)):
+        send('{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid id (recorded)"}}')
+        continue
+    send(json.dumps({"jsonrpc": "2.0", "id": i, "result": {"method": m["method"]}}))
+"##;
+
+/// Bad lines a client sends: not JSON, not a message, a request with an object id, one with a
+/// `null` id.
+const BAD_LINES: [&str; 4] = [
+    "this is not json",
+    "42",
+    r#"{"jsonrpc":"2.0","id":{"k":1},"method":"tools/list"}"#,
+    r#"{"jsonrpc":"2.0","id":null,"method":"tools/list"}"#,
+];
+
+/// The recorded server's answers to bad client lines (errors with `"id": null`) are served
+/// again when a client sends the same lines in play, in any order; a bad line the tape does
+/// not hold gets play's own error.
+#[test]
+fn the_recorded_answer_to_a_bad_line_is_served_for_the_same_line() {
+    let (_dir, tape) = tmp_tape("bad.jsonl");
+    let mut c = record(&tape, &[], &line_server(ID_NULL_ERRORS));
+    let mut recorded = Vec::new();
+    for (i, bad) in BAD_LINES.iter().enumerate() {
+        c.send_raw(format!("{bad}\n").as_bytes());
+        recorded.push(text(
+            &c.recv_raw(Duration::from_secs(30)).expect("an answer"),
+        ));
+        // A plain call between them: its answer is its own.
+        let v = c.call(i as i64, "tools/call", json!({"name": "x"}));
+        assert_eq!(v["result"]["method"], "tools/call", "{v}");
+    }
+    c.finish_with(0);
+    assert!(
+        recorded[0].contains("Parse error (recorded)"),
+        "{recorded:?}"
+    );
+    assert!(
+        recorded[3].contains("Invalid id (recorded)"),
+        "{recorded:?}"
+    );
+
+    let mut p = play(&tape, &[]);
+    // Backwards: each bad line gets the answer recorded for it.
+    for (i, bad) in BAD_LINES.iter().enumerate().rev() {
+        p.send_raw(format!("{bad}\n").as_bytes());
+        let got = text(&p.recv_raw(Duration::from_secs(30)).expect("an answer"));
+        assert_eq!(got, recorded[i], "the recorded answer to {bad}");
+    }
+    for i in 0..BAD_LINES.len() as i64 {
+        let v = p.call(i, "tools/call", json!({"name": "x"}));
+        assert_eq!(v["result"]["method"], "tools/call", "{v}");
+    }
+    // Again, or another bad line: not on the tape (any more), so play's own error.
+    p.send_raw(b"this is not json\n");
+    let again = p.recv();
+    assert_eq!(again["error"]["code"], -32700, "{again}");
+    assert_eq!(again["id"], Value::Null, "{again}");
+    assert!(!again.to_string().contains("(recorded)"), "{again}");
+    p.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":{\"k\":2},\"method\":\"tools/list\"}\n");
+    let other = p.recv();
+    assert_eq!(other["error"]["code"], -32600, "{other}");
+    let stderr = p.finish_with(0);
+    assert_contains(&stderr, "served 4, missed 0");
+}
+
+/// A request whose id is not a string or a number (an object, an array, `true`, `null`) is no
+/// request MCP allows: play answers `-32600` with `"id": null`, as JSON-RPC asks of a server,
+/// rather than serving a recorded answer with that id, or dropping it as a notification and
+/// leaving the client waiting. (Over stdio the reference SDKs' servers say nothing at all.)
+#[test]
+fn a_request_whose_id_is_no_string_or_number_gets_invalid_request() {
+    let (_dir, tape) = tmp_tape("ids.jsonl");
+    let mut c = record(&tape, &[], &line_server(COUNTER));
+    c.call(1, "tools/list", json!({}));
+    c.finish_with(0);
+    let mut p = play(&tape, &[]);
+    for id in [json!({"k": 1}), json!([1]), json!(true), Value::Null] {
+        p.send(&req(id.clone(), "tools/list", json!({})));
+        let v = p.recv();
+        assert_eq!(v["error"]["code"], -32600, "id {id}: {v}");
+        assert_eq!(v["id"], Value::Null, "id {id}: {v}");
+        assert_contains(v["error"]["message"].as_str().unwrap(), "id");
+    }
+    // The recorded exchange is still there for a proper request.
+    let v = p.call(7, "tools/list", json!({}));
+    assert_eq!(v["result"], json!({}), "{v}");
+    let stderr = p.finish_with(0);
+    assert_contains(&stderr, "served 1, missed 0");
+}

@@ -213,10 +213,11 @@ fn check_fills_redacted_arguments_for_the_live_call_only() {
     assert!(text(&out.stderr).contains("env:VAR or file:PATH"));
 }
 
-/// `deploy` called with a token that is refused, then with the real one: the tape holds two
-/// requests that differ only in redacted values. A client that sends only the real token gets
-/// the answer recorded first (the tape cannot tell the secrets apart), and play says so on
-/// stderr rather than serving it as a plain hit.
+/// `deploy` called with two tokens that are refused, then with the real one: the tape holds
+/// three requests that differ only in redacted values. A client that sends only the real token
+/// gets the answers recorded first (the tape cannot tell the secrets apart), and play says so on
+/// stderr rather than serving them as plain hits: once per recorded request, however many calls
+/// it applied to, and the summary counts them.
 #[test]
 fn requests_that_differ_only_in_secrets_are_served_with_a_warning() {
     let dir = tmp();
@@ -225,38 +226,52 @@ fn requests_that_differ_only_in_secrets_are_served_with_a_warning() {
     let mut c = LineClient::spawn(&record_cmd(&tape, &py_server()));
     c.initialize();
     let refused = c.call(1, "tools/call", deploy("not-a-github-token-1"));
-    let allowed = c.call(2, "tools/call", deploy(TOKEN));
+    c.call(2, "tools/call", deploy("not-a-github-token-2"));
+    let allowed = c.call(3, "tools/call", deploy(TOKEN));
     assert_eq!(refused["result"]["structuredContent"]["authorized"], false);
     assert_eq!(allowed["result"]["structuredContent"]["authorized"], true);
     c.finish_with(0);
     assert_no_secret(&tape);
+    const WARNING: &str = "WARNING: tools/call deploy fits 3 recorded requests that differ only in redacted values; served the one at line ";
+    const SAID: &str = "differ only in redacted values; served";
 
     let mut p = LineClient::spawn(&play_cmd(&tape));
     p.initialize();
-    let served = p.call(7, "tools/call", deploy(TOKEN));
+    let first = p.call(7, "tools/call", deploy(TOKEN));
+    let second = p.call(8, "tools/call", deploy(TOKEN));
     let stderr = p.finish_with(0);
-    // The earliest of the two: the refusal, recorded for the other token.
-    assert_eq!(
-        served["result"]["structuredContent"]["authorized"], false,
-        "{served}"
-    );
+    // The earliest two: the refusals, recorded for the other tokens.
+    for served in [&first, &second] {
+        assert_eq!(
+            served["result"]["structuredContent"]["authorized"], false,
+            "{served}"
+        );
+    }
+    assert_contains(&stderr, WARNING);
+    assert_eq!(stderr.matches(SAID).count(), 1, "said once:\n{stderr}");
     assert_contains(
         &stderr,
-        "WARNING: tools/call deploy fits 2 recorded requests that differ only in redacted values; served the one at line ",
+        ", 2 requests served among recorded requests that differ only in redacted values (tools/call deploy: 2)",
     );
     assert!(!stderr.contains(TOKEN), "no secret on stderr:\n{stderr}");
+
+    // Each recorded token sent as recorded: the first call fits all three, the second the two
+    // left, the third is a plain hit. One warning; the summary counts the two calls it was for.
+    let mut p = LineClient::spawn(&play_cmd(&tape));
+    p.initialize();
+    p.call(1, "tools/call", deploy("not-a-github-token-1"));
+    p.call(2, "tools/call", deploy("not-a-github-token-2"));
+    p.call(3, "tools/call", deploy(TOKEN));
+    let stderr = p.finish_with(0);
+    assert_eq!(stderr.matches(SAID).count(), 1, "said once:\n{stderr}");
+    assert_contains(&stderr, "(tools/call deploy: 2)");
 
     // One request of those bytes recorded once: a plain hit, no warning.
     let mut p = LineClient::spawn(&play_cmd(&tape));
     p.initialize();
-    p.call(1, "tools/call", deploy("not-a-github-token-1"));
-    p.call(2, "tools/call", deploy(TOKEN));
+    p.call(3, "tools/call", deploy("not-a-github-token-1"));
     let stderr = p.finish_with(0);
-    assert_eq!(
-        stderr.matches("differ only in redacted values").count(),
-        1,
-        "the first call has two fits, the second one left:\n{stderr}"
-    );
+    assert_eq!(stderr.matches(SAID).count(), 1, "{stderr}");
 }
 
 /// The same two `deploy` calls recorded with `MCPTAPE_REDACT_KEY` set: the header names the
