@@ -122,7 +122,7 @@ fn equal_but_id(x: &[u8], y: &[u8]) -> bool {
 }
 
 pub(crate) fn body_of(bytes: &[u8]) -> Option<Value> {
-    let v: Value = serde_json::from_slice(bytes).ok()?;
+    let v: Value = crate::wire::exact::from_slice(bytes).ok()?;
     let Value::Object(mut m) = v else { return None };
     if let Some(e) = m.remove("error") {
         return Some(serde_json::json!({ "error": e }));

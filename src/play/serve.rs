@@ -945,7 +945,7 @@ impl<'a> Params<'a> {
             .get_or_init(|| {
                 let raw = self.exact.flatten()?;
                 Some(
-                    serde_json::from_str(raw)
+                    crate::wire::exact::from_str(raw)
                         .unwrap_or_else(|_| Value::String(format!("(unparsed params) {raw}"))),
                 )
             })

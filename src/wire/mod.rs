@@ -5,6 +5,7 @@
 pub mod canonical;
 pub mod classify;
 pub mod codec;
+pub(crate) mod exact;
 pub(crate) mod json_out;
 pub(crate) mod json_scan;
 pub mod jsonpath;

@@ -39,7 +39,7 @@ struct ReqProbe {
 /// A message's params as a value. Params too deep for a `Value` (over serde_json's nesting limit)
 /// stand in as their exact text, so such a request still matches itself byte for byte.
 pub(crate) fn params_of(message: &[u8]) -> Option<Value> {
-    match serde_json::from_slice::<ReqProbe>(message) {
+    match super::exact::from_slice::<ReqProbe>(message) {
         Ok(p) => p.params,
         Err(_) => {
             let obj: super::rewrite::RawObject<'_> = serde_json::from_slice(message).ok()?;
@@ -63,7 +63,7 @@ pub(crate) fn params_with_raw(message: &[u8]) -> (Option<Value>, Option<Option<&
         return (params_of(message), None);
     };
     let raw = p.params.map(|r| r.get());
-    match raw.map(serde_json::from_str::<Value>) {
+    match raw.map(super::exact::from_str::<Value>) {
         None => (None, Some(None)),
         Some(Ok(v)) => (Some(v), Some(raw)),
         // Too deep for a `Value`: as `params_of` gives it.

@@ -15,6 +15,7 @@ mod corpus;
 mod corpus_e2e;
 mod dist;
 mod embed;
+mod exact_values;
 mod export;
 mod http;
 mod http_leaks;

@@ -1,0 +1,144 @@
+//! Params and answers a `serde_json::Value` cannot hold as they are: integers beyond 64 bits
+//! (read as the nearest double, so 2^64 and 2^64+1 were one value) and lone UTF-16 surrogates
+//! (`"\ud800"`, which JavaScript clients can send; serde_json refuses them). Recorded through a
+//! real server that echoes what it is asked, then played, checked, diffed and shown.
+
+use crate::harness::*;
+use crate::record::{py, record};
+use std::path::Path;
+use std::time::Duration;
+
+/// A line server: answers `initialize`, and every other request with its params echoed back
+/// (Python keeps big integers and lone surrogates as they were) and `extra`, its first argument
+/// read as JSON.
+const ECHO: &str = r##"
+import sys, json
+extra = json.loads(sys.argv[1])
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+             "serverInfo": {"name": "echo", "version": "1"}}
+    else:
+        r = {"echo": m.get("params"), "extra": extra}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
+    sys.stdout.flush()
+"##;
+
+fn echo_server(extra: &str) -> Vec<String> {
+    py(ECHO, &[extra])
+}
+
+/// A `tools/call e` request line with this id and these arguments (JSON text, as sent).
+fn call(id: &str, arguments: &str, name_first: bool) -> Vec<u8> {
+    let params = if name_first {
+        format!(r#"{{"name":"e","arguments":{arguments}}}"#)
+    } else {
+        format!(r#"{{ "arguments" : {arguments} , "name" : "e" }}"#)
+    };
+    format!(r#"{{"jsonrpc":"2.0","id":"{id}","method":"tools/call","params":{params}}}"#)
+        .into_bytes()
+}
+
+/// Sends `line` and returns the next line the peer writes (these sessions send nothing else
+/// between a request and its answer), as text.
+fn ask_raw(c: &mut LineClient, line: &[u8]) -> String {
+    c.send_raw(&[line, b"\n"].concat());
+    let got = c
+        .recv_raw(Duration::from_secs(30))
+        .expect("an answer within 30 s");
+    text(&got)
+}
+
+/// Records `arguments` (each sent name first, as recorded) on `tape` through [`ECHO`].
+fn record_calls(tape: &Path, extra: &str, arguments: &[&str]) {
+    let mut c = record(tape, &[], &echo_server(extra));
+    c.initialize();
+    for (i, a) in arguments.iter().enumerate() {
+        let answer = ask_raw(&mut c, &call(&format!("r{i}"), a, true));
+        assert!(answer.contains("\"result\""), "{answer}");
+    }
+    c.finish_with(0);
+}
+
+fn play(tape: &Path) -> LineClient {
+    let mut c = Mt::new(["play"]).arg(tape).spawn();
+    c.initialize();
+    c
+}
+
+#[test]
+fn integers_beyond_64_bits_are_matched_by_their_exact_value() {
+    let (_dir, tape) = tmp_tape("big.jsonl");
+    let big = "18446744073709551617"; // 2^64 + 1
+    let long = "123456789012345678901234567890";
+    record_calls(
+        &tape,
+        "0",
+        &[&format!(r#"{{"n":{big}}}"#), &format!(r#"{{"n":{long}}}"#)],
+    );
+    let mut c = play(&tape);
+    // Another spelling of the params (key order, spaces): matched by value, not by bytes.
+    let near = ask_raw(&mut c, &call("a", r#"{"n":18446744073709551616}"#, false));
+    assert!(near.contains("\"error\""), "2^64 is not 2^64+1: {near}");
+    let near = ask_raw(
+        &mut c,
+        &call("b", r#"{"n":123456789012345678901234567891}"#, false),
+    );
+    assert!(near.contains("\"error\""), "the last digit differs: {near}");
+    let hit = ask_raw(&mut c, &call("c", &format!(r#"{{"n":{big}}}"#), false));
+    assert!(hit.contains(&format!(r#""n": {big}"#)), "{hit}");
+    let hit = ask_raw(&mut c, &call("d", &format!(r#"{{"n":{long}}}"#), false));
+    assert!(hit.contains(&format!(r#""n": {long}"#)), "{hit}");
+    let stderr = c.finish_with(1);
+    assert_contains(&stderr, "served 3, missed 2");
+}
+
+#[test]
+fn a_lone_surrogate_matches_itself_and_no_other() {
+    let (_dir, tape) = tmp_tape("surrogate.jsonl");
+    record_calls(&tape, "0", &[r#"{"q":"\ud800"}"#, r#"{"q":"x\udc00"}"#]);
+    let mut c = play(&tape);
+    // Out of recorded order, in another spelling: each finds its own answer.
+    let hit = ask_raw(&mut c, &call("a", r#"{"q":"x\uDC00"}"#, false));
+    assert!(hit.contains(r#""q": "x\udc00""#), "{hit}");
+    let miss = ask_raw(&mut c, &call("b", r#"{"q":"\udbff"}"#, false));
+    assert!(miss.contains("\"error\""), "another lone surrogate: {miss}");
+    let miss = ask_raw(&mut c, &call("c", r#"{"q":"\ufffd"}"#, false));
+    assert!(
+        miss.contains("\"error\""),
+        "the replacement character: {miss}"
+    );
+    let hit = ask_raw(&mut c, &call("d", r#"{"q":"\ud800"}"#, false));
+    assert!(hit.contains(r#""q": "\ud800""#), "{hit}");
+    let stderr = c.finish_with(1);
+    assert_contains(&stderr, "served 3, missed 2");
+    // Shown and listed without a panic.
+    Mt::new(["show"]).arg(&tape).run().success();
+    Mt::new(["show", "--json"]).arg(&tape).run().success();
+}
+
+#[test]
+fn check_and_diff_see_a_change_in_an_integer_beyond_64_bits() {
+    let dir = tmp();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    let args = [r#"{"n":18446744073709551617,"q":"\ud800"}"#];
+    record_calls(&a, "18446744073709551617", &args);
+    record_calls(&b, "18446744073709551616", &args);
+    Mt::new(["diff"]).arg(&a).arg(&a).run().success();
+    let run = Mt::new(["diff"]).arg(&a).arg(&b).run().status(1);
+    assert_contains(&run.console(), "extra");
+    let check = |server: Vec<String>| {
+        Mt::new(["check"])
+            .arg(&a)
+            .arg("--")
+            .args(server)
+            .timeout(Duration::from_secs(120))
+            .run()
+    };
+    check(echo_server("18446744073709551617")).success();
+    let run = check(echo_server("18446744073709551616")).status(1);
+    assert_contains(&run.console(), "extra");
+}
