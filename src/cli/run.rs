@@ -150,7 +150,7 @@ pub fn run_cmd(a: Args) -> Result<i32> {
             );
             if out.model_calls == 0 && out.agent.model_pointed() {
                 crate::diag!(
-                    "mcptape run: WARNING: {} sent no model request through mcptape, so the tape holds none and --playback has none to serve. It made none, or asked its model at an address mcptape does not point (its own setting, a managed policy's among them, or a sign-in that ignores the base URL: Gemini CLI signed in with Google asks Code Assist, Claude Code on Bedrock or Foundry asks those)",
+                    "mcptape run: WARNING: {} sent no model request through mcptape, so the tape holds none and --playback has none to serve. It made none, or asked its model at an address mcptape does not point (its own setting, a managed policy's among them, or a sign-in that ignores the base URL: Claude Code on Bedrock or Foundry asks those)",
                     out.agent.name()
                 );
             }

@@ -93,6 +93,26 @@ impl ModelPlayer {
             st.report.served += 1;
             return Ok(i);
         }
+        // Code Assist's setup and bookkeeping calls (Gemini CLI signed in with Google): how
+        // many there are depends on timing (it asks its quota again as it goes) and some carry
+        // a timestamp (its metrics), so beyond the recorded ones the latest recorded answer of
+        // the endpoint is served again, one with the same body first.
+        if provider::is_code_assist_setup(endpoint) {
+            let same: Vec<usize> = (0..self.calls.len())
+                .filter(|&i| same_endpoint(&self.calls[i]))
+                .collect();
+            let again = same
+                .iter()
+                .rev()
+                .copied()
+                .find(|&i| fits(&self.calls[i]))
+                .or_else(|| same.last().copied());
+            if let Some(i) = again {
+                st.used[i] = true;
+                st.report.served += 1;
+                return Ok(i);
+            }
+        }
         let why = self.explain(&st.used, endpoint, method, live.as_ref());
         if self.lenient {
             if let Some(i) =

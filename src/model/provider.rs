@@ -106,9 +106,11 @@ pub fn route(path_and_query: &str) -> Route {
             path_model: None,
         };
     };
+    // `…/models/M:method`; Code Assist's `…/v1internal:method` names it in the body.
     let path_model = (provider == Provider::Gemini)
         .then(|| {
-            let last = path.rsplit('/').next()?;
+            let (before, last) = path.rsplit_once('/')?;
+            before.ends_with("/models").then_some(())?;
             Some(last.split_once(':')?.0.to_string())
         })
         .flatten();
@@ -117,6 +119,22 @@ pub fn route(path_and_query: &str) -> Route {
         endpoint: endpoint.to_string(),
         path_model,
     }
+}
+
+/// Whether `endpoint` is one of Code Assist's setup and bookkeeping calls (Gemini CLI signed
+/// in with Google: `…/v1internal:loadCodeAssist`, `:onboardUser`, `:retrieveUserQuota`,
+/// `:listExperiments`, `:fetchAdminControls`, `:recordCodeAssistMetrics`…), as opposed to its
+/// model calls (`:streamGenerateContent`, `:generateContent`, `:countTokens`, routed as
+/// Gemini). Played back by endpoint (see the model player).
+pub fn is_code_assist_setup(endpoint: &str) -> bool {
+    endpoint.rsplit_once("/v1internal:").is_some_and(|(_, m)| {
+        !m.is_empty()
+            && !m.contains('/')
+            && !matches!(
+                m,
+                "streamGenerateContent" | "generateContent" | "countTokens"
+            )
+    })
 }
 
 /// What the proxy reads of a request's body: its top-level `model` and `stream`. An agent's
@@ -297,6 +315,9 @@ impl Summary {
     }
 
     fn add_gemini(&mut self, v: &Value) {
+        // Code Assist (Gemini CLI signed in with Google) wraps each answer as
+        // `{"response": {…}, "traceId": …}`; the Gemini API's own answers have no `response`.
+        let v = v.get("response").filter(|r| r.is_object()).unwrap_or(v);
         if let Some(u) = v.get("usageMetadata") {
             self.usage(u, "promptTokenCount", "candidatesTokenCount");
         }
@@ -437,6 +458,27 @@ mod tests {
             Some("gemini-2.5-flash")
         );
         assert_eq!(route("/v1/models").provider, Provider::Other);
+        // Code Assist (`${CODE_ASSIST_ENDPOINT}/v1internal:M`): the model is in the body.
+        let r = route("/v1internal:streamGenerateContent?alt=sse");
+        assert_eq!(
+            (r.provider, r.endpoint.as_str(), r.path_model.as_deref()),
+            (Provider::Gemini, "streamGenerateContent", None)
+        );
+        assert_eq!(
+            model_of(
+                &r,
+                &RequestHead::of(br#"{"model":"gemini-2.5-flash","request":{}}"#)
+            ),
+            Some("gemini-2.5-flash")
+        );
+        let r = route("/v1internal:loadCodeAssist");
+        assert_eq!(
+            (r.provider, r.endpoint.as_str()),
+            (Provider::Other, "/v1internal:loadCodeAssist")
+        );
+        assert!(is_code_assist_setup(&r.endpoint));
+        assert!(!is_code_assist_setup("/v1internal:streamGenerateContent"));
+        assert!(!is_code_assist_setup("/v1/models"));
         // Anthropic on Vertex AI, as Claude Code 2.1 asks it.
         let vertex = "/v1/projects/p-1/locations/us-east5/publishers/anthropic/models";
         let r = route(&format!(
@@ -491,5 +533,15 @@ mod tests {
         );
         assert_eq!(s.tool_calls, ["mcp__s/echo"], "counted once, from the item");
         assert_eq!((s.input_tokens, s.output_tokens), (Some(3), Some(4)));
+
+        // Code Assist's stream: each Gemini answer wrapped in `response`.
+        let mut s = Summary::default();
+        s.add(
+            Provider::Gemini,
+            &json!({"response":{"candidates":[{"content":{"parts":[{"functionCall":{"name":"mcp_S_echo","args":{}}}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":12}},"traceId":"t"}),
+        );
+        assert_eq!(s.tool_calls, ["mcp_S_echo"]);
+        assert_eq!((s.input_tokens, s.output_tokens), (Some(100), Some(12)));
+        assert_eq!(s.stop.as_deref(), Some("STOP"));
     }
 }

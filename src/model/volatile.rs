@@ -18,6 +18,10 @@ const VOLATILE_KEYS: &[(&str, &str)] = &[
 const VOLATILE_POINTERS: &[(&str, &str)] = &[
     // Claude Code: its session id (`user_<hash>_account__session_<uuid>`).
     ("/metadata/user_id", "Claude Code"),
+    // Gemini CLI signed in with Google (Code Assist): its session id, in the wrapper and in
+    // the wrapped request.
+    ("/user_prompt_id", "Gemini CLI (Code Assist)"),
+    ("/request/session_id", "Gemini CLI (Code Assist)"),
 ];
 
 /// The per-item metadata Codex CLI sends its built-in `openai` provider in Responses `input`.
@@ -341,6 +345,16 @@ mod tests {
             .as_deref(),
             Some("x<available_skills>\n <skill>a</skill>\n <skill>b</skill>\n</available_skills>y")
         );
+    }
+
+    #[test]
+    fn code_assist_session_ids_are_left_out_and_the_request_still_counts() {
+        let wrapped = |session: &str, text: &str| {
+            json!({"model":"gemini-2.5-flash","project":"p","user_prompt_id":session,
+                "request":{"contents":[{"role":"user","parts":[{"text":text}]}],"session_id":session}})
+        };
+        assert_eq!(canon(wrapped("s-1", "hi")), canon(wrapped("s-2", "hi")));
+        assert_ne!(canon(wrapped("s-1", "hi")), canon(wrapped("s-1", "ho")));
     }
 
     #[test]

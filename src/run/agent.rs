@@ -6,7 +6,8 @@ use super::claude_dir::{self, Borrowed};
 use super::config::{self, InPlace, Rewritten, Through};
 use super::gemini::{
     gemini_auth, gemini_dotenv, gemini_env_auth_type, gemini_home, gemini_loads_system_file,
-    gemini_settings_sign_in, gemini_system_files, gemini_vertex_base,
+    gemini_playback_token, gemini_settings_sign_in, gemini_system_files, gemini_vertex_base,
+    CODE_ASSIST_DEFAULT, CODE_ASSIST_SIGN_IN,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -233,7 +234,23 @@ fn prepare_json_agent(
             let in_settings = gemini_settings_sign_in(&ranked);
             let from_env = gemini_env_auth_type(&env);
             let sign_in = in_settings.as_deref().or(from_env);
-            if sign_in == Some("vertex-ai") {
+            if matches!(
+                sign_in,
+                Some(CODE_ASSIST_SIGN_IN | "compute-default-credentials")
+            ) {
+                // Signed in with Google (or a compute default credential) it asks Code Assist
+                // at `${CODE_ASSIST_ENDPOINT}/v1internal:…`, and takes no other base URL.
+                p.upstream = Some(
+                    env("CODE_ASSIST_ENDPOINT").unwrap_or_else(|| CODE_ASSIST_DEFAULT.to_string()),
+                );
+                p.env.push(("CODE_ASSIST_ENDPOINT".into(), url.to_string()));
+                if matches!(plan.through, config::Through::Play { .. }) {
+                    // Offline it cannot check its cached login (Google's tokeninfo, or a
+                    // refresh) and asks for a new one: given a token, it takes it as it is.
+                    // Nothing leaves in playback, so the token is a placeholder.
+                    p.env.extend(gemini_playback_token(&env));
+                }
+            } else if sign_in == Some("vertex-ai") {
                 // Vertex AI reads its own base URL (and never takes one for a sign-in).
                 p.upstream =
                     Some(env("GOOGLE_VERTEX_BASE_URL").unwrap_or_else(|| gemini_vertex_base(&env)));

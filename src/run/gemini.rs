@@ -6,6 +6,33 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
+/// The sign-in "Sign in with Google", which asks Code Assist.
+pub(super) const CODE_ASSIST_SIGN_IN: &str = "oauth-personal";
+
+/// Code Assist's endpoint when `CODE_ASSIST_ENDPOINT` names none (Gemini CLI 0.61's
+/// `code_assist/server.ts`; the API version, `v1internal`, is in the path).
+pub(super) const CODE_ASSIST_DEFAULT: &str = "https://cloudcode-pa.googleapis.com";
+
+/// The token the model player's run gives Gemini CLI signed in with Google. Its cached login
+/// (`~/.gemini/oauth_creds.json`) is checked with Google before use (`oauth2.googleapis.com/
+/// tokeninfo`, or a refresh), which offline fails, and it then asks for a new login (exit 41
+/// without a terminal); given `GOOGLE_GENAI_USE_GCA` and `GOOGLE_CLOUD_ACCESS_TOKEN` it takes
+/// that token as it is (0.61's `initOauthClient`). Nothing goes upstream in playback, so the
+/// token is a placeholder; the variables the user set are kept.
+pub(super) fn gemini_playback_token(env: &dyn Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if env("GOOGLE_GENAI_USE_GCA").is_none() {
+        out.push(("GOOGLE_GENAI_USE_GCA".into(), "true".into()));
+    }
+    if env("GOOGLE_CLOUD_ACCESS_TOKEN").is_none() {
+        out.push((
+            "GOOGLE_CLOUD_ACCESS_TOKEN".into(),
+            "mcptape-playback-no-token".into(),
+        ));
+    }
+    out
+}
+
 /// The sign-in Gemini CLI takes from its environment when its settings name none, as it
 /// decides it (0.61's `getAuthTypeFromEnv`) with `GOOGLE_GEMINI_BASE_URL` unset.
 pub(super) fn gemini_env_auth_type(env: &dyn Fn(&str) -> Option<String>) -> Option<&'static str> {
@@ -239,6 +266,28 @@ mod tests {
         assert_eq!(
             of(&[("CLOUD_SHELL", "true")]),
             Some("compute-default-credentials")
+        );
+    }
+
+    /// Playback gives Gemini CLI signed in with Google a placeholder token, the user's own
+    /// variables kept.
+    #[test]
+    fn gemini_playback_token_keeps_the_users_variables() {
+        let none = |_: &str| None;
+        assert_eq!(
+            gemini_playback_token(&none),
+            [
+                ("GOOGLE_GENAI_USE_GCA".to_string(), "true".to_string()),
+                (
+                    "GOOGLE_CLOUD_ACCESS_TOKEN".to_string(),
+                    "mcptape-playback-no-token".to_string()
+                )
+            ]
+        );
+        let own = |k: &str| (k == "GOOGLE_CLOUD_ACCESS_TOKEN").then(|| "ya29.own".to_string());
+        assert_eq!(
+            gemini_playback_token(&own),
+            [("GOOGLE_GENAI_USE_GCA".to_string(), "true".to_string())]
         );
     }
 

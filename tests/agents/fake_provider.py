@@ -8,6 +8,13 @@ Speaks, under any path prefix:
   Gemini               POST .../v1beta/models/M:generateContent, :streamGenerateContent[?alt=sse]
   Anthropic on Vertex  POST .../v1/projects/P/locations/L/publishers/anthropic/models/M:rawPredict,
                        :streamRawPredict (M = count-tokens: count_tokens)
+  Code Assist          POST .../v1internal:streamGenerateContent[?alt=sse], :generateContent (the
+                       Gemini request wrapped as {"model","project","user_prompt_id","request"},
+                       each answer as {"response": …, "traceId"}), :countTokens; its setup calls
+                       (:loadCodeAssist answers a user already on the standard tier with the
+                       project "fake-project"; :onboardUser, :listExperiments,
+                       :retrieveUserQuota, :fetchAdminControls, :recordCodeAssistMetrics…) get
+                       fixed answers, logged with "api": "codeassist-setup"
   GET/HEAD anything else -> 200 (preconnect probes); GET .../v1/models -> a one-model list.
 
 Script: while the conversation holds no tool result, answer with a call to the first offered tool
@@ -449,6 +456,26 @@ GEMINI_RE = re.compile(
     r"models/([^/:]+):(generateContent|streamGenerateContent)$"
 )
 
+# Gemini Code Assist (Gemini CLI signed in with Google): ${CODE_ASSIST_ENDPOINT}/v1internal:M.
+CODE_ASSIST_RE = re.compile(r"/v1internal:([A-Za-z]+)$")
+
+# Its setup and bookkeeping calls, answered as for a user already on a tier with a project.
+CODE_ASSIST_SETUP = {
+    "loadCodeAssist": {
+        "currentTier": {"id": "standard-tier", "name": "Gemini Code Assist Standard",
+                        "hasOnboardedPreviously": True},
+        "allowedTiers": [{"id": "standard-tier", "name": "Gemini Code Assist Standard",
+                          "isDefault": True, "hasOnboardedPreviously": True}],
+        "cloudaicompanionProject": "fake-project",
+    },
+    "onboardUser": {"done": True, "response": {"cloudaicompanionProject": {"id": "fake-project"}}},
+    "listExperiments": {"experimentIds": [], "flags": []},
+    "retrieveUserQuota": {"buckets": []},
+    "fetchAdminControls": {},
+    "recordCodeAssistMetrics": {},
+    "setCodeAssistGlobalUserSetting": {},
+}
+
 # Anthropic on Vertex AI: the Messages API with the model in the path, as Claude Code asks it.
 VERTEX_ANTHROPIC_RE = re.compile(
     r"/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$"
@@ -603,7 +630,22 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, {"input_tokens": max(1, len(raw) // 4)})
 
         api = model = None
-        if path.endswith("/v1/messages") or vertex:
+        code_assist = CODE_ASSIST_RE.search(path)
+        if code_assist and code_assist.group(1) not in ("streamGenerateContent", "generateContent"):
+            method = code_assist.group(1)
+            if method == "countTokens":
+                reply = {"totalTokens": max(1, len(raw) // 4)}
+            else:
+                reply = CODE_ASSIST_SETUP.get(method, {})
+            self.record(body, text, status=200, reply=method, api="codeassist-setup")
+            return self.send_json(200, reply)
+        if code_assist:
+            # The Gemini request, wrapped; the answer is wrapped the same way below.
+            api, model = "codeassist", b.get("model", "fake-model")
+            inner = b.get("request") if isinstance(b.get("request"), dict) else {}
+            offered, results = gemini_scan(inner)
+            stream = code_assist.group(1) == "streamGenerateContent"
+        elif path.endswith("/v1/messages") or vertex:
             api, model = "anthropic", (vertex.group(1) if vertex else b.get("model", "fake-model"))
             offered, results = anthropic_scan(b)
             stream = bool(b.get("stream"))
@@ -656,6 +698,13 @@ class Handler(BaseHTTPRequestHandler):
             if stream:
                 return self.send_sse(responses_events(plan, model, error_mid=err), cut)
             return self.send_json(200, responses_json(plan, model))
+        if api == "codeassist":
+            wrap = [{"response": c, "traceId": f"fake-trace-{plan.turn:02d}"}
+                    for c in gemini_chunks(plan, model)]
+            if stream:
+                return self.send_sse([sse(None, w) for w in wrap], cut)
+            return self.send_json(200, {"response": gemini_json(plan, model),
+                                        "traceId": f"fake-trace-{plan.turn:02d}"})
         # gemini
         if stream and query.get("alt") == ["sse"]:
             evs = [sse(None, c) for c in gemini_chunks(plan, model)]
@@ -672,7 +721,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(529, {"type": "error", "error": {
                 "type": "overloaded_error", "message": "Overloaded"}},
                 [("request-id", "req_fake_overload")])
-        if api == "gemini":
+        if api in ("gemini", "codeassist"):
             return self.send_json(503, {"error": {"code": 503, "message": "The model is "
                                                   "overloaded. Please try again later.",
                                                   "status": "UNAVAILABLE"}})
@@ -687,7 +736,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(500, {"type": "error", "error": {
                 "type": "api_error", "message": "Internal server error"}},
                 [("request-id", "req_fake_error")])
-        if api == "gemini":
+        if api in ("gemini", "codeassist"):
             return self.send_json(500, {"error": {"code": 500, "message": "Internal error "
                                                   "encountered.", "status": "INTERNAL"}})
         return self.send_json(500, {"error": {
@@ -696,7 +745,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def _overload_status(api):
-    return {"anthropic": 529, "gemini": 503}.get(api, 429)
+    return {"anthropic": 529, "gemini": 503, "codeassist": 503}.get(api, 429)
 
 
 class Server(ThreadingHTTPServer):

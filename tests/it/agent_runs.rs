@@ -127,6 +127,12 @@ struct Bed {
     /// Gemini CLI's settings with comments in them (it reads them through
     /// strip-json-comments).
     gemini_commented: bool,
+    /// Gemini CLI signed in with Google (`oauth-personal`, its login cached in
+    /// `~/.gemini/oauth_creds.json`), asking Code Assist at its own `CODE_ASSIST_ENDPOINT`
+    /// (the fake provider). `Some(true)`: also given `GOOGLE_GENAI_USE_GCA` and
+    /// `GOOGLE_CLOUD_ACCESS_TOKEN`, which it takes as they are (offline it cannot check its
+    /// cached login with Google: `oauth2.googleapis.com/tokeninfo`).
+    gemini_google: Option<bool>,
     /// Claude Code on Vertex AI (`CLAUDE_CODE_USE_VERTEX`, its auth skipped as behind a
     /// gateway), its base URL `ANTHROPIC_VERTEX_BASE_URL`.
     claude_vertex: bool,
@@ -251,6 +257,7 @@ impl Bed {
             claude_settings_base: false,
             gemini_skills: false,
             gemini_commented: false,
+            gemini_google: None,
             claude_vertex: false,
             claude_policy_on_s: None,
         };
@@ -406,6 +413,28 @@ impl Bed {
                     // other tests' requests stay small; on in the test of that.
                     "skills": {"enabled": false},
                 });
+                if self.gemini_google.is_some() {
+                    settings["security"]["auth"]["selectedType"] = json!("oauth-personal");
+                    // As `gemini` writes it after a Google login (mode 600), its access token
+                    // good until 2100: Gemini CLI has no reason to refresh it.
+                    let creds = json!({
+                        "access_token": "ya29.fake-access-token-for-tests",
+                        "refresh_token": "1//fake-refresh-token-for-tests",
+                        "scope": "https://www.googleapis.com/auth/cloud-platform https://www.googleapis.com/auth/userinfo.email https://www.googleapis.com/auth/userinfo.profile openid",
+                        "token_type": "Bearer",
+                        "id_token": "fake.id.token",
+                        "expiry_date": 4_102_444_800_000u64,
+                    });
+                    std::fs::create_dir_all(home.join(".gemini")).expect(".gemini");
+                    let file = home.join(".gemini/oauth_creds.json");
+                    std::fs::write(&file, serde_json::to_string_pretty(&creds).expect("creds"))
+                        .expect("oauth_creds.json");
+                    std::fs::set_permissions(
+                        &file,
+                        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+                    )
+                    .expect("chmod oauth_creds.json");
+                }
                 if self.gemini_env_auth || self.gemini_vertex {
                     settings
                         .as_object_mut()
@@ -427,13 +456,22 @@ impl Bed {
                     .args(["-m", "gemini-2.5-flash", "-p", prompt, "--yolo"])
                     .env_clear()
                     .env("GEMINI_CLI_TRUST_WORKSPACE", "true");
-                if self.gemini_vertex {
+                if let Some(token) = self.gemini_google {
+                    // Its own Code Assist endpoint: the fake provider, as the upstream.
+                    cmd.env("CODE_ASSIST_ENDPOINT", base);
+                    if token {
+                        cmd.env("GOOGLE_GENAI_USE_GCA", "true").env(
+                            "GOOGLE_CLOUD_ACCESS_TOKEN",
+                            "ya29.fake-access-token-for-tests",
+                        );
+                    }
+                } else if self.gemini_vertex {
                     cmd.env("GOOGLE_GENAI_USE_VERTEXAI", "true")
                         .env("GOOGLE_API_KEY", "fake-vertex-key-for-tests");
                 } else {
                     cmd.env("GEMINI_API_KEY", "fake-gemini-key-for-tests");
                 }
-                if !self.gemini_env_auth && !self.gemini_vertex {
+                if !self.gemini_env_auth && !self.gemini_vertex && self.gemini_google.is_none() {
                     // Signed in by its environment alone, it has no base URL of its own (one
                     // would make its sign-in "gateway"): the test points the run's upstream.
                     cmd.env("GOOGLE_GEMINI_BASE_URL", base);
@@ -1096,6 +1134,209 @@ fn gemini_recorded_against_upstream_and_played_back(
 #[test]
 fn gemini_cli_is_recorded_replayed_and_played_back_offline() {
     record_replay_playback(Agent::Gemini);
+}
+
+/// The Code Assist calls a fake provider answered: (its model calls, its setup calls).
+fn code_assist_posts(fake: &Fake) -> (Vec<Value>, Vec<Value>) {
+    let posts = fake.posts();
+    let of =
+        |api: &str| -> Vec<Value> { posts.iter().filter(|p| p["api"] == api).cloned().collect() };
+    (of("codeassist"), of("codeassist-setup"))
+}
+
+/// Gemini CLI signed in with Google (`oauth-personal`, a cached login in
+/// `~/.gemini/oauth_creds.json`) asks Code Assist (`${CODE_ASSIST_ENDPOINT}/v1internal:…`):
+/// `run` points `CODE_ASSIST_ENDPOINT` at the proxy, its own endpoint the upstream. Recorded
+/// (the two turns taped as Gemini calls, unwrapped from Code Assist's envelope; its setup calls
+/// — `loadCodeAssist`, `retrieveUserQuota`, `listExperiments` — taped beside them), replayed
+/// with the model live, then played back offline from the cached login alone, twice, with a
+/// sentinel on the upstream's port that nothing reaches. Recording and replay give it a token
+/// (`GOOGLE_CLOUD_ACCESS_TOKEN`): in this namespace it could not check its cached login with
+/// Google; playback needs none, `run` gives it a placeholder. (Before, its calls went straight
+/// to Code Assist: the tape held no model call.)
+#[test]
+fn gemini_cli_signed_in_with_google_is_recorded_replayed_and_played_back_offline() {
+    let mut bed = Bed::new();
+    bed.gemini_google = Some(true);
+    let tape = bed.tape("gemini-google.jsonl");
+    let fake = Fake::start(&bed.net, bed.path(), "fake", &[]);
+    let gemini = bed.home().join(".gemini");
+    let files = || -> Vec<(PathBuf, Vec<u8>)> {
+        ["settings.json", "oauth_creds.json"]
+            .iter()
+            .map(|f| {
+                let p = gemini.join(f);
+                let b = std::fs::read(&p).unwrap_or_default();
+                (p, b)
+            })
+            .collect()
+    };
+    let untouched = |before: &[(PathBuf, Vec<u8>)], what: &str| {
+        for (p, b) in before {
+            assert!(
+                std::fs::read(p).unwrap_or_default() == *b,
+                "{what}: {} changed:\n{}",
+                p.display(),
+                std::fs::read_to_string(p).unwrap_or_default()
+            );
+        }
+    };
+    // Each run makes the home anew: the files as the bed writes them, kept to compare.
+    let run = |mode: &[&str], base: &str, bed: &Bed| {
+        let cmd = bed.command(Agent::Gemini, Servers::UserScope, &tape, mode, base, PROMPT);
+        let before = files();
+        let start = Instant::now();
+        let out = run_with_timeout(cmd, AGENT_LIMIT);
+        let out = RunOut {
+            agent: Agent::Gemini,
+            code: out.status.code(),
+            stdout: text(&out.stdout),
+            stderr: text(&out.stderr),
+            secs: start.elapsed().as_secs_f64(),
+        };
+        untouched(&before, &out.console());
+        out
+    };
+
+    let rec = run(&[], &fake.url, &bed);
+    let answer = rec.ok();
+    assert!(
+        !rec.stderr.contains("sent no model request"),
+        "{}",
+        rec.console()
+    );
+    let (turns, setup) = code_assist_posts(&fake);
+    assert_eq!(turns.len(), 2, "the two turns upstream: {turns:#?}");
+    assert!(
+        turns
+            .iter()
+            .all(|t| t["path"] == "/v1internal:streamGenerateContent?alt=sse"
+                && t["body"]["project"] == "fake-project"
+                && t["body"]["request"]["contents"].is_array()),
+        "Code Assist's wrapped requests: {turns:#?}"
+    );
+    let setup_paths: Vec<&str> = setup.iter().filter_map(|p| p["path"].as_str()).collect();
+    assert!(
+        setup_paths.contains(&"/v1internal:loadCodeAssist"),
+        "its setup: {setup_paths:?}"
+    );
+
+    // The tape: intact, lint-clean, the turns as Gemini calls, the setup calls beside them.
+    Mt::new(["verify"])
+        .arg(&tape)
+        .run()
+        .success()
+        .stdout_contains("intact");
+    Mt::new(["lint"])
+        .arg(&tape)
+        .run()
+        .success()
+        .stdout_contains("clean");
+    let doc = show_json(&tape);
+    let all = doc["model_calls"].as_array().cloned().unwrap_or_default();
+    let calls: Vec<&Value> = all.iter().filter(|c| c["provider"] == "gemini").collect();
+    assert_eq!(
+        calls.len(),
+        2,
+        "two turns:\n{}",
+        pretty(&doc["model_calls"])
+    );
+    for c in &calls {
+        assert_eq!(c["endpoint"], "streamGenerateContent", "{}", pretty(c));
+        assert_eq!(c["model"], "gemini-2.5-flash", "{}", pretty(c));
+        assert_eq!(c["status"], 200, "{}", pretty(c));
+        assert!(
+            c["summary"]["input_tokens"].as_u64().is_some(),
+            "{}",
+            pretty(c)
+        );
+    }
+    assert_eq!(
+        calls[0]["summary"]["tool_calls"],
+        json!(["mcp_S_echo"]),
+        "the first answer called echo, read through the envelope: {}",
+        pretty(calls[0])
+    );
+    assert!(
+        calls[1]["summary"]["tool_calls"].is_null(),
+        "{}",
+        pretty(calls[1])
+    );
+    let others: Vec<&str> = all
+        .iter()
+        .filter(|c| c["provider"] != "gemini")
+        .filter_map(|c| c["endpoint"].as_str())
+        .collect();
+    assert_eq!(
+        others.len(),
+        setup.len(),
+        "every setup call taped: {others:?} vs {setup_paths:?}"
+    );
+    assert!(
+        others.iter().all(|e| e.starts_with("/v1internal:")),
+        "{others:?}"
+    );
+    let n = all.len();
+    eprintln!(
+        "Code Assist, recorded in {:.2} s: {n} model calls on the tape, the setup calls {setup_paths:?}",
+        rec.secs
+    );
+    assert_contains(
+        &rec.stderr,
+        &format!(
+            "mcptape run: Gemini CLI exited 0; {n} model calls and MCP servers S on {}",
+            tape.display()
+        ),
+    );
+    let s_doc: Value = Mt::new(["show", "--json", "--server", "S"])
+        .arg(&tape)
+        .run()
+        .success()
+        .json();
+    assert!(
+        s_doc["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .any(|m| m["method"] == "tools/call" && m["target"] == "echo"),
+        "S's tools/call on the tape"
+    );
+    let taped = std::fs::read(&tape).expect("tape");
+
+    let replay = run(&["--replay"], &fake.url, &bed);
+    assert_eq!(replay.ok(), answer, "{}", replay.console());
+    assert_eq!(
+        code_assist_posts(&fake).0.len(),
+        4,
+        "--replay: the model live"
+    );
+    assert_eq!(bed.starts(), 1, "--replay started no server");
+
+    // Offline: the cached login alone, the upstream a sentinel.
+    bed.gemini_google = Some(false);
+    let port = fake.port();
+    let url = fake.url.clone();
+    fake.stop();
+    let sentinel = Fake::start(&bed.net, bed.path(), "sentinel", &["--port", &port]);
+    for round in 1..=2 {
+        let play = run(&["--playback"], &url, &bed);
+        assert_eq!(play.ok(), answer, "playback {round}:\n{}", play.console());
+        eprintln!("Code Assist, playback {round} in {:.2} s", play.secs);
+        assert_contains(
+            &play.stderr,
+            " model calls served, 0 missed, MCP servers S from the tape",
+        );
+        assert!(
+            sentinel.log().is_empty(),
+            "playback {round} reached the upstream"
+        );
+        assert_eq!(bed.starts(), 1, "--playback started no server");
+        assert!(
+            std::fs::read(&tape).expect("tape") == taped,
+            "the tape as it was"
+        );
+    }
+    assert!(sentinel.stop().is_empty());
 }
 
 // --- 3: a project .mcp.json --------------------------------------------------------------------
