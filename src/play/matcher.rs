@@ -55,8 +55,8 @@ pub struct Ambiguity {
     pub what: String,
     /// How many requests were served so.
     pub times: u64,
-    /// The recorded request's params with their markers made alike: what the entry is for.
-    key: String,
+    /// The recorded request's match key (its markers taken as wildcards): what the entry is for.
+    key: MatchKey,
 }
 
 /// The tape as miss explanations see it, which serving does not change: built once, at a
@@ -535,17 +535,9 @@ impl Matcher {
             }
         }
         if secrets.len() > 1 {
-            // The recorded request's params (not its id), whichever secret it was made with.
-            let key = index
-                .read_bytes(&index.msgs[index.exchanges[ex].request])
-                .ok()
-                .and_then(|text| crate::wire::params::params_of(&text))
-                .map(|params| {
-                    crate::wire::marker::marker_re()
-                        .replace_all(&params.to_string(), "[REDACTED]")
-                        .into_owned()
-                })
-                .unwrap_or_default();
+            // The recorded request's match key: its params (not its id) with its markers taken
+            // as wildcards, whichever secret it was made with.
+            let key = self.policy.keys[ex];
             match self.ambiguous.iter_mut().find(|a| a.key == key) {
                 Some(a) => a.times += 1,
                 None => {
