@@ -59,6 +59,20 @@ enum Mode {
     Secret { all: bool },
     /// Protocol: left alone.
     Skip,
+    /// The server's own prose (a listed tool's or a schema's `description`, `initialize`'s
+    /// `instructions`): the rules that know a credential's shape apply, the guesses from a
+    /// sensitive word or from randomness do not. The model reads these words as they are.
+    Prose,
+}
+
+/// Where in a message a value sits, as far as `Mode::Prose` asks.
+#[derive(Clone, Copy, PartialEq)]
+enum Place {
+    Other,
+    /// The message's `result`.
+    Result,
+    /// Inside a listing answer's `tools`, `prompts`, `resources` or `resourceTemplates`.
+    Listing,
 }
 
 #[derive(Clone, Copy)]
@@ -73,6 +87,7 @@ struct Ctx<'k> {
     root: bool,
     /// Inside an object that sits under a sensitive key: its `value` is the secret.
     under_sensitive: Option<&'k str>,
+    place: Place,
 }
 
 /// A `token` value walked as a secret, and where its splice and finding went.
@@ -163,6 +178,7 @@ impl<'r> Walk<'r> {
             rule: None,
             root: true,
             under_sensitive: None,
+            place: Place::Other,
         };
         if batch && b.get(i) == Some(&b'[') {
             // A batch: each item is a message.
@@ -306,6 +322,7 @@ impl<'r> Walk<'r> {
             rule: None,
             root: false,
             under_sensitive: None,
+            place: Place::Other,
         };
         self.path.push(Seg::Key(Cow::Owned(t.key)));
         let r = self.value(b, t.at, ctx, depth + 1);
@@ -343,18 +360,37 @@ impl<'r> Walk<'r> {
 
     /// How the rules apply to the value under `key` in an object seen with `ctx`.
     fn child_ctx<'k>(&self, ctx: Ctx<'k>, key: &'k str) -> Ctx<'k> {
+        let place = match ctx.place {
+            Place::Other if ctx.root && key == "result" => Place::Result,
+            Place::Result if rules::LISTING_KEYS.contains(&key) => Place::Listing,
+            Place::Listing => Place::Listing,
+            _ => Place::Other,
+        };
         let base = Ctx {
             mode: ctx.mode,
             key: Some(key),
             rule: ctx.rule,
             root: false,
             under_sensitive: None,
+            place,
         };
+        let prose = self.r.defaults
+            && match ctx.place {
+                Place::Result => key == "instructions",
+                Place::Listing => rules::PROSE_KEYS.contains(&key),
+                Place::Other => ctx.mode == Mode::Schema && rules::PROSE_KEYS.contains(&key),
+            };
+        if prose && matches!(ctx.mode, Mode::Normal | Mode::Schema) {
+            return Ctx {
+                mode: Mode::Prose,
+                ..base
+            };
+        }
         match ctx.mode {
             Mode::Skip => return base,
             Mode::Secret { all: true } => return base,
             Mode::Schema => return base,
-            Mode::Normal | Mode::Secret { all: false } => {}
+            Mode::Normal | Mode::Secret { all: false } | Mode::Prose => {}
         }
         let skip = Ctx {
             mode: Mode::Skip,
@@ -428,7 +464,7 @@ impl<'r> Walk<'r> {
                 let marker = self.r.marker(&rule, text);
                 self.splice(s.start, s.end, marker, rule);
             }
-            Mode::Normal | Mode::Schema => self.content(&s, ctx),
+            Mode::Normal | Mode::Schema | Mode::Prose => self.content(&s, ctx),
         }
     }
 
@@ -480,6 +516,10 @@ impl<'r> Walk<'r> {
             }
         }
         let mut spans = self.r.spans_of(text);
+        let prose = ctx.mode == Mode::Prose;
+        if prose {
+            spans.retain(|sp| !super::text::is_fallback(&sp.rule));
+        }
         // Asked at most once a string, and only when it decides something.
         let identifier = std::cell::OnceCell::new();
         let is_identifier = || *identifier.get_or_init(|| ctx.key.is_some_and(is_identifier_key));
@@ -495,7 +535,7 @@ impl<'r> Walk<'r> {
             }
             return;
         }
-        if self.r.defaults && !media && super::is_high_entropy(text) && !is_identifier() {
+        if self.r.defaults && !media && !prose && super::is_high_entropy(text) && !is_identifier() {
             let marker = self.r.marker("high-entropy", text);
             self.splice(s.start, s.end, marker, "high-entropy".into());
         }

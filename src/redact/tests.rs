@@ -152,6 +152,43 @@ fn schemas_are_never_redacted() {
 }
 
 #[test]
+fn a_servers_own_prose_gets_the_shape_rules_only() {
+    let prose = "Pass the token as-is: it is a hex string, e.g. dGVzdDEyMzQ1Njc4OTA";
+    let instructions = "Ask for a token; the password is tk93ndQ2x";
+    let listing = json!({"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"deploy",
+        "title":"Deploy (the token is tk93ndQ2x)","description":prose,
+        "inputSchema":{"type":"object","properties":{"token":{"type":"string",
+            "description":"the password is tk93ndQ2x"}}}}]}});
+    let (v, rules) = red(listing.clone());
+    assert_eq!(
+        v, listing,
+        "a listing's descriptions and titles are kept: {rules:?}"
+    );
+    let init = json!({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18",
+        "capabilities":{},"serverInfo":{"name":"x","version":"1"},"instructions":instructions}});
+    assert_eq!(red(init.clone()).0, init);
+    // A real credential's shape is taken out of prose all the same.
+    let key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz";
+    let (v, _) = red(
+        json!({"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"x",
+        "description":format!("uses {key}")}]}}),
+    );
+    assert!(!v.to_string().contains(key), "{v}");
+    // The same words elsewhere (a call's arguments, a result's text) get every rule.
+    let (v, _) = red(
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{
+        "name":"note","arguments":{"description":"the password is tk93ndQ2x",
+        "title":"the token is tk93ndQ2x"}}}),
+    );
+    assert!(!v.to_string().contains("tk93ndQ2x"), "{v}");
+    let (v, _) = red(
+        json!({"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text",
+        "text":"the password is tk93ndQ2x"}],"description":"the password is tk93ndQ2x"}}),
+    );
+    assert!(!v.to_string().contains("tk93ndQ2x"), "{v}");
+}
+
+#[test]
 fn equal_secrets_get_equal_markers_within_a_redactor() {
     let r = redactor();
     let m1 = r.redact_json(br#"{"params":{"token":"abc1"}}"#).unwrap().0;

@@ -233,7 +233,7 @@ impl Redactor {
                 let lead = raw_word.len() - raw_word.trim_start_matches(['*', '_', '`', '~']).len();
                 let word = raw_word[lead..]
                     .trim_end_matches(['.', ',', ';', ':', ')', '!', '?', '*', '_', '`', '~']);
-                if looks_secret(word) && !looks_like_code(word) {
+                if looks_secret(word) && !looks_like_code(word) && !looks_like_prose_word(word) {
                     push(spans, at + lead, at + lead + word.len(), "keyword");
                     break;
                 }
@@ -391,12 +391,36 @@ pub(crate) fn looks_like_code(v: &str) -> bool {
         && !v.bytes().any(|c| c.is_ascii_digit())
 }
 
+/// A word of prose with a digit in it, as a sentence about a token or a password has them: a
+/// term of the trade (`OAuth2`, `SHA-256`, `argon2id`, `base64-encoded`) or a quantity with its
+/// unit (`90days`, `60calls/minute`, `512MB`). The keyword rule would take it for the
+/// credential after the word, and a tool's description would be taped (and played) altered.
+pub(crate) fn looks_like_prose_word(w: &str) -> bool {
+    let lower = w.to_ascii_lowercase();
+    if rules::PROSE_TERMS.contains(&lower.replace('-', "").as_str()) {
+        return true;
+    }
+    lower.split(['-', '/']).all(|part| {
+        part.bytes().all(|c| c.is_ascii_lowercase())
+            || rules::PROSE_TERMS.contains(&part)
+            || is_quantity(part)
+    })
+}
+
+/// `90days`, `1.5s`, `512mb` (lower case): a number, then a unit.
+fn is_quantity(part: &str) -> bool {
+    let unit = part.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+    unit.len() < part.len()
+        && part.as_bytes()[0].is_ascii_digit()
+        && rules::PROSE_UNITS.contains(&unit)
+}
+
 /// Between the words of a sentence.
 fn is_gap(c: char) -> bool {
     c.is_whitespace() || "\"'`,;=:(){}<>&".contains(c)
 }
 
-fn is_fallback(rule: &str) -> bool {
+pub(crate) fn is_fallback(rule: &str) -> bool {
     rule == "keyword" || rule == "high-entropy"
 }
 
@@ -460,6 +484,32 @@ mod tests {
             .into_iter()
             .map(|sp| (sp.rule, s[sp.start..sp.end].to_string()))
             .collect()
+    }
+
+    #[test]
+    fn prose_after_a_sensitive_word_is_not_taken_for_the_credential() {
+        for prose in [
+            "The token is an OAuth2 bearer token, rotated every 90days.",
+            "API key (base64-encoded, 60calls/minute)",
+            "The password is hashed with argon2id and a SHA-256 pepper.",
+            "Tokens are signed with ed25519; the secret rotates every 1.5hours.",
+            "A token is valid for the 30th day, 512MB of uploads at most.",
+        ] {
+            assert_eq!(spans(prose), [], "{prose}");
+        }
+        // What a credential looks like still goes, beside such words or not.
+        assert_eq!(
+            spans("the password is hunter22"),
+            [("keyword".to_string(), "hunter22".to_string())]
+        );
+        assert_eq!(
+            spans("the token is 90days-Xk29fQ, base64-encoded"),
+            [("keyword".to_string(), "90days-Xk29fQ".to_string())]
+        );
+        assert_eq!(
+            spans("our secret is 2024summer"),
+            [("keyword".to_string(), "2024summer".to_string())]
+        );
     }
 
     #[test]

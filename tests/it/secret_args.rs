@@ -93,6 +93,23 @@ fn the_schema_of_secret_arguments_survives_and_play_serves_the_recorded_bytes() 
         !schema.to_string().contains("[REDACTED"),
         "the schema is never redacted: {schema}"
     );
+    // The tool's description is the server's prose, read by the model: its `OAuth2`, `90days`
+    // and `argon2id` beside `token` and `password` are words, not credentials.
+    let description = tape_msgs(&tape)
+        .into_iter()
+        .find_map(|l| {
+            l["msg"]["result"]["tools"]
+                .as_array()?
+                .iter()
+                .find(|t| t["name"] == "deploy")
+                .map(|t| t["description"].as_str().unwrap_or_default().to_string())
+        })
+        .expect("deploy's description on the tape");
+    assert!(
+        description.contains("OAuth2 bearer token, rotated every 90days")
+            && description.contains("hashed with argon2id."),
+        "the description is taped as the server wrote it: {description}"
+    );
     // The client sends the real secrets; the tape holds markers: they match as wildcards,
     // and every answer is the recorded bytes, `tools/list` included.
     let played = raw_session(&play_cmd(&tape));

@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from typing import Annotated
 
 from mcp_types import CreateMessageResult, SamplingMessage, TextContent
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from mcp.server.mcpserver import Context, MCPServer, Resolve, Sample
 from mcp.server.mcpserver.exceptions import ToolError
@@ -124,9 +124,19 @@ class Deployment(BaseModel):
 
 
 @mcp.tool()
-def deploy(service: str, api_key: str, token: str, replicas: float = 1.0) -> Deployment:
+def deploy(
+    service: str,
+    api_key: Annotated[
+        str, Field(description="API key (OAuth2 client secret, base64-encoded, 60calls/minute)")
+    ],
+    token: Annotated[str, Field(description="Deploy token; expires every 90days.")],
+    replicas: float = 1.0,
+) -> Deployment:
     """Arguments named like secrets (redacted on the tape, schema kept): authorized only with a
-    real-looking key and token, so a replay that sends a redaction marker is told apart."""
+    real-looking key and token, so a replay that sends a redaction marker is told apart.
+
+    The token is an OAuth2 bearer token, rotated every 90days; the password of the registry
+    is hashed with argon2id."""
     ok = api_key.startswith("sk-") and token.startswith("ghp_")
     return Deployment(service=service, replicas=replicas, authorized=ok)
 
