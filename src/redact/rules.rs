@@ -123,9 +123,16 @@ pub(crate) const SCHEMA_KEYS: &[&str] = &[
     "definitions",
 ];
 
-/// The arrays of a listing answer (`tools/list`, `prompts/list`, `resources/list`,
-/// `resources/templates/list`): what the server declares about itself.
-pub(crate) const LISTING_KEYS: &[&str] = &["tools", "prompts", "resources", "resourceTemplates"];
+/// What an answer declares about the server itself: a listing's arrays (`tools/list`,
+/// `prompts/list`, `resources/list`, `resources/templates/list`) and `initialize`'s
+/// `serverInfo`.
+pub(crate) const LISTING_KEYS: &[&str] = &[
+    "tools",
+    "prompts",
+    "resources",
+    "resourceTemplates",
+    "serverInfo",
+];
 
 /// Keys of the server's own prose, in a listing or a JSON Schema (see `Mode::Prose`).
 pub(crate) const PROSE_KEYS: &[&str] = &["description", "title"];

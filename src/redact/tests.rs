@@ -165,7 +165,8 @@ fn a_servers_own_prose_gets_the_shape_rules_only() {
         "a listing's descriptions and titles are kept: {rules:?}"
     );
     let init = json!({"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-06-18",
-        "capabilities":{},"serverInfo":{"name":"x","version":"1"},"instructions":instructions}});
+        "capabilities":{},"serverInfo":{"name":"x","version":"1","title":"Token vault (OAuth2)",
+        "description":"the password is tk93ndQ2x"},"instructions":instructions}});
     assert_eq!(red(init.clone()).0, init);
     // A real credential's shape is taken out of prose all the same.
     let key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz";
