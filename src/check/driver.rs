@@ -125,13 +125,23 @@ pub(crate) enum Step {
     Notification { msg: usize },
 }
 
+/// What a recorded stdio line held around its message, as `TapeIndex::read_line_ends` gives it:
+/// the whitespace before its JSON, and the whitespace after it with the CR of a `\r\n` (the
+/// `\n` is the transport's). Empty for nearly every line.
+#[derive(Debug, Default)]
+pub(crate) struct LineEnds {
+    pub before: Vec<u8>,
+    pub after: Vec<u8>,
+}
+
 /// The live server's side of a check: how client messages reach it. Its answers come back to
 /// the driver as `Event`s.
 pub(crate) trait Live {
-    /// Queues a request (carrying the driver's id, `id`) to send.
-    fn request(&mut self, id: &str, text: String);
-    /// Queues a notification to send.
-    fn notification(&mut self, text: &[u8]);
+    /// Queues a request (carrying the driver's id, `id`) to send, framed on its line as
+    /// recorded (`ends`; a transport without lines ignores it).
+    fn request(&mut self, id: &str, text: String, ends: &LineEnds);
+    /// Queues a notification to send, framed as recorded.
+    fn notification(&mut self, text: &[u8], ends: &LineEnds);
     /// Sends what is queued: the driver is about to wait. False when the server is gone.
     fn flush(&mut self) -> bool;
     /// Whether this side reports (as `Event::Seen`) a server-initiated message recorded as
@@ -505,7 +515,7 @@ impl Run<'_> {
                 out = with_request_state(&out, state).unwrap_or(out);
             }
         }
-        self.live.request(&id, out);
+        self.live.request(&id, out, &self.line_ends(meta));
         self.observer.sent(exchange);
         self.pending.insert(id, (exchange, Instant::now()));
     }
@@ -514,8 +524,25 @@ impl Run<'_> {
         if self.gone {
             return;
         }
-        if let Ok(bytes) = self.base.read_bytes(&self.base.msgs[msg]) {
-            self.live.notification(&bytes);
+        let meta = &self.base.msgs[msg];
+        if let Ok(bytes) = self.base.read_bytes(meta) {
+            self.live.notification(&bytes, &self.line_ends(meta));
+        }
+    }
+
+    /// What the recorded client wrote around message `meta` on its line: a server may read its
+    /// input by lines and care how they end (`\r\n`), as play gives a client the server's own.
+    /// Read from the tape only for the rare line that had more than its JSON and a `\n`.
+    fn line_ends(&self, meta: &MsgMeta) -> LineEnds {
+        if meta.ends.is_plain() {
+            return LineEnds::default();
+        }
+        match self.base.read_line_ends(meta) {
+            Ok((before, after)) => LineEnds { before, after },
+            Err(e) => {
+                crate::diag!("mcptape check: tape line {}: {e}", meta.line);
+                LineEnds::default()
+            }
         }
     }
 
@@ -654,8 +681,10 @@ struct StdioLive {
 }
 
 impl StdioLive {
-    fn queue(&mut self, bytes: &[u8]) {
+    fn queue(&mut self, bytes: &[u8], ends: &LineEnds) {
+        self.out.extend_from_slice(&ends.before);
         self.out.extend_from_slice(bytes);
+        self.out.extend_from_slice(&ends.after);
         self.out.push(b'\n');
         // Batches stay well under a pipe's capacity, so one write never holds the server's
         // stdin much longer than a single message did.
@@ -666,12 +695,12 @@ impl StdioLive {
 }
 
 impl Live for StdioLive {
-    fn request(&mut self, _id: &str, text: String) {
-        self.queue(text.as_bytes());
+    fn request(&mut self, _id: &str, text: String, ends: &LineEnds) {
+        self.queue(text.as_bytes(), ends);
     }
 
-    fn notification(&mut self, text: &[u8]) {
-        self.queue(text);
+    fn notification(&mut self, text: &[u8], ends: &LineEnds) {
+        self.queue(text, ends);
     }
 
     fn flush(&mut self) -> bool {

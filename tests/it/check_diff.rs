@@ -1327,3 +1327,64 @@ fn check_keeps_the_recorded_order_of_server_requests_and_grades_the_same_twenty_
     }
     assert!(grades.iter().all(|g| *g == grades[0]), "{grades:?}");
 }
+
+// --- check sends each recorded line as the client framed it ---------------------------------
+
+/// A line server that appends every line it reads, bytes as they came (terminator included),
+/// to the file named by its first argument, and answers each request with its method.
+const STDIN_LOG: &str = r##"
+import sys, json
+log = open(sys.argv[1], "ab")
+while True:
+    raw = sys.stdin.buffer.readline()
+    if not raw:
+        break
+    log.write(raw)
+    log.flush()
+    m = json.loads(raw)
+    if "id" in m and "method" in m:
+        r = {"content": [{"type": "text", "text": m["method"]}]}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
+        sys.stdout.flush()
+"##;
+
+/// `check` writes each recorded client line as the client wrote it: its `\r\n` and the
+/// whitespace around its JSON (which the tape keeps, and play writes back), not the JSON and a
+/// bare `\n`. The ids are those check numbers its requests with (1, 2, …), as recorded here, so
+/// the server must read the very bytes it read when recorded.
+#[test]
+fn check_sends_each_recorded_line_with_its_own_whitespace_and_terminator() {
+    let dir = tmp();
+    let tape = dir.path().join("framing.jsonl");
+    let (recorded_log, checked_log) = (
+        dir.path().join("recorded.log"),
+        dir.path().join("checked.log"),
+    );
+    let server = |log: &Path| crate::record::py(STDIN_LOG, &[&s(log)]);
+    let lines: [&[u8]; 4] = [
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"crlf\",\"version\":\"1\"}}}\r\n",
+        b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\r\n",
+        b"  \t{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"} \t \r\n",
+        b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}\t\n",
+    ];
+    let mut c = crate::record::record(&tape, &[], &server(&recorded_log));
+    for line in lines {
+        c.send_raw(line);
+        if line.windows(4).any(|w| w == b"\"id\"") {
+            c.recv_raw(Duration::from_secs(30))
+                .expect("an answer within 30 s");
+        }
+    }
+    c.finish_with(0);
+    assert_eq!(
+        std::fs::read(&recorded_log).unwrap(),
+        lines.concat(),
+        "record forwards every byte"
+    );
+    check_cmd(&tape, &[], &server(&checked_log), &[]).success();
+    assert_eq!(
+        text(&std::fs::read(&checked_log).unwrap()),
+        text(&lines.concat()),
+        "check sends the recorded lines as they were framed"
+    );
+}
