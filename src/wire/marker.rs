@@ -154,6 +154,22 @@ fn marker_hash(s: &str) -> Option<&str> {
         .filter(|h| is_hash(h))
 }
 
+/// For two sides redacted with one marker key (`check` and `diff`): whether `a` and `b`, which
+/// [`wildcard_eq_either`] holds equal, also carry the same markers. Under one key equal secrets
+/// get equal markers, so two strings that both hold markers must hold the same ones (rule and
+/// hash), in order; a marker against a value without one still stands for it.
+pub(crate) fn same_keyed_markers(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::String(x), Value::String(y)) if has_marker(x) && has_marker(y) => {
+            let re = marker_re();
+            re.find_iter(x)
+                .map(|m| m.as_str())
+                .eq(re.find_iter(y).map(|m| m.as_str()))
+        }
+        _ => true,
+    }
+}
+
 /// Either side's markers stand for what the other side holds (`diff` of two recordings, where
 /// both may be redacted).
 pub(crate) fn wildcard_eq_either(a: &Value, b: &Value) -> bool {
@@ -232,6 +248,25 @@ mod tests {
             &json!("x"),
             &hash
         ));
+    }
+
+    #[test]
+    fn under_one_key_markers_of_different_secrets_differ() {
+        let m = |hash: &str| json!(format!("[REDACTED:key:token:{hash}]"));
+        assert!(same_keyed_markers(&m("0000aaaa"), &m("0000aaaa")));
+        assert!(!same_keyed_markers(&m("0000aaaa"), &m("0000bbbb")));
+        assert!(!same_keyed_markers(
+            &json!("Bearer [REDACTED:bearer:0000aaaa]"),
+            &json!("Bearer [REDACTED:bearer:0000bbbb]")
+        ));
+        // Another rule, the same hash: another marker.
+        assert!(!same_keyed_markers(
+            &m("0000aaaa"),
+            &json!("[REDACTED:github-token:0000aaaa]")
+        ));
+        // A value without a marker: the marker still stands for it.
+        assert!(same_keyed_markers(&m("0000aaaa"), &json!("plain")));
+        assert!(same_keyed_markers(&json!(7), &m("0000aaaa")));
     }
 
     #[test]
