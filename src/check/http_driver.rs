@@ -273,7 +273,9 @@ impl Ctx {
                     Kind::Request => {
                         let id = c.id.unwrap_or_else(|| "null".into());
                         let method = c.method.unwrap_or_default();
-                        let reply = recorded_reply(&self.answers, payload.as_bytes(), &method, &id);
+                        // An HTTP body is not a line: how the answer's line was framed is dropped.
+                        let (reply, _) =
+                            recorded_reply(&self.answers, payload.as_bytes(), &method, &id);
                         let _ = self.post(reply.into_bytes()).await;
                         let _ = events.send(Event::Seen(vec![(method, true)]));
                     }
