@@ -377,8 +377,9 @@ fn a_marker_key_kept_by_the_user_tells_requests_made_with_different_secrets_apar
     assert!(!short.exists(), "no tape begun");
 }
 
-/// A line server whose tool answers with a token it was given (its first argument): in text
-/// content and as `structuredContent.token`, both redacted on the tape.
+/// A line server whose tool answers with a token it was given (the call's `token` argument,
+/// else its own first argument): in text content and as `structuredContent.token`, both
+/// redacted on the tape.
 const ISSUER: &str = r##"
 import sys, json
 token = sys.argv[1]
@@ -390,8 +391,9 @@ for line in sys.stdin:
         r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
              "serverInfo": {"name": "issuer", "version": "1"}}
     else:
-        r = {"content": [{"type": "text", "text": "issued " + token}],
-             "structuredContent": {"token": token}}
+        t = (m["params"].get("arguments") or {}).get("token", token)
+        r = {"content": [{"type": "text", "text": "issued " + t}],
+             "structuredContent": {"token": t}}
     print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
 "##;
 
@@ -406,26 +408,38 @@ fn keyed(args: &[&str], key: Option<&str>) -> Mt {
     }
 }
 
-/// One `tools/call issue` recorded through [`ISSUER`] giving `token`, with marker key `key`.
-fn record_issued(tape: &Path, token: &str, key: Option<&str>) {
+/// One `tools/call issue` with `arguments` recorded through [`ISSUER`] giving `token`, with
+/// marker key `key`.
+fn record_issued_with(tape: &Path, token: &str, key: Option<&str>, arguments: Value) {
     let mut c = keyed(&["record", "--tape"], key)
         .arg(tape)
         .arg("--")
         .args(crate::record::py(ISSUER, &[token]))
         .spawn();
     c.initialize();
-    let answer = c.call(1, "tools/call", json!({"name": "issue", "arguments": {}}));
-    assert_eq!(answer["result"]["structuredContent"]["token"], token);
+    let given = arguments["token"].as_str().unwrap_or(token).to_string();
+    let answer = c.call(
+        1,
+        "tools/call",
+        json!({"name": "issue", "arguments": arguments}),
+    );
+    assert_eq!(answer["result"]["structuredContent"]["token"], given);
     c.finish_with(0);
     let raw = std::fs::read_to_string(tape).unwrap();
-    assert!(!raw.contains(token), "{token} on the tape:\n{raw}");
+    assert!(!raw.contains(&given), "{given} on the tape:\n{raw}");
+}
+
+/// One `tools/call issue` recorded through [`ISSUER`] giving `token`, with marker key `key`.
+fn record_issued(tape: &Path, token: &str, key: Option<&str>) {
+    record_issued_with(tape, token, key, json!({}));
 }
 
 /// With one marker key on both sides, a marker's hash tells the secrets apart: two tapes
 /// recorded with it and different tokens diff as changed (exit 1), and `check` with the key
 /// against a server giving another token than recorded reports the change — both at the two
 /// places the token is. They compared markers by rule only, and said the same. With no key,
-/// or different keys, markers still compare by rule (each tape's hashes are its own).
+/// or different keys, markers still compare by rule (each tape's hashes are its own). A value
+/// given back with `--fill` is the same secret though the live side's marker names the fill.
 #[test]
 fn with_one_marker_key_check_and_diff_tell_different_secrets_apart() {
     let dir = tmp();
@@ -496,4 +510,28 @@ fn with_one_marker_key_check_and_diff_tell_different_secrets_apart() {
     check(&keyed_a, OTHER_TOKEN, None).success();
     check(&plain_a, OTHER_TOKEN, None).success();
     check(&plain_a, OTHER_TOKEN, Some(key)).success();
+
+    // The token sent as an argument and echoed: check gives the real one back with --fill,
+    // and the live echo, redacted by the fill's rule, has the recorded marker's hash.
+    let sent = dir.path().join("sent.jsonl");
+    record_issued_with(&sent, OTHER_TOKEN, Some(key), json!({"token": TOKEN}));
+    let fill = |value: &str| {
+        keyed(&["check"], Some(key))
+            .arg(&sent)
+            .args(["--fill", "token=env:THE_TOKEN", "--json", "-", "--"])
+            .args(crate::record::py(ISSUER, &[OTHER_TOKEN]))
+            .env("THE_TOKEN", value)
+            .timeout(Duration::from_secs(120))
+            .run()
+    };
+    fill(TOKEN).success();
+    let run = fill("ghp_Aa1bB2cC3dD4eE5fF6gG7hH8iI9jJ0kK1lL2").status(1);
+    let report: Value = run.json();
+    let call = report["exchanges"]
+        .as_array()
+        .expect("exchanges")
+        .iter()
+        .find(|e| e["exchange"]["method"] == "tools/call")
+        .expect("the call");
+    assert_eq!(paths(&call["changes"]), changed, "{report}");
 }
