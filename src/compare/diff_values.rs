@@ -305,6 +305,27 @@ mod tests {
             .collect()
     }
 
+    /// Markers compare by rule, unless both sides were redacted with one marker key: then
+    /// another hash is another secret, at the marker's own path; a plain value still fits.
+    #[test]
+    fn under_one_marker_key_another_hash_is_a_value_change() {
+        let a = json!({"result": {"t": "[REDACTED:key:token:0000aaaa]", "s": "Bearer [REDACTED:bearer:0000aaaa]", "p": "[REDACTED:key:token:0000aaaa]"}});
+        let b = json!({"result": {"t": "[REDACTED:key:token:0000bbbb]", "s": "Bearer [REDACTED:bearer:0000bbbb]", "p": "plain"}});
+        assert!(changes(&a, &b, false).is_empty());
+        let found: Vec<(ChangeKind, String)> = changes_with(&a, &b, false, true)
+            .into_iter()
+            .map(|c| (c.kind, c.path))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (ChangeKind::ValueChange, "$.result.s".to_string()),
+                (ChangeKind::ValueChange, "$.result.t".to_string())
+            ]
+        );
+        assert!(changes_with(&a, &a, false, true).is_empty());
+    }
+
     #[test]
     fn each_kind_with_its_path() {
         use ChangeKind::*;
