@@ -125,13 +125,23 @@ pub(crate) enum Step {
     Notification { msg: usize },
 }
 
+/// What a recorded stdio line held around its message, as `TapeIndex::read_line_ends` gives it:
+/// the whitespace before its JSON, and the whitespace after it with the CR of a `\r\n` (the
+/// `\n` is the transport's). Empty for nearly every line.
+#[derive(Debug, Default)]
+pub(crate) struct LineEnds {
+    pub before: Vec<u8>,
+    pub after: Vec<u8>,
+}
+
 /// The live server's side of a check: how client messages reach it. Its answers come back to
 /// the driver as `Event`s.
 pub(crate) trait Live {
-    /// Queues a request (carrying the driver's id, `id`) to send.
-    fn request(&mut self, id: &str, text: String);
-    /// Queues a notification to send.
-    fn notification(&mut self, text: &[u8]);
+    /// Queues a request (carrying the driver's id, `id`) to send, framed on its line as
+    /// recorded (`ends`; a transport without lines ignores it).
+    fn request(&mut self, id: &str, text: String, ends: &LineEnds);
+    /// Queues a notification to send, framed as recorded.
+    fn notification(&mut self, text: &[u8], ends: &LineEnds);
     /// Sends what is queued: the driver is about to wait. False when the server is gone.
     fn flush(&mut self) -> bool;
     /// Whether this side reports (as `Event::Seen`) a server-initiated message recorded as
@@ -505,7 +515,7 @@ impl Run<'_> {
                 out = with_request_state(&out, state).unwrap_or(out);
             }
         }
-        self.live.request(&id, out);
+        self.live.request(&id, out, &self.line_ends(meta));
         self.observer.sent(exchange);
         self.pending.insert(id, (exchange, Instant::now()));
     }
@@ -514,8 +524,25 @@ impl Run<'_> {
         if self.gone {
             return;
         }
-        if let Ok(bytes) = self.base.read_bytes(&self.base.msgs[msg]) {
-            self.live.notification(&bytes);
+        let meta = &self.base.msgs[msg];
+        if let Ok(bytes) = self.base.read_bytes(meta) {
+            self.live.notification(&bytes, &self.line_ends(meta));
+        }
+    }
+
+    /// What the recorded client wrote around message `meta` on its line: a server may read its
+    /// input by lines and care how they end (`\r\n`), as play gives a client the server's own.
+    /// Read from the tape only for the rare line that had more than its JSON and a `\n`.
+    fn line_ends(&self, meta: &MsgMeta) -> LineEnds {
+        if meta.ends.is_plain() {
+            return LineEnds::default();
+        }
+        match self.base.read_line_ends(meta) {
+            Ok((before, after)) => LineEnds { before, after },
+            Err(e) => {
+                crate::diag!("mcptape check: tape line {}: {e}", meta.line);
+                LineEnds::default()
+            }
         }
     }
 
@@ -654,8 +681,10 @@ struct StdioLive {
 }
 
 impl StdioLive {
-    fn queue(&mut self, bytes: &[u8]) {
+    fn queue(&mut self, bytes: &[u8], ends: &LineEnds) {
+        self.out.extend_from_slice(&ends.before);
         self.out.extend_from_slice(bytes);
+        self.out.extend_from_slice(&ends.after);
         self.out.push(b'\n');
         // Batches stay well under a pipe's capacity, so one write never holds the server's
         // stdin much longer than a single message did.
@@ -666,12 +695,12 @@ impl StdioLive {
 }
 
 impl Live for StdioLive {
-    fn request(&mut self, _id: &str, text: String) {
-        self.queue(text.as_bytes());
+    fn request(&mut self, _id: &str, text: String, ends: &LineEnds) {
+        self.queue(text.as_bytes(), ends);
     }
 
-    fn notification(&mut self, text: &[u8]) {
-        self.queue(text);
+    fn notification(&mut self, text: &[u8], ends: &LineEnds) {
+        self.queue(text, ends);
     }
 
     fn flush(&mut self) -> bool {
@@ -705,14 +734,27 @@ const FLUSH_AT: usize = 16 * 1024;
 /// The queued client messages kept in memory between batches, at most (bytes).
 const OUT_KEEP: usize = 1 << 20;
 
-/// Tapes a client message, then writes it to the server. False when the server's stdin is gone.
-fn write_client(tape: Option<&Recorder>, stdin: &SharedStdin, bytes: &[u8]) -> bool {
-    if let Some(tape) = tape {
-        tape.message(Dir::C2S, bytes, None);
-    }
-    let mut line = Vec::with_capacity(bytes.len() + 1);
+/// Tapes a client message, then writes it to the server framed as `ends` says. False when the
+/// server's stdin is gone.
+fn write_client(
+    tape: Option<&Recorder>,
+    stdin: &SharedStdin,
+    bytes: &[u8],
+    ends: &LineEnds,
+) -> bool {
+    let mut line = Vec::with_capacity(ends.before.len() + bytes.len() + ends.after.len() + 1);
+    line.extend_from_slice(&ends.before);
     line.extend_from_slice(bytes);
+    line.extend_from_slice(&ends.after);
     line.push(b'\n');
+    if let Some(tape) = tape {
+        if ends.before.is_empty() && ends.after.is_empty() {
+            tape.message(Dir::C2S, bytes, None);
+        } else {
+            // Framed as a line, so the observed tape keeps its whitespace and `\r\n` too.
+            tape.chunk(&mut Framer::new(usize::MAX), Dir::C2S, &line);
+        }
+    }
     write_stdin(stdin, &line)
 }
 
@@ -735,8 +777,9 @@ fn may_hold_state(line: &[u8]) -> bool {
 
 /// The client's recorded answers to server-initiated requests, by method, in recorded order.
 pub(crate) struct RecordedAnswers {
-    /// Method → (canonical params of the recorded server request, the client's answer text).
-    by_method: HashMap<String, VecDeque<(String, String)>>,
+    /// Method → (canonical params of the recorded server request, the client's answer text, how
+    /// its line was framed).
+    by_method: HashMap<String, VecDeque<(String, String, LineEnds)>>,
 }
 
 impl RecordedAnswers {
@@ -752,7 +795,7 @@ impl RecordedAnswers {
                 .filter_map(|s| s.client_answer.map(|a| (s.msg, a))),
         );
         pairs.sort_unstable();
-        let mut by_method: HashMap<String, VecDeque<(String, String)>> = HashMap::new();
+        let mut by_method: HashMap<String, VecDeque<(String, String, LineEnds)>> = HashMap::new();
         for (q, a) in pairs {
             let meta = &base.msgs[q];
             let params = base
@@ -763,22 +806,30 @@ impl RecordedAnswers {
                 .unwrap_or_default();
             // Answers to server requests are small (sampling results, root lists): kept in memory
             // so the reader thread needs nothing else from the baseline.
-            if let Ok(answer) = base.read_text(&base.msgs[a]) {
+            let answer_meta = &base.msgs[a];
+            if let Ok(answer) = base.read_text(answer_meta) {
+                let ends = if answer_meta.ends.is_plain() {
+                    LineEnds::default()
+                } else {
+                    base.read_line_ends(answer_meta)
+                        .map(|(before, after)| LineEnds { before, after })
+                        .unwrap_or_default()
+                };
                 by_method
                     .entry(meta.method.clone().unwrap_or_default())
                     .or_default()
-                    .push_back((params, answer));
+                    .push_back((params, answer, ends));
             }
         }
         RecordedAnswers { by_method }
     }
 
-    /// The recorded answer for a live server request: the same params first, else the next one
-    /// of the same method.
-    pub(crate) fn take(&mut self, method: &str, params: &str) -> Option<String> {
+    /// The recorded answer for a live server request, and how its line was framed: the same
+    /// params first, else the next one of the same method.
+    pub(crate) fn take(&mut self, method: &str, params: &str) -> Option<(String, LineEnds)> {
         let q = self.by_method.get_mut(method)?;
-        let pos = q.iter().position(|(p, _)| p == params).unwrap_or(0);
-        q.remove(pos).map(|(_, a)| a)
+        let pos = q.iter().position(|(p, _, _)| p == params).unwrap_or(0);
+        q.remove(pos).map(|(_, a, ends)| (a, ends))
     }
 }
 
@@ -814,8 +865,8 @@ fn read_server(
             }
             (Kind::Request, Some(id)) => {
                 let method = c.method.unwrap_or_default();
-                let reply = recorded_reply(answers, line.bytes, &method, &id);
-                write_client(tape, stdin, reply.as_bytes());
+                let (reply, ends) = recorded_reply(answers, line.bytes, &method, &id);
+                write_client(tape, stdin, reply.as_bytes(), &ends);
                 batch.seen.push((method, true));
             }
             (Kind::Notification, _) => batch.seen.push((c.method.unwrap_or_default(), false)),
@@ -853,14 +904,14 @@ fn read_server(
     let _ = events.send(Event::Gone);
 }
 
-/// The client's recorded answer to a live server's request (its id made the server's), or an
-/// error saying the recording has none.
+/// The client's recorded answer to a live server's request (its id made the server's) and how
+/// its line was framed, or an error saying the recording has none.
 pub(crate) fn recorded_reply(
     answers: &Mutex<RecordedAnswers>,
     request: &[u8],
     method: &str,
     id: &str,
-) -> String {
+) -> (String, LineEnds) {
     let params = params_of(request)
         .map(|p| canonical(&p))
         .unwrap_or_default();
@@ -869,10 +920,10 @@ pub(crate) fn recorded_reply(
         .unwrap_or_else(|p| p.into_inner())
         .take(method, &params);
     recorded
-        .and_then(|text| with_id(&text, id).ok())
+        .and_then(|(text, ends)| Some((with_id(&text, id).ok()?, ends)))
         .unwrap_or_else(|| {
             let msg = serde_json::json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32601, "message": format!("mcptape check: the recording has no client answer to {method}")}});
-            with_id(&msg.to_string(), id).unwrap_or_default()
+            (with_id(&msg.to_string(), id).unwrap_or_default(), LineEnds::default())
         })
 }
 

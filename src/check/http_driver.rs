@@ -4,7 +4,7 @@
 //! on a stream are answered with the client's recorded answers, and everything is taped.
 
 use super::driver::{
-    drive, recorded_reply, DriveError, DriveOutcome, Event, Live, RecordedAnswers,
+    drive, recorded_reply, DriveError, DriveOutcome, Event, LineEnds, Live, RecordedAnswers,
 };
 use super::observe::Observer;
 use crate::record::Recorder;
@@ -47,7 +47,8 @@ struct HttpLive {
 }
 
 impl Live for HttpLive {
-    fn request(&mut self, id: &str, text: String) {
+    // HTTP bodies are not lines: how a stdio recording framed its lines does not apply.
+    fn request(&mut self, id: &str, text: String, _ends: &LineEnds) {
         let (ctx, events, id) = (self.ctx.clone(), self.events.clone(), id.to_string());
         self.rt.spawn(async move {
             let event = match ctx.request(text, &events).await {
@@ -58,7 +59,7 @@ impl Live for HttpLive {
         });
     }
 
-    fn notification(&mut self, text: &[u8]) {
+    fn notification(&mut self, text: &[u8], _ends: &LineEnds) {
         // In order: the driver's thread waits for the POST before going on.
         let _ = self.rt.block_on(self.ctx.post(text.to_vec()));
     }
@@ -272,7 +273,9 @@ impl Ctx {
                     Kind::Request => {
                         let id = c.id.unwrap_or_else(|| "null".into());
                         let method = c.method.unwrap_or_default();
-                        let reply = recorded_reply(&self.answers, payload.as_bytes(), &method, &id);
+                        // An HTTP body is not a line: how the answer's line was framed is dropped.
+                        let (reply, _) =
+                            recorded_reply(&self.answers, payload.as_bytes(), &method, &id);
                         let _ = self.post(reply.into_bytes()).await;
                         let _ = events.send(Event::Seen(vec![(method, true)]));
                     }

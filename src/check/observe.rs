@@ -5,7 +5,8 @@
 //! pairing `compare_tapes` finds by content is, for a check, the pairing by what was sent.
 
 use crate::compare::tapes::{
-    answer_bytes, body_of, compare_answers, exchange_ref, latency, tools_list, TapeComparison,
+    answer_bytes, body_of, compare_answers, exchange_ref, latency, one_marker_key, tools_list,
+    TapeComparison,
 };
 use crate::compare::{surface, ExchangeComparison, Normalizer, Outcome};
 use crate::redact::Redactor;
@@ -29,6 +30,9 @@ pub(crate) struct Observer {
     norm: Normalizer,
     /// The observed tape's redactor: the live answer is compared as it would have been taped.
     redactor: Option<Arc<Redactor>>,
+    /// The baseline's markers and the live answers' (by `redactor`) were made with one marker
+    /// key: their hashes tell secrets apart.
+    keyed: bool,
     seen: Vec<Seen>,
     /// The live `tools/list` results: (baseline exchange, `result`).
     tools: Vec<(usize, Value)>,
@@ -41,10 +45,15 @@ impl Observer {
         redactor: Option<Arc<Redactor>>,
     ) -> Observer {
         let seen = (0..base.exchanges.len()).map(|_| Seen::NotSent).collect();
+        let keyed = one_marker_key(
+            base.header.marker_key.as_deref(),
+            redactor.as_deref().and_then(Redactor::marker_key_id),
+        );
         Observer {
             base,
             norm,
             redactor,
+            keyed,
             seen,
             tools: Vec::new(),
         }
@@ -66,7 +75,14 @@ impl Observer {
         let redacted = self.redactor.as_ref().and_then(|r| r.redact_json(bytes));
         let y = redacted.as_ref().map_or(bytes, |(r, _)| r.as_slice());
         let x = answer_bytes(&self.base, ex);
-        let c = compare_answers(&self.base, ex, x.as_deref(), Some(y), &self.norm);
+        let c = compare_answers(
+            &self.base,
+            ex,
+            x.as_deref(),
+            Some(y),
+            &self.norm,
+            self.keyed,
+        );
         let req = &self.base.msgs[self.base.exchanges[ex].request];
         if req.method.as_deref() == Some("tools/list") {
             if let Some(result) = body_of(y).and_then(|mut b| b.get_mut("result").map(Value::take))
@@ -90,7 +106,8 @@ impl Observer {
                     Seen::NotSent => (Outcome::Absent, Vec::new(), None),
                     Seen::Sent => {
                         let x = answer_bytes(base, i);
-                        let c = compare_answers(base, i, x.as_deref(), None, &self.norm);
+                        let c =
+                            compare_answers(base, i, x.as_deref(), None, &self.norm, self.keyed);
                         (c.outcome, c.changes, None)
                     }
                     Seen::Answered(c, us) => (c.outcome, c.changes, c.answered.then_some(us)),

@@ -50,8 +50,20 @@ pub struct Change {
     pub observed: Option<Value>,
 }
 
-/// Classified changes from `recorded` to `observed` (both normalized answer bodies).
+/// Classified changes from `recorded` to `observed` (both normalized answer bodies), their
+/// markers compared by rule.
 pub(crate) fn changes(recorded: &Value, observed: &Value, allow_reorder: bool) -> Vec<Change> {
+    changes_with(recorded, observed, allow_reorder, false)
+}
+
+/// [`changes`]; `keyed`: both sides were redacted with one marker key, so markers with
+/// different hashes stand for different secrets and are a change.
+pub(crate) fn changes_with(
+    recorded: &Value,
+    observed: &Value,
+    allow_reorder: bool,
+    keyed: bool,
+) -> Vec<Change> {
     let mut out = Vec::new();
     let (r_err, o_err) = (recorded.get("error"), observed.get("error"));
     match (r_err, o_err) {
@@ -92,7 +104,11 @@ pub(crate) fn changes(recorded: &Value, observed: &Value, allow_reorder: bool) -
         ));
         return out;
     }
-    walk("$".into(), recorded, observed, allow_reorder, &mut out);
+    let how = How {
+        allow_reorder,
+        keyed,
+    };
+    walk("$".into(), recorded, observed, how, &mut out);
     out.retain(|c| !(c.kind == ChangeKind::ValueChange && c.path == "$.error.code"));
     out
 }
@@ -149,11 +165,23 @@ fn keyed(items: &[Value]) -> Option<(&'static str, Vec<(String, &Value)>)> {
     None
 }
 
-fn walk(path: String, a: &Value, b: &Value, allow_reorder: bool, out: &mut Vec<Change>) {
-    // A redacted value on either side stands for whatever the other side holds.
+/// How [`walk`] compares.
+#[derive(Clone, Copy)]
+struct How {
+    /// Arrays as multisets.
+    allow_reorder: bool,
+    /// Both sides' markers made with one marker key: their hashes count.
+    keyed: bool,
+}
+
+fn walk(path: String, a: &Value, b: &Value, how: How, out: &mut Vec<Change>) {
+    let allow_reorder = how.allow_reorder;
+    // A redacted value on either side stands for whatever the other side holds; under one
+    // marker key, not for a marker of another secret.
     let marked = |v: &Value| v.as_str().is_some_and(crate::redact::has_marker);
-    if (marked(a) && crate::redact::wildcard_eq(a, b))
-        || (marked(b) && crate::redact::wildcard_eq(b, a))
+    if ((marked(a) && crate::redact::wildcard_eq(a, b))
+        || (marked(b) && crate::redact::wildcard_eq(b, a)))
+        && (!how.keyed || crate::wire::marker::same_keyed_markers(a, b))
     {
         return;
     }
@@ -162,7 +190,7 @@ fn walk(path: String, a: &Value, b: &Value, allow_reorder: bool, out: &mut Vec<C
             for (k, va) in x {
                 let p = crate::wire::canonical::child_path(&path, k);
                 match y.get(k) {
-                    Some(vb) => walk(p, va, vb, allow_reorder, out),
+                    Some(vb) => walk(p, va, vb, how, out),
                     None => out.push(change(ChangeKind::StructureChange, p, Some(va), None)),
                 }
             }
@@ -188,7 +216,7 @@ fn walk(path: String, a: &Value, b: &Value, allow_reorder: bool, out: &mut Vec<C
             };
             for (name, va) in &xs {
                 match ys.iter().find(|(n, _)| n == name) {
-                    Some((_, vb)) => walk(item_path(name), va, vb, allow_reorder, out),
+                    Some((_, vb)) => walk(item_path(name), va, vb, how, out),
                     None => out.push(change(
                         ChangeKind::StructureChange,
                         item_path(name),
@@ -246,7 +274,7 @@ fn walk(path: String, a: &Value, b: &Value, allow_reorder: bool, out: &mut Vec<C
             for i in 0..xs.len().max(ys.len()) {
                 let p = format!("{path}[{i}]");
                 match (xs.get(i), ys.get(i)) {
-                    (Some((_, va)), Some((_, vb))) => walk(p, va, vb, allow_reorder, out),
+                    (Some((_, va)), Some((_, vb))) => walk(p, va, vb, how, out),
                     (Some((_, va)), None) => {
                         out.push(change(ChangeKind::StructureChange, p, Some(va), None))
                     }
@@ -275,6 +303,27 @@ mod tests {
             .into_iter()
             .map(|c| (c.kind, c.path))
             .collect()
+    }
+
+    /// Markers compare by rule, unless both sides were redacted with one marker key: then
+    /// another hash is another secret, at the marker's own path; a plain value still fits.
+    #[test]
+    fn under_one_marker_key_another_hash_is_a_value_change() {
+        let a = json!({"result": {"t": "[REDACTED:key:token:0000aaaa]", "s": "Bearer [REDACTED:bearer:0000aaaa]", "p": "[REDACTED:key:token:0000aaaa]"}});
+        let b = json!({"result": {"t": "[REDACTED:key:token:0000bbbb]", "s": "Bearer [REDACTED:bearer:0000bbbb]", "p": "plain"}});
+        assert!(changes(&a, &b, false).is_empty());
+        let found: Vec<(ChangeKind, String)> = changes_with(&a, &b, false, true)
+            .into_iter()
+            .map(|c| (c.kind, c.path))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (ChangeKind::ValueChange, "$.result.s".to_string()),
+                (ChangeKind::ValueChange, "$.result.t".to_string())
+            ]
+        );
+        assert!(changes_with(&a, &a, false, true).is_empty());
     }
 
     #[test]

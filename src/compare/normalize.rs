@@ -129,7 +129,10 @@ fn parse_embedded_json(v: &mut Value, depth: usize) {
                     if let Value::String(s) = child {
                         let t = s.trim_start();
                         if t.starts_with('{') || t.starts_with('[') {
-                            if let Ok(parsed) = serde_json::from_str::<Value>(s) {
+                            // Read as exactly as the message around it (integers beyond
+                            // 64 bits, lone surrogates); plain serde_json unless the text
+                            // has a long digit run or a surrogate escape.
+                            if let Ok(parsed) = crate::wire::exact::from_str::<Value>(s) {
                                 *child = parsed;
                                 continue;
                             }

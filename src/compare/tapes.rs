@@ -2,7 +2,7 @@
 //! as play matches), not by position, then each pair's answers compared after normalization.
 //! `diff` compares two recordings with it; `check` compares a recording with a live run.
 
-use super::diff_values::{changes, Change, ChangeKind};
+use super::diff_values::{changes_with, Change, ChangeKind};
 use super::normalize::Normalizer;
 use super::surface::{self, ToolChange};
 use crate::tape::TapeIndex;
@@ -200,6 +200,10 @@ fn compare(
     keep_same: bool,
 ) -> (TapeComparison, usize) {
     let (pairs, rest) = align(a, b);
+    let keyed = one_marker_key(
+        a.header.marker_key.as_deref(),
+        b.header.marker_key.as_deref(),
+    );
     let mut exchanges = Vec::with_capacity(if keep_same { pairs.len() } else { 0 });
     let mut same = 0;
     for (i, pair) in pairs.iter().enumerate() {
@@ -212,7 +216,7 @@ fn compare(
                     same += 1;
                     continue;
                 }
-                let c = compare_answers(a, i, x.as_deref(), y.as_deref(), norm);
+                let c = compare_answers(a, i, x.as_deref(), y.as_deref(), norm, keyed);
                 let other_latency = c.answered.then(|| latency(b, j)).flatten();
                 (c.outcome, line, c.changes, other_latency)
             }
@@ -242,6 +246,14 @@ fn compare(
     )
 }
 
+/// Whether two sides' markers were made with one marker key (`$MCPTAPE_REDACT_KEY`, named by
+/// its id): then a marker's hash tells secrets apart, and markers with different hashes are
+/// different values. Otherwise each side's hashes are its own (a random per-tape key) and
+/// markers compare by rule.
+pub(crate) fn one_marker_key(a: Option<&str>, b: Option<&str>) -> bool {
+    matches!((a, b), (Some(x), Some(y)) if x == y)
+}
+
 /// Equal bytes (or equal but for the id, which is not compared) are equal bodies, or both
 /// unparsable: the same either way, without parsing.
 pub(crate) fn answers_equal(x: Option<&[u8]>, y: Option<&[u8]>) -> bool {
@@ -262,13 +274,15 @@ pub(crate) struct AnswerComparison {
 
 /// The recorded answer `x` of exchange `i` of `a` against the other side's answer `y` to the
 /// same request (`None`: no answer). Shared by `compare_tapes` (`y` read from a second tape)
-/// and `check` (`y` as it arrives from the live server).
+/// and `check` (`y` as it arrives from the live server). `keyed`: both sides were redacted
+/// with one marker key ([`one_marker_key`]).
 pub(crate) fn compare_answers(
     a: &TapeIndex,
     i: usize,
     x: Option<&[u8]>,
     y: Option<&[u8]>,
     norm: &Normalizer,
+    keyed: bool,
 ) -> AnswerComparison {
     let done = |outcome, changes, answered| AnswerComparison {
         outcome,
@@ -300,10 +314,11 @@ pub(crate) fn compare_answers(
             } else {
                 None
             };
-            let c = changes(
+            let c = changes_with(
                 &norm.normalize(x, &method, target.as_deref()),
                 &norm.normalize(y, &method, target.as_deref()),
                 norm.allow_reorder,
+                keyed,
             );
             let outcome = if c.is_empty() {
                 Outcome::Same

@@ -88,7 +88,7 @@ pub(super) fn sniff_dir(dir: &Path) -> bool {
     fixture_files(dir).is_ok_and(|files| {
         files
             .iter()
-            .any(|f| std::fs::read_to_string(f).is_ok_and(|text| sniff(&Probe::new(&text))))
+            .any(|f| super::read_text(f).is_ok_and(|text| sniff(&Probe::new(&text))))
     })
 }
 

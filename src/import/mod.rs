@@ -128,6 +128,12 @@ pub enum ImportError {
         /// What was found, and what the format has there.
         problem: String,
     },
+    /// The file is UTF-16 (it starts with a UTF-16 byte-order mark); every format is UTF-8.
+    #[error("{}: the file is UTF-16 (it starts with a UTF-16 byte-order mark); mcptape imports UTF-8 files: save it as UTF-8", path.display())]
+    Utf16 {
+        /// The file.
+        path: PathBuf,
+    },
     /// Auto-detection recognised no format.
     #[error("{}: not a file of any format mcptape imports ({}); name the format: mcptape import FORMAT {}", path.display(), names(&Format::ALL), path.display())]
     Unknown {
@@ -165,7 +171,9 @@ impl crate::exit::Coded for ImportError {
         match self {
             ImportError::NotFound { .. } => crate::exit::NO_INPUT,
             ImportError::Read { .. } | ImportError::Write { .. } => crate::exit::IO_ERR,
-            ImportError::Malformed { .. } | ImportError::Unknown { .. } => crate::exit::DATA_ERR,
+            ImportError::Malformed { .. }
+            | ImportError::Utf16 { .. }
+            | ImportError::Unknown { .. } => crate::exit::DATA_ERR,
             // The user has to say which format: a usage question, not bad data.
             ImportError::Ambiguous { .. } => crate::exit::USAGE,
         }
@@ -229,9 +237,14 @@ impl<'a> Probe<'a> {
     }
 }
 
-/// Reads the file at `path` as UTF-8 text.
+/// The UTF-8 encoding of U+FEFF, which some editors (on Windows) put at the start of a file.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Reads the file at `path` as UTF-8 text, past a UTF-8 byte-order mark: every format is read
+/// through here, so none sees the mark (an encoding marker, not content). A UTF-16 file is
+/// refused saying so.
 fn read_text(path: &Path) -> Result<String, ImportError> {
-    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+    let mut bytes = std::fs::read(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => ImportError::NotFound {
             path: path.to_path_buf(),
         },
@@ -240,9 +253,21 @@ fn read_text(path: &Path) -> Result<String, ImportError> {
             source: e,
         },
     })?;
+    if bytes.starts_with(b"\xFF\xFE") || bytes.starts_with(b"\xFE\xFF") {
+        return Err(ImportError::Utf16 {
+            path: path.to_path_buf(),
+        });
+    }
+    let bom = if bytes.starts_with(UTF8_BOM) {
+        UTF8_BOM.len()
+    } else {
+        0
+    };
+    bytes.drain(..bom);
     String::from_utf8(bytes).map_err(|e| ImportError::Malformed {
         path: path.to_path_buf(),
-        at: format!("byte {}", e.utf8_error().valid_up_to()),
+        // Where in the file, the mark counted.
+        at: format!("byte {}", e.utf8_error().valid_up_to() + bom),
         problem: "not UTF-8; every format mcptape imports is UTF-8 JSON or YAML".into(),
     })
 }

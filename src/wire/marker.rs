@@ -154,6 +154,34 @@ fn marker_hash(s: &str) -> Option<&str> {
         .filter(|h| is_hash(h))
 }
 
+/// For two sides redacted with one marker key (`check` and `diff`): whether `a` and `b`, which
+/// [`wildcard_eq_either`] holds equal, also carry the same markers. Under one key a secret's
+/// hash is the same whichever rule caught it, so two strings that both hold markers must hold
+/// as many, in order, each pair of the same hash (of the same rule where one has no hash); a
+/// marker against a value without one still stands for it. The rule is not compared beside
+/// the hash: one secret may be caught by another rule on the other side (a `check --fill`
+/// value by its `fill:` literal rule).
+pub(crate) fn same_keyed_markers(a: &Value, b: &Value) -> bool {
+    let same = |x: &str, y: &str| match (marker_hash(x), marker_hash(y)) {
+        (Some(h), Some(k)) => h == k,
+        _ => marker_rule(x) == marker_rule(y),
+    };
+    match (a, b) {
+        (Value::String(x), Value::String(y)) if has_marker(x) && has_marker(y) => {
+            let re = marker_re();
+            let (mut xs, mut ys) = (re.find_iter(x), re.find_iter(y));
+            loop {
+                match (xs.next(), ys.next()) {
+                    (None, None) => return true,
+                    (Some(m), Some(n)) if same(m.as_str(), n.as_str()) => {}
+                    _ => return false,
+                }
+            }
+        }
+        _ => true,
+    }
+}
+
 /// Either side's markers stand for what the other side holds (`diff` of two recordings, where
 /// both may be redacted).
 pub(crate) fn wildcard_eq_either(a: &Value, b: &Value) -> bool {
@@ -232,6 +260,40 @@ mod tests {
             &json!("x"),
             &hash
         ));
+    }
+
+    #[test]
+    fn under_one_key_markers_of_different_secrets_differ() {
+        let m = |hash: &str| json!(format!("[REDACTED:key:token:{hash}]"));
+        assert!(same_keyed_markers(&m("0000aaaa"), &m("0000aaaa")));
+        assert!(!same_keyed_markers(&m("0000aaaa"), &m("0000bbbb")));
+        assert!(!same_keyed_markers(
+            &json!("Bearer [REDACTED:bearer:0000aaaa]"),
+            &json!("Bearer [REDACTED:bearer:0000bbbb]")
+        ));
+        // Another rule, the same hash: the same secret (caught by another rule there, such as
+        // a `check --fill` value's `fill:` rule).
+        assert!(same_keyed_markers(
+            &m("0000aaaa"),
+            &json!("[REDACTED:fill:token:0000aaaa]")
+        ));
+        // As many markers, pair by pair.
+        assert!(!same_keyed_markers(
+            &json!("[REDACTED:a:0000aaaa] [REDACTED:b:0000bbbb]"),
+            &json!("[REDACTED:a:0000aaaa] x")
+        ));
+        // Without hashes, by rule.
+        assert!(same_keyed_markers(
+            &json!("[REDACTED:key:token]"),
+            &json!("[REDACTED:key:token]")
+        ));
+        assert!(!same_keyed_markers(
+            &json!("[REDACTED:key:token]"),
+            &json!("[REDACTED:key:pin]")
+        ));
+        // A value without a marker: the marker still stands for it.
+        assert!(same_keyed_markers(&m("0000aaaa"), &json!("plain")));
+        assert!(same_keyed_markers(&json!(7), &m("0000aaaa")));
     }
 
     #[test]

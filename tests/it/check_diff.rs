@@ -1327,3 +1327,87 @@ fn check_keeps_the_recorded_order_of_server_requests_and_grades_the_same_twenty_
     }
     assert!(grades.iter().all(|g| *g == grades[0]), "{grades:?}");
 }
+
+// --- check sends each recorded line as the client framed it ---------------------------------
+
+/// A line server that appends every line it reads, bytes as they came (terminator included),
+/// to the file named by its first argument, and answers each request with its method; before
+/// answering a `tools/call` it asks the client for its roots and reads the answer.
+const STDIN_LOG: &str = r##"
+import sys, json
+log = open(sys.argv[1], "ab")
+def read():
+    raw = sys.stdin.buffer.readline()
+    if raw:
+        log.write(raw)
+        log.flush()
+    return raw
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n")
+    sys.stdout.flush()
+while True:
+    raw = read()
+    if not raw:
+        break
+    m = json.loads(raw)
+    if "id" in m and "method" in m:
+        if m["method"] == "tools/call":
+            send({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"})
+            read()
+        send({"jsonrpc": "2.0", "id": m["id"], "result": {"content": [{"type": "text", "text": m["method"]}]}})
+"##;
+
+/// `check` writes each recorded client line as the client wrote it — requests, notifications
+/// and its answer to the server's request alike: its `\r\n` and the whitespace around its JSON
+/// (which the tape keeps, and play writes back), not the JSON and a bare `\n`. The ids are
+/// those check numbers its requests with (1, 2, …), as recorded here, so the server must read
+/// the very bytes it read when recorded.
+#[test]
+fn check_sends_each_recorded_line_with_its_own_whitespace_and_terminator() {
+    let dir = tmp();
+    let tape = dir.path().join("framing.jsonl");
+    let (recorded_log, checked_log) = (
+        dir.path().join("recorded.log"),
+        dir.path().join("checked.log"),
+    );
+    let server = |log: &Path| crate::record::py(STDIN_LOG, &[&s(log)]);
+    // Each line, and how many lines the server sends after it.
+    let lines: [(&[u8], usize); 5] = [
+        (b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{\"roots\":{}},\"clientInfo\":{\"name\":\"crlf\",\"version\":\"1\"}}}\r\n", 1),
+        (b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\r\n", 0),
+        (b"  \t{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"} \t \r\n", 1),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}\t\n", 1),
+        (b" {\"jsonrpc\":\"2.0\",\"id\":\"s1\",\"result\":{\"roots\":[]}}\r\n", 1),
+    ];
+    let mut c = crate::record::record(&tape, &[], &server(&recorded_log));
+    for (line, answers) in lines {
+        c.send_raw(line);
+        for _ in 0..answers {
+            c.recv_raw(Duration::from_secs(30))
+                .expect("a line within 30 s");
+        }
+    }
+    let lines = lines.map(|(line, _)| line);
+    c.finish_with(0);
+    assert_eq!(
+        std::fs::read(&recorded_log).unwrap(),
+        lines.concat(),
+        "record forwards every byte"
+    );
+    check_cmd(&tape, &[], &server(&checked_log), &[]).success();
+    assert_eq!(
+        text(&std::fs::read(&checked_log).unwrap()),
+        text(&lines.concat()),
+        "check sends the recorded lines as they were framed"
+    );
+    // The observed tape, made the baseline with --update, keeps the framing it sent.
+    let updated_log = dir.path().join("updated.log");
+    check_cmd(&tape, &["--update"], &server(&updated_log), &[]).success();
+    let rechecked_log = dir.path().join("rechecked.log");
+    check_cmd(&tape, &[], &server(&rechecked_log), &[]).success();
+    assert_eq!(
+        text(&std::fs::read(&rechecked_log).unwrap()),
+        text(&lines.concat()),
+        "the updated baseline holds the lines as they were framed"
+    );
+}

@@ -142,3 +142,73 @@ fn check_and_diff_see_a_change_in_an_integer_beyond_64_bits() {
     let run = check(echo_server("18446744073709551616")).status(1);
     assert_contains(&run.console(), "extra");
 }
+
+/// A line server whose every tool answer is text content holding JSON: `{"n": N}`, N its first
+/// argument written as it is (Python keeps a big integer exact).
+const TEXT_JSON: &str = r##"
+import sys, json
+n = json.loads(sys.argv[1])
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+             "serverInfo": {"name": "text-json", "version": "1"}}
+    else:
+        r = {"content": [{"type": "text", "text": json.dumps({"n": n})}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
+    sys.stdout.flush()
+"##;
+
+/// Records one `tools/call` through [`TEXT_JSON`] answering with `n`.
+fn record_text_json(tape: &Path, n: &str) {
+    let mut c = record(tape, &[], &py(TEXT_JSON, &[n]));
+    c.initialize();
+    let answer = ask_raw(&mut c, &call("r0", "{}", true));
+    assert!(answer.contains(n), "{answer}");
+    c.finish_with(0);
+}
+
+/// JSON inside a text content item is compared as JSON (a changed field reported at its own
+/// path), and read as exactly as the message around it: 2^64 and 2^64+1 there are two values
+/// (they were read as one double, so the change went unseen).
+#[test]
+fn check_and_diff_see_a_change_in_an_integer_beyond_64_bits_inside_text_content() {
+    let dir = tmp();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    record_text_json(&a, "18446744073709551617");
+    record_text_json(&b, "18446744073709551616");
+    let path = "$.result.content[0].text.n";
+    Mt::new(["diff"]).arg(&a).arg(&a).run().success();
+    let run = Mt::new(["diff", "--format", "json"])
+        .arg(&a)
+        .arg(&b)
+        .run()
+        .status(1);
+    let report: serde_json::Value = run.json();
+    assert_eq!(report["drifts"][0]["changes"][0]["path"], path, "{report}");
+    assert_eq!(
+        report["drifts"][0]["changes"].as_array().map(Vec::len),
+        Some(1)
+    );
+    let check = |n: &str| {
+        Mt::new(["check"])
+            .arg(&a)
+            .args(["--json", "-", "--"])
+            .args(py(TEXT_JSON, &[n]))
+            .timeout(Duration::from_secs(120))
+            .run()
+    };
+    check("18446744073709551617").success();
+    let run = check("18446744073709551616").status(1);
+    let report: serde_json::Value = run.json();
+    let changed: Vec<&serde_json::Value> = report["exchanges"]
+        .as_array()
+        .expect("exchanges")
+        .iter()
+        .flat_map(|e| e["changes"].as_array().into_iter().flatten())
+        .collect();
+    assert_eq!(changed.len(), 1, "{report}");
+    assert_eq!(changed[0]["path"], path, "{report}");
+}

@@ -530,3 +530,89 @@ fn deeply_nested_yaml_is_refused_at_once_not_parsed_in_quadratic_time() {
         .stderr_contains("messages[0]: no \"payload\" object");
     assert!(!tape.exists());
 }
+
+/// A file saved with a UTF-8 byte-order mark (a Windows editor's) imports as the same file
+/// without it — named or detected, for a one-document format, two line formats and a YAML
+/// one — where it was refused as not JSON ("expected value at line 1 column 1") or as no
+/// known format. A UTF-16 file (either byte order) is refused saying so, naming the file.
+#[test]
+fn a_file_saved_with_a_byte_order_mark_imports_as_without_and_utf16_is_refused() {
+    let dir = tmp();
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let pong = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+    let files = [
+        (
+            "mcp-cassette",
+            "cassette.json",
+            format!(
+                r#"{{"format_version": 3, "recorded_at": "2026-01-01T00:00:00Z", "messages": [
+            {{"seq": 0, "t_offset_ms": 0, "sender": "client", "kind": "request", "payload": {ping}}},
+            {{"seq": 1, "t_offset_ms": 5, "sender": "server", "kind": "response", "payload": {pong}}}]}}"#
+            ),
+        ),
+        (
+            "mcp-rec",
+            "session.jsonl",
+            format!("{{\"ts\": 1767225600, \"dir\": \"client->server\", \"msg\": {ping}}}\n{{\"ts\": 1767225600.005, \"dir\": \"server->client\", \"msg\": {pong}}}\n"),
+        ),
+        (
+            "mcp-vcr",
+            "session.ndjson",
+            format!("{{\"_type\": \"meta\"}}\n{{\"t\": 0, \"dir\": \"c2s\", \"payload\": {ping}}}\n{{\"t\": 5, \"dir\": \"s2c\", \"payload\": {pong}}}\n"),
+        ),
+        (
+            "mcp-vcr",
+            "session.yaml",
+            format!("meta:\n  version: 1\nmessages:\n- dir: c2s\n  payload: {ping}\n  t: 0\n- dir: s2c\n  payload: {pong}\n  t: 5\n"),
+        ),
+    ];
+    // The wire messages of a tape, with their direction and time.
+    let msgs = |tape: &Path| -> Vec<Value> {
+        tape_msgs(tape)
+            .into_iter()
+            .map(|m| json!([m["dir"], m["t_us"], m["msg"]]))
+            .collect()
+    };
+    for (format, name, text) in files {
+        let plain = dir.path().join(name);
+        std::fs::write(&plain, &text).unwrap();
+        let want = dir.path().join(format!("{name}-plain.jsonl"));
+        import(&[format, &s(&plain)], &want);
+        assert_eq!(msgs(&want).len(), 2, "{format}: {:?}", msgs(&want));
+
+        let bom = dir.path().join(format!("bom-{name}"));
+        std::fs::write(&bom, [&b"\xEF\xBB\xBF"[..], text.as_bytes()].concat()).unwrap();
+        for how in [format, "auto"] {
+            let tape = dir.path().join(format!("{name}-bom-{how}.jsonl"));
+            let err = import(&[how, &s(&bom)], &tape);
+            assert_contains(&err, &format!("mcptape import: {format} "));
+            assert_eq!(msgs(&tape), msgs(&want), "{name} ({how})");
+        }
+
+        for (order, mark) in [("LE", [0xFF, 0xFE]), ("BE", [0xFE, 0xFF])] {
+            let units: Vec<u8> = text
+                .encode_utf16()
+                .flat_map(|u| match order {
+                    "LE" => u.to_le_bytes(),
+                    _ => u.to_be_bytes(),
+                })
+                .collect();
+            let utf16 = dir.path().join(format!("utf16{order}-{name}"));
+            std::fs::write(&utf16, [&mark[..], &units].concat()).unwrap();
+            let tape = dir.path().join("never.jsonl");
+            for how in [format, "auto"] {
+                Mt::new(["import", how])
+                    .arg(&utf16)
+                    .arg("-o")
+                    .arg(&tape)
+                    .run()
+                    .status(65)
+                    .stderr_contains(&format!(
+                        "{}: the file is UTF-16 (it starts with a UTF-16 byte-order mark)",
+                        s(&utf16)
+                    ));
+                assert!(!tape.exists(), "no tape written from {}", s(&utf16));
+            }
+        }
+    }
+}

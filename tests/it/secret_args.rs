@@ -393,3 +393,162 @@ fn a_marker_key_kept_by_the_user_tells_requests_made_with_different_secrets_apar
     );
     assert!(!short.exists(), "no tape begun");
 }
+
+/// A line server whose tool answers with a token it was given (the call's `token` argument,
+/// else its own first argument): in text content and as `structuredContent.token`, both
+/// redacted on the tape.
+const ISSUER: &str = r##"
+import sys, json
+token = sys.argv[1]
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+             "serverInfo": {"name": "issuer", "version": "1"}}
+    else:
+        t = (m["params"].get("arguments") or {}).get("token", token)
+        r = {"content": [{"type": "text", "text": "issued " + t}],
+             "structuredContent": {"token": t}}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+"##;
+
+const OTHER_TOKEN: &str = "ghp_Zz9yX8wV7uT6sR5qP4oN3mL2kJ1iH0gF9eD8";
+
+/// `mcptape SUBCOMMAND…` with `MCPTAPE_REDACT_KEY` set to `key`, or unset.
+fn keyed(args: &[&str], key: Option<&str>) -> Mt {
+    let mt = Mt::new(args.iter().copied()).env_remove("MCPTAPE_REDACT_KEY");
+    match key {
+        Some(k) => mt.env("MCPTAPE_REDACT_KEY", k),
+        None => mt,
+    }
+}
+
+/// One `tools/call issue` with `arguments` recorded through [`ISSUER`] giving `token`, with
+/// marker key `key`.
+fn record_issued_with(tape: &Path, token: &str, key: Option<&str>, arguments: Value) {
+    let mut c = keyed(&["record", "--tape"], key)
+        .arg(tape)
+        .arg("--")
+        .args(crate::record::py(ISSUER, &[token]))
+        .spawn();
+    c.initialize();
+    let given = arguments["token"].as_str().unwrap_or(token).to_string();
+    let answer = c.call(
+        1,
+        "tools/call",
+        json!({"name": "issue", "arguments": arguments}),
+    );
+    assert_eq!(answer["result"]["structuredContent"]["token"], given);
+    c.finish_with(0);
+    let raw = std::fs::read_to_string(tape).unwrap();
+    assert!(!raw.contains(&given), "{given} on the tape:\n{raw}");
+}
+
+/// One `tools/call issue` recorded through [`ISSUER`] giving `token`, with marker key `key`.
+fn record_issued(tape: &Path, token: &str, key: Option<&str>) {
+    record_issued_with(tape, token, key, json!({}));
+}
+
+/// With one marker key on both sides, a marker's hash tells the secrets apart: two tapes
+/// recorded with it and different tokens diff as changed (exit 1), and `check` with the key
+/// against a server giving another token than recorded reports the change — both at the two
+/// places the token is. They compared markers by rule only, and said the same. With no key,
+/// or different keys, markers still compare by rule (each tape's hashes are its own). A value
+/// given back with `--fill` is the same secret though the live side's marker names the fill.
+#[test]
+fn with_one_marker_key_check_and_diff_tell_different_secrets_apart() {
+    let dir = tmp();
+    let key = "k3y-0f-the-ci-s3cret-store-2026";
+    let other_key = "another-key-of-32-characters-xx";
+    let tape = |name: &str, token: &str, key: Option<&str>| {
+        let p = dir.path().join(name);
+        record_issued(&p, token, key);
+        p
+    };
+    let keyed_a = tape("keyed-a.jsonl", TOKEN, Some(key));
+    let keyed_a2 = tape("keyed-a2.jsonl", TOKEN, Some(key));
+    let keyed_b = tape("keyed-b.jsonl", OTHER_TOKEN, Some(key));
+    let other_b = tape("other-key-b.jsonl", OTHER_TOKEN, Some(other_key));
+    let plain_a = tape("plain-a.jsonl", TOKEN, None);
+    let plain_b = tape("plain-b.jsonl", OTHER_TOKEN, None);
+    let changed = [
+        "$.result.content[0].text",
+        "$.result.structuredContent.token",
+    ];
+    let paths = |changes: &Value| -> Vec<String> {
+        let mut p: Vec<String> = changes
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| c["path"].as_str().unwrap_or_default().to_string())
+            .collect();
+        p.sort();
+        p
+    };
+
+    // diff needs no key: the headers say which the markers were made with.
+    let diff = |a: &Path, b: &Path| {
+        keyed(&["diff", "--format", "json"], None)
+            .arg(a)
+            .arg(b)
+            .run()
+    };
+    let run = diff(&keyed_a, &keyed_b).status(1);
+    let report: Value = run.json();
+    assert_eq!(paths(&report["drifts"][0]["changes"]), changed, "{report}");
+    diff(&keyed_a, &keyed_a2).success();
+    diff(&plain_a, &plain_b).success();
+    diff(&keyed_a, &other_b).success();
+    diff(&keyed_a, &plain_b).success();
+
+    let check = |tape: &Path, token: &str, key: Option<&str>| {
+        keyed(&["check"], key)
+            .arg(tape)
+            .args(["--json", "-", "--"])
+            .args(crate::record::py(ISSUER, &[token]))
+            .timeout(Duration::from_secs(120))
+            .run()
+    };
+    let run = check(&keyed_a, OTHER_TOKEN, Some(key)).status(1);
+    let report: Value = run.json();
+    let calls: Vec<&Value> = report["exchanges"]
+        .as_array()
+        .expect("exchanges")
+        .iter()
+        .filter(|e| e["exchange"]["method"] == "tools/call")
+        .collect();
+    assert_eq!(calls.len(), 1, "{report}");
+    assert_eq!(paths(&calls[0]["changes"]), changed, "{report}");
+    check(&keyed_a, TOKEN, Some(key)).success();
+    // The run's key is not the tape's, or there is none: markers compare by rule.
+    check(&keyed_a, OTHER_TOKEN, Some(other_key)).success();
+    check(&keyed_a, OTHER_TOKEN, None).success();
+    check(&plain_a, OTHER_TOKEN, None).success();
+    check(&plain_a, OTHER_TOKEN, Some(key)).success();
+
+    // The token sent as an argument and echoed: check gives the real one back with --fill,
+    // and the live echo, redacted by the fill's rule, has the recorded marker's hash.
+    let sent = dir.path().join("sent.jsonl");
+    record_issued_with(&sent, OTHER_TOKEN, Some(key), json!({"token": TOKEN}));
+    let fill = |value: &str| {
+        keyed(&["check"], Some(key))
+            .arg(&sent)
+            .args(["--fill", "token=env:THE_TOKEN", "--json", "-", "--"])
+            .args(crate::record::py(ISSUER, &[OTHER_TOKEN]))
+            .env("THE_TOKEN", value)
+            .timeout(Duration::from_secs(120))
+            .run()
+    };
+    fill(TOKEN).success();
+    let run = fill("ghp_Aa1bB2cC3dD4eE5fF6gG7hH8iI9jJ0kK1lL2").status(1);
+    let report: Value = run.json();
+    let call = report["exchanges"]
+        .as_array()
+        .expect("exchanges")
+        .iter()
+        .find(|e| e["exchange"]["method"] == "tools/call")
+        .expect("the call");
+    assert_eq!(paths(&call["changes"]), changed, "{report}");
+}
