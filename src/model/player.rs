@@ -19,19 +19,26 @@ use tokio::sync::mpsc;
 /// How playback went, for the summary and the exit code.
 #[derive(Debug, Default, Clone)]
 pub struct PlaybackReport {
-    /// Model calls answered from the tape.
+    /// Model calls answered from the tape (Code Assist's setup calls not among them).
     pub served: u64,
+    /// Code Assist's setup and bookkeeping calls answered from the tape (Gemini CLI signed in
+    /// with Google: `loadCodeAssist`, `retrieveUserQuota`…), counted apart: they are not
+    /// model calls, and how many an agent makes depends on timing.
+    pub setup_served: u64,
     /// Requests served another call of the same endpoint (`--lenient`), with why.
     pub lenient: Vec<String>,
     /// Requests nothing on the tape answered, with the explanation each got.
     pub misses: Vec<String>,
-    /// Recorded calls never asked for.
+    /// Recorded model calls never asked for (setup calls not counted: they are served by
+    /// endpoint, as often as asked).
     pub unused: u64,
 }
 
 struct Recorded {
     call: Call,
     canon: Option<Value>,
+    /// One of Code Assist's setup calls ([`provider::is_code_assist_setup`]).
+    setup: bool,
 }
 
 /// Serves recorded model calls.
@@ -57,6 +64,7 @@ impl ModelPlayer {
             .into_iter()
             .map(|call| Recorded {
                 canon: recorded_canonical(&call.request),
+                setup: provider::is_code_assist_setup(&call.endpoint),
                 call,
             })
             .collect();
@@ -75,7 +83,9 @@ impl ModelPlayer {
     pub fn report(&self) -> PlaybackReport {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let mut r = st.report.clone();
-        r.unused = st.used.iter().filter(|u| !**u).count() as u64;
+        r.unused = (0..self.calls.len())
+            .filter(|&i| !st.used[i] && !self.calls[i].setup)
+            .count() as u64;
         r
     }
 
@@ -90,7 +100,7 @@ impl ModelPlayer {
             .find(|&i| !st.used[i] && same_endpoint(&self.calls[i]) && fits(&self.calls[i]));
         if let Some(i) = hit {
             st.used[i] = true;
-            st.report.served += 1;
+            self.count_served(&mut st, i);
             return Ok(i);
         }
         // Code Assist's setup and bookkeeping calls (Gemini CLI signed in with Google): how
@@ -109,7 +119,7 @@ impl ModelPlayer {
                 .or_else(|| same.last().copied());
             if let Some(i) = again {
                 st.used[i] = true;
-                st.report.served += 1;
+                self.count_served(&mut st, i);
                 return Ok(i);
             }
         }
@@ -119,7 +129,7 @@ impl ModelPlayer {
                 (0..self.calls.len()).find(|&i| !st.used[i] && same_endpoint(&self.calls[i]))
             {
                 st.used[i] = true;
-                st.report.served += 1;
+                self.count_served(&mut st, i);
                 st.report.lenient.push(format!(
                     "{why}\n  --lenient: served call {} (tape line {}) instead",
                     self.calls[i].call.n, self.calls[i].call.line
@@ -129,6 +139,14 @@ impl ModelPlayer {
         }
         st.report.misses.push(why.clone());
         Err(why)
+    }
+
+    fn count_served(&self, st: &mut State, i: usize) {
+        if self.calls[i].setup {
+            st.report.setup_served += 1;
+        } else {
+            st.report.served += 1;
+        }
     }
 
     /// Why nothing matched: the nearest recorded call of the endpoint and its differences.

@@ -85,8 +85,10 @@ pub struct RunOutcome {
     pub servers: config::Rewritten,
     /// Recording: the tape's closing line.
     pub end: Option<End>,
-    /// Recording: model calls taped.
+    /// Recording: model calls taped (Code Assist's setup calls not among them).
     pub model_calls: u64,
+    /// Recording: Code Assist's setup calls taped (Gemini CLI signed in with Google).
+    pub setup_calls: u64,
     /// Playback: how the model was answered.
     pub model: Option<PlaybackReport>,
     /// Config files put back.
@@ -414,15 +416,15 @@ pub async fn run(
         Ok(code) => format!("the agent exited ({code})"),
         Err(e) => format!("{e}"),
     };
-    let (end, model_calls) = match (&tape, &model) {
+    let (end, (model_calls, setup_calls)) = match (&tape, &model) {
         (Some(rec), ModelSide::Proxy(p)) => {
             let closed = rec.close(None, reason).map_err(|cause| RecordError::Tape {
                 path: cfg.tape.clone(),
                 cause,
             })?;
-            (Some(closed.end), p.calls())
+            (Some(closed.end), (p.calls(), p.setup_calls()))
         }
-        _ => (None, 0),
+        _ => (None, (0, 0)),
     };
     let agent_exit = outcome?;
     let model = match &model {
@@ -435,6 +437,7 @@ pub async fn run(
         servers: prepared.servers,
         end,
         model_calls,
+        setup_calls,
         model,
         restored,
         given_back,
