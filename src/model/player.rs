@@ -103,25 +103,10 @@ impl ModelPlayer {
             self.count_served(&mut st, i);
             return Ok(i);
         }
-        // Code Assist's setup and bookkeeping calls (Gemini CLI signed in with Google): how
-        // many there are depends on timing (it asks its quota again as it goes) and some carry
-        // a timestamp (its metrics), so beyond the recorded ones the latest recorded answer of
-        // the endpoint is served again, one with the same body first.
-        if provider::is_code_assist_setup(endpoint) {
-            let same: Vec<usize> = (0..self.calls.len())
-                .filter(|&i| same_endpoint(&self.calls[i]))
-                .collect();
-            let again = same
-                .iter()
-                .rev()
-                .copied()
-                .find(|&i| fits(&self.calls[i]))
-                .or_else(|| same.last().copied());
-            if let Some(i) = again {
-                st.used[i] = true;
-                self.count_served(&mut st, i);
-                return Ok(i);
-            }
+        if let Some(i) = self.setup_again(endpoint, method, body, live.as_ref()) {
+            st.used[i] = true;
+            self.count_served(&mut st, i);
+            return Ok(i);
         }
         let why = self.explain(&st.used, endpoint, method, live.as_ref());
         if self.lenient {
@@ -147,6 +132,48 @@ impl ModelPlayer {
         } else {
             st.report.served += 1;
         }
+    }
+
+    /// Code Assist's setup and bookkeeping calls (Gemini CLI signed in with Google) asked
+    /// again when every recorded one that fits was used, or with a body none fits: how many
+    /// there are depends on timing (it asks its quota again as it goes) and some carry a
+    /// timestamp (its metrics), so the latest recorded answer of the endpoint whose request
+    /// fits is served again, else the latest of the endpoint. A call that got no answer (the
+    /// upstream failed, or recording stopped while it was in flight) is served again only
+    /// when the endpoint has no answered one: it would fail every repeat. `None` for any
+    /// other endpoint, or one never recorded.
+    fn setup_again(
+        &self,
+        endpoint: &str,
+        method: &str,
+        body: &[u8],
+        live: Option<&Value>,
+    ) -> Option<usize> {
+        if !provider::is_code_assist_setup(endpoint) {
+            return None;
+        }
+        let same: Vec<usize> = (0..self.calls.len())
+            .filter(|&i| {
+                self.calls[i].call.endpoint == endpoint && self.calls[i].call.method == method
+            })
+            .collect();
+        let answered: Vec<usize> = same
+            .iter()
+            .copied()
+            .filter(|&i| self.calls[i].call.status.is_some())
+            .collect();
+        let latest = |among: &[usize]| {
+            among
+                .iter()
+                .rev()
+                .copied()
+                .find(|&i| {
+                    let r = &self.calls[i];
+                    body_fits(r.canon.as_ref(), &r.call.request, live, body)
+                })
+                .or_else(|| among.last().copied())
+        };
+        latest(&answered).or_else(|| latest(&same))
     }
 
     /// Why nothing matched: the nearest recorded call of the endpoint and its differences.
@@ -319,5 +346,245 @@ impl Handler for ModelPlayer {
                 error(route.provider, StatusCode::BAD_REQUEST, &why)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const LOAD: &str = "/v1internal:loadCodeAssist";
+    const QUOTA: &str = "/v1internal:retrieveUserQuota";
+    const EXPERIMENTS: &str = "/v1internal:listExperiments";
+    const METRICS: &str = "/v1internal:recordCodeAssistMetrics";
+
+    /// Recorded call `n`: a POST to `endpoint` with `request`, answered 200 (`answered`) or
+    /// never answered (the upstream failed, or recording stopped while it was in flight).
+    fn call(n: u64, endpoint: &str, request: Value, answered: bool) -> Call {
+        let gemini = !endpoint.starts_with('/');
+        Call {
+            n,
+            line: n + 1,
+            label: "model".into(),
+            t_us: n,
+            provider: if gemini {
+                Provider::Gemini
+            } else {
+                Provider::Other
+            },
+            endpoint: endpoint.into(),
+            model: None,
+            method: "POST".into(),
+            path: if gemini {
+                format!("/v1internal:{endpoint}")
+            } else {
+                endpoint.into()
+            },
+            request: request.to_string().into_bytes(),
+            status: answered.then_some(200),
+            content_type: answered.then(|| "application/json".into()),
+            body: answered.then(|| format!(r#"{{"call":{n}}}"#).into_bytes()),
+            events: Vec::new(),
+            cut: (!answered).then(|| "the client went away".into()),
+            ttfb_us: None,
+            total_us: None,
+            summary: Value::Null,
+            answer_line: None,
+        }
+    }
+
+    /// The number of the recorded call answering each request, or `None` for a miss.
+    fn served(p: &ModelPlayer, asked: &[(&str, Value)]) -> Vec<Option<u64>> {
+        asked
+            .iter()
+            .map(|(endpoint, body)| {
+                p.take(endpoint, "POST", body.to_string().as_bytes())
+                    .ok()
+                    .map(|i| p.calls[i].call.n)
+            })
+            .collect()
+    }
+
+    fn project(p: &str) -> Value {
+        json!({"project": p})
+    }
+
+    /// Gemini CLI's setup as measured: loadCodeAssist, retrieveUserQuota three times,
+    /// listExperiments, and a turn.
+    fn measured() -> ModelPlayer {
+        let turn =
+            json!({"model": "gemini-2.5-flash", "project": "p", "request": {"contents": []}});
+        ModelPlayer::new(
+            vec![
+                call(1, LOAD, json!({"metadata": {"pluginType": "GEMINI"}}), true),
+                call(2, QUOTA, project("p"), true),
+                call(3, EXPERIMENTS, project("p"), true),
+                call(4, QUOTA, project("p"), true),
+                call(5, "streamGenerateContent", turn, true),
+                call(6, QUOTA, project("p"), true),
+            ],
+            false,
+            1 << 20,
+        )
+    }
+
+    #[test]
+    fn setup_calls_are_served_in_recorded_order_first() {
+        let p = measured();
+        assert_eq!(
+            served(
+                &p,
+                &[
+                    (LOAD, json!({"metadata": {"pluginType": "GEMINI"}})),
+                    (QUOTA, project("p")),
+                    (QUOTA, project("p")),
+                    (EXPERIMENTS, project("p")),
+                    (QUOTA, project("p")),
+                ]
+            ),
+            [Some(1), Some(2), Some(4), Some(3), Some(6)]
+        );
+        let r = p.report();
+        assert_eq!((r.served, r.setup_served, r.misses.len()), (0, 5, 0));
+        assert_eq!(r.unused, 1, "the turn, never asked");
+    }
+
+    #[test]
+    fn a_setup_call_asked_more_often_than_recorded_gets_the_latest_answer_again() {
+        let p = measured();
+        let quota = || (QUOTA, project("p"));
+        let got = served(&p, &[quota(), quota(), quota(), quota(), quota()]);
+        assert_eq!(got, [Some(2), Some(4), Some(6), Some(6), Some(6)]);
+        let load = || (LOAD, json!({"metadata": {"pluginType": "GEMINI"}}));
+        assert_eq!(served(&p, &[load(), load()]), [Some(1), Some(1)]);
+        let r = p.report();
+        assert_eq!((r.served, r.setup_served, r.misses.len()), (0, 7, 0));
+        assert_eq!(
+            r.unused, 1,
+            "setup calls never asked are not counted unused"
+        );
+    }
+
+    #[test]
+    fn a_model_call_is_never_served_again() {
+        let p = measured();
+        let turn =
+            json!({"model": "gemini-2.5-flash", "project": "p", "request": {"contents": []}});
+        let got = served(
+            &p,
+            &[
+                ("streamGenerateContent", turn.clone()),
+                ("streamGenerateContent", turn),
+            ],
+        );
+        assert_eq!(got, [Some(5), None]);
+        let r = p.report();
+        assert_eq!((r.served, r.setup_served, r.misses.len()), (1, 0, 1));
+    }
+
+    #[test]
+    fn a_setup_call_is_answered_by_its_own_endpoint_only() {
+        let p = measured();
+        // Never recorded: a miss, though other setup calls (with the same body) were.
+        assert_eq!(
+            served(&p, &[("/v1internal:fetchAdminControls", project("p"))]),
+            [None]
+        );
+        assert_contains(
+            &p.report().misses[0],
+            "the tape has no call to this endpoint",
+        );
+        // Each endpoint's latest, not the latest setup call of any endpoint.
+        let asked = [
+            (EXPERIMENTS, project("p")),
+            (EXPERIMENTS, project("p")),
+            (LOAD, json!({"metadata": {"pluginType": "GEMINI"}})),
+            (LOAD, json!({})),
+        ];
+        assert_eq!(served(&p, &asked), [Some(3), Some(3), Some(1), Some(1)]);
+        // Another method of the same endpoint is another call.
+        assert!(p.take(EXPERIMENTS, "GET", b"").is_err());
+    }
+
+    #[test]
+    fn a_setup_call_whose_body_differs_gets_the_latest_with_the_same_body_else_the_latest() {
+        let p = ModelPlayer::new(
+            vec![
+                call(1, QUOTA, project("a"), true),
+                call(2, QUOTA, project("b"), true),
+                call(
+                    3,
+                    METRICS,
+                    json!({"metrics": [{"timestamp": "2026-12-07T01:00:00Z"}]}),
+                    true,
+                ),
+                call(
+                    4,
+                    METRICS,
+                    json!({"metrics": [{"timestamp": "2026-12-07T01:00:09Z"}]}),
+                    true,
+                ),
+            ],
+            false,
+            1 << 20,
+        );
+        let got = served(
+            &p,
+            &[
+                (QUOTA, project("b")),
+                (QUOTA, project("a")),
+                (QUOTA, project("a")),
+                (QUOTA, project("b")),
+                (QUOTA, project("c")),
+                (
+                    METRICS,
+                    json!({"metrics": [{"timestamp": "2026-12-07T02:00:00Z"}]}),
+                ),
+                (
+                    METRICS,
+                    json!({"metrics": [{"timestamp": "2026-12-07T02:00:05Z"}]}),
+                ),
+            ],
+        );
+        assert_eq!(
+            got,
+            [
+                Some(2),
+                Some(1),
+                Some(1),
+                Some(2),
+                Some(2),
+                Some(4),
+                Some(4)
+            ]
+        );
+        assert!(p.report().misses.is_empty());
+    }
+
+    #[test]
+    fn a_repeat_is_served_the_latest_answer_not_a_call_that_never_got_one() {
+        // Recording stopped while the last quota call was in flight: it has no answer, and
+        // serving it again would cut every later quota call of the playback.
+        let p = ModelPlayer::new(
+            vec![
+                call(1, QUOTA, project("p"), true),
+                call(2, QUOTA, project("p"), false),
+            ],
+            false,
+            1 << 20,
+        );
+        let quota = || (QUOTA, project("p"));
+        assert_eq!(
+            served(&p, &[quota(), quota(), quota(), (QUOTA, project("q"))]),
+            [Some(1), Some(2), Some(1), Some(1)]
+        );
+    }
+
+    fn assert_contains(haystack: &str, needle: &str) {
+        assert!(
+            haystack.contains(needle),
+            "{needle:?} is not in {haystack:?}"
+        );
     }
 }
