@@ -75,6 +75,7 @@ pub fn run(a: Args) -> Result<i32> {
         cfg.label = a.label.clone();
         cfg.max_message = a.max_message;
         cfg.limits = a.limits.limits();
+        cfg.marker_key = super::marker_key()?;
         let report = super::runtime::multi()?.block_on(async {
             let stop = super::runtime::stop_signal()?;
             let on_ready = |url: &str| {

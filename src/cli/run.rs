@@ -86,6 +86,9 @@ pub fn run_cmd(a: Args) -> Result<i32> {
         ),
     };
     let mut cfg = RunConfig::new(tape, mode, a.command.clone(), write);
+    if mode == Mode::Playback {
+        cfg.marker_key = super::marker_key()?;
+    }
     if a.restore {
         let restored = mcptape::run::config::restore_all(&cfg.journal)?;
         for f in &restored {

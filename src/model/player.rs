@@ -1,12 +1,15 @@
 //! The model proxy in playback: answers model requests from the tape, with no upstream at all.
 //! A request is matched by content (its body with the volatile fields left out, markers
 //! standing for any value), the earliest unconsumed call first, so repeated identical requests
-//! get their recorded answers in order. A miss is answered in the provider's own error format,
-//! naming the nearest recorded call and how it differs.
+//! get their recorded answers in order. With the marker key the tape's markers were made with
+//! (`$MCPTAPE_REDACT_KEY`), of the recorded calls a request fits, the one whose markers were
+//! made from the request's very values is served. A miss is answered in the provider's own
+//! error format, naming the nearest recorded call and how it differs.
 
 use super::calls::Call;
 use super::provider::{self, Provider};
 use super::volatile::canonical;
+use crate::redact::MarkerKey;
 use crate::transport::http::{collect, full, CuttableBody, Handler, RespBody};
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -39,6 +42,12 @@ struct Recorded {
     canon: Option<Value>,
     /// One of Code Assist's setup calls ([`provider::is_code_assist_setup`]).
     setup: bool,
+    /// The markers of its request, in order: equal for requests made with equal secrets.
+    /// Empty for a request with none (most), which is all the matching looks at then.
+    markers: Vec<String>,
+    /// Its request as matching compares it with the markers' hashes kept, to check them with
+    /// the marker key; only with the key, and only for a request with markers.
+    keyed: Option<Value>,
 }
 
 /// Serves recorded model calls.
@@ -46,6 +55,10 @@ pub struct ModelPlayer {
     calls: Vec<Recorded>,
     lenient: bool,
     max_message: usize,
+    /// The user's marker key, when the tape's markers were made with it.
+    key: Option<MarkerKey>,
+    /// The id of the key the tape's markers were made with (its header's), for warnings.
+    tape_key_id: Option<String>,
     state: Mutex<State>,
 }
 
@@ -53,7 +66,14 @@ pub struct ModelPlayer {
 struct State {
     used: Vec<bool>,
     report: PlaybackReport,
+    /// Recorded calls whose ambiguity (several fitting, made with different secrets) was
+    /// said: said once for each.
+    warned: Vec<usize>,
 }
+
+/// How many of the recorded calls a request fits by wildcards are looked at, without the
+/// marker key, to see whether they were made with different secrets (as `play` does).
+const AMBIGUITY_READS: usize = 8;
 
 impl ModelPlayer {
     /// A player of `calls`; with `lenient`, a miss is served the next unused call of its
@@ -65,6 +85,8 @@ impl ModelPlayer {
             .map(|call| Recorded {
                 canon: recorded_canonical(&call.request),
                 setup: provider::is_code_assist_setup(&call.endpoint),
+                markers: markers_of(&call.request),
+                keyed: None,
                 call,
             })
             .collect();
@@ -72,11 +94,45 @@ impl ModelPlayer {
             calls,
             lenient,
             max_message,
+            key: None,
+            tape_key_id: None,
             state: Mutex::new(State {
                 used: vec![false; n],
-                report: PlaybackReport::default(),
+                ..State::default()
             }),
         }
+    }
+
+    /// The player with the tape's marker key id (its header's `marker_key`) and the user's
+    /// key (`$MCPTAPE_REDACT_KEY`): when they are the same key, a request that fits several
+    /// recorded calls is served the one recorded with its very values. A different key is
+    /// said, and markers stay wildcards.
+    pub fn with_marker_key(
+        mut self,
+        tape_key_id: Option<String>,
+        key: Option<MarkerKey>,
+    ) -> ModelPlayer {
+        self.key = match (key, &tape_key_id) {
+            (Some(k), Some(id)) if k.id() == *id => Some(k),
+            (Some(k), Some(id)) => {
+                crate::diag!(
+                    "mcptape: MCPTAPE_REDACT_KEY is not the key this tape's markers were made with (its id is {}, the tape's {id}): redacted values in model requests match as wildcards",
+                    k.id()
+                );
+                None
+            }
+            _ => None,
+        };
+        self.tape_key_id = tape_key_id;
+        if self.key.is_some() {
+            // Read once here: per request only the calls a request fits are checked.
+            for r in &mut self.calls {
+                if !r.markers.is_empty() {
+                    r.keyed = canonical(&r.call.request);
+                }
+            }
+        }
+        self
     }
 
     /// The report so far (unused calls counted now).
@@ -90,15 +146,27 @@ impl ModelPlayer {
     }
 
     /// The recorded call answering a request to `endpoint` with body `body`: the earliest
-    /// unused one whose body matches. Marks it used.
+    /// unused one whose body matches (with the marker key, the earliest recorded with the
+    /// request's values). Marks it used.
     fn take(&self, endpoint: &str, method: &str, body: &[u8]) -> Result<usize, String> {
         let live = canonical(body);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let same_endpoint = |r: &Recorded| r.call.endpoint == endpoint && r.call.method == method;
         let fits = |r: &Recorded| body_fits(r.canon.as_ref(), &r.call.request, live.as_ref(), body);
-        let hit = (0..self.calls.len())
-            .find(|&i| !st.used[i] && same_endpoint(&self.calls[i]) && fits(&self.calls[i]));
-        if let Some(i) = hit {
+        let mut fitting = (0..self.calls.len())
+            .filter(|&i| !st.used[i] && same_endpoint(&self.calls[i]) && fits(&self.calls[i]));
+        if let Some(first) = fitting.next() {
+            let i = if self.calls[first].markers.is_empty() {
+                first
+            } else {
+                // With the key, every fitting call may be the one made with these values;
+                // without it, a few tell whether they were made with different secrets.
+                let more: Vec<usize> = match self.key {
+                    Some(_) => fitting.collect(),
+                    None => fitting.take(AMBIGUITY_READS - 1).collect(),
+                };
+                self.choose(&mut st, first, more, live.as_ref(), method, endpoint)
+            };
             st.used[i] = true;
             self.count_served(&mut st, i);
             return Ok(i);
@@ -174,6 +242,66 @@ impl ModelPlayer {
                 .or_else(|| among.last().copied())
         };
         latest(&answered).or_else(|| latest(&same))
+    }
+
+    /// Of the unused recorded calls a request fits (`first`, then `more`, in recorded order;
+    /// `first` has markers), the one to serve: with the marker key, the earliest whose markers
+    /// were made from the request's values; else `first`, and when calls made with other
+    /// secrets fit too, a warning that the answer may be another value's (once a call).
+    fn choose(
+        &self,
+        st: &mut State,
+        first: usize,
+        more: Vec<usize>,
+        live: Option<&Value>,
+        method: &str,
+        endpoint: &str,
+    ) -> usize {
+        let fitting = || std::iter::once(first).chain(more.iter().copied());
+        if let (Some(key), Some(live)) = (&self.key, live) {
+            let hash = |t: &str| key.hash_of(t);
+            let agrees = |i: usize| {
+                self.calls[i]
+                    .keyed
+                    .as_ref()
+                    .is_some_and(|rec| crate::wire::marker::keyed_agrees(rec, live, &hash))
+            };
+            if let Some(i) = fitting().find(|&i| agrees(i)) {
+                return i;
+            }
+        }
+        let mut secrets: Vec<&[String]> = Vec::new();
+        for i in fitting().take(AMBIGUITY_READS) {
+            let m = self.calls[i].markers.as_slice();
+            if !secrets.contains(&m) {
+                secrets.push(m);
+            }
+        }
+        if secrets.len() > 1 && !st.warned.contains(&first) {
+            st.warned.push(first);
+            crate::diag!(
+                "{}",
+                self.ambiguous_warning(method, endpoint, first, secrets.len())
+            );
+        }
+        first
+    }
+
+    /// Said when a request fits recorded calls that differ only in redacted values, as `play`
+    /// says it of MCP requests.
+    fn ambiguous_warning(&self, method: &str, endpoint: &str, i: usize, views: usize) -> String {
+        let why = if self.key.is_some() {
+            "None of them was recorded with the values the client sent (their markers' hashes, made with MCPTAPE_REDACT_KEY, say so): its answer is the one recorded for another value".to_string()
+        } else if let Some(id) = &self.tape_key_id {
+            format!("The tape holds markers, not the secrets; its markers were made with a marker key (id {id}): with MCPTAPE_REDACT_KEY set to that key, playback serves the one recorded with the client's values")
+        } else {
+            "The tape holds markers, not the secrets, so playback cannot tell which one the client meant: its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and play back with the same key, to tell them apart)".to_string()
+        };
+        let r = &self.calls[i].call;
+        format!(
+            "mcptape: WARNING: model request {method} {endpoint} fits {views} recorded calls that differ only in redacted values; served call {} (tape line {}), the first unused. {why} (said once for this call)",
+            r.n, r.line
+        )
     }
 
     /// Why nothing matched: the nearest recorded call of the endpoint and its differences.
@@ -298,6 +426,17 @@ pub(crate) fn recorded_canonical(taped: &[u8]) -> Option<Value> {
         crate::wire::marker::strip_marker_hashes(c);
     }
     canon
+}
+
+/// The markers in a taped request body, in order (none without one: a quick scan).
+fn markers_of(taped: &[u8]) -> Vec<String> {
+    if !crate::wire::marker::has_marker_in(taped) {
+        return Vec::new();
+    }
+    crate::wire::marker::marker_re()
+        .find_iter(&String::from_utf8_lossy(taped))
+        .map(|m| m.as_str().to_string())
+        .collect()
 }
 
 /// Whether a live request body (`live` its [`canonical`] form) is answered by a recorded one
@@ -578,6 +717,48 @@ mod tests {
         assert_eq!(
             served(&p, &[quota(), quota(), quota(), (QUOTA, project("q"))]),
             [Some(1), Some(2), Some(1), Some(1)]
+        );
+    }
+
+    #[test]
+    fn with_the_marker_key_a_request_is_served_the_call_recorded_with_its_values() {
+        let key = MarkerKey::from_secret(b"k3y-0f-the-ci-s3cret-store-2026").expect("long enough");
+        let marked = |t: &str| {
+            json!({"messages": [{"role": "user",
+                "content": format!("deploy with [REDACTED:github-token:{}] now", key.hash_of(t))}]})
+        };
+        let live = |t: &str| {
+            (
+                "messages",
+                json!({"messages": [{"role": "user", "content": format!("deploy with {t} now")}]}),
+            )
+        };
+        let calls = || {
+            vec![
+                call(1, "messages", marked("ghp_one"), true),
+                call(2, "messages", marked("ghp_two"), true),
+            ]
+        };
+        let player = |tape_key: Option<String>, key: Option<MarkerKey>| {
+            ModelPlayer::new(calls(), false, 1 << 20).with_marker_key(tape_key, key)
+        };
+        let asked = [live("ghp_two"), live("ghp_one")];
+        let p = player(Some(key.id()), Some(key.clone()));
+        assert_eq!(served(&p, &asked), [Some(2), Some(1)]);
+        // A value never recorded: the first unused call still answers.
+        let p = player(Some(key.id()), Some(key.clone()));
+        assert_eq!(served(&p, &[live("ghp_three")]), [Some(1)]);
+        // Without the key, or with a key the tape's markers were not made with: wildcards,
+        // in recorded order.
+        assert_eq!(
+            served(&player(Some(key.id()), None), &asked),
+            [Some(1), Some(2)]
+        );
+        let other = player(Some("0badc0de".into()), Some(key.clone()));
+        assert_eq!(served(&other, &asked), [Some(1), Some(2)]);
+        assert!(
+            other.calls.iter().all(|r| r.keyed.is_none()),
+            "nothing kept for the key"
         );
     }
 

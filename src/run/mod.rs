@@ -53,6 +53,9 @@ pub struct RunConfig {
     pub journal: PathBuf,
     /// `--lenient` for the model in playback.
     pub lenient: bool,
+    /// Playback: the user's marker key (`$MCPTAPE_REDACT_KEY`); the model's playback uses it
+    /// when the tape's markers were made with it.
+    pub marker_key: Option<crate::redact::MarkerKey>,
 }
 
 impl RunConfig {
@@ -70,6 +73,7 @@ impl RunConfig {
                 tapes.parent().unwrap_or(&tapes).join("run-restore.json")
             },
             lenient: false,
+            marker_key: None,
         }
     }
 }
@@ -265,11 +269,16 @@ pub async fn run(
             Mode::Playback => {
                 let calls =
                     crate::model::calls::load(&cfg.tape, Some(crate::model::serve::DEFAULT_LABEL))?;
-                ModelSide::Player(Arc::new(ModelPlayer::new(
-                    calls,
-                    cfg.lenient,
-                    crate::wire::DEFAULT_MAX_MESSAGE,
-                )))
+                // With the user's marker key, requests made with different secrets are told
+                // apart, as the MCP servers' playback does.
+                let tape_key_id = crate::tape::TapeReader::open(&cfg.tape)?
+                    .header()
+                    .marker_key
+                    .clone();
+                ModelSide::Player(Arc::new(
+                    ModelPlayer::new(calls, cfg.lenient, crate::wire::DEFAULT_MAX_MESSAGE)
+                        .with_marker_key(tape_key_id, cfg.marker_key.clone()),
+                ))
             }
             Mode::Replay => ModelSide::None,
         })
