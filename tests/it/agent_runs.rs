@@ -1347,6 +1347,23 @@ fn gemini_cli_signed_in_with_google_is_recorded_replayed_and_played_back_offline
         );
     }
     assert!(sentinel.stop().is_empty());
+
+    // The HTML report's header counts the turns as model calls, the setup calls apart.
+    let page = bed.tape("gemini-google.html");
+    Mt::new(["report"])
+        .arg(&tape)
+        .arg("-o")
+        .arg(&page)
+        .run()
+        .success();
+    let meta = probe(&page, &[step("texts", "#h-meta span")])
+        .clean()
+        .texts(0);
+    let setup_count = format!("{} Code Assist setup calls", others.len());
+    assert!(
+        meta.iter().any(|m| m == "2 model calls") && meta.contains(&setup_count),
+        "the report's header: {meta:?}"
+    );
 }
 
 // --- 3: a project .mcp.json --------------------------------------------------------------------
