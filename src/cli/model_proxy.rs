@@ -75,6 +75,7 @@ pub fn run(a: Args) -> Result<i32> {
         cfg.label = a.label.clone();
         cfg.max_message = a.max_message;
         cfg.limits = a.limits.limits();
+        cfg.marker_key = super::marker_key()?;
         let report = super::runtime::multi()?.block_on(async {
             let stop = super::runtime::stop_signal()?;
             let on_ready = |url: &str| {
@@ -90,11 +91,15 @@ pub fn run(a: Args) -> Result<i32> {
             crate::diag!("{l}");
         }
         crate::diag!(
-            "mcptape model-proxy: {} model calls served, {} missed, {} served leniently, {} recorded calls unused",
+            "mcptape model-proxy: {} model calls served, {} missed, {} served leniently, {} recorded calls unused{}",
             report.served,
             report.misses.len(),
             report.lenient.len(),
-            report.unused
+            report.unused,
+            match report.setup_served {
+                0 => String::new(),
+                n => format!("; {n} Code Assist setup calls served beside them"),
+            }
         );
         let failed = !report.misses.is_empty() || !report.lenient.is_empty();
         return Ok(if failed {

@@ -86,6 +86,9 @@ pub fn run_cmd(a: Args) -> Result<i32> {
         ),
     };
     let mut cfg = RunConfig::new(tape, mode, a.command.clone(), write);
+    if mode == Mode::Playback {
+        cfg.marker_key = super::marker_key()?;
+    }
     if a.restore {
         let restored = mcptape::run::config::restore_all(&cfg.journal)?;
         for f in &restored {
@@ -141,10 +144,11 @@ pub fn run_cmd(a: Args) -> Result<i32> {
         Mode::Record => {
             let end = out.end.unwrap_or_default();
             crate::diag!(
-                "mcptape run: {} exited {}; {} model calls and {servers} on {} ({} messages)",
+                "mcptape run: {} exited {}; {} model calls{} and {servers} on {} ({} messages)",
                 out.agent.name(),
                 out.agent_exit,
                 out.model_calls,
+                setup_beside(out.setup_calls),
                 cfg.tape.display(),
                 end.messages
             );
@@ -168,11 +172,12 @@ pub fn run_cmd(a: Args) -> Result<i32> {
                 crate::diag!("{l}");
             }
             crate::diag!(
-                "mcptape run: {} exited {}; offline from {}: {} model calls served, {} missed, {servers} from the tape",
+                "mcptape run: {} exited {}; offline from {}: {} model calls served{}, {} missed, {servers} from the tape",
                 out.agent.name(),
                 out.agent_exit,
                 cfg.tape.display(),
                 r.served,
+                setup_beside(r.setup_served),
                 r.misses.len()
             );
             if code == 0 && (!r.misses.is_empty() || !r.lenient.is_empty()) {
@@ -181,4 +186,14 @@ pub fn run_cmd(a: Args) -> Result<i32> {
         }
     }
     Ok(code)
+}
+
+/// Code Assist's setup calls (Gemini CLI signed in with Google), said apart from the model
+/// calls they are taped beside; nothing when there were none.
+fn setup_beside(n: u64) -> String {
+    match n {
+        0 => String::new(),
+        1 => " (1 Code Assist setup call beside them)".into(),
+        n => format!(" ({n} Code Assist setup calls beside them)"),
+    }
 }

@@ -1,12 +1,15 @@
 //! The model proxy in playback: answers model requests from the tape, with no upstream at all.
 //! A request is matched by content (its body with the volatile fields left out, markers
 //! standing for any value), the earliest unconsumed call first, so repeated identical requests
-//! get their recorded answers in order. A miss is answered in the provider's own error format,
-//! naming the nearest recorded call and how it differs.
+//! get their recorded answers in order. With the marker key the tape's markers were made with
+//! (`$MCPTAPE_REDACT_KEY`), of the recorded calls a request fits, the one whose markers were
+//! made from the request's very values is served. A miss is answered in the provider's own
+//! error format, naming the nearest recorded call and how it differs.
 
 use super::calls::Call;
 use super::provider::{self, Provider};
 use super::volatile::canonical;
+use crate::redact::MarkerKey;
 use crate::transport::http::{collect, full, CuttableBody, Handler, RespBody};
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -19,19 +22,32 @@ use tokio::sync::mpsc;
 /// How playback went, for the summary and the exit code.
 #[derive(Debug, Default, Clone)]
 pub struct PlaybackReport {
-    /// Model calls answered from the tape.
+    /// Model calls answered from the tape (Code Assist's setup calls not among them).
     pub served: u64,
+    /// Code Assist's setup and bookkeeping calls answered from the tape (Gemini CLI signed in
+    /// with Google: `loadCodeAssist`, `retrieveUserQuota`…), counted apart: they are not
+    /// model calls, and how many an agent makes depends on timing.
+    pub setup_served: u64,
     /// Requests served another call of the same endpoint (`--lenient`), with why.
     pub lenient: Vec<String>,
     /// Requests nothing on the tape answered, with the explanation each got.
     pub misses: Vec<String>,
-    /// Recorded calls never asked for.
+    /// Recorded model calls never asked for (setup calls not counted: they are served by
+    /// endpoint, as often as asked).
     pub unused: u64,
 }
 
 struct Recorded {
     call: Call,
     canon: Option<Value>,
+    /// One of Code Assist's setup calls ([`provider::is_code_assist_setup`]).
+    setup: bool,
+    /// The markers of its request, in order: equal for requests made with equal secrets.
+    /// Empty for a request with none (most), which is all the matching looks at then.
+    markers: Vec<String>,
+    /// Its request as matching compares it with the markers' hashes kept, to check them with
+    /// the marker key; only with the key, and only for a request with markers.
+    keyed: Option<Value>,
 }
 
 /// Serves recorded model calls.
@@ -39,6 +55,10 @@ pub struct ModelPlayer {
     calls: Vec<Recorded>,
     lenient: bool,
     max_message: usize,
+    /// The user's marker key, when the tape's markers were made with it.
+    key: Option<MarkerKey>,
+    /// The id of the key the tape's markers were made with (its header's), for warnings.
+    tape_key_id: Option<String>,
     state: Mutex<State>,
 }
 
@@ -46,7 +66,14 @@ pub struct ModelPlayer {
 struct State {
     used: Vec<bool>,
     report: PlaybackReport,
+    /// Recorded calls whose ambiguity (several fitting, made with different secrets) was
+    /// said: said once for each.
+    warned: Vec<usize>,
 }
+
+/// How many of the recorded calls a request fits by wildcards are looked at, without the
+/// marker key, to see whether they were made with different secrets (as `play` does).
+const AMBIGUITY_READS: usize = 8;
 
 impl ModelPlayer {
     /// A player of `calls`; with `lenient`, a miss is served the next unused call of its
@@ -57,6 +84,9 @@ impl ModelPlayer {
             .into_iter()
             .map(|call| Recorded {
                 canon: recorded_canonical(&call.request),
+                setup: provider::is_code_assist_setup(&call.endpoint),
+                markers: markers_of(&call.request),
+                keyed: None,
                 call,
             })
             .collect();
@@ -64,54 +94,87 @@ impl ModelPlayer {
             calls,
             lenient,
             max_message,
+            key: None,
+            tape_key_id: None,
             state: Mutex::new(State {
                 used: vec![false; n],
-                report: PlaybackReport::default(),
+                ..State::default()
             }),
         }
+    }
+
+    /// The player with the tape's marker key id (its header's `marker_key`) and the user's
+    /// key (`$MCPTAPE_REDACT_KEY`): when they are the same key, a request that fits several
+    /// recorded calls is served the one recorded with its very values. A different key is
+    /// said, and markers stay wildcards.
+    pub fn with_marker_key(
+        mut self,
+        tape_key_id: Option<String>,
+        key: Option<MarkerKey>,
+    ) -> ModelPlayer {
+        self.key = match (key, &tape_key_id) {
+            (Some(k), Some(id)) if k.id() == *id => Some(k),
+            (Some(k), Some(id)) => {
+                crate::diag!(
+                    "mcptape: MCPTAPE_REDACT_KEY is not the key this tape's markers were made with (its id is {}, the tape's {id}): redacted values in model requests match as wildcards",
+                    k.id()
+                );
+                None
+            }
+            _ => None,
+        };
+        self.tape_key_id = tape_key_id;
+        if self.key.is_some() {
+            // Read once here: per request only the calls a request fits are checked.
+            for r in &mut self.calls {
+                if !r.markers.is_empty() {
+                    r.keyed = canonical(&r.call.request);
+                }
+            }
+        }
+        self
     }
 
     /// The report so far (unused calls counted now).
     pub fn report(&self) -> PlaybackReport {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let mut r = st.report.clone();
-        r.unused = st.used.iter().filter(|u| !**u).count() as u64;
+        r.unused = (0..self.calls.len())
+            .filter(|&i| !st.used[i] && !self.calls[i].setup)
+            .count() as u64;
         r
     }
 
     /// The recorded call answering a request to `endpoint` with body `body`: the earliest
-    /// unused one whose body matches. Marks it used.
+    /// unused one whose body matches (with the marker key, the earliest recorded with the
+    /// request's values). Marks it used.
     fn take(&self, endpoint: &str, method: &str, body: &[u8]) -> Result<usize, String> {
         let live = canonical(body);
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let same_endpoint = |r: &Recorded| r.call.endpoint == endpoint && r.call.method == method;
         let fits = |r: &Recorded| body_fits(r.canon.as_ref(), &r.call.request, live.as_ref(), body);
-        let hit = (0..self.calls.len())
-            .find(|&i| !st.used[i] && same_endpoint(&self.calls[i]) && fits(&self.calls[i]));
-        if let Some(i) = hit {
+        let mut fitting = (0..self.calls.len())
+            .filter(|&i| !st.used[i] && same_endpoint(&self.calls[i]) && fits(&self.calls[i]));
+        if let Some(first) = fitting.next() {
+            let i = if self.calls[first].markers.is_empty() {
+                first
+            } else {
+                // With the key, every fitting call may be the one made with these values;
+                // without it, a few tell whether they were made with different secrets.
+                let more: Vec<usize> = match self.key {
+                    Some(_) => fitting.collect(),
+                    None => fitting.take(AMBIGUITY_READS - 1).collect(),
+                };
+                self.choose(&mut st, first, more, live.as_ref(), method, endpoint)
+            };
             st.used[i] = true;
-            st.report.served += 1;
+            self.count_served(&mut st, i);
             return Ok(i);
         }
-        // Code Assist's setup and bookkeeping calls (Gemini CLI signed in with Google): how
-        // many there are depends on timing (it asks its quota again as it goes) and some carry
-        // a timestamp (its metrics), so beyond the recorded ones the latest recorded answer of
-        // the endpoint is served again, one with the same body first.
-        if provider::is_code_assist_setup(endpoint) {
-            let same: Vec<usize> = (0..self.calls.len())
-                .filter(|&i| same_endpoint(&self.calls[i]))
-                .collect();
-            let again = same
-                .iter()
-                .rev()
-                .copied()
-                .find(|&i| fits(&self.calls[i]))
-                .or_else(|| same.last().copied());
-            if let Some(i) = again {
-                st.used[i] = true;
-                st.report.served += 1;
-                return Ok(i);
-            }
+        if let Some(i) = self.setup_again(endpoint, method, body, live.as_ref()) {
+            st.used[i] = true;
+            self.count_served(&mut st, i);
+            return Ok(i);
         }
         let why = self.explain(&st.used, endpoint, method, live.as_ref());
         if self.lenient {
@@ -119,7 +182,7 @@ impl ModelPlayer {
                 (0..self.calls.len()).find(|&i| !st.used[i] && same_endpoint(&self.calls[i]))
             {
                 st.used[i] = true;
-                st.report.served += 1;
+                self.count_served(&mut st, i);
                 st.report.lenient.push(format!(
                     "{why}\n  --lenient: served call {} (tape line {}) instead",
                     self.calls[i].call.n, self.calls[i].call.line
@@ -129,6 +192,116 @@ impl ModelPlayer {
         }
         st.report.misses.push(why.clone());
         Err(why)
+    }
+
+    fn count_served(&self, st: &mut State, i: usize) {
+        if self.calls[i].setup {
+            st.report.setup_served += 1;
+        } else {
+            st.report.served += 1;
+        }
+    }
+
+    /// Code Assist's setup and bookkeeping calls (Gemini CLI signed in with Google) asked
+    /// again when every recorded one that fits was used, or with a body none fits: how many
+    /// there are depends on timing (it asks its quota again as it goes) and some carry a
+    /// timestamp (its metrics), so the latest recorded answer of the endpoint whose request
+    /// fits is served again, else the latest of the endpoint. A call that got no answer (the
+    /// upstream failed, or recording stopped while it was in flight) is served again only
+    /// when the endpoint has no answered one: it would fail every repeat. `None` for any
+    /// other endpoint, or one never recorded.
+    fn setup_again(
+        &self,
+        endpoint: &str,
+        method: &str,
+        body: &[u8],
+        live: Option<&Value>,
+    ) -> Option<usize> {
+        if !provider::is_code_assist_setup(endpoint) {
+            return None;
+        }
+        let same: Vec<usize> = (0..self.calls.len())
+            .filter(|&i| {
+                self.calls[i].call.endpoint == endpoint && self.calls[i].call.method == method
+            })
+            .collect();
+        let answered: Vec<usize> = same
+            .iter()
+            .copied()
+            .filter(|&i| self.calls[i].call.status.is_some())
+            .collect();
+        let latest = |among: &[usize]| {
+            among
+                .iter()
+                .rev()
+                .copied()
+                .find(|&i| {
+                    let r = &self.calls[i];
+                    body_fits(r.canon.as_ref(), &r.call.request, live, body)
+                })
+                .or_else(|| among.last().copied())
+        };
+        latest(&answered).or_else(|| latest(&same))
+    }
+
+    /// Of the unused recorded calls a request fits (`first`, then `more`, in recorded order;
+    /// `first` has markers), the one to serve: with the marker key, the earliest whose markers
+    /// were made from the request's values; else `first`, and when calls made with other
+    /// secrets fit too, a warning that the answer may be another value's (once a call).
+    fn choose(
+        &self,
+        st: &mut State,
+        first: usize,
+        more: Vec<usize>,
+        live: Option<&Value>,
+        method: &str,
+        endpoint: &str,
+    ) -> usize {
+        let fitting = || std::iter::once(first).chain(more.iter().copied());
+        if let (Some(key), Some(live)) = (&self.key, live) {
+            let hash = |t: &str| key.hash_of(t);
+            let agrees = |i: usize| {
+                self.calls[i]
+                    .keyed
+                    .as_ref()
+                    .is_some_and(|rec| crate::wire::marker::keyed_agrees(rec, live, &hash))
+            };
+            if let Some(i) = fitting().find(|&i| agrees(i)) {
+                return i;
+            }
+        }
+        let mut secrets: Vec<&[String]> = Vec::new();
+        for i in fitting().take(AMBIGUITY_READS) {
+            let m = self.calls[i].markers.as_slice();
+            if !secrets.contains(&m) {
+                secrets.push(m);
+            }
+        }
+        if secrets.len() > 1 && !st.warned.contains(&first) {
+            st.warned.push(first);
+            crate::diag!(
+                "{}",
+                self.ambiguous_warning(method, endpoint, first, secrets.len())
+            );
+        }
+        first
+    }
+
+    /// Said when a request fits recorded calls that differ only in redacted values, as `play`
+    /// says it of MCP requests.
+    fn ambiguous_warning(&self, method: &str, endpoint: &str, i: usize, views: usize) -> String {
+        let why = if self.key.is_some() {
+            "None of them was recorded with the values the client sent (their markers' hashes, made with MCPTAPE_REDACT_KEY, say so): its answer is the one recorded for another value".to_string()
+        } else if let Some(id) = &self.tape_key_id {
+            format!("The tape holds markers, not the secrets; its markers were made with a marker key (id {id}): with MCPTAPE_REDACT_KEY set to that key, playback serves the one recorded with the client's values")
+        } else {
+            "The tape holds markers, not the secrets, so playback cannot tell which one the client meant: its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and play back with the same key, to tell them apart)".to_string()
+        };
+        let r = &self.calls[i].call;
+        format!(
+            "mcptape: WARNING: model request {method} {endpoint} fits {views} recorded calls that differ only in redacted values; served call {} (tape line {}), the first unused. {why} (said once for this call)",
+            r.n, r.line
+        )
     }
 
     /// Why nothing matched: the nearest recorded call of the endpoint and its differences.
@@ -255,6 +428,17 @@ pub(crate) fn recorded_canonical(taped: &[u8]) -> Option<Value> {
     canon
 }
 
+/// The markers in a taped request body, in order (none without one: a quick scan).
+fn markers_of(taped: &[u8]) -> Vec<String> {
+    if !crate::wire::marker::has_marker_in(taped) {
+        return Vec::new();
+    }
+    crate::wire::marker::marker_re()
+        .find_iter(&String::from_utf8_lossy(taped))
+        .map(|m| m.as_str().to_string())
+        .collect()
+}
+
 /// Whether a live request body (`live` its [`canonical`] form) is answered by a recorded one
 /// (`recorded` its [`recorded_canonical`] form): JSON compared with markers standing for any
 /// value, anything else byte for byte.
@@ -301,5 +485,287 @@ impl Handler for ModelPlayer {
                 error(route.provider, StatusCode::BAD_REQUEST, &why)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const LOAD: &str = "/v1internal:loadCodeAssist";
+    const QUOTA: &str = "/v1internal:retrieveUserQuota";
+    const EXPERIMENTS: &str = "/v1internal:listExperiments";
+    const METRICS: &str = "/v1internal:recordCodeAssistMetrics";
+
+    /// Recorded call `n`: a POST to `endpoint` with `request`, answered 200 (`answered`) or
+    /// never answered (the upstream failed, or recording stopped while it was in flight).
+    fn call(n: u64, endpoint: &str, request: Value, answered: bool) -> Call {
+        let gemini = !endpoint.starts_with('/');
+        Call {
+            n,
+            line: n + 1,
+            label: "model".into(),
+            t_us: n,
+            provider: if gemini {
+                Provider::Gemini
+            } else {
+                Provider::Other
+            },
+            endpoint: endpoint.into(),
+            model: None,
+            method: "POST".into(),
+            path: if gemini {
+                format!("/v1internal:{endpoint}")
+            } else {
+                endpoint.into()
+            },
+            request: request.to_string().into_bytes(),
+            status: answered.then_some(200),
+            content_type: answered.then(|| "application/json".into()),
+            body: answered.then(|| format!(r#"{{"call":{n}}}"#).into_bytes()),
+            events: Vec::new(),
+            cut: (!answered).then(|| "the client went away".into()),
+            ttfb_us: None,
+            total_us: None,
+            summary: Value::Null,
+            answer_line: None,
+        }
+    }
+
+    /// The number of the recorded call answering each request, or `None` for a miss.
+    fn served(p: &ModelPlayer, asked: &[(&str, Value)]) -> Vec<Option<u64>> {
+        asked
+            .iter()
+            .map(|(endpoint, body)| {
+                p.take(endpoint, "POST", body.to_string().as_bytes())
+                    .ok()
+                    .map(|i| p.calls[i].call.n)
+            })
+            .collect()
+    }
+
+    fn project(p: &str) -> Value {
+        json!({"project": p})
+    }
+
+    /// Gemini CLI's setup as measured: loadCodeAssist, retrieveUserQuota three times,
+    /// listExperiments, and a turn.
+    fn measured() -> ModelPlayer {
+        let turn =
+            json!({"model": "gemini-2.5-flash", "project": "p", "request": {"contents": []}});
+        ModelPlayer::new(
+            vec![
+                call(1, LOAD, json!({"metadata": {"pluginType": "GEMINI"}}), true),
+                call(2, QUOTA, project("p"), true),
+                call(3, EXPERIMENTS, project("p"), true),
+                call(4, QUOTA, project("p"), true),
+                call(5, "streamGenerateContent", turn, true),
+                call(6, QUOTA, project("p"), true),
+            ],
+            false,
+            1 << 20,
+        )
+    }
+
+    #[test]
+    fn setup_calls_are_served_in_recorded_order_first() {
+        let p = measured();
+        assert_eq!(
+            served(
+                &p,
+                &[
+                    (LOAD, json!({"metadata": {"pluginType": "GEMINI"}})),
+                    (QUOTA, project("p")),
+                    (QUOTA, project("p")),
+                    (EXPERIMENTS, project("p")),
+                    (QUOTA, project("p")),
+                ]
+            ),
+            [Some(1), Some(2), Some(4), Some(3), Some(6)]
+        );
+        let r = p.report();
+        assert_eq!((r.served, r.setup_served, r.misses.len()), (0, 5, 0));
+        assert_eq!(r.unused, 1, "the turn, never asked");
+    }
+
+    #[test]
+    fn a_setup_call_asked_more_often_than_recorded_gets_the_latest_answer_again() {
+        let p = measured();
+        let quota = || (QUOTA, project("p"));
+        let got = served(&p, &[quota(), quota(), quota(), quota(), quota()]);
+        assert_eq!(got, [Some(2), Some(4), Some(6), Some(6), Some(6)]);
+        let load = || (LOAD, json!({"metadata": {"pluginType": "GEMINI"}}));
+        assert_eq!(served(&p, &[load(), load()]), [Some(1), Some(1)]);
+        let r = p.report();
+        assert_eq!((r.served, r.setup_served, r.misses.len()), (0, 7, 0));
+        assert_eq!(
+            r.unused, 1,
+            "setup calls never asked are not counted unused"
+        );
+    }
+
+    #[test]
+    fn a_model_call_is_never_served_again() {
+        let p = measured();
+        let turn =
+            json!({"model": "gemini-2.5-flash", "project": "p", "request": {"contents": []}});
+        let got = served(
+            &p,
+            &[
+                ("streamGenerateContent", turn.clone()),
+                ("streamGenerateContent", turn),
+            ],
+        );
+        assert_eq!(got, [Some(5), None]);
+        let r = p.report();
+        assert_eq!((r.served, r.setup_served, r.misses.len()), (1, 0, 1));
+    }
+
+    #[test]
+    fn a_setup_call_is_answered_by_its_own_endpoint_only() {
+        let p = measured();
+        // Never recorded: a miss, though other setup calls (with the same body) were.
+        assert_eq!(
+            served(&p, &[("/v1internal:fetchAdminControls", project("p"))]),
+            [None]
+        );
+        assert_contains(
+            &p.report().misses[0],
+            "the tape has no call to this endpoint",
+        );
+        // Each endpoint's latest, not the latest setup call of any endpoint.
+        let asked = [
+            (EXPERIMENTS, project("p")),
+            (EXPERIMENTS, project("p")),
+            (LOAD, json!({"metadata": {"pluginType": "GEMINI"}})),
+            (LOAD, json!({})),
+        ];
+        assert_eq!(served(&p, &asked), [Some(3), Some(3), Some(1), Some(1)]);
+        // Another method of the same endpoint is another call.
+        assert!(p.take(EXPERIMENTS, "GET", b"").is_err());
+    }
+
+    #[test]
+    fn a_setup_call_whose_body_differs_gets_the_latest_with_the_same_body_else_the_latest() {
+        let p = ModelPlayer::new(
+            vec![
+                call(1, QUOTA, project("a"), true),
+                call(2, QUOTA, project("b"), true),
+                call(
+                    3,
+                    METRICS,
+                    json!({"metrics": [{"timestamp": "2026-12-07T01:00:00Z"}]}),
+                    true,
+                ),
+                call(
+                    4,
+                    METRICS,
+                    json!({"metrics": [{"timestamp": "2026-12-07T01:00:09Z"}]}),
+                    true,
+                ),
+            ],
+            false,
+            1 << 20,
+        );
+        let got = served(
+            &p,
+            &[
+                (QUOTA, project("b")),
+                (QUOTA, project("a")),
+                (QUOTA, project("a")),
+                (QUOTA, project("b")),
+                (QUOTA, project("c")),
+                (
+                    METRICS,
+                    json!({"metrics": [{"timestamp": "2026-12-07T02:00:00Z"}]}),
+                ),
+                (
+                    METRICS,
+                    json!({"metrics": [{"timestamp": "2026-12-07T02:00:05Z"}]}),
+                ),
+            ],
+        );
+        assert_eq!(
+            got,
+            [
+                Some(2),
+                Some(1),
+                Some(1),
+                Some(2),
+                Some(2),
+                Some(4),
+                Some(4)
+            ]
+        );
+        assert!(p.report().misses.is_empty());
+    }
+
+    #[test]
+    fn a_repeat_is_served_the_latest_answer_not_a_call_that_never_got_one() {
+        // Recording stopped while the last quota call was in flight: it has no answer, and
+        // serving it again would cut every later quota call of the playback.
+        let p = ModelPlayer::new(
+            vec![
+                call(1, QUOTA, project("p"), true),
+                call(2, QUOTA, project("p"), false),
+            ],
+            false,
+            1 << 20,
+        );
+        let quota = || (QUOTA, project("p"));
+        assert_eq!(
+            served(&p, &[quota(), quota(), quota(), (QUOTA, project("q"))]),
+            [Some(1), Some(2), Some(1), Some(1)]
+        );
+    }
+
+    #[test]
+    fn with_the_marker_key_a_request_is_served_the_call_recorded_with_its_values() {
+        let key = MarkerKey::from_secret(b"k3y-0f-the-ci-s3cret-store-2026").expect("long enough");
+        let marked = |t: &str| {
+            json!({"messages": [{"role": "user",
+                "content": format!("deploy with [REDACTED:github-token:{}] now", key.hash_of(t))}]})
+        };
+        let live = |t: &str| {
+            (
+                "messages",
+                json!({"messages": [{"role": "user", "content": format!("deploy with {t} now")}]}),
+            )
+        };
+        let calls = || {
+            vec![
+                call(1, "messages", marked("ghp_one"), true),
+                call(2, "messages", marked("ghp_two"), true),
+            ]
+        };
+        let player = |tape_key: Option<String>, key: Option<MarkerKey>| {
+            ModelPlayer::new(calls(), false, 1 << 20).with_marker_key(tape_key, key)
+        };
+        let asked = [live("ghp_two"), live("ghp_one")];
+        let p = player(Some(key.id()), Some(key.clone()));
+        assert_eq!(served(&p, &asked), [Some(2), Some(1)]);
+        // A value never recorded: the first unused call still answers.
+        let p = player(Some(key.id()), Some(key.clone()));
+        assert_eq!(served(&p, &[live("ghp_three")]), [Some(1)]);
+        // Without the key, or with a key the tape's markers were not made with: wildcards,
+        // in recorded order.
+        assert_eq!(
+            served(&player(Some(key.id()), None), &asked),
+            [Some(1), Some(2)]
+        );
+        let other = player(Some("0badc0de".into()), Some(key.clone()));
+        assert_eq!(served(&other, &asked), [Some(1), Some(2)]);
+        assert!(
+            other.calls.iter().all(|r| r.keyed.is_none()),
+            "nothing kept for the key"
+        );
+    }
+
+    fn assert_contains(haystack: &str, needle: &str) {
+        assert!(
+            haystack.contains(needle),
+            "{needle:?} is not in {haystack:?}"
+        );
     }
 }

@@ -72,6 +72,8 @@ pub struct ModelProxy {
     pool: Arc<Pool>,
     max_message: usize,
     calls: AtomicU64,
+    /// Of them, Code Assist's setup calls.
+    setup: AtomicU64,
 }
 
 impl ModelProxy {
@@ -95,12 +97,21 @@ impl ModelProxy {
             host,
             max_message,
             calls: AtomicU64::new(0),
+            setup: AtomicU64::new(0),
         }
     }
 
-    /// Model calls taped so far.
+    /// Model calls taped so far; Code Assist's setup calls (Gemini CLI signed in with
+    /// Google), taped beside them, are not model calls: [`ModelProxy::setup_calls`].
     pub fn calls(&self) -> u64 {
-        self.calls.load(Ordering::Relaxed)
+        self.calls
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.setup_calls())
+    }
+
+    /// Code Assist's setup calls taped so far (`loadCodeAssist`, `retrieveUserQuota`…).
+    pub fn setup_calls(&self) -> u64 {
+        self.setup.load(Ordering::Relaxed)
     }
 
     /// The upstream request's target in origin form (the path prefix, then the client's path
@@ -152,6 +163,9 @@ impl ModelProxy {
             None => &body,
         };
         let parsed = provider::RequestHead::of(plain);
+        if provider::is_code_assist_setup(&route.endpoint) {
+            self.setup.fetch_add(1, Ordering::Relaxed);
+        }
         let call = Call {
             n: self.calls.fetch_add(1, Ordering::Relaxed) + 1,
             provider: route.provider,

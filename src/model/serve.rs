@@ -33,6 +33,9 @@ pub struct ModelProxyConfig {
     pub max_message: usize,
     /// What the listener allows its connections.
     pub limits: crate::transport::http::Limits,
+    /// Playback: the user's marker key (`$MCPTAPE_REDACT_KEY`); used when the tape's markers
+    /// were made with it.
+    pub marker_key: Option<crate::redact::MarkerKey>,
 }
 
 impl ModelProxyConfig {
@@ -48,6 +51,7 @@ impl ModelProxyConfig {
             upstream_ca: None,
             max_message: crate::wire::DEFAULT_MAX_MESSAGE,
             limits: Default::default(),
+            marker_key: None,
         }
     }
 }
@@ -152,7 +156,14 @@ pub async fn play_model(
             addr: cfg.listen,
             cause,
         })?;
-    let player = Arc::new(ModelPlayer::new(calls, lenient, cfg.max_message));
+    let tape_key_id = crate::tape::TapeReader::open(&cfg.tape)?
+        .header()
+        .marker_key
+        .clone();
+    let player = Arc::new(
+        ModelPlayer::new(calls, lenient, cfg.max_message)
+            .with_marker_key(tape_key_id, cfg.marker_key.clone()),
+    );
     on_ready(&format!("http://{local}"));
     let (_, connections) =
         crate::transport::http::accept_until(&listener, cfg.limits, player.clone(), shutdown).await;

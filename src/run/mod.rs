@@ -53,6 +53,9 @@ pub struct RunConfig {
     pub journal: PathBuf,
     /// `--lenient` for the model in playback.
     pub lenient: bool,
+    /// Playback: the user's marker key (`$MCPTAPE_REDACT_KEY`); the model's playback uses it
+    /// when the tape's markers were made with it.
+    pub marker_key: Option<crate::redact::MarkerKey>,
 }
 
 impl RunConfig {
@@ -70,6 +73,7 @@ impl RunConfig {
                 tapes.parent().unwrap_or(&tapes).join("run-restore.json")
             },
             lenient: false,
+            marker_key: None,
         }
     }
 }
@@ -85,8 +89,10 @@ pub struct RunOutcome {
     pub servers: config::Rewritten,
     /// Recording: the tape's closing line.
     pub end: Option<End>,
-    /// Recording: model calls taped.
+    /// Recording: model calls taped (Code Assist's setup calls not among them).
     pub model_calls: u64,
+    /// Recording: Code Assist's setup calls taped (Gemini CLI signed in with Google).
+    pub setup_calls: u64,
     /// Playback: how the model was answered.
     pub model: Option<PlaybackReport>,
     /// Config files put back.
@@ -263,11 +269,16 @@ pub async fn run(
             Mode::Playback => {
                 let calls =
                     crate::model::calls::load(&cfg.tape, Some(crate::model::serve::DEFAULT_LABEL))?;
-                ModelSide::Player(Arc::new(ModelPlayer::new(
-                    calls,
-                    cfg.lenient,
-                    crate::wire::DEFAULT_MAX_MESSAGE,
-                )))
+                // With the user's marker key, requests made with different secrets are told
+                // apart, as the MCP servers' playback does.
+                let tape_key_id = crate::tape::TapeReader::open(&cfg.tape)?
+                    .header()
+                    .marker_key
+                    .clone();
+                ModelSide::Player(Arc::new(
+                    ModelPlayer::new(calls, cfg.lenient, crate::wire::DEFAULT_MAX_MESSAGE)
+                        .with_marker_key(tape_key_id, cfg.marker_key.clone()),
+                ))
             }
             Mode::Replay => ModelSide::None,
         })
@@ -414,15 +425,15 @@ pub async fn run(
         Ok(code) => format!("the agent exited ({code})"),
         Err(e) => format!("{e}"),
     };
-    let (end, model_calls) = match (&tape, &model) {
+    let (end, (model_calls, setup_calls)) = match (&tape, &model) {
         (Some(rec), ModelSide::Proxy(p)) => {
             let closed = rec.close(None, reason).map_err(|cause| RecordError::Tape {
                 path: cfg.tape.clone(),
                 cause,
             })?;
-            (Some(closed.end), p.calls())
+            (Some(closed.end), (p.calls(), p.setup_calls()))
         }
-        _ => (None, 0),
+        _ => (None, (0, 0)),
     };
     let agent_exit = outcome?;
     let model = match &model {
@@ -435,6 +446,7 @@ pub async fn run(
         servers: prepared.servers,
         end,
         model_calls,
+        setup_calls,
         model,
         restored,
         given_back,

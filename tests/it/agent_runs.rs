@@ -1276,15 +1276,18 @@ fn gemini_cli_signed_in_with_google_is_recorded_replayed_and_played_back_offline
         others.iter().all(|e| e.starts_with("/v1internal:")),
         "{others:?}"
     );
-    let n = all.len();
     eprintln!(
-        "Code Assist, recorded in {:.2} s: {n} model calls on the tape, the setup calls {setup_paths:?}",
-        rec.secs
+        "Code Assist, recorded in {:.2} s: {} calls on the tape, the setup calls {setup_paths:?}",
+        rec.secs,
+        all.len()
     );
+    // The summary counts the agent's model calls, its turns; the setup calls apart (it said
+    // "7 model calls" for 2 turns and 5 setup calls).
     assert_contains(
         &rec.stderr,
         &format!(
-            "mcptape run: Gemini CLI exited 0; {n} model calls and MCP servers S on {}",
+            "mcptape run: Gemini CLI exited 0; 2 model calls ({} Code Assist setup calls beside them) and MCP servers S on {}",
+            others.len(),
             tape.display()
         ),
     );
@@ -1322,9 +1325,16 @@ fn gemini_cli_signed_in_with_google_is_recorded_replayed_and_played_back_offline
         let play = run(&["--playback"], &url, &bed);
         assert_eq!(play.ok(), answer, "playback {round}:\n{}", play.console());
         eprintln!("Code Assist, playback {round} in {:.2} s", play.secs);
+        // The two turns served; the setup calls (as many as it asked, by endpoint) apart.
+        let summary = play
+            .stderr
+            .lines()
+            .find(|l| l.contains(" model calls served"))
+            .unwrap_or_else(|| panic!("no playback summary:\n{}", play.console()));
+        assert_contains(summary, ": 2 model calls served (");
         assert_contains(
-            &play.stderr,
-            " model calls served, 0 missed, MCP servers S from the tape",
+            summary,
+            " Code Assist setup calls beside them), 0 missed, MCP servers S from the tape",
         );
         assert!(
             sentinel.log().is_empty(),
@@ -1337,6 +1347,23 @@ fn gemini_cli_signed_in_with_google_is_recorded_replayed_and_played_back_offline
         );
     }
     assert!(sentinel.stop().is_empty());
+
+    // The HTML report's header counts the turns as model calls, the setup calls apart.
+    let page = bed.tape("gemini-google.html");
+    Mt::new(["report"])
+        .arg(&tape)
+        .arg("-o")
+        .arg(&page)
+        .run()
+        .success();
+    let meta = probe(&page, &[step("texts", "#h-meta span")])
+        .clean()
+        .texts(0);
+    let setup_count = format!("{} Code Assist setup calls", others.len());
+    assert!(
+        meta.iter().any(|m| m == "2 model calls") && meta.contains(&setup_count),
+        "the report's header: {meta:?}"
+    );
 }
 
 // --- 3: a project .mcp.json --------------------------------------------------------------------

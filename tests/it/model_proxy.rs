@@ -845,3 +845,158 @@ fn a_streamed_answer_with_logprobs_is_taped_and_played_back_as_the_model_said_it
     let log = player.stop();
     assert_contains(&log, "1 model calls served, 0 missed");
 }
+
+/// Two model calls recorded with `MCPTAPE_REDACT_KEY` set, their requests the same but for a
+/// GitHub token in the user's prompt (redacted on the tape, each marker's hash made with the
+/// key). Played back with the same key, in the opposite order, each request is served the
+/// answer recorded with its own token (model playback treated every marker as a wildcard and
+/// served the first recorded call to both). Without the key, the first recorded call still
+/// answers, and a warning says the calls differ only in redacted values and names the key.
+#[test]
+fn with_the_marker_key_playback_serves_each_request_the_call_recorded_with_its_secret() {
+    let dir = tmp();
+    // Each answer says which call it was: the provider's count of requests.
+    let handler = r#"
+class H(Quiet):
+    n = 0
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        H.n += 1
+        self.send_json({"id": "msg_%d" % H.n, "type": "message", "role": "assistant",
+                        "model": "claude-test", "stop_reason": "end_turn",
+                        "content": [{"type": "text", "text": "answer %d" % H.n}],
+                        "usage": {"input_tokens": 3, "output_tokens": 2}})
+"#;
+    let (_up, port) = py_upstream(dir.path(), "provider", handler, &[]);
+    let tape = dir.path().join("keyed.jsonl");
+    let key = "k3y-0f-the-ci-s3cret-store-2026";
+    let with_key = |k: Option<&str>| -> Vec<(String, String)> {
+        k.map(|k| vec![("MCPTAPE_REDACT_KEY".to_string(), k.to_string())])
+            .unwrap_or_default()
+    };
+    let tokens = [
+        "ghp_Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8Ii9Jj0Kk1Ll2Mm3",
+        "ghp_Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp9Oo8Nn7",
+    ];
+    let ask = |token: &str| {
+        serde_json::json!({
+            "model": "claude-test", "max_tokens": 5, "stream": false,
+            "messages": [{"role": "user", "content": format!("deploy billing with {token}, then say done")}]
+        })
+        .to_string()
+        .into_bytes()
+    };
+    let base = format!("http://127.0.0.1:{port}");
+    let proxy = Served::spawn_env(
+        &["model-proxy", "--tape", &s(&tape), "--upstream", &base],
+        &with_key(Some(key)),
+    );
+    let url = format!("{}/v1/messages", proxy.url);
+    for (n, token) in tokens.iter().enumerate() {
+        let (status, body) = http(&url, "POST", HEADERS, &ask(token));
+        assert_eq!(status, 200, "{}", text(&body));
+        assert_contains(&text(&body), &format!("answer {}", n + 1));
+    }
+    proxy.stop();
+    let raw = std::fs::read_to_string(&tape).unwrap();
+    for secret in tokens.iter().chain([&key]) {
+        assert!(!raw.contains(secret), "{secret} is on the tape");
+    }
+    let header: serde_json::Value = serde_json::from_str(raw.lines().next().unwrap()).unwrap();
+    let id = header["marker_key"]
+        .as_str()
+        .expect("the header names the key")
+        .to_string();
+    let markers: Vec<String> = tape_lines(&tape)
+        .iter()
+        .filter(|l| l["type"] == "model" && l["part"] == "request")
+        .map(|l| l["msg"]["messages"][0]["content"].to_string())
+        .collect();
+    assert_eq!(markers.len(), 2, "{raw}");
+    assert!(
+        markers.iter().all(|m| m.contains("[REDACTED:")) && markers[0] != markers[1],
+        "each token its own marker: {markers:?}"
+    );
+
+    // The same key, the second token first: each its own answer, no warning.
+    let player = Served::spawn_env(
+        &["model-proxy", "--tape", &s(&tape), "--playback"],
+        &with_key(Some(key)),
+    );
+    let purl = format!("{}/v1/messages", player.url);
+    for (token, answer) in [(tokens[1], "answer 2"), (tokens[0], "answer 1")] {
+        let (status, body) = http(&purl, "POST", HEADERS, &ask(token));
+        assert_eq!(status, 200, "{}", text(&body));
+        assert_contains(&text(&body), answer);
+    }
+    let log = player.stop();
+    assert_contains(&log, "2 model calls served, 0 missed");
+    assert!(!log.contains("WARNING"), "{log}");
+
+    // `run --playback` plays the model side the same way: an agent of our own asks with
+    // the second token first.
+    let agent = dir.path().join("agent.py");
+    std::fs::write(
+        &agent,
+        r#"import json, os, sys, urllib.request
+for token in sys.argv[1:]:
+    body = {"model": "claude-test", "max_tokens": 5, "stream": False,
+            "messages": [{"role": "user", "content": "deploy billing with %s, then say done" % token}]}
+    req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"].rstrip("/") + "/v1/messages",
+                                 data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json", "x-api-key": "k",
+                                          "anthropic-version": "2023-06-01"})
+    print(json.loads(urllib.request.urlopen(req).read())["content"][0]["text"], flush=True)
+"#,
+    )
+    .unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let played = Mt::new(["run", "--playback", "--tape", &s(&tape), "--"])
+        .arg(python())
+        .arg(&agent)
+        .args([tokens[1], tokens[0]])
+        .env("MCPTAPE_DIR", dir.path().join("store"))
+        .env("HOME", &home)
+        .env("MCPTAPE_REDACT_KEY", key)
+        .dir(&home)
+        .run()
+        .success();
+    assert_eq!(
+        played.stdout,
+        "answer 2\nanswer 1\n",
+        "{}",
+        played.console()
+    );
+    assert_contains(&played.stderr, "2 model calls served, 0 missed");
+    assert!(!played.stderr.contains("WARNING"), "{}", played.console());
+
+    // No key: markers are wildcards, the first recorded call answers, and the warning says
+    // which key would tell the calls apart.
+    let player = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--playback"]);
+    let purl = format!("{}/v1/messages", player.url);
+    let (status, body) = http(&purl, "POST", HEADERS, &ask(tokens[1]));
+    assert_eq!(status, 200, "{}", text(&body));
+    assert_contains(&text(&body), "answer 1");
+    let log = player.stop();
+    assert_contains(
+        &log,
+        "fits 2 recorded calls that differ only in redacted values",
+    );
+    assert_contains(&log, &format!("made with a marker key (id {id})"));
+
+    // Another key: said, and markers are wildcards.
+    let player = Served::spawn_env(
+        &["model-proxy", "--tape", &s(&tape), "--playback"],
+        &with_key(Some("another-key-of-32-characters-xx")),
+    );
+    let purl = format!("{}/v1/messages", player.url);
+    let (_, body) = http(&purl, "POST", HEADERS, &ask(tokens[1]));
+    assert_contains(&text(&body), "answer 1");
+    let log = player.stop();
+    assert_contains(
+        &log,
+        "is not the key this tape's markers were made with (its id is ",
+    );
+    assert_contains(&log, &format!("the tape's {id})"));
+}

@@ -37,6 +37,9 @@ pub struct ReportData {
     pub end_us: u64,
     /// Every call, notification and stray line, by time.
     pub items: Vec<Item>,
+    /// How many of the model items are Code Assist's setup calls (Gemini CLI signed in with
+    /// Google): the header counts them apart from the model calls.
+    pub model_setup: usize,
     /// The per-tool statistics.
     pub stats: Vec<StatsRow>,
     /// The reader's warnings.
@@ -460,6 +463,10 @@ pub fn gather(path: &Path) -> Result<ReportData, ReportError> {
         tool: tape_header,
         lanes,
         end_us,
+        model_setup: calls
+            .iter()
+            .filter(|c| crate::model::provider::is_code_assist_setup(&c.endpoint))
+            .count(),
         items,
         stats: stats::tally(&samples, &order),
         warnings,

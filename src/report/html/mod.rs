@@ -129,6 +129,7 @@ mod tests {
             lanes: Vec::new(),
             end_us: 0,
             items: Vec::new(),
+            model_setup: 0,
             stats: Vec::new(),
             warnings: vec!["{{JS}}".into()],
             drift: None,

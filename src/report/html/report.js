@@ -47,7 +47,11 @@
     counts.n + " notifications",
   ];
   if (counts.s) metaBits.push(counts.s + " server requests");
-  if (counts.m) metaBits.push(counts.m + " model calls");
+  // Code Assist's setup calls (Gemini CLI signed in with Google) are taped beside the model
+  // calls but are not model calls: counted apart.
+  const setup = D.model_setup || 0;
+  if (counts.m - setup) metaBits.push(counts.m - setup + " model calls");
+  if (setup) metaBits.push(setup + " Code Assist setup calls");
   for (const b of metaBits) meta.appendChild(el("span", "", b));
   const lanesEl = $("h-lanes");
   D.lanes.forEach((l) => lanesEl.appendChild(el("div", "", l.label + " (" + l.transport + "): " + l.desc)));
