@@ -1014,19 +1014,19 @@ fn accepted(index: &crate::tape::TapeIndex, body: &'static str) -> Response<Resp
     resp
 }
 
-/// A recorded refusal given again: its status, `Content-Type`, `Allow` and body.
+/// A recorded refusal given again: its status, `Content-Type` (none when it had none, also
+/// with a body), `Allow` and body.
 fn refusal_response(r: &crate::tape::index::HttpRefusal) -> Response<RespBody> {
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
     let mut resp = full(status, "text/plain; charset=utf-8", r.body.clone());
-    if let Some(v) = r
+    match r
         .content_type
         .as_deref()
         .and_then(|c| HeaderValue::from_str(c).ok())
     {
-        resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
-    } else if r.body.is_empty() {
-        resp.headers_mut().remove(hyper::header::CONTENT_TYPE);
-    }
+        Some(v) => resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v),
+        None => resp.headers_mut().remove(hyper::header::CONTENT_TYPE),
+    };
     if let Some(v) = r
         .allow
         .as_deref()

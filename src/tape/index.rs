@@ -1069,9 +1069,21 @@ impl Builder {
     /// A refusal without a JSON-RPC answer: the POSTed request it answers (by POST, else by id
     /// in the session) is answered by it; a refused GET or DELETE is kept for play.
     fn refusal(&mut self, ev: HttpEvent<'_>) {
+        // Before the event taped the answer's own content type only, a POST refused without
+        // one taped the request's (`application/json`). An answer of that type with a body is
+        // taped as a message, never as this event: here it can only be the request's.
+        let requests = ev.method.as_deref() == Some("POST")
+            && ev.body.as_deref().is_some_and(|b| !b.is_empty())
+            && ev
+                .content_type
+                .as_deref()
+                .is_some_and(|c| c.starts_with("application/json"));
         let refusal = HttpRefusal {
             status: ev.status.unwrap_or(400),
-            content_type: ev.content_type.map(|c| c.into_owned()),
+            content_type: ev
+                .content_type
+                .filter(|_| !requests)
+                .map(|c| c.into_owned()),
             allow: ev.allow.map(|a| a.into_owned()),
             body: ev.body.map(|b| b.into_owned()).unwrap_or_default(),
         };
@@ -1624,6 +1636,26 @@ mod tests {
                     assert_eq!(at(&fast.body), at(&slow.body), "{line}");
                 }
             }
+        }
+    }
+
+    /// An `http-error` event of a POST as mcptape wrote it before it taped the answer's own
+    /// content type only: a refusal sent without one carried the request's `application/json`.
+    /// Its refusal has none; a refusal's own type other than JSON is kept.
+    #[test]
+    fn a_post_refusal_with_the_requests_content_type_has_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let req = r#"{"type":"msg","seq":1,"t_us":5,"server":"default","dir":"c2s","kind":"request","id":3,"method":"edge/bare","msg":{"jsonrpc":"2.0","id":3,"method":"edge/bare"},"http":{"method":"POST","path":"/mcp","content_type":"application/json","post":1,"request_id":3}}"#;
+        let old = r#"{"type":"event","t_us":9,"server":"default","what":"http-error","method":"POST","path":"/mcp","content_type":"application/json","post":1,"request_id":3,"status":400,"body":"refused"}"#;
+        let own = r#"{"type":"event","t_us":9,"server":"default","what":"http-error","method":"POST","path":"/mcp","content_type":"text/plain","post":1,"request_id":3,"status":400,"body":"refused"}"#;
+        for (event, want) in [(old, None), (own, Some("text/plain"))] {
+            let path = dir.path().join("t.jsonl");
+            chained_tape(&path, &[SERVER, req, event]);
+            let index = TapeIndex::load(&path, None).unwrap();
+            let refusal = index.exchanges[0].refusal.as_deref().expect("refused");
+            assert_eq!(refusal.status, 400);
+            assert_eq!(refusal.body, "refused");
+            assert_eq!(refusal.content_type.as_deref(), want, "{event}");
         }
     }
 

@@ -18,7 +18,7 @@ pub(crate) use crate::harness::{free_port, http_open, post_headers, Proc, Served
 /// in pieces with flushes and pauses between them, a multi-line `data:` event, then — only once
 /// `GET /release/sse` arrived — the response); `edge/hang` one progress event, then after
 /// `GET /release/hang` more events until the reader goes away; `edge/fail` a 500 in text/plain;
-/// anything else a plain JSON result echoing the method. HTTP/1.0: bodies end when it closes.
+/// `edge/bare` a 400 with a body and no `Content-Type`; anything else a plain JSON result echoing the method. HTTP/1.0: bodies end when it closes.
 const EDGE_UPSTREAM: &str = r#"
 SSE_HEAD = [
     (": heartbeat\n\n", 0.05),
@@ -51,6 +51,14 @@ class H(Quiet):
             body = b"upstream exploded"
             self.send_response(500)
             self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if method == "edge/bare":
+            # A refusal with a body but no Content-Type at all.
+            body = b"refused, and no content type"
+            self.send_response(400)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -892,6 +900,36 @@ fn an_upstream_5xx_is_forwarded_with_its_status_and_taped() {
         "{}",
         ev[0]
     );
+}
+
+/// A refusal the upstream sent without a `Content-Type` is taped without one (not with the
+/// request's `application/json`), and play gives it again without one: its status and body,
+/// nothing the server never said.
+#[test]
+fn a_refusal_without_a_content_type_is_taped_and_played_without_one() {
+    let dir = tmp();
+    let edge = edge_recording(dir.path(), "bare.jsonl");
+    let answer = |url: &str| {
+        let mut s = post_open(url, &edge_request(3, "edge/bare"));
+        let ct = s.header("content-type").map(String::from);
+        (s.status, ct, text(&s.body()))
+    };
+    let recorded = answer(&edge.rec.url);
+    assert_eq!(
+        recorded,
+        (400, None, "refused, and no content type".to_string()),
+        "through record --url"
+    );
+    edge.rec.stop();
+    let lines = tape_lines(&edge.tape);
+    let ev = events(&lines, "http-error");
+    assert_eq!(ev.len(), 1, "{lines:?}");
+    assert_eq!(ev[0]["status"], 400, "{}", ev[0]);
+    assert!(ev[0].get("content_type").is_none(), "{}", ev[0]);
+    let play = Served::play(&edge.tape);
+    let played = answer(&play.url);
+    play.stop();
+    assert_eq!(played, recorded, "from the tape");
 }
 
 // --- 7, 8: SSE edge cases --------------------------------------------------------------------
