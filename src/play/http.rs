@@ -50,6 +50,8 @@ const SESSION: &str = "mcp-session-id";
 const STATELESS: &str = "";
 
 struct Session {
+    /// Its `Mcp-Session-Id` (empty: the stateless session; a legacy session's `sessionId`).
+    id: Box<str>,
     shared: Arc<Shared>,
     matcher: tokio::sync::Mutex<Matcher>,
     /// Client messages so far, for placing standalone messages.
@@ -403,9 +405,9 @@ impl Player {
                     }
                     None => crate::diag!("mcptape play: the client answered a request mcptape did not send (id {id})"),
                 }
-                accepted(&self.index, "")
+                accepted(&self.index, "", Some(&session.id))
             }
-            Kind::Notification => accepted(&self.index, ""),
+            Kind::Notification => accepted(&self.index, "", Some(&session.id)),
             _ => {
                 // As over stdio: a batch, or JSON that is no message, is not a parse error.
                 let (code, text) = serve::rejection(c.kind);
@@ -560,7 +562,7 @@ impl Player {
         if let Some(r) = &exchange.refusal {
             // Refused without a JSON-RPC answer: the same status, headers and body again.
             session.shared.report.lock().expect("report lock").served += 1;
-            return refusal_response(r);
+            return with_session(refusal_response(r), r, Some(&session.id));
         }
         // The recorded answer's status and content type (a `400` with a JSON-RPC error is a
         // `400` again).
@@ -601,7 +603,7 @@ impl Player {
                         .insert(hyper::header::CONTENT_TYPE, content_type);
                     r
                 }
-                None => accepted(&self.index, ""),
+                None => accepted(&self.index, "", Some(&session.id)),
             };
         }
         // The exchange's notifications and server requests, then its response, as SSE events,
@@ -753,7 +755,7 @@ impl Player {
                     _ => {}
                 }
                 self.emit_standalone(&session, due).await;
-                accepted(&self.index, "Accepted")
+                accepted(&self.index, "Accepted", None)
             }
             _ => plain(StatusCode::METHOD_NOT_ALLOWED, "mcptape play: GET or POST"),
         }
@@ -883,6 +885,7 @@ impl Player {
         // go to its GET stream, or wait for one.
         let (out, mut out_rx) = mpsc::channel::<OutLine>(STREAM_QUEUE);
         let session = Arc::new(Session {
+            id: id.into(),
             shared: Arc::new(Shared {
                 index: self.index.clone(),
                 out,
@@ -994,8 +997,13 @@ fn cut_response() -> Response<RespBody> {
 /// The answer to a POST that calls for no JSON-RPC answer (a notification, a response; any POST
 /// on the HTTP+SSE transport): as the recorded server answered such a POST (its status,
 /// `Content-Type` and body, `http-accepted` on the tape); on a tape that does not say, `202
-/// Accepted` with `body` and no `Content-Type`, as the reference SDKs' servers answer.
-fn accepted(index: &crate::tape::TapeIndex, body: &'static str) -> Response<RespBody> {
+/// Accepted` with `body` and no `Content-Type`, as the reference SDKs' servers answer. With the
+/// session's id `session` when the recorded answer carried one.
+fn accepted(
+    index: &crate::tape::TapeIndex,
+    body: &'static str,
+    session: Option<&str>,
+) -> Response<RespBody> {
     let Some(r) = &index.http.accepted else {
         let mut resp = full(StatusCode::ACCEPTED, "text/plain", body);
         resp.headers_mut().remove(hyper::header::CONTENT_TYPE);
@@ -1011,6 +1019,22 @@ fn accepted(index: &crate::tape::TapeIndex, body: &'static str) -> Response<Resp
         Some(v) => resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v),
         None => resp.headers_mut().remove(hyper::header::CONTENT_TYPE),
     };
+    with_session(resp, r, session)
+}
+
+/// `resp` with the session's id `session` (not the stateless one), when the recorded answer
+/// `r` carried the recorded session's.
+fn with_session(
+    mut resp: Response<RespBody>,
+    r: &crate::tape::index::HttpRefusal,
+    session: Option<&str>,
+) -> Response<RespBody> {
+    let id = session
+        .filter(|s| r.session && !s.is_empty())
+        .and_then(|s| HeaderValue::from_str(s).ok());
+    if let Some(v) = id {
+        resp.headers_mut().insert(SESSION, v);
+    }
     resp
 }
 

@@ -259,6 +259,10 @@ pub struct HttpRefusal {
     pub allow: Option<String>,
     /// The body (errors are small: at most 64 KiB of it is taped).
     pub body: String,
+    /// It carried the session's `Mcp-Session-Id` (the Python SDK's server sends it on every
+    /// answer in a session, its `202 Accepted` too): play sends its own session's.
+    #[serde(default)]
+    pub session: bool,
 }
 
 /// What an HTTP tape says about requests that are not POSTed messages.
@@ -1086,6 +1090,7 @@ impl Builder {
                 .map(|c| c.into_owned()),
             allow: ev.allow.map(|a| a.into_owned()),
             body: ev.body.map(|b| b.into_owned()).unwrap_or_default(),
+            session: ev.session.is_some(),
         };
         match ev.method.as_deref() {
             Some("POST") => {
@@ -1117,6 +1122,7 @@ impl Builder {
                 content_type: ev.content_type.map(|c| c.into_owned()),
                 allow: None,
                 body: ev.body.map(|b| b.into_owned()).unwrap_or_default(),
+                session: ev.session.is_some(),
             });
         }
     }
@@ -1513,6 +1519,9 @@ struct HttpEvent<'a> {
     request_id: Option<&'a serde_json::value::RawValue>,
     #[serde(borrow, default)]
     mcp_session_id: Option<Cow<'a, str>>,
+    /// The `Mcp-Session-Id` the answer carried (a marker on the tape: only whether it did).
+    #[serde(borrow, default)]
+    session: Option<Cow<'a, str>>,
 }
 
 /// The line, when it is an event the index reads (`http-error`, `sse-priming`).

@@ -123,7 +123,8 @@ struct Meta {
 /// 11: the header's marker key id, a stdio line's CRLF and the whitespace around its JSON, an
 /// HTTP tape's `http-accepted`, and the client's bad lines with their answers; 12: integers
 /// beyond 64 bits and lone surrogates in params keyed exactly, `wire/exact.rs`; 13: a POST
-/// refusal's `content_type` that can only be the request's is dropped), so an entry written by
+/// refusal's `content_type` that can only be the request's is dropped, and an `http-accepted`
+/// or `http-error` answer says whether it carried the session id), so an entry written by
 /// a build of the same version before the change is not used.
 const INDEX_FORMAT: u32 = 13;
 

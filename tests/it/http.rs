@@ -2094,8 +2094,10 @@ class H(Quiet):
 
 /// What a server answers to a POSTed notification and to a POSTed response (to a server request
 /// it never sent: accepted all the same) after an `initialize` at `url`: status,
-/// `Content-Type` (`None`: none sent) and body, each.
-fn accepted_answers(url: &str) -> Vec<(u16, Option<String>, String)> {
+/// `Content-Type` (`None`: none sent), `Mcp-Session-Id` (`"the session's"` when it is the id
+/// `initialize` gave, as ids differ from session to session) and body, each.
+type Accepted = (u16, Option<String>, Option<String>, String);
+fn accepted_answers(url: &str) -> Vec<Accepted> {
     let mut init = post_open_ok(url, &req(0, "initialize", init_params()));
     let sid = init
         .header("mcp-session-id")
@@ -2114,14 +2116,23 @@ fn accepted_answers(url: &str) -> Vec<(u16, Option<String>, String)> {
         .map(|m| {
             let mut s = http_open(url, "POST", &h, m.to_string().as_bytes());
             let body = text(&s.body());
-            (s.status, s.header("content-type").map(String::from), body)
+            let session = s
+                .header("mcp-session-id")
+                .map(|v| if v == sid { "the session's" } else { v }.to_string());
+            (
+                s.status,
+                s.header("content-type").map(String::from),
+                session,
+                body,
+            )
         })
         .collect()
 }
 
 /// The `202 Accepted` a POSTed notification or response gets is played back as the recorded
-/// server sent it: server-everything sends no `Content-Type`, the Python SDK
-/// `application/json`; the tape keeps which (an `http-accepted` event), and play sends that.
+/// server sent it: server-everything sends no `Content-Type` and no `Mcp-Session-Id`, the
+/// Python SDK `application/json` and the session's id; the tape keeps which (an
+/// `http-accepted` event), and play sends that (its own session's id).
 #[test]
 fn play_answers_a_posted_notification_or_response_as_the_recorded_server_did() {
     type Start = fn(&Path) -> (Proc, String);
@@ -2136,6 +2147,19 @@ fn play_answers_a_posted_notification_or_response_as_the_recorded_server_did() {
         let direct = accepted_answers(&upstream);
         assert!(
             direct.iter().all(|(status, ..)| *status == 202),
+            "{name}: {direct:?}"
+        );
+        // What each server does with the session id on a 202 (seen with curl too).
+        let with_session = direct
+            .iter()
+            .all(|a| a.2.as_deref() == Some("the session's"));
+        let without = direct.iter().all(|a| a.2.is_none());
+        assert!(
+            if name == "the Python SDK" {
+                with_session
+            } else {
+                without
+            },
             "{name}: {direct:?}"
         );
         let rec = Served::record(&upstream, &tape);
