@@ -357,8 +357,15 @@ impl Player {
             _ if bad => {
                 // What the recorded server answered the same bytes, if the tape says; else, as
                 // over stdio, a batch or JSON that is no request is not a parse error.
-                let recorded = session.shared.recorded_bad_line(&body);
+                let recorded = session.shared.recorded_bad_post(&body, false);
                 session.shared.report.lock().expect("report lock").rejected += 1;
+                let recorded = match recorded {
+                    Some(serve::BadAnswer::Refused(r)) => {
+                        return with_session(refusal_response(r), r, Some(&session.id));
+                    }
+                    Some(serve::BadAnswer::Message(m)) => Some(m),
+                    Some(serve::BadAnswer::Accepted) | None => None,
+                };
                 match recorded.and_then(|m| Some((m, self.index.read_bytes(m).ok()?))) {
                     Some((meta, line)) => {
                         let h = meta.http.as_deref();
@@ -694,6 +701,9 @@ impl Player {
                     arrived: tokio::time::Instant::now(),
                 };
                 let c = classify(&body);
+                if crate::wire::classify::unservable(c.kind, c.id.as_deref(), &body) {
+                    return self.legacy_bad_post(&session, &body, &c, due).await;
+                }
                 match c.kind {
                     Kind::Request => {
                         let (id, method) = (c.id.unwrap_or_default(), c.method.unwrap_or_default());
@@ -759,6 +769,53 @@ impl Player {
             }
             _ => plain(StatusCode::METHOD_NOT_ALLOWED, "mcptape play: GET or POST"),
         }
+    }
+
+    /// A POST on the HTTP+SSE transport whose body no server could serve (not JSON, no
+    /// message, a batch, a request with an unusual id): answered as the recorded server answered
+    /// the same bytes — its refusal, `202` (and its error on the event stream) — or, not
+    /// recorded, `400` with a plain text and no `Content-Type`, as server-everything's `sse`
+    /// mode and the Python SDK's SSE server answer what they cannot read (not the `202` of a
+    /// message taken).
+    async fn legacy_bad_post(
+        &self,
+        session: &Arc<Session>,
+        body: &[u8],
+        c: &crate::wire::classify::Classified,
+        due: serve::Due,
+    ) -> Response<RespBody> {
+        session.shared.report.lock().expect("report lock").rejected += 1;
+        let response = match session.shared.recorded_bad_post(body, true) {
+            Some(serve::BadAnswer::Refused(r)) => refusal_response(r),
+            Some(serve::BadAnswer::Message(m)) => {
+                // Answered on the event stream, as every answer on this transport.
+                if let Ok(line) = self.index.read_bytes(m) {
+                    serve::send(&session.shared.out, line).await;
+                }
+                accepted(&self.index, "Accepted", None)
+            }
+            Some(serve::BadAnswer::Accepted) => accepted(&self.index, "Accepted", None),
+            None => {
+                let (_, text) = serve::rejection(c.kind);
+                crate::diag!(
+                    "mcptape play: {text}: a POST of {} bytes{}",
+                    body.len(),
+                    c.problem
+                        .as_ref()
+                        .map(|p| format!(" ({p})"))
+                        .unwrap_or_default()
+                );
+                let mut r = full(
+                    StatusCode::BAD_REQUEST,
+                    "text/plain",
+                    format!("mcptape play: {text}"),
+                );
+                r.headers_mut().remove(hyper::header::CONTENT_TYPE);
+                r
+            }
+        };
+        self.emit_standalone(session, due).await;
+        response
     }
 
     /// Messages the recording had tied to no request, at the same point of the conversation:

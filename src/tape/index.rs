@@ -245,6 +245,20 @@ pub struct BadClientLine {
     /// A request with an id that is not a string or a number is also an exchange (a server
     /// may answer it with that id): its number.
     pub exchange: Option<usize>,
+    /// Over HTTP, the refusal without a JSON-RPC answer its POST got (`http-error`): the
+    /// HTTP+SSE transport's servers answer a body they cannot read `400` with a plain text.
+    #[serde(default)]
+    pub refusal: Option<Box<HttpRefusal>>,
+}
+
+impl BadClientLine {
+    /// The refusal its POST got, also where it is the refusal of its exchange.
+    pub fn refusal<'a>(&'a self, index: &'a TapeIndex) -> Option<&'a HttpRefusal> {
+        self.refusal.as_deref().or_else(|| {
+            let ex = index.exchanges.get(self.exchange?)?;
+            ex.refusal.as_deref()
+        })
+    }
 }
 
 /// An HTTP answer that carried no JSON-RPC message: a refusal (`405` with `Allow: POST`, a
@@ -1104,6 +1118,9 @@ impl Builder {
                     self.exchanges[ex].refusal = Some(Box::new(refusal));
                     let req_scope = scope_of(&self.msgs[self.exchanges[ex].request]);
                     self.close(ex, req_scope);
+                } else if let Some(b) = ev.post.and_then(|p| self.bad_line_of_post(p)) {
+                    // A body no server could serve (not JSON, no message), refused.
+                    self.bad_lines[b].refusal = Some(Box::new(refusal));
                 }
             }
             Some(m) => {
@@ -1111,6 +1128,13 @@ impl Builder {
             }
             None => {}
         }
+    }
+
+    /// The bad client line POST `post` carried (the latest: a POST's answer follows it).
+    fn bad_line_of_post(&self, post: u64) -> Option<usize> {
+        self.bad_lines
+            .iter()
+            .rposition(|b| self.msgs[b.msg].http.as_ref().and_then(|h| h.post) == Some(post))
     }
 
     /// How the server answered a POST without a message (`http-accepted`): the first one is
@@ -1213,6 +1237,7 @@ impl Builder {
                 msg: idx,
                 answer: None,
                 exchange,
+                refusal: None,
             });
         }
         match (m.dir, m.kind, m.id) {

@@ -2218,3 +2218,103 @@ fn play_answers_a_bad_post_with_what_server_everything_answered_it() {
     play.stop();
     assert_eq!(played, recorded, "the recorded answers, as they were");
 }
+
+/// A session of the HTTP+SSE transport at `sse_url`: its event stream (kept open: the session
+/// lives as long as it) and the URL its `endpoint` event names to POST to.
+fn legacy_session(sse_url: &str) -> (HttpStream, String) {
+    let mut get = http_open(sse_url, "GET", &[("Accept", "text/event-stream")], b"");
+    assert_eq!(get.status, 200, "GET {sse_url}");
+    let mut seen = String::new();
+    let endpoint = loop {
+        let piece = get
+            .next_piece()
+            .expect("an endpoint event before the stream ends");
+        seen.push_str(&text(&piece).replace("\r\n", "\n"));
+        let event = seen
+            .split("\n\n")
+            .find(|e| e.contains("event: endpoint") && seen.contains(&format!("{e}\n\n")));
+        if let Some(data) = event.and_then(|e| e.lines().find_map(|l| l.strip_prefix("data: "))) {
+            break data.trim().to_string();
+        }
+    };
+    let url = if endpoint.starts_with("http://") {
+        endpoint
+    } else {
+        let (authority, _) = crate::harness::split_url(sse_url);
+        format!("http://{authority}{endpoint}")
+    };
+    (get, url)
+}
+
+/// POST bodies no server can serve as messages: not JSON, a request whose id is an object,
+/// JSON that is no message.
+const BAD_BODIES: [&str; 3] = [
+    "this is not json",
+    r#"{"jsonrpc":"2.0","id":{"k":1},"method":"tools/list"}"#,
+    r#"{"foo":1}"#,
+];
+
+/// What a server of the HTTP+SSE transport at `sse_url` answers each of `bodies` POSTed in one
+/// session: status, `Content-Type` (`None`: none sent) and body.
+fn legacy_answers(sse_url: &str, bodies: &[&str]) -> Vec<(u16, Option<String>, String)> {
+    let (_events, post_url) = legacy_session(sse_url);
+    bodies
+        .iter()
+        .map(|b| {
+            let mut s = http_open(
+                &post_url,
+                "POST",
+                &[("Content-Type", "application/json")],
+                b.as_bytes(),
+            );
+            let ct = s.header("content-type").map(String::from);
+            (s.status, ct, text(&s.body()))
+        })
+        .collect()
+}
+
+/// On the HTTP+SSE transport a POST whose body is not a message is refused, not accepted:
+/// server-everything's `sse` mode answers `400` with `Invalid message: <the body>` and the
+/// Python SDK's SSE server `400` with `Could not parse message`, neither with a
+/// `Content-Type` (the Python SDK accepts a request whose id is an object: `202`). Play answers
+/// the same bytes as the recorded server did, and bytes it has no answer for `400`, as they
+/// do, never `202`.
+#[test]
+fn play_over_http_sse_answers_a_bad_post_as_the_recorded_server_did() {
+    type Start = fn(&Path) -> (Proc, String);
+    let servers: [(&str, Start); 2] = [
+        ("server-everything", |d| {
+            everything_http_at(d, "sse", "/sse")
+        }),
+        ("the Python SDK", py_server_sse),
+    ];
+    for (name, start) in servers {
+        let dir = tmp();
+        let tape = dir.path().join("bad-sse.jsonl");
+        let (_server, upstream) = start(dir.path());
+        let direct = legacy_answers(&upstream, &BAD_BODIES);
+        let (status, ct, body) = &direct[0];
+        assert!(
+            *status == 400 && ct.is_none() && !body.is_empty(),
+            "{name}: not JSON is refused: {direct:?}"
+        );
+        let rec = Served::record(&upstream, &tape);
+        let recorded = legacy_answers(&rec.url, &BAD_BODIES);
+        rec.stop();
+        assert_eq!(recorded, direct, "{name}: through record --url");
+        let play = Served::play_with(&tape, &["--transport", "sse"]);
+        let played = legacy_answers(&play.url, &BAD_BODIES);
+        let unrecorded = legacy_answers(&play.url, &["[1,2", "{}"]);
+        let err = play.stop();
+        assert_eq!(
+            played, direct,
+            "{name}: from the tape; play's stderr:\n{err}"
+        );
+        for (status, ct, body) in &unrecorded {
+            assert!(
+                *status == 400 && ct.is_none() && body.starts_with("mcptape play: "),
+                "{name}: not recorded: {unrecorded:?}"
+            );
+        }
+    }
+}
