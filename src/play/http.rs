@@ -208,6 +208,8 @@ struct Player {
     taken: Mutex<std::collections::HashSet<u32>>,
     /// The standalone messages (indexes into `index.standalone`) of each recorded session.
     standalone: HashMap<Option<u32>, Vec<usize>>,
+    /// The recorded requests the sessions' matchers warned about as ambiguous: once a run.
+    warned: super::matcher::Warned,
 }
 
 /// Serves until `shutdown` completes, then returns the combined report of every session;
@@ -258,6 +260,7 @@ pub async fn serve_http_on(
         standalone.entry(st.session).or_default().push(i);
     }
     let player = Arc::new(Player {
+        warned: Default::default(),
         taken: Mutex::default(),
         standalone,
         index: Arc::new(index),
@@ -956,7 +959,9 @@ impl Player {
                 keep_line_ends: false,
                 bad_lines_used: Mutex::default(),
             }),
-            matcher: tokio::sync::Mutex::new(Matcher::for_play(&self.index, &self.opts)),
+            matcher: tokio::sync::Mutex::new(
+                Matcher::for_play(&self.index, &self.opts).sharing_warnings(self.warned.clone()),
+            ),
             c2s: AtomicU64::new(0),
             recorded: Mutex::new(None),
             next_standalone: Mutex::new(0),
