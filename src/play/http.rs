@@ -583,6 +583,11 @@ impl Player {
             .and_then(|h| h.status)
             .and_then(|s| StatusCode::from_u16(s).ok())
             .unwrap_or(StatusCode::OK);
+        // The session's id on the answer, where the recorded answer carried the recorded
+        // session's (both reference SDKs' servers send it on every answer in a session).
+        let session_id = answer_http
+            .filter(|h| h.with_session && !session.id.is_empty())
+            .and_then(|_| HeaderValue::from_str(&session.id).ok());
         let (tx, mut rx) = mpsc::channel::<StreamItem>(STREAM_QUEUE);
         let shared = session.shared.clone();
         // SSE when the recording answered over SSE, or the exchange carries more than its answer.
@@ -611,6 +616,9 @@ impl Player {
                     let mut r = full(status, "application/json", trim_nl(&line).to_string());
                     r.headers_mut()
                         .insert(hyper::header::CONTENT_TYPE, content_type);
+                    if let Some(v) = session_id {
+                        r.headers_mut().insert(SESSION, v);
+                    }
                     r
                 }
                 None => accepted(&self.index, "", Some(&session.id)),
@@ -664,7 +672,11 @@ impl Player {
                 }
             }
         });
-        sse_response(brx)
+        let mut r = sse_response(brx);
+        if let Some(v) = session_id {
+            r.headers_mut().insert(SESSION, v);
+        }
+        r
     }
 
     /// HTTP+SSE (2024-11-05): GET opens a session's event stream, whose first event names the

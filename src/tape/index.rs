@@ -131,6 +131,10 @@ pub struct HttpMsg {
     /// A server message came on a GET stream (a resumed stream, when it answers a POSTed
     /// request).
     pub on_get: bool,
+    /// A server message whose HTTP answer carried the session's `Mcp-Session-Id` (both
+    /// reference SDKs' servers send it on every answer in a session): play sends its own.
+    #[serde(default)]
+    pub with_session: bool,
 }
 
 /// An SSE event's name as recorded: `message`, what nearly every server names its events, is
@@ -846,6 +850,7 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMe
                 event_id: m.http.event_id.as_deref().map(str::to_string),
                 event: m.http.event.as_deref().map(SseName::of),
                 on_get: m.http.get_stream,
+                with_session: m.http.created.is_some(),
             })
         }),
         appended: m.appended,

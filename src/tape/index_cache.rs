@@ -124,8 +124,8 @@ struct Meta {
 /// HTTP tape's `http-accepted`, and the client's bad lines with their answers; 12: integers
 /// beyond 64 bits and lone surrogates in params keyed exactly, `wire/exact.rs`; 13: a POST
 /// refusal's `content_type` that can only be the request's is dropped, and an `http-accepted`
-/// or `http-error` answer says whether it carried the session id, and a bad client line holds
-/// its POST's refusal), so an entry written by
+/// or `http-error` answer says whether it carried the session id, a bad client line holds
+/// its POST's refusal, and a server message whether its answer carried the session id), so an entry written by
 /// a build of the same version before the change is not used.
 const INDEX_FORMAT: u32 = 13;
 

@@ -2093,9 +2093,10 @@ class H(Quiet):
 }
 
 /// What a server answers to a POSTed notification and to a POSTed response (to a server request
-/// it never sent: accepted all the same) after an `initialize` at `url`: status,
-/// `Content-Type` (`None`: none sent), `Mcp-Session-Id` (`"the session's"` when it is the id
-/// `initialize` gave, as ids differ from session to session) and body, each.
+/// it never sent: accepted all the same), then to a `ping`, after an `initialize` at `url`:
+/// status, `Content-Type` (`None`: none sent), `Mcp-Session-Id` (`"the session's"` when it is
+/// the id `initialize` gave, as ids differ from session to session) and body, each (the
+/// ping's left out: its SSE event ids differ from session to session too).
 type Accepted = (u16, Option<String>, Option<String>, String);
 fn accepted_answers(url: &str) -> Vec<Accepted> {
     let mut init = post_open_ok(url, &req(0, "initialize", init_params()));
@@ -2111,11 +2112,17 @@ fn accepted_answers(url: &str) -> Vec<Accepted> {
     let msgs = [
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         json!({"jsonrpc": "2.0", "id": "s-1", "result": {}}),
+        req(1, "ping", json!({})),
     ];
     msgs.iter()
         .map(|m| {
             let mut s = http_open(url, "POST", &h, m.to_string().as_bytes());
             let body = text(&s.body());
+            let body = if m.get("method").is_some_and(|m| m == "ping") {
+                String::new()
+            } else {
+                body
+            };
             let session = s
                 .header("mcp-session-id")
                 .map(|v| if v == sid { "the session's" } else { v }.to_string());
@@ -2132,7 +2139,8 @@ fn accepted_answers(url: &str) -> Vec<Accepted> {
 /// The `202 Accepted` a POSTed notification or response gets is played back as the recorded
 /// server sent it: server-everything sends no `Content-Type` and no `Mcp-Session-Id`, the
 /// Python SDK `application/json` and the session's id; the tape keeps which (an
-/// `http-accepted` event), and play sends that (its own session's id).
+/// `http-accepted` event), and play sends that (its own session's id). Both send the session's
+/// id on the answer to a request, and play does too.
 #[test]
 fn play_answers_a_posted_notification_or_response_as_the_recorded_server_did() {
     type Start = fn(&Path) -> (Proc, String);
@@ -2145,15 +2153,23 @@ fn play_answers_a_posted_notification_or_response_as_the_recorded_server_did() {
         let tape = dir.path().join("accepted.jsonl");
         let (_server, upstream) = start(dir.path());
         let direct = accepted_answers(&upstream);
+        let (accepted, ping) = direct.split_at(2);
         assert!(
-            direct.iter().all(|(status, ..)| *status == 202),
+            accepted.iter().all(|(status, ..)| *status == 202),
             "{name}: {direct:?}"
         );
-        // What each server does with the session id on a 202 (seen with curl too).
-        let with_session = direct
+        // What each server does with the session id on a 202 (seen with curl too), and on
+        // the answer to a request: both send it there.
+        assert_eq!(ping[0].0, 200, "{name}: {direct:?}");
+        assert_eq!(
+            ping[0].2.as_deref(),
+            Some("the session's"),
+            "{name}: {direct:?}"
+        );
+        let with_session = accepted
             .iter()
             .all(|a| a.2.as_deref() == Some("the session's"));
-        let without = direct.iter().all(|a| a.2.is_none());
+        let without = accepted.iter().all(|a| a.2.is_none());
         assert!(
             if name == "the Python SDK" {
                 with_session
