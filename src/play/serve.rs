@@ -376,7 +376,7 @@ impl Shared {
     /// when the tape holds no such line with an answer play can give (an error without an id,
     /// or the answer to a request with an unusual id) left.
     pub(crate) fn recorded_bad_line(&self, bytes: &[u8]) -> Option<&MsgMeta> {
-        match self.recorded_bad_post(bytes, false)? {
+        match self.recorded_bad(bytes, false, false)? {
             BadAnswer::Message(m) => Some(m),
             BadAnswer::Refused(_) | BadAnswer::Accepted => None,
         }
@@ -391,28 +391,37 @@ impl Shared {
         bytes: &[u8],
         accepted_too: bool,
     ) -> Option<BadAnswer<'_>> {
+        self.recorded_bad(bytes, true, accepted_too)
+    }
+
+    /// The earliest bad client line of these bytes not given yet whose answer is a message,
+    /// or (`refusals`) a refusal, or (`accepted_too`) neither; marked given. Lines answered
+    /// otherwise are left for a reader that takes their answer.
+    fn recorded_bad(
+        &self,
+        bytes: &[u8],
+        refusals: bool,
+        accepted_too: bool,
+    ) -> Option<BadAnswer<'_>> {
         let index: &TapeIndex = &self.index;
-        fn answer<'a>(
-            index: &'a TapeIndex,
-            b: &'a crate::tape::index::BadClientLine,
-            accepted_too: bool,
-        ) -> Option<BadAnswer<'a>> {
+        let answer = |n: usize| -> Option<BadAnswer<'_>> {
+            let b = &index.bad_lines[n];
             let message = b
                 .answer
                 .or_else(|| index.exchanges.get(b.exchange?)?.response);
             match (message, b.refusal(index)) {
                 (Some(m), _) => Some(BadAnswer::Message(&index.msgs[m])),
-                (None, Some(r)) => Some(BadAnswer::Refused(r)),
+                (None, Some(r)) => refusals.then_some(BadAnswer::Refused(r)),
                 (None, None) => accepted_too.then_some(BadAnswer::Accepted),
             }
-        }
+        };
         let mut used = self.bad_lines_used.lock().expect("bad lines lock");
         used.resize(index.bad_lines.len(), false);
         let (n, a) = index.bad_lines.iter().enumerate().find_map(|(n, b)| {
             if used[n] {
                 return None;
             }
-            let a = answer(index, b, accepted_too)?;
+            let a = answer(n)?;
             index
                 .read_bytes(&index.msgs[b.msg])
                 .is_ok_and(|r| r == bytes)
