@@ -50,6 +50,8 @@ const SESSION: &str = "mcp-session-id";
 const STATELESS: &str = "";
 
 struct Session {
+    /// Its `Mcp-Session-Id` (empty: the stateless session; a legacy session's `sessionId`).
+    id: Box<str>,
     shared: Arc<Shared>,
     matcher: tokio::sync::Mutex<Matcher>,
     /// Client messages so far, for placing standalone messages.
@@ -206,6 +208,8 @@ struct Player {
     taken: Mutex<std::collections::HashSet<u32>>,
     /// The standalone messages (indexes into `index.standalone`) of each recorded session.
     standalone: HashMap<Option<u32>, Vec<usize>>,
+    /// The recorded requests the sessions' matchers warned about as ambiguous: once a run.
+    warned: super::matcher::Warned,
 }
 
 /// Serves until `shutdown` completes, then returns the combined report of every session;
@@ -256,6 +260,7 @@ pub async fn serve_http_on(
         standalone.entry(st.session).or_default().push(i);
     }
     let player = Arc::new(Player {
+        warned: Default::default(),
         taken: Mutex::default(),
         standalone,
         index: Arc::new(index),
@@ -355,8 +360,15 @@ impl Player {
             _ if bad => {
                 // What the recorded server answered the same bytes, if the tape says; else, as
                 // over stdio, a batch or JSON that is no request is not a parse error.
-                let recorded = session.shared.recorded_bad_line(&body);
+                let recorded = session.shared.recorded_bad_post(&body, false);
                 session.shared.report.lock().expect("report lock").rejected += 1;
+                let recorded = match recorded {
+                    Some(serve::BadAnswer::Refused(r)) => {
+                        return with_session(refusal_response(r), r, Some(&session.id));
+                    }
+                    Some(serve::BadAnswer::Message(m)) => Some(m),
+                    Some(serve::BadAnswer::Accepted) | None => None,
+                };
                 match recorded.and_then(|m| Some((m, self.index.read_bytes(m).ok()?))) {
                     Some((meta, line)) => {
                         let h = meta.http.as_deref();
@@ -403,9 +415,9 @@ impl Player {
                     }
                     None => crate::diag!("mcptape play: the client answered a request mcptape did not send (id {id})"),
                 }
-                accepted(&self.index, "")
+                accepted(&self.index, "", Some(&session.id))
             }
-            Kind::Notification => accepted(&self.index, ""),
+            Kind::Notification => accepted(&self.index, "", Some(&session.id)),
             _ => {
                 // As over stdio: a batch, or JSON that is no message, is not a parse error.
                 let (code, text) = serve::rejection(c.kind);
@@ -560,7 +572,7 @@ impl Player {
         if let Some(r) = &exchange.refusal {
             // Refused without a JSON-RPC answer: the same status, headers and body again.
             session.shared.report.lock().expect("report lock").served += 1;
-            return refusal_response(r);
+            return with_session(refusal_response(r), r, Some(&session.id));
         }
         // The recorded answer's status and content type (a `400` with a JSON-RPC error is a
         // `400` again).
@@ -571,6 +583,11 @@ impl Player {
             .and_then(|h| h.status)
             .and_then(|s| StatusCode::from_u16(s).ok())
             .unwrap_or(StatusCode::OK);
+        // The session's id on the answer, where the recorded answer carried the recorded
+        // session's (both reference SDKs' servers send it on every answer in a session).
+        let session_id = answer_http
+            .filter(|h| h.with_session && !session.id.is_empty())
+            .and_then(|_| HeaderValue::from_str(&session.id).ok());
         let (tx, mut rx) = mpsc::channel::<StreamItem>(STREAM_QUEUE);
         let shared = session.shared.clone();
         // SSE when the recording answered over SSE, or the exchange carries more than its answer.
@@ -599,9 +616,12 @@ impl Player {
                     let mut r = full(status, "application/json", trim_nl(&line).to_string());
                     r.headers_mut()
                         .insert(hyper::header::CONTENT_TYPE, content_type);
+                    if let Some(v) = session_id {
+                        r.headers_mut().insert(SESSION, v);
+                    }
                     r
                 }
-                None => accepted(&self.index, ""),
+                None => accepted(&self.index, "", Some(&session.id)),
             };
         }
         // The exchange's notifications and server requests, then its response, as SSE events,
@@ -652,7 +672,11 @@ impl Player {
                 }
             }
         });
-        sse_response(brx)
+        let mut r = sse_response(brx);
+        if let Some(v) = session_id {
+            r.headers_mut().insert(SESSION, v);
+        }
+        r
     }
 
     /// HTTP+SSE (2024-11-05): GET opens a session's event stream, whose first event names the
@@ -692,6 +716,9 @@ impl Player {
                     arrived: tokio::time::Instant::now(),
                 };
                 let c = classify(&body);
+                if crate::wire::classify::unservable(c.kind, c.id.as_deref(), &body) {
+                    return self.legacy_bad_post(&session, &body, &c, due).await;
+                }
                 match c.kind {
                     Kind::Request => {
                         let (id, method) = (c.id.unwrap_or_default(), c.method.unwrap_or_default());
@@ -753,10 +780,57 @@ impl Player {
                     _ => {}
                 }
                 self.emit_standalone(&session, due).await;
-                accepted(&self.index, "Accepted")
+                accepted(&self.index, "Accepted", None)
             }
             _ => plain(StatusCode::METHOD_NOT_ALLOWED, "mcptape play: GET or POST"),
         }
+    }
+
+    /// A POST on the HTTP+SSE transport whose body no server could serve (not JSON, no
+    /// message, a batch, a request with an unusual id): answered as the recorded server answered
+    /// the same bytes — its refusal, `202` (and its error on the event stream) — or, not
+    /// recorded, `400` with a plain text and no `Content-Type`, as server-everything's `sse`
+    /// mode and the Python SDK's SSE server answer what they cannot read (not the `202` of a
+    /// message taken).
+    async fn legacy_bad_post(
+        &self,
+        session: &Arc<Session>,
+        body: &[u8],
+        c: &crate::wire::classify::Classified,
+        due: serve::Due,
+    ) -> Response<RespBody> {
+        session.shared.report.lock().expect("report lock").rejected += 1;
+        let response = match session.shared.recorded_bad_post(body, true) {
+            Some(serve::BadAnswer::Refused(r)) => refusal_response(r),
+            Some(serve::BadAnswer::Message(m)) => {
+                // Answered on the event stream, as every answer on this transport.
+                if let Ok(line) = self.index.read_bytes(m) {
+                    serve::send(&session.shared.out, line).await;
+                }
+                accepted(&self.index, "Accepted", None)
+            }
+            Some(serve::BadAnswer::Accepted) => accepted(&self.index, "Accepted", None),
+            None => {
+                let (_, text) = serve::rejection(c.kind);
+                crate::diag!(
+                    "mcptape play: {text}: a POST of {} bytes{}",
+                    body.len(),
+                    c.problem
+                        .as_ref()
+                        .map(|p| format!(" ({p})"))
+                        .unwrap_or_default()
+                );
+                let mut r = full(
+                    StatusCode::BAD_REQUEST,
+                    "text/plain",
+                    format!("mcptape play: {text}"),
+                );
+                r.headers_mut().remove(hyper::header::CONTENT_TYPE);
+                r
+            }
+        };
+        self.emit_standalone(session, due).await;
+        response
     }
 
     /// Messages the recording had tied to no request, at the same point of the conversation:
@@ -883,6 +957,7 @@ impl Player {
         // go to its GET stream, or wait for one.
         let (out, mut out_rx) = mpsc::channel::<OutLine>(STREAM_QUEUE);
         let session = Arc::new(Session {
+            id: id.into(),
             shared: Arc::new(Shared {
                 index: self.index.clone(),
                 out,
@@ -896,7 +971,9 @@ impl Player {
                 keep_line_ends: false,
                 bad_lines_used: Mutex::default(),
             }),
-            matcher: tokio::sync::Mutex::new(Matcher::for_play(&self.index, &self.opts)),
+            matcher: tokio::sync::Mutex::new(
+                Matcher::for_play(&self.index, &self.opts).sharing_warnings(self.warned.clone()),
+            ),
             c2s: AtomicU64::new(0),
             recorded: Mutex::new(None),
             next_standalone: Mutex::new(0),
@@ -994,8 +1071,13 @@ fn cut_response() -> Response<RespBody> {
 /// The answer to a POST that calls for no JSON-RPC answer (a notification, a response; any POST
 /// on the HTTP+SSE transport): as the recorded server answered such a POST (its status,
 /// `Content-Type` and body, `http-accepted` on the tape); on a tape that does not say, `202
-/// Accepted` with `body` and no `Content-Type`, as the reference SDKs' servers answer.
-fn accepted(index: &crate::tape::TapeIndex, body: &'static str) -> Response<RespBody> {
+/// Accepted` with `body` and no `Content-Type`, as the reference SDKs' servers answer. With the
+/// session's id `session` when the recorded answer carried one.
+fn accepted(
+    index: &crate::tape::TapeIndex,
+    body: &'static str,
+    session: Option<&str>,
+) -> Response<RespBody> {
     let Some(r) = &index.http.accepted else {
         let mut resp = full(StatusCode::ACCEPTED, "text/plain", body);
         resp.headers_mut().remove(hyper::header::CONTENT_TYPE);
@@ -1011,22 +1093,38 @@ fn accepted(index: &crate::tape::TapeIndex, body: &'static str) -> Response<Resp
         Some(v) => resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v),
         None => resp.headers_mut().remove(hyper::header::CONTENT_TYPE),
     };
+    with_session(resp, r, session)
+}
+
+/// `resp` with the session's id `session` (not the stateless one), when the recorded answer
+/// `r` carried the recorded session's.
+fn with_session(
+    mut resp: Response<RespBody>,
+    r: &crate::tape::index::HttpRefusal,
+    session: Option<&str>,
+) -> Response<RespBody> {
+    let id = session
+        .filter(|s| r.session && !s.is_empty())
+        .and_then(|s| HeaderValue::from_str(s).ok());
+    if let Some(v) = id {
+        resp.headers_mut().insert(SESSION, v);
+    }
     resp
 }
 
-/// A recorded refusal given again: its status, `Content-Type`, `Allow` and body.
+/// A recorded refusal given again: its status, `Content-Type` (none when it had none, also
+/// with a body), `Allow` and body.
 fn refusal_response(r: &crate::tape::index::HttpRefusal) -> Response<RespBody> {
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
     let mut resp = full(status, "text/plain; charset=utf-8", r.body.clone());
-    if let Some(v) = r
+    match r
         .content_type
         .as_deref()
         .and_then(|c| HeaderValue::from_str(c).ok())
     {
-        resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
-    } else if r.body.is_empty() {
-        resp.headers_mut().remove(hyper::header::CONTENT_TYPE);
-    }
+        Some(v) => resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v),
+        None => resp.headers_mut().remove(hyper::header::CONTENT_TYPE),
+    };
     if let Some(v) = r
         .allow
         .as_deref()

@@ -44,7 +44,14 @@ pub struct Matcher {
     /// Requests served among recorded ones that differ only in redacted values, one entry per
     /// recorded request (its params with every marker alike), warned about once.
     ambiguous: Vec<Ambiguity>,
+    /// The recorded requests warned about already by any matcher of this play run (over
+    /// HTTP each session has its matcher; the warning is said once a run, as over stdio).
+    warned: Option<Warned>,
 }
+
+/// The match keys of the recorded requests whose ambiguity warning was said, shared by the
+/// matchers of one play run.
+pub(crate) type Warned = std::sync::Arc<std::sync::Mutex<std::collections::HashSet<MatchKey>>>;
 
 /// Requests that fitted several recorded requests differing only in redacted values (made with
 /// different secrets), one recorded request's worth: said once on stderr, counted for the
@@ -242,7 +249,15 @@ impl Matcher {
             miss_room: MISS_VIEWS_ROOM,
             markers: HashMap::new(),
             ambiguous: Vec::new(),
+            warned: None,
         }
+    }
+
+    /// This matcher, saying its ambiguity warnings only where no matcher sharing `warned`
+    /// said them (its counts stay its own, for the summary to add up).
+    pub(crate) fn sharing_warnings(mut self, warned: Warned) -> Matcher {
+        self.warned = Some(warned);
+        self
     }
 
     /// [`take`](Self::take)'s answer for a request whose params' exact text (`None`: it has no
@@ -541,10 +556,23 @@ impl Matcher {
             match self.ambiguous.iter_mut().find(|a| a.key == key) {
                 Some(a) => a.times += 1,
                 None => {
-                    crate::diag!(
-                        "{}",
-                        ambiguous_warning(index, method, asked, ex, secrets.len(), keyed.is_some())
-                    );
+                    let first = self
+                        .warned
+                        .as_ref()
+                        .is_none_or(|w| w.lock().expect("warned lock").insert(key));
+                    if first {
+                        crate::diag!(
+                            "{}",
+                            ambiguous_warning(
+                                index,
+                                method,
+                                asked,
+                                ex,
+                                secrets.len(),
+                                keyed.is_some()
+                            )
+                        );
+                    }
                     self.ambiguous.push(Ambiguity {
                         what: format!("{method}{}", tool_name(asked)),
                         times: 1,

@@ -359,28 +359,76 @@ pub(crate) struct Shared {
     pub(crate) bad_lines_used: Mutex<Vec<bool>>,
 }
 
+/// How the recorded server answered a bad client line (see [`Shared::recorded_bad_post`]).
+pub(crate) enum BadAnswer<'a> {
+    /// A JSON-RPC message (an error without an id, or the answer to a request with an unusual
+    /// id).
+    Message(&'a MsgMeta),
+    /// Over HTTP, a refusal without one.
+    Refused(&'a crate::tape::index::HttpRefusal),
+    /// Over HTTP+SSE, accepted and not answered.
+    Accepted,
+}
+
 impl Shared {
     /// The recorded server's answer to a bad client line of exactly these bytes (see
     /// [`BadClientLine`](crate::tape::index::BadClientLine)), the earliest not yet given; `None`
     /// when the tape holds no such line with an answer play can give (an error without an id,
     /// or the answer to a request with an unusual id) left.
     pub(crate) fn recorded_bad_line(&self, bytes: &[u8]) -> Option<&MsgMeta> {
-        let index = &self.index;
-        let answer = |b: &crate::tape::index::BadClientLine| {
-            b.answer
-                .or_else(|| index.exchanges.get(b.exchange?)?.response)
+        match self.recorded_bad(bytes, false, false)? {
+            BadAnswer::Message(m) => Some(m),
+            BadAnswer::Refused(_) | BadAnswer::Accepted => None,
+        }
+    }
+
+    /// [`recorded_bad_line`](Self::recorded_bad_line) over HTTP: the recorded answer may also
+    /// be a refusal without a JSON-RPC message (an `http-error` of its POST); with
+    /// `accepted_too`, a line its server answered neither way counts as accepted (on the
+    /// HTTP+SSE transport, what a server accepts it answers `202` and nothing more).
+    pub(crate) fn recorded_bad_post(
+        &self,
+        bytes: &[u8],
+        accepted_too: bool,
+    ) -> Option<BadAnswer<'_>> {
+        self.recorded_bad(bytes, true, accepted_too)
+    }
+
+    /// The earliest bad client line of these bytes not given yet whose answer is a message,
+    /// or (`refusals`) a refusal, or (`accepted_too`) neither; marked given. Lines answered
+    /// otherwise are left for a reader that takes their answer.
+    fn recorded_bad(
+        &self,
+        bytes: &[u8],
+        refusals: bool,
+        accepted_too: bool,
+    ) -> Option<BadAnswer<'_>> {
+        let index: &TapeIndex = &self.index;
+        let answer = |n: usize| -> Option<BadAnswer<'_>> {
+            let b = &index.bad_lines[n];
+            let message = b
+                .answer
+                .or_else(|| index.exchanges.get(b.exchange?)?.response);
+            match (message, b.refusal(index)) {
+                (Some(m), _) => Some(BadAnswer::Message(&index.msgs[m])),
+                (None, Some(r)) => refusals.then_some(BadAnswer::Refused(r)),
+                (None, None) => accepted_too.then_some(BadAnswer::Accepted),
+            }
         };
         let mut used = self.bad_lines_used.lock().expect("bad lines lock");
         used.resize(index.bad_lines.len(), false);
         let (n, a) = index.bad_lines.iter().enumerate().find_map(|(n, b)| {
-            let a = answer(b).filter(|_| !used[n])?;
+            if used[n] {
+                return None;
+            }
+            let a = answer(n)?;
             index
                 .read_bytes(&index.msgs[b.msg])
                 .is_ok_and(|r| r == bytes)
                 .then_some((n, a))
         })?;
         used[n] = true;
-        Some(&index.msgs[a])
+        Some(a)
     }
 
     /// What goes around recorded message `meta`'s body on the line play writes, when it is not

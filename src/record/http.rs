@@ -488,6 +488,17 @@ pub fn tape_post(tape: &Recorder, n: u64, body: &[u8], facts: &mut HttpFacts) {
     }
 }
 
+/// The facts of an answer that carried no message, as its event tapes them: the request's,
+/// with the answer's own content type in place of the request's (none when it sent none).
+fn answer_facts(facts: &HttpFacts, content_type: &str) -> Map<String, Value> {
+    let mut map = facts.to_map();
+    map.remove("content_type");
+    if !content_type.is_empty() {
+        map.insert("content_type".into(), json!(content_type));
+    }
+    map
+}
+
 /// A JSON-RPC error for the request in `body` (its id if it had one), so the client sees why.
 fn jsonrpc_error(status: StatusCode, body: &[u8], message: &str) -> Response<RespBody> {
     let id = serde_json::from_slice::<Value>(body)
@@ -670,7 +681,9 @@ impl crate::transport::http::Handler for Proxy {
         } else if !status.is_success() {
             // A refusal without a JSON-RPC answer (`405`, a plain-text `400`, a `404` for an
             // unknown session): its status, headers that matter and body, for play to give again.
-            let mut facts = facts.to_map();
+            // The content type is the answer's own, none when it sent none: the facts' is the
+            // request's then, and play would answer with a type the server never sent.
+            let mut facts = answer_facts(&facts, &content_type);
             facts.insert(
                 "body".into(),
                 json!(String::from_utf8_lossy(
@@ -680,13 +693,8 @@ impl crate::transport::http::Handler for Proxy {
             self.tape_event("http-error", Value::Object(facts));
         } else if parts.method == Method::POST {
             // A POST answered without a message (the `202 Accepted` to a notification or a
-            // response): how, for play to answer the same. The content type is the answer's
-            // own, none when it sent none (the facts' is the request's then).
-            let mut facts = facts.to_map();
-            facts.remove("content_type");
-            if !content_type.is_empty() {
-                facts.insert("content_type".into(), json!(content_type));
-            }
+            // response): how, for play to answer the same.
+            let mut facts = answer_facts(&facts, &content_type);
             if !body.is_empty() {
                 facts.insert(
                     "body".into(),

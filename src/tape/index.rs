@@ -131,6 +131,10 @@ pub struct HttpMsg {
     /// A server message came on a GET stream (a resumed stream, when it answers a POSTed
     /// request).
     pub on_get: bool,
+    /// A server message whose HTTP answer carried the session's `Mcp-Session-Id` (both
+    /// reference SDKs' servers send it on every answer in a session): play sends its own.
+    #[serde(default)]
+    pub with_session: bool,
 }
 
 /// An SSE event's name as recorded: `message`, what nearly every server names its events, is
@@ -245,6 +249,20 @@ pub struct BadClientLine {
     /// A request with an id that is not a string or a number is also an exchange (a server
     /// may answer it with that id): its number.
     pub exchange: Option<usize>,
+    /// Over HTTP, the refusal without a JSON-RPC answer its POST got (`http-error`): the
+    /// HTTP+SSE transport's servers answer a body they cannot read `400` with a plain text.
+    #[serde(default)]
+    pub refusal: Option<Box<HttpRefusal>>,
+}
+
+impl BadClientLine {
+    /// The refusal its POST got, also where it is the refusal of its exchange.
+    pub fn refusal<'a>(&'a self, index: &'a TapeIndex) -> Option<&'a HttpRefusal> {
+        self.refusal.as_deref().or_else(|| {
+            let ex = index.exchanges.get(self.exchange?)?;
+            ex.refusal.as_deref()
+        })
+    }
 }
 
 /// An HTTP answer that carried no JSON-RPC message: a refusal (`405` with `Allow: POST`, a
@@ -259,6 +277,10 @@ pub struct HttpRefusal {
     pub allow: Option<String>,
     /// The body (errors are small: at most 64 KiB of it is taped).
     pub body: String,
+    /// It carried the session's `Mcp-Session-Id` (the Python SDK's server sends it on every
+    /// answer in a session, its `202 Accepted` too): play sends its own session's.
+    #[serde(default)]
+    pub session: bool,
 }
 
 /// What an HTTP tape says about requests that are not POSTed messages.
@@ -828,6 +850,7 @@ fn meta_of(item: &Scanned<'_>, m: &MsgFields<'_>, session: Option<u32>) -> MsgMe
                 event_id: m.http.event_id.as_deref().map(str::to_string),
                 event: m.http.event.as_deref().map(SseName::of),
                 on_get: m.http.get_stream,
+                with_session: m.http.created.is_some(),
             })
         }),
         appended: m.appended,
@@ -1069,11 +1092,24 @@ impl Builder {
     /// A refusal without a JSON-RPC answer: the POSTed request it answers (by POST, else by id
     /// in the session) is answered by it; a refused GET or DELETE is kept for play.
     fn refusal(&mut self, ev: HttpEvent<'_>) {
+        // Before the event taped the answer's own content type only, a POST refused without
+        // one taped the request's (`application/json`). An answer of that type with a body is
+        // taped as a message, never as this event: here it can only be the request's.
+        let requests = ev.method.as_deref() == Some("POST")
+            && ev.body.as_deref().is_some_and(|b| !b.is_empty())
+            && ev
+                .content_type
+                .as_deref()
+                .is_some_and(|c| c.starts_with("application/json"));
         let refusal = HttpRefusal {
             status: ev.status.unwrap_or(400),
-            content_type: ev.content_type.map(|c| c.into_owned()),
+            content_type: ev
+                .content_type
+                .filter(|_| !requests)
+                .map(|c| c.into_owned()),
             allow: ev.allow.map(|a| a.into_owned()),
             body: ev.body.map(|b| b.into_owned()).unwrap_or_default(),
+            session: ev.session.is_some(),
         };
         match ev.method.as_deref() {
             Some("POST") => {
@@ -1087,6 +1123,9 @@ impl Builder {
                     self.exchanges[ex].refusal = Some(Box::new(refusal));
                     let req_scope = scope_of(&self.msgs[self.exchanges[ex].request]);
                     self.close(ex, req_scope);
+                } else if let Some(b) = ev.post.and_then(|p| self.bad_line_of_post(p)) {
+                    // A body no server could serve (not JSON, no message), refused.
+                    self.bad_lines[b].refusal = Some(Box::new(refusal));
                 }
             }
             Some(m) => {
@@ -1094,6 +1133,13 @@ impl Builder {
             }
             None => {}
         }
+    }
+
+    /// The bad client line POST `post` carried (the latest: a POST's answer follows it).
+    fn bad_line_of_post(&self, post: u64) -> Option<usize> {
+        self.bad_lines
+            .iter()
+            .rposition(|b| self.msgs[b.msg].http.as_ref().and_then(|h| h.post) == Some(post))
     }
 
     /// How the server answered a POST without a message (`http-accepted`): the first one is
@@ -1105,6 +1151,7 @@ impl Builder {
                 content_type: ev.content_type.map(|c| c.into_owned()),
                 allow: None,
                 body: ev.body.map(|b| b.into_owned()).unwrap_or_default(),
+                session: ev.session.is_some(),
             });
         }
     }
@@ -1195,6 +1242,7 @@ impl Builder {
                 msg: idx,
                 answer: None,
                 exchange,
+                refusal: None,
             });
         }
         match (m.dir, m.kind, m.id) {
@@ -1501,6 +1549,9 @@ struct HttpEvent<'a> {
     request_id: Option<&'a serde_json::value::RawValue>,
     #[serde(borrow, default)]
     mcp_session_id: Option<Cow<'a, str>>,
+    /// The `Mcp-Session-Id` the answer carried (a marker on the tape: only whether it did).
+    #[serde(borrow, default)]
+    session: Option<Cow<'a, str>>,
 }
 
 /// The line, when it is an event the index reads (`http-error`, `sse-priming`).
@@ -1624,6 +1675,26 @@ mod tests {
                     assert_eq!(at(&fast.body), at(&slow.body), "{line}");
                 }
             }
+        }
+    }
+
+    /// An `http-error` event of a POST as mcptape wrote it before it taped the answer's own
+    /// content type only: a refusal sent without one carried the request's `application/json`.
+    /// Its refusal has none; a refusal's own type other than JSON is kept.
+    #[test]
+    fn a_post_refusal_with_the_requests_content_type_has_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let req = r#"{"type":"msg","seq":1,"t_us":5,"server":"default","dir":"c2s","kind":"request","id":3,"method":"edge/bare","msg":{"jsonrpc":"2.0","id":3,"method":"edge/bare"},"http":{"method":"POST","path":"/mcp","content_type":"application/json","post":1,"request_id":3}}"#;
+        let old = r#"{"type":"event","t_us":9,"server":"default","what":"http-error","method":"POST","path":"/mcp","content_type":"application/json","post":1,"request_id":3,"status":400,"body":"refused"}"#;
+        let own = r#"{"type":"event","t_us":9,"server":"default","what":"http-error","method":"POST","path":"/mcp","content_type":"text/plain","post":1,"request_id":3,"status":400,"body":"refused"}"#;
+        for (event, want) in [(old, None), (own, Some("text/plain"))] {
+            let path = dir.path().join("t.jsonl");
+            chained_tape(&path, &[SERVER, req, event]);
+            let index = TapeIndex::load(&path, None).unwrap();
+            let refusal = index.exchanges[0].refusal.as_deref().expect("refused");
+            assert_eq!(refusal.status, 400);
+            assert_eq!(refusal.body, "refused");
+            assert_eq!(refusal.content_type.as_deref(), want, "{event}");
         }
     }
 

@@ -122,9 +122,12 @@ struct Meta {
 /// answers belongs to no exchange and is not standalone; 10: an entry ends with its SHA-256;
 /// 11: the header's marker key id, a stdio line's CRLF and the whitespace around its JSON, an
 /// HTTP tape's `http-accepted`, and the client's bad lines with their answers; 12: integers
-/// beyond 64 bits and lone surrogates in params keyed exactly, `wire/exact.rs`), so an entry
-/// written by a build of the same version before the change is not used.
-const INDEX_FORMAT: u32 = 12;
+/// beyond 64 bits and lone surrogates in params keyed exactly, `wire/exact.rs`; 13: a POST
+/// refusal's `content_type` that can only be the request's is dropped, and an `http-accepted`
+/// or `http-error` answer says whether it carried the session id, a bad client line holds
+/// its POST's refusal, and a server message whether its answer carried the session id), so an entry written by
+/// a build of the same version before the change is not used.
+const INDEX_FORMAT: u32 = 13;
 
 /// This build: its version, and the match key of a probe, so that an entry whose keys another
 /// key function made (a build with another hash) is never used.

@@ -18,7 +18,7 @@ pub(crate) use crate::harness::{free_port, http_open, post_headers, Proc, Served
 /// in pieces with flushes and pauses between them, a multi-line `data:` event, then — only once
 /// `GET /release/sse` arrived — the response); `edge/hang` one progress event, then after
 /// `GET /release/hang` more events until the reader goes away; `edge/fail` a 500 in text/plain;
-/// anything else a plain JSON result echoing the method. HTTP/1.0: bodies end when it closes.
+/// `edge/bare` a 400 with a body and no `Content-Type`; anything else a plain JSON result echoing the method. HTTP/1.0: bodies end when it closes.
 const EDGE_UPSTREAM: &str = r#"
 SSE_HEAD = [
     (": heartbeat\n\n", 0.05),
@@ -51,6 +51,14 @@ class H(Quiet):
             body = b"upstream exploded"
             self.send_response(500)
             self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if method == "edge/bare":
+            # A refusal with a body but no Content-Type at all.
+            body = b"refused, and no content type"
+            self.send_response(400)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
@@ -892,6 +900,36 @@ fn an_upstream_5xx_is_forwarded_with_its_status_and_taped() {
         "{}",
         ev[0]
     );
+}
+
+/// A refusal the upstream sent without a `Content-Type` is taped without one (not with the
+/// request's `application/json`), and play gives it again without one: its status and body,
+/// nothing the server never said.
+#[test]
+fn a_refusal_without_a_content_type_is_taped_and_played_without_one() {
+    let dir = tmp();
+    let edge = edge_recording(dir.path(), "bare.jsonl");
+    let answer = |url: &str| {
+        let mut s = post_open(url, &edge_request(3, "edge/bare"));
+        let ct = s.header("content-type").map(String::from);
+        (s.status, ct, text(&s.body()))
+    };
+    let recorded = answer(&edge.rec.url);
+    assert_eq!(
+        recorded,
+        (400, None, "refused, and no content type".to_string()),
+        "through record --url"
+    );
+    edge.rec.stop();
+    let lines = tape_lines(&edge.tape);
+    let ev = events(&lines, "http-error");
+    assert_eq!(ev.len(), 1, "{lines:?}");
+    assert_eq!(ev[0]["status"], 400, "{}", ev[0]);
+    assert!(ev[0].get("content_type").is_none(), "{}", ev[0]);
+    let play = Served::play(&edge.tape);
+    let played = answer(&play.url);
+    play.stop();
+    assert_eq!(played, recorded, "from the tape");
 }
 
 // --- 7, 8: SSE edge cases --------------------------------------------------------------------
@@ -2055,9 +2093,12 @@ class H(Quiet):
 }
 
 /// What a server answers to a POSTed notification and to a POSTed response (to a server request
-/// it never sent: accepted all the same) after an `initialize` at `url`: status,
-/// `Content-Type` (`None`: none sent) and body, each.
-fn accepted_answers(url: &str) -> Vec<(u16, Option<String>, String)> {
+/// it never sent: accepted all the same), then to a `ping`, after an `initialize` at `url`:
+/// status, `Content-Type` (`None`: none sent), `Mcp-Session-Id` (`"the session's"` when it is
+/// the id `initialize` gave, as ids differ from session to session) and body, each (the
+/// ping's left out: its SSE event ids differ from session to session too).
+type Accepted = (u16, Option<String>, Option<String>, String);
+fn accepted_answers(url: &str) -> Vec<Accepted> {
     let mut init = post_open_ok(url, &req(0, "initialize", init_params()));
     let sid = init
         .header("mcp-session-id")
@@ -2071,19 +2112,35 @@ fn accepted_answers(url: &str) -> Vec<(u16, Option<String>, String)> {
     let msgs = [
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
         json!({"jsonrpc": "2.0", "id": "s-1", "result": {}}),
+        req(1, "ping", json!({})),
     ];
     msgs.iter()
         .map(|m| {
             let mut s = http_open(url, "POST", &h, m.to_string().as_bytes());
             let body = text(&s.body());
-            (s.status, s.header("content-type").map(String::from), body)
+            let body = if m.get("method").is_some_and(|m| m == "ping") {
+                String::new()
+            } else {
+                body
+            };
+            let session = s
+                .header("mcp-session-id")
+                .map(|v| if v == sid { "the session's" } else { v }.to_string());
+            (
+                s.status,
+                s.header("content-type").map(String::from),
+                session,
+                body,
+            )
         })
         .collect()
 }
 
 /// The `202 Accepted` a POSTed notification or response gets is played back as the recorded
-/// server sent it: server-everything sends no `Content-Type`, the Python SDK
-/// `application/json`; the tape keeps which (an `http-accepted` event), and play sends that.
+/// server sent it: server-everything sends no `Content-Type` and no `Mcp-Session-Id`, the
+/// Python SDK `application/json` and the session's id; the tape keeps which (an
+/// `http-accepted` event), and play sends that (its own session's id). Both send the session's
+/// id on the answer to a request, and play does too.
 #[test]
 fn play_answers_a_posted_notification_or_response_as_the_recorded_server_did() {
     type Start = fn(&Path) -> (Proc, String);
@@ -2096,8 +2153,29 @@ fn play_answers_a_posted_notification_or_response_as_the_recorded_server_did() {
         let tape = dir.path().join("accepted.jsonl");
         let (_server, upstream) = start(dir.path());
         let direct = accepted_answers(&upstream);
+        let (accepted, ping) = direct.split_at(2);
         assert!(
-            direct.iter().all(|(status, ..)| *status == 202),
+            accepted.iter().all(|(status, ..)| *status == 202),
+            "{name}: {direct:?}"
+        );
+        // What each server does with the session id on a 202 (seen with curl too), and on
+        // the answer to a request: both send it there.
+        assert_eq!(ping[0].0, 200, "{name}: {direct:?}");
+        assert_eq!(
+            ping[0].2.as_deref(),
+            Some("the session's"),
+            "{name}: {direct:?}"
+        );
+        let with_session = accepted
+            .iter()
+            .all(|a| a.2.as_deref() == Some("the session's"));
+        let without = accepted.iter().all(|a| a.2.is_none());
+        assert!(
+            if name == "the Python SDK" {
+                with_session
+            } else {
+                without
+            },
             "{name}: {direct:?}"
         );
         let rec = Served::record(&upstream, &tape);
@@ -2155,4 +2233,104 @@ fn play_answers_a_bad_post_with_what_server_everything_answered_it() {
     let played = bad(&play.url);
     play.stop();
     assert_eq!(played, recorded, "the recorded answers, as they were");
+}
+
+/// A session of the HTTP+SSE transport at `sse_url`: its event stream (kept open: the session
+/// lives as long as it) and the URL its `endpoint` event names to POST to.
+fn legacy_session(sse_url: &str) -> (HttpStream, String) {
+    let mut get = http_open(sse_url, "GET", &[("Accept", "text/event-stream")], b"");
+    assert_eq!(get.status, 200, "GET {sse_url}");
+    let mut seen = String::new();
+    let endpoint = loop {
+        let piece = get
+            .next_piece()
+            .expect("an endpoint event before the stream ends");
+        seen.push_str(&text(&piece).replace("\r\n", "\n"));
+        let event = seen
+            .split("\n\n")
+            .find(|e| e.contains("event: endpoint") && seen.contains(&format!("{e}\n\n")));
+        if let Some(data) = event.and_then(|e| e.lines().find_map(|l| l.strip_prefix("data: "))) {
+            break data.trim().to_string();
+        }
+    };
+    let url = if endpoint.starts_with("http://") {
+        endpoint
+    } else {
+        let (authority, _) = crate::harness::split_url(sse_url);
+        format!("http://{authority}{endpoint}")
+    };
+    (get, url)
+}
+
+/// POST bodies no server can serve as messages: not JSON, a request whose id is an object,
+/// JSON that is no message.
+const BAD_BODIES: [&str; 3] = [
+    "this is not json",
+    r#"{"jsonrpc":"2.0","id":{"k":1},"method":"tools/list"}"#,
+    r#"{"foo":1}"#,
+];
+
+/// What a server of the HTTP+SSE transport at `sse_url` answers each of `bodies` POSTed in one
+/// session: status, `Content-Type` (`None`: none sent) and body.
+fn legacy_answers(sse_url: &str, bodies: &[&str]) -> Vec<(u16, Option<String>, String)> {
+    let (_events, post_url) = legacy_session(sse_url);
+    bodies
+        .iter()
+        .map(|b| {
+            let mut s = http_open(
+                &post_url,
+                "POST",
+                &[("Content-Type", "application/json")],
+                b.as_bytes(),
+            );
+            let ct = s.header("content-type").map(String::from);
+            (s.status, ct, text(&s.body()))
+        })
+        .collect()
+}
+
+/// On the HTTP+SSE transport a POST whose body is not a message is refused, not accepted:
+/// server-everything's `sse` mode answers `400` with `Invalid message: <the body>` and the
+/// Python SDK's SSE server `400` with `Could not parse message`, neither with a
+/// `Content-Type` (the Python SDK accepts a request whose id is an object: `202`). Play answers
+/// the same bytes as the recorded server did, and bytes it has no answer for `400`, as they
+/// do, never `202`.
+#[test]
+fn play_over_http_sse_answers_a_bad_post_as_the_recorded_server_did() {
+    type Start = fn(&Path) -> (Proc, String);
+    let servers: [(&str, Start); 2] = [
+        ("server-everything", |d| {
+            everything_http_at(d, "sse", "/sse")
+        }),
+        ("the Python SDK", py_server_sse),
+    ];
+    for (name, start) in servers {
+        let dir = tmp();
+        let tape = dir.path().join("bad-sse.jsonl");
+        let (_server, upstream) = start(dir.path());
+        let direct = legacy_answers(&upstream, &BAD_BODIES);
+        let (status, ct, body) = &direct[0];
+        assert!(
+            *status == 400 && ct.is_none() && !body.is_empty(),
+            "{name}: not JSON is refused: {direct:?}"
+        );
+        let rec = Served::record(&upstream, &tape);
+        let recorded = legacy_answers(&rec.url, &BAD_BODIES);
+        rec.stop();
+        assert_eq!(recorded, direct, "{name}: through record --url");
+        let play = Served::play_with(&tape, &["--transport", "sse"]);
+        let played = legacy_answers(&play.url, &BAD_BODIES);
+        let unrecorded = legacy_answers(&play.url, &["[1,2", "{}"]);
+        let err = play.stop();
+        assert_eq!(
+            played, direct,
+            "{name}: from the tape; play's stderr:\n{err}"
+        );
+        for (status, ct, body) in &unrecorded {
+            assert!(
+                *status == 400 && ct.is_none() && body.starts_with("mcptape play: "),
+                "{name}: not recorded: {unrecorded:?}"
+            );
+        }
+    }
 }

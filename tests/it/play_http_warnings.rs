@@ -1,7 +1,8 @@
 //! What play says about what it did, over Streamable HTTP (`play --listen`) as over stdio: an
 //! `initialize` asking another protocol version gets the recorded answer and one warning naming
 //! both; the Python SDK's `server/discover` probe on a pre-2026 tape is method-not-found and no
-//! miss; the summary counts the redaction markers served.
+//! miss; the summary counts the redaction markers served; a call that fits recorded calls
+//! differing only in redacted values is warned about once a run, not once a session.
 
 use crate::harness::*;
 use serde_json::{json, Value};
@@ -104,4 +105,50 @@ fn over_http_the_python_sdks_discover_probe_on_a_pre_2026_tape_is_no_miss() {
         &stderr,
         "answered 1 server/discover probe as the recorded pre-2026 server would (method not found)",
     );
+}
+
+/// `deploy` recorded over stdio with two tokens that differ only in redacted values (the tape
+/// cannot tell them apart), then played over HTTP to two sessions that each call it with the
+/// real token: play warns once for the play run, not once per session, and its summary counts
+/// both calls.
+#[test]
+fn over_http_requests_that_differ_only_in_secrets_are_warned_once_per_run() {
+    const API_KEY: &str = "sk-proj-Wq8sD2fG5hJ1kL9zX3cV7bN4mQ6wE0rT";
+    const TOKEN: &str = "ghp_H5jK8lZ2xC6vB9nM1qW4eR7tY3uI0oPaS2dF";
+    const SAID: &str = "differ only in redacted values; served";
+    let (_dir, tape) = tmp_tape("secrets.jsonl");
+    let deploy = |token: &str| json!({"name": "deploy", "arguments": {"service": "billing", "api_key": API_KEY, "token": token}});
+    let mut cmd = command(&record_cmd(&tape, &py_server()));
+    cmd.env_remove("MCPTAPE_REDACT_KEY");
+    let mut c = LineClient::spawn_cmd(cmd);
+    c.initialize();
+    c.call(1, "tools/call", deploy("not-a-github-token-1"));
+    c.call(2, "tools/call", deploy(TOKEN));
+    c.finish_with(0);
+    let raw = std::fs::read_to_string(&tape).unwrap();
+    assert!(!raw.contains(TOKEN), "the token is redacted on the tape");
+
+    let play = Served::play(&tape);
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    for n in 0..2 {
+        let (status, session, body) =
+            post_in(&play.url, None, &req(1, "initialize", init_params()));
+        assert_eq!(status, 200, "session {n}: {body}");
+        let session = session.expect("a session id");
+        assert_eq!(post_in(&play.url, Some(&session), &initialized).0, 202);
+        let (status, _, body) = post_in(
+            &play.url,
+            Some(&session),
+            &req(2, "tools/call", deploy(TOKEN)),
+        );
+        assert_eq!(status, 200, "session {n}: {body}");
+        assert_contains(&body, "authorized");
+    }
+    let stderr = play.stop();
+    assert_eq!(stderr.matches(SAID).count(), 1, "said once:\n{stderr}");
+    assert_contains(
+        &stderr,
+        ", 2 requests served among recorded requests that differ only in redacted values (tools/call deploy: 2)",
+    );
+    assert!(!stderr.contains(TOKEN), "no secret on stderr:\n{stderr}");
 }

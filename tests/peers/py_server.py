@@ -220,9 +220,13 @@ def review(code: str, language: str = "python") -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    parser.add_argument("--sse", action="store_true", help="serve the HTTP+SSE transport (2024-11-05)")
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args()
-    if args.http:
+    if args.sse:
+        print(f"py_server: HTTP+SSE on 127.0.0.1:{args.port}", file=sys.stderr)
+        mcp.run("sse", host="127.0.0.1", port=args.port)
+    elif args.http:
         print(f"py_server: streamable HTTP on 127.0.0.1:{args.port}", file=sys.stderr)
         mcp.run("streamable-http", host="127.0.0.1", port=args.port)
     else:

@@ -816,6 +816,18 @@ pub fn py_server_http(dir: &Path) -> (Proc, String) {
     (p, format!("http://127.0.0.1:{port}/mcp"))
 }
 
+/// The Python SDK fixture server over the HTTP+SSE transport (2024-11-05); its URL is
+/// `http://…/sse`.
+pub fn py_server_sse(dir: &Path) -> (Proc, String) {
+    let (p, port) = listening("py_server --sse", dir.join("py_server.log"), |port| {
+        let mut c = Command::new(python());
+        c.arg(peer("py_server.py"))
+            .args(["--sse", "--port", &port.to_string()]);
+        c
+    });
+    (p, format!("http://127.0.0.1:{port}/sse"))
+}
+
 /// tests/agents/stream_upstream.py in `dir`, a small Anthropic-shaped model API (HTTPS with
 /// `tls`, its CA in `dir/ca.pem`): the process and its base URL.
 pub fn model_upstream(dir: &Path, tls: bool) -> (Proc, String) {
