@@ -1238,6 +1238,43 @@ fn fold(total: &mut PlayReport, used: &mut [bool], s: &Session) {
 
 impl crate::transport::http::Handler for Player {
     async fn handle(&self, req: Request<Incoming>) -> Response<RespBody> {
+        let http = &self.index.http;
+        if http.preflight.is_none() && http.cors.is_none() {
+            return self.respond(req).await;
+        }
+        // CORS as the recorded server gave it (`transport::cors`): a preflight answered as
+        // recorded, the other answers with the recorded headers, echoing what this request
+        // asks where the server echoed what its own asked.
+        let mut asked = hyper::HeaderMap::new();
+        for name in [
+            hyper::header::ORIGIN,
+            hyper::header::ACCESS_CONTROL_REQUEST_HEADERS,
+            hyper::header::ACCESS_CONTROL_REQUEST_METHOD,
+        ] {
+            if let Some(v) = req.headers().get(&name) {
+                asked.insert(name, v.clone());
+            }
+        }
+        if *req.method() == Method::OPTIONS {
+            if let Some(p) = &http.preflight {
+                let status = StatusCode::from_u16(p.status).unwrap_or(StatusCode::NO_CONTENT);
+                let mut r = Response::new(crate::transport::http::whole_body(Bytes::new()));
+                *r.status_mut() = status;
+                p.apply(&asked, r.headers_mut());
+                return r;
+            }
+        }
+        let mut r = self.respond(req).await;
+        if let Some(c) = &http.cors {
+            c.apply(&asked, r.headers_mut());
+        }
+        r
+    }
+}
+
+impl Player {
+    /// A request answered as the recorded server answered it (CORS aside).
+    async fn respond(&self, req: Request<Incoming>) -> Response<RespBody> {
         if self.legacy {
             return self.handle_legacy(req).await;
         }

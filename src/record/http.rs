@@ -100,6 +100,8 @@ struct Proxy {
     max_message: usize,
     /// POSTs so far (shared by every handle of the proxy).
     posts: Arc<std::sync::atomic::AtomicU64>,
+    /// The CORS headers last taped (`http-cors`): taped again only when they change.
+    cors: Arc<std::sync::Mutex<Option<Value>>>,
 }
 
 /// Runs the proxy until `shutdown` completes (with the reason, e.g. `SIGINT`); `on_ready` gets
@@ -219,6 +221,7 @@ impl HttpProxy {
             pool: Arc::new(h1_client::Pool::new(connector, uri)),
             max_message,
             posts: Arc::default(),
+            cors: Arc::default(),
         });
         HttpProxy { proxy, public_url }
     }
@@ -386,6 +389,33 @@ impl Proxy {
         self.tape.event(what, details.into());
     }
 
+    /// Tapes what a browser needs to be answered again (`transport::cors`): a preflight's
+    /// answer (`http-options`) always, other answers' CORS headers when they first come or
+    /// change (`http-cors`). An answer without them costs one header lookup.
+    fn tape_cors(&self, method: &Method, request: &HeaderMap, answer: &HeaderMap, status: u16) {
+        if *method == Method::OPTIONS {
+            let details = crate::transport::cors::taped(request, answer, status)
+                .unwrap_or_else(|| json!({ "status": status }));
+            self.tape_event("http-options", details);
+            return;
+        }
+        if !crate::transport::cors::carried(answer) {
+            return;
+        }
+        let Some(details) = crate::transport::cors::taped(request, answer, status) else {
+            return;
+        };
+        let mut last = self.cors.lock().unwrap_or_else(|e| e.into_inner());
+        // The status is the answer's, not part of the CORS headers: compared without it.
+        let same = last.as_ref().is_some_and(|l| {
+            l["headers"] == details["headers"] && l["reflected"] == details["reflected"]
+        });
+        if !same {
+            self.tape_event("http-cors", details.clone());
+            *last = Some(details);
+        }
+    }
+
     fn clone_handle(&self) -> Arc<Proxy> {
         Arc::new(Proxy {
             tape: self.tape.clone(),
@@ -398,6 +428,7 @@ impl Proxy {
             pool: self.pool.clone(),
             max_message: self.max_message,
             posts: self.posts.clone(),
+            cors: self.cors.clone(),
         })
     }
 }
@@ -625,6 +656,7 @@ impl crate::transport::http::Handler for Proxy {
         {
             facts.allow = Some(allow.to_string());
         }
+        self.tape_cors(&parts.method, &headers, &out_headers, status.as_u16());
         crate::transport::upstream::strip_hop_by_hop(&mut out_headers);
         // A redirect not followed above (a `303`, too many hops) that points at the upstream
         // points at the proxy instead, as the legacy `endpoint` event does.

@@ -8,6 +8,7 @@ use super::reader::{
 };
 use super::request_facts::{request_facts, RequestFacts, Scratch};
 use super::scan::{BodyText, HttpMeta, MsgFields};
+use crate::transport::cors::Cors;
 use crate::wire::canonical::canonical;
 use crate::wire::params::{match_key, params_of, progress_token, target_key, target_of, MatchKey};
 use crate::wire::{Dir, Kind};
@@ -294,6 +295,13 @@ pub struct HttpSummary {
     /// response; any POST on the older HTTP+SSE transport): the first such answer taped
     /// (`http-accepted`), `allow` unused. `None` on a tape recorded before it was taped.
     pub accepted: Option<HttpRefusal>,
+    /// How the server answered a browser's preflight (`OPTIONS`, `http-options`): the first
+    /// one taped. `None` when no client sent one (or on a tape from before it was taped).
+    #[serde(default)]
+    pub preflight: Option<Cors>,
+    /// The CORS headers its other answers carried (`http-cors`): the first set taped.
+    #[serde(default)]
+    pub cors: Option<Cors>,
 }
 
 /// One server's conversation on a tape, indexed: its messages, its exchanges, and the server
@@ -597,6 +605,8 @@ impl TapeIndex {
                             match ev.what.as_ref() {
                                 "http-error" => b.refusal(ev),
                                 "http-accepted" => b.accepted(ev),
+                                "http-options" => b.preflight(ev),
+                                "http-cors" => b.cors(ev),
                                 "sse-priming" => b.priming(ev),
                                 _ => {}
                             }
@@ -1144,6 +1154,23 @@ impl Builder {
 
     /// How the server answered a POST without a message (`http-accepted`): the first one is
     /// what play answers such POSTs with.
+    /// A preflight's answer (`OPTIONS`): the first one taped, which play gives every preflight.
+    fn preflight(&mut self, ev: HttpEvent<'_>) {
+        if self.http.preflight.is_none() {
+            let headers = ev.headers.unwrap_or_default();
+            self.http.preflight = Some(Cors::of(ev.status, &headers, &ev.reflected));
+        }
+    }
+
+    /// The CORS headers the server's other answers carried: the first set taped.
+    fn cors(&mut self, ev: HttpEvent<'_>) {
+        if self.http.cors.is_none() {
+            if let Some(headers) = ev.headers {
+                self.http.cors = Some(Cors::of(ev.status, &headers, &ev.reflected));
+            }
+        }
+    }
+
     fn accepted(&mut self, ev: HttpEvent<'_>) {
         if self.http.accepted.is_none() {
             self.http.accepted = Some(HttpRefusal {
@@ -1552,6 +1579,11 @@ struct HttpEvent<'a> {
     /// The `Mcp-Session-Id` the answer carried (a marker on the tape: only whether it did).
     #[serde(borrow, default)]
     session: Option<Cow<'a, str>>,
+    /// CORS headers (`http-options`, `http-cors`).
+    #[serde(default)]
+    headers: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    reflected: Vec<String>,
 }
 
 /// The line, when it is an event the index reads (`http-error`, `sse-priming`).
@@ -1562,7 +1594,9 @@ fn http_event(raw: &[u8]) -> Option<HttpEvent<'_>> {
     if !line.starts_with(b"{\"type\":\"event\"")
         || !(wanted(b"\"what\":\"http-error\"")
             || wanted(b"\"what\":\"sse-priming\"")
-            || wanted(b"\"what\":\"http-accepted\""))
+            || wanted(b"\"what\":\"http-accepted\"")
+            || wanted(b"\"what\":\"http-options\"")
+            || wanted(b"\"what\":\"http-cors\""))
     {
         return None;
     }

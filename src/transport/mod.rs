@@ -2,9 +2,11 @@
 //! beside them), so record, play, check and diff never care how a message travelled. One file
 //! per transport: the stdio child process, Streamable HTTP (server pieces), the SSE codec, the
 //! client the HTTP proxies forward with (and the model proxy's own HTTP/1.1 client), an MCP
-//! client's POST, and the content codings a client may compress a request body with.
+//! client's POST, the content codings a client may compress a request body with, and the CORS
+//! headers a recorded server gave browsers.
 
 pub(crate) mod coding;
+pub mod cors;
 pub(crate) mod h1_client;
 pub mod http;
 pub(crate) mod post;

@@ -1,8 +1,8 @@
-// Loads an HTML report from disk in headless Chromium (Debian's /usr/bin/chromium, driven by
+// Loads an HTML report from disk (or a page from a loopback URL) in headless Chromium (Debian's /usr/bin/chromium, driven by
 // playwright-core) and runs the steps a test gives it, printing what it saw as one JSON document
 // on stdout. The test (tests/it/report.rs) makes the assertions; this only reports.
 //
-// usage: node probe.mjs REPORT.html STEPS.json
+// usage: node probe.mjs REPORT.html|http://127.0.0.1:PORT/PAGE STEPS.json
 // steps: [{"do": "click"|"count"|"texts"|"select"|"check"|"fill"|"scroll"|"eval"|"screenshot"|
 //          "waitFor", "sel": CSS, "value": …, "js": …, "path": …}, …]
 // prints: {"results": [one per step], "console": [errors and warnings], "pageErrors": […],
@@ -14,7 +14,8 @@ import { pathToFileURL } from "node:url";
 
 const [report, stepsFile] = process.argv.slice(2);
 const steps = JSON.parse(readFileSync(stepsFile, "utf8"));
-const url = pathToFileURL(report).href;
+// A page on disk, or one a test serves on loopback (`http://127.0.0.1:…`).
+const url = /^https?:\/\//.test(report) ? report : pathToFileURL(report).href;
 
 // The flags keep Chromium off the network it cannot reach here (and a fresh profile is
 // playwright's default: a new user-data-dir per launch).

@@ -2334,3 +2334,93 @@ fn play_over_http_sse_answers_a_bad_post_as_the_recorded_server_did() {
         }
     }
 }
+
+/// An MCP session run by a web page in headless Chromium with `fetch`, against `url`: the
+/// handshake, `tools/list` and an `echo` call, as a browser client (the MCP Inspector
+/// connecting directly) makes them: each POST with MCP's headers goes after a CORS preflight,
+/// and its answer is read only if it allows the page's origin. What the page saw, as JSON.
+fn browser_session(page: &str, url: &str) -> Value {
+    let js = r#"(async () => {
+  const url = "URL";
+  const rpc = async (msg, sid) => {
+    const h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"};
+    if (sid) { h["Mcp-Session-Id"] = sid; h["MCP-Protocol-Version"] = "2025-06-18"; }
+    const r = await fetch(url, {method: "POST", headers: h, body: JSON.stringify(msg)});
+    const text = await r.text();
+    let body = null;
+    if ((r.headers.get("content-type") || "").startsWith("text/event-stream")) {
+      for (const line of text.split("\n")) {
+        if (line.startsWith("data:")) { const m = JSON.parse(line.slice(5)); if (m.id === msg.id) body = m; }
+      }
+    } else if (text) { body = JSON.parse(text); }
+    return {status: r.status, sid: r.headers.get("mcp-session-id"), body};
+  };
+  try {
+    const init = await rpc({jsonrpc: "2.0", id: 0, method: "initialize", params: {protocolVersion: "2025-06-18",
+      capabilities: {}, clientInfo: {name: "browser", version: "1"}}});
+    const note = await rpc({jsonrpc: "2.0", method: "notifications/initialized"}, init.sid);
+    const list = await rpc({jsonrpc: "2.0", id: 1, method: "tools/list"}, init.sid);
+    const echo = await rpc({jsonrpc: "2.0", id: 2, method: "tools/call",
+      params: {name: "echo", arguments: {message: "from a browser"}}}, init.sid);
+    return {session_id_readable: !!init.sid, initialized: note.status, server: init.body.result.serverInfo.name,
+      tools: list.body.result.tools.map(t => t.name), echo: echo.body.result.content[0].text};
+  } catch (e) { return {error: String(e)}; }
+})()"#
+        .replace("URL", url);
+    let p = probe_url(page, &[eval(&js)]);
+    match p.results.first() {
+        Some(r) => r.clone(),
+        None => panic!("the page ran no session: {p:?}"),
+    }
+}
+
+/// server-everything's HTTP mode answers browsers (CORS, "for testing with Inspector direct
+/// connect mode"): a page on another loopback origin runs a whole session with it. Through
+/// `record --url` the page sees the same, and `play --listen` of that tape answers the page's
+/// preflights and gives the CORS headers the server gave, so the page runs the session on the
+/// tape too (before, play refused the preflight with 405 and the browser saw no answer at all).
+#[test]
+fn a_browser_client_runs_the_same_session_on_the_server_through_record_and_on_the_tape() {
+    let dir = tmp();
+    let tape = dir.path().join("browser.jsonl");
+    let site = dir.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(
+        site.join("index.html"),
+        "<!doctype html><title>client</title><body data-ready=\"1\"><p>an MCP client</p></body>",
+    )
+    .unwrap();
+    let (_site, site_port) = listening("page", dir.path().join("site.log"), |port| {
+        let mut c = std::process::Command::new("python3");
+        c.args(["-m", "http.server", "--bind", "127.0.0.1"])
+            .arg(port.to_string())
+            .arg("--directory")
+            .arg(&site);
+        c
+    });
+    let page = format!("http://127.0.0.1:{site_port}/index.html");
+    let (_server, upstream) = everything_http(dir.path());
+    let direct = browser_session(&page, &upstream);
+    assert!(direct.get("error").is_none(), "direct: {direct}");
+    assert_eq!(direct["session_id_readable"], true, "{direct}");
+    assert_eq!(direct["echo"], "Echo: from a browser", "{direct}");
+    let rec = Served::record(&upstream, &tape);
+    let recorded = browser_session(&page, &rec.url);
+    rec.stop();
+    assert_eq!(recorded, direct, "through record --url");
+    let events: Vec<String> = std::fs::read_to_string(&tape)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|l| l["what"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        events.iter().any(|w| w == "http-options") && events.iter().any(|w| w == "http-cors"),
+        "the preflight and the CORS headers are taped: {events:?}"
+    );
+    Mt::new(["lint"]).arg(&tape).run().status(0);
+    let play = Served::play(&tape);
+    let played = browser_session(&page, &play.url);
+    play.stop();
+    assert_eq!(played, direct, "from the tape");
+}

@@ -81,6 +81,16 @@ pub fn artefact(name: &str) -> PathBuf {
 
 /// Opens `page` in headless Chromium and runs `steps`.
 pub fn probe(page: &Path, steps: &[Value]) -> Probe {
+    probe_at(page.as_os_str(), steps)
+}
+
+/// Opens the page at `url` (one a test serves on loopback) in headless Chromium and runs
+/// `steps`.
+pub fn probe_url(url: &str, steps: &[Value]) -> Probe {
+    probe_at(std::ffi::OsStr::new(url), steps)
+}
+
+fn probe_at(page: &std::ffi::OsStr, steps: &[Value]) -> Probe {
     let driver = repo().join("tests/browser/node_modules/playwright-core");
     assert!(
         driver.exists() && Path::new("/usr/bin/chromium").exists(),
