@@ -86,7 +86,9 @@ pub fn run_cmd(a: Args) -> Result<i32> {
         ),
     };
     let mut cfg = RunConfig::new(tape, mode, a.command.clone(), write);
-    if mode == Mode::Playback {
+    // Read from the tape (replay: the MCP servers; playback: them and the model), requests
+    // made with different secrets are told apart with the user's marker key.
+    if mode != Mode::Record {
         cfg.marker_key = super::marker_key()?;
     }
     if a.restore {

@@ -501,13 +501,11 @@ where
             }
             None => {
                 let index = crate::tape::TapeIndex::load(&cfg.tape, Some(&name))?;
-                // The run's redactor quotes the agent's requests in explanations, and with the
-                // user's marker key (`MCPTAPE_REDACT_KEY`) tells requests made with different
-                // secrets apart, as `mcptape play` does for the stdio servers.
-                let opts = match &cfg.write.redactor {
-                    Some(r) => crate::play::ServeOptions::with_display(Some(r.clone())),
-                    None => crate::play::ServeOptions::default(),
-                };
+                let opts = crate::play::ServeOptions::with_display(play_display(
+                    cfg.write.redactor.as_ref(),
+                    cfg.marker_key.as_ref(),
+                    index.header.marker_key.as_deref(),
+                ));
                 tasks.push(tokio::spawn(async move {
                     crate::play::http::serve_http_on(
                         listener,
@@ -524,6 +522,27 @@ where
         }
     }
     Ok(tasks)
+}
+
+/// What an MCP server played from the tape quotes the agent's requests with in a miss's
+/// explanation, and matches redacted values by: the run's redactor when it has one; else the
+/// default rules, with the user's marker key (`MCPTAPE_REDACT_KEY`) when the tape's markers were
+/// made with it, so requests made with different secrets are told apart, as `mcptape play`
+/// does for the stdio servers. Without it an explanation quoted a secret the agent sent.
+fn play_display(
+    run: Option<&Arc<crate::redact::Redactor>>,
+    key: Option<&crate::redact::MarkerKey>,
+    tape_key_id: Option<&str>,
+) -> Option<Arc<crate::redact::Redactor>> {
+    if let Some(r) = run {
+        return Some(r.clone());
+    }
+    let mut rules = crate::redact::RedactConfig::defaults();
+    rules.marker_key = key
+        .filter(|k| tape_key_id == Some(k.id().as_str()))
+        .cloned();
+    // The default rules always compile (their own unit tests say so); no user rule is here.
+    crate::redact::Redactor::new(&rules).ok().map(Arc::new)
 }
 
 /// The folder an agent's home is copied to for runs of `tape`: the same path every time (see
@@ -544,4 +563,39 @@ async fn drain(mut connections: tokio::task::JoinSet<()>) {
     })
     .await;
     connections.abort_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_played_in_a_run_quotes_redacted_and_uses_the_marker_key_only_when_it_is_the_tapes()
+    {
+        let key = crate::redact::MarkerKey::from_secret(b"a marker key of sixteen bytes or more")
+            .expect("a key");
+        let id = key.id();
+        let secret = r#"{"token":"ghp_Q7wE3rT9yU1iO5pA2sD8fG4hJ6kL0zXcV1bN"}"#;
+        let quoted = |d: &crate::redact::Redactor| {
+            String::from_utf8(d.redact_json(secret.as_bytes()).expect("redacted").0).unwrap()
+        };
+        // The tape's key: markers made with it, as the tape's were.
+        let keyed = play_display(None, Some(&key), Some(&id)).expect("a redactor");
+        assert_eq!(keyed.marker_key_id(), Some(id.as_str()));
+        assert!(!quoted(&keyed).contains("ghp_"), "{}", quoted(&keyed));
+        // Another tape's key, or none: the default rules alone (no secret quoted either).
+        for tape in [Some("0badc0de"), None] {
+            let plain = play_display(None, Some(&key), tape).expect("a redactor");
+            assert_eq!(plain.marker_key_id(), None, "{tape:?}");
+            assert!(!quoted(&plain).contains("ghp_"));
+        }
+        // A recording run's own redactor is used as it is.
+        let own = Arc::new(
+            crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults()).unwrap(),
+        );
+        assert!(Arc::ptr_eq(
+            &play_display(Some(&own), Some(&key), Some(&id)).unwrap(),
+            &own
+        ));
+    }
 }
