@@ -1260,15 +1260,23 @@ impl crate::transport::http::Handler for Player {
                 let status = StatusCode::from_u16(p.status).unwrap_or(StatusCode::NO_CONTENT);
                 let mut r = Response::new(crate::transport::http::whole_body(Bytes::new()));
                 *r.status_mut() = status;
-                p.apply(&asked, r.headers_mut());
+                recorded(p).apply(&asked, r.headers_mut());
                 return r;
             }
         }
         let mut r = self.respond(req).await;
         if let Some(c) = &http.cors {
-            c.apply(&asked, r.headers_mut());
+            recorded(c).apply(&asked, r.headers_mut());
         }
         r
+    }
+}
+
+/// The tape's CORS headers as `transport::cors` gives them again.
+fn recorded(c: &crate::tape::index::HttpCors) -> crate::transport::cors::Recorded<'_> {
+    crate::transport::cors::Recorded {
+        headers: &c.headers,
+        reflected: &c.reflected,
     }
 }
 

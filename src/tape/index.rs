@@ -8,7 +8,6 @@ use super::reader::{
 };
 use super::request_facts::{request_facts, RequestFacts, Scratch};
 use super::scan::{BodyText, HttpMeta, MsgFields};
-use crate::transport::cors::Cors;
 use crate::wire::canonical::canonical;
 use crate::wire::params::{match_key, params_of, progress_token, target_key, target_of, MatchKey};
 use crate::wire::{Dir, Kind};
@@ -284,6 +283,37 @@ pub struct HttpRefusal {
     pub session: bool,
 }
 
+/// The `Access-Control-*` headers of a recorded answer (`http-options`, `http-cors`), which play
+/// gives a browser again (`transport::cors`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HttpCors {
+    /// The answer's status (a preflight's; `200` for the headers of other answers).
+    pub status: u16,
+    /// Name (lower case) and value, in the order the server sent them.
+    pub headers: Vec<(String, String)>,
+    /// Names whose value was the request's own (an `Origin` reflected, the requested headers
+    /// allowed): play gives the live request's.
+    pub reflected: Vec<String>,
+}
+
+impl HttpCors {
+    /// Read from an event's `status`, `headers` and `reflected`.
+    fn of(
+        status: Option<u16>,
+        headers: &serde_json::Map<String, Value>,
+        reflected: &[String],
+    ) -> HttpCors {
+        HttpCors {
+            status: status.unwrap_or(200),
+            headers: headers
+                .iter()
+                .filter_map(|(k, v)| Some((k.to_ascii_lowercase(), v.as_str()?.to_string())))
+                .collect(),
+            reflected: reflected.to_vec(),
+        }
+    }
+}
+
 /// What an HTTP tape says about requests that are not POSTed messages.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct HttpSummary {
@@ -298,10 +328,10 @@ pub struct HttpSummary {
     /// How the server answered a browser's preflight (`OPTIONS`, `http-options`): the first
     /// one taped. `None` when no client sent one (or on a tape from before it was taped).
     #[serde(default)]
-    pub preflight: Option<Cors>,
+    pub preflight: Option<HttpCors>,
     /// The CORS headers its other answers carried (`http-cors`): the first set taped.
     #[serde(default)]
-    pub cors: Option<Cors>,
+    pub cors: Option<HttpCors>,
 }
 
 /// One server's conversation on a tape, indexed: its messages, its exchanges, and the server
@@ -1158,7 +1188,7 @@ impl Builder {
     fn preflight(&mut self, ev: HttpEvent<'_>) {
         if self.http.preflight.is_none() {
             let headers = ev.headers.unwrap_or_default();
-            self.http.preflight = Some(Cors::of(ev.status, &headers, &ev.reflected));
+            self.http.preflight = Some(HttpCors::of(ev.status, &headers, &ev.reflected));
         }
     }
 
@@ -1166,7 +1196,7 @@ impl Builder {
     fn cors(&mut self, ev: HttpEvent<'_>) {
         if self.http.cors.is_none() {
             if let Some(headers) = ev.headers {
-                self.http.cors = Some(Cors::of(ev.status, &headers, &ev.reflected));
+                self.http.cors = Some(HttpCors::of(ev.status, &headers, &ev.reflected));
             }
         }
     }

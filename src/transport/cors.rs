@@ -8,16 +8,12 @@
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{json, Map, Value};
 
-/// The `Access-Control-*` headers of a recorded answer.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Cors {
-    /// The answer's status (a preflight's; `200` for the headers of other answers).
-    pub status: u16,
-    /// Name (lower case) and value, in the order the server sent them.
-    pub headers: Vec<(String, String)>,
-    /// Names whose value was the request's own (an `Origin` reflected, the requested headers
-    /// allowed): play gives the live request's.
-    pub reflected: Vec<String>,
+/// A recorded answer's CORS headers as the tape's index holds them (`tape::index::HttpCors`):
+/// name (lower case) and value in the order the server sent them, and the names whose value
+/// was the request's own (an `Origin` reflected, the requested headers allowed).
+pub(crate) struct Recorded<'a> {
+    pub headers: &'a [(String, String)],
+    pub reflected: &'a [String],
 }
 
 /// The request header an answer's CORS header may echo.
@@ -70,27 +66,11 @@ pub(crate) fn carried(answer: &HeaderMap) -> bool {
     answer.contains_key(hyper::header::ACCESS_CONTROL_ALLOW_ORIGIN)
 }
 
-impl Cors {
-    /// Read from an event's `status`, `headers` and `reflected`.
-    pub(crate) fn of(
-        status: Option<u16>,
-        headers: &Map<String, Value>,
-        reflected: &[String],
-    ) -> Cors {
-        Cors {
-            status: status.unwrap_or(200),
-            headers: headers
-                .iter()
-                .filter_map(|(k, v)| Some((k.to_ascii_lowercase(), v.as_str()?.to_string())))
-                .collect(),
-            reflected: reflected.to_vec(),
-        }
-    }
-
+impl Recorded<'_> {
     /// Adds the recorded headers to `out`, a reflected one as the live request gives it (left
     /// out when the request has none to give).
     pub(crate) fn apply(&self, request: &HeaderMap, out: &mut HeaderMap) {
-        for (name, value) in &self.headers {
+        for (name, value) in self.headers {
             let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
                 continue;
             };
@@ -153,7 +133,16 @@ mod tests {
             "GET,POST,DELETE was not the request's: {t}"
         );
         let reflected: Vec<String> = serde_json::from_value(t["reflected"].clone()).unwrap();
-        let cors = Cors::of(Some(204), t["headers"].as_object().unwrap(), &reflected);
+        let headers: Vec<(String, String)> = t["headers"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+            .collect();
+        let cors = Recorded {
+            headers: &headers,
+            reflected: &reflected,
+        };
         let live = map(&[
             ("origin", "http://127.0.0.1:9000"),
             ("access-control-request-headers", "content-type"),
