@@ -206,17 +206,12 @@ pub fn run(a: Args) -> Result<i32> {
     // The user's marker key, when the tape's markers were made with it: then a live request
     // is matched to the recorded one made with its very values (and what `--on-miss live`
     // appends is marked alike).
-    rules.marker_key = match (super::marker_key()?, &index.header.marker_key) {
-        (Some(k), Some(id)) if k.id() == *id => Some(k),
-        (Some(k), Some(id)) => {
-            crate::diag!(
-                "mcptape play: MCPTAPE_REDACT_KEY is not the key this tape's markers were made with (its id is {}, the tape's {id}): redacted values match as wildcards",
-                k.id()
-            );
-            None
-        }
-        _ => None,
-    };
+    rules.marker_key = mcptape::redact::MarkerKey::for_tape(
+        super::marker_key()?,
+        index.header.marker_key.as_deref(),
+        "mcptape play",
+        "",
+    );
     let display = std::sync::Arc::new(mcptape::redact::Redactor::new(&rules)?);
     let live = live_config(&a, &path, &index, &display)?;
     let mut opts = ServeOptions::with_display(Some(display));

@@ -112,17 +112,8 @@ impl ModelPlayer {
         tape_key_id: Option<String>,
         key: Option<MarkerKey>,
     ) -> ModelPlayer {
-        self.key = match (key, &tape_key_id) {
-            (Some(k), Some(id)) if k.id() == *id => Some(k),
-            (Some(k), Some(id)) => {
-                crate::diag!(
-                    "mcptape: MCPTAPE_REDACT_KEY is not the key this tape's markers were made with (its id is {}, the tape's {id}): redacted values in model requests match as wildcards",
-                    k.id()
-                );
-                None
-            }
-            _ => None,
-        };
+        self.key =
+            MarkerKey::for_tape(key, tape_key_id.as_deref(), "mcptape", "in model requests ");
         self.tape_key_id = tape_key_id;
         if self.key.is_some() {
             // Read once here: per request only the calls a request fits are checked.

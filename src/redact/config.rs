@@ -44,6 +44,29 @@ impl MarkerKey {
         Some(MarkerKey(h.finalize().into()))
     }
 
+    /// The user's key when a tape's markers were made with it (`tape_id`, its header's
+    /// `marker_key`); `None` otherwise, and a different key is said on stderr by `who` (`what`
+    /// names where redacted values then match as wildcards). With no tape key there is nothing
+    /// to say.
+    pub fn for_tape(
+        key: Option<MarkerKey>,
+        tape_id: Option<&str>,
+        who: &str,
+        what: &str,
+    ) -> Option<MarkerKey> {
+        match (key, tape_id) {
+            (Some(k), Some(id)) if k.id() == id => Some(k),
+            (Some(k), Some(id)) => {
+                crate::diag!(
+                    "{who}: MCPTAPE_REDACT_KEY is not the key this tape's markers were made with (its id is {}, the tape's {id}): redacted values {what}match as wildcards",
+                    k.id()
+                );
+                None
+            }
+            _ => None,
+        }
+    }
+
     /// The key's bytes, for the markers' HMAC.
     pub(crate) fn bytes(&self) -> &[u8; 32] {
         &self.0
