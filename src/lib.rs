@@ -83,12 +83,55 @@
 /// A diagnostic line on stderr. Unlike `eprintln!`, a closed or broken stderr is not a panic:
 /// diagnostics must never stop a proxy from forwarding or a player from answering.
 macro_rules! diag {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
-    }};
+    ($($arg:tt)*) => {
+        $crate::write_diag(&mut std::io::stderr().lock(), format_args!($($arg)*))
+    };
 }
 pub(crate) use diag;
+
+/// Writes one diagnostic line (`args` and a newline) to `out` in one `write` call. stderr is
+/// unbuffered: `writeln!` on it makes a `write(2)` of every piece of the format (a line of a
+/// play report was eleven), and the mcptape processes of one `mcptape run` (the proxy, a
+/// recorder per MCP server) share the agent's stderr, so their lines interleaved mid-line. One
+/// `write(2)` of up to `PIPE_BUF` (4 KiB) bytes to a pipe is never interleaved with another's.
+/// A failed write is ignored, as `diag!` promises. Public for the binary's own `diag!`.
+#[doc(hidden)]
+pub fn write_diag(out: &mut dyn std::io::Write, args: std::fmt::Arguments<'_>) {
+    let mut line = std::fmt::format(args);
+    line.push('\n');
+    let _ = out.write_all(line.as_bytes());
+}
+
+#[cfg(test)]
+mod diag_tests {
+    /// Records each `write` call it gets.
+    #[derive(Default)]
+    struct Calls(Vec<Vec<u8>>);
+
+    impl std::io::Write for Calls {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_diagnostic_line_is_one_write() {
+        let mut out = Calls::default();
+        let (line, method) = (52, "tools/call");
+        super::write_diag(
+            &mut out,
+            format_args!("  tape line {line:>5}  {method} {}", "echo {\"n\":23}"),
+        );
+        assert_eq!(
+            out.0,
+            vec![b"  tape line    52  tools/call echo {\"n\":23}\n".to_vec()]
+        );
+    }
+}
 
 pub mod check;
 pub mod compare;

@@ -2,11 +2,11 @@
 //! result to an exit code. Everything else lives in the library.
 
 /// A diagnostic line on stderr. Unlike `eprintln!`, a closed or broken stderr is not a panic.
+/// One line, one `write(2)` (see `mcptape::write_diag`).
 macro_rules! diag {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
-    }};
+    ($($arg:tt)*) => {
+        mcptape::write_diag(&mut std::io::stderr().lock(), format_args!($($arg)*))
+    };
 }
 pub(crate) use diag;
 
