@@ -71,8 +71,12 @@ enum Place {
     Other,
     /// The message's `result`.
     Result,
-    /// Inside a listing answer's `tools`, `prompts`, `resources` or `resourceTemplates`.
+    /// Inside a listing answer's `tools`, `prompts`, `resources` or `resourceTemplates`, or
+    /// a model API request's `tools` (the MCP servers' tools, as the agent passes them on).
     Listing,
+    /// Inside the top-level `request` of a Gemini Code Assist call, which wraps a Gemini
+    /// request.
+    Wrapped,
 }
 
 #[derive(Clone, Copy)]
@@ -364,6 +368,12 @@ impl<'r> Walk<'r> {
             Place::Other if ctx.root && key == "result" => Place::Result,
             Place::Result if rules::LISTING_KEYS.contains(&key) => Place::Listing,
             Place::Listing => Place::Listing,
+            // A model API request's tool definitions: every provider's request has them at
+            // its top level (Code Assist's in its `request`), where a JSON-RPC message never
+            // has a `tools` or a `request`.
+            Place::Other if ctx.root && key == "tools" => Place::Listing,
+            Place::Other if ctx.root && key == "request" => Place::Wrapped,
+            Place::Wrapped if key == "tools" => Place::Listing,
             _ => Place::Other,
         };
         let base = Ctx {
@@ -378,7 +388,9 @@ impl<'r> Walk<'r> {
             && match ctx.place {
                 Place::Result => key == "instructions",
                 Place::Listing => rules::PROSE_KEYS.contains(&key),
-                Place::Other => ctx.mode == Mode::Schema && rules::PROSE_KEYS.contains(&key),
+                Place::Other | Place::Wrapped => {
+                    ctx.mode == Mode::Schema && rules::PROSE_KEYS.contains(&key)
+                }
             };
         if prose && matches!(ctx.mode, Mode::Normal | Mode::Schema) {
             return Ctx {
@@ -416,7 +428,10 @@ impl<'r> Walk<'r> {
                 ..base
             };
         }
-        if self.r.defaults && rules::SCHEMA_KEYS.contains(&key) {
+        if self.r.defaults
+            && (rules::SCHEMA_KEYS.contains(&key)
+                || (ctx.place == Place::Listing && rules::TOOL_SCHEMA_KEYS.contains(&key)))
+        {
             return Ctx {
                 mode: Mode::Schema,
                 ..base

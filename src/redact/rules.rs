@@ -123,6 +123,12 @@ pub(crate) const SCHEMA_KEYS: &[&str] = &[
     "definitions",
 ];
 
+/// The JSON Schema of a tool's arguments as model APIs name it in a request's tool definitions
+/// (Anthropic `input_schema`, OpenAI and Gemini `parameters`, Gemini `parametersJsonSchema`):
+/// a schema only there, as `parameters` may be anything elsewhere.
+pub(crate) const TOOL_SCHEMA_KEYS: &[&str] =
+    &["input_schema", "parameters", "parametersJsonSchema"];
+
 /// What an answer declares about the server itself: a listing's arrays (`tools/list`,
 /// `prompts/list`, `resources/list`, `resources/templates/list`) and `initialize`'s
 /// `serverInfo`.

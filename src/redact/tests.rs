@@ -694,3 +694,49 @@ fn a_logprob_entrys_token_is_the_models_text() {
     );
     assert_eq!(rules, ["key:token"]);
 }
+
+#[test]
+fn the_tool_definitions_an_agent_sends_its_model_get_the_shape_rules_only() {
+    // What the MCP servers said of their tools, as each model API carries them: read by the
+    // model as they are, and by whoever reads the tape.
+    let said = "Deploy with the OAuth token; the password is tk93ndQ2x";
+    let schema = json!({"type":"object","properties":{"token":{"type":"string",
+        "description":"the password is tk93ndQ2x"}}});
+    let requests = [
+        // Anthropic Messages
+        json!({"model":"m","tools":[{"name":"deploy","description":said,"input_schema":schema}],
+            "messages":[{"role":"user","content":"deploy it"}]}),
+        // OpenAI Responses
+        json!({"model":"m","tools":[{"type":"function","name":"deploy","description":said,
+            "parameters":schema}],"input":[]}),
+        // OpenAI Chat Completions
+        json!({"model":"m","tools":[{"type":"function","function":{"name":"deploy",
+            "description":said,"parameters":schema}}],"messages":[]}),
+        // Gemini
+        json!({"contents":[],"tools":[{"functionDeclarations":[{"name":"deploy",
+            "description":said,"parametersJsonSchema":schema}]}]}),
+        // Gemini through Code Assist (signed in with Google): the request is wrapped
+        json!({"model":"m","project":"p","request":{"contents":[],"tools":[{
+            "functionDeclarations":[{"name":"deploy","description":said,"parameters":schema}]}]}}),
+    ];
+    for req in requests {
+        let (v, rules) = red(req.clone());
+        assert_eq!(v, req, "the tool definitions are kept: {rules:?}");
+    }
+    // A credential's shape is taken out of them all the same.
+    let key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz";
+    let (v, _) =
+        red(json!({"model":"m","tools":[{"name":"x","description":format!("uses {key}")}]}));
+    assert!(!v.to_string().contains(key), "{v}");
+    // The same words from the user, the system prompt or a tool's result get every rule.
+    let (v, _) = red(json!({"model":"m","system":said,"tools":[],"messages":[
+        {"role":"user","content":said},
+        {"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":said}]}]}));
+    assert!(!v.to_string().contains("tk93ndQ2x"), "{v}");
+    // In an MCP message, `tools` is a listing only in a result.
+    let (v, _) = red(
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n",
+        "arguments":{"tools":[{"description":said}]}}}),
+    );
+    assert!(!v.to_string().contains("tk93ndQ2x"), "{v}");
+}

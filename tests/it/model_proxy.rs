@@ -1000,3 +1000,94 @@ for token in sys.argv[1:]:
     );
     assert_contains(&log, &format!("the tape's {id})"));
 }
+
+/// The MCP servers' tools, as an agent passes them to its model, are taped as the servers said
+/// them (the shape rules only, as in `tools/list`), and a tape whose tool definitions were
+/// redacted by the keyword guess (before) still plays back.
+#[test]
+fn tool_definitions_in_a_model_request_are_taped_as_said_and_old_tapes_still_play() {
+    let dir = tmp();
+    let handler = r#"
+class H(Quiet):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_json({"id": "msg_1", "type": "message", "role": "assistant",
+                        "model": "claude-test", "stop_reason": "end_turn",
+                        "content": [{"type": "text", "text": "deployed"}],
+                        "usage": {"input_tokens": 3, "output_tokens": 2}})
+"#;
+    let (_up, port) = py_upstream(dir.path(), "provider", handler, &[]);
+    let said = "Signs in to the demo tenant; its password is demo1234 (public, in the docs)";
+    let about_token = "the token is a PAT with scope repo2";
+    let user_token = "ghp_Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8Ii9Jj0Kk1Ll2Mm3";
+    let request = serde_json::json!({
+        "model": "claude-test", "max_tokens": 5, "stream": false,
+        "tools": [{"name": "mcp__demo__login", "description": said, "input_schema": {
+            "type": "object", "properties": {"token": {"type": "string", "description": about_token}},
+            "required": ["token"]}}],
+        "messages": [{"role": "user", "content": format!("log in with {user_token}")}]
+    })
+    .to_string()
+    .into_bytes();
+    let tape = dir.path().join("tools.jsonl");
+    let base = format!("http://127.0.0.1:{port}");
+    let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
+    let (status, body) = http(
+        &format!("{}/v1/messages", proxy.url),
+        "POST",
+        HEADERS,
+        &request,
+    );
+    assert_eq!(status, 200, "{}", text(&body));
+    proxy.stop();
+    let raw = std::fs::read_to_string(&tape).unwrap();
+    assert!(
+        !raw.contains(user_token),
+        "the user's token is on the tape: {raw}"
+    );
+    let taped = tape_lines(&tape)
+        .into_iter()
+        .find(|l| l["type"] == "model" && l["part"] == "request")
+        .expect("the request is taped");
+    let tool = &taped["msg"]["tools"][0];
+    assert_eq!(tool["description"], said, "{taped}");
+    assert_eq!(
+        tool["input_schema"]["properties"]["token"]["description"], about_token,
+        "{taped}"
+    );
+
+    // The tape as mcptape wrote it before: the same words redacted by the keyword rule. Its
+    // markers stand for any value, so the request as the agent sends it still fits.
+    let old = dir.path().join("old.jsonl");
+    let lines: Vec<String> = raw
+        .lines()
+        .map(|l| {
+            if l.contains(r#""part":"request""#) {
+                l.replace("demo1234", "[REDACTED:keyword:5cca3e0b]")
+                    .replace("repo2", "[REDACTED:keyword:0b1c2d3e]")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    assert_ne!(lines.join("\n"), raw.trim_end(), "the old tape differs");
+    std::fs::write(
+        &old,
+        crate::security::rechain(&lines, false).join("\n") + "\n",
+    )
+    .unwrap();
+    for t in [&tape, &old] {
+        let player = Served::spawn(&["model-proxy", "--tape", &s(t), "--playback"]);
+        let (status, body) = http(
+            &format!("{}/v1/messages", player.url),
+            "POST",
+            HEADERS,
+            &request,
+        );
+        assert_eq!(status, 200, "{}: {}", t.display(), text(&body));
+        assert_contains(&text(&body), "deployed");
+        let log = player.stop();
+        assert_contains(&log, ": 1 model call");
+        assert_contains(&log, "served, 0 missed");
+    }
+}

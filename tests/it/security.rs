@@ -992,7 +992,7 @@ fn verify_fails_on_bytes_appended_past_the_closing_line_without_a_newline() {
 
 /// Recomputes every `h` (and the end line's `head`) as someone who edited the tape would; the
 /// end line's `sig` is kept unless `strip_sig`.
-fn rechain(lines: &[String], strip_sig: bool) -> Vec<String> {
+pub(crate) fn rechain(lines: &[String], strip_sig: bool) -> Vec<String> {
     let head_re = regex::Regex::new(r#""head":"[0-9a-f]{64}""#).unwrap();
     let sig_re = regex::Regex::new(r#","sig":"hmac-sha256:[0-9a-f]{64}""#).unwrap();
     let mut head = hex(&Sha256::digest(lines[0].as_bytes()));
