@@ -486,6 +486,60 @@ fn a_second_recording_of_a_new_tape_being_recorded_is_refused_and_the_first_goes
     assert_eq!(calls, 1, "the first recording is the tape");
 }
 
+/// An empty file at a tape's path is no tape yet (src/tape/place.rs): a first recording that has
+/// opened and locked it but not written its header, or one that crashed before it did. While a
+/// writer holds it (its `flock`, taken here by the test as a recorder takes it) a recording of
+/// that path is refused, as one of a tape being recorded is, and nothing is written to it or
+/// beside it; once the writer is gone, the next recording is written in place, as on a path with
+/// no file: no `TAPE.new`, no `TAPE.bak`, no word of an unfinished recording, made private.
+#[test]
+fn an_empty_tape_file_held_by_another_writer_is_refused_and_once_free_recorded_in_place() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::io::AsRawFd;
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let writer = std::fs::File::create(&tape).unwrap();
+    // SAFETY: a valid descriptor; flock touches nothing else.
+    let locked = unsafe { libc::flock(writer.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(locked, 0, "flock: {}", std::io::Error::last_os_error());
+
+    let stderr = record(&tape, &[], &demo_server("healthy")).finish_with(74);
+    assert_contains(
+        &stderr,
+        &format!(
+            "{0} is being recorded by another mcptape right now (into {0})",
+            tape.display()
+        ),
+    );
+    assert_eq!(read(&tape), b"", "the writer's file is left empty");
+    for suffix in [".new", ".bak"] {
+        assert!(!beside(&tape, suffix).exists(), "{suffix} written");
+    }
+
+    // The writer is gone before it wrote a line: its empty file is what a crash leaves.
+    drop(writer);
+    std::fs::set_permissions(&tape, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut c = record(&tape, &[], &demo_server("healthy"));
+    c.initialize();
+    let r = c.call(
+        1,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+    );
+    assert_eq!(r["result"]["content"][0]["text"], "5", "{r}");
+    let stderr = c.finish_with(0);
+    for said in ["replaced", "kept as it was", "did not finish"] {
+        assert!(!stderr.contains(said), "{said:?}: {stderr}");
+    }
+    for suffix in [".new", ".bak"] {
+        assert!(!beside(&tape, suffix).exists(), "{suffix} written");
+    }
+    let mode = std::fs::metadata(&tape).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the tape is private");
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs.last().expect("messages")["msg"], r, "{msgs:#?}");
+    assert_eq!(end_of(&tape)["exchanges"], 2);
+}
+
 /// A tape path that is not a regular file (a FIFO here; a character device such as `/dev/null`
 /// takes the same path) is written through as it is: its mode is left alone (it was made 0600)
 /// and the recording ends with the server's exit code (the file's sync failed with "Invalid
