@@ -315,6 +315,49 @@ fn kill(pid: i32, sig: i32) {
     assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill {pid} {sig}");
 }
 
+/// Exit 70 (internal error) from a path a user can hit: how the server ended cannot be learned.
+/// Started with SIGCHLD ignored (a parent can leave it so, and exec keeps it), the kernel reaps
+/// the server itself and `wait` fails with ECHILD once it has exited. The session is relayed and
+/// taped all the same, the tape closed and intact; mcptape exits 70 and says why on stderr,
+/// instead of passing on an exit code it does not know.
+#[test]
+fn a_server_whose_exit_status_is_lost_exits_70_saying_why_and_the_session_stays_on_the_tape() {
+    use std::os::unix::process::CommandExt as _;
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let mut cmd = record_mt(&tape, &[], &demo_server("healthy")).command();
+    // SAFETY: only signal(2), async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut c = LineClient::spawn_cmd(cmd);
+    c.initialize();
+    let r = c.call(
+        1,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+    );
+    assert_eq!(r["result"]["content"][0]["text"], "5", "{r}");
+    let stderr = c.finish_with(70);
+    assert_contains(
+        &stderr,
+        "mcptape: internal error: could not learn how the server (pid ",
+    );
+    assert_contains(
+        &stderr,
+        "No child processes (os error 10) (SIGCHLD is ignored in mcptape's environment: the system reaped the server, its exit status lost; start mcptape with SIGCHLD at its default); the tape is closed without it",
+    );
+    assert_contains(&stderr, "mcptape: recorded 5 messages (2 exchanges) to ");
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs.len(), 5, "{msgs:#?}");
+    assert_eq!(msgs[4]["msg"], r, "the last answer is on the tape");
+    let end = end_of(&tape);
+    assert_eq!(end["exit"], json!({}), "no exit status made up: {end}");
+    Mt::new(["verify"]).arg(&tape).run().success();
+}
+
 #[test]
 fn sigterm_is_forwarded_and_a_server_that_dies_of_it_gives_143() {
     let (_dir, tape) = tmp_tape("t.jsonl");
