@@ -3,7 +3,7 @@
 //! `file:///PATH` is that path. Anything else is a name or a path, resolved as before
 //! ([`store::resolve`], [`store::resolve_for_write`]), without a look at the network.
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use mcptape::inspect::human_bytes;
 use mcptape::remote::{self, cache, spool::Spool, Bucket, S3Url, Target};
 use mcptape::tape::store;
@@ -75,12 +75,14 @@ fn resolve_for_write_as(arg: &str, fresh: bool) -> Result<PathBuf> {
         }
         anyhow::Ok((fetched, existed))
     })?;
-    let spool = Spool::create(&url, there.as_ref().map(|f| f.path.as_path())).map_err(|e| {
-        anyhow::anyhow!(
-            "{url}: creating the spool in {}: {e}",
-            remote::spool::dir().display()
-        )
-    })?;
+    // Context, not words: the I/O error stays the cause, so the exit code is 74.
+    let spool =
+        Spool::create(&url, there.as_ref().map(|f| f.path.as_path())).with_context(|| {
+            format!(
+                "{url}: creating the spool in {}",
+                remote::spool::dir().display()
+            )
+        })?;
     crate::diag!(
         "mcptape: {url}: writing to the spool {}; uploaded when the tape closes",
         spool.path.display()
@@ -335,9 +337,9 @@ pub fn push(a: PushArgs) -> Result<i32> {
 
 /// `push` without arguments: every spool whose command has ended.
 fn push_pending() -> Result<i32> {
-    let spools = remote::spool::pending().map_err(|e| {
-        anyhow::anyhow!(
-            "reading the spool folder {}: {e}",
+    let spools = remote::spool::pending().with_context(|| {
+        format!(
+            "reading the spool folder {}",
             remote::spool::dir().display()
         )
     })?;

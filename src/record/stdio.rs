@@ -105,7 +105,10 @@ pub async fn record_stdio(
     let (status, reason) = supervise(pid, cfg.grace, &mut inbox, &mut signals).await;
     let (exit, exit_code) = match &status {
         Ok(st) => exit_info(st),
-        Err(_) => (Default::default(), crate::exit::SOFTWARE),
+        Err(e) => {
+            crate::diag!("{}", lost_exit(pid, e));
+            (Default::default(), crate::exit::SOFTWARE)
+        }
     };
     // The relay threads may still hold the tape (stdin open): the closing line ends it for them.
     let closed = tape
@@ -115,6 +118,19 @@ pub async fn record_stdio(
             cause,
         })?;
     Ok(RecordOutcome::new(closed, exit_code))
+}
+
+/// What is said when how the server ended cannot be learned (mcptape then exits 70, with no
+/// exit code of the server's to pass on).
+fn lost_exit(pid: u32, e: &io::Error) -> String {
+    let why = if child::children_reaped_unwaited() {
+        " (SIGCHLD is ignored in mcptape's environment: the system reaped the server, its exit status lost; start mcptape with SIGCHLD at its default)"
+    } else {
+        ""
+    };
+    format!(
+        "mcptape: internal error: could not learn how the server (pid {pid}) ended: {e}{why}; the tape is closed without it"
+    )
 }
 
 /// One thread per direction and one waiting for the server's exit, each saying on `events`

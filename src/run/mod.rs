@@ -502,6 +502,7 @@ where
             None => {
                 let index = crate::tape::TapeIndex::load(&cfg.tape, Some(&name))?;
                 let opts = crate::play::ServeOptions::with_display(play_display(
+                    &name,
                     cfg.write.redactor.as_ref(),
                     cfg.marker_key.as_ref(),
                     index.header.marker_key.as_deref(),
@@ -528,8 +529,11 @@ where
 /// explanation, and matches redacted values by: the run's redactor when it has one; else the
 /// default rules, with the user's marker key (`MCPTAPE_REDACT_KEY`) when the tape's markers were
 /// made with it, so requests made with different secrets are told apart, as `mcptape play`
-/// does for the stdio servers. Without it an explanation quoted a secret the agent sent.
+/// does for the stdio servers (and, as it does, says so when the key is another: then redacted
+/// values in requests to server `name` match as wildcards). Without it an explanation quoted a
+/// secret the agent sent.
 fn play_display(
+    name: &str,
     run: Option<&Arc<crate::redact::Redactor>>,
     key: Option<&crate::redact::MarkerKey>,
     tape_key_id: Option<&str>,
@@ -538,9 +542,12 @@ fn play_display(
         return Some(r.clone());
     }
     let mut rules = crate::redact::RedactConfig::defaults();
-    rules.marker_key = key
-        .filter(|k| tape_key_id == Some(k.id().as_str()))
-        .cloned();
+    rules.marker_key = crate::redact::MarkerKey::for_tape(
+        key.cloned(),
+        tape_key_id,
+        "mcptape run",
+        &format!("in requests to the MCP server {name} "),
+    );
     // The default rules always compile (their own unit tests say so); no user rule is here.
     crate::redact::Redactor::new(&rules).ok().map(Arc::new)
 }
@@ -580,12 +587,12 @@ mod tests {
             String::from_utf8(d.redact_json(secret.as_bytes()).expect("redacted").0).unwrap()
         };
         // The tape's key: markers made with it, as the tape's were.
-        let keyed = play_display(None, Some(&key), Some(&id)).expect("a redactor");
+        let keyed = play_display("W", None, Some(&key), Some(&id)).expect("a redactor");
         assert_eq!(keyed.marker_key_id(), Some(id.as_str()));
         assert!(!quoted(&keyed).contains("ghp_"), "{}", quoted(&keyed));
         // Another tape's key, or none: the default rules alone (no secret quoted either).
         for tape in [Some("0badc0de"), None] {
-            let plain = play_display(None, Some(&key), tape).expect("a redactor");
+            let plain = play_display("W", None, Some(&key), tape).expect("a redactor");
             assert_eq!(plain.marker_key_id(), None, "{tape:?}");
             assert!(!quoted(&plain).contains("ghp_"));
         }
@@ -594,7 +601,7 @@ mod tests {
             crate::redact::Redactor::new(&crate::redact::RedactConfig::defaults()).unwrap(),
         );
         assert!(Arc::ptr_eq(
-            &play_display(Some(&own), Some(&key), Some(&id)).unwrap(),
+            &play_display("W", Some(&own), Some(&key), Some(&id)).unwrap(),
             &own
         ));
     }

@@ -73,6 +73,18 @@ pub(crate) fn exit_code(st: &ExitStatus) -> Option<i32> {
     st.code().or_else(|| st.signal().map(|s| 128 + s))
 }
 
+/// Whether this process's children are reaped by the kernel, unwaited: SIGCHLD ignored (or
+/// `SA_NOCLDWAIT`), as a parent may leave it across exec. Then `wait` fails with ECHILD and a
+/// child's exit status is lost.
+pub(crate) fn children_reaped_unwaited() -> bool {
+    // SAFETY: sigaction(2) only reads the current disposition into a zeroed struct.
+    unsafe {
+        let mut now: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGCHLD, std::ptr::null(), &mut now) == 0
+            && (now.sa_sigaction == libc::SIG_IGN || now.sa_flags & libc::SA_NOCLDWAIT != 0)
+    }
+}
+
 /// Sends signal `sig` to the process `pid` (our own child).
 pub(crate) fn signal(pid: u32, sig: i32) {
     // SAFETY: plain kill(2) on a pid we spawned.

@@ -4,31 +4,19 @@
 //! real server that echoes what it is asked, then played, checked, diffed and shown.
 
 use crate::harness::*;
-use crate::record::{py, record};
+use crate::record::record;
 use std::path::Path;
 use std::time::Duration;
 
-/// A line server: answers `initialize`, and every other request with its params echoed back
-/// (Python keeps big integers and lone surrogates as they were) and `extra`, its first argument
-/// read as JSON.
+/// A [`line_server`] answer: every request's params echoed back (Python keeps big integers and lone
+/// surrogates as they were) and `extra`, the server's argument read as JSON.
 const ECHO: &str = r##"
-import sys, json
-extra = json.loads(sys.argv[1])
-for line in sys.stdin:
-    m = json.loads(line)
-    if "id" not in m or "method" not in m:
-        continue
-    if m["method"] == "initialize":
-        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
-             "serverInfo": {"name": "echo", "version": "1"}}
-    else:
-        r = {"echo": m.get("params"), "extra": extra}
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
-    sys.stdout.flush()
+def answer(m, extra):
+    return {"echo": m.get("params"), "extra": json.loads(extra)}
 "##;
 
 fn echo_server(extra: &str) -> Vec<String> {
-    py(ECHO, &[extra])
+    line_server("echo", ECHO, extra)
 }
 
 /// A `tools/call e` request line with this id and these arguments (JSON text, as sent).
@@ -143,27 +131,20 @@ fn check_and_diff_see_a_change_in_an_integer_beyond_64_bits() {
     assert_contains(&run.console(), "extra");
 }
 
-/// A line server whose every tool answer is text content holding JSON: `{"n": N}`, N its first
-/// argument written as it is (Python keeps a big integer exact).
+/// A [`line_server`] answer: text content holding JSON: `{"n": N}`, N the server's argument
+/// written as it is (Python keeps a big integer exact).
 const TEXT_JSON: &str = r##"
-import sys, json
-n = json.loads(sys.argv[1])
-for line in sys.stdin:
-    m = json.loads(line)
-    if "id" not in m or "method" not in m:
-        continue
-    if m["method"] == "initialize":
-        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
-             "serverInfo": {"name": "text-json", "version": "1"}}
-    else:
-        r = {"content": [{"type": "text", "text": json.dumps({"n": n})}]}
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
-    sys.stdout.flush()
+def answer(m, n):
+    return {"content": [{"type": "text", "text": json.dumps({"n": json.loads(n)})}]}
 "##;
+
+fn text_json_server(n: &str) -> Vec<String> {
+    line_server("text-json", TEXT_JSON, n)
+}
 
 /// Records one `tools/call` through [`TEXT_JSON`] answering with `n`.
 fn record_text_json(tape: &Path, n: &str) {
-    let mut c = record(tape, &[], &py(TEXT_JSON, &[n]));
+    let mut c = record(tape, &[], &text_json_server(n));
     c.initialize();
     let answer = ask_raw(&mut c, &call("r0", "{}", true));
     assert!(answer.contains(n), "{answer}");
@@ -196,7 +177,7 @@ fn check_and_diff_see_a_change_in_an_integer_beyond_64_bits_inside_text_content(
         Mt::new(["check"])
             .arg(&a)
             .args(["--json", "-", "--"])
-            .args(py(TEXT_JSON, &[n]))
+            .args(text_json_server(n))
             .timeout(Duration::from_secs(120))
             .run()
     };

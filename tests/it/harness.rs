@@ -1,17 +1,19 @@
 //! The test harness: [`Mt`], a small builder around the `mcptape` binary (run it, then check its
 //! exit status, stdout and stderr); the real peers; tapes read back; a line client over real
-//! pipes. Beside it: processes and a raw HTTP/1.1 client ([`net`]), golden files ([`golden`]) and
-//! the JSON report shapes the tests read back strictly ([`reports`]), headless Chromium over an
-//! HTML page ([`browser`]).
+//! pipes. Beside it: processes and a raw HTTP/1.1 client ([`net`]), golden files ([`golden`]), a
+//! stdio server scripted in a few lines of Python ([`line_server`]), the JSON report shapes the
+//! tests read back strictly ([`reports`]), headless Chromium over an HTML page ([`browser`]).
 #![allow(dead_code)]
 
 mod browser;
 mod golden;
+mod line_server;
 mod net;
 mod reports;
 
 pub use browser::*;
 pub use golden::*;
+pub use line_server::*;
 pub use net::*;
 pub use reports::*;
 

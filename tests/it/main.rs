@@ -36,5 +36,6 @@ mod record;
 mod reliability;
 mod remote;
 mod report;
+mod run_http;
 mod secret_args;
 mod security;

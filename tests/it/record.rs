@@ -315,6 +315,49 @@ fn kill(pid: i32, sig: i32) {
     assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill {pid} {sig}");
 }
 
+/// Exit 70 (internal error) from a path a user can hit: how the server ended cannot be learned.
+/// Started with SIGCHLD ignored (a parent can leave it so, and exec keeps it), the kernel reaps
+/// the server itself and `wait` fails with ECHILD once it has exited. The session is relayed and
+/// taped all the same, the tape closed and intact; mcptape exits 70 and says why on stderr,
+/// instead of passing on an exit code it does not know.
+#[test]
+fn a_server_whose_exit_status_is_lost_exits_70_saying_why_and_the_session_stays_on_the_tape() {
+    use std::os::unix::process::CommandExt as _;
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let mut cmd = record_mt(&tape, &[], &demo_server("healthy")).command();
+    // SAFETY: only signal(2), async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut c = LineClient::spawn_cmd(cmd);
+    c.initialize();
+    let r = c.call(
+        1,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+    );
+    assert_eq!(r["result"]["content"][0]["text"], "5", "{r}");
+    let stderr = c.finish_with(70);
+    assert_contains(
+        &stderr,
+        "mcptape: internal error: could not learn how the server (pid ",
+    );
+    assert_contains(
+        &stderr,
+        "No child processes (os error 10) (SIGCHLD is ignored in mcptape's environment: the system reaped the server, its exit status lost; start mcptape with SIGCHLD at its default); the tape is closed without it",
+    );
+    assert_contains(&stderr, "mcptape: recorded 5 messages (2 exchanges) to ");
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs.len(), 5, "{msgs:#?}");
+    assert_eq!(msgs[4]["msg"], r, "the last answer is on the tape");
+    let end = end_of(&tape);
+    assert_eq!(end["exit"], json!({}), "no exit status made up: {end}");
+    Mt::new(["verify"]).arg(&tape).run().success();
+}
+
 #[test]
 fn sigterm_is_forwarded_and_a_server_that_dies_of_it_gives_143() {
     let (_dir, tape) = tmp_tape("t.jsonl");
@@ -484,6 +527,60 @@ fn a_second_recording_of_a_new_tape_being_recorded_is_refused_and_the_first_goes
         .filter(|m| m["method"] == "tools/call")
         .count();
     assert_eq!(calls, 1, "the first recording is the tape");
+}
+
+/// An empty file at a tape's path is no tape yet (src/tape/place.rs): a first recording that has
+/// opened and locked it but not written its header, or one that crashed before it did. While a
+/// writer holds it (its `flock`, taken here by the test as a recorder takes it) a recording of
+/// that path is refused, as one of a tape being recorded is, and nothing is written to it or
+/// beside it; once the writer is gone, the next recording is written in place, as on a path with
+/// no file: no `TAPE.new`, no `TAPE.bak`, no word of an unfinished recording, made private.
+#[test]
+fn an_empty_tape_file_held_by_another_writer_is_refused_and_once_free_recorded_in_place() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::io::AsRawFd;
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    let writer = std::fs::File::create(&tape).unwrap();
+    // SAFETY: a valid descriptor; flock touches nothing else.
+    let locked = unsafe { libc::flock(writer.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(locked, 0, "flock: {}", std::io::Error::last_os_error());
+
+    let stderr = record(&tape, &[], &demo_server("healthy")).finish_with(74);
+    assert_contains(
+        &stderr,
+        &format!(
+            "{0} is being recorded by another mcptape right now (into {0})",
+            tape.display()
+        ),
+    );
+    assert_eq!(read(&tape), b"", "the writer's file is left empty");
+    for suffix in [".new", ".bak"] {
+        assert!(!beside(&tape, suffix).exists(), "{suffix} written");
+    }
+
+    // The writer is gone before it wrote a line: its empty file is what a crash leaves.
+    drop(writer);
+    std::fs::set_permissions(&tape, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut c = record(&tape, &[], &demo_server("healthy"));
+    c.initialize();
+    let r = c.call(
+        1,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+    );
+    assert_eq!(r["result"]["content"][0]["text"], "5", "{r}");
+    let stderr = c.finish_with(0);
+    for said in ["replaced", "kept as it was", "did not finish"] {
+        assert!(!stderr.contains(said), "{said:?}: {stderr}");
+    }
+    for suffix in [".new", ".bak"] {
+        assert!(!beside(&tape, suffix).exists(), "{suffix} written");
+    }
+    let mode = std::fs::metadata(&tape).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the tape is private");
+    let msgs = tape_msgs(&tape);
+    assert_eq!(msgs.last().expect("messages")["msg"], r, "{msgs:#?}");
+    assert_eq!(end_of(&tape)["exchanges"], 2);
 }
 
 /// A tape path that is not a regular file (a FIFO here; a character device such as `/dev/null`

@@ -592,6 +592,49 @@ fn an_endpoint_gone_at_close_fails_with_74_keeps_the_spool_and_push_resumes_it()
     assert_secret_nowhere(dir.path(), &[&err, &refused.stderr, &pushed.stderr]);
 }
 
+/// A spool folder that cannot be used (a file in its place) is an I/O error, 74, naming it:
+/// `record s3://…` stops before the server starts and uploads nothing; `push` with no arguments
+/// says it cannot read it. Both said so already but exited 70, "internal error (a bug)": the I/O
+/// error was turned into the message's words and lost as a cause.
+#[test]
+fn a_spool_folder_that_cannot_be_used_is_an_io_error_74_naming_it() {
+    let dir = tmp();
+    let moto = Moto::start(dir.path(), "moto");
+    moto.bucket(BUCKET);
+    let m = Machine::new(dir.path(), "a", &moto);
+    std::fs::create_dir_all(&m.cache).unwrap();
+    std::fs::write(m.spool_dir(), "not a folder").unwrap();
+    let url = format!("s3://{BUCKET}/spool-less.jsonl");
+    let started = dir.path().join("server-started");
+    let out = m
+        .mt(["record", "--tape", &url, "--", "sh", "-c"])
+        .arg(format!("touch '{}'; cat", started.display()))
+        .run()
+        .status(74);
+    assert_contains(
+        &out.stderr,
+        &format!(
+            "mcptape: error: {url}: creating the spool in {}: ",
+            m.spool_dir().display()
+        ),
+    );
+    assert!(!started.exists(), "no server started: {}", out.console());
+    assert_eq!(moto.count("PUT", "spool-less"), 0, "nothing uploaded");
+    let out = m.mt(["push"]).run().status(74);
+    assert_contains(
+        &out.stderr,
+        &format!(
+            "mcptape: error: reading the spool folder {}: Not a directory (os error 20)",
+            m.spool_dir().display()
+        ),
+    );
+    assert_eq!(
+        std::fs::read_to_string(m.spool_dir()).unwrap(),
+        "not a folder",
+        "left as it was"
+    );
+}
+
 /// A stdio MCP server (Python, no SDK) whose every tools/call answers with `size` bytes of text.
 fn big_server(size: usize) -> Vec<String> {
     let script = format!(

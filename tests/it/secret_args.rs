@@ -394,25 +394,20 @@ fn a_marker_key_kept_by_the_user_tells_requests_made_with_different_secrets_apar
     assert!(!short.exists(), "no tape begun");
 }
 
-/// A line server whose tool answers with a token it was given (the call's `token` argument,
-/// else its own first argument): in text content and as `structuredContent.token`, both
-/// redacted on the tape.
+/// A [`line_server`] answer: the token it was given (the call's `token` argument, else the
+/// server's argument), in text content and as `structuredContent.token`, both redacted on the
+/// tape.
 const ISSUER: &str = r##"
-import sys, json
-token = sys.argv[1]
-for line in sys.stdin:
-    m = json.loads(line)
-    if "id" not in m or "method" not in m:
-        continue
-    if m["method"] == "initialize":
-        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
-             "serverInfo": {"name": "issuer", "version": "1"}}
-    else:
-        t = (m["params"].get("arguments") or {}).get("token", token)
-        r = {"content": [{"type": "text", "text": "issued " + t}],
-             "structuredContent": {"token": t}}
-    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+def answer(m, token):
+    t = (m["params"].get("arguments") or {}).get("token", token)
+    return {"content": [{"type": "text", "text": "issued " + t}],
+            "structuredContent": {"token": t}}
 "##;
+
+/// A line server issuing `token` ([`ISSUER`]).
+fn issuer(token: &str) -> Vec<String> {
+    line_server("issuer", ISSUER, token)
+}
 
 const OTHER_TOKEN: &str = "ghp_Zz9yX8wV7uT6sR5qP4oN3mL2kJ1iH0gF9eD8";
 
@@ -431,7 +426,7 @@ fn record_issued_with(tape: &Path, token: &str, key: Option<&str>, arguments: Va
     let mut c = keyed(&["record", "--tape"], key)
         .arg(tape)
         .arg("--")
-        .args(crate::record::py(ISSUER, &[token]))
+        .args(issuer(token))
         .spawn();
     c.initialize();
     let given = arguments["token"].as_str().unwrap_or(token).to_string();
@@ -507,7 +502,7 @@ fn with_one_marker_key_check_and_diff_tell_different_secrets_apart() {
         keyed(&["check"], key)
             .arg(tape)
             .args(["--json", "-", "--"])
-            .args(crate::record::py(ISSUER, &[token]))
+            .args(issuer(token))
             .timeout(Duration::from_secs(120))
             .run()
     };
@@ -536,7 +531,7 @@ fn with_one_marker_key_check_and_diff_tell_different_secrets_apart() {
         keyed(&["check"], Some(key))
             .arg(&sent)
             .args(["--fill", "token=env:THE_TOKEN", "--json", "-", "--"])
-            .args(crate::record::py(ISSUER, &[OTHER_TOKEN]))
+            .args(issuer(OTHER_TOKEN))
             .env("THE_TOKEN", value)
             .timeout(Duration::from_secs(120))
             .run()
