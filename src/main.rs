@@ -13,6 +13,7 @@ pub(crate) use diag;
 mod cli;
 
 fn main() {
-    let code = cli::main();
+    mcptape::transport::stdio::wait_for_own_children();
+    let code = mcptape::exit::guarded(cli::main);
     std::process::exit(code);
 }

@@ -42,9 +42,9 @@ Exit codes:
 /// Each command's own exit codes (`--help` of the command); the whole table is `mcptape --help`.
 const EXIT_RECORD: &str = "\
 Exit codes: the server's own (128+N when a signal N ended it); 64 usage error; 69 the server
-could not be started, or --listen could not listen; 70 how the server ended could not be learned
-(mcptape started with SIGCHLD ignored: said on stderr, the tape closed all the same); 74 the tape
-could not be written (or replaced) and the server exited 0.";
+could not be started, or --listen could not listen; 70 internal error (how the server ended could
+not be learned: said on stderr, the tape closed all the same); 74 the tape could not be written
+(or replaced) and the server exited 0.";
 const EXIT_PLAY: &str = "\
 Exit codes: 0 everything asked was served; 1 a miss, a drifted answer to a replayed server
 request, or a request the recorded server never answered (a live server that could not answer

@@ -21,28 +21,9 @@ pub use player::{Player, Playing};
 pub use policy::{MatchMode, MatchPolicy, Repeat};
 pub use serve::{serve, Drift, PlayReport, ServeOptions, Unused};
 
-/// Panics seen in this process since [`count_panics`] was called: a serving task that panicked
-/// lost an answer, so play must not end as if all went well.
-static PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
-/// Counts every panic from now on (the previous hook still prints it). Tokio catches a task's
-/// panic and the task just ends, so without this a bug in a serving task would leave the client
-/// waiting and play exiting 0 with a summary that is not true.
-pub fn count_panics() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            PANICS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            previous(info);
-        }));
-    });
-}
-
-/// How many panics [`count_panics`] has seen.
-pub fn panics() -> usize {
-    PANICS.load(std::sync::atomic::Ordering::SeqCst)
-}
+/// A serving task that panicked lost an answer, so play must not end as if all went well:
+/// play counts panics (tokio catches a task's panic and the task just ends).
+pub use crate::exit::{count_panics, panics};
 
 /// Why play could not serve.
 #[derive(Debug, thiserror::Error)]

@@ -121,15 +121,11 @@ pub async fn record_stdio(
 }
 
 /// What is said when how the server ended cannot be learned (mcptape then exits 70, with no
-/// exit code of the server's to pass on).
+/// exit code of the server's to pass on). Not seen: SIGCHLD ignored by whoever started
+/// mcptape, the one cause known, is put back to its default at start (`main`).
 fn lost_exit(pid: u32, e: &io::Error) -> String {
-    let why = if child::children_reaped_unwaited() {
-        " (SIGCHLD is ignored in mcptape's environment: the system reaped the server, its exit status lost; start mcptape with SIGCHLD at its default)"
-    } else {
-        ""
-    };
     format!(
-        "mcptape: internal error: could not learn how the server (pid {pid}) ended: {e}{why}; the tape is closed without it"
+        "mcptape: internal error: could not learn how the server (pid {pid}) ended: {e}; the tape is closed without it"
     )
 }
 

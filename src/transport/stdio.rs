@@ -76,12 +76,27 @@ pub(crate) fn exit_code(st: &ExitStatus) -> Option<i32> {
 /// Whether this process's children are reaped by the kernel, unwaited: SIGCHLD ignored (or
 /// `SA_NOCLDWAIT`), as a parent may leave it across exec. Then `wait` fails with ECHILD and a
 /// child's exit status is lost.
-pub(crate) fn children_reaped_unwaited() -> bool {
+fn children_reaped_unwaited() -> bool {
     // SAFETY: sigaction(2) only reads the current disposition into a zeroed struct.
     unsafe {
         let mut now: libc::sigaction = std::mem::zeroed();
         libc::sigaction(libc::SIGCHLD, std::ptr::null(), &mut now) == 0
             && (now.sa_sigaction == libc::SIG_IGN || now.sa_flags & libc::SA_NOCLDWAIT != 0)
+    }
+}
+
+/// Puts SIGCHLD back to its default when this process was started with it ignored (or with
+/// `SA_NOCLDWAIT`), as a parent may leave it across exec: the kernel would reap every child
+/// unwaited, and the server's exit status, which `record` exits with, would be lost. Children
+/// started after this get SIGCHLD at its default too, as they expect. Called once, at start.
+pub fn wait_for_own_children() {
+    if children_reaped_unwaited() {
+        // SAFETY: sigaction(2) with a zeroed struct: SIG_DFL, no flags, an empty mask. At
+        // start, before any thread or child exists.
+        unsafe {
+            let default: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGCHLD, &default, std::ptr::null_mut());
+        }
     }
 }
 
