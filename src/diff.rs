@@ -67,20 +67,33 @@ pub struct DiffReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelDiff {
-    /// Model calls on A.
+    /// Model calls on A (Code Assist's setup calls not among them).
     pub calls_a: usize,
-    /// Model calls on B.
+    /// Model calls on B (Code Assist's setup calls not among them).
     pub calls_b: usize,
+    /// Code Assist's setup and bookkeeping calls on A (Gemini CLI signed in with Google:
+    /// `loadCodeAssist`, `retrieveUserQuota`…), counted apart as `run` counts them, and not
+    /// compared: how many an agent makes depends on timing, some carry a timestamp, and
+    /// playback serves them by endpoint whatever their number.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub setup_a: usize,
+    /// Code Assist's setup calls on B.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub setup_b: usize,
     /// The first call whose request differs, or that only one run made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first: Option<ModelDivergence>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The first model call two runs disagree on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelDivergence {
-    /// Its position among the model calls (1-based).
+    /// Its position among the model calls (1-based; setup calls not counted).
     pub position: usize,
     /// Its request's tape line in A (absent: only B made it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +111,7 @@ pub struct ModelDivergence {
 }
 
 /// The first model request two runs disagree on, or `None` when neither has model calls.
+/// Code Assist's setup calls are counted, not compared.
 fn model_diff(
     ca: Vec<crate::model::calls::Call>,
     cb: Vec<crate::model::calls::Call>,
@@ -105,6 +119,14 @@ fn model_diff(
     if ca.is_empty() && cb.is_empty() {
         return None;
     }
+    let setup =
+        |c: &crate::model::calls::Call| crate::model::provider::is_code_assist_setup(&c.endpoint);
+    let (setup_a, setup_b) = (
+        ca.iter().filter(|c| setup(c)).count(),
+        cb.iter().filter(|c| setup(c)).count(),
+    );
+    let ca: Vec<_> = ca.into_iter().filter(|c| !setup(c)).collect();
+    let cb: Vec<_> = cb.into_iter().filter(|c| !setup(c)).collect();
     let canon = |c: &crate::model::calls::Call| {
         let mut v = crate::model::volatile::canonical(&c.request).unwrap_or_else(|| {
             serde_json::Value::String(String::from_utf8_lossy(&c.request).into())
@@ -141,6 +163,8 @@ fn model_diff(
     Some(ModelDiff {
         calls_a: ca.len(),
         calls_b: cb.len(),
+        setup_a,
+        setup_b,
         first,
     })
 }
@@ -237,14 +261,26 @@ mod tests {
 
     /// A tape of an agent run with one model request per body in `asks`.
     fn run_tape(path: &std::path::Path, asks: &[serde_json::Value]) {
+        let calls: Vec<_> = asks.iter().map(|a| ("messages", a.clone())).collect();
+        calls_tape(path, &calls);
+    }
+
+    /// A tape of an agent run with one call per (endpoint, request body) in `calls`: the
+    /// Anthropic API's `messages`, or Code Assist's `/v1internal:…` (provider `other`, as
+    /// the proxy tapes its setup calls).
+    fn calls_tape(path: &std::path::Path, calls: &[(&str, serde_json::Value)]) {
         let mut w = TapeWriter::create(path, WriteOptions::redacted()).unwrap();
         w.declare_server(ServerDecl::model("model", "http://127.0.0.1:1".into()))
             .unwrap();
-        for (i, ask) in asks.iter().enumerate() {
+        for (i, (endpoint, ask)) in calls.iter().enumerate() {
+            let (provider, url_path) = match *endpoint {
+                "messages" => ("anthropic", "/v1/messages"),
+                other => ("other", other),
+            };
             let mut f = Map::new();
-            f.insert("provider".into(), json!("anthropic"));
-            f.insert("endpoint".into(), json!("messages"));
-            let http = json!({"method": "POST", "path": "/v1/messages"});
+            f.insert("provider".into(), json!(provider));
+            f.insert("endpoint".into(), json!(endpoint));
+            let http = json!({"method": "POST", "path": url_path});
             let body = ask.to_string();
             let n = i as u64 + 1;
             w.model(
@@ -302,5 +338,69 @@ mod tests {
         assert_eq!(first.position, 2);
         assert_eq!(first.changes[0].path, "$.messages[0].content");
         assert_eq!((first.line_a, first.line_b), (Some(5), Some(5)));
+    }
+
+    /// Code Assist's setup calls (Gemini CLI signed in with Google) are counted apart from the
+    /// model requests and not compared, as `run` and playback treat them: two runs that asked
+    /// their quota a different number of times, with another metrics timestamp, made the same
+    /// model requests. (Before, they were model requests: 6 against 5, a structural drift.)
+    #[test]
+    fn code_assist_setup_calls_are_counted_apart_and_not_compared() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, c) = (
+            dir.path().join("a.jsonl"),
+            dir.path().join("b.jsonl"),
+            dir.path().join("c.jsonl"),
+        );
+        let load = (
+            "/v1internal:loadCodeAssist",
+            json!({"metadata": {"pluginType": "GEMINI"}}),
+        );
+        let quota = ("/v1internal:retrieveUserQuota", json!({"project": "p"}));
+        let metrics = |t: &str| {
+            (
+                "/v1internal:recordCodeAssistMetrics",
+                json!({"timestamp": t}),
+            )
+        };
+        let turn = |text: &str| ("messages", ask(text, "s1"));
+        calls_tape(
+            &a,
+            &[
+                load.clone(),
+                quota.clone(),
+                quota.clone(),
+                turn("hi"),
+                metrics("2026-01-01T00:00:00Z"),
+                turn("list files"),
+            ],
+        );
+        calls_tape(
+            &b,
+            &[
+                load.clone(),
+                quota.clone(),
+                turn("hi"),
+                metrics("2026-01-02T00:00:00Z"),
+                turn("list files"),
+            ],
+        );
+        calls_tape(&c, &[load, quota, turn("hi"), turn("delete files")]);
+        let norm = crate::compare::Normalizer::default();
+        let (same, _) = super::diff(&a, &b, &norm).unwrap();
+        assert_eq!(same.verdict, super::Verdict::Same, "{same:?}");
+        let m = same.model.unwrap();
+        assert_eq!(
+            (m.calls_a, m.calls_b, m.setup_a, m.setup_b),
+            (2, 2, 4, 3),
+            "{m:?}"
+        );
+        assert_eq!(m.first, None);
+        let (drift, _) = super::diff(&a, &c, &norm).unwrap();
+        assert_eq!(drift.verdict, super::Verdict::OutputDrift);
+        let first = drift.model.unwrap().first.unwrap();
+        // The second model request, not the sixth call on the tape.
+        assert_eq!((first.position, first.endpoint.as_str()), (2, "messages"));
+        assert_eq!(first.changes[0].path, "$.messages[0].content");
     }
 }

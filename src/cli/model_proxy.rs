@@ -91,11 +91,15 @@ pub fn run(a: Args) -> Result<i32> {
             crate::diag!("{l}");
         }
         crate::diag!(
-            "mcptape model-proxy: {} model calls served, {} missed, {} served leniently, {} recorded calls unused{}",
+            "mcptape model-proxy: {} model calls served, {} missed, {} served leniently, {} recorded calls unused{}{}",
             report.served,
             report.misses.len(),
             report.lenient.len(),
             report.unused,
+            report
+                .ambiguity()
+                .map(|a| format!(", {a}"))
+                .unwrap_or_default(),
             match report.setup_served {
                 0 => String::new(),
                 n => format!("; {n} Code Assist setup calls served beside them"),

@@ -174,13 +174,14 @@ pub fn run_cmd(a: Args) -> Result<i32> {
                 crate::diag!("{l}");
             }
             crate::diag!(
-                "mcptape run: {} exited {}; offline from {}: {} model calls served{}, {} missed, {servers} from the tape",
+                "mcptape run: {} exited {}; offline from {}: {} model calls served{}, {} missed, {}{servers} from the tape",
                 out.agent.name(),
                 out.agent_exit,
                 cfg.tape.display(),
                 r.served,
                 setup_beside(r.setup_served),
-                r.misses.len()
+                r.misses.len(),
+                r.ambiguity().map(|a| format!("{a}, ")).unwrap_or_default()
             );
             if code == 0 && (!r.misses.is_empty() || !r.lenient.is_empty()) {
                 code = mcptape::exit::DRIFT;

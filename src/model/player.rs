@@ -35,6 +35,31 @@ pub struct PlaybackReport {
     /// Recorded model calls never asked for (setup calls not counted: they are served by
     /// endpoint, as often as asked).
     pub unused: u64,
+    /// Requests served among recorded calls that differ only in redacted values (made with
+    /// other secrets, which the markers did not tell apart), by `METHOD endpoint`: how many
+    /// each. The warning is said once a call; these count every request.
+    pub ambiguous: Vec<(String, u64)>,
+}
+
+impl PlaybackReport {
+    /// The summary's words for [`ambiguous`](Self::ambiguous), as `mcptape play` says them of
+    /// MCP requests; `None` when there were none.
+    pub fn ambiguity(&self) -> Option<String> {
+        if self.ambiguous.is_empty() {
+            return None;
+        }
+        let n: u64 = self.ambiguous.iter().map(|(_, times)| times).sum();
+        let each: Vec<String> = self
+            .ambiguous
+            .iter()
+            .map(|(what, times)| format!("{what}: {times}"))
+            .collect();
+        Some(format!(
+            "{n} model request{} served among recorded calls that differ only in redacted values ({})",
+            if n == 1 { "" } else { "s" },
+            each.join(", ")
+        ))
+    }
 }
 
 struct Recorded {
@@ -238,7 +263,8 @@ impl ModelPlayer {
     /// Of the unused recorded calls a request fits (`first`, then `more`, in recorded order;
     /// `first` has markers), the one to serve: with the marker key, the earliest whose markers
     /// were made from the request's values; else `first`, and when calls made with other
-    /// secrets fit too, a warning that the answer may be another value's (once a call).
+    /// secrets fit too, a warning that the answer may be another value's (once a call), and
+    /// the request counted in the report.
     fn choose(
         &self,
         st: &mut State,
@@ -268,12 +294,20 @@ impl ModelPlayer {
                 secrets.push(m);
             }
         }
-        if secrets.len() > 1 && !st.warned.contains(&first) {
-            st.warned.push(first);
-            crate::diag!(
-                "{}",
-                self.ambiguous_warning(method, endpoint, first, secrets.len())
-            );
+        if secrets.len() > 1 {
+            // Counted every time, for the summary; warned once a call.
+            let what = format!("{method} {endpoint}");
+            match st.report.ambiguous.iter_mut().find(|(w, _)| *w == what) {
+                Some((_, times)) => *times += 1,
+                None => st.report.ambiguous.push((what, 1)),
+            }
+            if !st.warned.contains(&first) {
+                st.warned.push(first);
+                crate::diag!(
+                    "{}",
+                    self.ambiguous_warning(method, endpoint, first, secrets.len())
+                );
+            }
         }
         first
     }
@@ -290,7 +324,7 @@ impl ModelPlayer {
         };
         let r = &self.calls[i].call;
         format!(
-            "mcptape: WARNING: model request {method} {endpoint} fits {views} recorded calls that differ only in redacted values; served call {} (tape line {}), the first unused. {why} (said once for this call)",
+            "mcptape: WARNING: model request {method} {endpoint} fits {views} recorded calls that differ only in redacted values; served call {} (tape line {}), the first unused. {why} (said once for this call; the summary counts every request it applied to)",
             r.n, r.line
         )
     }
@@ -736,15 +770,20 @@ mod tests {
         let asked = [live("ghp_two"), live("ghp_one")];
         let p = player(Some(key.id()), Some(key.clone()));
         assert_eq!(served(&p, &asked), [Some(2), Some(1)]);
-        // A value never recorded: the first unused call still answers.
+        assert_eq!(p.report().ambiguity(), None, "each its own call");
+        // A value never recorded: the first unused call still answers, counted for the
+        // summary.
         let p = player(Some(key.id()), Some(key.clone()));
         assert_eq!(served(&p, &[live("ghp_three")]), [Some(1)]);
-        // Without the key, or with a key the tape's markers were not made with: wildcards,
-        // in recorded order.
         assert_eq!(
-            served(&player(Some(key.id()), None), &asked),
-            [Some(1), Some(2)]
+            p.report().ambiguity().as_deref(),
+            Some("1 model request served among recorded calls that differ only in redacted values (POST messages: 1)")
         );
+        // Without the key, or with a key the tape's markers were not made with: wildcards,
+        // in recorded order (the second request fits one call left: not counted).
+        let p = player(Some(key.id()), None);
+        assert_eq!(served(&p, &asked), [Some(1), Some(2)]);
+        assert_eq!(p.report().ambiguous, [("POST messages".to_string(), 1)]);
         let other = player(Some("0badc0de".into()), Some(key.clone()));
         assert_eq!(served(&other, &asked), [Some(1), Some(2)]);
         assert!(

@@ -364,7 +364,7 @@ impl Player {
                 session.shared.report.lock().expect("report lock").rejected += 1;
                 let recorded = match recorded {
                     Some(serve::BadAnswer::Refused(r)) => {
-                        return with_session(refusal_response(r), r, Some(&session.id));
+                        return with_session(refusal_response(r), r.session, Some(&session.id));
                     }
                     Some(serve::BadAnswer::Message(m)) => Some(m),
                     Some(serve::BadAnswer::Accepted) | None => None,
@@ -383,7 +383,9 @@ impl Player {
                         {
                             r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
                         }
-                        r
+                        // The Python SDK's server sends the session's id on these too.
+                        let carried = h.is_some_and(|h| h.with_session);
+                        with_session(r, carried, Some(&session.id))
                     }
                     None => {
                         let (code, text) = serve::rejection(c.kind);
@@ -432,13 +434,8 @@ impl Player {
             }
         };
         self.emit_standalone(&session, due).await;
-        let mut response = response;
-        if let Some(id) = new_id {
-            if let Ok(v) = HeaderValue::from_str(&id) {
-                response.headers_mut().insert(SESSION, v);
-            }
-        }
-        response
+        // The answer to `initialize` gives the client play's new session, whatever it was.
+        with_session(response, true, new_id.as_deref())
     }
 
     /// What answers a request: a recorded exchange to replay, or one line right away (a miss
@@ -572,7 +569,7 @@ impl Player {
         if let Some(r) = &exchange.refusal {
             // Refused without a JSON-RPC answer: the same status, headers and body again.
             session.shared.report.lock().expect("report lock").served += 1;
-            return with_session(refusal_response(r), r, Some(&session.id));
+            return with_session(refusal_response(r), r.session, Some(&session.id));
         }
         // The recorded answer's status and content type (a `400` with a JSON-RPC error is a
         // `400` again).
@@ -583,11 +580,8 @@ impl Player {
             .and_then(|h| h.status)
             .and_then(|s| StatusCode::from_u16(s).ok())
             .unwrap_or(StatusCode::OK);
-        // The session's id on the answer, where the recorded answer carried the recorded
-        // session's (both reference SDKs' servers send it on every answer in a session).
-        let session_id = answer_http
-            .filter(|h| h.with_session && !session.id.is_empty())
-            .and_then(|_| HeaderValue::from_str(&session.id).ok());
+        // Both reference SDKs' servers send the session's id on every answer in a session.
+        let carried = answer_http.is_some_and(|h| h.with_session);
         let (tx, mut rx) = mpsc::channel::<StreamItem>(STREAM_QUEUE);
         let shared = session.shared.clone();
         // SSE when the recording answered over SSE, or the exchange carries more than its answer.
@@ -616,10 +610,7 @@ impl Player {
                     let mut r = full(status, "application/json", trim_nl(&line).to_string());
                     r.headers_mut()
                         .insert(hyper::header::CONTENT_TYPE, content_type);
-                    if let Some(v) = session_id {
-                        r.headers_mut().insert(SESSION, v);
-                    }
-                    r
+                    with_session(r, carried, Some(&session.id))
                 }
                 None => accepted(&self.index, "", Some(&session.id)),
             };
@@ -631,7 +622,7 @@ impl Player {
         let (btx, brx) = mpsc::channel::<Bytes>(STREAM_QUEUE);
         let priming = exchange.priming.clone();
         let resumed = exchange.resumed.clone();
-        let session = session.clone();
+        let stream_session = session.clone();
         tokio::spawn(async move {
             let mut post = Some(btx);
             if let (Some(p), Some(tx)) = (&priming, &post) {
@@ -658,7 +649,7 @@ impl Player {
                     // The recorded server closed the POST stream here.
                     post = None;
                     let (gtx, grx) = mpsc::channel::<Bytes>(STREAM_QUEUE);
-                    session.offer_resume(&sent_ids, resumed.as_deref().cloned(), grx);
+                    stream_session.offer_resume(&sent_ids, resumed.as_deref().cloned(), grx);
                     get = Some(gtx);
                 }
                 if let Some(id) = &event_id {
@@ -672,11 +663,7 @@ impl Player {
                 }
             }
         });
-        let mut r = sse_response(brx);
-        if let Some(v) = session_id {
-            r.headers_mut().insert(SESSION, v);
-        }
-        r
+        with_session(sse_response(brx), carried, Some(&session.id))
     }
 
     /// HTTP+SSE (2024-11-05): GET opens a session's event stream, whose first event names the
@@ -1093,18 +1080,19 @@ fn accepted(
         Some(v) => resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v),
         None => resp.headers_mut().remove(hyper::header::CONTENT_TYPE),
     };
-    with_session(resp, r, session)
+    with_session(resp, r.session, session)
 }
 
 /// `resp` with the session's id `session` (not the stateless one), when the recorded answer
-/// `r` carried the recorded session's.
+/// carried the recorded session's (`carried`). Every answer play gives in a session goes
+/// through here, so that no path decides it another way.
 fn with_session(
     mut resp: Response<RespBody>,
-    r: &crate::tape::index::HttpRefusal,
+    carried: bool,
     session: Option<&str>,
 ) -> Response<RespBody> {
     let id = session
-        .filter(|s| r.session && !s.is_empty())
+        .filter(|s| carried && !s.is_empty())
         .and_then(|s| HeaderValue::from_str(s).ok());
     if let Some(v) = id {
         resp.headers_mut().insert(SESSION, v);
@@ -1301,7 +1289,10 @@ impl Player {
             _ => None,
         };
         if let Some(r) = refused {
-            return refusal_response(r);
+            // With the session's id when the recorded refusal carried it and the request
+            // named a session play has.
+            let session = self.session(session_id.as_deref()).map(|s| s.id.clone());
+            return with_session(refusal_response(r), r.session, session.as_deref());
         }
         match *req.method() {
             Method::POST => {

@@ -5,7 +5,7 @@ use super::{
     Style, ARGS_WIDTH, MD_MAX_ROWS,
 };
 use crate::compare::{ChangeKind, ExchangeComparison, ExchangeRef, Outcome};
-use crate::diff::{DiffReport, Verdict};
+use crate::diff::{DiffReport, ModelDiff, Verdict};
 
 fn verdict_word(v: Verdict) -> &'static str {
     match v {
@@ -39,13 +39,29 @@ fn is_same(r: &DiffReport) -> bool {
         && r.model.as_ref().is_none_or(|m| m.first.is_none())
 }
 
+/// Code Assist's setup calls (Gemini CLI signed in with Google), said apart from the model
+/// requests they are taped beside, as `run` says them; `None` when neither run has any.
+fn setup_beside(m: &ModelDiff) -> Option<String> {
+    let calls = |n: usize| plural(n, "Code Assist setup call", "Code Assist setup calls");
+    match (m.setup_a, m.setup_b) {
+        (0, 0) => None,
+        (a, b) if a == b => Some(format!("{} beside them in each", calls(a))),
+        (a, b) => Some(format!("{} beside them in A, {b} in B", calls(a))),
+    }
+}
+
 /// Agent runs: where the model requests of the two runs first differ, in words.
 fn model_lines(r: &DiffReport) -> Vec<String> {
     let Some(m) = &r.model else {
         return Vec::new();
     };
+    let setup = setup_beside(m);
     let Some(d) = &m.first else {
-        return vec![format!("model calls: the same {} requests", m.calls_a)];
+        return vec![format!(
+            "model calls: the same {} requests{}",
+            m.calls_a,
+            setup.map(|s| format!(" ({s})")).unwrap_or_default()
+        )];
     };
     let line = |l: Option<u64>| l.map_or("-".to_string(), |l| l.to_string());
     let endpoint = match &d.endpoint_b {
@@ -53,12 +69,13 @@ fn model_lines(r: &DiffReport) -> Vec<String> {
         None => d.endpoint.clone(),
     };
     let mut out = vec![format!(
-        "first model request that diverged: call {} ({endpoint}), A line {}, B line {} ({} model calls in A, {} in B)",
+        "first model request that diverged: call {} ({endpoint}), A line {}, B line {} ({} model calls in A, {} in B{})",
         d.position,
         line(d.line_a),
         line(d.line_b),
         m.calls_a,
-        m.calls_b
+        m.calls_b,
+        setup.map(|s| format!("; {s}")).unwrap_or_default()
     )];
     if d.line_a.is_none() || d.line_b.is_none() {
         out.push(format!(
@@ -124,9 +141,16 @@ fn diff_text_body(r: &DiffReport, all: bool, color: bool) -> String {
             n => Some(format!("all {n} exchanges")),
         };
         // Agent runs: the model requests agree too (answers of a live model are not compared).
-        let model = r.model.as_ref().map(|m| match m.calls_a {
-            1 => "the one model request".to_string(),
-            n => format!("all {n} model requests"),
+        let model = r.model.as_ref().map(|m| {
+            let requests = match m.calls_a {
+                0 => "no model request".to_string(),
+                1 => "the one model request".to_string(),
+                n => format!("all {n} model requests"),
+            };
+            match setup_beside(m) {
+                Some(s) => format!("{requests} ({s})"),
+                None => requests,
+            }
         });
         let what: Vec<String> = exchanges.into_iter().chain(model).collect();
         return format!(
@@ -398,6 +422,8 @@ mod tests {
         r.model = Some(crate::diff::ModelDiff {
             calls_a: 2,
             calls_b: 2,
+            setup_a: 0,
+            setup_b: 0,
             first: Some(crate::diff::ModelDivergence {
                 position: 2,
                 line_a: Some(5),
@@ -424,6 +450,16 @@ mod tests {
             "{text}"
         );
         assert!(diff_markdown(&r).contains("### Model calls"));
+        // Code Assist's setup calls counted beside the model calls, not among them.
+        let m = r.model.as_mut().unwrap();
+        (m.setup_a, m.setup_b) = (3, 2);
+        let text = diff_text(&r, false, false);
+        assert!(
+            text.contains(
+                "A line 5, B line 7 (2 model calls in A, 2 in B; 3 Code Assist setup calls beside them in A, 2 in B)"
+            ),
+            "{text}"
+        );
     }
 
     fn sample() -> DiffReport {
@@ -527,6 +563,8 @@ tool surface
             model: Some(crate::diff::ModelDiff {
                 calls_a: 2,
                 calls_b: 2,
+                setup_a: 0,
+                setup_b: 0,
                 first: None,
             }),
             ..r.clone()
@@ -534,6 +572,25 @@ tool surface
         assert_eq!(
             diff_text(&run, false, false),
             "same: a.jsonl and b.jsonl agree on all 12 exchanges and all 2 model requests\n"
+        );
+        // Gemini CLI signed in with Google: its Code Assist setup calls said apart.
+        let gemini = |setup_a, setup_b| DiffReport {
+            model: Some(crate::diff::ModelDiff {
+                calls_a: 2,
+                calls_b: 2,
+                setup_a,
+                setup_b,
+                first: None,
+            }),
+            ..r.clone()
+        };
+        assert_eq!(
+            diff_text(&gemini(5, 5), false, false),
+            "same: a.jsonl and b.jsonl agree on all 12 exchanges and all 2 model requests (5 Code Assist setup calls beside them in each)\n"
+        );
+        assert_eq!(
+            diff_text(&gemini(1, 4), false, false),
+            "same: a.jsonl and b.jsonl agree on all 12 exchanges and all 2 model requests (1 Code Assist setup call beside them in A, 4 in B)\n"
         );
         let md = diff_markdown(&r);
         assert!(md.starts_with("## ✅ mcptape diff: same\n"), "{md}");

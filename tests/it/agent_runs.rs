@@ -1182,8 +1182,8 @@ fn gemini_cli_signed_in_with_google_is_recorded_replayed_and_played_back_offline
         }
     };
     // Each run makes the home anew: the files as the bed writes them, kept to compare.
-    let run = |mode: &[&str], base: &str, bed: &Bed| {
-        let cmd = bed.command(Agent::Gemini, Servers::UserScope, &tape, mode, base, PROMPT);
+    let run_on = |tape: &Path, mode: &[&str], base: &str, bed: &Bed| {
+        let cmd = bed.command(Agent::Gemini, Servers::UserScope, tape, mode, base, PROMPT);
         let before = files();
         let start = Instant::now();
         let out = run_with_timeout(cmd, AGENT_LIMIT);
@@ -1197,6 +1197,7 @@ fn gemini_cli_signed_in_with_google_is_recorded_replayed_and_played_back_offline
         untouched(&before, &out.console());
         out
     };
+    let run = |mode: &[&str], base: &str, bed: &Bed| run_on(&tape, mode, base, bed);
 
     let rec = run(&[], &fake.url, &bed);
     let answer = rec.ok();
@@ -1363,6 +1364,45 @@ fn gemini_cli_signed_in_with_google_is_recorded_replayed_and_played_back_offline
     assert!(
         meta.iter().any(|m| m == "2 model calls") && meta.contains(&setup_count),
         "the report's header: {meta:?}"
+    );
+
+    // A second run, recorded and diffed with the first: the same two model requests, each
+    // run's Code Assist setup calls counted beside them, not among them, and not compared (how
+    // often it asks its quota depends on timing), as `run` counts them. (Before, diff said
+    // "all 7 model requests", and runs that asked their quota a different number of times
+    // were a structural drift.)
+    bed.gemini_google = Some(true);
+    let fake = Fake::start(&bed.net, bed.path(), "fake-again", &[]);
+    let again = bed.tape("gemini-google-again.jsonl");
+    run_on(&again, &[], &fake.url, &bed).ok();
+    fake.stop();
+    let setup_again = show_json(&again)["model_calls"].as_array().map_or(0, |c| {
+        c.iter().filter(|c| c["provider"] != "gemini").count()
+    });
+    let beside = if setup_again == others.len() {
+        format!("({setup_again} Code Assist setup calls beside them in each)")
+    } else {
+        format!(
+            "({} Code Assist setup calls beside them in A, {setup_again} in B)",
+            others.len()
+        )
+    };
+    let same = Mt::new(["diff"]).arg(&tape).arg(&again).run().success();
+    assert_contains(
+        &same.stdout,
+        &format!(" exchanges and all 2 model requests {beside}\n"),
+    );
+    let report: Value = Mt::new(["diff", "--format", "json"])
+        .arg(&tape)
+        .arg(&again)
+        .run()
+        .success()
+        .json();
+    assert_eq!(
+        report["model"],
+        json!({"calls_a": 2, "calls_b": 2, "setup_a": others.len(), "setup_b": setup_again}),
+        "{}",
+        pretty(&report)
     );
 }
 

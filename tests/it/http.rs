@@ -2235,6 +2235,185 @@ fn play_answers_a_bad_post_with_what_server_everything_answered_it() {
     assert_eq!(played, recorded, "the recorded answers, as they were");
 }
 
+/// What a server answers POSTs no server can serve (not JSON, JSON that is no message, JSON
+/// cut short) in a session it opened at `url`: status, `Content-Type`, `Mcp-Session-Id`
+/// (`"the session's"` when it is the session's: ids differ from session to session) and body,
+/// each.
+type BadAnswer = (u16, String, Option<String>, String);
+fn bad_answers_in_a_session(url: &str) -> Vec<BadAnswer> {
+    let mut init = post_open_ok(url, &req(0, "initialize", init_params()));
+    let sid = init
+        .header("mcp-session-id")
+        .expect("a session")
+        .to_string();
+    let _ = init.body();
+    let h = post_headers(&[
+        ("Mcp-Session-Id", &sid),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ]);
+    [&b"this is not json"[..], br#"{"foo":1}"#, b"[1,2"]
+        .iter()
+        .map(|b| {
+            let mut s = http_open(url, "POST", &h, b);
+            let session = s
+                .header("mcp-session-id")
+                .map(|v| if v == sid { "the session's" } else { v }.to_string());
+            let ct = s.content_type().to_string();
+            (s.status, ct, session, text(&s.body()))
+        })
+        .collect()
+}
+
+/// Both reference servers answer a POST they cannot read `400` with a JSON-RPC error whose id
+/// is `null`; the Python SDK's server sends the session's `Mcp-Session-Id` on it (as on every
+/// answer in a session), server-everything none (seen with curl too). Play gives each bad
+/// POST its recorded error with its own session's id where the recorded server sent one, and
+/// none where it did not (before, never).
+#[test]
+fn a_bad_posts_recorded_error_carries_the_session_id_where_the_server_sent_it() {
+    type Start = fn(&Path) -> (Proc, String);
+    let servers: [(&str, Start); 2] = [
+        ("server-everything", everything_http),
+        ("the Python SDK", py_server_http),
+    ];
+    for (name, start) in servers {
+        let dir = tmp();
+        let tape = dir.path().join("bad-in-session.jsonl");
+        let (_server, upstream) = start(dir.path());
+        let direct = bad_answers_in_a_session(&upstream);
+        let python = name == "the Python SDK";
+        for (status, ct, session, body) in &direct {
+            assert!(
+                *status == 400
+                    && ct.starts_with("application/json")
+                    && body.contains("\"id\":null"),
+                "{name}: {direct:?}"
+            );
+            assert_eq!(
+                session.as_deref(),
+                python.then_some("the session's"),
+                "{name}: {direct:?}"
+            );
+        }
+        let rec = Served::record(&upstream, &tape);
+        let recorded = bad_answers_in_a_session(&rec.url);
+        rec.stop();
+        assert_eq!(recorded, direct, "{name}: through record --url");
+        let play = Served::play(&tape);
+        let played = bad_answers_in_a_session(&play.url);
+        let err = play.stop();
+        assert_eq!(played, direct, "{name}: from the tape; play said:\n{err}");
+    }
+}
+
+/// A stateful upstream with no GET stream and no session termination, which (as the Python
+/// SDK's server does on every answer in a session) sends the session's id on its refusals:
+/// `initialize` opens session `S-1`; a GET or a DELETE is refused `405` with `Allow: POST`,
+/// no body and no `Content-Type`, carrying `S-1` when the request named it. None of the
+/// reference servers refuses so (their refusals of GET and DELETE are JSON-RPC errors, taped
+/// as messages): this one stands for a server that does.
+const NO_GET_NO_DELETE: &str = r#"
+class H(Quiet):
+    def session(self):
+        return [("Mcp-Session-Id", "S-1")] if self.headers.get("Mcp-Session-Id") else []
+
+    def do_POST(self):
+        msg, method, rid = self.read_msg()
+        if method == "initialize":
+            result = {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "serverInfo": {"name": "no-get", "version": "1"}}
+            self.send_json({"jsonrpc": "2.0", "id": rid, "result": result},
+                           headers=[("Mcp-Session-Id", "S-1")])
+        elif rid is None:
+            self.send_response(202)
+            for k, v in self.session():
+                self.send_header(k, v)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        else:
+            self.send_json({"jsonrpc": "2.0", "id": rid, "result": {}}, headers=self.session())
+
+    def do_GET(self):
+        self.not_allowed(("Allow", "POST"), ("Content-Length", "0"), *self.session())
+
+    def do_DELETE(self):
+        self.not_allowed(("Allow", "POST"), ("Content-Length", "0"), *self.session())
+"#;
+
+/// A GET and a DELETE in the session `initialize` opened at `url`, then each without a
+/// session: status, `Allow`, `Content-Type` and `Mcp-Session-Id` (`"the session's"` when it
+/// is the session's), each.
+type Refused = (u16, Option<String>, Option<String>, Option<String>);
+fn get_and_delete_refused(url: &str) -> Vec<Refused> {
+    let mut init = post_open_ok(url, &req(0, "initialize", init_params()));
+    let sid = init
+        .header("mcp-session-id")
+        .expect("a session")
+        .to_string();
+    let _ = init.body();
+    let in_session = [
+        ("Mcp-Session-Id", sid.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+        ("Accept", "text/event-stream"),
+    ];
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let h = post_headers(&in_session[..2]);
+    assert_eq!(
+        http_open(url, "POST", &h, initialized.to_string().as_bytes()).status,
+        202
+    );
+    let header = |s: &HttpStream, name: &str| s.header(name).map(String::from);
+    [("GET", &in_session[..]), ("DELETE", &in_session[..])]
+        .into_iter()
+        .chain([("GET", &in_session[2..]), ("DELETE", &in_session[2..])])
+        .map(|(method, h)| {
+            let s = http_open(url, method, h, b"");
+            let session = s
+                .header("mcp-session-id")
+                .map(|v| if v == sid { "the session's" } else { v }.to_string());
+            (
+                s.status,
+                header(&s, "allow"),
+                header(&s, "content-type"),
+                session,
+            )
+        })
+        .collect()
+}
+
+/// A GET or DELETE the recorded server refused carrying the session's id gets play's refusal
+/// with play's session id, where the request named that session (before, play gave the
+/// recorded status and `Allow` without the id).
+#[test]
+fn a_refused_get_or_delete_carries_the_session_id_where_the_server_sent_it() {
+    let dir = tmp();
+    let (_up, port) = py_upstream(dir.path(), "no-get", NO_GET_NO_DELETE, &[]);
+    let upstream = format!("http://127.0.0.1:{port}/mcp");
+    let tape = dir.path().join("no-get.jsonl");
+    let direct = get_and_delete_refused(&upstream);
+    let refused = |session: Option<&str>| -> Refused {
+        (405, Some("POST".into()), None, session.map(String::from))
+    };
+    assert_eq!(
+        direct,
+        [
+            refused(Some("the session's")),
+            refused(Some("the session's")),
+            refused(None),
+            refused(None)
+        ],
+        "the upstream as written"
+    );
+    let rec = Served::record(&upstream, &tape);
+    let recorded = get_and_delete_refused(&rec.url);
+    rec.stop();
+    assert_eq!(recorded, direct, "through record --url");
+    let play = Served::play(&tape);
+    let played = get_and_delete_refused(&play.url);
+    let err = play.stop();
+    assert_eq!(played, direct, "from the tape; play said:\n{err}");
+}
+
 /// A session of the HTTP+SSE transport at `sse_url`: its event stream (kept open: the session
 /// lives as long as it) and the URL its `endpoint` event names to POST to.
 fn legacy_session(sse_url: &str) -> (HttpStream, String) {

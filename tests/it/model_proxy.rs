@@ -846,17 +846,8 @@ fn a_streamed_answer_with_logprobs_is_taped_and_played_back_as_the_model_said_it
     assert_contains(&log, "1 model calls served, 0 missed");
 }
 
-/// Two model calls recorded with `MCPTAPE_REDACT_KEY` set, their requests the same but for a
-/// GitHub token in the user's prompt (redacted on the tape, each marker's hash made with the
-/// key). Played back with the same key, in the opposite order, each request is served the
-/// answer recorded with its own token (model playback treated every marker as a wildcard and
-/// served the first recorded call to both). Without the key, the first recorded call still
-/// answers, and a warning says the calls differ only in redacted values and names the key.
-#[test]
-fn with_the_marker_key_playback_serves_each_request_the_call_recorded_with_its_secret() {
-    let dir = tmp();
-    // Each answer says which call it was: the provider's count of requests.
-    let handler = r#"
+/// A provider whose every answer says which call it was: its count of requests.
+const COUNTING_PROVIDER: &str = r#"
 class H(Quiet):
     n = 0
     def do_POST(self):
@@ -867,25 +858,55 @@ class H(Quiet):
                         "content": [{"type": "text", "text": "answer %d" % H.n}],
                         "usage": {"input_tokens": 3, "output_tokens": 2}})
 "#;
-    let (_up, port) = py_upstream(dir.path(), "provider", handler, &[]);
+
+/// GitHub tokens, which the redactor replaces with markers.
+const TOKENS: [&str; 3] = [
+    "ghp_Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8Ii9Jj0Kk1Ll2Mm3",
+    "ghp_Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp9Oo8Nn7",
+    "ghp_Mm3Nn4Oo5Pp6Qq7Rr8Ss9Tt0Uu1Vv2Ww3Xx4Yy5",
+];
+
+/// An Anthropic request whose prompt holds `token`.
+fn ask_with(token: &str) -> Vec<u8> {
+    serde_json::json!({
+        "model": "claude-test", "max_tokens": 5, "stream": false,
+        "messages": [{"role": "user", "content": format!("deploy billing with {token}, then say done")}]
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// An agent of our own: for each token in its arguments, the request of [`ask_with`] to
+/// `$ANTHROPIC_BASE_URL`, printing each answer's text.
+const TOKEN_AGENT: &str = r#"import json, os, sys, urllib.request
+for token in sys.argv[1:]:
+    body = {"model": "claude-test", "max_tokens": 5, "stream": False,
+            "messages": [{"role": "user", "content": "deploy billing with %s, then say done" % token}]}
+    req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"].rstrip("/") + "/v1/messages",
+                                 data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json", "x-api-key": "k",
+                                          "anthropic-version": "2023-06-01"})
+    print(json.loads(urllib.request.urlopen(req).read())["content"][0]["text"], flush=True)
+"#;
+
+/// Two model calls recorded with `MCPTAPE_REDACT_KEY` set, their requests the same but for a
+/// GitHub token in the user's prompt (redacted on the tape, each marker's hash made with the
+/// key). Played back with the same key, in the opposite order, each request is served the
+/// answer recorded with its own token (model playback treated every marker as a wildcard and
+/// served the first recorded call to both). Without the key, the first recorded call still
+/// answers, and a warning says the calls differ only in redacted values and names the key.
+#[test]
+fn with_the_marker_key_playback_serves_each_request_the_call_recorded_with_its_secret() {
+    let dir = tmp();
+    let (_up, port) = py_upstream(dir.path(), "provider", COUNTING_PROVIDER, &[]);
     let tape = dir.path().join("keyed.jsonl");
     let key = "k3y-0f-the-ci-s3cret-store-2026";
     let with_key = |k: Option<&str>| -> Vec<(String, String)> {
         k.map(|k| vec![("MCPTAPE_REDACT_KEY".to_string(), k.to_string())])
             .unwrap_or_default()
     };
-    let tokens = [
-        "ghp_Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8Ii9Jj0Kk1Ll2Mm3",
-        "ghp_Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2Rr1Qq0Pp9Oo8Nn7",
-    ];
-    let ask = |token: &str| {
-        serde_json::json!({
-            "model": "claude-test", "max_tokens": 5, "stream": false,
-            "messages": [{"role": "user", "content": format!("deploy billing with {token}, then say done")}]
-        })
-        .to_string()
-        .into_bytes()
-    };
+    let tokens = &TOKENS[..2];
+    let ask = ask_with;
     let base = format!("http://127.0.0.1:{port}");
     let proxy = Served::spawn_env(
         &["model-proxy", "--tape", &s(&tape), "--upstream", &base],
@@ -936,20 +957,7 @@ class H(Quiet):
     // `run --playback` plays the model side the same way: an agent of our own asks with
     // the second token first.
     let agent = dir.path().join("agent.py");
-    std::fs::write(
-        &agent,
-        r#"import json, os, sys, urllib.request
-for token in sys.argv[1:]:
-    body = {"model": "claude-test", "max_tokens": 5, "stream": False,
-            "messages": [{"role": "user", "content": "deploy billing with %s, then say done" % token}]}
-    req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"].rstrip("/") + "/v1/messages",
-                                 data=json.dumps(body).encode(),
-                                 headers={"content-type": "application/json", "x-api-key": "k",
-                                          "anthropic-version": "2023-06-01"})
-    print(json.loads(urllib.request.urlopen(req).read())["content"][0]["text"], flush=True)
-"#,
-    )
-    .unwrap();
+    std::fs::write(&agent, TOKEN_AGENT).unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     let played = Mt::new(["run", "--playback", "--tape", &s(&tape), "--"])
@@ -1090,4 +1098,76 @@ class H(Quiet):
         assert_contains(&log, ": 1 model call");
         assert_contains(&log, "served, 0 missed");
     }
+}
+
+/// Three model calls recorded without a marker key, their requests the same but for a GitHub
+/// token (the tape holds a marker for each, not the tokens). Played back with the three
+/// requests in turn, the first fits all three calls and the second the two left, each made
+/// with other tokens: both are warned about, and the summary counts them, as `mcptape play`
+/// counts MCP requests served among recorded requests that differ only in redacted values —
+/// `model-proxy --playback` and `run --playback` alike. The third fits one call: not counted.
+/// (Before, only the warnings said it: the summary said nothing.)
+#[test]
+fn playback_counts_requests_served_among_calls_that_differ_only_in_redacted_values() {
+    let dir = tmp();
+    let (_up, port) = py_upstream(dir.path(), "provider", COUNTING_PROVIDER, &[]);
+    let tape = dir.path().join("three-tokens.jsonl");
+    let base = format!("http://127.0.0.1:{port}");
+    let proxy = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--upstream", &base]);
+    let url = format!("{}/v1/messages", proxy.url);
+    for (n, token) in TOKENS.iter().enumerate() {
+        let (status, body) = http(&url, "POST", HEADERS, &ask_with(token));
+        assert_eq!(status, 200, "{}", text(&body));
+        assert_contains(&text(&body), &format!("answer {}", n + 1));
+    }
+    proxy.stop();
+    const COUNTED: &str =
+        "2 model requests served among recorded calls that differ only in redacted values (POST messages: 2)";
+
+    let player = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--playback"]);
+    let purl = format!("{}/v1/messages", player.url);
+    for (n, token) in TOKENS.iter().enumerate() {
+        let (status, body) = http(&purl, "POST", HEADERS, &ask_with(token));
+        assert_eq!(status, 200, "{}", text(&body));
+        // Markers are wildcards without the key: the earliest unused call answers.
+        assert_contains(&text(&body), &format!("answer {}", n + 1));
+    }
+    let log = player.stop();
+    let warnings = log
+        .matches("differ only in redacted values; served call")
+        .count();
+    assert_eq!(warnings, 2, "{log}");
+    let summary = log
+        .lines()
+        .find(|l| l.contains(" model calls served, "))
+        .unwrap_or_else(|| panic!("no summary:\n{log}"));
+    assert_contains(
+        summary,
+        &format!("3 model calls served, 0 missed, 0 served leniently, 0 recorded calls unused, {COUNTED}"),
+    );
+
+    let agent = dir.path().join("agent.py");
+    std::fs::write(&agent, TOKEN_AGENT).unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let played = Mt::new(["run", "--playback", "--tape", &s(&tape), "--"])
+        .arg(python())
+        .arg(&agent)
+        .args(TOKENS)
+        .env("MCPTAPE_DIR", dir.path().join("store"))
+        .env("HOME", &home)
+        .env_remove("MCPTAPE_REDACT_KEY")
+        .dir(&home)
+        .run()
+        .success();
+    assert_eq!(
+        played.stdout,
+        "answer 1\nanswer 2\nanswer 3\n",
+        "{}",
+        played.console()
+    );
+    assert_contains(
+        &played.stderr,
+        &format!("3 model calls served, 0 missed, {COUNTED}, no MCP server from the tape"),
+    );
 }
