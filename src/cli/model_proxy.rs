@@ -91,18 +91,21 @@ pub fn run(a: Args) -> Result<i32> {
             crate::diag!("{l}");
         }
         crate::diag!(
-            "mcptape model-proxy: {} model calls served, {} missed, {} served leniently, {} recorded calls unused{}{}",
-            report.served,
+            "mcptape model-proxy: {} served, {} missed, {} served leniently, {} unused{}{}",
+            calls(report.served, "model call"),
             report.misses.len(),
             report.lenient.len(),
-            report.unused,
+            calls(report.unused, "recorded call"),
             report
                 .ambiguity()
                 .map(|a| format!(", {a}"))
                 .unwrap_or_default(),
             match report.setup_served {
                 0 => String::new(),
-                n => format!("; {n} Code Assist setup calls served beside them"),
+                n => format!(
+                    "; {} served beside them",
+                    calls(n, "Code Assist setup call")
+                ),
             }
         );
         let failed = !report.misses.is_empty() || !report.lenient.is_empty();
@@ -159,4 +162,10 @@ pub fn run(a: Args) -> Result<i32> {
         return Ok(mcptape::exit::IO_ERR);
     }
     Ok(mcptape::exit::OK)
+}
+
+/// `n` and what is counted, in the plural unless `n` is 1: "1 model call", "2 model calls".
+pub(crate) fn calls(n: u64, what: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{n} {what}{s}")
 }

@@ -174,11 +174,11 @@ pub fn run_cmd(a: Args) -> Result<i32> {
                 crate::diag!("{l}");
             }
             crate::diag!(
-                "mcptape run: {} exited {}; offline from {}: {} model calls served{}, {} missed, {}{servers} from the tape",
+                "mcptape run: {} exited {}; offline from {}: {} served{}, {} missed, {}{servers} from the tape",
                 out.agent.name(),
                 out.agent_exit,
                 cfg.tape.display(),
-                r.served,
+                super::model_proxy::calls(r.served, "model call"),
                 setup_beside(r.setup_served),
                 r.misses.len(),
                 r.ambiguity().map(|a| format!("{a}, ")).unwrap_or_default()

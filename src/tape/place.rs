@@ -90,6 +90,8 @@ pub(crate) fn open(path: &Path) -> io::Result<(File, Option<Beside>)> {
             }
             file.set_len(0)?;
         }
+        // Only now: a file another writer holds is refused above, and left as it was.
+        super::writer::make_private(&file)?;
         return Ok((file, None));
     }
     // A link given as a path is the user's choice (a named tape that is a link was refused

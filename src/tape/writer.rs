@@ -1064,16 +1064,22 @@ pub(crate) fn open_private(path: &Path) -> io::Result<File> {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(0o600);
     }
-    let file = opts.open(path)?;
     // `mode` applies only when the file is created: an empty regular file there, which becomes
-    // the tape, is made private too. Anything else (`/dev/null`, a FIFO) is written through and
-    // left as it was: it is not the tape's to change.
+    // the tape, is made private by the caller once it knows the file is its own
+    // ([`make_private`]).
+    opts.open(path)
+}
+
+/// Makes `file`, an empty regular file found at a tape's path and now this recording's, private
+/// (0600), as a created tape is. Anything else (`/dev/null`, a FIFO) is written through and left
+/// as it was: it is not the tape's to change.
+pub(crate) fn make_private(file: &File) -> io::Result<()> {
     #[cfg(unix)]
     if file.metadata()?.is_file() {
         use std::os::unix::fs::PermissionsExt;
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     }
-    Ok(file)
+    Ok(())
 }
 
 /// Opens a file mcptape names itself (a staging file, a backup) for writing, refusing to

@@ -816,9 +816,10 @@ fn record_replay_playback(agent: Agent) {
         assert_contains(
             &play.stderr,
             &format!(
-                "mcptape run: {} exited 0; offline from {}: {n} model calls served, 0 missed, MCP servers S from the tape",
+                "mcptape run: {} exited 0; offline from {}: {n} model call{} served, 0 missed, MCP servers S from the tape",
                 agent.name(),
-                tape.display()
+                tape.display(),
+                if n == 1 { "" } else { "s" }
             ),
         );
         assert_eq!(bed.starts(), 1, "--playback {round} started no server");

@@ -477,7 +477,7 @@ fn events_that_arrive_together_are_each_taped_and_forwarded_byte_for_byte() {
     );
     assert_eq!((status, text(&again)), (200, text(&sse)));
     let log = player.stop();
-    assert_contains(&log, "1 model calls served, 0 missed");
+    assert_contains(&log, "1 model call served, 0 missed");
 }
 
 /// The framings an upstream may use besides one chunk an event, each read to its end, taped
@@ -843,7 +843,7 @@ fn a_streamed_answer_with_logprobs_is_taped_and_played_back_as_the_model_said_it
     );
     assert_eq!((status, text(&again)), (200, text(&sse)));
     let log = player.stop();
-    assert_contains(&log, "1 model calls served, 0 missed");
+    assert_contains(&log, "1 model call served, 0 missed");
 }
 
 /// A provider whose every answer says which call it was: its count of requests.
@@ -1095,8 +1095,7 @@ class H(Quiet):
         assert_eq!(status, 200, "{}: {}", t.display(), text(&body));
         assert_contains(&text(&body), "deployed");
         let log = player.stop();
-        assert_contains(&log, ": 1 model call");
-        assert_contains(&log, "served, 0 missed");
+        assert_contains(&log, ": 1 model call served, 0 missed");
     }
 }
 

@@ -541,6 +541,7 @@ fn an_empty_tape_file_held_by_another_writer_is_refused_and_once_free_recorded_i
     use std::os::unix::io::AsRawFd;
     let (_dir, tape) = tmp_tape("t.jsonl");
     let writer = std::fs::File::create(&tape).unwrap();
+    std::fs::set_permissions(&tape, std::fs::Permissions::from_mode(0o644)).unwrap();
     // SAFETY: a valid descriptor; flock touches nothing else.
     let locked = unsafe { libc::flock(writer.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     assert_eq!(locked, 0, "flock: {}", std::io::Error::last_os_error());
@@ -554,13 +555,14 @@ fn an_empty_tape_file_held_by_another_writer_is_refused_and_once_free_recorded_i
         ),
     );
     assert_eq!(read(&tape), b"", "the writer's file is left empty");
+    let mode = std::fs::metadata(&tape).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o644, "the writer's file is left as it was");
     for suffix in [".new", ".bak"] {
         assert!(!beside(&tape, suffix).exists(), "{suffix} written");
     }
 
     // The writer is gone before it wrote a line: its empty file is what a crash leaves.
     drop(writer);
-    std::fs::set_permissions(&tape, std::fs::Permissions::from_mode(0o644)).unwrap();
     let mut c = record(&tape, &[], &demo_server("healthy"));
     c.initialize();
     let r = c.call(

@@ -356,8 +356,11 @@ impl Proxy {
 
 /// The closing summary a playback prints: served, missed, served leniently, unused.
 pub fn summary(served: u64, missed: u64, lenient: u64, unused: u64) -> String {
+    let s = |n: u64| if n == 1 { "" } else { "s" };
     format!(
-        "mcptape model-proxy: {served} model calls served, {missed} missed, {lenient} served leniently, {unused} recorded calls unused"
+        "mcptape model-proxy: {served} model call{} served, {missed} missed, {lenient} served leniently, {unused} recorded call{} unused",
+        s(served),
+        s(unused)
     )
 }
 
