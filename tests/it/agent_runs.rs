@@ -1388,16 +1388,20 @@ fn gemini_cli_signed_in_with_google_is_recorded_replayed_and_played_back_offline
             others.len()
         )
     };
-    let same = Mt::new(["diff"]).arg(&tape).arg(&again).run().success();
-    assert_contains(
-        &same.stdout,
-        &format!(" exchanges and all 2 model requests {beside}\n"),
-    );
+    // The MCP side may differ: Gemini CLI lists the server's tools once or twice, as timing
+    // has it (a `tools/list` only in A is a structural drift, exit 2). The model side is what
+    // is asked here, in whichever of diff's two wordings.
+    let diffed = Mt::new(["diff"]).arg(&tape).arg(&again).run();
+    let said = match diffed.code() {
+        0 => format!(" exchanges and all 2 model requests {beside}\n"),
+        1 | 2 => format!("model calls: the same 2 requests {beside}\n"),
+        _ => panic!("diff failed:\n{}", diffed.console()),
+    };
+    assert_contains(&diffed.stdout, &said);
     let report: Value = Mt::new(["diff", "--format", "json"])
         .arg(&tape)
         .arg(&again)
         .run()
-        .success()
         .json();
     assert_eq!(
         report["model"],
