@@ -393,7 +393,7 @@ pub(crate) fn drive_stdio(
     // Close the server's stdin and give it the grace period to exit.
     stdin.lock().unwrap_or_else(|p| p.into_inner()).take();
     let ended = crate::transport::stdio::wait_with_grace(&mut child, cfg.grace);
-    let exit = ended.as_ref().map(|st| exit_info(st).0);
+    let exit = ended.as_ref().ok().map(|st| exit_info(st).0);
     // Let the reader take the server's last words to the tape, then close it.
     let deadline = Instant::now() + Duration::from_secs(2);
     while !reader.is_finished() && Instant::now() < deadline {

@@ -445,6 +445,24 @@ pub(crate) fn spawn_and_tape(
     }
 }
 
+/// How a server that was waited for ended, for the closing line, and the exit code mcptape
+/// passes on ([`exit_info`]); when waiting failed, the line that says so instead (mcptape
+/// then exits 70, the tape closed with no exit of the server's).
+pub(crate) fn server_ended(
+    pid: u32,
+    waited: &io::Result<ExitStatus>,
+) -> Result<(ExitInfo, i32), String> {
+    match waited {
+        Ok(st) => Ok(exit_info(st)),
+        Err(e) => Err(crate::transport::stdio::lost_end(
+            "the server",
+            pid,
+            e,
+            "the tape is closed without it",
+        )),
+    }
+}
+
 /// How a server ended, for the closing line, and the exit code mcptape passes on.
 pub(crate) fn exit_info(st: &ExitStatus) -> (ExitInfo, i32) {
     use std::os::unix::process::ExitStatusExt;
