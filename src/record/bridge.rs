@@ -179,7 +179,7 @@ fn server_end(
     pid: u32,
     waited: &io::Result<ExitStatus>,
 ) -> (Option<ExitInfo>, i32, Option<String>) {
-    match super::recorder::server_ended(pid, waited) {
+    match super::recorder::server_ended(pid, waited, "the tape is closed without it") {
         Ok((info, code)) => (Some(info), code, None),
         Err(said) => (None, crate::exit::SOFTWARE, Some(said)),
     }

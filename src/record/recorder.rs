@@ -446,11 +446,12 @@ pub(crate) fn spawn_and_tape(
 }
 
 /// How a server that was waited for ended, for the closing line, and the exit code mcptape
-/// passes on ([`exit_info`]); when waiting failed, the line that says so instead (mcptape
-/// then exits 70, the tape closed with no exit of the server's).
+/// passes on ([`exit_info`]); when waiting failed, the line that says so instead, `then`
+/// saying what goes without it (mcptape then exits 70).
 pub(crate) fn server_ended(
     pid: u32,
     waited: &io::Result<ExitStatus>,
+    then: &str,
 ) -> Result<(ExitInfo, i32), String> {
     match waited {
         Ok(st) => Ok(exit_info(st)),
@@ -458,7 +459,7 @@ pub(crate) fn server_ended(
             "the server",
             pid,
             e,
-            "the tape is closed without it",
+            then,
         )),
     }
 }

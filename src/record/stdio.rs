@@ -103,7 +103,7 @@ pub async fn record_stdio(
     );
 
     let (status, reason) = supervise(pid, cfg.grace, &mut inbox, &mut signals).await;
-    let (exit, exit_code) = match server_ended(pid, &status) {
+    let (exit, exit_code) = match server_ended(pid, &status, "the tape is closed without it") {
         Ok(ended) => ended,
         Err(said) => {
             crate::diag!("{said}");
