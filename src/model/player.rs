@@ -84,6 +84,8 @@ pub struct ModelPlayer {
     key: Option<MarkerKey>,
     /// The id of the key the tape's markers were made with (its header's), for warnings.
     tape_key_id: Option<String>,
+    /// The id of the user's key, the tape's or not, for warnings.
+    user_key_id: Option<String>,
     state: Mutex<State>,
 }
 
@@ -121,6 +123,7 @@ impl ModelPlayer {
             max_message,
             key: None,
             tape_key_id: None,
+            user_key_id: None,
             state: Mutex::new(State {
                 used: vec![false; n],
                 ..State::default()
@@ -137,6 +140,7 @@ impl ModelPlayer {
         tape_key_id: Option<String>,
         key: Option<MarkerKey>,
     ) -> ModelPlayer {
+        self.user_key_id = key.as_ref().map(MarkerKey::id);
         self.key =
             MarkerKey::for_tape(key, tape_key_id.as_deref(), "mcptape", "in model requests ");
         self.tape_key_id = tape_key_id;
@@ -315,13 +319,12 @@ impl ModelPlayer {
     /// Said when a request fits recorded calls that differ only in redacted values, as `play`
     /// says it of MCP requests.
     fn ambiguous_warning(&self, method: &str, endpoint: &str, i: usize, views: usize) -> String {
-        let why = if self.key.is_some() {
-            "None of them was recorded with the values the client sent (their markers' hashes, made with MCPTAPE_REDACT_KEY, say so): its answer is the one recorded for another value".to_string()
-        } else if let Some(id) = &self.tape_key_id {
-            format!("The tape holds markers, not the secrets; its markers were made with a marker key (id {id}): with MCPTAPE_REDACT_KEY set to that key, playback serves the one recorded with the client's values")
-        } else {
-            "The tape holds markers, not the secrets, so playback cannot tell which one the client meant: its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and play back with the same key, to tell them apart)".to_string()
-        };
+        let why = MarkerKey::ambiguity_why(
+            "playback",
+            self.key.is_some(),
+            self.tape_key_id.as_deref(),
+            self.user_key_id.as_deref(),
+        );
         let r = &self.calls[i].call;
         format!(
             "mcptape: WARNING: model request {method} {endpoint} fits {views} recorded calls that differ only in redacted values; served call {} (tape line {}), the first unused. {why} (said once for this call; the summary counts every request it applied to)",

@@ -531,12 +531,13 @@ where
             }
             None => {
                 let index = crate::tape::TapeIndex::load(&cfg.tape, Some(&name))?;
-                let opts = crate::play::ServeOptions::with_display(play_display(
+                let mut opts = crate::play::ServeOptions::with_display(play_display(
                     &name,
                     cfg.write.redactor.as_ref(),
                     cfg.marker_key.as_ref(),
                     index.header.marker_key.as_deref(),
                 ));
+                opts.marker_key_id = cfg.marker_key.as_ref().map(crate::redact::MarkerKey::id);
                 tasks.push(tokio::spawn(async move {
                     crate::play::http::serve_http_on(
                         listener,

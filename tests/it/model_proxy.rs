@@ -979,21 +979,34 @@ fn with_the_marker_key_playback_serves_each_request_the_call_recorded_with_its_s
     assert_contains(&played.stderr, "2 model calls served, 0 missed");
     assert!(!played.stderr.contains("WARNING"), "{}", played.console());
 
+    // The warning's words but for why, said of the first recorded call (served).
+    let (n, line) = first_model_call(&tape);
+    let warning = |why: &str| {
+        format!(
+            "mcptape: WARNING: model request POST messages fits 2 recorded calls that differ only in redacted values; served call {n} (tape line {line}), the first unused. {why} (said once for this call; the summary counts every request it applied to)"
+        )
+    };
+
     // No key: markers are wildcards, the first recorded call answers, and the warning says
     // which key would tell the calls apart.
-    let player = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--playback"]);
+    let player = Served::spawn_env(
+        &["model-proxy", "--tape", &s(&tape), "--playback"],
+        &with_key(None),
+    );
     let purl = format!("{}/v1/messages", player.url);
     let (status, body) = http(&purl, "POST", HEADERS, &ask(tokens[1]));
     assert_eq!(status, 200, "{}", text(&body));
     assert_contains(&text(&body), "answer 1");
     let log = player.stop();
-    assert_contains(
-        &log,
-        "fits 2 recorded calls that differ only in redacted values",
+    assert_eq!(
+        model_warning(&log),
+        warning(&format!(
+            "The tape holds markers, not the secrets; its markers were made with a marker key (id {id}) and MCPTAPE_REDACT_KEY is not set: with it set to that key, playback serves the one recorded with the client's values"
+        ))
     );
-    assert_contains(&log, &format!("made with a marker key (id {id})"));
 
-    // Another key: said, and markers are wildcards.
+    // Another key: said, and markers are wildcards; the warning names both keys (it said
+    // "with MCPTAPE_REDACT_KEY set to that key", as if none were set).
     let player = Served::spawn_env(
         &["model-proxy", "--tape", &s(&tape), "--playback"],
         &with_key(Some("another-key-of-32-characters-xx")),
@@ -1002,11 +1015,34 @@ fn with_the_marker_key_playback_serves_each_request_the_call_recorded_with_its_s
     let (_, body) = http(&purl, "POST", HEADERS, &ask(tokens[1]));
     assert_contains(&text(&body), "answer 1");
     let log = player.stop();
-    assert_contains(
-        &log,
-        "is not the key this tape's markers were made with (its id is ",
+    let other = crate::secret_args::another_key_id(&log, &id);
+    assert_eq!(
+        model_warning(&log),
+        warning(&format!(
+            "The tape holds markers, not the secrets; its markers were made with a marker key (id {id}) and MCPTAPE_REDACT_KEY is another key (id {other}): with it set to the tape's key, playback serves the one recorded with the client's values"
+        ))
     );
-    assert_contains(&log, &format!("the tape's {id})"));
+}
+
+/// The number and tape line (from 1) of the first model call on `tape`.
+fn first_model_call(tape: &std::path::Path) -> (u64, usize) {
+    let lines = tape_lines(tape);
+    let at = lines
+        .iter()
+        .position(|l| l["type"] == "model" && l["part"] == "request")
+        .expect("a model call on the tape");
+    (lines[at]["call"].as_u64().expect("its number"), at + 1)
+}
+
+/// The one ambiguity warning in a playback's log.
+#[track_caller]
+fn model_warning(log: &str) -> &str {
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("differ only in redacted values; served call"))
+        .collect();
+    assert_eq!(said.len(), 1, "one warning:\n{log}");
+    said[0]
 }
 
 /// The MCP servers' tools, as an agent passes them to its model, are taped as the servers said
