@@ -37,7 +37,7 @@ pub struct PlaybackReport {
     pub unused: u64,
     /// Requests served among recorded calls that differ only in redacted values (made with
     /// other secrets, which the markers did not tell apart), by `METHOD endpoint`: how many
-    /// each. The warning is said once a call; these count every request.
+    /// each. The warning is said once a request shape; these count every request.
     pub ambiguous: Vec<(String, u64)>,
 }
 
@@ -93,8 +93,9 @@ pub struct ModelPlayer {
 struct State {
     used: Vec<bool>,
     report: PlaybackReport,
-    /// Recorded calls whose ambiguity (several fitting, made with different secrets) was
-    /// said: said once for each.
+    /// A recorded call of each request shape whose ambiguity (several fitting, made with
+    /// different secrets) was said: said once for each shape ([`ModelPlayer::same_shape`]),
+    /// as `play` says it once for each recorded request's match key.
     warned: Vec<usize>,
 }
 
@@ -267,7 +268,8 @@ impl ModelPlayer {
     /// Of the unused recorded calls a request fits (`first`, then `more`, in recorded order;
     /// `first` has markers), the one to serve: with the marker key, the earliest whose markers
     /// were made from the request's values; else `first`, and when calls made with other
-    /// secrets fit too, a warning that the answer may be another value's (once a call), and
+    /// secrets fit too, a warning that the answer may be another value's (once a request
+    /// shape), and
     /// the request counted in the report.
     fn choose(
         &self,
@@ -299,13 +301,14 @@ impl ModelPlayer {
             }
         }
         if secrets.len() > 1 {
-            // Counted every time, for the summary; warned once a call.
+            // Counted every time, for the summary; warned once a request shape (the next
+            // request of it fits the calls left, `first` another call of the same shape).
             let what = format!("{method} {endpoint}");
             match st.report.ambiguous.iter_mut().find(|(w, _)| *w == what) {
                 Some((_, times)) => *times += 1,
                 None => st.report.ambiguous.push((what, 1)),
             }
-            if !st.warned.contains(&first) {
+            if !st.warned.iter().any(|&w| self.same_shape(w, first)) {
                 st.warned.push(first);
                 crate::diag!(
                     "{}",
@@ -327,9 +330,23 @@ impl ModelPlayer {
         );
         let r = &self.calls[i].call;
         format!(
-            "mcptape: WARNING: model request {method} {endpoint} fits {views} recorded calls that differ only in redacted values; served call {} (tape line {}), the first unused. {why} (said once for this call; the summary counts every request it applied to)",
+            "mcptape: WARNING: model request {method} {endpoint} fits {views} recorded calls that differ only in redacted values; served call {} (tape line {}), the first unused. {why} (said once for this request shape; the summary counts every request it applied to)",
             r.n, r.line
         )
+    }
+
+    /// Whether recorded calls `a` and `b` are requests of one shape: the same method and
+    /// endpoint, and bodies equal with every marker taken alike (what a request fitting one
+    /// fits in the other), as `play`'s match key of a recorded request takes them.
+    fn same_shape(&self, a: usize, b: usize) -> bool {
+        let (a, b) = (&self.calls[a], &self.calls[b]);
+        a.call.method == b.call.method
+            && a.call.endpoint == b.call.endpoint
+            && match (&a.canon, &b.canon) {
+                (Some(x), Some(y)) => x == y,
+                (None, None) => a.call.request == b.call.request,
+                _ => false,
+            }
     }
 
     /// Why nothing matched: the nearest recorded call of the endpoint and its differences.
