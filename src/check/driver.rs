@@ -5,7 +5,7 @@
 //! wire is also written to an observed tape, which becomes the new baseline.
 
 use super::observe::Observer;
-use crate::record::recorder::{exit_info, spawn_and_tape, StartError};
+use crate::record::recorder::{server_ended, spawn_and_tape, StartError};
 use crate::record::Recorder;
 use crate::tape::index::{Exchange, MsgMeta};
 use crate::tape::{ExitInfo, TapeIndex, WriteOptions, DEFAULT_SERVER};
@@ -18,7 +18,7 @@ use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
-use std::process::ChildStdin;
+use std::process::{ChildStdin, ExitStatus};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -103,6 +103,8 @@ pub(crate) struct DriveOutcome {
     pub run_error: Option<String>,
     /// How the server ended (stdio).
     pub exit: Option<ExitInfo>,
+    /// Waiting for the server failed (stdio): the line that says so, an internal error.
+    pub lost_end: Option<String>,
 }
 
 /// What the live side reports to the driver.
@@ -392,8 +394,8 @@ pub(crate) fn drive_stdio(
 
     // Close the server's stdin and give it the grace period to exit.
     stdin.lock().unwrap_or_else(|p| p.into_inner()).take();
-    let ended = crate::transport::stdio::wait_with_grace(&mut child, cfg.grace);
-    let exit = ended.as_ref().map(|st| exit_info(st).0);
+    let waited = crate::transport::stdio::wait_with_grace(&mut child, cfg.grace);
+    let (exit, lost_end) = server_end(child.id(), &waited);
     // Let the reader take the server's last words to the tape, then close it.
     let deadline = Instant::now() + Duration::from_secs(2);
     while !reader.is_finished() && Instant::now() < deadline {
@@ -407,7 +409,18 @@ pub(crate) fn drive_stdio(
         missing,
         run_error,
         exit,
+        lost_end,
     })
+}
+
+/// How the server ended, for the report; when waiting for it failed, the line that says so
+/// (check then exits 70 after writing its report: the error was ignored, the report just
+/// had no exit of the server's).
+fn server_end(pid: u32, waited: &io::Result<ExitStatus>) -> (Option<ExitInfo>, Option<String>) {
+    match server_ended(pid, waited, "the report is written without it") {
+        Ok((info, _)) => (Some(info), None),
+        Err(said) => (None, Some(said)),
+    }
 }
 
 /// The client messages to send, in recorded order: requests and notifications (answers to server
@@ -935,6 +948,44 @@ mod tests {
     use crate::redact::{RedactConfig, Redactor};
     use crate::tape::{ServerDecl, TapeWriter};
     use crate::wire::Line;
+
+    /// A server that exits 3, started as `check` starts it.
+    fn server_exiting_3() -> std::process::Child {
+        crate::transport::stdio::spawn(&["sh".into(), "-c".into(), "exit 3".into()])
+            .expect("sh starts")
+    }
+
+    #[test]
+    fn a_server_that_was_waited_for_has_its_exit_in_the_report() {
+        let mut child = server_exiting_3();
+        let waited = crate::transport::stdio::wait_with_grace(&mut child, Duration::from_secs(10));
+        let (exit, lost) = server_end(child.id(), &waited);
+        assert_eq!(exit.map(|x| x.code), Some(Some(3)));
+        assert_eq!(lost, None);
+    }
+
+    /// Waiting for the server fails when something else reaped it (the kernel did, with
+    /// SIGCHLD ignored, before `main` put it back to its default): check said nothing, its
+    /// report just had no exit. Reaped here behind the `Child`'s back, `wait` fails as it
+    /// would (ECHILD).
+    #[test]
+    fn a_server_whose_end_cannot_be_learned_is_said_to_be_an_internal_error() {
+        let mut child = server_exiting_3();
+        let pid = child.id();
+        let mut status = 0;
+        // SAFETY: waitpid(2) on our own child, which is not waited for anywhere else.
+        let reaped = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
+        assert_eq!(reaped, pid as libc::pid_t);
+        let waited = crate::transport::stdio::wait_with_grace(&mut child, Duration::from_secs(10));
+        let (exit, lost) = server_end(pid, &waited);
+        assert_eq!(exit, None);
+        assert_eq!(
+            lost.as_deref(),
+            Some(format!(
+                "mcptape: internal error: could not learn how the server (pid {pid}) ended: No child processes (os error 10); the report is written without it"
+            ).as_str())
+        );
+    }
 
     #[test]
     fn only_answers_that_may_hold_a_state_are_passed_whole() {

@@ -192,6 +192,7 @@ pub(crate) async fn drive_http(
             missing,
             run_error,
             exit: None,
+            lost_end: None,
         },
         observer,
     ))

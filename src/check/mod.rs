@@ -223,6 +223,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
         updated_backup: None,
         skipped_lines: base.skipped_lines(),
         duration_ms: started.elapsed().as_millis() as u64,
+        internal_error: outcome.lost_end,
     };
     if let Some(observed) = &observed_path {
         // The new baseline is indexed before it replaces the old one: a tape that would not

@@ -172,9 +172,26 @@ pub struct CheckReport {
     pub skipped_lines: Vec<crate::tape::BadLine>,
     /// Wall-clock time of the whole check, milliseconds.
     pub duration_ms: u64,
+    /// An internal error that leaves the report standing (how the server ended could not be
+    /// learned): the line that says so. Not written: the exit code (70) tells it.
+    #[serde(skip)]
+    pub internal_error: Option<String>,
 }
 
 impl CheckReport {
+    /// `check`'s exit code for this report: 70 after an internal error, else 0 when the gate
+    /// passed or `--update` made the observed session the baseline (the success asked for),
+    /// 1 when the gate failed.
+    pub fn exit_code(&self) -> i32 {
+        if self.internal_error.is_some() {
+            crate::exit::SOFTWARE
+        } else if self.gate.passed || self.updated_backup.is_some() {
+            crate::exit::OK
+        } else {
+            crate::exit::DRIFT
+        }
+    }
+
     /// Exchanges that did not pass (regressions and missing answers).
     pub fn regression_count(&self) -> usize {
         self.exchanges

@@ -158,6 +158,9 @@ pub fn run(a: Args) -> Result<i32> {
     for w in warnings {
         crate::diag!("mcptape: warning: {w}");
     }
+    if let Some(e) = &report.internal_error {
+        crate::diag!("{e}");
+    }
     let json_to_stdout = a.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let console_is_tty = if json_to_stdout {
         std::io::stderr().is_terminal()
@@ -187,10 +190,5 @@ pub fn run(a: Args) -> Result<i32> {
     if let Some(p) = &a.badge {
         write(p, mcptape::report::check_badge(&report))?;
     }
-    // `--update` accepted what changed as the new baseline: that is the success asked for.
-    Ok(if report.gate.passed || report.updated_backup.is_some() {
-        mcptape::exit::OK
-    } else {
-        mcptape::exit::DRIFT
-    })
+    Ok(report.exit_code())
 }

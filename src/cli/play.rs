@@ -206,8 +206,10 @@ pub fn run(a: Args) -> Result<i32> {
     // The user's marker key, when the tape's markers were made with it: then a live request
     // is matched to the recorded one made with its very values (and what `--on-miss live`
     // appends is marked alike).
+    let user_key = super::marker_key()?;
+    let user_key_id = user_key.as_ref().map(mcptape::redact::MarkerKey::id);
     rules.marker_key = mcptape::redact::MarkerKey::for_tape(
-        super::marker_key()?,
+        user_key,
         index.header.marker_key.as_deref(),
         "mcptape play",
         "",
@@ -215,6 +217,7 @@ pub fn run(a: Args) -> Result<i32> {
     let display = std::sync::Arc::new(mcptape::redact::Redactor::new(&rules)?);
     let live = live_config(&a, &path, &index, &display)?;
     let mut opts = ServeOptions::with_display(Some(display));
+    opts.marker_key_id = user_key_id;
     opts.lenient = a.lenient;
     opts.on_miss = match (a.lenient, a.on_miss) {
         (true, _) | (_, OnMiss::Lenient) => mcptape::play::OnMiss::Lenient,

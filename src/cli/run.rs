@@ -142,13 +142,19 @@ pub fn run_cmd(a: Args) -> Result<i32> {
         format!("MCP servers {}", names.join(", "))
     };
     let mut code = out.agent_exit;
+    // How the agent ended, when it could be learned (else the internal error was said).
+    let exited = if out.agent_end_lost {
+        format!("ended, how could not be learned (exit {code})")
+    } else {
+        format!("exited {code}")
+    };
     match mode {
         Mode::Record => {
             let end = out.end.unwrap_or_default();
             crate::diag!(
-                "mcptape run: {} exited {}; {} model calls{} and {servers} on {} ({} messages)",
+                "mcptape run: {} {}; {} model calls{} and {servers} on {} ({} messages)",
                 out.agent.name(),
-                out.agent_exit,
+                exited,
                 out.model_calls,
                 setup_beside(out.setup_calls),
                 cfg.tape.display(),
@@ -162,9 +168,9 @@ pub fn run_cmd(a: Args) -> Result<i32> {
             }
         }
         Mode::Replay => crate::diag!(
-            "mcptape run: {} exited {}; {servers} served from {}, the model live",
+            "mcptape run: {} {}; {servers} served from {}, the model live",
             out.agent.name(),
-            out.agent_exit,
+            exited,
             cfg.tape.display()
         ),
         Mode::Playback => {
@@ -174,9 +180,9 @@ pub fn run_cmd(a: Args) -> Result<i32> {
                 crate::diag!("{l}");
             }
             crate::diag!(
-                "mcptape run: {} exited {}; offline from {}: {} served{}, {} missed, {}{servers} from the tape",
+                "mcptape run: {} {}; offline from {}: {} served{}, {} missed, {}{servers} from the tape",
                 out.agent.name(),
-                out.agent_exit,
+                exited,
                 cfg.tape.display(),
                 super::model_proxy::calls(r.served, "model call"),
                 setup_beside(r.setup_served),

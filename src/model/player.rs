@@ -37,7 +37,7 @@ pub struct PlaybackReport {
     pub unused: u64,
     /// Requests served among recorded calls that differ only in redacted values (made with
     /// other secrets, which the markers did not tell apart), by `METHOD endpoint`: how many
-    /// each. The warning is said once a call; these count every request.
+    /// each. The warning is said once a request shape; these count every request.
     pub ambiguous: Vec<(String, u64)>,
 }
 
@@ -84,6 +84,8 @@ pub struct ModelPlayer {
     key: Option<MarkerKey>,
     /// The id of the key the tape's markers were made with (its header's), for warnings.
     tape_key_id: Option<String>,
+    /// The id of the user's key, the tape's or not, for warnings.
+    user_key_id: Option<String>,
     state: Mutex<State>,
 }
 
@@ -91,8 +93,9 @@ pub struct ModelPlayer {
 struct State {
     used: Vec<bool>,
     report: PlaybackReport,
-    /// Recorded calls whose ambiguity (several fitting, made with different secrets) was
-    /// said: said once for each.
+    /// A recorded call of each request shape whose ambiguity (several fitting, made with
+    /// different secrets) was said: said once for each shape ([`ModelPlayer::same_shape`]),
+    /// as `play` says it once for each recorded request's match key.
     warned: Vec<usize>,
 }
 
@@ -121,6 +124,7 @@ impl ModelPlayer {
             max_message,
             key: None,
             tape_key_id: None,
+            user_key_id: None,
             state: Mutex::new(State {
                 used: vec![false; n],
                 ..State::default()
@@ -137,6 +141,7 @@ impl ModelPlayer {
         tape_key_id: Option<String>,
         key: Option<MarkerKey>,
     ) -> ModelPlayer {
+        self.user_key_id = key.as_ref().map(MarkerKey::id);
         self.key =
             MarkerKey::for_tape(key, tape_key_id.as_deref(), "mcptape", "in model requests ");
         self.tape_key_id = tape_key_id;
@@ -263,7 +268,8 @@ impl ModelPlayer {
     /// Of the unused recorded calls a request fits (`first`, then `more`, in recorded order;
     /// `first` has markers), the one to serve: with the marker key, the earliest whose markers
     /// were made from the request's values; else `first`, and when calls made with other
-    /// secrets fit too, a warning that the answer may be another value's (once a call), and
+    /// secrets fit too, a warning that the answer may be another value's (once a request
+    /// shape), and
     /// the request counted in the report.
     fn choose(
         &self,
@@ -295,13 +301,14 @@ impl ModelPlayer {
             }
         }
         if secrets.len() > 1 {
-            // Counted every time, for the summary; warned once a call.
+            // Counted every time, for the summary; warned once a request shape (the next
+            // request of it fits the calls left, `first` another call of the same shape).
             let what = format!("{method} {endpoint}");
             match st.report.ambiguous.iter_mut().find(|(w, _)| *w == what) {
                 Some((_, times)) => *times += 1,
                 None => st.report.ambiguous.push((what, 1)),
             }
-            if !st.warned.contains(&first) {
+            if !st.warned.iter().any(|&w| self.same_shape(w, first)) {
                 st.warned.push(first);
                 crate::diag!(
                     "{}",
@@ -315,18 +322,31 @@ impl ModelPlayer {
     /// Said when a request fits recorded calls that differ only in redacted values, as `play`
     /// says it of MCP requests.
     fn ambiguous_warning(&self, method: &str, endpoint: &str, i: usize, views: usize) -> String {
-        let why = if self.key.is_some() {
-            "None of them was recorded with the values the client sent (their markers' hashes, made with MCPTAPE_REDACT_KEY, say so): its answer is the one recorded for another value".to_string()
-        } else if let Some(id) = &self.tape_key_id {
-            format!("The tape holds markers, not the secrets; its markers were made with a marker key (id {id}): with MCPTAPE_REDACT_KEY set to that key, playback serves the one recorded with the client's values")
-        } else {
-            "The tape holds markers, not the secrets, so playback cannot tell which one the client meant: its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and play back with the same key, to tell them apart)".to_string()
-        };
+        let why = MarkerKey::ambiguity_why(
+            "playback",
+            self.key.is_some(),
+            self.tape_key_id.as_deref(),
+            self.user_key_id.as_deref(),
+        );
         let r = &self.calls[i].call;
         format!(
-            "mcptape: WARNING: model request {method} {endpoint} fits {views} recorded calls that differ only in redacted values; served call {} (tape line {}), the first unused. {why} (said once for this call; the summary counts every request it applied to)",
+            "mcptape: WARNING: model request {method} {endpoint} fits {views} recorded calls that differ only in redacted values; served call {} (tape line {}), the first unused. {why} (said once for this request shape; the summary counts every request it applied to)",
             r.n, r.line
         )
+    }
+
+    /// Whether recorded calls `a` and `b` are requests of one shape: the same method and
+    /// endpoint, and bodies equal with every marker taken alike (what a request fitting one
+    /// fits in the other), as `play`'s match key of a recorded request takes them.
+    fn same_shape(&self, a: usize, b: usize) -> bool {
+        let (a, b) = (&self.calls[a], &self.calls[b]);
+        a.call.method == b.call.method
+            && a.call.endpoint == b.call.endpoint
+            && match (&a.canon, &b.canon) {
+                (Some(x), Some(y)) => x == y,
+                (None, None) => a.call.request == b.call.request,
+                _ => false,
+            }
     }
 
     /// Why nothing matched: the nearest recorded call of the endpoint and its differences.

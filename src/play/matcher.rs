@@ -33,6 +33,8 @@ pub struct Matcher {
     consumed: Vec<bool>,
     /// Redacts what the client asked before it is shown in an explanation.
     display: Option<std::sync::Arc<crate::redact::Redactor>>,
+    /// The id of the user's marker key, the tape's or not (for what warnings say).
+    user_key: Option<String>,
     /// `--match`, `--ignore-param`, `--repeat`, and what they keep (see `policy.rs`).
     pub(super) policy: super::policy::PolicyState,
     /// What miss explanations read, built at the first miss.
@@ -210,7 +212,9 @@ impl Matcher {
 
     /// The matcher of one play session: the options' display redactor and match policy.
     pub(crate) fn for_play(index: &TapeIndex, opts: &super::ServeOptions) -> Matcher {
-        Matcher::with_policy(index, opts.display.clone(), opts.policy.clone())
+        let mut m = Matcher::with_policy(index, opts.display.clone(), opts.policy.clone());
+        m.user_key = opts.marker_key_id.clone();
+        m
     }
 
     fn with_policy(
@@ -244,6 +248,7 @@ impl Matcher {
             scratch: Vec::new(),
             consumed: vec![false; index.exchanges.len()],
             display,
+            user_key: None,
             policy,
             misses: None,
             miss_room: MISS_VIEWS_ROOM,
@@ -569,7 +574,8 @@ impl Matcher {
                                 asked,
                                 ex,
                                 secrets.len(),
-                                keyed.is_some()
+                                keyed.is_some(),
+                                self.user_key.as_deref(),
                             )
                         );
                     }
@@ -741,6 +747,7 @@ const AMBIGUITY_READS: usize = 8;
 /// Said when a request fits `views` recorded requests that differ from each other only in
 /// redacted values: the tape holds markers, not the secrets, so play cannot tell which of them
 /// the client meant, and serves the earliest (`ex`) — the answer to another secret, maybe.
+/// `keyed`: with the tape's own marker key; `user_key`: the id of the user's, whichever.
 fn ambiguous_warning(
     index: &TapeIndex,
     method: &str,
@@ -748,16 +755,16 @@ fn ambiguous_warning(
     ex: usize,
     views: usize,
     keyed: bool,
+    user_key: Option<&str>,
 ) -> String {
     let name = tool_name(asked);
     let line = index.msgs[index.exchanges[ex].request].line;
-    let why = if keyed {
-        "None of them was recorded with the values the client sent (their markers' hashes, made with MCPTAPE_REDACT_KEY, say so): its answer is the one recorded for another value".to_string()
-    } else if let Some(id) = &index.header.marker_key {
-        format!("The tape holds markers, not the secrets; its markers were made with a marker key (id {id}): with MCPTAPE_REDACT_KEY set to that key, play serves the one recorded with the client's values")
-    } else {
-        "The tape holds markers, not the secrets, so play cannot tell which one the client meant: its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and play with the same key, to tell them apart)".to_string()
-    };
+    let why = crate::redact::MarkerKey::ambiguity_why(
+        "play",
+        keyed,
+        index.header.marker_key.as_deref(),
+        user_key,
+    );
     format!(
         "mcptape play: WARNING: {method}{name} fits {views} recorded requests that differ only in redacted values; served the one at line {line}, the first unused in play's order. {why} (said once for this request; play's summary counts every call it applied to)"
     )

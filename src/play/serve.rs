@@ -42,6 +42,12 @@ pub struct ServeOptions {
     /// The redactor applied to what a client asked before it is quoted in an explanation
     /// (`None`: quoted as asked).
     pub display: Option<Arc<crate::redact::Redactor>>,
+    /// The id of the user's marker key (`$MCPTAPE_REDACT_KEY`, [`MarkerKey::id`]), whether or
+    /// not the tape's markers were made with it (matching uses `display`'s key, only the
+    /// tape's): for what the ambiguity warning says of it.
+    ///
+    /// [`MarkerKey::id`]: crate::redact::MarkerKey::id
+    pub marker_key_id: Option<String>,
     /// Over HTTP: what the listener allows its connections (see
     /// [`Limits`](crate::transport::http::Limits)).
     pub limits: crate::transport::http::Limits,
@@ -81,6 +87,7 @@ impl ServeOptions {
             max_message: crate::wire::DEFAULT_MAX_MESSAGE,
             answer_timeout: Duration::from_secs(60),
             display,
+            marker_key_id: None,
             limits: Default::default(),
             max_sessions: crate::play::http::MAX_SESSIONS,
             session_idle: crate::play::http::SESSION_IDLE,

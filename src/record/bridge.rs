@@ -4,10 +4,10 @@
 //! messages while it is the only request in flight) and ends with its response. Messages tied to
 //! no request go to the GET stream. Everything is taped as it passes, as `record` does over stdio.
 
-use super::recorder::{exit_info, spawn_and_tape};
+use super::recorder::spawn_and_tape;
 use super::Recorder;
 use super::{RecordError, RecordOutcome};
-use crate::tape::WriteOptions;
+use crate::tape::{ExitInfo, WriteOptions};
 use crate::transport::http::{accept_until, collect, plain, ChannelBody, RespBody};
 use crate::transport::sse;
 use crate::wire::{classify, Dir, Frame, Framer, Kind};
@@ -20,7 +20,7 @@ use std::future::Future;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ChildStdin;
+use std::process::{ChildStdin, ExitStatus};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -152,21 +152,37 @@ pub async fn record_bridge(
     connections.abort_all();
     // EOF for the server, as over stdio.
     bridge.stdin.lock().expect("stdin lock").take();
-    let grace = cfg.grace;
-    let ended = tokio::task::spawn_blocking(move || {
+    let (grace, pid) = (cfg.grace, child.id());
+    let waited = tokio::task::spawn_blocking(move || {
         crate::transport::stdio::wait_with_grace(&mut child, grace)
     })
     .await
-    .ok()
-    .flatten();
-    let (exit, exit_code) = match ended.as_ref().map(exit_info) {
-        Some((info, code)) => (Some(info), code),
-        None => (None, 0),
-    };
+    .unwrap_or_else(|e| {
+        Err(io::Error::other(format!(
+            "the thread waiting for it failed: {e}"
+        )))
+    });
+    let (exit, exit_code, said) = server_end(pid, &waited);
+    if let Some(said) = said {
+        crate::diag!("{said}");
+    }
     let closed = tape.close(exit, reason).map_err(tape_err)?;
     let mut outcome = RecordOutcome::new(closed, exit_code);
     outcome.dropped = bridge.routes.lock().expect("routes lock").waiting.dropped;
     Ok(outcome)
+}
+
+/// How the server ended, for the closing line, and the exit code the bridge passes on; when
+/// waiting for it failed, no exit on the tape, exit 70 and the line that says so (it was taken
+/// for exit 0).
+fn server_end(
+    pid: u32,
+    waited: &io::Result<ExitStatus>,
+) -> (Option<ExitInfo>, i32, Option<String>) {
+    match super::recorder::server_ended(pid, waited, "the tape is closed without it") {
+        Ok((info, code)) => (Some(info), code, None),
+        Err(said) => (None, crate::exit::SOFTWARE, Some(said)),
+    }
 }
 
 impl Bridge {
@@ -342,5 +358,49 @@ impl crate::transport::http::Handler for Bridge {
             Method::DELETE => plain(StatusCode::OK, ""),
             _ => plain(StatusCode::METHOD_NOT_ALLOWED, "POST, GET or DELETE"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::stdio::wait_with_grace;
+
+    /// A server that exits 3, started as the bridge starts its server.
+    fn server_exiting_3() -> std::process::Child {
+        crate::transport::stdio::spawn(&["sh".into(), "-c".into(), "exit 3".into()])
+            .expect("sh starts")
+    }
+
+    #[test]
+    fn a_server_that_was_waited_for_passes_on_its_exit_code() {
+        let mut child = server_exiting_3();
+        let waited = wait_with_grace(&mut child, Duration::from_secs(10));
+        let (exit, code, said) = server_end(child.id(), &waited);
+        assert_eq!(exit.map(|x| x.code), Some(Some(3)));
+        assert_eq!((code, said), (3, None));
+    }
+
+    /// Waiting for the server fails when something else reaped it (the kernel did, with
+    /// SIGCHLD ignored, before `main` put it back to its default): the bridge took that for
+    /// exit 0. Reaped here behind the `Child`'s back, `wait` fails as it would (ECHILD).
+    #[test]
+    fn a_server_whose_end_cannot_be_learned_exits_70_saying_so_not_0() {
+        let mut child = server_exiting_3();
+        let pid = child.id();
+        let mut status = 0;
+        // SAFETY: waitpid(2) on our own child, which is not waited for anywhere else.
+        let reaped = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
+        assert_eq!(reaped, pid as libc::pid_t);
+        let waited = wait_with_grace(&mut child, Duration::from_secs(10));
+        let (exit, code, said) = server_end(pid, &waited);
+        assert_eq!(exit, None, "no exit of the server's on the tape");
+        assert_eq!(code, crate::exit::SOFTWARE);
+        assert_eq!(
+            said.as_deref(),
+            Some(format!(
+                "mcptape: internal error: could not learn how the server (pid {pid}) ended: No child processes (os error 10); the tape is closed without it"
+            ).as_str())
+        );
     }
 }

@@ -445,6 +445,25 @@ pub(crate) fn spawn_and_tape(
     }
 }
 
+/// How a server that was waited for ended, for the closing line, and the exit code mcptape
+/// passes on ([`exit_info`]); when waiting failed, the line that says so instead, `then`
+/// saying what goes without it (mcptape then exits 70).
+pub(crate) fn server_ended(
+    pid: u32,
+    waited: &io::Result<ExitStatus>,
+    then: &str,
+) -> Result<(ExitInfo, i32), String> {
+    match waited {
+        Ok(st) => Ok(exit_info(st)),
+        Err(e) => Err(crate::transport::stdio::lost_end(
+            "the server",
+            pid,
+            e,
+            then,
+        )),
+    }
+}
+
 /// How a server ended, for the closing line, and the exit code mcptape passes on.
 pub(crate) fn exit_info(st: &ExitStatus) -> (ExitInfo, i32) {
     use std::os::unix::process::ExitStatusExt;

@@ -7,7 +7,7 @@
 //! client closing, the server exiting, a signal to forward) is awaited by the async caller.
 
 use super::recorder::{
-    exit_info, spawn_and_join, spawn_and_tape, RecordError, RecordOutcome, Recorder,
+    server_ended, spawn_and_join, spawn_and_tape, RecordError, RecordOutcome, Recorder,
 };
 use crate::tape::WriteOptions;
 use crate::transport::stdio as child;
@@ -103,10 +103,10 @@ pub async fn record_stdio(
     );
 
     let (status, reason) = supervise(pid, cfg.grace, &mut inbox, &mut signals).await;
-    let (exit, exit_code) = match &status {
-        Ok(st) => exit_info(st),
-        Err(e) => {
-            crate::diag!("{}", lost_exit(pid, e));
+    let (exit, exit_code) = match server_ended(pid, &status, "the tape is closed without it") {
+        Ok(ended) => ended,
+        Err(said) => {
+            crate::diag!("{said}");
             (Default::default(), crate::exit::SOFTWARE)
         }
     };
@@ -118,15 +118,6 @@ pub async fn record_stdio(
             cause,
         })?;
     Ok(RecordOutcome::new(closed, exit_code))
-}
-
-/// What is said when how the server ended cannot be learned (mcptape then exits 70, with no
-/// exit code of the server's to pass on). Not seen: SIGCHLD ignored by whoever started
-/// mcptape, the one cause known, is put back to its default at start (`main`).
-fn lost_exit(pid: u32, e: &io::Error) -> String {
-    format!(
-        "mcptape: internal error: could not learn how the server (pid {pid}) ended: {e}; the tape is closed without it"
-    )
 }
 
 /// One thread per direction and one waiting for the server's exit, each saying on `events`

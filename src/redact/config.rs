@@ -67,6 +67,43 @@ impl MarkerKey {
         }
     }
 
+    /// Why a request that fits several recorded requests differing only in redacted values
+    /// may have been served the one recorded for another value, and what would tell them
+    /// apart, as `who` ("play", "playback") says it in its warning. `keyed`: the user's key is
+    /// the tape's (its markers' hashes said none was made with the values sent); else by the
+    /// tape's key id (its header's) and the user's (`$MCPTAPE_REDACT_KEY`'s, [`Self::id`]):
+    /// none set, another key, or a tape recorded with none.
+    pub(crate) fn ambiguity_why(
+        who: &str,
+        keyed: bool,
+        tape_id: Option<&str>,
+        user_id: Option<&str>,
+    ) -> String {
+        let again = if who == "playback" {
+            "play back"
+        } else {
+            "play"
+        };
+        let apart = format!(
+            "its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and {again} with the same key, to tell them apart)"
+        );
+        match (tape_id, user_id) {
+            _ if keyed => "None of them was recorded with the values the client sent (their markers' hashes, made with MCPTAPE_REDACT_KEY, say so): its answer is the one recorded for another value".to_string(),
+            (Some(tape), Some(user)) if user != tape => format!(
+                "The tape holds markers, not the secrets; its markers were made with a marker key (id {tape}) and MCPTAPE_REDACT_KEY is another key (id {user}): with it set to the tape's key, {who} serves the one recorded with the client's values"
+            ),
+            (Some(tape), _) => format!(
+                "The tape holds markers, not the secrets; its markers were made with a marker key (id {tape}) and MCPTAPE_REDACT_KEY is not set: with it set to that key, {who} serves the one recorded with the client's values"
+            ),
+            (None, Some(_)) => format!(
+                "The tape holds markers, not the secrets, made with no marker key (it was recorded without MCPTAPE_REDACT_KEY), so {who} cannot tell which one the client meant, whatever MCPTAPE_REDACT_KEY is now: {apart}"
+            ),
+            (None, None) => format!(
+                "The tape holds markers, not the secrets, so {who} cannot tell which one the client meant: {apart}"
+            ),
+        }
+    }
+
     /// The key's bytes, for the markers' HMAC.
     pub(crate) fn bytes(&self) -> &[u8; 32] {
         &self.0

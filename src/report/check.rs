@@ -697,6 +697,7 @@ pub(crate) mod tests {
             server_exit: None,
             updated_backup: None,
             duration_ms: 1250,
+            internal_error: None,
         }
     }
 
@@ -732,7 +733,27 @@ pub(crate) mod tests {
             server_exit: None,
             updated_backup: None,
             duration_ms: 340,
+            internal_error: None,
         }
+    }
+
+    /// The gate's verdict, unless an internal error happened (how the server ended could not
+    /// be learned): then 70, however the gate went, the report written all the same.
+    #[test]
+    fn the_exit_code_is_the_gates_unless_an_internal_error_happened() {
+        let lost = "mcptape: internal error: could not learn how the server (pid 7) ended: No child processes (os error 10); the report is written without it";
+        let mut passed = all_pass();
+        assert_eq!(passed.exit_code(), crate::exit::OK);
+        passed.internal_error = Some(lost.into());
+        assert_eq!(passed.exit_code(), crate::exit::SOFTWARE);
+        let mut failed = sample();
+        assert_eq!(failed.exit_code(), crate::exit::DRIFT);
+        failed.updated_backup = Some("demo.jsonl.bak".into());
+        assert_eq!(failed.exit_code(), crate::exit::OK, "--update: accepted");
+        failed.internal_error = Some(lost.into());
+        assert_eq!(failed.exit_code(), crate::exit::SOFTWARE);
+        // Not in the report's JSON: the exit code tells it.
+        assert!(!serde_json::to_string(&failed).unwrap().contains("internal"));
     }
 
     #[test]

@@ -81,8 +81,11 @@ impl RunConfig {
 /// How a run went.
 #[derive(Debug)]
 pub struct RunOutcome {
-    /// The agent's exit code (128+n for a signal).
+    /// The agent's exit code (128+n for a signal); 70 when how it ended could not be learned.
     pub agent_exit: i32,
+    /// How the agent ended could not be learned (waiting for it failed, said on stderr):
+    /// `agent_exit` is 70, not the agent's.
+    pub agent_end_lost: bool,
     /// Which agent it was.
     pub agent: agent::Agent,
     /// The MCP servers that went through mcptape, and the HTTP ones left alone.
@@ -365,21 +368,11 @@ pub async fn run(
     let spawned = cmd.spawn();
     let outcome = match spawned {
         Ok(mut child) => {
-            let pid = child.id();
-            let status = loop {
-                tokio::select! {
-                    st = child.wait() => break st,
-                    Some(sig) = signals.recv() => {
-                        if let Some(pid) = pid {
-                            crate::transport::stdio::signal(pid, sig);
-                        }
-                    }
-                }
-            };
-            Ok(match status {
-                Ok(st) => crate::transport::stdio::exit_code(&st).unwrap_or(crate::exit::SOFTWARE),
-                Err(_) => crate::exit::SOFTWARE,
-            })
+            let (code, lost) = wait_agent(&mut child, &mut signals).await;
+            if let Some(said) = &lost {
+                crate::diag!("{said}");
+            }
+            Ok((code, lost.is_some()))
         }
         Err(cause) => Err(RunError::Spawn {
             command: crate::transport::stdio::shell_words(&cfg.command),
@@ -422,7 +415,8 @@ pub async fn run(
     let _ = std::fs::remove_dir_all(&stable);
     // The tape is closed whatever happened to the agent (one that could not start too).
     let reason = match &outcome {
-        Ok(code) => format!("the agent exited ({code})"),
+        Ok((_, true)) => "the agent ended, how could not be learned".to_string(),
+        Ok((code, false)) => format!("the agent exited ({code})"),
         Err(e) => format!("{e}"),
     };
     let (end, (model_calls, setup_calls)) = match (&tape, &model) {
@@ -435,13 +429,14 @@ pub async fn run(
         }
         _ => (None, (0, 0)),
     };
-    let agent_exit = outcome?;
+    let (agent_exit, agent_end_lost) = outcome?;
     let model = match &model {
         ModelSide::Player(p) => Some(p.report()),
         _ => None,
     };
     Ok(RunOutcome {
         agent_exit,
+        agent_end_lost,
         agent,
         servers: prepared.servers,
         end,
@@ -451,6 +446,41 @@ pub async fn run(
         restored,
         given_back,
     })
+}
+
+/// Waits for the agent, forwarding each signal received on `signals` to it. The exit code
+/// `run` passes on: the agent's own (128+N for a signal N); when waiting for it failed, 70
+/// and the line that says so (said by the caller).
+async fn wait_agent(
+    child: &mut tokio::process::Child,
+    signals: &mut mpsc::UnboundedReceiver<i32>,
+) -> (i32, Option<String>) {
+    let pid = child.id();
+    let status = loop {
+        tokio::select! {
+            st = child.wait() => break st,
+            Some(sig) = signals.recv() => {
+                if let Some(pid) = pid {
+                    crate::transport::stdio::signal(pid, sig);
+                }
+            }
+        }
+    };
+    match status {
+        Ok(st) => (
+            crate::transport::stdio::exit_code(&st).unwrap_or(crate::exit::SOFTWARE),
+            None,
+        ),
+        Err(e) => (
+            crate::exit::SOFTWARE,
+            Some(crate::transport::stdio::lost_end(
+                "the agent",
+                pid.unwrap_or_default(),
+                &e,
+                "exit code 70 instead of the agent's",
+            )),
+        ),
+    }
 }
 
 /// Serves each HTTP MCP server of the agent's config on its listener until the agent exits:
@@ -501,12 +531,13 @@ where
             }
             None => {
                 let index = crate::tape::TapeIndex::load(&cfg.tape, Some(&name))?;
-                let opts = crate::play::ServeOptions::with_display(play_display(
+                let mut opts = crate::play::ServeOptions::with_display(play_display(
                     &name,
                     cfg.write.redactor.as_ref(),
                     cfg.marker_key.as_ref(),
                     index.header.marker_key.as_deref(),
                 ));
+                opts.marker_key_id = cfg.marker_key.as_ref().map(crate::redact::MarkerKey::id);
                 tasks.push(tokio::spawn(async move {
                     crate::play::http::serve_http_on(
                         listener,
@@ -575,6 +606,43 @@ async fn drain(mut connections: tokio::task::JoinSet<()>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An agent that exits 3.
+    fn agent_exiting_3() -> tokio::process::Child {
+        tokio::process::Command::new("sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .expect("sh starts")
+    }
+
+    #[tokio::test]
+    async fn an_agent_that_was_waited_for_passes_on_its_exit_code() {
+        let (_tx, mut signals) = mpsc::unbounded_channel();
+        let mut child = agent_exiting_3();
+        assert_eq!(wait_agent(&mut child, &mut signals).await, (3, None));
+    }
+
+    /// Waiting for the agent fails when something else reaped it (the kernel did, with
+    /// SIGCHLD ignored, before `main` put it back to its default): `run` exited 70 and said
+    /// nothing. Reaped here behind the `Child`'s back, `wait` fails as it would (ECHILD).
+    #[tokio::test]
+    async fn an_agent_whose_end_cannot_be_learned_exits_70_saying_so() {
+        let (_tx, mut signals) = mpsc::unbounded_channel();
+        let mut child = agent_exiting_3();
+        let pid = child.id().expect("running");
+        let mut status = 0;
+        // SAFETY: waitpid(2) on our own child, which nothing else waits for yet.
+        let reaped = unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
+        assert_eq!(reaped, pid as libc::pid_t);
+        let (code, said) = wait_agent(&mut child, &mut signals).await;
+        assert_eq!(code, crate::exit::SOFTWARE);
+        assert_eq!(
+            said.as_deref(),
+            Some(format!(
+                "mcptape: internal error: could not learn how the agent (pid {pid}) ended: No child processes (os error 10); exit code 70 instead of the agent's"
+            ).as_str())
+        );
+    }
 
     #[test]
     fn a_server_played_in_a_run_quotes_redacted_and_uses_the_marker_key_only_when_it_is_the_tapes()

@@ -51,20 +51,29 @@ pub fn ignore_sigxfsz() {
 }
 
 /// After the server's stdin is closed: waits up to `grace` for it to exit, then kills it.
-/// `None` when it could not be waited for.
-pub(crate) fn wait_with_grace(child: &mut Child, grace: Duration) -> Option<ExitStatus> {
+/// An error when it could not be waited for (how it ended is then unknown: see [`lost_end`]).
+pub(crate) fn wait_with_grace(child: &mut Child, grace: Duration) -> io::Result<ExitStatus> {
     let deadline = Instant::now() + grace;
     loop {
-        match child.try_wait() {
-            Ok(Some(st)) => return Some(st),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Ok(None) => {
+        match child.try_wait()? {
+            Some(st) => return Ok(st),
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            None => {
                 let _ = child.kill();
-                return child.wait().ok();
+                return child.wait();
             }
-            Err(_) => return None,
         }
     }
+}
+
+/// The line said when how a child of mcptape's (`who`: "the server", "the agent") ended could
+/// not be learned, waiting for it having failed with `e`: an internal error, mcptape exits 70
+/// ([`SOFTWARE`](crate::exit::SOFTWARE)) with no exit code of the child's to pass on, never
+/// as if it had succeeded. `then` says what goes without it ("the tape is closed without it").
+/// Not seen from outside: SIGCHLD ignored by whoever started mcptape, the one cause known, is
+/// put back to its default at start ([`wait_for_own_children`]).
+pub(crate) fn lost_end(who: &str, pid: u32, e: &io::Error, then: &str) -> String {
+    format!("mcptape: internal error: could not learn how {who} (pid {pid}) ended: {e}; {then}")
 }
 
 /// The exit code to pass on for a server that ended so: its own, or 128+N for a signal N.

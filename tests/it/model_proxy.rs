@@ -979,21 +979,34 @@ fn with_the_marker_key_playback_serves_each_request_the_call_recorded_with_its_s
     assert_contains(&played.stderr, "2 model calls served, 0 missed");
     assert!(!played.stderr.contains("WARNING"), "{}", played.console());
 
+    // The warning's words but for why, said of the first recorded call (served).
+    let (n, line) = first_model_call(&tape);
+    let warning = |why: &str| {
+        format!(
+            "mcptape: WARNING: model request POST messages fits 2 recorded calls that differ only in redacted values; served call {n} (tape line {line}), the first unused. {why} (said once for this request shape; the summary counts every request it applied to)"
+        )
+    };
+
     // No key: markers are wildcards, the first recorded call answers, and the warning says
     // which key would tell the calls apart.
-    let player = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--playback"]);
+    let player = Served::spawn_env(
+        &["model-proxy", "--tape", &s(&tape), "--playback"],
+        &with_key(None),
+    );
     let purl = format!("{}/v1/messages", player.url);
     let (status, body) = http(&purl, "POST", HEADERS, &ask(tokens[1]));
     assert_eq!(status, 200, "{}", text(&body));
     assert_contains(&text(&body), "answer 1");
     let log = player.stop();
-    assert_contains(
-        &log,
-        "fits 2 recorded calls that differ only in redacted values",
+    assert_eq!(
+        model_warning(&log),
+        warning(&format!(
+            "The tape holds markers, not the secrets; its markers were made with a marker key (id {id}) and MCPTAPE_REDACT_KEY is not set: with it set to that key, playback serves the one recorded with the client's values"
+        ))
     );
-    assert_contains(&log, &format!("made with a marker key (id {id})"));
 
-    // Another key: said, and markers are wildcards.
+    // Another key: said, and markers are wildcards; the warning names both keys (it said
+    // "with MCPTAPE_REDACT_KEY set to that key", as if none were set).
     let player = Served::spawn_env(
         &["model-proxy", "--tape", &s(&tape), "--playback"],
         &with_key(Some("another-key-of-32-characters-xx")),
@@ -1002,11 +1015,167 @@ fn with_the_marker_key_playback_serves_each_request_the_call_recorded_with_its_s
     let (_, body) = http(&purl, "POST", HEADERS, &ask(tokens[1]));
     assert_contains(&text(&body), "answer 1");
     let log = player.stop();
+    let other = crate::secret_args::another_key_id(&log, &id);
+    assert_eq!(
+        model_warning(&log),
+        warning(&format!(
+            "The tape holds markers, not the secrets; its markers were made with a marker key (id {id}) and MCPTAPE_REDACT_KEY is another key (id {other}): with it set to the tape's key, playback serves the one recorded with the client's values"
+        ))
+    );
+}
+
+/// Two shapes of model request recorded without a marker key, each with several GitHub
+/// tokens (markers on the tape): `deploy billing with TOKEN` three times, then `rotate the
+/// keys of TOKEN` twice. Played back in the same order, the deploy requests fit 3, 2 and 1
+/// recorded calls and the rotate requests 2 and 1. Model playback warns once per request
+/// shape, as `mcptape play` does: two warnings, each naming the first call of its shape (it
+/// warned once per recorded call served: three, two for deploy). The summary still counts
+/// every request served among calls that differ only in redacted values: three. `run
+/// --playback` says the same.
+#[test]
+fn playback_warns_once_per_request_shape_however_many_requests_of_it_are_ambiguous() {
+    let dir = tmp();
+    let (_up, port) = py_upstream(dir.path(), "provider", COUNTING_PROVIDER, &[]);
+    let tape = dir.path().join("two-shapes.jsonl");
+    let rotate = |token: &str| {
+        serde_json::json!({
+            "model": "claude-test", "max_tokens": 5, "stream": false,
+            "messages": [{"role": "user", "content": format!("rotate the keys of {token}")}]
+        })
+        .to_string()
+        .into_bytes()
+    };
+    let requests: Vec<Vec<u8>> = TOKENS
+        .iter()
+        .map(|t| ask_with(t))
+        .chain(TOKENS[..2].iter().map(|t| rotate(t)))
+        .collect();
+    let base = format!("http://127.0.0.1:{port}");
+    let proxy = Served::spawn_env(
+        &["model-proxy", "--tape", &s(&tape), "--upstream", &base],
+        &[],
+    );
+    for (n, body) in requests.iter().enumerate() {
+        let (status, answer) = http(&format!("{}/v1/messages", proxy.url), "POST", HEADERS, body);
+        assert_eq!(status, 200, "{}", text(&answer));
+        assert_contains(&text(&answer), &format!("answer {}", n + 1));
+    }
+    proxy.stop();
+    let header = &tape_lines(&tape)[0];
+    assert!(
+        header["marker_key"].is_null(),
+        "recorded with no key: {header}"
+    );
+    let calls: Vec<(u64, usize)> = tape_lines(&tape)
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l["type"] == "model" && l["part"] == "request")
+        .map(|(i, l)| (l["call"].as_u64().expect("its number"), i + 1))
+        .collect();
+    assert_eq!(calls.len(), 5, "five calls taped");
+    let warning = |(n, line): (u64, usize), views: usize| {
+        format!(
+            "mcptape: WARNING: model request POST messages fits {views} recorded calls that differ only in redacted values; served call {n} (tape line {line}), the first unused. The tape holds markers, not the secrets, so playback cannot tell which one the client meant: its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and play back with the same key, to tell them apart) (said once for this request shape; the summary counts every request it applied to)"
+        )
+    };
+    let expected = [warning(calls[0], 3), warning(calls[3], 2)];
+    const COUNTED: &str =
+        "3 model requests served among recorded calls that differ only in redacted values (POST messages: 3)";
+    let said = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains("differ only in redacted values; served call"))
+            .map(str::to_string)
+            .collect()
+    };
+
+    let player = Served::spawn(&["model-proxy", "--tape", &s(&tape), "--playback"]);
+    for (n, body) in requests.iter().enumerate() {
+        let (status, answer) = http(
+            &format!("{}/v1/messages", player.url),
+            "POST",
+            HEADERS,
+            body,
+        );
+        assert_eq!(status, 200, "{}", text(&answer));
+        // Markers are wildcards without the key: the earliest unused call of the shape.
+        assert_contains(&text(&answer), &format!("answer {}", n + 1));
+    }
+    let log = player.stop();
+    assert_eq!(said(&log), expected, "once per request shape:\n{log}");
     assert_contains(
         &log,
-        "is not the key this tape's markers were made with (its id is ",
+        &format!("5 model calls served, 0 missed, 0 served leniently, 0 recorded calls unused, {COUNTED}"),
     );
-    assert_contains(&log, &format!("the tape's {id})"));
+
+    // run --playback: an agent of our own sends the same requests in the same order.
+    let agent = dir.path().join("agent.py");
+    std::fs::write(
+        &agent,
+        r#"import json, os, sys, urllib.request
+for text in sys.argv[1:]:
+    body = {"model": "claude-test", "max_tokens": 5, "stream": False,
+            "messages": [{"role": "user", "content": text}]}
+    req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"].rstrip("/") + "/v1/messages",
+                                 data=json.dumps(body).encode(),
+                                 headers={"content-type": "application/json", "x-api-key": "k",
+                                          "anthropic-version": "2023-06-01"})
+    print(json.loads(urllib.request.urlopen(req).read())["content"][0]["text"], flush=True)
+"#,
+    )
+    .unwrap();
+    let prompts: Vec<String> = TOKENS
+        .iter()
+        .map(|t| format!("deploy billing with {t}, then say done"))
+        .chain(
+            TOKENS[..2]
+                .iter()
+                .map(|t| format!("rotate the keys of {t}")),
+        )
+        .collect();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let played = Mt::new(["run", "--playback", "--tape", &s(&tape), "--"])
+        .arg(python())
+        .arg(&agent)
+        .args(&prompts)
+        .env("MCPTAPE_DIR", dir.path().join("store"))
+        .env("HOME", &home)
+        .env_remove("MCPTAPE_REDACT_KEY")
+        .dir(&home)
+        .run()
+        .success();
+    assert_eq!(
+        played.stdout,
+        "answer 1\nanswer 2\nanswer 3\nanswer 4\nanswer 5\n",
+        "{}",
+        played.console()
+    );
+    assert_eq!(said(&played.stderr), expected, "{}", played.console());
+    assert_contains(
+        &played.stderr,
+        &format!("5 model calls served, 0 missed, {COUNTED}, no MCP server from the tape"),
+    );
+}
+
+/// The number and tape line (from 1) of the first model call on `tape`.
+fn first_model_call(tape: &std::path::Path) -> (u64, usize) {
+    let lines = tape_lines(tape);
+    let at = lines
+        .iter()
+        .position(|l| l["type"] == "model" && l["part"] == "request")
+        .expect("a model call on the tape");
+    (lines[at]["call"].as_u64().expect("its number"), at + 1)
+}
+
+/// The one ambiguity warning in a playback's log.
+#[track_caller]
+fn model_warning(log: &str) -> &str {
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("differ only in redacted values; served call"))
+        .collect();
+    assert_eq!(said.len(), 1, "one warning:\n{log}");
+    said[0]
 }
 
 /// The MCP servers' tools, as an agent passes them to its model, are taped as the servers said
@@ -1102,10 +1271,10 @@ class H(Quiet):
 /// Three model calls recorded without a marker key, their requests the same but for a GitHub
 /// token (the tape holds a marker for each, not the tokens). Played back with the three
 /// requests in turn, the first fits all three calls and the second the two left, each made
-/// with other tokens: both are warned about, and the summary counts them, as `mcptape play`
-/// counts MCP requests served among recorded requests that differ only in redacted values —
-/// `model-proxy --playback` and `run --playback` alike. The third fits one call: not counted.
-/// (Before, only the warnings said it: the summary said nothing.)
+/// with other tokens: one warning (the request's shape is the same), and the summary counts
+/// both, as `mcptape play` counts MCP requests served among recorded requests that differ only
+/// in redacted values — `model-proxy --playback` and `run --playback` alike. The third fits one
+/// call: not counted. (Before, only the warnings said it: the summary said nothing.)
 #[test]
 fn playback_counts_requests_served_among_calls_that_differ_only_in_redacted_values() {
     let dir = tmp();
@@ -1135,7 +1304,7 @@ fn playback_counts_requests_served_among_calls_that_differ_only_in_redacted_valu
     let warnings = log
         .matches("differ only in redacted values; served call")
         .count();
-    assert_eq!(warnings, 2, "{log}");
+    assert_eq!(warnings, 1, "once for the request's shape:\n{log}");
     let summary = log
         .lines()
         .find(|l| l.contains(" model calls served, "))

@@ -110,7 +110,7 @@ fn over_http_the_python_sdks_discover_probe_on_a_pre_2026_tape_is_no_miss() {
 /// `deploy` recorded over stdio with two tokens that differ only in redacted values (the tape
 /// cannot tell them apart), then played over HTTP to two sessions that each call it with the
 /// real token: play warns once for the play run, not once per session, and its summary counts
-/// both calls.
+/// both calls. Played with no marker key and with one, the warning's words fit each case.
 #[test]
 fn over_http_requests_that_differ_only_in_secrets_are_warned_once_per_run() {
     const API_KEY: &str = "sk-proj-Wq8sD2fG5hJ1kL9zX3cV7bN4mQ6wE0rT";
@@ -128,27 +128,48 @@ fn over_http_requests_that_differ_only_in_secrets_are_warned_once_per_run() {
     let raw = std::fs::read_to_string(&tape).unwrap();
     assert!(!raw.contains(TOKEN), "the token is redacted on the tape");
 
-    let play = Served::play(&tape);
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    for n in 0..2 {
-        let (status, session, body) =
-            post_in(&play.url, None, &req(1, "initialize", init_params()));
-        assert_eq!(status, 200, "session {n}: {body}");
-        let session = session.expect("a session id");
-        assert_eq!(post_in(&play.url, Some(&session), &initialized).0, 202);
-        let (status, _, body) = post_in(
-            &play.url,
-            Some(&session),
-            &req(2, "tools/call", deploy(TOKEN)),
+    // The tape line (from 1) of the first deploy request, the one served first.
+    let line = tape_lines(&tape)
+        .iter()
+        .position(|l| l["type"] == "msg" && l["dir"] == "c2s" && l["method"] == "tools/call")
+        .expect("a tools/call on the tape")
+        + 1;
+    // Played with no key, then with one (the tape was recorded with none: no key set now
+    // tells the requests apart, and the warning says so rather than "record with
+    // MCPTAPE_REDACT_KEY set" alone, as if it were unset).
+    for (key, why) in [
+        (None, "The tape holds markers, not the secrets, so play cannot tell which one the client meant: its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and play with the same key, to tell them apart)"),
+        (Some("k3y-0f-the-ci-s3cret-store-2026"), "The tape holds markers, not the secrets, made with no marker key (it was recorded without MCPTAPE_REDACT_KEY), so play cannot tell which one the client meant, whatever MCPTAPE_REDACT_KEY is now: its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and play with the same key, to tell them apart)"),
+    ] {
+        let env: Vec<(String, String)> = key
+            .map(|k| vec![("MCPTAPE_REDACT_KEY".to_string(), k.to_string())])
+            .unwrap_or_default();
+        let play = Served::spawn_env(&["play", &s(&tape), "--listen", "127.0.0.1:0"], &env);
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        for n in 0..2 {
+            let (status, session, body) =
+                post_in(&play.url, None, &req(1, "initialize", init_params()));
+            assert_eq!(status, 200, "session {n}: {body}");
+            let session = session.expect("a session id");
+            assert_eq!(post_in(&play.url, Some(&session), &initialized).0, 202);
+            let (status, _, body) = post_in(
+                &play.url,
+                Some(&session),
+                &req(2, "tools/call", deploy(TOKEN)),
+            );
+            assert_eq!(status, 200, "session {n}: {body}");
+            assert_contains(&body, "authorized");
+        }
+        let stderr = play.stop();
+        assert_eq!(stderr.matches(SAID).count(), 1, "said once:\n{stderr}");
+        assert_contains(
+            &stderr,
+            &format!("mcptape play: WARNING: tools/call deploy fits 2 recorded requests that differ only in redacted values; served the one at line {line}, the first unused in play's order. {why} (said once for this request; play's summary counts every call it applied to)\n"),
         );
-        assert_eq!(status, 200, "session {n}: {body}");
-        assert_contains(&body, "authorized");
+        assert_contains(
+            &stderr,
+            ", 2 requests served among recorded requests that differ only in redacted values (tools/call deploy: 2)",
+        );
+        assert!(!stderr.contains(TOKEN), "no secret on stderr:\n{stderr}");
     }
-    let stderr = play.stop();
-    assert_eq!(stderr.matches(SAID).count(), 1, "said once:\n{stderr}");
-    assert_contains(
-        &stderr,
-        ", 2 requests served among recorded requests that differ only in redacted values (tools/call deploy: 2)",
-    );
-    assert!(!stderr.contains(TOKEN), "no secret on stderr:\n{stderr}");
 }

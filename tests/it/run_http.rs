@@ -242,10 +242,23 @@ fn a_replayed_http_server_matches_with_the_tapes_key_only_and_never_quotes_a_tok
                 &run.stderr,
                 "mcptape play: WARNING: tools/call issue fits 2 recorded requests that differ only in redacted values; served the one at line 8",
             );
-            // Told apart by no key: not "none of them was recorded with the values sent".
+            // Told apart by no key: not "none of them was recorded with the values sent";
+            // the user's key, when set, named as another (it said "with MCPTAPE_REDACT_KEY set
+            // to that key", as if none were set).
+            let tape_id = tape_lines(&bed.tape)[0]["marker_key"]
+                .as_str()
+                .expect("the header names the key")
+                .to_string();
+            let why = match key {
+                None => format!("The tape holds markers, not the secrets; its markers were made with a marker key (id {tape_id}) and MCPTAPE_REDACT_KEY is not set: with it set to that key, play serves the one recorded with the client's values"),
+                Some(_) => format!(
+                    "The tape holds markers, not the secrets; its markers were made with a marker key (id {tape_id}) and MCPTAPE_REDACT_KEY is another key (id {}): with it set to the tape's key, play serves the one recorded with the client's values",
+                    crate::secret_args::another_key_id(&run.stderr, &tape_id)
+                ),
+            };
             assert_contains(
                 &run.stderr,
-                "The tape holds markers, not the secrets; its markers were made with a marker key (id ",
+                &format!("mcptape play: WARNING: tools/call issue fits 2 recorded requests that differ only in redacted values; served the one at line 8, the first unused in play's order. {why} (said once for this request; play's summary counts every call it applied to)\n"),
             );
             assert_eq!(
                 run.stderr.contains(

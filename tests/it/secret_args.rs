@@ -240,7 +240,9 @@ fn requests_that_differ_only_in_secrets_are_served_with_a_warning() {
     let dir = tmp();
     let tape = dir.path().join("two.jsonl");
     let deploy = |token: &str| json!({"name": "deploy", "arguments": {"service": "billing", "api_key": API_KEY, "token": token}});
-    let mut c = LineClient::spawn(&record_cmd(&tape, &py_server()));
+    let mut cmd = command(&record_cmd(&tape, &py_server()));
+    cmd.env_remove("MCPTAPE_REDACT_KEY");
+    let mut c = LineClient::spawn_cmd(cmd);
     c.initialize();
     let refused = c.call(1, "tools/call", deploy("not-a-github-token-1"));
     c.call(2, "tools/call", deploy("not-a-github-token-2"));
@@ -289,6 +291,30 @@ fn requests_that_differ_only_in_secrets_are_served_with_a_warning() {
     p.call(3, "tools/call", deploy("not-a-github-token-1"));
     let stderr = p.finish_with(0);
     assert_eq!(stderr.matches(SAID).count(), 1, "{stderr}");
+
+    // Recorded with no marker key: a key set for play cannot tell the requests apart, and the
+    // warning says why (not "record with MCPTAPE_REDACT_KEY set" alone, as if it were unset).
+    let warning = |why: &str| {
+        format!(
+            "mcptape play: WARNING: tools/call deploy fits 3 recorded requests that differ only in redacted values; served the one at line {}, the first unused in play's order. {why} (said once for this request; play's summary counts every call it applied to)",
+            first_call_line(&tape)
+        )
+    };
+    for (key, why) in [
+        (None, "The tape holds markers, not the secrets, so play cannot tell which one the client meant: its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and play with the same key, to tell them apart)"),
+        (Some("k3y-0f-the-ci-s3cret-store-2026"), "The tape holds markers, not the secrets, made with no marker key (it was recorded without MCPTAPE_REDACT_KEY), so play cannot tell which one the client meant, whatever MCPTAPE_REDACT_KEY is now: its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and play with the same key, to tell them apart)"),
+    ] {
+        let mut cmd = command(&play_cmd(&tape));
+        cmd.env_remove("MCPTAPE_REDACT_KEY");
+        if let Some(k) = key {
+            cmd.env("MCPTAPE_REDACT_KEY", k);
+        }
+        let mut p = LineClient::spawn_cmd(cmd);
+        p.initialize();
+        p.call(7, "tools/call", deploy(TOKEN));
+        let stderr = p.finish_with(0);
+        assert_eq!(warning_line(&stderr), warning(why), "{key:?}");
+    }
 }
 
 /// The same two `deploy` calls recorded with `MCPTAPE_REDACT_KEY` set: the header names the
@@ -359,25 +385,41 @@ fn a_marker_key_kept_by_the_user_tells_requests_made_with_different_secrets_apar
         "None of them was recorded with the values the client sent",
     );
 
-    // No key: wildcards, and the warning names the tape's key id.
+    // The warning's words but for why, said of the first recorded call (served).
+    let warning = |why: &str| {
+        format!(
+            "mcptape play: WARNING: tools/call deploy fits 2 recorded requests that differ only in redacted values; served the one at line {}, the first unused in play's order. {why} (said once for this request; play's summary counts every call it applied to)",
+            first_call_line(&tape)
+        )
+    };
+
+    // No key: wildcards, and the warning names the tape's key id and says none is set.
     let mut p = with_key(play_cmd(&tape), None);
     p.initialize();
     let served = p.call(7, "tools/call", deploy(TOKEN));
     let stderr = p.finish_with(0);
     assert_eq!(served["result"]["structuredContent"]["authorized"], false);
-    assert_contains(&stderr, &format!("made with a marker key (id {id})"));
+    assert_eq!(
+        warning_line(&stderr),
+        warning(&format!(
+            "The tape holds markers, not the secrets; its markers were made with a marker key (id {id}) and MCPTAPE_REDACT_KEY is not set: with it set to that key, play serves the one recorded with the client's values"
+        ))
+    );
 
-    // Another key: said once, then wildcards.
+    // Another key: said once, then wildcards; the warning names both keys (it said "with
+    // MCPTAPE_REDACT_KEY set to that key", as if none were set).
     let mut p = with_key(play_cmd(&tape), Some("another-key-of-32-characters-xx"));
     p.initialize();
     let served = p.call(7, "tools/call", deploy(TOKEN));
     let stderr = p.finish_with(0);
     assert_eq!(served["result"]["structuredContent"]["authorized"], false);
-    assert_contains(
-        &stderr,
-        "is not the key this tape's markers were made with (its id is ",
+    let other = another_key_id(&stderr, &id);
+    assert_eq!(
+        warning_line(&stderr),
+        warning(&format!(
+            "The tape holds markers, not the secrets; its markers were made with a marker key (id {id}) and MCPTAPE_REDACT_KEY is another key (id {other}): with it set to the tape's key, play serves the one recorded with the client's values"
+        ))
     );
-    assert_contains(&stderr, &format!("the tape's {id})"));
     assert!(!stderr.contains("another-key"), "{stderr}");
 
     // Too short a key: a usage error before the server is started.
@@ -392,6 +434,44 @@ fn a_marker_key_kept_by_the_user_tells_requests_made_with_different_secrets_apar
         "MCPTAPE_REDACT_KEY is 7 bytes; a marker key needs at least 16",
     );
     assert!(!short.exists(), "no tape begun");
+}
+
+/// The tape line (from 1) of the first `tools/call` request on `tape`.
+fn first_call_line(tape: &Path) -> usize {
+    tape_lines(tape)
+        .iter()
+        .position(|l| l["type"] == "msg" && l["dir"] == "c2s" && l["method"] == "tools/call")
+        .expect("a tools/call on the tape")
+        + 1
+}
+
+/// The one ambiguity warning on `stderr`.
+#[track_caller]
+fn warning_line(stderr: &str) -> &str {
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("differ only in redacted values; served"))
+        .collect();
+    assert_eq!(said.len(), 1, "one warning:\n{stderr}");
+    said[0]
+}
+
+/// The id of the user's key as the line saying it is not the tape's (`tape_id`) gives it.
+#[track_caller]
+pub(crate) fn another_key_id(stderr: &str, tape_id: &str) -> String {
+    let (_, after) = stderr
+        .split_once(
+            "MCPTAPE_REDACT_KEY is not the key this tape's markers were made with (its id is ",
+        )
+        .unwrap_or_else(|| panic!("another key is said:\n{stderr}"));
+    let (other, rest) = after.split_once(", ").expect("the id, then the tape's");
+    assert!(
+        rest.starts_with(&format!("the tape's {tape_id})")),
+        "{stderr}"
+    );
+    assert_eq!(other.len(), 8, "{stderr}");
+    assert_ne!(other, tape_id);
+    other.to_string()
 }
 
 /// A [`line_server`] answer: the token it was given (the call's `token` argument, else the
