@@ -323,7 +323,7 @@ impl ModelPlayer {
     /// says it of MCP requests.
     fn ambiguous_warning(&self, method: &str, endpoint: &str, i: usize, views: usize) -> String {
         let why = MarkerKey::ambiguity_why(
-            "playback",
+            crate::redact::Replayer::ModelPlayback,
             self.key.is_some(),
             self.tape_key_id.as_deref(),
             self.user_key_id.as_deref(),

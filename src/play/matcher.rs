@@ -760,7 +760,7 @@ fn ambiguous_warning(
     let name = tool_name(asked);
     let line = index.msgs[index.exchanges[ex].request].line;
     let why = crate::redact::MarkerKey::ambiguity_why(
-        "play",
+        crate::redact::Replayer::Play,
         keyed,
         index.header.marker_key.as_deref(),
         user_key,

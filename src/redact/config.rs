@@ -20,6 +20,16 @@ pub struct RedactConfig {
     pub marker_key: Option<MarkerKey>,
 }
 
+/// Who says [`MarkerKey::ambiguity_why`], in its words: `play` (MCP requests) or the model
+/// proxy's playback (model requests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Replayer {
+    /// `mcptape play`, and `run`'s players of MCP servers.
+    Play,
+    /// `model-proxy --playback`, `run --playback`'s model side.
+    ModelPlayback,
+}
+
 /// A stable key for the markers' hashes, derived from a secret the user keeps (never stored):
 /// equal secrets get equal markers on every tape made with it, so `play` given the same key
 /// can tell which recorded request carried the value a client sends. Without one, each tape's
@@ -74,15 +84,14 @@ impl MarkerKey {
     /// tape's key id (its header's) and the user's (`$MCPTAPE_REDACT_KEY`'s, [`Self::id`]):
     /// none set, another key, or a tape recorded with none.
     pub(crate) fn ambiguity_why(
-        who: &str,
+        who: Replayer,
         keyed: bool,
         tape_id: Option<&str>,
         user_id: Option<&str>,
     ) -> String {
-        let again = if who == "playback" {
-            "play back"
-        } else {
-            "play"
+        let (who, again) = match who {
+            Replayer::Play => ("play", "play"),
+            Replayer::ModelPlayback => ("playback", "play back"),
         };
         let apart = format!(
             "its answer may be the one recorded for another value (record with MCPTAPE_REDACT_KEY set, and {again} with the same key, to tell them apart)"

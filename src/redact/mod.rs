@@ -22,6 +22,7 @@ mod prefilter;
 pub(crate) mod rules;
 mod text;
 
+pub(crate) use config::Replayer;
 pub use config::{MarkerKey, RedactConfig, RuleError, MARKER_KEY_MIN};
 pub(crate) use entropy::is_high_entropy;
 pub use facts::FactsCache;
