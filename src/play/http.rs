@@ -210,6 +210,9 @@ struct Player {
     standalone: HashMap<Option<u32>, Vec<usize>>,
     /// The recorded requests the sessions' matchers warned about as ambiguous: once a run.
     warned: super::matcher::Warned,
+    /// Play's own error to a POST it cannot read carries the session's id (see
+    /// [`own_error_session`]).
+    own_error_session: bool,
 }
 
 /// Serves until `shutdown` completes, then returns the combined report of every session;
@@ -260,6 +263,7 @@ pub async fn serve_http_on(
         standalone.entry(st.session).or_default().push(i);
     }
     let player = Arc::new(Player {
+        own_error_session: own_error_session(&index),
         warned: Default::default(),
         taken: Mutex::default(),
         standalone,
@@ -284,6 +288,25 @@ pub async fn serve_http_on(
         }
     }
     player.report()
+}
+
+/// Whether play's own error to a POST it cannot read (one the tape has no answer for) carries
+/// the session's id: as the recorded server's answers to such POSTs in a session did (the
+/// Python SDK's server sends it on its `400`, server-everything does not), and on a tape
+/// without one, as its answers in a session did.
+fn own_error_session(index: &TapeIndex) -> bool {
+    let in_session =
+        |m: &crate::tape::index::MsgMeta| m.http.as_ref().is_some_and(|h| h.session.is_some());
+    index
+        .bad_lines
+        .iter()
+        .filter(|b| in_session(&index.msgs[b.msg]))
+        .find_map(|b| match (&b.refusal, b.answer) {
+            (Some(r), _) => Some(r.session),
+            (None, Some(a)) => index.msgs[a].http.as_ref().map(|h| h.with_session),
+            (None, None) => None,
+        })
+        .unwrap_or(index.http.session_on_answers)
 }
 
 /// Closes the sessions idle past `session_idle`, looking a few times per period.
@@ -395,7 +418,8 @@ impl Player {
                             c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
                         );
                         let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
-                        full(StatusCode::BAD_REQUEST, "application/json", msg.to_string())
+                        let r = full(StatusCode::BAD_REQUEST, "application/json", msg.to_string());
+                        with_session(r, self.own_error_session, Some(&session.id))
                     }
                 }
             }
@@ -430,7 +454,8 @@ impl Player {
                 );
                 session.shared.report.lock().expect("report lock").rejected += 1;
                 let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
-                full(StatusCode::BAD_REQUEST, "application/json", msg.to_string())
+                let r = full(StatusCode::BAD_REQUEST, "application/json", msg.to_string());
+                with_session(r, self.own_error_session, Some(&session.id))
             }
         };
         self.emit_standalone(&session, due).await;
@@ -557,12 +582,18 @@ impl Player {
     ) -> Response<RespBody> {
         let (ex, token) = match self.answer(session, body, &id, &method, routing).await {
             Answer::Exchange(ex, token) => (ex, token),
-            Answer::Now(line) => return full(StatusCode::OK, "application/json", line),
-            Answer::Live(taped) => return live_response(session, body, id, taped),
+            Answer::Now(line) => {
+                return self.own(full(StatusCode::OK, "application/json", line), session)
+            }
+            Answer::Live(taped) => {
+                return self.own(live_response(session, body, id, taped), session)
+            }
         };
         let verdict = match self.verdict(session, ex, &id, &method, body, msg_no) {
             Planned::Serve(v) => v,
-            Planned::Error(line) => return full(StatusCode::OK, "application/json", line),
+            Planned::Error(line) => {
+                return self.own(full(StatusCode::OK, "application/json", line), session)
+            }
             Planned::Cut => return cut_response(),
         };
         let exchange = &self.index.exchanges[ex];
@@ -580,8 +611,12 @@ impl Player {
             .and_then(|h| h.status)
             .and_then(|s| StatusCode::from_u16(s).ok())
             .unwrap_or(StatusCode::OK);
-        // Both reference SDKs' servers send the session's id on every answer in a session.
-        let carried = answer_http.is_some_and(|h| h.with_session);
+        // Both reference SDKs' servers send the session's id on every answer in a session; on
+        // an exchange without its answer, play's error is its own.
+        let carried = match exchange.response {
+            Some(_) => answer_http.is_some_and(|h| h.with_session),
+            None => self.index.http.session_on_answers,
+        };
         let (tx, mut rx) = mpsc::channel::<StreamItem>(STREAM_QUEUE);
         let shared = session.shared.clone();
         // SSE when the recording answered over SSE, or the exchange carries more than its answer.
@@ -907,6 +942,13 @@ impl Player {
         session.shared.closed.send_replace(true);
         session.get.lock().expect("get lock").tx = None;
         self.retire(session);
+    }
+
+    /// One of play's own answers in `session` (a miss explained, an unrecorded ping, its own
+    /// parse error, an injected error, a live server's answer): with the session's id where
+    /// the recorded server sent it on its answers in a session.
+    fn own(&self, resp: Response<RespBody>, session: &Session) -> Response<RespBody> {
+        with_session(resp, self.index.http.session_on_answers, Some(&session.id))
     }
 
     fn at_session_cap(&self) -> bool {

@@ -406,7 +406,8 @@ pub struct HttpSummary {
     pub delete: SessionAnswers,
     /// The server sent the session's `Mcp-Session-Id` on its answers in a session, not only
     /// on `initialize`'s (both reference SDKs' servers do): play's own answers in a session
-    /// (a GET stream or a DELETE the tape has no answer for) carry play's.
+    /// (a miss explained, an unrecorded ping, an injected error, a GET stream or a DELETE the
+    /// tape has no answer for) carry play's.
     #[serde(default)]
     pub session_on_answers: bool,
 }

@@ -365,3 +365,122 @@ fn get_and_delete_are_answered_as_each_reference_server_answered_them() {
         assert_eq!(played, direct, "{name}: from the tape; play said:\n{err}");
     }
 }
+
+/// A bad POST: JSON cut short.
+const CUT_SHORT: &[u8] = b"[1,2";
+
+/// In a new session at `url`, requests the tape of [`recorded_session`] has no answer for: a
+/// ping, a call of a tool no server has, a POST of JSON cut short. What each got: status, the
+/// media type (without parameters), the session id as in [`Seen`], and the JSON-RPC message
+/// (from the JSON body or the SSE event).
+type Own = (u16, String, Option<&'static str>, Value);
+fn own_answers(url: &str) -> Vec<Own> {
+    let sid = open_session(url);
+    let h = post_headers(&[
+        ("Mcp-Session-Id", &sid),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ]);
+    let ping = req(7, "ping", json!({}));
+    let call = req(
+        8,
+        "tools/call",
+        json!({"name": "no-such-tool", "arguments": {}}),
+    );
+    [
+        ping.to_string().into_bytes(),
+        call.to_string().into_bytes(),
+        CUT_SHORT.to_vec(),
+    ]
+    .iter()
+    .map(|b| {
+        let s = http_open(url, "POST", &h, b);
+        let (status, ct, session, body) = seen_answer(s, &sid, false);
+        let media = ct
+            .unwrap_or_default()
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let msg = sse_messages(body.as_bytes()).pop().unwrap_or(Value::Null);
+        (status, media, session, msg)
+    })
+    .collect()
+}
+
+/// The session the tape of [`own_answers`] holds: `tools/list`, and a POST that is not JSON
+/// (which tells play how the server answers a POST it cannot read).
+fn recorded_session(url: &str) {
+    let sid = open_session(url);
+    let h = post_headers(&[
+        ("Mcp-Session-Id", &sid),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ]);
+    for body in [
+        req(2, "tools/list", json!({})).to_string().into_bytes(),
+        b"this is not json".to_vec(),
+    ] {
+        let _ = http_open(url, "POST", &h, &body).body();
+    }
+}
+
+/// Play's own answers in a session — an unrecorded ping answered, a miss explained, its own
+/// parse error — carry its session's id where the recorded server sent the session's id on its
+/// answers: both reference servers send it on their answers to requests; on their `400` to a
+/// POST they cannot read the Python SDK's server does, server-everything does not (seen with
+/// curl too). Before, play's own answers never carried it.
+#[test]
+fn plays_own_answers_carry_the_session_id_where_the_recorded_server_sent_it() {
+    type Start = fn(&Path) -> (Proc, String);
+    let servers: [(&str, Start); 2] = [
+        ("server-everything", everything_http),
+        ("the Python SDK", py_server_http),
+    ];
+    for (name, start) in servers {
+        let dir = tmp();
+        let (_server, upstream) = start(dir.path());
+        let direct = own_answers(&upstream);
+        let python = name == "the Python SDK";
+        let session = |carried: bool| carried.then_some("the session's");
+        assert_eq!(
+            direct.iter().map(|o| (o.0, o.2)).collect::<Vec<_>>(),
+            [
+                (200, session(true)),
+                (200, session(true)),
+                (400, session(python))
+            ],
+            "{name}: {direct:#?}"
+        );
+        assert_eq!(direct[0].3["result"], json!({}), "{name}: {direct:#?}");
+        assert_eq!(direct[2].1, "application/json", "{name}: {direct:#?}");
+        // Through record --url, the same (onto a tape of their own).
+        let rec = Served::record(&upstream, &dir.path().join("own-through.jsonl"));
+        let through = own_answers(&rec.url);
+        rec.stop();
+        assert_eq!(through, direct, "{name}: through record --url");
+        // Against play of a tape without them: play's own answers, each as the server's in
+        // status and session id; the ping's result is the server's; the parse error is JSON.
+        let tape = dir.path().join("own.jsonl");
+        let rec = Served::record(&upstream, &tape);
+        recorded_session(&rec.url);
+        rec.stop();
+        let mut play = Served::play(&tape);
+        let played = own_answers(&play.url);
+        let (st, err) = play.signal(libc::SIGINT, std::time::Duration::from_secs(20));
+        assert_eq!(st.code(), Some(1), "{name}: a miss is exit 1: {err}");
+        let head = |o: &[Own]| o.iter().map(|o| (o.0, o.2)).collect::<Vec<_>>();
+        assert_eq!(
+            head(&played),
+            head(&direct),
+            "{name}: from the tape; play said:\n{err}"
+        );
+        assert_eq!(played[0].3, direct[0].3, "{name}: the ping's answer");
+        assert_eq!(
+            played[2].1, direct[2].1,
+            "{name}: the parse error's media type"
+        );
+        assert!(
+            err.contains("no-such-tool"),
+            "{name}: the miss explained: {err}"
+        );
+    }
+}
