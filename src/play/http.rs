@@ -210,6 +210,9 @@ struct Player {
     standalone: HashMap<Option<u32>, Vec<usize>>,
     /// The recorded requests the sessions' matchers warned about as ambiguous: once a run.
     warned: super::matcher::Warned,
+    /// Play's own error to a POST it cannot read carries the session's id (see
+    /// [`own_error_session`]).
+    own_error_session: bool,
 }
 
 /// Serves until `shutdown` completes, then returns the combined report of every session;
@@ -260,6 +263,7 @@ pub async fn serve_http_on(
         standalone.entry(st.session).or_default().push(i);
     }
     let player = Arc::new(Player {
+        own_error_session: own_error_session(&index),
         warned: Default::default(),
         taken: Mutex::default(),
         standalone,
@@ -284,6 +288,25 @@ pub async fn serve_http_on(
         }
     }
     player.report()
+}
+
+/// Whether play's own error to a POST it cannot read (one the tape has no answer for) carries
+/// the session's id: as the recorded server's answers to such POSTs in a session did (the
+/// Python SDK's server sends it on its `400`, server-everything does not), and on a tape
+/// without one, as its answers in a session did.
+fn own_error_session(index: &TapeIndex) -> bool {
+    let in_session =
+        |m: &crate::tape::index::MsgMeta| m.http.as_ref().is_some_and(|h| h.session.is_some());
+    index
+        .bad_lines
+        .iter()
+        .filter(|b| in_session(&index.msgs[b.msg]))
+        .find_map(|b| match (&b.refusal, b.answer) {
+            (Some(r), _) => Some(r.session),
+            (None, Some(a)) => index.msgs[a].http.as_ref().map(|h| h.with_session),
+            (None, None) => None,
+        })
+        .unwrap_or(index.http.session_on_answers)
 }
 
 /// Closes the sessions idle past `session_idle`, looking a few times per period.
@@ -395,7 +418,8 @@ impl Player {
                             c.problem.map(|p| format!(" ({p})")).unwrap_or_default()
                         );
                         let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
-                        full(StatusCode::BAD_REQUEST, "application/json", msg.to_string())
+                        let r = full(StatusCode::BAD_REQUEST, "application/json", msg.to_string());
+                        with_session(r, self.own_error_session, Some(&session.id))
                     }
                 }
             }
@@ -430,7 +454,8 @@ impl Player {
                 );
                 session.shared.report.lock().expect("report lock").rejected += 1;
                 let msg = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": code, "message": text}});
-                full(StatusCode::BAD_REQUEST, "application/json", msg.to_string())
+                let r = full(StatusCode::BAD_REQUEST, "application/json", msg.to_string());
+                with_session(r, self.own_error_session, Some(&session.id))
             }
         };
         self.emit_standalone(&session, due).await;
@@ -557,12 +582,18 @@ impl Player {
     ) -> Response<RespBody> {
         let (ex, token) = match self.answer(session, body, &id, &method, routing).await {
             Answer::Exchange(ex, token) => (ex, token),
-            Answer::Now(line) => return full(StatusCode::OK, "application/json", line),
-            Answer::Live(taped) => return live_response(session, body, id, taped),
+            Answer::Now(line) => {
+                return self.own(full(StatusCode::OK, "application/json", line), session)
+            }
+            Answer::Live(taped) => {
+                return self.own(live_response(session, body, id, taped), session)
+            }
         };
         let verdict = match self.verdict(session, ex, &id, &method, body, msg_no) {
             Planned::Serve(v) => v,
-            Planned::Error(line) => return full(StatusCode::OK, "application/json", line),
+            Planned::Error(line) => {
+                return self.own(full(StatusCode::OK, "application/json", line), session)
+            }
             Planned::Cut => return cut_response(),
         };
         let exchange = &self.index.exchanges[ex];
@@ -580,8 +611,12 @@ impl Player {
             .and_then(|h| h.status)
             .and_then(|s| StatusCode::from_u16(s).ok())
             .unwrap_or(StatusCode::OK);
-        // Both reference SDKs' servers send the session's id on every answer in a session.
-        let carried = answer_http.is_some_and(|h| h.with_session);
+        // Both reference SDKs' servers send the session's id on every answer in a session; on
+        // an exchange without its answer, play's error is its own.
+        let carried = match exchange.response {
+            Some(_) => answer_http.is_some_and(|h| h.with_session),
+            None => self.index.http.session_on_answers,
+        };
         let (tx, mut rx) = mpsc::channel::<StreamItem>(STREAM_QUEUE);
         let shared = session.shared.clone();
         // SSE when the recording answered over SSE, or the exchange carries more than its answer.
@@ -909,6 +944,13 @@ impl Player {
         self.retire(session);
     }
 
+    /// One of play's own answers in `session` (a miss explained, an unrecorded ping, its own
+    /// parse error, an injected error, a live server's answer): with the session's id where
+    /// the recorded server sent it on its answers in a session.
+    fn own(&self, resp: Response<RespBody>, session: &Session) -> Response<RespBody> {
+        with_session(resp, self.index.http.session_on_answers, Some(&session.id))
+    }
+
     fn at_session_cap(&self) -> bool {
         self.sessions.lock().expect("sessions lock").len() >= self.opts.max_sessions
     }
@@ -1103,21 +1145,38 @@ fn with_session(
 /// A recorded refusal given again: its status, `Content-Type` (none when it had none, also
 /// with a body), `Allow` and body.
 fn refusal_response(r: &crate::tape::index::HttpRefusal) -> Response<RespBody> {
-    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
-    let mut resp = full(status, "text/plain; charset=utf-8", r.body.clone());
-    match r
-        .content_type
-        .as_deref()
-        .and_then(|c| HeaderValue::from_str(c).ok())
-    {
+    recorded_response(
+        r.status,
+        r.content_type.as_deref(),
+        r.allow.as_deref(),
+        &r.body,
+    )
+}
+
+/// A recorded answer to a GET or a DELETE given again, as a refusal is.
+fn answer_response(a: &crate::tape::index::HttpAnswer) -> Response<RespBody> {
+    recorded_response(
+        a.status,
+        a.content_type.as_deref(),
+        a.allow.as_deref(),
+        &a.body,
+    )
+}
+
+/// An answer with this status, `Content-Type` (none when `None`), `Allow` and body.
+fn recorded_response(
+    status: u16,
+    content_type: Option<&str>,
+    allow: Option<&str>,
+    body: &str,
+) -> Response<RespBody> {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    let mut resp = full(status, "text/plain", body.to_string());
+    match content_type.and_then(|c| HeaderValue::from_str(c).ok()) {
         Some(v) => resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v),
         None => resp.headers_mut().remove(hyper::header::CONTENT_TYPE),
     };
-    if let Some(v) = r
-        .allow
-        .as_deref()
-        .and_then(|a| HeaderValue::from_str(a).ok())
-    {
+    if let Some(v) = allow.and_then(|a| HeaderValue::from_str(a).ok()) {
         resp.headers_mut().insert(hyper::header::ALLOW, v);
     }
     resp
@@ -1279,8 +1338,22 @@ impl Player {
             .get(SESSION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        // A GET or DELETE the recorded server refused (`405` in the stateless era) is refused
-        // the same way, unless the recording also had a GET stream that worked.
+        let last_event = || {
+            req.headers()
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        if matches!(*req.method(), Method::GET | Method::DELETE) {
+            let recorded = self.as_recorded(req.method(), session_id.as_deref(), last_event());
+            if let Some(r) = recorded {
+                return r;
+            }
+        }
+        // A tape that does not say how the server answered a GET or DELETE of this case (one
+        // recorded before mcptape taped those answers, or where no client sent one): a GET or
+        // DELETE the recorded server refused (`405` in the stateless era) is refused the same
+        // way, unless the recording also had a GET stream that worked.
         let refused = match *req.method() {
             Method::GET if self.index.http.get_stream_msgs == 0 => {
                 self.index.http.refusals.get("GET")
@@ -1294,6 +1367,8 @@ impl Player {
             let session = self.session(session_id.as_deref()).map(|s| s.id.clone());
             return with_session(refusal_response(r), r.session, session.as_deref());
         }
+        // Play's own answers in a session carry its id where the recorded server's did.
+        let carried = self.index.http.session_on_answers;
         match *req.method() {
             Method::POST => {
                 let max = self.opts.max_message;
@@ -1307,66 +1382,127 @@ impl Player {
             }
             Method::GET => match self.session(session_id.as_deref()) {
                 Some(s) => {
-                    let last_event = req
-                        .headers()
-                        .get("last-event-id")
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string);
-                    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-                    // A stream the recording resumed (`Last-Event-ID`): the rest of that
-                    // exchange first, then the session's own messages.
-                    let resume = last_event.and_then(|id| s.take_resume(&id));
-                    tokio::spawn(async move {
-                        if let Some(mut r) = resume {
-                            if let Some(p) = &r.priming {
-                                let _ = tx.send(Bytes::from(priming_event(p))).await;
-                            }
-                            while let Some(b) = r.rx.recv().await {
-                                if tx.send(b).await.is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                        loop {
-                            // The stream becomes the session's only once the backlog is out,
-                            // so what arrives meanwhile waits behind it, in order.
-                            let waiting = {
-                                let mut get = s.get.lock().expect("get lock");
-                                if get.waiting.is_empty() {
-                                    get.tx = Some(tx);
-                                    return;
-                                }
-                                get.waiting.take()
-                            };
-                            for event in waiting {
-                                if tx.send(event).await.is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                    });
-                    sse_response(rx)
+                    let id = s.id.clone();
+                    with_session(self.get_stream(s, last_event()), carried, Some(&id))
                 }
                 None => plain(StatusCode::NOT_FOUND, "mcptape: unknown session"),
             },
-            Method::DELETE => {
-                let removed = session_id
-                    .as_deref()
-                    .and_then(|id| self.sessions.lock().expect("sessions lock").remove(id));
-                match removed {
-                    Some(s) => {
-                        s.shared.closed.send_replace(true);
-                        end_live(&s);
-                        self.retire(&s);
-                        plain(StatusCode::OK, "")
-                    }
-                    None => plain(StatusCode::NOT_FOUND, "mcptape: unknown session"),
-                }
-            }
+            Method::DELETE => match session_id.as_deref().and_then(|id| self.end_session(id)) {
+                Some(s) => with_session(plain(StatusCode::OK, ""), carried, Some(&s.id)),
+                None => plain(StatusCode::NOT_FOUND, "mcptape: unknown session"),
+            },
             _ => plain(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "mcptape play: POST, GET or DELETE",
             ),
         }
+    }
+
+    /// A GET or a DELETE answered as the recorded server answered one of the same case
+    /// (`http-get`, `http-delete` with their answers): naming no session, one play has, or
+    /// one it has not. A success opens the session's GET stream or ends the session; a refusal
+    /// is given again (JSON-RPC error bodies too). The session id as the recorded answer
+    /// carried one: the request's, a new one, or none. `None` when the tape does not say.
+    fn as_recorded(
+        &self,
+        method: &Method,
+        named: Option<&str>,
+        last_event: Option<String>,
+    ) -> Option<Response<RespBody>> {
+        let answers = if *method == Method::GET {
+            &self.index.http.get
+        } else {
+            &self.index.http.delete
+        };
+        let session = named.and_then(|id| self.session(Some(id)));
+        let recorded = answers.of(named.map(|_| session.is_some()))?;
+        let resp = match (recorded.is_success(), method) {
+            (true, &Method::GET) => {
+                // A GET stream without a session id is the stateless session's.
+                let s = session.or_else(|| self.session(None))?;
+                let mut r = self.get_stream(s, last_event);
+                *r.status_mut() = StatusCode::from_u16(recorded.status).unwrap_or(StatusCode::OK);
+                if let Some(v) = recorded
+                    .content_type
+                    .as_deref()
+                    .and_then(|c| HeaderValue::from_str(c).ok())
+                {
+                    r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+                }
+                r
+            }
+            (true, _) => {
+                if let (Some(id), Some(_)) = (named, &session) {
+                    self.end_session(id);
+                }
+                answer_response(recorded)
+            }
+            (false, _) => answer_response(recorded),
+        };
+        Some(session_as_recorded(resp, recorded.session, named))
+    }
+
+    /// Opens session `s`'s GET stream: what waits for it first, then its messages as they come.
+    fn get_stream(&self, s: Arc<Session>, last_event: Option<String>) -> Response<RespBody> {
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        // A stream the recording resumed (`Last-Event-ID`): the rest of that exchange first,
+        // then the session's own messages.
+        let resume = last_event.and_then(|id| s.take_resume(&id));
+        tokio::spawn(async move {
+            if let Some(mut r) = resume {
+                if let Some(p) = &r.priming {
+                    let _ = tx.send(Bytes::from(priming_event(p))).await;
+                }
+                while let Some(b) = r.rx.recv().await {
+                    if tx.send(b).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            loop {
+                // The stream becomes the session's only once the backlog is out, so what
+                // arrives meanwhile waits behind it, in order.
+                let waiting = {
+                    let mut get = s.get.lock().expect("get lock");
+                    if get.waiting.is_empty() {
+                        get.tx = Some(tx);
+                        return;
+                    }
+                    get.waiting.take()
+                };
+                for event in waiting {
+                    if tx.send(event).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        sse_response(rx)
+    }
+
+    /// Ends the session `id` as a DELETE does (its report kept for the summary): the session,
+    /// if play had it.
+    fn end_session(&self, id: &str) -> Option<Arc<Session>> {
+        let s = self.sessions.lock().expect("sessions lock").remove(id)?;
+        s.shared.closed.send_replace(true);
+        end_live(&s);
+        self.retire(&s);
+        Some(s)
+    }
+}
+
+/// `resp` with the `Mcp-Session-Id` the recorded answer to a GET or DELETE carried: the one
+/// the request named (`named`) where it carried the one its request named, a new one where it
+/// carried another (a session the server never kept), none where none.
+fn session_as_recorded(
+    resp: Response<RespBody>,
+    sent: crate::tape::index::SessionSent,
+    named: Option<&str>,
+) -> Response<RespBody> {
+    use crate::tape::index::SessionSent;
+    match sent {
+        SessionSent::None => resp,
+        SessionSent::Same => with_session(resp, true, named),
+        SessionSent::Other => with_session(resp, true, Some(&crate::transport::http::session_id())),
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Each POST body is one client message; each answer is either one JSON message or an SSE
 //! stream whose events are forwarded the moment each is complete (never held until the stream
-//! ends), after being taped. GET streams and DELETE pass through. Credentials (`Authorization`,
+//! ends), after being taped. GET streams and DELETE pass through, each taped with how the server
+//! answered it (`http-get`, `http-delete`). Credentials (`Authorization`,
 //! cookies, API-key headers) are forwarded, never recorded: only the MCP headers are.
 
 use super::http_facts::HttpFacts;
@@ -416,6 +417,31 @@ impl Proxy {
         }
     }
 
+    /// A GET or a DELETE (`http-get`, `http-delete`): the request's facts, and the answer's
+    /// (`status`, its own `content_type`, `allow`, `session`, and up to 64 KiB of `body` when
+    /// it had one) when there was an answer.
+    fn tape_get_or_delete(
+        &self,
+        method: &Method,
+        mut facts: Map<String, Value>,
+        body: Option<&[u8]>,
+    ) {
+        if let Some(body) = body.filter(|b| !b.is_empty()) {
+            facts.insert(
+                "body".into(),
+                json!(String::from_utf8_lossy(
+                    &body[..body.len().min(ERROR_BODY_MAX)]
+                )),
+            );
+        }
+        let what = if *method == Method::GET {
+            "http-get"
+        } else {
+            "http-delete"
+        };
+        self.tape_event(what, Value::Object(facts));
+    }
+
     fn clone_handle(&self) -> Arc<Proxy> {
         Arc::new(Proxy {
             tape: self.tape.clone(),
@@ -564,12 +590,9 @@ impl crate::transport::http::Handler for Proxy {
                 + 1;
             tape_post(&self.tape, n, &body, &mut facts_in);
         }
-        if matches!(parts.method, Method::GET | Method::DELETE) {
-            self.tape_event(
-                &format!("http-{}", parts.method.as_str().to_ascii_lowercase()),
-                Value::Object(facts_in.to_map()),
-            );
-        }
+        // A GET or a DELETE is taped with its answer (`http-get`, `http-delete`), once the
+        // upstream has answered.
+        let get_or_delete = matches!(parts.method, Method::GET | Method::DELETE);
         // The upstream request: same method, path and query (in origin form, as sent on a
         // connection to the upstream), headers minus hop-by-hop ones.
         let target = parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
@@ -602,6 +625,9 @@ impl crate::transport::http::Handler for Proxy {
                         self.upstream,
                         crate::transport::upstream::error_chain(&*e)
                     );
+                    if get_or_delete {
+                        self.tape_get_or_delete(&parts.method, facts_in.to_map(), None);
+                    }
                     self.tape_event("upstream-error", json!({ "error": why }));
                     crate::diag!("{why}");
                     return jsonrpc_error(StatusCode::BAD_GATEWAY, &body, &why);
@@ -683,10 +709,16 @@ impl crate::transport::http::Handler for Proxy {
             *r.headers_mut() = out_headers;
             r
         };
+        let sse = content_type.starts_with("text/event-stream");
+        if get_or_delete && (sse || encoded.is_some()) {
+            // No body to tape: a stream (its messages are taped as they come), or bytes
+            // mcptape cannot read.
+            self.tape_get_or_delete(&parts.method, answer_facts(&facts, &content_type), None);
+        }
         if let Some(coding) = encoded {
             return self.pass_encoded(rbody, &coding, facts, respond).await;
         }
-        if content_type.starts_with("text/event-stream") {
+        if sse {
             facts.stream = Some(if parts.method == Method::GET {
                 "get"
             } else {
@@ -704,11 +736,20 @@ impl crate::transport::http::Handler for Proxy {
                 b
             }
             Err(why) => {
+                if get_or_delete {
+                    let facts = answer_facts(&facts, &content_type);
+                    self.tape_get_or_delete(&parts.method, facts, None);
+                }
                 self.tape_event("upstream-error", json!({ "error": why }));
                 return jsonrpc_error(StatusCode::BAD_GATEWAY, &body, &format!("mcptape: {why}"));
             }
         };
-        if !body.is_empty() && content_type.starts_with("application/json") {
+        if get_or_delete {
+            // Its answer whatever it is, a JSON-RPC error too (the reference servers refuse a
+            // GET or a DELETE of a session they do not have with one): it answers no message.
+            let facts = answer_facts(&facts, &content_type);
+            self.tape_get_or_delete(&parts.method, facts, Some(&body));
+        } else if !body.is_empty() && content_type.starts_with("application/json") {
             self.tape.message(Dir::S2C, &body, Some(&facts));
         } else if !status.is_success() {
             // A refusal without a JSON-RPC answer (`405`, a plain-text `400`, a `404` for an

@@ -283,6 +283,71 @@ pub struct HttpRefusal {
     pub session: bool,
 }
 
+/// Which `Mcp-Session-Id` a recorded answer to a GET or a DELETE carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum SessionSent {
+    /// None.
+    #[default]
+    None,
+    /// The one the request named (the session's own: both reference SDKs' servers send it on
+    /// a GET stream, the Python SDK's on its `200` to a DELETE too).
+    Same,
+    /// Another one: the Python SDK's server gives a GET or DELETE without a session id its
+    /// `400` with a new id of a session it never keeps.
+    Other,
+}
+
+/// How the server answered a GET or a DELETE, as `http-get` and `http-delete` tape it: a GET
+/// stream opened (`text/event-stream`, no body), a session ended, or a refusal — JSON-RPC
+/// error bodies included (`404` "Session not found" from the Python SDK's server, `400` from
+/// server-everything's).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct HttpAnswer {
+    /// The HTTP status.
+    pub status: u16,
+    /// Its `Content-Type`, when it had one.
+    pub content_type: Option<String>,
+    /// Its `Allow` header, when it had one.
+    pub allow: Option<String>,
+    /// The body (at most 64 KiB of it is taped; none for a stream).
+    pub body: String,
+    /// The `Mcp-Session-Id` it carried.
+    pub session: SessionSent,
+}
+
+impl HttpAnswer {
+    /// A `2xx`: the stream opened, the session ended.
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// How the server answered one method (GET or DELETE), by what the request named: the first
+/// answer taped of each case. Play answers a request as the recorded one of its case.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SessionAnswers {
+    /// A request that named no session.
+    pub missing: Option<HttpAnswer>,
+    /// A request that named a session the server had (it had given that id on an answer, and
+    /// no DELETE of it had succeeded; or it answered with a success).
+    pub open: Option<HttpAnswer>,
+    /// A request that named a session the server did not have (never given on the tape, or
+    /// deleted).
+    pub unknown: Option<HttpAnswer>,
+}
+
+impl SessionAnswers {
+    /// The slot of a case: the request named no session (`None`), one the server had
+    /// (`Some(true)`), one it had not (`Some(false)`).
+    pub fn of(&self, named: Option<bool>) -> Option<&HttpAnswer> {
+        match named {
+            None => self.missing.as_ref(),
+            Some(true) => self.open.as_ref(),
+            Some(false) => self.unknown.as_ref(),
+        }
+    }
+}
+
 /// The `Access-Control-*` headers of a recorded answer (`http-options`, `http-cors`), which play
 /// gives a browser again (`transport::cors`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -332,6 +397,19 @@ pub struct HttpSummary {
     /// The CORS headers its other answers carried (`http-cors`): the first set taped.
     #[serde(default)]
     pub cors: Option<HttpCors>,
+    /// How the server answered GETs (`http-get` with its answer); empty on a tape recorded
+    /// before mcptape taped the answer, where `refusals` says what there is to say.
+    #[serde(default)]
+    pub get: SessionAnswers,
+    /// How the server answered DELETEs (`http-delete` with its answer).
+    #[serde(default)]
+    pub delete: SessionAnswers,
+    /// The server sent the session's `Mcp-Session-Id` on its answers in a session, not only
+    /// on `initialize`'s (both reference SDKs' servers do): play's own answers in a session
+    /// (a miss explained, an unrecorded ping, an injected error, a GET stream or a DELETE the
+    /// tape has no answer for) carry play's.
+    #[serde(default)]
+    pub session_on_answers: bool,
 }
 
 /// One server's conversation on a tape, indexed: its messages, its exchanges, and the server
@@ -637,6 +715,7 @@ impl TapeIndex {
                                 "http-accepted" => b.accepted(ev),
                                 "http-options" => b.preflight(ev),
                                 "http-cors" => b.cors(ev),
+                                "http-get" | "http-delete" => b.get_or_delete(ev),
                                 "sse-priming" => b.priming(ev),
                                 _ => {}
                             }
@@ -978,6 +1057,9 @@ struct Builder {
     request_names: Vec<Option<Value>>,
     /// Recorded HTTP session ids (as on the tape: markers) → their numbers.
     sessions: FastMap<String, u32>,
+    /// The sessions the server had at this point of the tape: it gave their ids on an answer,
+    /// and no DELETE of them succeeded since (true).
+    alive: FastMap<u32, bool>,
     http: HttpSummary,
     /// SSE event ids sent on an exchange's POST stream → the exchange (what a GET with
     /// `Last-Event-ID` resumes).
@@ -1201,6 +1283,56 @@ impl Builder {
         }
     }
 
+    /// A GET or a DELETE and how the server answered it (`http-get`, `http-delete`: with
+    /// `status` since mcptape tapes the answer; before, the request only, which play does not
+    /// need). The first answer of each case is kept: the request named no session, one the
+    /// server had, one it had not.
+    fn get_or_delete(&mut self, ev: HttpEvent<'_>) {
+        let Some(status) = ev.status else {
+            return;
+        };
+        let named = self.session_number(ev.mcp_session_id.as_deref());
+        let given = ev.session.as_deref().map(|s| self.session_number(Some(s)));
+        let session = match given {
+            None => SessionSent::None,
+            Some(n) if n == named => SessionSent::Same,
+            Some(_) => SessionSent::Other,
+        };
+        let answer = HttpAnswer {
+            status,
+            content_type: ev.content_type.map(|c| c.into_owned()),
+            allow: ev.allow.map(|a| a.into_owned()),
+            body: ev.body.map(|b| b.into_owned()).unwrap_or_default(),
+            session,
+        };
+        if session == SessionSent::Same {
+            self.http.session_on_answers = true;
+        }
+        let delete = ev.what == "http-delete";
+        let case = match named {
+            None => None,
+            Some(n) => {
+                // A success says the server had it, whatever the tape showed before.
+                let open = answer.is_success() || self.alive.get(&n) == Some(&true);
+                if answer.is_success() {
+                    self.alive.insert(n, !delete);
+                }
+                Some(open)
+            }
+        };
+        let answers = if delete {
+            &mut self.http.delete
+        } else {
+            &mut self.http.get
+        };
+        let slot = match case {
+            None => &mut answers.missing,
+            Some(true) => &mut answers.open,
+            Some(false) => &mut answers.unknown,
+        };
+        slot.get_or_insert(answer);
+    }
+
     fn accepted(&mut self, ev: HttpEvent<'_>) {
         if self.http.accepted.is_none() {
             self.http.accepted = Some(HttpRefusal {
@@ -1255,6 +1387,13 @@ impl Builder {
         let scope = self.session_number(m.http.session.as_deref());
         // Numbered here, in the order sessions are first seen, whatever the message turns out to be.
         let created = self.session_number(m.http.created.as_deref());
+        if let Some(n) = created {
+            // The server gave the id: it has the session (unless a DELETE ended it).
+            self.alive.entry(n).or_insert(true);
+            if created == scope && m.dir == Dir::S2C {
+                self.http.session_on_answers = true;
+            }
+        }
         let mut meta = meta_of(item, &m, scope);
         // An over-long line keeps only its first bytes: its id and method are read from them,
         // so that an answer too large to record still closes its exchange.
@@ -1616,7 +1755,7 @@ struct HttpEvent<'a> {
     reflected: Vec<String>,
 }
 
-/// The line, when it is an event the index reads (`http-error`, `sse-priming`).
+/// The line, when it is an event the index reads (`http-error`, `sse-priming`, `http-get`…).
 fn http_event(raw: &[u8]) -> Option<HttpEvent<'_>> {
     let line = raw.strip_suffix(b"\n").unwrap_or(raw);
     // Cheap first: most unknown lines are other events.
@@ -1626,7 +1765,9 @@ fn http_event(raw: &[u8]) -> Option<HttpEvent<'_>> {
             || wanted(b"\"what\":\"sse-priming\"")
             || wanted(b"\"what\":\"http-accepted\"")
             || wanted(b"\"what\":\"http-options\"")
-            || wanted(b"\"what\":\"http-cors\""))
+            || wanted(b"\"what\":\"http-cors\"")
+            || wanted(b"\"what\":\"http-get\"")
+            || wanted(b"\"what\":\"http-delete\""))
     {
         return None;
     }
@@ -1760,6 +1901,100 @@ mod tests {
             assert_eq!(refusal.body, "refused");
             assert_eq!(refusal.content_type.as_deref(), want, "{event}");
         }
+    }
+
+    /// `http-get` and `http-delete` with their answers, as the Python SDK's server gave them:
+    /// kept by case (no session named, one the server had, one it had not: never given, or
+    /// deleted), the first of each; with which session id each carried. A session the server
+    /// gave on `initialize`'s answer is had; after a DELETE of it that succeeded, not. Events
+    /// without a `status` (tapes recorded before mcptape taped the answer) say nothing.
+    #[test]
+    fn get_and_delete_answers_are_kept_by_case() {
+        let dir = tempfile::tempdir().unwrap();
+        let s1 = "[REDACTED:key:session-id:11111111]";
+        let new = "[REDACTED:key:session-id:22222222]";
+        let never = "[REDACTED:key:session-id:33333333]";
+        let init = r#"{"type":"msg","seq":1,"t_us":1,"server":"default","dir":"c2s","kind":"request","id":0,"method":"initialize","msg":{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}},"http":{"method":"POST","path":"/mcp","post":1,"request_id":0}}"#;
+        let answer = format!(
+            r#"{{"type":"msg","seq":2,"t_us":2,"server":"default","dir":"s2c","kind":"response","id":0,"msg":{{"jsonrpc":"2.0","id":0,"result":{{}}}},"http":{{"method":"POST","path":"/mcp","post":1,"request_id":0,"status":200,"content_type":"application/json","session":"{s1}"}}}}"#
+        );
+        let ev = |what: &str, named: Option<&str>, answer: &str| {
+            let named = named
+                .map(|n| format!(r#","mcp_session_id":"{n}""#))
+                .unwrap_or_default();
+            format!(
+                r#"{{"type":"event","t_us":3,"server":"default","what":"{what}","method":"x","path":"/mcp"{named}{answer}}}"#
+            )
+        };
+        let gone = r#","status":404,"content_type":"application/json","body":"{\"error\":\"Session not found\"}""#;
+        let lines = [
+            init.to_string(),
+            answer,
+            // Before mcptape taped the answer: nothing to say.
+            ev("http-get", Some(s1), ""),
+            ev("http-get", Some(never), gone),
+            ev(
+                "http-get",
+                Some(s1),
+                &format!(r#","status":200,"content_type":"text/event-stream","session":"{s1}""#),
+            ),
+            ev(
+                "http-delete",
+                None,
+                &format!(
+                    r#","status":400,"content_type":"application/json","body":"missing","session":"{new}""#
+                ),
+            ),
+            ev(
+                "http-delete",
+                Some(s1),
+                &format!(r#","status":200,"content_type":"application/json","session":"{s1}""#),
+            ),
+            ev("http-delete", Some(s1), r#","status":404,"body":"again""#),
+            ev("http-get", Some(s1), r#","status":404,"body":"deleted""#),
+        ];
+        let lines: Vec<&str> = std::iter::once(SERVER)
+            .chain(lines.iter().map(String::as_str))
+            .collect();
+        let path = dir.path().join("t.jsonl");
+        chained_tape(&path, &lines);
+        let http = TapeIndex::load(&path, None).unwrap().http.clone();
+        let answer = |status, ct: Option<&str>, body: &str, session| HttpAnswer {
+            status,
+            content_type: ct.map(String::from),
+            allow: None,
+            body: body.into(),
+            session,
+        };
+        let json = Some("application/json");
+        assert_eq!(
+            http.get,
+            SessionAnswers {
+                missing: None,
+                open: Some(answer(
+                    200,
+                    Some("text/event-stream"),
+                    "",
+                    SessionSent::Same
+                )),
+                unknown: Some(answer(
+                    404,
+                    json,
+                    r#"{"error":"Session not found"}"#,
+                    SessionSent::None
+                )),
+            }
+        );
+        assert_eq!(
+            http.delete,
+            SessionAnswers {
+                missing: Some(answer(400, json, "missing", SessionSent::Other)),
+                open: Some(answer(200, json, "", SessionSent::Same)),
+                unknown: Some(answer(404, None, "again", SessionSent::None)),
+            }
+        );
+        assert!(http.session_on_answers);
+        assert!(http.refusals.is_empty());
     }
 
     #[test]

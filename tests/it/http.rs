@@ -2310,8 +2310,9 @@ fn a_bad_posts_recorded_error_carries_the_session_id_where_the_server_sent_it() 
 /// SDK's server does on every answer in a session) sends the session's id on its refusals:
 /// `initialize` opens session `S-1`; a GET or a DELETE is refused `405` with `Allow: POST`,
 /// no body and no `Content-Type`, carrying `S-1` when the request named it. None of the
-/// reference servers refuses so (their refusals of GET and DELETE are JSON-RPC errors, taped
-/// as messages): this one stands for a server that does.
+/// reference servers refuses so (they refuse a GET or DELETE only of a session they do not
+/// have, or naming none, with JSON-RPC errors: `http_sessions::get_and_delete_…`): this one
+/// stands for a server that does.
 const NO_GET_NO_DELETE: &str = r#"
 class H(Quiet):
     def session(self):

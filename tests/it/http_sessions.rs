@@ -215,3 +215,272 @@ fn stateless_posts_with_one_id_each_get_their_own_answer_and_statuses_are_replay
     assert_eq!(round[11].2, "Mcp-Method does not match the body");
     assert_eq!((round[12].0, round[12].1.as_str()), (405, "POST"));
 }
+
+/// What a client sees of an answer: status, `Content-Type`, `Mcp-Session-Id` (`"the
+/// session's"` when it is the id of the session the client is in, `"another"` for any other:
+/// ids differ from run to run) and body.
+type Seen = (u16, Option<String>, Option<&'static str>, String);
+
+/// The answer's head as [`Seen`], and its body unless `stream` (a GET stream stays open: its
+/// head is what there is to compare).
+fn seen_answer(mut s: HttpStream, sid: &str, stream: bool) -> Seen {
+    let session =
+        s.header("mcp-session-id")
+            .map(|v| if v == sid { "the session's" } else { "another" });
+    let ct = s.header("content-type").map(String::from);
+    let status = s.status;
+    let body = if stream {
+        s.hang_up();
+        String::new()
+    } else {
+        text(&s.body())
+    };
+    (status, ct, session, body)
+}
+
+/// Opens a session at `url` (`initialize`, then `notifications/initialized`): its id.
+fn open_session(url: &str) -> String {
+    let mut init = post_open_ok(url, &req(0, "initialize", init_params()));
+    let sid = init
+        .header("mcp-session-id")
+        .expect("a session")
+        .to_string();
+    let _ = init.body();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let h = post_headers(&[
+        ("Mcp-Session-Id", &sid),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ]);
+    let mut s = http_open(url, "POST", &h, initialized.to_string().as_bytes());
+    assert_eq!(s.status, 202, "notifications/initialized at {url}");
+    let _ = s.body();
+    sid
+}
+
+/// GETs and DELETEs at `url` in the cases a client meets: the session's GET stream opened,
+/// the session deleted; the same DELETE again, a GET of the deleted session, a GET of a
+/// session the server never gave; a GET and a DELETE naming no session. What each got.
+fn gets_and_deletes(url: &str) -> Vec<(&'static str, Seen)> {
+    let sid = open_session(url);
+    let version = ("MCP-Protocol-Version", "2025-06-18");
+    let accept = ("Accept", "text/event-stream");
+    let mine = [("Mcp-Session-Id", sid.as_str()), version, accept];
+    let never = [("Mcp-Session-Id", "no-such-session-0123"), version, accept];
+    let none = [version, accept];
+    type Headers<'a> = &'a [(&'a str, &'a str)];
+    let steps: [(&str, &str, Headers); 7] = [
+        ("GET, the session's stream", "GET", &mine),
+        ("DELETE of the session", "DELETE", &mine),
+        ("DELETE again", "DELETE", &mine),
+        ("GET of the deleted session", "GET", &mine),
+        ("GET of a session never given", "GET", &never),
+        ("GET naming no session", "GET", &none),
+        ("DELETE naming no session", "DELETE", &none),
+    ];
+    steps
+        .into_iter()
+        .map(|(what, method, h)| {
+            let s = http_open(url, method, h, b"");
+            // Only a GET that opened a stream has a body that does not end.
+            let stream = s.status == 200 && method == "GET";
+            (what, seen_answer(s, &sid, stream))
+        })
+        .collect()
+}
+
+/// Both reference servers, seen with curl too. The Python SDK's server: the GET stream `200
+/// text/event-stream` with the session's id; DELETE `200 application/json`, no body, the
+/// session's id; a DELETE or GET of a session it does not have `404` with the JSON-RPC error
+/// "Session not found" and no id; a GET or DELETE naming none `400` with "Missing session ID"
+/// and the id of a new session it never keeps. server-everything: the GET stream likewise;
+/// DELETE `200`, no `Content-Type`, no body, no id; every other case `400` with the JSON-RPC
+/// error "No valid session ID provided", no id. Play answers each as its server did (before:
+/// no id on the GET stream, `200 text/plain` without an id to the DELETE, its own `404
+/// text/plain` to the rest, which it never taped: the JSON-RPC errors were taped as messages).
+#[test]
+fn get_and_delete_are_answered_as_each_reference_server_answered_them() {
+    type Start = fn(&Path) -> (Proc, String);
+    let servers: [(&str, Start); 2] = [
+        ("server-everything", everything_http),
+        ("the Python SDK", py_server_http),
+    ];
+    for (name, start) in servers {
+        let dir = tmp();
+        let tape = dir.path().join("get-delete.jsonl");
+        let (_server, upstream) = start(dir.path());
+        let direct = gets_and_deletes(&upstream);
+        let python = name == "the Python SDK";
+        // What each server does, as seen with curl: a JSON-RPC error (status, session id, and
+        // words of its message) to a request naming a session it does not have, and to one
+        // naming none.
+        type JsonError = (u16, Option<&'static str>, &'static str);
+        let (unknown, none): (JsonError, JsonError) = if python {
+            (
+                (404, None, "Session not found"),
+                (400, Some("another"), "Missing session ID"),
+            )
+        } else {
+            let refused = (400, None, "No valid session ID provided");
+            (refused, refused)
+        };
+        let is = |s: &Seen, (status, session, message): JsonError| {
+            s.0 == status
+                && s.1
+                    .as_deref()
+                    .is_some_and(|c| c.starts_with("application/json"))
+                && s.2 == session
+                && s.3.contains(message)
+        };
+        let get = &direct[0].1;
+        assert_eq!(
+            (get.0, get.1.as_deref(), get.2),
+            (200, Some("text/event-stream"), Some("the session's")),
+            "{name}: {direct:#?}"
+        );
+        let delete = &direct[1].1;
+        let want_delete: Seen = if python {
+            (
+                200,
+                Some("application/json".into()),
+                Some("the session's"),
+                String::new(),
+            )
+        } else {
+            (200, None, None, String::new())
+        };
+        assert_eq!(delete, &want_delete, "{name}: {direct:#?}");
+        for (what, s) in &direct[2..5] {
+            assert!(is(s, unknown), "{name}: {what}: {s:?}");
+        }
+        for (what, s) in &direct[5..] {
+            assert!(is(s, none), "{name}: {what}: {s:?}");
+        }
+        let rec = Served::record(&upstream, &tape);
+        let recorded = gets_and_deletes(&rec.url);
+        rec.stop();
+        assert_eq!(recorded, direct, "{name}: through record --url");
+        let play = Served::play(&tape);
+        let played = gets_and_deletes(&play.url);
+        let err = play.stop();
+        assert_eq!(played, direct, "{name}: from the tape; play said:\n{err}");
+    }
+}
+
+/// A bad POST: JSON cut short.
+const CUT_SHORT: &[u8] = b"[1,2";
+
+/// In a new session at `url`, requests the tape of [`recorded_session`] has no answer for: a
+/// ping, a call of a tool no server has, a POST of JSON cut short. What each got: status, the
+/// media type (without parameters), the session id as in [`Seen`], and the JSON-RPC message
+/// (from the JSON body or the SSE event).
+type Own = (u16, String, Option<&'static str>, Value);
+fn own_answers(url: &str) -> Vec<Own> {
+    let sid = open_session(url);
+    let h = post_headers(&[
+        ("Mcp-Session-Id", &sid),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ]);
+    let ping = req(7, "ping", json!({}));
+    let call = req(
+        8,
+        "tools/call",
+        json!({"name": "no-such-tool", "arguments": {}}),
+    );
+    [
+        ping.to_string().into_bytes(),
+        call.to_string().into_bytes(),
+        CUT_SHORT.to_vec(),
+    ]
+    .iter()
+    .map(|b| {
+        let s = http_open(url, "POST", &h, b);
+        let (status, ct, session, body) = seen_answer(s, &sid, false);
+        let media = ct
+            .unwrap_or_default()
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let msg = sse_messages(body.as_bytes()).pop().unwrap_or(Value::Null);
+        (status, media, session, msg)
+    })
+    .collect()
+}
+
+/// The session the tape of [`own_answers`] holds: `tools/list`, and a POST that is not JSON
+/// (which tells play how the server answers a POST it cannot read).
+fn recorded_session(url: &str) {
+    let sid = open_session(url);
+    let h = post_headers(&[
+        ("Mcp-Session-Id", &sid),
+        ("MCP-Protocol-Version", "2025-06-18"),
+    ]);
+    for body in [
+        req(2, "tools/list", json!({})).to_string().into_bytes(),
+        b"this is not json".to_vec(),
+    ] {
+        let _ = http_open(url, "POST", &h, &body).body();
+    }
+}
+
+/// Play's own answers in a session — an unrecorded ping answered, a miss explained, its own
+/// parse error — carry its session's id where the recorded server sent the session's id on its
+/// answers: both reference servers send it on their answers to requests; on their `400` to a
+/// POST they cannot read the Python SDK's server does, server-everything does not (seen with
+/// curl too). Before, play's own answers never carried it.
+#[test]
+fn plays_own_answers_carry_the_session_id_where_the_recorded_server_sent_it() {
+    type Start = fn(&Path) -> (Proc, String);
+    let servers: [(&str, Start); 2] = [
+        ("server-everything", everything_http),
+        ("the Python SDK", py_server_http),
+    ];
+    for (name, start) in servers {
+        let dir = tmp();
+        let (_server, upstream) = start(dir.path());
+        let direct = own_answers(&upstream);
+        let python = name == "the Python SDK";
+        let session = |carried: bool| carried.then_some("the session's");
+        assert_eq!(
+            direct.iter().map(|o| (o.0, o.2)).collect::<Vec<_>>(),
+            [
+                (200, session(true)),
+                (200, session(true)),
+                (400, session(python))
+            ],
+            "{name}: {direct:#?}"
+        );
+        assert_eq!(direct[0].3["result"], json!({}), "{name}: {direct:#?}");
+        assert_eq!(direct[2].1, "application/json", "{name}: {direct:#?}");
+        // Through record --url, the same (onto a tape of their own).
+        let rec = Served::record(&upstream, &dir.path().join("own-through.jsonl"));
+        let through = own_answers(&rec.url);
+        rec.stop();
+        assert_eq!(through, direct, "{name}: through record --url");
+        // Against play of a tape without them: play's own answers, each as the server's in
+        // status and session id; the ping's result is the server's; the parse error is JSON.
+        let tape = dir.path().join("own.jsonl");
+        let rec = Served::record(&upstream, &tape);
+        recorded_session(&rec.url);
+        rec.stop();
+        let mut play = Served::play(&tape);
+        let played = own_answers(&play.url);
+        let (st, err) = play.signal(libc::SIGINT, std::time::Duration::from_secs(20));
+        assert_eq!(st.code(), Some(1), "{name}: a miss is exit 1: {err}");
+        let head = |o: &[Own]| o.iter().map(|o| (o.0, o.2)).collect::<Vec<_>>();
+        assert_eq!(
+            head(&played),
+            head(&direct),
+            "{name}: from the tape; play said:\n{err}"
+        );
+        assert_eq!(played[0].3, direct[0].3, "{name}: the ping's answer");
+        assert_eq!(
+            played[2].1, direct[2].1,
+            "{name}: the parse error's media type"
+        );
+        assert!(
+            err.contains("no-such-tool"),
+            "{name}: the miss explained: {err}"
+        );
+    }
+}
