@@ -213,6 +213,8 @@ struct Player {
     /// Play's own error to a POST it cannot read carries the session's id (see
     /// [`own_error_session`]).
     own_error_session: bool,
+    /// Play's own answers to requests come as an SSE stream of one event (see [`own_sse`]).
+    own_sse: bool,
 }
 
 /// Serves until `shutdown` completes, then returns the combined report of every session;
@@ -264,6 +266,7 @@ pub async fn serve_http_on(
     }
     let player = Arc::new(Player {
         own_error_session: own_error_session(&index),
+        own_sse: own_sse(&index),
         warned: Default::default(),
         taken: Mutex::default(),
         standalone,
@@ -288,6 +291,20 @@ pub async fn serve_http_on(
         }
     }
     player.report()
+}
+
+/// Whether play's own answers to requests (a miss explained, an unrecorded ping, an injected
+/// error) come as an SSE stream of one event rather than as `application/json`: as the
+/// recorded server answered its first request taped with an answer. Both reference SDKs'
+/// servers answer every request over SSE by default; a server that answers in JSON (a
+/// stateless one, the Python SDK with `json_response`) gets JSON.
+fn own_sse(index: &TapeIndex) -> bool {
+    index
+        .exchanges
+        .iter()
+        .find_map(|e| e.response)
+        .and_then(|r| index.msgs[r].http.as_ref()?.content_type.as_deref())
+        .is_some_and(|c| c.starts_with("text/event-stream"))
 }
 
 /// Whether play's own error to a POST it cannot read (one the tape has no answer for) carries
@@ -582,18 +599,14 @@ impl Player {
     ) -> Response<RespBody> {
         let (ex, token) = match self.answer(session, body, &id, &method, routing).await {
             Answer::Exchange(ex, token) => (ex, token),
-            Answer::Now(line) => {
-                return self.own(full(StatusCode::OK, "application/json", line), session)
-            }
+            Answer::Now(line) => return self.own_answer(line, session),
             Answer::Live(taped) => {
                 return self.own(live_response(session, body, id, taped), session)
             }
         };
         let verdict = match self.verdict(session, ex, &id, &method, body, msg_no) {
             Planned::Serve(v) => v,
-            Planned::Error(line) => {
-                return self.own(full(StatusCode::OK, "application/json", line), session)
-            }
+            Planned::Error(line) => return self.own_answer(line, session),
             Planned::Cut => return cut_response(),
         };
         let exchange = &self.index.exchanges[ex];
@@ -947,6 +960,26 @@ impl Player {
     /// One of play's own answers in `session` (a miss explained, an unrecorded ping, its own
     /// parse error, an injected error, a live server's answer): with the session's id where
     /// the recorded server sent it on its answers in a session.
+    /// Play's own answer `line` to a request, as the recorded server sent its answers: JSON,
+    /// or an SSE stream of one `message` event (see [`own_sse`]).
+    fn own_answer(&self, line: String, session: &Session) -> Response<RespBody> {
+        let resp = if self.own_sse {
+            let mut r = full(
+                StatusCode::OK,
+                "text/event-stream",
+                sse::encode(Some("message"), None, trim_nl(line.as_bytes())),
+            );
+            r.headers_mut().insert(
+                hyper::header::CACHE_CONTROL,
+                HeaderValue::from_static("no-cache"),
+            );
+            r
+        } else {
+            full(StatusCode::OK, "application/json", line)
+        };
+        self.own(resp, session)
+    }
+
     fn own(&self, resp: Response<RespBody>, session: &Session) -> Response<RespBody> {
         with_session(resp, self.index.http.session_on_answers, Some(&session.id))
     }
