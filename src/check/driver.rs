@@ -949,15 +949,9 @@ mod tests {
     use crate::tape::{ServerDecl, TapeWriter};
     use crate::wire::Line;
 
-    /// A server that exits 3, started as `check` starts it.
-    fn server_exiting_3() -> std::process::Child {
-        crate::transport::stdio::spawn(&["sh".into(), "-c".into(), "exit 3".into()])
-            .expect("sh starts")
-    }
-
     #[test]
     fn a_server_that_was_waited_for_has_its_exit_in_the_report() {
-        let mut child = server_exiting_3();
+        let mut child = crate::transport::stdio::child_exiting_3();
         let waited = crate::transport::stdio::wait_with_grace(&mut child, Duration::from_secs(10));
         let (exit, lost) = server_end(child.id(), &waited);
         assert_eq!(exit.map(|x| x.code), Some(Some(3)));
@@ -970,7 +964,7 @@ mod tests {
     /// would (ECHILD).
     #[test]
     fn a_server_whose_end_cannot_be_learned_is_said_to_be_an_internal_error() {
-        let mut child = server_exiting_3();
+        let mut child = crate::transport::stdio::child_exiting_3();
         let pid = child.id();
         let mut status = 0;
         // SAFETY: waitpid(2) on our own child, which is not waited for anywhere else.

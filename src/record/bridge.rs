@@ -366,15 +366,9 @@ mod tests {
     use super::*;
     use crate::transport::stdio::wait_with_grace;
 
-    /// A server that exits 3, started as the bridge starts its server.
-    fn server_exiting_3() -> std::process::Child {
-        crate::transport::stdio::spawn(&["sh".into(), "-c".into(), "exit 3".into()])
-            .expect("sh starts")
-    }
-
     #[test]
     fn a_server_that_was_waited_for_passes_on_its_exit_code() {
-        let mut child = server_exiting_3();
+        let mut child = crate::transport::stdio::child_exiting_3();
         let waited = wait_with_grace(&mut child, Duration::from_secs(10));
         let (exit, code, said) = server_end(child.id(), &waited);
         assert_eq!(exit.map(|x| x.code), Some(Some(3)));
@@ -386,7 +380,7 @@ mod tests {
     /// exit 0. Reaped here behind the `Child`'s back, `wait` fails as it would (ECHILD).
     #[test]
     fn a_server_whose_end_cannot_be_learned_exits_70_saying_so_not_0() {
-        let mut child = server_exiting_3();
+        let mut child = crate::transport::stdio::child_exiting_3();
         let pid = child.id();
         let mut status = 0;
         // SAFETY: waitpid(2) on our own child, which is not waited for anywhere else.

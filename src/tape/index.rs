@@ -346,6 +346,15 @@ impl SessionAnswers {
             Some(false) => self.unknown.as_ref(),
         }
     }
+
+    /// The slot of a case, to fill (see [`Self::of`]).
+    fn slot_mut(&mut self, named: Option<bool>) -> &mut Option<HttpAnswer> {
+        match named {
+            None => &mut self.missing,
+            Some(true) => &mut self.open,
+            Some(false) => &mut self.unknown,
+        }
+    }
 }
 
 /// The `Access-Control-*` headers of a recorded answer (`http-options`, `http-cors`), which play
@@ -1325,12 +1334,7 @@ impl Builder {
         } else {
             &mut self.http.get
         };
-        let slot = match case {
-            None => &mut answers.missing,
-            Some(true) => &mut answers.open,
-            Some(false) => &mut answers.unknown,
-        };
-        slot.get_or_insert(answer);
+        answers.slot_mut(case).get_or_insert(answer);
     }
 
     fn accepted(&mut self, ev: HttpEvent<'_>) {

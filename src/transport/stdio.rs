@@ -131,3 +131,10 @@ pub fn shell_words(cmd: &[String]) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// A child that exits 3, started as `record` and `check` start their servers: for the unit
+/// tests of how a server's end is told.
+#[cfg(test)]
+pub(crate) fn child_exiting_3() -> std::process::Child {
+    spawn(&["sh".into(), "-c".into(), "exit 3".into()]).expect("sh starts")
+}
