@@ -382,12 +382,12 @@ impl Player {
             let id = crate::transport::http::session_id();
             (self.open_session(&id, false), Some(id))
         } else {
+            if session_id.is_none() && self.index.http.sessions {
+                return self.no_such_session(None);
+            }
             match self.session(session_id.as_deref()) {
                 Some(s) => (s, None),
-                None => return plain(
-                    StatusCode::NOT_FOUND,
-                    "mcptape play: unknown session id (the session was deleted, or play restarted)",
-                ),
+                None => return self.no_such_session(session_id.as_deref()),
             }
         };
         let count = session.c2s.fetch_add(1, Ordering::Relaxed) + 1;
@@ -957,9 +957,6 @@ impl Player {
         self.retire(session);
     }
 
-    /// One of play's own answers in `session` (a miss explained, an unrecorded ping, its own
-    /// parse error, an injected error, a live server's answer): with the session's id where
-    /// the recorded server sent it on its answers in a session.
     /// Play's own answer `line` to a request, as the recorded server sent its answers: JSON,
     /// or an SSE stream of one `message` event (see [`own_sse`]).
     fn own_answer(&self, line: String, session: &Session) -> Response<RespBody> {
@@ -980,6 +977,9 @@ impl Player {
         self.own(resp, session)
     }
 
+    /// One of play's own answers in `session` (a miss explained, an unrecorded ping, its own
+    /// parse error, an injected error, a live server's answer): with the session's id where
+    /// the recorded server sent it on its answers in a session.
     fn own(&self, resp: Response<RespBody>, session: &Session) -> Response<RespBody> {
         with_session(resp, self.index.http.session_on_answers, Some(&session.id))
     }
@@ -1413,16 +1413,19 @@ impl Player {
                 self.post(session_id, routing_of(&parts.headers), body)
                     .await
             }
+            Method::GET if session_id.is_none() && self.index.http.sessions => {
+                self.no_such_session(None)
+            }
             Method::GET => match self.session(session_id.as_deref()) {
                 Some(s) => {
                     let id = s.id.clone();
                     with_session(self.get_stream(s, last_event()), carried, Some(&id))
                 }
-                None => plain(StatusCode::NOT_FOUND, "mcptape: unknown session"),
+                None => self.no_such_session(session_id.as_deref()),
             },
             Method::DELETE => match session_id.as_deref().and_then(|id| self.end_session(id)) {
                 Some(s) => with_session(plain(StatusCode::OK, ""), carried, Some(&s.id)),
-                None => plain(StatusCode::NOT_FOUND, "mcptape: unknown session"),
+                None => self.no_such_session(session_id.as_deref()),
             },
             _ => plain(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -1473,6 +1476,38 @@ impl Player {
             (false, _) => answer_response(recorded),
         };
         Some(session_as_recorded(resp, recorded.session, named))
+    }
+
+    /// The answer to a request naming a session play does not have (`named`: deleted, expired,
+    /// cut by a fault, or never given — play restarted), or naming none where the recorded
+    /// server gave session ids (`None`). Both reference servers answer such a POST, GET and
+    /// DELETE alike, with a JSON-RPC error: as the recorded server answered a GET or a DELETE
+    /// of the same case when the tape says (a refusal, `405` aside); else `404` "Session not
+    /// found" to an id, as the spec asks, and `400` to none.
+    fn no_such_session(&self, named: Option<&str>) -> Response<RespBody> {
+        let case = named.map(|_| false);
+        let http = &self.index.http;
+        let recorded = [&http.get, &http.delete]
+            .into_iter()
+            .filter_map(|answers| answers.of(case))
+            .find(|a| !a.is_success() && a.status != 405);
+        if let Some(a) = recorded {
+            return session_as_recorded(answer_response(a), a.session, named);
+        }
+        let (status, message) = match named {
+            Some(_) => (
+                StatusCode::NOT_FOUND,
+                "Session not found: mcptape play has no session with this id (it was deleted or \
+                 closed, or play restarted); initialize again",
+            ),
+            None => (
+                StatusCode::BAD_REQUEST,
+                "Bad Request: no Mcp-Session-Id; the recorded server gave session ids, and play \
+                 needs one on every request after initialize",
+            ),
+        };
+        let error = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32600, "message": message}});
+        full(status, "application/json", error.to_string())
     }
 
     /// Opens session `s`'s GET stream: what waits for it first, then its messages as they come.
