@@ -110,7 +110,7 @@ pub struct Args {
     /// day.
     #[arg(long, value_name = "MIN..MAX")]
     latency: Option<mcptape::play::pace::Latency>,
-    /// Inject failures, e.g. error=-32603@tool:echo (docs/play-policies.md).
+    /// Inject failures, e.g. error=-32603@tool:echo (docs/play-time-and-faults.md).
     ///
     /// error=CODE, drop, stall, stall=DURATION or skip, each @tool:NAME, @prompt:NAME,
     /// @resource:URI, @method:METHOD, @P% or @after:N (all must hold). Repeatable, or a comma
