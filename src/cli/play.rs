@@ -373,10 +373,9 @@ pub fn run(a: Args) -> Result<i32> {
         summary.push_str("; every recorded exchange was used");
         crate::diag!("{summary}");
     } else {
-        crate::diag!(
-            "{summary}; {} recorded exchanges never used:",
-            report.unused.len()
-        );
+        let n = report.unused.len();
+        let s = if n == 1 { "" } else { "s" };
+        crate::diag!("{summary}; {n} recorded exchange{s} never used:");
         for u in report.unused.iter().take(20) {
             crate::diag!("  tape line {:>5}  {}", u.line, u.what);
         }
