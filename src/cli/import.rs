@@ -11,11 +11,14 @@ use std::path::PathBuf;
 /// NDJSON), mcp-replay (a fixture directory, or one fixture), or auto (the default: detected from the file's content, refused with the candidates
 /// when it could be several). See docs/import.md.
 #[derive(clap::Args)]
-#[command(after_help = super::EXIT_IMPORT)]
+#[command(
+    after_help = super::EXIT_IMPORT,
+    override_usage = "mcptape import [OPTIONS] --output <TAPE> [FORMAT] <PATH>"
+)]
 pub struct Args {
     /// The format (or `auto`), then the file (mcp-replay: its fixture directory); with the path
     /// alone, the format is detected.
-    #[arg(value_name = "FORMAT] [PATH", num_args = 1..=2, required = true)]
+    #[arg(value_names = ["FORMAT|PATH", "PATH"], num_args = 1..=2, required = true)]
     what: Vec<String>,
     /// The tape to write: a name (stored as .mcptape/tapes/NAME.jsonl) or a path.
     #[arg(short = 'o', long = "output", value_name = "TAPE")]

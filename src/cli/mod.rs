@@ -36,6 +36,7 @@ Exit codes:
       s3://: the store could not be reached, or refused the credentials
   70  internal error (a bug)
   74  I/O error (writing the tape…; s3://: the upload failed, the spool kept for push)
+  75  play over stdio: a --faults drop cut the connection on purpose
   record exits with the server's own exit code (128+N when a signal N ended it).
   `mcptape help COMMAND` gives each command's own.";
 

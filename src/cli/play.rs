@@ -110,7 +110,7 @@ pub struct Args {
     /// day.
     #[arg(long, value_name = "MIN..MAX")]
     latency: Option<mcptape::play::pace::Latency>,
-    /// Inject failures, e.g. error=-32603@tool:echo (docs/play-policies.md).
+    /// Inject failures, e.g. error=-32603@tool:echo (docs/play-time-and-faults.md).
     ///
     /// error=CODE, drop, stall, stall=DURATION or skip, each @tool:NAME, @prompt:NAME,
     /// @resource:URI, @method:METHOD, @P% or @after:N (all must hold). Repeatable, or a comma
@@ -373,10 +373,9 @@ pub fn run(a: Args) -> Result<i32> {
         summary.push_str("; every recorded exchange was used");
         crate::diag!("{summary}");
     } else {
-        crate::diag!(
-            "{summary}; {} recorded exchanges never used:",
-            report.unused.len()
-        );
+        let n = report.unused.len();
+        let s = if n == 1 { "" } else { "s" };
+        crate::diag!("{summary}; {n} recorded exchange{s} never used:");
         for u in report.unused.iter().take(20) {
             crate::diag!("  tape line {:>5}  {}", u.line, u.what);
         }

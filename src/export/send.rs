@@ -135,7 +135,7 @@ pub async fn post(
     let resp = tokio::time::timeout(timeout, client.request(req))
         .await
         .map_err(|_| unreachable(format!("no answer within {} s", timeout.as_secs())))?
-        .map_err(|e| unreachable(format!("{e:?}")))?;
+        .map_err(|e| unreachable(crate::transport::upstream::error_chain(&e)))?;
     let status = resp.status();
     let answer = tokio::time::timeout(timeout, resp.into_body().collect())
         .await

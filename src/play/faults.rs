@@ -1,5 +1,5 @@
 //! `--faults SPEC`: failures injected on purpose, to test how a client copes. The grammar
-//! (docs/play-policies.md has it with examples):
+//! (docs/play-time-and-faults.md has it with examples):
 //!
 //! ```text
 //! SPEC  := FAULT (',' FAULT)*

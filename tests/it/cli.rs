@@ -129,6 +129,89 @@ fn help_lists_one_line_per_command_and_describes_every_tape_argument() {
     }
 }
 
+/// The top level's `--help` and every command's, as (command, text); the top level is "".
+fn every_help() -> Vec<(String, String)> {
+    let top = Mt::new(["--help"]).run().success().stdout;
+    let cmds: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(cmds.len() >= 12, "{top}");
+    let mut out = vec![(String::new(), top)];
+    for c in cmds {
+        let text = Mt::new([c.as_str(), "--help"]).run().success().stdout;
+        out.push((c, text));
+    }
+    out
+}
+
+/// A document a `--help` points to is in the repository (play's `--faults` named
+/// docs/play-policies.md, which is not: the grammar is in docs/play-time-and-faults.md).
+#[test]
+fn every_doc_a_help_names_exists() {
+    let doc = regex::Regex::new(r"docs/[A-Za-z0-9_.-]+\.md").unwrap();
+    for (cmd, text) in every_help() {
+        for m in doc.find_iter(&text) {
+            assert!(
+                repo().join(m.as_str()).is_file(),
+                "`mcptape {cmd} --help` names {}, which is not in the repository:\n{text}",
+                m.as_str()
+            );
+        }
+    }
+}
+
+/// `mcptape --help` lists every exit code of the README's table (it left out 75, play's
+/// `--faults drop` over stdio).
+#[test]
+fn the_top_level_help_lists_every_exit_code_of_the_readme() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let codes: Vec<&str> = readme
+        .lines()
+        .skip_while(|l| *l != "## Exit codes")
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split(' ').next())
+        .filter(|c| c.parse::<u8>().is_ok())
+        .collect();
+    assert!(codes.len() >= 10, "the README's exit code table: {codes:?}");
+    let top = Mt::new(["--help"]).run().success().stdout;
+    for code in codes {
+        assert!(
+            top.lines().any(|l| l.starts_with(&format!("  {code} "))),
+            "exit code {code} of the README's table is not in `mcptape --help`:\n{top}"
+        );
+    }
+}
+
+/// Every usage line's brackets nest (`import`'s read `<FORMAT] [PATH>...`).
+#[test]
+fn every_usage_line_reads() {
+    for (cmd, text) in every_help() {
+        let usage = text
+            .lines()
+            .find(|l| l.starts_with("Usage:"))
+            .unwrap_or_else(|| panic!("`mcptape {cmd} --help` has no usage line:\n{text}"));
+        let mut open = Vec::new();
+        for c in usage.chars() {
+            match c {
+                '<' | '[' => open.push(c),
+                '>' | ']' => {
+                    let want = if c == '>' { '<' } else { '[' };
+                    assert_eq!(open.pop(), Some(want), "`mcptape {cmd}`: {usage}");
+                }
+                _ => {}
+            }
+        }
+        assert!(open.is_empty(), "`mcptape {cmd}`: {usage}");
+    }
+}
+
 #[test]
 fn usage_errors_exit_64() {
     for args in [&["record"][..], &["play"], &["frobnicate"]] {

@@ -337,7 +337,19 @@ fn export_errors_say_what_and_exit_with_their_codes() {
         .args(["--endpoint", &format!("http://127.0.0.1:{port}")])
         .run()
         .status(69)
-        .stderr_contains("could not be reached");
+        .stderr_contains("could not be reached")
+        // The reason in words, not hyper's debug form
+        // (`hyper_util::client::legacy::Error(Connect, ConnectError(…))`).
+        .stderr_contains("Connection refused (os error 111)");
+    let out = Mt::new(["export", "--otlp"])
+        .arg(&tape)
+        .args(["--endpoint", &format!("http://127.0.0.1:{port}")])
+        .run();
+    assert!(
+        !out.stderr.contains("hyper_util") && !out.stderr.contains("ConnectError("),
+        "{}",
+        out.stderr
+    );
     Mt::new(["export", "--otlp"])
         .arg(&tape)
         .args(["--endpoint", "ftp://example.invalid/"])

@@ -614,7 +614,7 @@ fn sixteen_mib_exchanges_play_back_intact() {
     let stderr = c.finish_with(0);
     assert_contains(
         &stderr,
-        "served 1, missed 0, drifted 0; 1 recorded exchanges never used",
+        "served 1, missed 0, drifted 0; 1 recorded exchange never used",
     );
 }
 

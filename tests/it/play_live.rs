@@ -208,7 +208,7 @@ fn a_miss_goes_to_the_live_memory_server_is_appended_marked_and_then_plays_stric
     let err = c.finish_with(0);
     assert_contains(
         &err,
-        "served 2, missed 0, drifted 0; 1 recorded exchanges never used",
+        "served 2, missed 0, drifted 0; 1 recorded exchange never used",
     );
 }
 

@@ -349,7 +349,7 @@ fn match_method_serves_any_call_of_the_tool_in_recorded_order() {
     assert_contains(&stderr, "matched by: --match method");
     assert_contains(
         &stderr,
-        "served 3, missed 2, drifted 0; 1 recorded exchanges never used:",
+        "served 3, missed 2, drifted 0; 1 recorded exchange never used:",
     );
 }
 
