@@ -149,10 +149,12 @@ pub fn run(a: Args) -> Result<i32> {
         };
         anyhow::Ok(record_model(&cfg, stop, on_ready).await?)
     })?;
+    // A call is one request line; its answer may be many (a streamed one, event by event).
     crate::diag!(
-        "mcptape model-proxy: {} lines taped to {}",
+        "mcptape model-proxy: recorded {} to {} ({} lines: the requests, the answers event by event)",
+        calls(out.end.c2s, "model call"),
+        out.tape.display(),
         out.end.messages,
-        out.tape.display()
     );
     if let Some((n, why)) = &out.write_failure {
         crate::diag!("mcptape: WARNING: {n} tape lines could not be written ({why}); the tape is marked incomplete");

@@ -82,11 +82,23 @@ impl Bed {
         let run = self.root.run(&self.net, agent, &proxy.url, PROMPT);
         let (code, stderr) = proxy.stop();
         assert_eq!(code, 0, "model-proxy (record) exit code; stderr:\n{stderr}");
-        assert_contains(&stderr, "lines taped to");
         let upstream_port = fake.port();
         let url = fake.url.clone();
         let fake_log = fake.stop();
-        let declared = tape_lines(&tape)
+        let lines = tape_lines(&tape);
+        // The summary counts the calls (their requests), and the tape lines they took.
+        let calls = lines
+            .iter()
+            .filter(|l| l["type"] == "model" && l["part"] == "request")
+            .count();
+        let taped = lines.iter().filter(|l| l["type"] == "model").count();
+        let s = if calls == 1 { "" } else { "s" };
+        assert_contains(
+            &stderr,
+            &format!("recorded {calls} model call{s} to {}", tape.display()),
+        );
+        assert_contains(&stderr, &format!("({taped} lines: "));
+        let declared = lines
             .into_iter()
             .find(|l| l["type"] == "server")
             .expect("a server line");
