@@ -83,7 +83,12 @@ fn stdio_entries(v: &Value) -> usize {
 
 fn json_config(v: &Value) {
     let mut once = v.clone();
-    let r: Rewritten = mcptape::run::config::rewrite_json(&mut once, &record(), &hook);
+    let r: Rewritten = mcptape::run::config::rewrite_json(
+        &mut once,
+        &record(),
+        &hook,
+        mcptape::run::config::KEEP_NONE,
+    );
     assert_eq!(r.stdio.len(), stdio_entries(v), "stdio servers missed");
     // What `run` writes reads back as what it meant to write.
     let text = serde_json::to_vec_pretty(&once).expect("JSON serializes");
@@ -99,7 +104,12 @@ fn json_config(v: &Value) {
     }
     // Rewritten again (a config a crashed run left behind): still only the entries.
     let mut twice = once.clone();
-    let r2 = mcptape::run::config::rewrite_json(&mut twice, &play(), &hook);
+    let r2 = mcptape::run::config::rewrite_json(
+        &mut twice,
+        &play(),
+        &hook,
+        mcptape::run::config::KEEP_NONE,
+    );
     assert_eq!(r2.stdio.len(), r.stdio.len());
     only_entries_changed(&once, &twice);
 }

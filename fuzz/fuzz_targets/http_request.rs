@@ -220,9 +220,23 @@ fuzz_target!(|data: &[u8]| {
     if let (mcptape::wire::Kind::Request, Some(id)) = (c.kind, &c.id) {
         serde_json::from_str::<serde_json::Value>(id).expect("a request id is JSON");
     }
+    // What the model proxy reads of a body (`model`, `stream`) is what a parse into a `Value`
+    // gives.
     let parsed: serde_json::Value = serde_json::from_slice(body).unwrap_or(serde_json::Value::Null);
-    let _ = mcptape::model::provider::model_of(&route, &parsed);
-    let _ = mcptape::model::provider::streams(&route, &parsed);
+    let head = mcptape::model::provider::RequestHead::of(body);
+    assert_eq!(
+        head,
+        mcptape::model::provider::RequestHead {
+            model: parsed
+                .get("model")
+                .and_then(|m| m.as_str())
+                .map(String::from),
+            stream: parsed.get("stream").and_then(|s| s.as_bool()) == Some(true),
+        },
+        "the request head read otherwise than the parsed body"
+    );
+    let _ = mcptape::model::provider::model_of(&route, &head);
+    let _ = mcptape::model::provider::streams(&route, &head);
 
     // ---- Hop-by-hop headers never go on.
     let mut h = req.headers().clone();
