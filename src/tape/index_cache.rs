@@ -11,6 +11,10 @@
 //! its serving loop (`PendingStore`, on play's background thread), only if the tape is still
 //! the file the index was read from.
 //!
+//! The cache is bounded ([`MAX_BYTES`], [`MAX_ENTRIES`]): every write drops the entries used
+//! longest ago (a hit marks its entry used) until it holds, so the entries of tapes deleted
+//! long since (a CI's, a test suite's temporary folders) do not pile up.
+//!
 //! The cache holds offsets and hashes, never message bodies: bodies are still read from the tape.
 //! Every entry ends with the SHA-256 of the bytes before it, checked before the entry is read:
 //! a damaged entry (one flipped bit) is a cold load, never a wrong answer or a crash. Every
@@ -36,6 +40,15 @@ use std::sync::Arc;
 
 /// Smaller tapes load fast enough that a cache would only add files.
 const MIN_TAPE_LEN: u64 = 4 * 1024 * 1024;
+
+/// The most the cache folder holds: 512 MiB (an index is about a tenth of its tape: the
+/// indexes of some 35 tapes of 145 MiB, or of hundreds of a few MiB) …
+const MAX_BYTES: u64 = 512 * 1024 * 1024;
+/// … in at most this many entries (a chain note is one of 136 bytes).
+const MAX_ENTRIES: usize = 4096;
+/// A write left in the folder (`<entry>.tmp<pid>`) by a process killed mid-write is dropped
+/// once this old (a live writer renames its file within moments).
+const STALE_STAGING: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The tape file as it was when its index was built.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -206,6 +219,7 @@ fn load_in(dir: &Path, tape: &Path, server: Option<&str>) -> Option<Parts> {
     if !bad_fit {
         return None;
     }
+    mark_used(&entry(dir, tape, server)?);
     Some(Parts {
         header: meta.header,
         servers: meta.servers,
@@ -371,7 +385,92 @@ fn write_entry(path: &Path, value: &impl serde::Serialize) -> Option<()> {
         let _ = std::fs::remove_file(&staging);
         return None;
     }
+    if let Some(dir) = path.parent() {
+        trim(dir, path, MAX_BYTES, MAX_ENTRIES);
+    }
     Some(())
+}
+
+/// Marks an entry used now (its modification time, which [`trim`] goes by). Best effort: an
+/// entry that cannot be marked is only dropped sooner.
+fn mark_used(path: &Path) {
+    if let Ok(f) = std::fs::File::options().append(true).open(path) {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+}
+
+/// Drops the entries of `dir` used longest ago until it holds at most `max_bytes` in at most
+/// `max_entries` entries, `keep` (the entry just written) aside; and any staging file a killed
+/// writer left. Only the cache's own files are touched: `*.idx`, `*.chain` and `*.tmp<pid>`
+/// with a hex name. Best effort, as the cache is.
+fn trim(dir: &Path, keep: &Path, max_bytes: u64, max_entries: usize) {
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    let mut entries = Vec::new();
+    for item in list.flatten() {
+        let path = item.path();
+        let Some(kind) = own_file(&path) else {
+            continue;
+        };
+        let Ok(meta) = item.metadata() else {
+            continue;
+        };
+        let used = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+        if kind == OwnFile::Staging {
+            if now.duration_since(used).unwrap_or_default() > STALE_STAGING {
+                let _ = std::fs::remove_file(&path);
+            }
+            continue;
+        }
+        entries.push((used, meta.len(), path));
+    }
+    let mut bytes: u64 = entries.iter().map(|e| e.1).sum();
+    let mut count = entries.len();
+    if bytes <= max_bytes && count <= max_entries {
+        return;
+    }
+    entries.sort_by_key(|e| e.0);
+    for (_, len, path) in entries {
+        if bytes <= max_bytes && count <= max_entries {
+            break;
+        }
+        if path == keep {
+            continue;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            bytes -= len;
+            count -= 1;
+        }
+    }
+}
+
+/// The cache's own kinds of file.
+#[derive(PartialEq)]
+enum OwnFile {
+    Entry,
+    Staging,
+}
+
+/// Whether `path` is one of the cache's files: 32 hex digits, then `.idx` or `.chain`, or a
+/// staging file `.tmp<pid>`.
+fn own_file(path: &Path) -> Option<OwnFile> {
+    let name = path.file_name()?.to_str()?;
+    let (stem, ext) = name.split_once('.')?;
+    if stem.len() != 32 || !stem.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    match ext {
+        "idx" | "chain" => Some(OwnFile::Entry),
+        _ if ext
+            .strip_prefix("tmp")
+            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            Some(OwnFile::Staging)
+        }
+        _ => None,
+    }
 }
 
 /// The tape file as it is now, for [`note_chain_held`]: taken before the chain is read, so a
@@ -401,9 +500,15 @@ fn chain_held_in(dir: &Path, tape: &Path) -> bool {
     let Some(stamp) = Stamp::of(tape).filter(|s| s.len >= MIN_TAPE_LEN) else {
         return false;
     };
-    entry_with(dir, tape, None, "chain")
-        .and_then(|e| read_entry::<ChainHeld>(&e))
-        .is_some_and(|held| held.tool == tool() && held.stamp == stamp)
+    let Some(path) = entry_with(dir, tape, None, "chain") else {
+        return false;
+    };
+    let held = read_entry::<ChainHeld>(&path)
+        .is_some_and(|held| held.tool == tool() && held.stamp == stamp);
+    if held {
+        mark_used(&path);
+    }
+    held
 }
 
 /// Remembers that `tape`'s chain holds, as the file was at `stamp`; nothing if the file has
@@ -575,6 +680,98 @@ mod tests {
         assert!(pending.write().is_none(), "not written");
         assert!(!entry(&cache, &tape, None).unwrap().exists());
         assert!(load_in(&cache, &tape, None).is_none());
+    }
+
+    /// Files in `dir` named as entries, each `len` bytes, used `ago` seconds ago.
+    fn aged(dir: &Path, files: &[(&str, usize, u64)]) -> Vec<PathBuf> {
+        std::fs::create_dir_all(dir).unwrap();
+        files
+            .iter()
+            .map(|(name, len, ago)| {
+                let path = dir.join(name);
+                std::fs::write(&path, vec![0u8; *len]).unwrap();
+                let when = std::time::SystemTime::now() - std::time::Duration::from_secs(*ago);
+                std::fs::File::options()
+                    .append(true)
+                    .open(&path)
+                    .unwrap()
+                    .set_modified(when)
+                    .unwrap();
+                path
+            })
+            .collect()
+    }
+
+    fn hex(c: char) -> String {
+        std::iter::repeat_n(c, 32).collect()
+    }
+
+    /// The cache grew without bound: every big tape recorded or played, in a temporary folder
+    /// deleted since (a test suite's, a CI's), left its entry for good (714 files, 89 MB on
+    /// the development machine after a day). A write now drops the entries used longest ago.
+    #[test]
+    fn the_cache_drops_the_entries_used_longest_ago_past_its_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let (a, b, c, d) = (hex('a'), hex('b'), hex('c'), hex('d'));
+        let files = aged(
+            &cache,
+            &[
+                (&format!("{a}.idx"), 400, 40),
+                (&format!("{b}.idx"), 400, 30),
+                (&format!("{c}.chain"), 100, 20),
+                (&format!("{d}.idx"), 400, 10),
+                // Not the cache's: never touched, whatever their age.
+                ("notes.txt", 5000, 50),
+                (&format!("{a}.json"), 5000, 50),
+            ],
+        );
+        // 1,300 bytes of entries against a bound of 1,000: the oldest goes, then enough.
+        trim(&cache, &files[3], 1000, 100);
+        let left = |files: &[PathBuf]| files.iter().map(|f| f.exists()).collect::<Vec<_>>();
+        assert_eq!(left(&files), [false, true, true, true, true, true]);
+        // The one just written stays even when it is the oldest; by count too.
+        trim(&cache, &files[1], 0, 1);
+        assert_eq!(left(&files), [false, true, false, false, true, true]);
+    }
+
+    #[test]
+    fn a_hit_marks_its_entry_used_and_a_killed_writers_staging_file_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let tape = dir.path().join("t.jsonl");
+        big_tape(&tape);
+        let cold = TapeIndex::load(&tape, None).unwrap();
+        store_in(&cache, &cold, None).expect("stored");
+        let path = entry(&cache, &tape, None).unwrap();
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        let mark = |p: &Path| {
+            std::fs::File::options()
+                .append(true)
+                .open(p)
+                .unwrap()
+                .set_modified(long_ago)
+                .unwrap()
+        };
+        mark(&path);
+        assert!(load_in(&cache, &tape, None).is_some());
+        let used = std::fs::metadata(&path).unwrap().modified().unwrap();
+        assert!(used > long_ago, "marked used by the hit");
+        // An older entry of another tape goes first once the cache is over its bound.
+        let older = aged(&cache, &[(&format!("{}.idx", hex('e')), 10, 100)]);
+        let len = std::fs::metadata(&path).unwrap().len();
+        trim(&cache, &cache.join("none"), len, 100);
+        assert!(path.exists() && !older[0].exists());
+        // A staging file an hour old is a killed writer's; a fresh one may be being written.
+        let staging = aged(
+            &cache,
+            &[
+                (&format!("{}.tmp123", hex('f')), 10, 7200),
+                (&format!("{}.tmp124", hex('f')), 10, 5),
+            ],
+        );
+        trim(&cache, &cache.join("none"), u64::MAX, usize::MAX);
+        assert_eq!((staging[0].exists(), staging[1].exists()), (false, true));
     }
 
     #[test]
