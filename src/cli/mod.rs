@@ -237,6 +237,12 @@ pub fn main() -> i32 {
 
 /// A malformed tape line stopped the command (also inside check's and redact's errors, which
 /// wrap the tape's transparently).
+/// `n` and what is counted, in the plural unless `n` is 1: "1 model call", "2 model calls".
+pub(crate) fn plural(n: u64, what: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{n} {what}{s}")
+}
+
 fn malformed_line(e: &anyhow::Error) -> bool {
     use mcptape::tape::TapeError;
     e.chain().any(|c| {

@@ -92,10 +92,10 @@ pub fn run(a: Args) -> Result<i32> {
         }
         crate::diag!(
             "mcptape model-proxy: {} served, {} missed, {} served leniently, {} unused{}{}",
-            calls(report.served, "model call"),
+            super::plural(report.served, "model call"),
             report.misses.len(),
             report.lenient.len(),
-            calls(report.unused, "recorded call"),
+            super::plural(report.unused, "recorded call"),
             report
                 .ambiguity()
                 .map(|a| format!(", {a}"))
@@ -104,7 +104,7 @@ pub fn run(a: Args) -> Result<i32> {
                 0 => String::new(),
                 n => format!(
                     "; {} served beside them",
-                    calls(n, "Code Assist setup call")
+                    super::plural(n, "Code Assist setup call")
                 ),
             }
         );
@@ -150,9 +150,11 @@ pub fn run(a: Args) -> Result<i32> {
         anyhow::Ok(record_model(&cfg, stop, on_ready).await?)
     })?;
     // A call is one request line; its answer may be many (a streamed one, event by event).
+    let (out, taped) = out;
     crate::diag!(
-        "mcptape model-proxy: recorded {} to {} ({} lines: the requests, the answers event by event)",
-        calls(out.end.c2s, "model call"),
+        "mcptape model-proxy: recorded {}{} to {} ({} lines: the requests, the answers event by event)",
+        super::plural(taped.calls, "model call"),
+        super::run::setup_beside(taped.setup),
         out.tape.display(),
         out.end.messages,
     );
@@ -164,10 +166,4 @@ pub fn run(a: Args) -> Result<i32> {
         return Ok(mcptape::exit::IO_ERR);
     }
     Ok(mcptape::exit::OK)
-}
-
-/// `n` and what is counted, in the plural unless `n` is 1: "1 model call", "2 model calls".
-pub(crate) fn calls(n: u64, what: &str) -> String {
-    let s = if n == 1 { "" } else { "s" };
-    format!("{n} {what}{s}")
 }

@@ -351,14 +351,20 @@ pub fn run(a: Args) -> Result<i32> {
     }
     if report.dropped > 0 {
         summary.push_str(&format!(
-            ", {} messages for a GET stream no client opened not delivered",
-            report.dropped
+            ", {} for a GET stream no client opened not delivered",
+            super::plural(report.dropped, "message")
         ));
     }
     if report.rejected > 0 {
         summary.push_str(&format!(
-            ", rejected {} unusable client lines",
-            report.rejected
+            ", rejected {}",
+            super::plural(report.rejected, "unusable client line")
+        ));
+    }
+    if report.unknown_session > 0 {
+        summary.push_str(&format!(
+            ", refused {} naming a session play does not have",
+            super::plural(report.unknown_session, "request")
         ));
     }
     if !report.injected.is_empty() {

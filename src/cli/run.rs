@@ -152,10 +152,10 @@ pub fn run_cmd(a: Args) -> Result<i32> {
         Mode::Record => {
             let end = out.end.unwrap_or_default();
             crate::diag!(
-                "mcptape run: {} {}; {} model calls{} and {servers} on {} ({} messages)",
+                "mcptape run: {} {}; {}{} and {servers} on {} ({} messages)",
                 out.agent.name(),
                 exited,
-                out.model_calls,
+                super::plural(out.model_calls, "model call"),
                 setup_beside(out.setup_calls),
                 cfg.tape.display(),
                 end.messages
@@ -184,7 +184,7 @@ pub fn run_cmd(a: Args) -> Result<i32> {
                 out.agent.name(),
                 exited,
                 cfg.tape.display(),
-                super::model_proxy::calls(r.served, "model call"),
+                super::plural(r.served, "model call"),
                 setup_beside(r.setup_served),
                 r.misses.len(),
                 r.ambiguity().map(|a| format!("{a}, ")).unwrap_or_default()
@@ -199,7 +199,7 @@ pub fn run_cmd(a: Args) -> Result<i32> {
 
 /// Code Assist's setup calls (Gemini CLI signed in with Google), said apart from the model
 /// calls they are taped beside; nothing when there were none.
-fn setup_beside(n: u64) -> String {
+pub(crate) fn setup_beside(n: u64) -> String {
     match n {
         0 => String::new(),
         1 => " (1 Code Assist setup call beside them)".into(),

@@ -102,12 +102,21 @@ pub(crate) fn model_tape(
     Ok(Recorder::new(writer, label))
 }
 
+/// What `record_model` taped, beside the tape's closing line (which counts lines, not calls).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ModelCalls {
+    /// Model calls (their requests; a retry is a call of its own).
+    pub calls: u64,
+    /// Code Assist's setup calls (Gemini CLI signed in with Google), taped beside them.
+    pub setup: u64,
+}
+
 /// Records model calls until `shutdown` completes; `on_ready` gets the proxy's base URL.
 pub async fn record_model(
     cfg: &ModelProxyConfig,
     shutdown: impl Future<Output = String>,
     on_ready: impl FnOnce(&str),
-) -> Result<RecordOutcome, RecordError> {
+) -> Result<(RecordOutcome, ModelCalls), RecordError> {
     let upstream = upstream_uri(&cfg.upstream)?;
     let connector =
         crate::transport::upstream::connector_to(&upstream, cfg.upstream_ca.as_deref())?;
@@ -126,14 +135,18 @@ pub async fn record_model(
     ));
     on_ready(&format!("http://{local}"));
     let (why, connections) =
-        crate::transport::http::accept_until(&listener, cfg.limits, proxy, shutdown).await;
+        crate::transport::http::accept_until(&listener, cfg.limits, proxy.clone(), shutdown).await;
     // Streams still open get a moment to finish onto the tape.
     drain(connections).await;
     let closed = tape.close(None, why).map_err(|cause| RecordError::Tape {
         path: cfg.tape.clone(),
         cause,
     })?;
-    Ok(RecordOutcome::new(closed, 0))
+    let calls = ModelCalls {
+        calls: proxy.calls(),
+        setup: proxy.setup_calls(),
+    };
+    Ok((RecordOutcome::new(closed, 0), calls))
 }
 
 /// Serves the model calls on `cfg.tape` until `shutdown` completes, with no upstream.

@@ -382,12 +382,9 @@ impl Player {
             let id = crate::transport::http::session_id();
             (self.open_session(&id, false), Some(id))
         } else {
-            if session_id.is_none() && self.index.http.sessions {
-                return self.no_such_session(None);
-            }
-            match self.session(session_id.as_deref()) {
-                Some(s) => (s, None),
-                None => return self.no_such_session(session_id.as_deref()),
+            match (self.session(session_id.as_deref()), &session_id) {
+                (Some(s), _) => (s, None),
+                (None, named) => return self.no_such_session(named.as_deref().unwrap_or("")),
             }
         };
         let count = session.c2s.fetch_add(1, Ordering::Relaxed) + 1;
@@ -1413,19 +1410,27 @@ impl Player {
                 self.post(session_id, routing_of(&parts.headers), body)
                     .await
             }
-            Method::GET if session_id.is_none() && self.index.http.sessions => {
-                self.no_such_session(None)
-            }
-            Method::GET => match self.session(session_id.as_deref()) {
-                Some(s) => {
+            Method::GET => match (self.session(session_id.as_deref()), &session_id) {
+                (Some(s), _) => {
                     let id = s.id.clone();
                     with_session(self.get_stream(s, last_event()), carried, Some(&id))
                 }
-                None => self.no_such_session(session_id.as_deref()),
+                (None, named) => self.no_such_session(named.as_deref().unwrap_or("")),
             },
-            Method::DELETE => match session_id.as_deref().and_then(|id| self.end_session(id)) {
-                Some(s) => with_session(plain(StatusCode::OK, ""), carried, Some(&s.id)),
-                None => self.no_such_session(session_id.as_deref()),
+            Method::DELETE => match session_id.as_deref() {
+                Some(id) => match self.end_session(id) {
+                    Some(s) => with_session(plain(StatusCode::OK, ""), carried, Some(&s.id)),
+                    None => self.no_such_session(id),
+                },
+                // The tape does not say how its server answered one (`as_recorded`, above).
+                None => {
+                    let error = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32600, "message": "Bad Request: a DELETE names the session to end (Mcp-Session-Id), and this one names none"}});
+                    full(
+                        StatusCode::BAD_REQUEST,
+                        "application/json",
+                        error.to_string(),
+                    )
+                }
             },
             _ => plain(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -1478,36 +1483,27 @@ impl Player {
         Some(session_as_recorded(resp, recorded.session, named))
     }
 
-    /// The answer to a request naming a session play does not have (`named`: deleted, expired,
-    /// cut by a fault, or never given — play restarted), or naming none where the recorded
-    /// server gave session ids (`None`). Both reference servers answer such a POST, GET and
-    /// DELETE alike, with a JSON-RPC error: as the recorded server answered a GET or a DELETE
-    /// of the same case when the tape says (a refusal, `405` aside); else `404` "Session not
-    /// found" to an id, as the spec asks, and `400` to none.
-    fn no_such_session(&self, named: Option<&str>) -> Response<RespBody> {
-        let case = named.map(|_| false);
+    /// The answer to a request naming a session play does not have (deleted, expired, cut by
+    /// a fault, or never given: play restarted). Both reference servers answer such a POST,
+    /// GET and DELETE alike, with a JSON-RPC error: as the recorded server answered a GET or a
+    /// DELETE naming a session it did not have, when the tape says (a refusal; a `405` is
+    /// none); else `404` "Session not found", as the spec asks. Counted in the summary.
+    /// (A request naming no session is served: a server may serve those beside its sessions,
+    /// as the Python SDK's serves 2026-07-28 requests.)
+    fn no_such_session(&self, named: &str) -> Response<RespBody> {
+        self.done.lock().expect("done lock").0.unknown_session += 1;
         let http = &self.index.http;
         let recorded = [&http.get, &http.delete]
             .into_iter()
-            .filter_map(|answers| answers.of(case))
+            .filter_map(|answers| answers.of(Some(false)))
             .find(|a| !a.is_success() && a.status != 405);
         if let Some(a) = recorded {
-            return session_as_recorded(answer_response(a), a.session, named);
+            return session_as_recorded(answer_response(a), a.session, Some(named));
         }
-        let (status, message) = match named {
-            Some(_) => (
-                StatusCode::NOT_FOUND,
-                "Session not found: mcptape play has no session with this id (it was deleted or \
-                 closed, or play restarted); initialize again",
-            ),
-            None => (
-                StatusCode::BAD_REQUEST,
-                "Bad Request: no Mcp-Session-Id; the recorded server gave session ids, and play \
-                 needs one on every request after initialize",
-            ),
-        };
+        let message = "Session not found: mcptape play has no session with this id (it was \
+                       deleted or closed, or play restarted); initialize again";
         let error = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32600, "message": message}});
-        full(status, "application/json", error.to_string())
+        full(StatusCode::NOT_FOUND, "application/json", error.to_string())
     }
 
     /// Opens session `s`'s GET stream: what waits for it first, then its messages as they come.

@@ -419,11 +419,6 @@ pub struct HttpSummary {
     /// tape has no answer for) carry play's.
     #[serde(default)]
     pub session_on_answers: bool,
-    /// The server gave session ids (`Mcp-Session-Id` on its answer to `initialize`): it
-    /// refuses a request after `initialize` that names none, as both reference SDKs' servers
-    /// do, and play does too.
-    #[serde(default)]
-    pub sessions: bool,
 }
 
 /// One server's conversation on a tape, indexed: its messages, its exchanges, and the server
@@ -1399,7 +1394,6 @@ impl Builder {
         if let Some(n) = created {
             // The server gave the id: it has the session (unless a DELETE ended it).
             self.alive.entry(n).or_insert(true);
-            self.http.sessions = true;
             if created == scope && m.dir == Dir::S2C {
                 self.http.session_on_answers = true;
             }

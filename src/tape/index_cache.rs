@@ -141,9 +141,10 @@ struct Meta {
 /// its POST's refusal, and a server message whether its answer carried the session id; 14: the
 /// server's CORS headers, `http-options` and `http-cors`; 15: the answers to GETs and DELETEs,
 /// `http-get` and `http-delete` with their `status`, by case, and whether the server sent the
-/// session id on its answers in a session; 16: whether the server gave session ids), so an entry written by a build of the same version
+/// session id on its answers in a session; 16, 17: a field added to the HTTP summary and taken
+/// out again), so an entry written by a build of the same version
 /// before the change is not used.
-const INDEX_FORMAT: u32 = 16;
+const INDEX_FORMAT: u32 = 17;
 
 /// This build: its version, and the match key of a probe, so that an entry whose keys another
 /// key function made (a build with another hash) is never used.

@@ -1319,6 +1319,41 @@ fn last_event_id_resumption_passes_through() {
     );
 }
 
+/// One Python SDK server (stateful, its default), two clients on one tape: a legacy one, in a
+/// session, and a 2026-07-28 one, which that server serves without a session (it reads the
+/// protocol version first). Play serves both as recorded. A change made in review refused the
+/// second's every request with `400` "no Mcp-Session-Id" where the server had given session
+/// ids, while play said "missed 0" and exited 0: a request naming no session is now served.
+#[test]
+fn a_tape_of_a_session_and_of_sessionless_2026_requests_plays_both() {
+    let dir = tmp();
+    let (_server, upstream) = py_server_http(dir.path());
+    let tape = dir.path().join("both-eras.jsonl");
+    let rec = Served::record(&upstream, &tape);
+    let via = std::slice::from_ref(&rec.url);
+    let legacy = py_ok("pyserver", "legacy", via, "legacy, through record --url");
+    let modern = py_ok(
+        "pyserver",
+        "2026-07-28",
+        via,
+        "2026-07-28, through record --url",
+    );
+    rec.stop();
+    let play = Served::play(&tape);
+    let at = std::slice::from_ref(&play.url);
+    let legacy_played = py_ok("pyserver", "legacy", at, "legacy, against play");
+    let modern_played = py_ok("pyserver", "2026-07-28", at, "2026-07-28, against play");
+    let err = play.stop();
+    assert_same(&legacy, &legacy_played, "legacy, through play over HTTP");
+    assert_same(
+        &modern,
+        &modern_played,
+        "2026-07-28, through play over HTTP",
+    );
+    assert_clean_play(&err);
+    assert!(err.contains("every recorded exchange was used"), "{err}");
+}
+
 // --- check --url ------------------------------------------------------------------------------
 
 #[test]
@@ -2143,12 +2178,7 @@ fn accepted_answers(url: &str) -> Vec<Accepted> {
 /// id on the answer to a request, and play does too.
 #[test]
 fn play_answers_a_posted_notification_or_response_as_the_recorded_server_did() {
-    type Start = fn(&Path) -> (Proc, String);
-    let servers: [(&str, Start); 2] = [
-        ("server-everything", everything_http),
-        ("the Python SDK", py_server_http),
-    ];
-    for (name, start) in servers {
+    for (name, start) in reference_http_servers() {
         let dir = tmp();
         let tape = dir.path().join("accepted.jsonl");
         let (_server, upstream) = start(dir.path());
@@ -2271,12 +2301,7 @@ fn bad_answers_in_a_session(url: &str) -> Vec<BadAnswer> {
 /// none where it did not (before, never).
 #[test]
 fn a_bad_posts_recorded_error_carries_the_session_id_where_the_server_sent_it() {
-    type Start = fn(&Path) -> (Proc, String);
-    let servers: [(&str, Start); 2] = [
-        ("server-everything", everything_http),
-        ("the Python SDK", py_server_http),
-    ];
-    for (name, start) in servers {
+    for (name, start) in reference_http_servers() {
         let dir = tmp();
         let tape = dir.path().join("bad-in-session.jsonl");
         let (_server, upstream) = start(dir.path());
@@ -2477,8 +2502,7 @@ fn legacy_answers(sse_url: &str, bodies: &[&str]) -> Vec<(u16, Option<String>, S
 /// do, never `202`.
 #[test]
 fn play_over_http_sse_answers_a_bad_post_as_the_recorded_server_did() {
-    type Start = fn(&Path) -> (Proc, String);
-    let servers: [(&str, Start); 2] = [
+    let servers: [(&str, StartServer); 2] = [
         ("server-everything", |d| {
             everything_http_at(d, "sse", "/sse")
         }),

@@ -1339,3 +1339,37 @@ fn playback_counts_requests_served_among_calls_that_differ_only_in_redacted_valu
         &format!("3 model calls served, 0 missed, {COUNTED}, no MCP server from the tape"),
     );
 }
+
+/// `model-proxy`'s summary counts the model calls, with Code Assist's setup calls (Gemini CLI
+/// signed in with Google) beside them, as `run` and playback count them; it said "3 model
+/// calls" for one call and two setup calls (it counted every request line), and before that
+/// "N lines taped" (it counted every model line).
+#[test]
+fn the_record_summary_counts_model_calls_and_code_assist_setup_calls_apart() {
+    let dir = tmp();
+    let (_up, port) = py_upstream(dir.path(), "provider", COUNTING_PROVIDER, &[]);
+    let tape = dir.path().join("code-assist.jsonl");
+    let base = format!("http://127.0.0.1:{port}");
+    let proxy = Served::spawn_env(
+        &["model-proxy", "--tape", &s(&tape), "--upstream", &base],
+        &[],
+    );
+    let body = br#"{"model":"gemini-2.5-pro","project":"p","request":{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}}"#;
+    for method in ["loadCodeAssist", "retrieveUserQuota", "generateContent"] {
+        let url = format!("{}/v1internal:{method}", proxy.url);
+        let (status, answer) = http(&url, "POST", HEADERS, body);
+        assert_eq!(status, 200, "{method}: {}", text(&answer));
+    }
+    let err = proxy.stop();
+    let lines = tape_lines(&tape)
+        .iter()
+        .filter(|l| l["type"] == "model")
+        .count();
+    assert_contains(
+        &err,
+        &format!(
+            "mcptape model-proxy: recorded 1 model call (2 Code Assist setup calls beside them) to {} ({lines} lines: ",
+            tape.display()
+        ),
+    );
+}

@@ -806,6 +806,19 @@ pub fn everything_http(dir: &Path) -> (Proc, String) {
     everything_http_at(dir, "streamableHttp", "/mcp")
 }
 
+/// Starts a reference server in a folder (for its log): the process and its URL.
+pub type StartServer = fn(&Path) -> (Proc, String);
+
+/// Both reference servers over Streamable HTTP, by name, for the tests that compare what each
+/// answers directly, through `record --url` and from the tape: server-everything
+/// (`streamableHttp`) and the Python SDK's.
+pub fn reference_http_servers() -> [(&'static str, StartServer); 2] {
+    [
+        ("server-everything", everything_http),
+        ("the Python SDK", py_server_http),
+    ]
+}
+
 /// The Python SDK fixture server over Streamable HTTP; its URL is `http://…/mcp`.
 pub fn py_server_http(dir: &Path) -> (Proc, String) {
     let (p, port) = listening(
