@@ -6,7 +6,7 @@
 use anyhow::{Context as _, Result};
 use mcptape::inspect::human_bytes;
 use mcptape::remote::{self, cache, spool::Spool, Bucket, S3Url, Target};
-use mcptape::tape::store;
+use mcptape::tape::{place, store};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -234,8 +234,13 @@ fn upload(path: &Path, url: &S3Url) -> Result<remote::Uploaded> {
 }
 
 /// Uploads a spool, and keeps it as the cache's copy of the new object (this machine reads it
-/// back without a download); the rest of the spool is removed.
+/// back without a download); the rest of the spool is removed. A spool left by a writer killed
+/// mid-session is first cut at the end of its lines, its padding of newlines dropped
+/// ([`place::cut_padding`]: in place, before the upload, so that an upload that fails leaves a
+/// spool that reads as before, which the next `push` uploads as it is, and the cache's copy
+/// is the object); if that cannot be done, it goes up as it is, as it did before.
 fn upload_spool(spool: &Spool, to: &S3Url) -> Result<()> {
+    let _ = place::cut_padding(&spool.path);
     let up = upload(&spool.path, to)?;
     cache::adopt(to, &spool.path, up.etag.as_deref());
     spool.remove();
@@ -251,7 +256,8 @@ fn upload_spool(spool: &Spool, to: &S3Url) -> Result<()> {
 /// A spool is kept in the cache folder's spool/ while its tape is written; it is removed once
 /// uploaded. A command killed before its upload (or whose upload failed) leaves it there with a
 /// sidecar naming its URL: `push` uploads it. A spool whose command is still running is left
-/// alone.
+/// alone. A killed recording's spool is uploaded without the newlines its writer padded it
+/// with (cut off the spool first; it reads as it did).
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_PUSH, verbatim_doc_comment)]
 pub struct PushArgs {

@@ -6,7 +6,9 @@
 //! file's size and times.
 //!
 //! The spool and its sidecar are removed once uploaded. A command killed before that, or whose
-//! upload failed, leaves both: `mcptape push` uploads every such spool whose writer is gone.
+//! upload failed, leaves both: `mcptape push` uploads every such spool whose writer is gone
+//! (a killed recording's without the padding its writer left at its end: the CLI cuts it off
+//! first, `tape::place::cut_padding`, as this module knows nothing of tapes).
 
 use super::S3Url;
 use serde::{Deserialize, Serialize};

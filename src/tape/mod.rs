@@ -171,6 +171,143 @@ mod tests {
         assert!(matches!(err, TapeError::Malformed { line: 7, .. }), "{err}");
     }
 
+    /// A killed recorder's tape cut to `reader::unpadded_len` reads as it did padded: the same
+    /// lines, warnings and chain. A whole last line keeps one newline (its own, or the
+    /// padding's when its own was not copied); a torn one keeps none, and stays torn. A tape
+    /// that does not end in padding has nothing to cut, and one whose writer holds it is not cut.
+    #[test]
+    fn a_killed_recorders_tape_cut_at_its_padding_reads_as_it_did() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let big = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{{\"text\":\"{}\"}}}}\n",
+            "x".repeat(10_000)
+        );
+        let mut session = SESSION.to_vec();
+        session.push((Dir::C2S, big.as_bytes())); // a last line longer than a read back
+        write_session(&path, &session);
+        let text = std::fs::read(&path).unwrap();
+        let lines: Vec<&[u8]> = text.split_inclusive(|&b| b == b'\n').collect();
+        let (before, last) = (lines[..lines.len() - 2].concat(), lines[lines.len() - 2]);
+        let header = lines[0];
+        let pad = vec![b'\n'; 5000];
+        let unpadded = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            reader::unpadded_len(&std::fs::File::open(&path).unwrap())
+        };
+        let read = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            let index = TapeIndex::load(&path, None).map(|i| (i.msgs.len(), i.warnings.clone()));
+            let mut r = TapeReader::open(&path).unwrap();
+            let mut items = Vec::new();
+            while let Some(item) = r.next_item().unwrap() {
+                items.push((item.line, item.raw.to_vec()));
+            }
+            let chain = TapeReader::open(&path).unwrap().check_chain().unwrap();
+            (
+                index.map_err(|e| e.to_string()),
+                items,
+                r.chain().clone(),
+                r.warnings().to_vec(),
+                chain,
+            )
+        };
+        let half = last.len() / 2;
+        let no_newline = &last[..last.len() - 1];
+        for (case, padded, kept) in [
+            (
+                "whole",
+                [&before[..], last, &pad].concat(),
+                [&before[..], last].concat(),
+            ),
+            (
+                "whole, its newline not copied",
+                [&before[..], no_newline, &pad].concat(),
+                [&before[..], last].concat(),
+            ),
+            (
+                "torn",
+                [&before[..], &last[..half], &pad].concat(),
+                [&before[..], &last[..half]].concat(),
+            ),
+            (
+                "torn at one byte",
+                [&before[..], &last[..1], &pad].concat(),
+                [&before[..], &last[..1]].concat(),
+            ),
+        ] {
+            let at = unpadded(&padded).unwrap_or_else(|| panic!("{case}: padding to cut"));
+            assert_eq!(at, kept.len() as u64, "{case}");
+            assert!(padded[..at as usize] == kept[..], "{case}");
+            let (as_padded, as_kept) = (read(&padded), read(&kept));
+            // Line numbers and offsets included: the padding comes after every line read.
+            let (index, items, chain, warnings, breaks) = &as_kept;
+            assert!(
+                index.is_ok() && breaks.is_none(),
+                "{case}: {index:?} {breaks:?}"
+            );
+            assert!(matches!(chain, Chain::Linked(_)), "{case}: {chain:?}");
+            assert!(
+                warnings.contains(&Warning::NotClosed),
+                "{case}: {warnings:?}"
+            );
+            assert_eq!(
+                warnings
+                    .iter()
+                    .any(|w| matches!(w, Warning::TornLastLine { .. })),
+                case.starts_with("torn"),
+                "{case}: {warnings:?}"
+            );
+            assert_eq!(
+                items.len(),
+                lines.len() - 2 - usize::from(case.starts_with("torn")),
+                "{case}"
+            );
+            assert_eq!(as_kept, as_padded, "{case}");
+            assert_eq!(
+                unpadded(&kept),
+                None,
+                "{case}: cut once, nothing more to cut"
+            );
+        }
+
+        // Killed after the header: kept with its newline; a header torn is no tape either way.
+        assert_eq!(
+            unpadded(&[header, &pad].concat()),
+            Some(header.len() as u64)
+        );
+        let torn_header = [&header[..10], &pad].concat();
+        assert_eq!(unpadded(&torn_header), Some(10));
+        // Nothing to cut: a closed tape, a bad last line with one newline (an error, as it
+        // was), a file of newlines alone, an empty one.
+        assert_eq!(unpadded(&text), None);
+        assert_eq!(
+            unpadded(&[&before[..], &last[..half], b"\n"].concat()),
+            None
+        );
+        assert_eq!(unpadded(&pad), None);
+        assert_eq!(unpadded(b""), None);
+
+        // `place::cut_padding` cuts the file there, unless a writer holds its lock.
+        let padded = [&before[..], &last[..half], &pad].concat();
+        std::fs::write(&path, &padded).unwrap();
+        let writer = std::fs::File::open(&path).unwrap();
+        sink::lock(&writer).unwrap();
+        assert_eq!(place::cut_padding(&path).unwrap(), 0);
+        assert!(
+            std::fs::read(&path).unwrap() == padded,
+            "left to its writer"
+        );
+        drop(writer);
+        let cut = place::cut_padding(&path).unwrap();
+        assert_eq!(cut, pad.len() as u64);
+        assert!(std::fs::read(&path).unwrap() == [&before[..], &last[..half]].concat());
+        assert_eq!(place::cut_padding(&path).unwrap(), 0, "nothing more");
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(place::cut_padding(&path).unwrap(), 0, "a closed tape");
+        assert!(std::fs::read(&path).unwrap() == text);
+    }
+
     /// A finished tape ends on its closing line and a writer dropped unfinished on its last
     /// whole line: the padding is the recording's own while it lasts.
     #[test]

@@ -187,6 +187,31 @@ pub fn last_line(path: &Path) -> Option<Vec<u8>> {
     )
 }
 
+/// Cuts off the newlines a recorder killed mid-session left at the end of its tape (its
+/// padding, up to 64 KiB: `sink.rs`), for a tape about to be moved elsewhere (`mcptape push`
+/// uploading a killed recording's spool): the tape then reads as it did, to the line
+/// ([`reader::unpadded_len`](super::reader::unpadded_len): a whole last line keeps its newline,
+/// a torn one none). How many bytes were cut: 0 for a tape that does not end in padding (one
+/// closed cleanly), and for one whose writer's lock cannot be taken (a writer still at it,
+/// whatever else says it is gone: a file written through a map is never cut under it).
+pub fn cut_padding(path: &Path) -> io::Result<u64> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    // Every writer that pads holds the lock while it lasts (`sink::TapeFile::new`); it goes
+    // with its process. This one goes with `file`.
+    if super::sink::lock(&file).is_err() {
+        return Ok(0);
+    }
+    let Some(keep) = super::reader::unpadded_len(&file) else {
+        return Ok(0);
+    };
+    let len = file.metadata()?.len();
+    file.set_len(keep)?;
+    Ok(len.saturating_sub(keep))
+}
+
 impl Beside {
     /// `TAPE.new`, the file written.
     pub(crate) fn staging(&self) -> &Path {

@@ -445,7 +445,7 @@ impl TapeReader {
             // padding: torn when it does not parse, as a last line without one is.
             if self.padding_from.is_some_and(|at| self.next_offset > at) {
                 let bytes = line.strip_suffix(b"\n").unwrap_or(line).len();
-                if parse_entry(line).is_err() {
+                if !whole_before_padding(line) {
                     self.warnings.push(Warning::TornLastLine {
                         line: self.line,
                         bytes,
@@ -666,6 +666,62 @@ fn padding_from(file: &File) -> Option<u64> {
 
 #[cfg(not(unix))]
 fn padding_from(_file: &File) -> Option<u64> {
+    None
+}
+
+/// Whether the last line before a killed recorder's padding, `line` (with the newline the
+/// padding gives it, when its own did not make it), is whole: it parses. A line cut mid-copy
+/// never does (a tape line is a JSON object, and no proper prefix of one is JSON); the reader
+/// takes a line that does not for torn.
+fn whole_before_padding(line: &[u8]) -> bool {
+    parse_entry(line).is_ok()
+}
+
+/// How long a tape left by a recorder killed mid-session is without the writer's padding
+/// (`sink.rs`), read as this reader reads it: to the end of the last line before the padding
+/// with its newline when that line is whole, without one when it is torn (so that a reader
+/// still takes it for a torn last line, not for a malformed one). `None` when the file does not
+/// end in padding (a tape closed cleanly ends in one newline; one written with `write(2)` ends
+/// on its last byte), holds nothing but newlines, or cannot be read: nothing to cut.
+///
+/// For whoever moves such a tape elsewhere (`mcptape push` uploading a killed recording's
+/// spool): cut there, it reads as it did, lines, warnings and chain alike.
+#[cfg(unix)]
+pub fn unpadded_len(file: &File) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let at = padding_from(file).filter(|&at| at > 0)?;
+    // Where the line before the padding starts: after the newline before it, or at 0.
+    let mut buf = [0u8; 4096];
+    let mut end = at;
+    let start = loop {
+        let from = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - from) as usize];
+        file.read_exact_at(chunk, from).ok()?;
+        if let Some(i) = memchr::memrchr(b'\n', chunk) {
+            break from + i as u64 + 1;
+        }
+        if from == 0 {
+            break 0;
+        }
+        end = from;
+    };
+    // The line with the padding's first newline, as the reader reads it.
+    let mut line = vec![0u8; (at - start) as usize + 1];
+    file.read_exact_at(&mut line, start).ok()?;
+    let whole = if start == 0 {
+        // The header (the reader's `open` takes no other first line): a torn one is no tape
+        // either way.
+        let head = line.strip_prefix(UTF8_BOM).unwrap_or(&line);
+        serde_json::from_slice::<Header>(head).is_ok()
+    } else {
+        // A line of blanks is skipped, as every blank line is.
+        line.iter().all(u8::is_ascii_whitespace) || whole_before_padding(&line)
+    };
+    Some(if whole { at + 1 } else { at })
+}
+
+#[cfg(not(unix))]
+pub fn unpadded_len(_file: &File) -> Option<u64> {
     None
 }
 

@@ -5,7 +5,7 @@
 //! Python SDK client, checked from `s3://`; a second machine (an empty cache) reads the same
 //! tape while the first one's cache is not downloaded again (moto's request log counts the
 //! GETs); a recording killed mid-session and one whose endpoint is gone at close are uploaded
-//! by `mcptape push`; a large tape goes up as a multipart upload; a miss answered live is
+//! by `mcptape push`, the killed one without its writer's padding; a large tape goes up as a multipart upload; a miss answered live is
 //! appended to the tape in the bucket. Every file the tests' runs wrote, every stderr and moto's
 //! log are searched for the secret key: it is never there.
 
@@ -532,6 +532,161 @@ fn a_recording_killed_mid_session_leaves_its_spool_and_push_uploads_it() {
     );
 }
 
+/// The object at `key`, as stored (read back with boto3, not through mcptape's cache).
+fn object_bytes(moto: &Moto, dir: &Path, key: &str) -> Vec<u8> {
+    let out = dir.join(format!("object-{}", key.replace('/', "_")));
+    moto.boto(&format!(
+        "open({:?}, 'wb').write(s3.get_object(Bucket={BUCKET:?}, Key={key:?})['Body'].read())",
+        s(&out)
+    ));
+    std::fs::read(&out).unwrap()
+}
+
+/// `verify --json` of a tape, without the tape's path: how a reader takes the tape.
+fn verified(m: &Machine, tape: &str) -> Value {
+    let mut v: Value = m.mt(["verify", "--json", tape]).run().status(1).json();
+    v.as_object_mut().unwrap().remove("tape");
+    v
+}
+
+/// A recording to `s3://` killed mid-session leaves its spool padded with the writer's
+/// newlines (up to 64 KiB, tape/sink.rs): `push` uploads it without them, as a reader takes
+/// it. A whole last line keeps its newline; a last line torn mid-copy (the padding gave it its
+/// only newline: made here from the killed spool, as a kill mid-copy leaves it) keeps none, so
+/// that it still reads as torn, not as a malformed line. `verify` says of each object what it
+/// said of its spool, and the tape plays.
+#[test]
+fn a_killed_recordings_spool_is_pushed_without_the_writers_padding() {
+    let dir = tmp();
+    let moto = Moto::start(dir.path(), "moto");
+    moto.bucket(BUCKET);
+    let m = Machine::new(dir.path(), "a", &moto);
+    let (key, torn_key) = ("killed/padded.jsonl", "killed/torn.jsonl");
+    let (url, torn_url) = (
+        format!("s3://{BUCKET}/{key}"),
+        format!("s3://{BUCKET}/{torn_key}"),
+    );
+    let mut rec = record_client(&m, &url);
+    rec.initialize();
+    let answer = rec.call(
+        2,
+        "tools/call",
+        serde_json::json!({"name": "echo", "arguments": {"text": "before the kill"}}),
+    );
+    assert!(answer["result"].is_object(), "{answer}");
+    let spool = spools(&m).pop().expect("a spool while recording");
+    wait_holding(&spool, "before the kill");
+    // SAFETY: kill(2) on the recorder this test spawned.
+    unsafe { libc::kill(rec.pid(), libc::SIGKILL) };
+    rec.wait_exit(Duration::from_secs(10));
+
+    // The spool as the kill left it: its lines, then the padding.
+    let padded = std::fs::read(&spool).unwrap();
+    let data_end = padded.iter().rposition(|&b| b != b'\n').unwrap() + 1;
+    assert!(
+        padded.len() - data_end >= 2 && padded.len() % (64 * 1024) == 0,
+        "the spool ends in the writer's padding ({} bytes, data {data_end}): is the cache on ext4, XFS or tmpfs?",
+        padded.len()
+    );
+    let whole = &padded[..=data_end]; // the last line with its own newline
+                                      // The same spool with its last line torn half-way, for another key.
+    let last_start = padded[..data_end]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .unwrap()
+        + 1;
+    let cut = last_start + (data_end - last_start) / 2;
+    let mut torn = padded.clone();
+    torn[cut..].fill(b'\n');
+    let torn_spool = spool.with_file_name(format!(
+        "torn-{}",
+        spool.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&torn_spool, &torn).unwrap();
+    let mut side: Value =
+        serde_json::from_str(&std::fs::read_to_string(sidecar(&spool)).unwrap()).unwrap();
+    side["target"] = torn_url.clone().into();
+    std::fs::write(sidecar(&torn_spool), side.to_string()).unwrap();
+
+    let before = verified(&m, &s(&spool));
+    assert_eq!(before["verdict"], "cut", "{before}");
+    let torn_before = verified(&m, &s(&torn_spool));
+    assert_contains(&torn_before["reason"].to_string(), "is torn");
+
+    // An upload that fails (credentials the store refuses) leaves each spool cut, reading as it
+    // did, still pending: nothing lost, and nothing more to cut the next time.
+    let strict = Moto::start_on(
+        dir.path(),
+        "moto-auth",
+        free_port(),
+        &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")],
+    );
+    let refused = m
+        .mt(["push"])
+        .env("AWS_ENDPOINT_URL", strict.endpoint())
+        .run()
+        .status(74);
+    assert_contains(&refused.stderr, "mcptape push: uploaded 0, failed 2");
+    assert!(std::fs::read(&spool).unwrap() == whole, "cut, not lost");
+    assert!(
+        std::fs::read(&torn_spool).unwrap() == torn[..cut],
+        "cut, still torn"
+    );
+    assert!(sidecar(&spool).exists() && sidecar(&torn_spool).exists());
+    assert_eq!(verified(&m, &s(&spool)), before);
+    assert_eq!(verified(&m, &s(&torn_spool)), torn_before);
+    drop(strict);
+
+    let pushed = m.mt(["push"]).run().success();
+    assert_contains(&pushed.stderr, "mcptape push: uploaded 2");
+    assert!(spools(&m).is_empty(), "{}", pushed.console());
+    let object = object_bytes(&moto, dir.path(), key);
+    assert_eq!(
+        object.len(),
+        whole.len(),
+        "the object is the spool without its padding"
+    );
+    assert!(
+        object == whole,
+        "the object is the spool's lines, byte for byte"
+    );
+    let torn_object = object_bytes(&moto, dir.path(), torn_key);
+    assert!(
+        torn_object == torn[..cut],
+        "the torn object ends on the torn line's bytes, no newline ({} bytes, {cut} expected)",
+        torn_object.len()
+    );
+    assert_contains(
+        &pushed.stderr,
+        &format!(
+            "mcptape: uploaded {url} ({})",
+            mcptape::inspect::human_bytes(whole.len() as u64)
+        ),
+    );
+
+    // Read back on another machine, each object is what its spool was to a reader.
+    let b = Machine::new(dir.path(), "b", &moto);
+    assert_eq!(verified(&b, &url), before);
+    assert_eq!(verified(&b, &torn_url), torn_before);
+    let mut play = b.mt(["play", &url]).spawn();
+    play.initialize();
+    let replayed = play.call(
+        2,
+        "tools/call",
+        serde_json::json!({"name": "echo", "arguments": {"text": "before the kill"}}),
+    );
+    assert_eq!(replayed["result"], answer["result"]);
+    play.close_stdin();
+    let (_, err) = play.finish();
+    assert_contains(&err, "the tape has no closing line");
+    let mut play = b.mt(["play", &torn_url]).spawn();
+    play.initialize();
+    play.close_stdin();
+    let (_, err) = play.finish();
+    assert_contains(&err, "is torn");
+    assert_secret_nowhere(dir.path(), &[&refused.stderr, &pushed.stderr, &err]);
+}
+
 #[test]
 fn an_endpoint_gone_at_close_fails_with_74_keeps_the_spool_and_push_resumes_it() {
     let dir = tmp();
@@ -586,6 +741,9 @@ fn an_endpoint_gone_at_close_fails_with_74_keeps_the_spool_and_push_resumes_it()
     let pushed = m.mt(["push", &s(&spool)]).run().success();
     assert_contains(&pushed.stderr, &format!("mcptape: uploaded {url} ("));
     assert!(!spool.exists());
+    // A spool closed cleanly has no padding: it goes up byte for byte.
+    assert!(recorded.ends_with(b"}\n"));
+    assert!(object_bytes(&moto, dir.path(), "gone/echo.jsonl") == recorded);
     let shown: Value = m.mt(["show", "--json", &url]).run().success().json();
     assert_eq!(shown["exchanges"], 2);
     assert_contains(&shown.to_string(), "\"target\":\"add\"");
