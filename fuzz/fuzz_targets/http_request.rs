@@ -221,20 +221,23 @@ fuzz_target!(|data: &[u8]| {
         serde_json::from_str::<serde_json::Value>(id).expect("a request id is JSON");
     }
     // What the model proxy reads of a body (`model`, `stream`) is what a parse into a `Value`
-    // gives.
+    // gives. Except for a key no client sends: with serde_json's `raw_value` feature (mcptape's),
+    // a `Value` reads an object whose key is its private raw-value token as a raw value.
     let parsed: serde_json::Value = serde_json::from_slice(body).unwrap_or(serde_json::Value::Null);
     let head = mcptape::model::provider::RequestHead::of(body);
-    assert_eq!(
-        head,
-        mcptape::model::provider::RequestHead {
-            model: parsed
-                .get("model")
-                .and_then(|m| m.as_str())
-                .map(String::from),
-            stream: parsed.get("stream").and_then(|s| s.as_bool()) == Some(true),
-        },
-        "the request head read otherwise than the parsed body"
-    );
+    if !unescaped(body).contains("$serde_json::private::RawValue") {
+        assert_eq!(
+            head,
+            mcptape::model::provider::RequestHead {
+                model: parsed
+                    .get("model")
+                    .and_then(|m| m.as_str())
+                    .map(String::from),
+                stream: parsed.get("stream").and_then(|s| s.as_bool()) == Some(true),
+            },
+            "the request head read otherwise than the parsed body"
+        );
+    }
     let _ = mcptape::model::provider::model_of(&route, &head);
     let _ = mcptape::model::provider::streams(&route, &head);
 
@@ -253,3 +256,28 @@ fuzz_target!(|data: &[u8]| {
         assert!(!h.contains_key(name), "{name} forwarded");
     }
 });
+
+/// `bytes` as text with JSON's escapes undone wherever they are (`\u0052` is `R`): roughly, for
+/// a search of what a key may spell.
+fn unescaped(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                if let Some(c) = u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    out.push(c);
+                }
+            }
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
+}
