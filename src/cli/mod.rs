@@ -235,14 +235,14 @@ pub fn main() -> i32 {
     remote::settle(code)
 }
 
-/// A malformed tape line stopped the command (also inside check's and redact's errors, which
-/// wrap the tape's transparently).
 /// `n` and what is counted, in the plural unless `n` is 1: "1 model call", "2 model calls".
 pub(crate) fn plural(n: u64, what: &str) -> String {
     let s = if n == 1 { "" } else { "s" };
     format!("{n} {what}{s}")
 }
 
+/// A malformed tape line stopped the command (also inside check's and redact's errors, which
+/// wrap the tape's transparently).
 fn malformed_line(e: &anyhow::Error) -> bool {
     use mcptape::tape::TapeError;
     e.chain().any(|c| {

@@ -314,7 +314,7 @@ pub fn push(a: PushArgs) -> Result<i32> {
         }
     };
     if let Some(s) = &spool {
-        if s.writer_alive() {
+        if s.writer_alive() || place::held_by_a_writer(&s.path) {
             return Err(super::UsageError(format!(
                 "{}: still being written by process {}: it is uploaded when that command ends",
                 path.display(),
@@ -358,9 +358,18 @@ fn push_pending() -> Result<i32> {
     }
     let (mut uploaded, mut failed, mut waiting) = (0, 0, 0);
     for s in &spools {
-        if s.writer_alive() {
+        // A writer this machine cannot see (another PID namespace, a host name that differs)
+        // still holds the tape's lock: uploading and removing the spool under it would lose
+        // the rest of its recording.
+        let locked = !s.writer_alive() && place::held_by_a_writer(&s.path);
+        if s.writer_alive() || locked {
+            let seen = if locked {
+                " (process gone from here, but a writer holds the tape's lock)"
+            } else {
+                ""
+            };
             crate::diag!(
-                "mcptape push: {} → {}: still being written by process {}; left alone",
+                "mcptape push: {} → {}: still being written by process {}{seen}; left alone",
                 s.path.display(),
                 s.target,
                 s.pid
@@ -417,14 +426,14 @@ pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Says so when a tape about to be uploaded has no closing line (its recording was killed): it
-/// is uploaded as it is, and reads with a warning.
+/// is uploaded as it is (a spool without its writer's padding), and reads with a warning.
 fn warn_if_open(path: &Path) {
     let Some(last) = mcptape::tape::place::last_line(path) else {
         return;
     };
     if !last.starts_with(b"{\"type\":\"end\"") {
         crate::diag!(
-            "mcptape push: warning: {} has no closing line (its recording was cut off): uploaded as it is; it plays with a warning",
+            "mcptape push: warning: {} has no closing line (its recording was cut off): uploaded without its writer's padding, otherwise as it is; it plays with a warning",
             path.display()
         );
     }

@@ -1457,6 +1457,9 @@ impl Player {
         };
         let session = named.and_then(|id| self.session(Some(id)));
         let recorded = answers.of(named.map(|_| session.is_some()))?;
+        if named.is_some() && session.is_none() {
+            self.done.lock().expect("done lock").0.unknown_session += 1;
+        }
         let resp = match (recorded.is_success(), method) {
             (true, &Method::GET) => {
                 // A GET stream without a session id is the stateless session's.

@@ -132,8 +132,9 @@ pub struct PlayReport {
     pub unused: Vec<Unused>,
     /// Client lines that were not requests play could answer (not JSON, batches…).
     pub rejected: u64,
-    /// Requests over HTTP naming a session play does not have (deleted, expired, cut, or play
-    /// restarted): refused as the server refused them, not misses.
+    /// Requests over Streamable HTTP (POST, GET, DELETE) naming a session play does not have
+    /// (deleted, expired, cut, or play restarted): refused as the server refused them, not
+    /// misses.
     pub unknown_session: u64,
     /// Requests matched to a recorded exchange whose server never answered (it died mid-call,
     /// or the tape was cut): the client got an error saying so.

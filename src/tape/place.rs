@@ -195,6 +195,18 @@ pub fn last_line(path: &Path) -> Option<Vec<u8>> {
 /// closed cleanly), and for one whose writer's lock cannot be taken (a writer still at it,
 /// whatever else says it is gone: a file written through a map is never cut under it).
 pub fn cut_padding(path: &Path) -> io::Result<u64> {
+    cut_padding_unless_held(path).map(Option::unwrap_or_default)
+}
+
+/// Whether a writer holds `path`'s lock (`flock`): a recording still writing it, whatever else
+/// says it is gone (its process in another PID namespace, a host name that differs). False
+/// when the file cannot be opened.
+pub fn held_by_a_writer(path: &Path) -> bool {
+    std::fs::File::open(path).is_ok_and(|f| super::sink::lock(&f).is_err())
+}
+
+/// [`cut_padding`], `None` when a writer holds the file's lock.
+fn cut_padding_unless_held(path: &Path) -> io::Result<Option<u64>> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -202,14 +214,14 @@ pub fn cut_padding(path: &Path) -> io::Result<u64> {
     // Every writer that pads holds the lock while it lasts (`sink::TapeFile::new`); it goes
     // with its process. This one goes with `file`.
     if super::sink::lock(&file).is_err() {
-        return Ok(0);
+        return Ok(None);
     }
     let Some(keep) = super::reader::unpadded_len(&file) else {
-        return Ok(0);
+        return Ok(Some(0));
     };
     let len = file.metadata()?.len();
     file.set_len(keep)?;
-    Ok(len.saturating_sub(keep))
+    Ok(Some(len.saturating_sub(keep)))
 }
 
 impl Beside {

@@ -358,6 +358,12 @@ fn get_and_delete_are_answered_as_each_reference_server_answered_them() {
         let played = gets_and_deletes(&play.url);
         let err = play.stop();
         assert_eq!(played, direct, "{name}: from the tape; play said:\n{err}");
+        // The DELETE again, and the two GETs of a session play does not have (before, the
+        // summary counted only POSTs).
+        assert!(
+            err.contains("refused 3 requests naming a session play does not have"),
+            "{name}: the summary counts them: {err}"
+        );
     }
 }
 

@@ -464,6 +464,20 @@ fn a_recording_killed_mid_session_leaves_its_spool_and_push_uploads_it() {
     let busy = m.mt(["push"]).run().success();
     assert_contains(&busy.stderr, "still being written by process");
     assert_eq!(moto.count("PUT", "killed/echo.jsonl"), 0);
+    // A writer push cannot see (its process in another PID namespace, on another host name)
+    // still holds the tape's lock: left alone too. Before, push uploaded the spool mid-session
+    // and removed it under the writer, whose closed recording was then uploaded nowhere.
+    let mut hidden = side.clone();
+    hidden["pid"] = 2_147_483_646u32.into();
+    std::fs::write(sidecar(&spool), hidden.to_string()).unwrap();
+    let unseen = m.mt(["push"]).run().success();
+    assert_contains(
+        &unseen.stderr,
+        "(process gone from here, but a writer holds the tape's lock); left alone",
+    );
+    assert_eq!(moto.count("PUT", "killed/echo.jsonl"), 0);
+    assert!(spool.exists(), "the spool stays with its writer");
+    std::fs::write(sidecar(&spool), side.to_string()).unwrap();
 
     // SAFETY: kill(2) on the recorder this test spawned.
     unsafe { libc::kill(rec.pid(), libc::SIGKILL) };
