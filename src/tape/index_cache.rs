@@ -12,8 +12,8 @@
 //! the file the index was read from.
 //!
 //! The cache is bounded ([`MAX_BYTES`], [`MAX_ENTRIES`]): every write drops the entries used
-//! longest ago (a hit marks its entry used) until it holds, so the entries of tapes deleted
-//! long since (a CI's, a test suite's temporary folders) do not pile up.
+//! longest ago (a hit marks its entry used, by its access time) until it holds, so the entries
+//! of tapes deleted long since (a CI's, a test suite's temporary folders) do not pile up.
 //!
 //! The cache holds offsets and hashes, never message bodies: bodies are still read from the tape.
 //! Every entry ends with the SHA-256 of the bytes before it, checked before the entry is read:
@@ -392,11 +392,13 @@ fn write_entry(path: &Path, value: &impl serde::Serialize) -> Option<()> {
     Some(())
 }
 
-/// Marks an entry used now (its modification time, which [`trim`] goes by). Best effort: an
-/// entry that cannot be marked is only dropped sooner.
+/// Marks an entry used now: its access time, which [`trim`] goes by (set here, as a file
+/// system mounted `noatime` or `relatime` may not; the modification time stays the time the
+/// entry was written). Best effort: an entry that cannot be marked is only dropped sooner.
 fn mark_used(path: &Path) {
     if let Ok(f) = std::fs::File::options().append(true).open(path) {
-        let _ = f.set_modified(std::time::SystemTime::now());
+        let now = std::time::SystemTime::now();
+        let _ = f.set_times(std::fs::FileTimes::new().set_accessed(now));
     }
 }
 
@@ -418,13 +420,14 @@ fn trim(dir: &Path, keep: &Path, max_bytes: u64, max_entries: usize) {
         let Ok(meta) = item.metadata() else {
             continue;
         };
-        let used = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+        let written = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
         if kind == OwnFile::Staging {
-            if now.duration_since(used).unwrap_or_default() > STALE_STAGING {
+            if now.duration_since(written).unwrap_or_default() > STALE_STAGING {
                 let _ = std::fs::remove_file(&path);
             }
             continue;
         }
+        let used = meta.accessed().unwrap_or(written).max(written);
         entries.push((used, meta.len(), path));
     }
     let mut bytes: u64 = entries.iter().map(|e| e.1).sum();
@@ -692,15 +695,24 @@ mod tests {
                 let path = dir.join(name);
                 std::fs::write(&path, vec![0u8; *len]).unwrap();
                 let when = std::time::SystemTime::now() - std::time::Duration::from_secs(*ago);
-                std::fs::File::options()
-                    .append(true)
-                    .open(&path)
-                    .unwrap()
-                    .set_modified(when)
-                    .unwrap();
+                set_times(&path, when);
                 path
             })
             .collect()
+    }
+
+    /// Sets `path`'s access and modification times to `when`.
+    fn set_times(path: &Path, when: std::time::SystemTime) {
+        std::fs::File::options()
+            .append(true)
+            .open(path)
+            .unwrap()
+            .set_times(
+                std::fs::FileTimes::new()
+                    .set_accessed(when)
+                    .set_modified(when),
+            )
+            .unwrap();
     }
 
     fn hex(c: char) -> String {
@@ -746,18 +758,15 @@ mod tests {
         store_in(&cache, &cold, None).expect("stored");
         let path = entry(&cache, &tape, None).unwrap();
         let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
-        let mark = |p: &Path| {
-            std::fs::File::options()
-                .append(true)
-                .open(p)
-                .unwrap()
-                .set_modified(long_ago)
-                .unwrap()
-        };
-        mark(&path);
+        set_times(&path, long_ago);
         assert!(load_in(&cache, &tape, None).is_some());
-        let used = std::fs::metadata(&path).unwrap().modified().unwrap();
-        assert!(used > long_ago, "marked used by the hit");
+        let meta = std::fs::metadata(&path).unwrap();
+        assert!(
+            meta.accessed().unwrap() > long_ago,
+            "marked used by the hit"
+        );
+        // Its modification time stays the time it was written (what tells a rewrite).
+        assert_eq!(meta.modified().unwrap(), long_ago);
         // An older entry of another tape goes first once the cache is over its bound.
         let older = aged(&cache, &[(&format!("{}.idx", hex('e')), 10, 100)]);
         let len = std::fs::metadata(&path).unwrap().len();
