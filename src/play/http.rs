@@ -1172,6 +1172,14 @@ fn with_session(
     resp
 }
 
+/// Play's own refusal of an HTTP request: `status`, and a JSON-RPC error (Invalid Request, no
+/// id) with `message`, as both reference servers refuse one.
+fn json_error(status: StatusCode, message: &str) -> Response<RespBody> {
+    let error =
+        json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32600, "message": message}});
+    full(status, "application/json", error.to_string())
+}
+
 /// A recorded refusal given again: its status, `Content-Type` (none when it had none, also
 /// with a body), `Allow` and body.
 fn refusal_response(r: &crate::tape::index::HttpRefusal) -> Response<RespBody> {
@@ -1423,14 +1431,10 @@ impl Player {
                     None => self.no_such_session(id),
                 },
                 // The tape does not say how its server answered one (`as_recorded`, above).
-                None => {
-                    let error = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32600, "message": "Bad Request: a DELETE names the session to end (Mcp-Session-Id), and this one names none"}});
-                    full(
-                        StatusCode::BAD_REQUEST,
-                        "application/json",
-                        error.to_string(),
-                    )
-                }
+                None => json_error(
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: a DELETE names the session to end (Mcp-Session-Id), and this one names none",
+                ),
             },
             _ => plain(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -1505,8 +1509,7 @@ impl Player {
         }
         let message = "Session not found: mcptape play has no session with this id (it was \
                        deleted or closed, or play restarted); initialize again";
-        let error = json!({"jsonrpc": "2.0", "id": Value::Null, "error": {"code": -32600, "message": message}});
-        full(StatusCode::NOT_FOUND, "application/json", error.to_string())
+        json_error(StatusCode::NOT_FOUND, message)
     }
 
     /// Opens session `s`'s GET stream: what waits for it first, then its messages as they come.

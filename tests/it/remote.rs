@@ -546,6 +546,21 @@ fn a_recording_killed_mid_session_leaves_its_spool_and_push_uploads_it() {
     );
 }
 
+/// `mcptape push` on `m` against a moto that refuses every credential (started in `dir`):
+/// what it gave, exit 74.
+fn push_refused(dir: &Path, m: &Machine) -> Run {
+    let strict = Moto::start_on(
+        dir,
+        "moto-auth",
+        free_port(),
+        &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")],
+    );
+    m.mt(["push"])
+        .env("AWS_ENDPOINT_URL", strict.endpoint())
+        .run()
+        .status(74)
+}
+
 /// The object at `key`, as stored (read back with boto3, not through mcptape's cache).
 fn object_bytes(moto: &Moto, dir: &Path, key: &str) -> Vec<u8> {
     let out = dir.join(format!("object-{}", key.replace('/', "_")));
@@ -629,17 +644,7 @@ fn a_killed_recordings_spool_is_pushed_without_the_writers_padding() {
 
     // An upload that fails (credentials the store refuses) leaves each spool cut, reading as it
     // did, still pending: nothing lost, and nothing more to cut the next time.
-    let strict = Moto::start_on(
-        dir.path(),
-        "moto-auth",
-        free_port(),
-        &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")],
-    );
-    let refused = m
-        .mt(["push"])
-        .env("AWS_ENDPOINT_URL", strict.endpoint())
-        .run()
-        .status(74);
+    let refused = push_refused(dir.path(), &m);
     assert_contains(&refused.stderr, "mcptape push: uploaded 0, failed 2");
     assert!(std::fs::read(&spool).unwrap() == whole, "cut, not lost");
     assert!(
@@ -649,7 +654,6 @@ fn a_killed_recordings_spool_is_pushed_without_the_writers_padding() {
     assert!(sidecar(&spool).exists() && sidecar(&torn_spool).exists());
     assert_eq!(verified(&m, &s(&spool)), before);
     assert_eq!(verified(&m, &s(&torn_spool)), torn_before);
-    drop(strict);
 
     let pushed = m.mt(["push"]).run().success();
     assert_contains(&pushed.stderr, "mcptape push: uploaded 2");
@@ -731,17 +735,7 @@ fn an_endpoint_gone_at_close_fails_with_74_keeps_the_spool_and_push_resumes_it()
     let recorded = std::fs::read(&spool).unwrap();
 
     // Pushed with credentials the store refuses: a clear error, the spool still there.
-    let strict = Moto::start_on(
-        dir.path(),
-        "moto-auth",
-        free_port(),
-        &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")],
-    );
-    let refused = m
-        .mt(["push"])
-        .env("AWS_ENDPOINT_URL", strict.endpoint())
-        .run()
-        .status(74);
+    let refused = push_refused(dir.path(), &m);
     assert_contains(
         &refused.stderr,
         &format!("{url}: uploading the tape was refused"),
