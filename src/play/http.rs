@@ -734,9 +734,16 @@ impl Player {
                     .uri()
                     .query()
                     .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("sessionId=")))
+                    .filter(|id| !id.is_empty())
                     .map(str::to_string);
-                let Some(session) = id.as_deref().and_then(|id| self.session(Some(id))) else {
-                    return plain(StatusCode::NOT_FOUND, "mcptape play: unknown sessionId");
+                // As the Python SDK's SSE server answers (server-everything's never answers a
+                // POST naming a session it does not have); counted in the summary.
+                let Some(id) = id else {
+                    return plain(StatusCode::BAD_REQUEST, "sessionId is required");
+                };
+                let Some(session) = self.session(Some(&id)) else {
+                    self.done.lock().expect("done lock").0.unknown_session += 1;
+                    return plain(StatusCode::NOT_FOUND, "Could not find session");
                 };
                 let body = match collect(req.into_body(), self.opts.max_message).await {
                     Ok(b) => b,

@@ -1191,9 +1191,33 @@ fn the_legacy_sse_transport_records_and_replays_over_stdio_and_over_sse() {
     ]);
     assert!(play.url.ends_with("/sse"), "play URL {}", play.url);
     let replayed = everything_at(&play.url, "against play --transport sse");
+    // A POST naming a session play does not have, and one naming none: refused as the Python
+    // SDK's SSE server refuses them, the first counted in the summary. Before, both were
+    // play's own `404` "mcptape play: unknown sessionId", and the summary said nothing.
+    let base = play.url.trim_end_matches("/sse");
+    let list = req(7, "tools/list", json!({})).to_string();
+    let post = |query: &str| {
+        let h = [("Content-Type", "application/json")];
+        let mut s = http_open(
+            &format!("{base}/message{query}"),
+            "POST",
+            &h,
+            list.as_bytes(),
+        );
+        (s.status, text(&s.body()))
+    };
+    assert_eq!(
+        post("?sessionId=no-such-session"),
+        (404, "Could not find session".to_string())
+    );
+    assert_eq!(post(""), (400, "sessionId is required".to_string()));
     let err = play.stop();
     assert_same(&recorded, &replayed, "through play over HTTP+SSE");
     assert_clean_play(&err);
+    assert!(
+        err.contains("refused 1 request naming a session play does not have"),
+        "the summary counts it: {err}"
+    );
 }
 
 // --- The official Rust SDK's client over Streamable HTTP -------------------------------------
