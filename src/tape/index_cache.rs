@@ -635,16 +635,23 @@ mod tests {
         assert!(load_in(&cache, &tape, None).is_none());
     }
 
-    /// One flipped bit anywhere in an entry made play panic (an exchange naming a message past
-    /// the index) or serve another answer: a damaged entry is a cold load.
-    #[test]
-    fn a_damaged_entry_is_not_used() {
+    /// A big tape in a fresh folder and its cold index stored in the cache there: the folder
+    /// (kept alive), the cache, the tape, the index.
+    fn stored() -> (tempfile::TempDir, PathBuf, PathBuf, TapeIndex) {
         let dir = tempfile::tempdir().unwrap();
         let cache = dir.path().join("cache");
         let tape = dir.path().join("t.jsonl");
         big_tape(&tape);
         let cold = TapeIndex::load(&tape, None).unwrap();
         store_in(&cache, &cold, None).expect("stored");
+        (dir, cache, tape, cold)
+    }
+
+    /// One flipped bit anywhere in an entry made play panic (an exchange naming a message past
+    /// the index) or serve another answer: a damaged entry is a cold load.
+    #[test]
+    fn a_damaged_entry_is_not_used() {
+        let (_dir, cache, tape, _) = stored();
         let path = entry(&cache, &tape, None).unwrap();
         let good = std::fs::read(&path).unwrap();
         assert!(load_in(&cache, &tape, None).is_some());
@@ -750,12 +757,7 @@ mod tests {
 
     #[test]
     fn a_hit_marks_its_entry_used_and_a_killed_writers_staging_file_goes() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = dir.path().join("cache");
-        let tape = dir.path().join("t.jsonl");
-        big_tape(&tape);
-        let cold = TapeIndex::load(&tape, None).unwrap();
-        store_in(&cache, &cold, None).expect("stored");
+        let (_dir, cache, tape, _) = stored();
         let path = entry(&cache, &tape, None).unwrap();
         let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
         set_times(&path, long_ago);
@@ -786,12 +788,7 @@ mod tests {
 
     #[test]
     fn small_tapes_and_damaged_entries_are_not_used() {
-        let dir = tempfile::tempdir().unwrap();
-        let cache = dir.path().join("cache");
-        let tape = dir.path().join("t.jsonl");
-        big_tape(&tape);
-        let cold = TapeIndex::load(&tape, None).unwrap();
-        store_in(&cache, &cold, None).unwrap();
+        let (dir, cache, tape, _) = stored();
         let file = entry(&cache, &tape, None).unwrap();
         std::fs::write(&file, b"\x05damaged").unwrap();
         assert!(load_in(&cache, &tape, None).is_none());
