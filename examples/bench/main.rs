@@ -200,6 +200,7 @@ fn run(args: Args) -> Result<i32> {
     // Every mcptape the bench starts keeps its index cache in the work directory, not the
     // user's (the start-up scenario measures cold and warm starts).
     std::env::set_var("XDG_CACHE_HOME", work.path().join("cache"));
+    std::env::remove_var("MCPTAPE_CACHE_DIR"); // which would come first
     let env = Env {
         bench: std::env::current_exe()?,
         mcptape,

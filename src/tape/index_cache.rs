@@ -1,7 +1,8 @@
 //! Play's start-up on a big tape is the index: every line read and every request's params
 //! hashed (about 0.4 s for 100,000 exchanges). The index of a tape of 4 MiB or more is therefore
-//! kept between plays in the user's cache (`$XDG_CACHE_HOME/mcptape/index/`, else
-//! `~/.cache/mcptape/index/`), one file per tape path and server, and used only while the tape
+//! kept between plays in the user's cache (`$MCPTAPE_CACHE_DIR/index/`, else
+//! `$XDG_CACHE_HOME/mcptape/index/`, else `~/.cache/mcptape/index/`), one file per tape path
+//! and server, and used only while the tape
 //! file is exactly the one it was built from: same device, inode, length, modification and
 //! change time, and the same mcptape build (match keys are hashes whose function may change
 //! between versions and Rust releases: a probe key is stored and compared). Anything else — no cache dir, a
@@ -156,10 +157,14 @@ fn tool() -> String {
     )
 }
 
-/// The cache folder: under `$XDG_CACHE_HOME`, else under `$HOME/.cache` — only when that home
-/// is a folder that is there. The cache is never worth making the user's home (a HOME that does
-/// not exist: a service account, a sandbox): without it every load is cold.
+/// The cache folder: `index/` in mcptape's cache folder, the one remote tapes are kept in —
+/// `$MCPTAPE_CACHE_DIR`, else under `$XDG_CACHE_HOME`, else under `$HOME/.cache` — only when
+/// that home is a folder that is there. The cache is never worth making the user's home (a
+/// HOME that does not exist: a service account, a sandbox): without it every load is cold.
 fn default_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("MCPTAPE_CACHE_DIR").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(dir).join("index"));
+    }
     let base = match std::env::var_os("XDG_CACHE_HOME").filter(|v| !v.is_empty()) {
         Some(dir) => PathBuf::from(dir),
         None => {

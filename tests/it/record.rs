@@ -1305,6 +1305,7 @@ fn record_big(tape: &Path, cache: &Path) -> (String, Run) {
         .collect();
     let recorded = record_mt(tape, &[], &py(THREE_MIB_ANSWERS, &[]))
         .env("XDG_CACHE_HOME", cache)
+        .env_remove("MCPTAPE_CACHE_DIR")
         .stdin(requests.clone())
         .run()
         .success();
@@ -1316,6 +1317,7 @@ fn play_big(tape: &Path, cache: &Path, requests: &str) -> Run {
     Mt::new(["play"])
         .arg(tape)
         .env("XDG_CACHE_HOME", cache)
+        .env_remove("MCPTAPE_CACHE_DIR")
         .stdin(requests.to_string())
         .run()
         .success()
@@ -1348,6 +1350,46 @@ fn record_leaves_a_big_tape_indexed_so_that_its_first_play_starts_warm() {
     assert_eq!(played.stdout, recorded.stdout, "play served the recording");
     // A cold load would have built the index and stored it again.
     assert_eq!(stamp(idx[0]), before, "play used the cached index");
+}
+
+/// `MCPTAPE_CACHE_DIR`, where remote tapes are kept, holds play's index cache too (`index/`), so
+/// that a CI job keeping that folder between runs keeps its plays warm. Before, the index went
+/// to `$XDG_CACHE_HOME/mcptape/index/` whatever `MCPTAPE_CACHE_DIR` said.
+#[test]
+fn mcptape_cache_dir_holds_the_index_cache_too() {
+    let (dir, tape) = tmp_tape("big.jsonl");
+    let (ours, xdg) = (dir.path().join("ours"), dir.path().join("xdg"));
+    let requests: String = (1..=2)
+        .map(|i| format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"tools/call\",\"params\":{{\"name\":\"big\",\"arguments\":{{\"n\":{i}}}}}}}\n"))
+        .collect();
+    let recorded = record_mt(&tape, &[], &py(THREE_MIB_ANSWERS, &[]))
+        .env("MCPTAPE_CACHE_DIR", &ours)
+        .env("XDG_CACHE_HOME", &xdg)
+        .stdin(requests.clone())
+        .run()
+        .success();
+    let idx: Vec<std::path::PathBuf> = std::fs::read_dir(ours.join("index"))
+        .map(|d| {
+            d.map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "idx"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(idx.len(), 1, "the index is in MCPTAPE_CACHE_DIR/index");
+    assert!(!xdg.exists(), "nothing under XDG_CACHE_HOME");
+    let stamp = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
+    let before = stamp(&idx[0]);
+    std::thread::sleep(Duration::from_millis(20));
+    let played = Mt::new(["play"])
+        .arg(&tape)
+        .env("MCPTAPE_CACHE_DIR", &ours)
+        .env("XDG_CACHE_HOME", &xdg)
+        .stdin(requests)
+        .run()
+        .success();
+    assert_eq!(played.stdout, recorded.stdout, "play served the recording");
+    assert_eq!(stamp(&idx[0]), before, "play used the cached index");
+    assert!(!xdg.exists(), "nothing under XDG_CACHE_HOME");
 }
 
 /// A cold play keeps the index it built in the cache, written behind its serving loop: the
@@ -1400,6 +1442,7 @@ fn a_home_that_does_not_exist_is_not_created_for_the_index_cache() {
         .collect();
     let recorded = record_mt(&tape, &[], &py(THREE_MIB_ANSWERS, &[]))
         .env_remove("XDG_CACHE_HOME")
+        .env_remove("MCPTAPE_CACHE_DIR")
         .env("HOME", &home)
         .stdin(requests.clone())
         .run()
@@ -1408,6 +1451,7 @@ fn a_home_that_does_not_exist_is_not_created_for_the_index_cache() {
     let played = Mt::new(["play"])
         .arg(&tape)
         .env_remove("XDG_CACHE_HOME")
+        .env_remove("MCPTAPE_CACHE_DIR")
         .env("HOME", &home)
         .stdin(requests)
         .run()
@@ -1434,6 +1478,7 @@ fn an_edit_that_restores_length_and_mtime_still_gets_the_chain_checked_by_every_
             .arg("--")
             .args(py(THREE_MIB_ANSWERS, &[]))
             .env("XDG_CACHE_HOME", &cache)
+            .env_remove("MCPTAPE_CACHE_DIR")
             .run()
     };
     assert!(!play().stderr.contains("hash chain"), "a whole chain");
