@@ -5,7 +5,8 @@
 //! Python SDK client, checked from `s3://`; a second machine (an empty cache) reads the same
 //! tape while the first one's cache is not downloaded again (moto's request log counts the
 //! GETs); a recording killed mid-session and one whose endpoint is gone at close are uploaded
-//! by `mcptape push`, the killed one without its writer's padding; a large tape goes up as a multipart upload; a miss answered live is
+//! by `mcptape push`, the killed one without its writer's padding, as a killed local tape is
+//! (never while a recording writes it); a large tape goes up as a multipart upload; a miss answered live is
 //! appended to the tape in the bucket. Every file the tests' runs wrote, every stderr and moto's
 //! log are searched for the secret key: it is never there.
 
