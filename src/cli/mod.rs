@@ -66,7 +66,7 @@ Exit codes: 0 listed; 64 DIR is not a folder, or a malformed s3:// URL; 66 no su
 store could not be reached, or refused the credentials.";
 const EXIT_PUSH: &str = "\
 Exit codes: 0 uploaded (or nothing to upload); 64 usage error (a malformed URL, a tape that is
-not a spool and no URL, a spool still being written); 66 tape or bucket not found; 69 the store
+not a spool and no URL, a tape still being written); 66 tape or bucket not found; 69 the store
 could not be reached, or refused the credentials; 74 an upload failed (the spool is kept).";
 const EXIT_VERIFY: &str = "\
 Exit codes: 0 intact; 1 tampered, cut off, or a bad signature; 64 usage error; 66 tape not

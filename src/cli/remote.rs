@@ -6,7 +6,7 @@
 use anyhow::{Context as _, Result};
 use mcptape::inspect::human_bytes;
 use mcptape::remote::{self, cache, spool::Spool, Bucket, S3Url, Target};
-use mcptape::tape::{place, store};
+use mcptape::tape::{place, reader, store};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -220,17 +220,57 @@ fn held_no_exchange(path: &Path) -> bool {
     end["type"] == "end" && end["exchanges"] == 0
 }
 
-/// Uploads a local tape to `url` and says how it went.
+/// Uploads a local tape to `url`, whole, and says how it went.
 fn upload(path: &Path, url: &S3Url) -> Result<remote::Uploaded> {
     let bucket = Bucket::connect(url)?;
     let up = super::runtime::single()?.block_on(bucket.upload(path, &url.key))?;
+    Ok(uploaded(url, up))
+}
+
+/// Says how an upload to `url` went.
+fn uploaded(url: &S3Url, up: remote::Uploaded) -> remote::Uploaded {
     let how = if up.parts > 0 {
         format!(", a multipart upload of {} parts", up.parts)
     } else {
         String::new()
     };
     crate::diag!("mcptape: uploaded {url} ({}{how})", human_bytes(up.bytes));
-    Ok(up)
+    up
+}
+
+/// Uploads a tape that is not a spool (`push TAPE s3://…`) as a reader reads it: one left by a
+/// recorder killed mid-session goes up without its writer's padding of newlines (the first
+/// [`reader::unpadded_len`] bytes: a whole last line keeps its newline, a torn one none), one
+/// closed cleanly byte for byte. The file is read, not cut: it is the user's (perhaps not
+/// theirs to write, perhaps a `TAPE.new` the next recording writes over), and nothing but the
+/// upload needs it shorter; a spool is cut in place because it becomes the cache's copy of the
+/// object. A reader's share of the tape's writer's lock is held while it is read
+/// ([`place::open_unless_written`]), so that no recording or append starts on it meanwhile; a
+/// tape whose lock a writer holds is being recorded, and is refused (before, it went up
+/// mid-session with its padding).
+fn push_local(path: &Path, url: &S3Url) -> Result<()> {
+    let local = |source| remote::RemoteError::Local {
+        url: url.to_string(),
+        what: "reading",
+        path: path.to_path_buf(),
+        source,
+    };
+    let Some(file) = place::open_unless_written(path).map_err(local)? else {
+        return Err(super::UsageError(format!(
+            "{}: still being written: a writer holds the tape's lock (a recording in progress); push it once that recording has ended",
+            path.display()
+        ))
+        .into());
+    };
+    warn_if_open(path);
+    let len = match reader::unpadded_len(&file) {
+        Some(len) => len,
+        None => file.metadata().map_err(local)?.len(),
+    };
+    let bucket = Bucket::connect(url)?;
+    let up = super::runtime::single()?.block_on(bucket.upload_file(file, len, path, &url.key))?;
+    uploaded(url, up);
+    Ok(())
 }
 
 /// Uploads a spool, and keeps it as the cache's copy of the new object (this machine reads it
@@ -256,8 +296,9 @@ fn upload_spool(spool: &Spool, to: &S3Url) -> Result<()> {
 /// A spool is kept in the cache folder's spool/ while its tape is written; it is removed once
 /// uploaded. A command killed before its upload (or whose upload failed) leaves it there with a
 /// sidecar naming its URL: `push` uploads it. A spool whose command is still running is left
-/// alone. A killed recording's spool is uploaded without the newlines its writer padded it
-/// with (cut off the spool first; it reads as it did).
+/// alone. A killed recording's tape is uploaded without the newlines its writer padded it
+/// with, as it reads (cut off a spool first; a local tape is left as it is). A local tape a
+/// recording is still writing is refused.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_PUSH, verbatim_doc_comment)]
 pub struct PushArgs {
@@ -331,12 +372,12 @@ pub fn push(a: PushArgs) -> Result<i32> {
         }
         .into());
     }
-    warn_if_open(&path);
     match spool {
-        Some(s) => upload_spool(&s, &url)?,
-        None => {
-            upload(&path, &url)?;
+        Some(s) => {
+            warn_if_open(&path);
+            upload_spool(&s, &url)?
         }
+        None => push_local(&path, &url)?,
     }
     Ok(mcptape::exit::OK)
 }
@@ -426,7 +467,7 @@ pub(crate) fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 }
 
 /// Says so when a tape about to be uploaded has no closing line (its recording was killed): it
-/// is uploaded as it is (a spool without its writer's padding), and reads with a warning.
+/// is uploaded as it is but for its writer's padding, and reads with a warning.
 fn warn_if_open(path: &Path) {
     let Some(last) = mcptape::tape::place::last_line(path) else {
         return;

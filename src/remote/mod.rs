@@ -355,9 +355,35 @@ impl Bucket {
         Ok(n)
     }
 
-    /// Uploads the file at `from` to `key`: one PUT up to [`MULTIPART_OVER`], a multipart upload
-    /// in [`PART_SIZE`] parts past it (aborted, so that no parts are left behind, if it fails).
+    /// Uploads the file at `from` to `key`, whole: [`Bucket::upload_file`].
     pub async fn upload(&self, from: &Path, key: &str) -> Result<Uploaded, RemoteError> {
+        let local = |source| RemoteError::Local {
+            url: self.url(key),
+            what: "reading",
+            path: from.to_path_buf(),
+            source,
+        };
+        let file = std::fs::File::open(from).map_err(local)?;
+        let size = file.metadata().map_err(local)?.len();
+        self.upload_file(file, size, from, key).await
+    }
+
+    /// Uploads the first `len` bytes of `file` (opened at `from`, which errors name) to `key`:
+    /// one PUT up to [`MULTIPART_OVER`], a multipart upload in [`PART_SIZE`] parts past it
+    /// (aborted, so that no parts are left behind, if it fails). The object is those bytes: the
+    /// client computes each request's length and every hash it sends (SigV4's payload hash, the
+    /// checksum `AWS_CHECKSUM_ALGORITHM` asks for) from the bytes it is handed, never from the
+    /// file. A file that holds fewer than `len` bytes by the time it is read is an error. `file`
+    /// is closed once read: before the request of a single PUT, at the end of a multipart
+    /// upload (a lock it holds is held that long).
+    pub async fn upload_file(
+        &self,
+        file: std::fs::File,
+        len: u64,
+        from: &Path,
+        key: &str,
+    ) -> Result<Uploaded, RemoteError> {
+        use std::io::Read as _;
         let url = self.url(key);
         let local = |what, source| RemoteError::Local {
             url: url.clone(),
@@ -365,23 +391,33 @@ impl Bucket {
             path: from.to_path_buf(),
             source,
         };
-        let mut file = std::fs::File::open(from).map_err(|e| local("reading", e))?;
-        let size = file.metadata().map_err(|e| local("reading", e))?.len();
+        let shorter = || {
+            std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("it holds fewer than the {len} bytes it held when the upload started"),
+            )
+        };
         let location = ObjectPath::from(key);
-        if size <= MULTIPART_OVER {
-            let bytes = std::fs::read(from).map_err(|e| local("reading", e))?;
-            let n = bytes.len() as u64;
+        if len <= MULTIPART_OVER {
+            let mut bytes = Vec::with_capacity(len as usize);
+            file.take(len)
+                .read_to_end(&mut bytes)
+                .map_err(|e| local("reading", e))?;
+            if (bytes.len() as u64) < len {
+                return Err(local("reading", shorter()));
+            }
             let put = self
                 .store
                 .put(&location, bytes.into())
                 .await
                 .map_err(|e| self.classify(key, "uploading the tape", e))?;
             return Ok(Uploaded {
-                bytes: n,
+                bytes: len,
                 parts: 0,
                 etag: put.e_tag,
             });
         }
+        let mut file = file.take(len);
         let upload = self
             .store
             .put_multipart(&location)
@@ -403,6 +439,9 @@ impl Bucket {
                     .map_err(|e| self.classify(key, "uploading a part", e))?;
                 writer.write(&buf[..n]);
                 sent += n as u64;
+            }
+            if sent < len {
+                return Err(local("reading", shorter()));
             }
             Ok(())
         }
@@ -539,8 +578,7 @@ fn innermost(e: &dyn std::error::Error) -> String {
 }
 
 /// Reads until `buf` is full or the file ends.
-fn read_full(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
-    use std::io::Read as _;
+fn read_full(file: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match file.read(&mut buf[n..]) {

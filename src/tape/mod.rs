@@ -308,6 +308,38 @@ mod tests {
         assert!(std::fs::read(&path).unwrap() == text);
     }
 
+    /// A tape read whole to be uploaded (`push TAPE s3://…`) holds a reader's share of its
+    /// writer's lock while it is open: other readers share it, a recording of the tape and an
+    /// append to it (`play --on-miss live`) are refused meanwhile; a tape whose lock a writer
+    /// holds is not opened at all.
+    #[test]
+    fn a_tape_read_whole_shares_its_lock_with_readers_and_keeps_writers_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        write_session(&path, SESSION);
+        let a = place::open_unless_written(&path)
+            .unwrap()
+            .expect("no writer");
+        let b = place::open_unless_written(&path)
+            .unwrap()
+            .expect("readers share the lock");
+        let refused = place::open(&path).unwrap_err().to_string();
+        assert!(
+            refused.contains("is being recorded by another mcptape right now"),
+            "{refused}"
+        );
+        assert!(matches!(
+            append::append(&path, WriteOptions::default()),
+            Err(append::AppendError::Busy { .. })
+        ));
+        drop((a, b));
+        let (_, beside) = place::open(&path).expect("read no more: recorded");
+        assert!(beside.is_some(), "a re-recording, beside the tape");
+        let writer = std::fs::File::open(&path).unwrap();
+        sink::lock(&writer).unwrap();
+        assert!(place::open_unless_written(&path).unwrap().is_none());
+    }
+
     /// A finished tape ends on its closing line and a writer dropped unfinished on its last
     /// whole line: the padding is the recording's own while it lasts.
     #[test]

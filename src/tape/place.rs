@@ -205,6 +205,20 @@ pub fn held_by_a_writer(path: &Path) -> bool {
     std::fs::File::open(path).is_ok_and(|f| super::sink::lock(&f).is_err())
 }
 
+/// Opens `path` to be read whole, holding a reader's share of its writer's lock (`flock`) while
+/// the file stays open: no mcptape writer starts on it meanwhile (a recording, `play --on-miss
+/// live` appending: each refuses a tape whose lock it cannot take) and changes it under the
+/// reader; other readers share it. `None` when a writer holds the lock: a recording still
+/// writing the file, whatever else says. On a file system without `flock` (some NFS and FUSE
+/// mounts) the file is opened unlocked: no writer there maps or pads it (`sink.rs`).
+pub fn open_unless_written(path: &Path) -> io::Result<Option<File>> {
+    let file = File::open(path)?;
+    match super::sink::lock_shared(&file) {
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(None),
+        Err(_) | Ok(()) => Ok(Some(file)),
+    }
+}
+
 /// [`cut_padding`], `None` when a writer holds the file's lock.
 fn cut_padding_unless_held(path: &Path) -> io::Result<Option<u64>> {
     let file = std::fs::OpenOptions::new()

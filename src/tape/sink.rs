@@ -263,6 +263,23 @@ pub(crate) fn lock(_file: &File) -> io::Result<()> {
     Ok(())
 }
 
+/// Takes a reader's share of the writer's lock on `file` (without waiting): while it is held no
+/// writer takes the lock, and other readers still share it. An error when a writer holds it.
+#[cfg(unix)]
+pub(crate) fn lock_shared(file: &File) -> io::Result<()> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: a valid descriptor; `flock` touches nothing else.
+    match unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+#[cfg(not(unix))]
+pub(crate) fn lock_shared(_file: &File) -> io::Result<()> {
+    Ok(())
+}
+
 /// Whether `file` is a regular file on a file system where a write into a page that was
 /// written before cannot fail for want of space (see the module's comment).
 #[cfg(target_os = "linux")]

@@ -5,7 +5,8 @@
 //! Python SDK client, checked from `s3://`; a second machine (an empty cache) reads the same
 //! tape while the first one's cache is not downloaded again (moto's request log counts the
 //! GETs); a recording killed mid-session and one whose endpoint is gone at close are uploaded
-//! by `mcptape push`, the killed one without its writer's padding; a large tape goes up as a multipart upload; a miss answered live is
+//! by `mcptape push`, the killed one without its writer's padding, as a killed local tape is
+//! (never while a recording writes it); a large tape goes up as a multipart upload; a miss answered live is
 //! appended to the tape in the bucket. Every file the tests' runs wrote, every stderr and moto's
 //! log are searched for the secret key: it is never there.
 
@@ -703,6 +704,350 @@ fn a_killed_recordings_spool_is_pushed_without_the_writers_padding() {
     let (_, err) = play.finish();
     assert_contains(&err, "is torn");
     assert_secret_nowhere(dir.path(), &[&refused.stderr, &pushed.stderr, &err]);
+}
+
+/// A tape as a recorder killed mid-session leaves it, read from `path`: its bytes (its lines, then
+/// the writer's padding of newlines) and what a reader reads of them (the lines, the last one
+/// whole with its own newline).
+fn killed_tape(path: &Path) -> (Vec<u8>, Vec<u8>) {
+    let padded = std::fs::read(path).unwrap();
+    let data_end = padded.iter().rposition(|&b| b != b'\n').unwrap() + 1;
+    assert!(
+        padded.len() - data_end >= 2 && padded.len() % (64 * 1024) == 0,
+        "{} ends in the writer's padding ({} bytes, data {data_end}): is the temp dir on ext4, XFS or tmpfs?",
+        path.display(),
+        padded.len()
+    );
+    let whole = padded[..=data_end].to_vec();
+    (padded, whole)
+}
+
+/// `mcptape push TAPE s3://…` of a local tape (no spool): a tape a recording is still writing
+/// (its writer holds the tape's lock) is refused, 64, naming it, and nothing is uploaded; a
+/// killed recorder's tape (a first recording, written in place) and a killed re-recording's
+/// `TAPE.new` go up without the writer's padding, as a reader reads them (a whole last line
+/// keeps its newline, one torn mid-copy none; `verify` says of each object on another machine
+/// what it says of the local file; the first plays), and the local files are left as they were. Before, push uploaded a live tape mid-session, and a killed one
+/// with its padding (64 KiB for 3 KiB of lines).
+#[test]
+fn a_local_tape_is_pushed_without_its_writers_padding_and_not_while_it_is_recorded() {
+    let dir = tmp();
+    let moto = Moto::start(dir.path(), "moto");
+    moto.bucket(BUCKET);
+    let m = Machine::new(dir.path(), "a", &moto);
+    let b = Machine::new(dir.path(), "b", &moto);
+    let tapes = dir.path().join("tapes");
+    std::fs::create_dir_all(&tapes).unwrap();
+    let tape = tapes.join("echo.jsonl");
+    let staged = tapes.join("echo.jsonl.new");
+    let (key, new_key) = ("local/echo.jsonl", "local/echo-rerecorded.jsonl");
+    let (url, new_url) = (
+        format!("s3://{BUCKET}/{key}"),
+        format!("s3://{BUCKET}/{new_key}"),
+    );
+    let echo = |text: &str| serde_json::json!({"name": "echo", "arguments": {"text": text}});
+    let refused = |path: &Path, url: &str| {
+        let r = m.mt(["push", &s(path), url]).run().status(64);
+        assert_contains(
+            &r.stderr,
+            &format!(
+                "mcptape: error: {}: still being written: a writer holds the tape's lock",
+                path.display()
+            ),
+        );
+        r
+    };
+
+    // A first recording, written in place: while it records, its tape is not pushed.
+    let mut rec = record_client(&m, &s(&tape));
+    rec.initialize();
+    let answer = rec.call(2, "tools/call", echo("before the kill"));
+    assert!(answer["result"].is_object(), "{answer}");
+    wait_holding(&tape, "before the kill");
+    let busy = refused(&tape, &url);
+    assert_eq!(moto.count("PUT", key), 0, "nothing uploaded");
+    // SAFETY: kill(2) on the recorder this test spawned.
+    unsafe { libc::kill(rec.pid(), libc::SIGKILL) };
+    rec.wait_exit(Duration::from_secs(10));
+
+    // Killed, it goes up without its padding; the file stays as it was.
+    let (padded, whole) = killed_tape(&tape);
+    let before = verified(&m, &s(&tape));
+    assert_eq!(before["verdict"], "cut", "{before}");
+    let pushed = m.mt(["push", &s(&tape), &url]).run().success();
+    assert_contains(&pushed.stderr, "has no closing line");
+    assert_contains(
+        &pushed.stderr,
+        &format!(
+            "mcptape: uploaded {url} ({})",
+            mcptape::inspect::human_bytes(whole.len() as u64)
+        ),
+    );
+    assert!(
+        std::fs::read(&tape).unwrap() == padded,
+        "the local tape is left as it was"
+    );
+    let object = object_bytes(&moto, dir.path(), key);
+    assert_eq!(
+        object.len(),
+        whole.len(),
+        "the object is the tape without its padding"
+    );
+    assert!(
+        object == whole,
+        "the object is the tape's lines, byte for byte"
+    );
+    assert_eq!(verified(&b, &url), before);
+    let mut play = b.mt(["play", &url]).spawn();
+    play.initialize();
+    let replayed = play.call(2, "tools/call", echo("before the kill"));
+    assert_eq!(replayed["result"], answer["result"]);
+    play.close_stdin();
+    let (_, err) = play.finish();
+    assert_contains(&err, "the tape has no closing line");
+
+    // The same tape with its last line torn half-way (made from it, as a kill mid-copy leaves
+    // it): the object ends on the torn line's bytes, no newline, and still reads as torn.
+    let data_end = whole.len() - 1;
+    let last_start = whole[..data_end].iter().rposition(|&b| b == b'\n').unwrap() + 1;
+    let cut = last_start + (data_end - last_start) / 2;
+    let mut torn = padded.clone();
+    torn[cut..].fill(b'\n');
+    let torn_tape = tapes.join("torn.jsonl");
+    std::fs::write(&torn_tape, &torn).unwrap();
+    let torn_before = verified(&m, &s(&torn_tape));
+    assert_contains(&torn_before["reason"].to_string(), "is torn");
+    let torn_key = "local/torn.jsonl";
+    let torn_url = format!("s3://{BUCKET}/{torn_key}");
+    let pushed_torn = m.mt(["push", &s(&torn_tape), &torn_url]).run().success();
+    assert!(
+        object_bytes(&moto, dir.path(), torn_key) == torn[..cut],
+        "the torn object ends on the torn line's bytes: {}",
+        pushed_torn.console()
+    );
+    assert!(std::fs::read(&torn_tape).unwrap() == torn, "left as it was");
+    assert_eq!(verified(&b, &torn_url), torn_before);
+
+    // A re-recording of it writes TAPE.new: not pushed while it records; killed, pushed without
+    // its padding, TAPE.new and the tape left as they were.
+    let mut rerec = record_client(&m, &s(&tape));
+    rerec.initialize();
+    rerec.call(2, "tools/call", echo("re-recorded"));
+    wait_holding(&staged, "re-recorded");
+    let busy_new = refused(&staged, &new_url);
+    assert_eq!(moto.count("PUT", new_key), 0, "nothing uploaded");
+    // SAFETY: kill(2) on the recorder this test spawned.
+    unsafe { libc::kill(rerec.pid(), libc::SIGKILL) };
+    rerec.wait_exit(Duration::from_secs(10));
+    let (padded_new, whole_new) = killed_tape(&staged);
+    let before_new = verified(&m, &s(&staged));
+    assert_eq!(before_new["verdict"], "cut", "{before_new}");
+    let pushed_new = m.mt(["push", &s(&staged), &new_url]).run().success();
+    assert_contains(
+        &pushed_new.stderr,
+        &format!(
+            "mcptape: uploaded {new_url} ({})",
+            mcptape::inspect::human_bytes(whole_new.len() as u64)
+        ),
+    );
+    assert!(
+        std::fs::read(&staged).unwrap() == padded_new,
+        "left as it was"
+    );
+    assert!(std::fs::read(&tape).unwrap() == padded, "left as it was");
+    assert!(
+        object_bytes(&moto, dir.path(), new_key) == whole_new,
+        "the object is TAPE.new's lines, byte for byte"
+    );
+    assert_eq!(verified(&b, &new_url), before_new);
+    assert_secret_nowhere(
+        dir.path(),
+        &[
+            &busy.stderr,
+            &pushed.stderr,
+            &busy_new.stderr,
+            &pushed_new.stderr,
+            &err,
+        ],
+    );
+}
+
+/// A request an S3 endpoint was sent: its request line, its headers (names in lowercase), its
+/// body.
+type Request = (String, std::collections::HashMap<String, String>, Vec<u8>);
+
+/// An S3 endpoint on 127.0.0.1 that takes one request, answers it 200 with an ETag and gives it
+/// back through the handle: what a client sent, headers and bytes.
+fn one_request_endpoint() -> (String, std::thread::JoinHandle<Request>) {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let mut headers = std::collections::HashMap::new();
+        loop {
+            let mut h = String::new();
+            reader.read_line(&mut h).unwrap();
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            let (k, v) = h.split_once(':').unwrap();
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+        }
+        let len: usize = headers
+            .get("content-length")
+            .map_or(0, |v| v.parse().unwrap());
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body).unwrap();
+        conn.write_all(
+            b"HTTP/1.1 200 OK\r\nETag: \"e\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        (line.trim_end().to_string(), headers, body)
+    });
+    (endpoint, handle)
+}
+
+/// What `push` sends with a local tape it uploads in one PUT, to an endpoint that keeps the
+/// request: a killed recorder's tape goes up without its padding, and the request's length and
+/// every hash it carries — the SigV4 payload hash (`x-amz-content-sha256`), and the SHA-256
+/// checksum the store checks the object against when `AWS_CHECKSUM_ALGORITHM=sha256` asks for
+/// one (`x-amz-checksum-sha256`) — are those bytes', not the file's. A closed tape's request is
+/// the file, byte for byte. (moto keeps no checksum sent without `x-amz-sdk-checksum-algorithm`,
+/// so the request itself is looked at.)
+#[test]
+fn a_pushed_tapes_length_and_hashes_are_of_the_bytes_uploaded() {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let dir = tmp();
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let tape = dir.path().join("killed.jsonl");
+    let mut rec = LineClient::spawn_cmd({
+        let mut c = Mt::new(["record", "--tape", &s(&tape), "--"])
+            .args(py_server())
+            .dir(&home)
+            .command();
+        c.stdin(std::process::Stdio::piped());
+        c
+    });
+    rec.initialize();
+    rec.call(
+        2,
+        "tools/call",
+        serde_json::json!({"name": "echo", "arguments": {"text": "before the kill"}}),
+    );
+    wait_holding(&tape, "before the kill");
+    // SAFETY: kill(2) on the recorder this test spawned.
+    unsafe { libc::kill(rec.pid(), libc::SIGKILL) };
+    rec.wait_exit(Duration::from_secs(10));
+    let (padded, whole) = killed_tape(&tape);
+
+    let closed = dir.path().join("closed.jsonl");
+    write_tape(
+        &closed,
+        &[
+            ("c2s", req(1, "tools/list", serde_json::json!({}))),
+            (
+                "s2c",
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}),
+            ),
+        ],
+        true,
+    );
+    let closed_bytes = std::fs::read(&closed).unwrap();
+
+    for (path, key, sent) in [
+        (&tape, "local/killed.jsonl", &whole),
+        (&closed, "local/closed.jsonl", &closed_bytes),
+    ] {
+        let (endpoint, request) = one_request_endpoint();
+        let url = format!("s3://{BUCKET}/{key}");
+        let pushed = Mt::new(["push", &s(path), &url])
+            .dir(&home)
+            .env_remove("AWS_PROFILE")
+            .env("AWS_ACCESS_KEY_ID", KEY_ID)
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ENDPOINT_URL", &endpoint)
+            .env("AWS_CHECKSUM_ALGORITHM", "sha256")
+            .env("MCPTAPE_CACHE_DIR", s(dir.path().join("cache")))
+            .env("HOME", s(&home))
+            .timeout(Duration::from_secs(60))
+            .run()
+            .success();
+        let (line, headers, body) = request.join().expect("the endpoint got one request");
+        assert!(line.starts_with(&format!("PUT /{BUCKET}/{key} ")), "{line}");
+        assert_eq!(body.len(), sent.len(), "{key}: {}", pushed.console());
+        assert!(body == *sent, "{key}: the bytes sent");
+        let sha = sha2::Sha256::digest(sent);
+        assert_eq!(headers["content-length"], sent.len().to_string(), "{key}");
+        assert_eq!(headers["x-amz-content-sha256"], format!("{sha:x}"), "{key}");
+        assert_eq!(
+            headers["x-amz-checksum-sha256"],
+            base64::engine::general_purpose::STANDARD.encode(sha),
+            "{key}"
+        );
+        assert_contains(
+            &pushed.stderr,
+            &format!(
+                "mcptape: uploaded {url} ({})",
+                mcptape::inspect::human_bytes(sent.len() as u64)
+            ),
+        );
+    }
+    assert!(std::fs::read(&tape).unwrap() == padded, "left as it was");
+}
+
+/// A padded local tape past 8 MiB (its lines, then a writer's padding of newlines, as a
+/// recorder killed mid-session leaves one) goes up as a multipart upload of its lines only.
+#[test]
+fn a_large_padded_local_tape_goes_up_in_parts_without_its_padding() {
+    let dir = tmp();
+    let moto = Moto::start(dir.path(), "moto");
+    moto.bucket(BUCKET);
+    let m = Machine::new(dir.path(), "a", &moto);
+    let tape = dir.path().join("big.jsonl");
+    let text = "x".repeat(9 * 1024 * 1024);
+    write_tape(
+        &tape,
+        &[
+            (
+                "c2s",
+                req(1, "tools/call", serde_json::json!({"name": "big"})),
+            ),
+            (
+                "s2c",
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}}),
+            ),
+        ],
+        false,
+    );
+    let lines = std::fs::read(&tape).unwrap();
+    let mut padded = lines.clone();
+    padded.resize(lines.len().next_multiple_of(64 * 1024) + 64 * 1024, b'\n');
+    std::fs::write(&tape, &padded).unwrap();
+    let key = "big/padded.jsonl";
+    let url = format!("s3://{BUCKET}/{key}");
+    let pushed = m.mt(["push", &s(&tape), &url]).run().success();
+    assert_contains(
+        &pushed.stderr,
+        &format!(
+            "mcptape: uploaded {url} ({}, a multipart upload of 2 parts)",
+            mcptape::inspect::human_bytes(lines.len() as u64)
+        ),
+    );
+    assert!(
+        object_bytes(&moto, dir.path(), key) == lines,
+        "the object is the tape's lines"
+    );
+    assert!(std::fs::read(&tape).unwrap() == padded, "left as it was");
 }
 
 #[test]
