@@ -50,7 +50,7 @@ pub enum AppendError {
     },
     /// Another process is writing it (a recording still going on, another append): cutting its
     /// closing line off under that writer would break both.
-    #[error("{}: the tape is being written by another process (a recording still going on?); append when it is done, or to another tape (--append-to)", path.display())]
+    #[error("{}: the tape is being written or read by another process (a recording still going on, or `mcptape push` uploading it?); append when it is done, or to another tape (--append-to)", path.display())]
     Busy {
         /// The tape.
         path: PathBuf,

@@ -325,7 +325,7 @@ mod tests {
             .expect("readers share the lock");
         let refused = place::open(&path).unwrap_err().to_string();
         assert!(
-            refused.contains("is being recorded by another mcptape right now"),
+            refused.contains("is being read by another mcptape right now (`mcptape push`"),
             "{refused}"
         );
         assert!(matches!(
@@ -338,6 +338,11 @@ mod tests {
         let writer = std::fs::File::open(&path).unwrap();
         sink::lock(&writer).unwrap();
         assert!(place::open_unless_written(&path).unwrap().is_none());
+        let refused = place::open(&path).unwrap_err().to_string();
+        assert!(
+            refused.contains("is being recorded by another mcptape right now"),
+            "{refused}"
+        );
     }
 
     /// A finished tape ends on its closing line and a writer dropped unfinished on its last

@@ -150,8 +150,16 @@ fn held(file: &File) -> bool {
     super::sink::lock(file).is_err_and(|e| e.raw_os_error() == Some(libc::EWOULDBLOCK))
 }
 
-/// The refusal of a second recording of `tape`, whose live writer writes `into`.
+/// The refusal of a second recording of `tape`, whose live writer writes `into`; or, when only
+/// readers hold the lock (a reader's share of it takes: [`open_unless_written`]), of a
+/// recording while `mcptape push` uploads the tape.
 fn being_recorded(tape: &Path, into: &Path) -> io::Error {
+    if File::open(into).is_ok_and(|f| super::sink::lock_shared(&f).is_ok()) {
+        return io::Error::other(format!(
+            "{} is being read by another mcptape right now (`mcptape push` uploading it); record it once that is done, or to another tape",
+            tape.display()
+        ));
+    }
     io::Error::other(format!(
         "{} is being recorded by another mcptape right now (into {}); record to another tape, or when that recording ends",
         tape.display(),

@@ -584,7 +584,10 @@ fn a_tape_still_being_recorded_is_not_appended_to() {
     handshake(&mut play, json!({}));
     add(&mut play, 1, 41);
     let stderr = play.finish_with(0);
-    assert_contains(&stderr, "the tape is being written by another process");
+    assert_contains(
+        &stderr,
+        "the tape is being written or read by another process",
+    );
     assert_contains(&stderr, "the live answers are served but not taped");
     add(&mut rec, 2, 2);
     rec.finish_with(0);
