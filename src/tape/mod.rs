@@ -309,9 +309,11 @@ mod tests {
     }
 
     /// A tape read whole to be uploaded (`push TAPE s3://…`) holds a reader's share of its
-    /// writer's lock while it is open: other readers share it, a recording of the tape and an
-    /// append to it (`play --on-miss live`) are refused meanwhile; a tape whose lock a writer
-    /// holds is not opened at all.
+    /// writer's lock while it is open: other readers share it; an append to it (`play --on-miss
+    /// live`) and a first recording into the file are refused meanwhile, and say it is being
+    /// read; a re-recording goes on (it writes `TAPE.new`, renamed over the tape at its end,
+    /// which the reader's open file does not see); a tape whose lock a writer holds is not
+    /// opened at all.
     #[test]
     fn a_tape_read_whole_shares_its_lock_with_readers_and_keeps_writers_off() {
         let dir = tempfile::tempdir().unwrap();
@@ -323,18 +325,24 @@ mod tests {
         let b = place::open_unless_written(&path)
             .unwrap()
             .expect("readers share the lock");
-        let refused = place::open(&path).unwrap_err().to_string();
-        assert!(
-            refused.contains("is being read by another mcptape right now (`mcptape push`"),
-            "{refused}"
-        );
         assert!(matches!(
             append::append(&path, WriteOptions::default()),
             Err(append::AppendError::Busy { .. })
         ));
-        drop((a, b));
-        let (_, beside) = place::open(&path).expect("read no more: recorded");
+        let (_, beside) = place::open(&path).expect("a re-recording goes on beside a read");
         assert!(beside.is_some(), "a re-recording, beside the tape");
+        drop((a, b));
+        let empty = dir.path().join("empty.jsonl");
+        std::fs::write(&empty, b"").unwrap();
+        let reading = place::open_unless_written(&empty)
+            .unwrap()
+            .expect("no writer");
+        let refused = place::open(&empty).unwrap_err().to_string();
+        assert!(
+            refused.contains("is being read by another mcptape right now (`mcptape push`"),
+            "{refused}"
+        );
+        drop(reading);
         let writer = std::fs::File::open(&path).unwrap();
         sink::lock(&writer).unwrap();
         assert!(place::open_unless_written(&path).unwrap().is_none());

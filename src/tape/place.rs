@@ -139,15 +139,13 @@ pub(crate) fn behind_link(path: &Path) -> io::Result<PathBuf> {
     }
 }
 
-/// Whether a live writer holds `path` (its lock, `sink::lock`): a recording still going on.
+/// Whether a live writer holds `path` (its lock, `sink::lock`): a recording still going on. A
+/// reader's share of the lock (`mcptape push` reading the tape) is no writer: a re-recording
+/// writes `TAPE.new` and renames it over the tape, which the reader's open file does not see.
 fn being_written(path: &Path) -> bool {
-    File::open(path).is_ok_and(|f| held(&f))
-}
-
-/// Whether another open of `file` holds the writer's lock. Taking it here is harmless: it goes
-/// with the descriptor.
-fn held(file: &File) -> bool {
-    super::sink::lock(file).is_err_and(|e| e.raw_os_error() == Some(libc::EWOULDBLOCK))
+    File::open(path).is_ok_and(|f| {
+        super::sink::lock_shared(&f).is_err_and(|e| e.raw_os_error() == Some(libc::EWOULDBLOCK))
+    })
 }
 
 /// The refusal of a second recording of `tape`, whose live writer writes `into`; or, when only
