@@ -235,7 +235,7 @@ fn compare(
         });
     }
     let only_in_other = rest.into_iter().map(|j| exchange_ref(b, j)).collect();
-    let tool_surface = surface::compare(&tools_list(a), &tools_list(b));
+    let tool_surface = surface_changes(listed_tools(a).as_ref(), listed_tools(b).as_ref());
     (
         TapeComparison {
             exchanges,
@@ -330,13 +330,46 @@ pub(crate) fn compare_answers(
     }
 }
 
-/// Every tool the `tools/list` answers of a conversation announced (pages merged).
-pub(crate) fn tools_list(index: &TapeIndex) -> std::collections::BTreeMap<String, Value> {
-    let results: Vec<Value> = (0..index.exchanges.len())
+/// The `tools/list` exchanges of a conversation, in order.
+pub(crate) fn tools_list_exchanges(index: &TapeIndex) -> impl Iterator<Item = usize> + '_ {
+    (0..index.exchanges.len())
         .filter(|&i| index.msgs[index.exchanges[i].request].method.as_deref() == Some("tools/list"))
-        .filter_map(|i| answer_body(index, i)?.get("result").cloned())
-        .collect();
-    surface::tools_of(results.iter())
+}
+
+/// Every tool the `tools/list` answers of a conversation announced (pages merged), or `None`
+/// when what it listed is not known: it asked for no list, a `tools/list` went unanswered (the
+/// recording was cut off after it), or none was answered with a list. Such a side has no tool
+/// surface to compare: its tools were not removed, they were not seen.
+pub(crate) fn listed_tools(index: &TapeIndex) -> Option<std::collections::BTreeMap<String, Value>> {
+    let mut results = Vec::new();
+    for i in tools_list_exchanges(index) {
+        let mut body = answer_body(index, i)?;
+        if let Some(r) = body.get_mut("result") {
+            results.push(r.take());
+        }
+    }
+    known_tools(&results, true)
+}
+
+/// The tools of the `tools/list` `results` (pages merged) when the list is known: `all_answered`
+/// (no `tools/list` went without an answer) and at least one answer was a list.
+pub(crate) fn known_tools(
+    results: &[Value],
+    all_answered: bool,
+) -> Option<std::collections::BTreeMap<String, Value>> {
+    (all_answered && !results.is_empty()).then(|| surface::tools_of(results.iter()))
+}
+
+/// How the tools changed from one side to the other; nothing when either side's list is not
+/// known ([`listed_tools`]).
+pub(crate) fn surface_changes(
+    a: Option<&std::collections::BTreeMap<String, Value>>,
+    b: Option<&std::collections::BTreeMap<String, Value>>,
+) -> Vec<ToolChange> {
+    match (a, b) {
+        (Some(a), Some(b)) => surface::compare(a, b),
+        _ => Vec::new(),
+    }
 }
 
 #[cfg(test)]

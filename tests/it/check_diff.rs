@@ -1411,3 +1411,87 @@ fn check_sends_each_recorded_line_with_its_own_whitespace_and_terminator() {
         "the updated baseline holds the lines as they were framed"
     );
 }
+
+// --- the tool surface of a side that listed no tools ---------------------------------------
+
+/// A line server whose `tools/list` answers after `arg` seconds (the list of `add` and
+/// `echo`), and whose calls answer at once.
+const SLOW_LIST: &str = r#"
+import time
+def answer(m, arg):
+    if m["method"] == "tools/list":
+        time.sleep(float(arg))
+        return {"tools": [
+            {"name": "add", "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}, "c": {"type": "number"}}, "required": ["a", "b"]}},
+            {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
+    return {"content": [{"type": "text", "text": "5"}]}
+"#;
+
+/// A side that never got a `tools/list` answer (it timed out live; the recording was cut off
+/// after the request) or never asked for one announced no tools: its tool surface is unknown,
+/// not empty. Check said every tool was removed when the live `tools/list` timed out, and diff
+/// said so of a cut-off tape, or of a session that did not list tools (and "added" the other
+/// way round).
+#[test]
+fn a_side_that_listed_no_tools_has_no_tool_surface_change() {
+    let dir = tmp();
+    let [a, _, _] = structural_tapes(dir.path());
+    // The live tools/list comes after --timeout: a missing response, and no tool removed.
+    let (r, out) = check(
+        &a,
+        &["--timeout", "1"],
+        &line_server("slow", SLOW_LIST, "3"),
+        &[],
+    );
+    assert_eq!(
+        ex(&r, "tools/list", None).status,
+        Status::Missing,
+        "{}",
+        out.console()
+    );
+    assert!(
+        r.tool_surface.is_empty(),
+        "{:#?}\n{}",
+        r.tool_surface,
+        out.console()
+    );
+    assert!(!out.stderr.contains("removed"), "{}", out.console());
+    // Answered in time, the same tools: nothing to say either; the control.
+    let (r, out) = check(&a, &[], &line_server("slow", SLOW_LIST, "0"), &[]);
+    assert!(r.tool_surface.is_empty(), "{}", out.console());
+
+    // B: A cut off after its tools/list request (no answer, no closing line).
+    let cut = dir.path().join("cut.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&a)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let list_request = lines
+        .iter()
+        .position(|l| l.contains(r#""method":"tools/list""#))
+        .expect("a tools/list request");
+    std::fs::write(&cut, lines[..=list_request].join("\n") + "\n").unwrap();
+    // C: the same session without tools/list.
+    let unlisted = dir.path().join("unlisted.jsonl");
+    let msgs: Vec<(&str, Value)> = init_pair(1)
+        .into_iter()
+        .chain(call_pair(3, "add", json!({"a": 2, "b": 3}), json!("5")))
+        .collect();
+    write_tape(&unlisted, &msgs, true);
+    for (x, y) in [(&a, &cut), (&cut, &a), (&a, &unlisted), (&unlisted, &a)] {
+        let (r, out) = diff_json(x, y, &[]);
+        assert!(
+            r.tool_surface.is_empty(),
+            "{} → {}: {:#?}\n{}",
+            x.display(),
+            y.display(),
+            r.tool_surface,
+            out.console()
+        );
+    }
+    // The tools/list only one side made is said all the same: structural drift.
+    diff_cmd(&a, &unlisted, &[])
+        .status(2)
+        .stdout_contains("only in A\n  line 5  tools/list");
+}
