@@ -1495,3 +1495,48 @@ fn a_side_that_listed_no_tools_has_no_tool_surface_change() {
         .status(2)
         .stdout_contains("only in A\n  line 5  tools/list");
 }
+
+/// A line server that exits (code 3) at its first `tools/call`, unanswered.
+const CRASH_ON_CALL: &str = r#"
+def answer(m, arg):
+    if m["method"] == "tools/call":
+        sys.exit(3)
+    return {}
+"#;
+
+/// The gate's reason counts what failed as the summary counts it: missing responses are not
+/// regressions. A server that crashed said "0 regressions   1 missing" and then "gate failed:
+/// 1 regression".
+#[test]
+fn the_gate_names_missing_responses_as_missing_not_as_regressions() {
+    let (_dir, tape) = tmp_tape("crash.jsonl");
+    let msgs: Vec<(&str, Value)> = init_pair(1)
+        .into_iter()
+        .map(|(d, mut m)| {
+            if d == "s2c" {
+                m["result"]["serverInfo"]["name"] = json!("crash");
+            }
+            (d, m)
+        })
+        .chain(call_pair(2, "add", json!({"a": 2, "b": 3}), json!("5")))
+        .collect();
+    write_tape(&tape, &msgs, true);
+    let server = line_server("crash", CRASH_ON_CALL, "");
+    let out = check_cmd(&tape, &[], &server, &[]).status(1);
+    assert_contains(&out.stdout, "1 pass   0 regressions   1 missing");
+    assert_contains(
+        &out.stdout,
+        "gate failed: 1 missing response (the default gate: any regression fails; --min-grade sets another)",
+    );
+    let md = tape.with_file_name("report.md");
+    check_cmd(
+        &tape,
+        &["--fail-on-regression", "--markdown", md.to_str().unwrap()],
+        &server,
+        &[],
+    )
+    .status(1)
+    .stdout_contains("gate failed: 1 missing response (--fail-on-regression)");
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(!md.contains("1 regression"), "{md}");
+}
