@@ -15,6 +15,10 @@ use std::collections::{HashMap, VecDeque};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExchangeRef {
+    /// The server of a multi-server comparison it belongs to (its label on the tape); absent
+    /// when the tapes compared hold one server each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// The request's method.
     pub method: String,
     /// The tool, prompt or resource it is about.
@@ -31,9 +35,13 @@ pub struct ExchangeRef {
 }
 
 impl ExchangeRef {
-    /// `tools/call convert_temperature {"celsius":21.5}`
+    /// `tools/call convert_temperature {"celsius":21.5}`; `server search: tools/call find …`
+    /// in a comparison of several servers.
     pub(crate) fn describe(&self, max_args: usize) -> String {
-        let mut s = self.method.clone();
+        let mut s = match &self.server {
+            Some(server) => format!("server {server}: {}", self.method),
+            None => self.method.clone(),
+        };
         if let Some(t) = &self.target {
             s.push(' ');
             s.push_str(t);
@@ -136,6 +144,7 @@ pub(crate) fn exchange_ref(index: &TapeIndex, ex: usize) -> ExchangeRef {
     let req = &index.msgs[index.exchanges[ex].request];
     let params = index.read_bytes(req).ok().and_then(|b| params_of(&b));
     ExchangeRef {
+        server: None,
         method: req.method.clone().unwrap_or_default(),
         target: crate::wire::params::target_of(req.method.as_deref(), params.as_ref()),
         arguments: params

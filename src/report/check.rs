@@ -612,6 +612,7 @@ pub(crate) mod tests {
     fn ex(line: u64, target: &str, args: Value, status: Status) -> CheckedExchange {
         CheckedExchange {
             exchange: ExchangeRef {
+                server: None,
                 method: "tools/call".into(),
                 target: Some(target.into()),
                 arguments: Some(args),
@@ -682,11 +683,13 @@ pub(crate) mod tests {
             ]),
             tool_surface: vec![
                 ToolChange {
+                    server: None,
                     tool: "add".into(),
                     kind: SurfaceKind::Narrowed,
                     details: vec!["inputSchema: property `b` is now required".into()],
                 },
                 ToolChange {
+                    server: None,
                     tool: "hello".into(),
                     kind: SurfaceKind::Added,
                     details: vec![],

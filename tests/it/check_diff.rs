@@ -1540,3 +1540,97 @@ fn the_gate_names_missing_responses_as_missing_not_as_regressions() {
     let md = std::fs::read_to_string(&md).unwrap();
     assert!(!md.contains("1 regression"), "{md}");
 }
+
+// --- tapes of several servers ----------------------------------------------------------------
+
+/// A closed tape of two stdio servers, `files` and `search` (as an agent run tapes its MCP
+/// servers): each lists one tool and answers one call of it, `files` first; `search` answers
+/// `search_answer`, and lists `search_tools`.
+fn two_server_tape(path: &Path, search_answer: &str, search_tools: Value) {
+    let mut lines = vec![
+        json!({"type": "header", "format": "mcptape", "version": 1, "minor": 0, "created": "2026-01-01T00:00:00Z", "tool": "test"}),
+        json!({"type": "server", "server": "files", "transport": "stdio", "command": ["files-server"], "t_us": 0}),
+        json!({"type": "server", "server": "search", "transport": "stdio", "command": ["search-server"], "t_us": 0}),
+    ];
+    let files = [
+        list_pair(1, json!([echo_tool()])),
+        call_pair(2, "echo", json!({"text": "hi"}), json!("hi")),
+    ];
+    let search = [
+        list_pair(1, search_tools),
+        call_pair(2, "find", json!({"q": "tape"}), json!(search_answer)),
+    ];
+    let mut seq = 0;
+    for (server, pairs) in [("files", files), ("search", search)] {
+        for (dir, m) in pairs.into_iter().flatten() {
+            seq += 1;
+            let kind = if m.get("method").is_some() {
+                "request"
+            } else {
+                "response"
+            };
+            let mut line = json!({"type": "msg", "seq": seq, "t_us": seq * 10, "server": server, "dir": dir, "kind": kind, "id": m["id"], "msg": m});
+            if let Some(method) = m.get("method") {
+                line["method"] = method.clone();
+            }
+            lines.push(line);
+        }
+    }
+    lines.push(json!({"type": "end", "t_us": 1000, "messages": seq, "exchanges": seq / 2}));
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
+fn find_tool(required: &[&str]) -> Value {
+    json!({"name": "find", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}, "limit": {"type": "integer"}}, "required": required}})
+}
+
+/// diff compares every server of a multi-server tape, each with the server of its label on
+/// the other tape: the second server's drift was not looked at, and two tapes whose `search`
+/// server answered differently and narrowed its tool were "same: … agree on all 2 exchanges".
+#[test]
+fn diff_compares_every_server_of_a_multi_server_tape() {
+    let dir = tmp();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    two_server_tape(&a, "3 hits", json!([find_tool(&["q"])]));
+    two_server_tape(&b, "4 hits", json!([find_tool(&["q"])]));
+    diff_cmd(&a, &a, &[]).status(0).stdout_is(&format!(
+        "same: {} and {} agree on all 4 exchanges\n",
+        s(&a),
+        s(&a)
+    ));
+    let (r, out) = diff_json(&a, &b, &[]);
+    assert_eq!(
+        (out.code(), r.verdict),
+        (1, Verdict::OutputDrift),
+        "{}",
+        out.console()
+    );
+    assert_eq!(r.compared, 4);
+    assert_eq!(r.drifts.len(), 1, "{r:#?}");
+    assert_eq!(r.drifts[0].exchange.server.as_deref(), Some("search"));
+    assert_eq!(r.drifts[0].exchange.target.as_deref(), Some("find"));
+    assert_eq!(r.drifts[0].exchange.line, 10);
+    diff_cmd(&a, &b, &[]).status(1).stdout_contains(
+        "first drift: server search: tools/call find {\"q\":\"tape\"}  (A line 10, B line 10)",
+    );
+
+    // The search server's tool narrowed: structural, and said of that server.
+    let c = dir.path().join("c.jsonl");
+    two_server_tape(&c, "3 hits", json!([find_tool(&["q", "limit"])]));
+    let (r, out) = diff_json(&a, &c, &[]);
+    assert_eq!(
+        (out.code(), r.verdict),
+        (2, Verdict::StructuralDrift),
+        "{}",
+        out.console()
+    );
+    let find = surface(&r, "find");
+    assert_eq!(
+        (find.kind, find.server.as_deref()),
+        (SurfaceKind::Narrowed, Some("search"))
+    );
+    diff_cmd(&a, &c, &[])
+        .status(2)
+        .stdout_contains("narrowed  search: find");
+}
