@@ -169,7 +169,7 @@ fn model_diff(
     })
 }
 
-/// Compares two recordings (each the first server of its tape): the report, and the tapes'
+/// Compares two recordings (every MCP server of each, by label, when a tape holds several): the report, and the tapes'
 /// reader warnings, each prefixed with its tape's path.
 pub fn diff(
     a_path: &Path,
@@ -196,32 +196,47 @@ pub fn diff_with(
             warnings.push(format!("{}: {w}", p.display()));
         }
     }
-    // Only drifts are reported: the exchanges answered the same are counted, not listed.
-    let (cmp, same) = compare_tapes_drift(&a, &b, norm);
-    let mut drifts = Vec::new();
-    let mut only_in_a = Vec::new();
-    let mut compared = same;
-    for e in cmp.exchanges {
-        match e.outcome {
-            Outcome::Absent => only_in_a.push(e.exchange),
-            Outcome::Same => compared += 1,
-            Outcome::Changed | Outcome::Unanswered => {
-                compared += 1;
-                drifts.push(e)
+    let (skipped_lines_a, skipped_lines_b) = (a.skipped_lines(), b.skipped_lines());
+    let mut found = Found::default();
+    match server_pairs(&a, &b) {
+        // One server on each side (or none): the two, whatever their labels.
+        None => found.add(&a, &b, norm, None),
+        // Several: each server with the server of its label on the other tape.
+        Some(labels) => {
+            for label in labels {
+                let side = |path: &Path, idx: &TapeIndex| -> Result<Option<TapeIndex>, TapeError> {
+                    if !mcp_servers(idx).any(|l| l == label) {
+                        return Ok(None);
+                    }
+                    TapeIndex::load_with(path, Some(&label), read).map(Some)
+                };
+                match (side(a_path, &a)?, side(b_path, &b)?) {
+                    (Some(x), Some(y)) => found.add(&x, &y, norm, Some(&label)),
+                    (Some(x), None) => found.only_in_a.extend(refs(&x, &label)),
+                    (None, Some(y)) => found.only_in_b.extend(refs(&y, &label)),
+                    (None, None) => {}
+                }
             }
         }
     }
+    let Found {
+        compared,
+        drifts,
+        only_in_a,
+        only_in_b,
+        tool_surface,
+    } = found;
+    let cmp_tool_surface = tool_surface;
     let structural = !only_in_a.is_empty()
-        || !cmp.only_in_other.is_empty()
-        || cmp.tool_surface.iter().any(|t| {
+        || !only_in_b.is_empty()
+        || cmp_tool_surface.iter().any(|t| {
             matches!(
                 t.kind,
                 SurfaceKind::Added | SurfaceKind::Removed | SurfaceKind::Narrowed
             )
         });
     let output = !drifts.is_empty()
-        || cmp
-            .tool_surface
+        || cmp_tool_surface
             .iter()
             .any(|t| t.kind == SurfaceKind::Widened);
     let model = model_diff(calls_a, calls_b);
@@ -243,13 +258,91 @@ pub fn diff_with(
         compared,
         drifts,
         only_in_a,
-        only_in_b: cmp.only_in_other,
-        tool_surface: cmp.tool_surface,
+        only_in_b,
+        tool_surface: cmp_tool_surface,
         model,
-        skipped_lines_a: merge_skipped(a.skipped_lines(), model_skipped_a),
-        skipped_lines_b: merge_skipped(b.skipped_lines(), model_skipped_b),
+        skipped_lines_a: merge_skipped(skipped_lines_a, model_skipped_a),
+        skipped_lines_b: merge_skipped(skipped_lines_b, model_skipped_b),
     };
     Ok((report, warnings))
+}
+
+/// What the comparisons of a diff's servers found, together.
+#[derive(Default)]
+struct Found {
+    compared: usize,
+    drifts: Vec<ExchangeComparison>,
+    only_in_a: Vec<ExchangeRef>,
+    only_in_b: Vec<ExchangeRef>,
+    tool_surface: Vec<ToolChange>,
+}
+
+impl Found {
+    /// One server's conversations compared (`label`: named in what is reported, in a diff of
+    /// several servers).
+    fn add(&mut self, a: &TapeIndex, b: &TapeIndex, norm: &Normalizer, label: Option<&str>) {
+        let named = |mut e: ExchangeRef| {
+            e.server = label.map(str::to_string);
+            e
+        };
+        // Only drifts are reported: the exchanges answered the same are counted, not listed.
+        let (cmp, same) = compare_tapes_drift(a, b, norm);
+        self.compared += same;
+        for mut e in cmp.exchanges {
+            e.exchange = named(e.exchange);
+            match e.outcome {
+                Outcome::Absent => self.only_in_a.push(e.exchange),
+                Outcome::Same => self.compared += 1,
+                Outcome::Changed | Outcome::Unanswered => {
+                    self.compared += 1;
+                    self.drifts.push(e)
+                }
+            }
+        }
+        self.only_in_b
+            .extend(cmp.only_in_other.into_iter().map(named));
+        self.tool_surface
+            .extend(cmp.tool_surface.into_iter().map(|mut t| {
+                t.server = label.map(str::to_string);
+                t
+            }));
+    }
+}
+
+/// The labels of a tape's MCP servers (a model API is not one), in order.
+fn mcp_servers(index: &TapeIndex) -> impl Iterator<Item = &str> {
+    index
+        .servers
+        .iter()
+        .filter(|d| d.transport != crate::tape::format::MODEL_API)
+        .map(|d| d.server.as_str())
+}
+
+/// The server labels to compare one by one (A's in order, then those only B has), or `None`
+/// when neither tape holds more than one MCP server: then the two are compared whatever their
+/// labels, as a recording of one server is.
+fn server_pairs(a: &TapeIndex, b: &TapeIndex) -> Option<Vec<String>> {
+    if mcp_servers(a).count() <= 1 && mcp_servers(b).count() <= 1 {
+        return None;
+    }
+    let mut labels: Vec<String> = Vec::new();
+    for l in mcp_servers(a).chain(mcp_servers(b)) {
+        if !labels.iter().any(|x| x == l) {
+            labels.push(l.to_string());
+        }
+    }
+    Some(labels)
+}
+
+/// Every exchange of a server only one tape has, named with its label.
+fn refs(index: &TapeIndex, label: &str) -> Vec<ExchangeRef> {
+    (0..index.exchanges.len())
+        .map(|i| {
+            let mut e = crate::compare::tapes::exchange_ref(index, i);
+            e.server = Some(label.to_string());
+            e
+        })
+        .collect()
 }
 
 #[cfg(test)]

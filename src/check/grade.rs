@@ -95,6 +95,7 @@ mod tests {
     fn ex(status: Status, kinds: &[ChangeKind]) -> CheckedExchange {
         CheckedExchange {
             exchange: ExchangeRef {
+                server: None,
                 method: "m".into(),
                 target: None,
                 arguments: None,

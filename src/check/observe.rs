@@ -5,10 +5,10 @@
 //! pairing `compare_tapes` finds by content is, for a check, the pairing by what was sent.
 
 use crate::compare::tapes::{
-    answer_bytes, body_of, compare_answers, exchange_ref, latency, one_marker_key, tools_list,
-    TapeComparison,
+    answer_bytes, body_of, compare_answers, exchange_ref, known_tools, latency, listed_tools,
+    one_marker_key, surface_changes, tools_list_exchanges, TapeComparison,
 };
-use crate::compare::{surface, ExchangeComparison, Normalizer, Outcome};
+use crate::compare::{ExchangeComparison, Normalizer, Outcome};
 use crate::redact::Redactor;
 use crate::tape::TapeIndex;
 use serde_json::Value;
@@ -36,6 +36,8 @@ pub(crate) struct Observer {
     seen: Vec<Seen>,
     /// The live `tools/list` results: (baseline exchange, `result`).
     tools: Vec<(usize, Value)>,
+    /// How many live `tools/list` answers came (results or errors).
+    tools_answered: usize,
 }
 
 impl Observer {
@@ -56,6 +58,7 @@ impl Observer {
             keyed,
             seen,
             tools: Vec::new(),
+            tools_answered: 0,
         }
     }
 
@@ -85,6 +88,7 @@ impl Observer {
         );
         let req = &self.base.msgs[self.base.exchanges[ex].request];
         if req.method.as_deref() == Some("tools/list") {
+            self.tools_answered += 1;
             if let Some(result) = body_of(y).and_then(|mut b| b.get_mut("result").map(Value::take))
             {
                 self.tools.push((ex, result));
@@ -124,11 +128,15 @@ impl Observer {
             .collect();
         let mut tools = self.tools;
         tools.sort_by_key(|(ex, _)| *ex);
-        let live_tools = surface::tools_of(tools.iter().map(|(_, r)| r));
+        let results: Vec<Value> = tools.into_iter().map(|(_, r)| r).collect();
+        // Every recorded tools/list answered live (in time or late), or the live list is not
+        // known: a tools/list that timed out removed no tool.
+        let all_answered = self.tools_answered == tools_list_exchanges(base).count();
+        let live_tools = known_tools(&results, all_answered);
         TapeComparison {
             exchanges,
             only_in_other: Vec::new(),
-            tool_surface: surface::compare(&tools_list(base), &live_tools),
+            tool_surface: surface_changes(listed_tools(base).as_ref(), live_tools.as_ref()),
         }
     }
 }

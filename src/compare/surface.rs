@@ -25,12 +25,26 @@ pub enum SurfaceKind {
 #[serde(deny_unknown_fields)]
 /// A tool that changed, and how.
 pub struct ToolChange {
+    /// The server of a multi-server comparison whose tool it is (its label on the tape);
+    /// absent when the tapes compared hold one server each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// The tool's name.
     pub tool: String,
     /// How it changed.
     pub kind: SurfaceKind,
     /// What changed, one phrase each (e.g. "inputSchema: property `units` is now required").
     pub details: Vec<String>,
+}
+
+impl ToolChange {
+    /// The tool as reports name it: `search: find` in a comparison of several servers.
+    pub(crate) fn shown(&self) -> String {
+        match &self.server {
+            Some(server) => format!("{server}: {}", self.tool),
+            None => self.tool.clone(),
+        }
+    }
 }
 
 /// Every tool in the `tools` arrays of the given `tools/list` results, by name. Redaction
@@ -68,6 +82,7 @@ pub(crate) fn compare(a: &BTreeMap<String, Value>, b: &BTreeMap<String, Value>) 
     for (name, ta) in a {
         let Some(tb) = b.get(name) else {
             out.push(ToolChange {
+                server: None,
                 tool: name.clone(),
                 kind: SurfaceKind::Removed,
                 details: vec![],
@@ -95,12 +110,14 @@ pub(crate) fn compare(a: &BTreeMap<String, Value>, b: &BTreeMap<String, Value>) 
         if !narrowed.is_empty() {
             narrowed.extend(widened);
             out.push(ToolChange {
+                server: None,
                 tool: name.clone(),
                 kind: SurfaceKind::Narrowed,
                 details: narrowed,
             });
         } else if !widened.is_empty() {
             out.push(ToolChange {
+                server: None,
                 tool: name.clone(),
                 kind: SurfaceKind::Widened,
                 details: widened,
@@ -120,6 +137,7 @@ pub(crate) fn compare(a: &BTreeMap<String, Value>, b: &BTreeMap<String, Value>) 
             }
             if !other.is_empty() {
                 out.push(ToolChange {
+                    server: None,
                     tool: name.clone(),
                     kind: SurfaceKind::Changed,
                     details: other,
@@ -130,6 +148,7 @@ pub(crate) fn compare(a: &BTreeMap<String, Value>, b: &BTreeMap<String, Value>) 
     for name in b.keys() {
         if !a.contains_key(name) {
             out.push(ToolChange {
+                server: None,
                 tool: name.clone(),
                 kind: SurfaceKind::Added,
                 details: vec![],

@@ -15,6 +15,10 @@ use std::collections::{HashMap, VecDeque};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExchangeRef {
+    /// The server of a multi-server comparison it belongs to (its label on the tape); absent
+    /// when the tapes compared hold one server each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// The request's method.
     pub method: String,
     /// The tool, prompt or resource it is about.
@@ -31,9 +35,13 @@ pub struct ExchangeRef {
 }
 
 impl ExchangeRef {
-    /// `tools/call convert_temperature {"celsius":21.5}`
+    /// `tools/call convert_temperature {"celsius":21.5}`; `server search: tools/call find …`
+    /// in a comparison of several servers.
     pub(crate) fn describe(&self, max_args: usize) -> String {
-        let mut s = self.method.clone();
+        let mut s = match &self.server {
+            Some(server) => format!("server {server}: {}", self.method),
+            None => self.method.clone(),
+        };
         if let Some(t) = &self.target {
             s.push(' ');
             s.push_str(t);
@@ -136,6 +144,7 @@ pub(crate) fn exchange_ref(index: &TapeIndex, ex: usize) -> ExchangeRef {
     let req = &index.msgs[index.exchanges[ex].request];
     let params = index.read_bytes(req).ok().and_then(|b| params_of(&b));
     ExchangeRef {
+        server: None,
         method: req.method.clone().unwrap_or_default(),
         target: crate::wire::params::target_of(req.method.as_deref(), params.as_ref()),
         arguments: params
@@ -235,7 +244,7 @@ fn compare(
         });
     }
     let only_in_other = rest.into_iter().map(|j| exchange_ref(b, j)).collect();
-    let tool_surface = surface::compare(&tools_list(a), &tools_list(b));
+    let tool_surface = surface_changes(listed_tools(a).as_ref(), listed_tools(b).as_ref());
     (
         TapeComparison {
             exchanges,
@@ -330,13 +339,46 @@ pub(crate) fn compare_answers(
     }
 }
 
-/// Every tool the `tools/list` answers of a conversation announced (pages merged).
-pub(crate) fn tools_list(index: &TapeIndex) -> std::collections::BTreeMap<String, Value> {
-    let results: Vec<Value> = (0..index.exchanges.len())
+/// The `tools/list` exchanges of a conversation, in order.
+pub(crate) fn tools_list_exchanges(index: &TapeIndex) -> impl Iterator<Item = usize> + '_ {
+    (0..index.exchanges.len())
         .filter(|&i| index.msgs[index.exchanges[i].request].method.as_deref() == Some("tools/list"))
-        .filter_map(|i| answer_body(index, i)?.get("result").cloned())
-        .collect();
-    surface::tools_of(results.iter())
+}
+
+/// Every tool the `tools/list` answers of a conversation announced (pages merged), or `None`
+/// when what it listed is not known: it asked for no list, a `tools/list` went unanswered (the
+/// recording was cut off after it), or none was answered with a list. Such a side has no tool
+/// surface to compare: its tools were not removed, they were not seen.
+pub(crate) fn listed_tools(index: &TapeIndex) -> Option<std::collections::BTreeMap<String, Value>> {
+    let mut results = Vec::new();
+    for i in tools_list_exchanges(index) {
+        let mut body = answer_body(index, i)?;
+        if let Some(r) = body.get_mut("result") {
+            results.push(r.take());
+        }
+    }
+    known_tools(&results, true)
+}
+
+/// The tools of the `tools/list` `results` (pages merged) when the list is known: `all_answered`
+/// (no `tools/list` went without an answer) and at least one answer was a list.
+pub(crate) fn known_tools(
+    results: &[Value],
+    all_answered: bool,
+) -> Option<std::collections::BTreeMap<String, Value>> {
+    (all_answered && !results.is_empty()).then(|| surface::tools_of(results.iter()))
+}
+
+/// How the tools changed from one side to the other; nothing when either side's list is not
+/// known ([`listed_tools`]).
+pub(crate) fn surface_changes(
+    a: Option<&std::collections::BTreeMap<String, Value>>,
+    b: Option<&std::collections::BTreeMap<String, Value>>,
+) -> Vec<ToolChange> {
+    match (a, b) {
+        (Some(a), Some(b)) => surface::compare(a, b),
+        _ => Vec::new(),
+    }
 }
 
 #[cfg(test)]

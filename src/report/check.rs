@@ -67,11 +67,21 @@ fn gate_text(r: &CheckReport) -> (bool, Option<String>) {
             ));
         }
     }
-    let regressions = r.regression_count();
-    if g.fail_on_regression && regressions > 0 {
+    if g.fail_on_regression && r.regression_count() > 0 {
+        // What did not pass, counted as the summary counts it: a missing response is not a
+        // regression there.
+        let c = counts(r);
+        let failing: Vec<String> = [
+            (c.regression, "regression", "regressions"),
+            (c.missing, "missing response", "missing responses"),
+        ]
+        .into_iter()
+        .filter(|(n, _, _)| *n > 0)
+        .map(|(n, one, many)| plural(n, one, many))
+        .collect();
         why.push(format!(
             "{} ({})",
-            plural(regressions, "regression", "regressions"),
+            failing.join(" and "),
             if g.default {
                 "the default gate: any regression fails; --min-grade sets another"
             } else {
@@ -602,6 +612,7 @@ pub(crate) mod tests {
     fn ex(line: u64, target: &str, args: Value, status: Status) -> CheckedExchange {
         CheckedExchange {
             exchange: ExchangeRef {
+                server: None,
                 method: "tools/call".into(),
                 target: Some(target.into()),
                 arguments: Some(args),
@@ -672,11 +683,13 @@ pub(crate) mod tests {
             ]),
             tool_surface: vec![
                 ToolChange {
+                    server: None,
                     tool: "add".into(),
                     kind: SurfaceKind::Narrowed,
                     details: vec!["inputSchema: property `b` is now required".into()],
                 },
                 ToolChange {
+                    server: None,
                     tool: "hello".into(),
                     kind: SurfaceKind::Added,
                     details: vec![],

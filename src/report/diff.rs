@@ -392,6 +392,7 @@ mod tests {
 
     fn eref(line: u64, target: &str, args: serde_json::Value) -> ExchangeRef {
         ExchangeRef {
+            server: None,
             method: "tools/call".into(),
             target: Some(target.into()),
             arguments: Some(args),
@@ -487,11 +488,13 @@ mod tests {
             skipped_lines_b: vec![],
             tool_surface: vec![
                 ToolChange {
+                    server: None,
                     tool: "gone".into(),
                     kind: SurfaceKind::Removed,
                     details: vec![],
                 },
                 ToolChange {
+                    server: None,
                     tool: "look".into(),
                     kind: SurfaceKind::Widened,
                     details: vec![

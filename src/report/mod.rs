@@ -222,7 +222,7 @@ pub(crate) fn surface_lines(changes: &[ToolChange], indent: &str, st: Style) -> 
         .map(|c| surface_kind(c.kind).len())
         .max()
         .unwrap_or(0);
-    let tw = changes.iter().map(|c| width(&c.tool)).max().unwrap_or(0);
+    let tw = changes.iter().map(|c| width(&c.shown())).max().unwrap_or(0);
     let mut out = Vec::new();
     for c in changes {
         let k = pad(surface_kind(c.kind), kw);
@@ -231,7 +231,7 @@ pub(crate) fn surface_lines(changes: &[ToolChange], indent: &str, st: Style) -> 
         } else {
             st.yellow(&k)
         };
-        let head = format!("{indent}{k}  {}", pad(&c.tool, tw));
+        let head = format!("{indent}{k}  {}", pad(&c.shown(), tw));
         let mut details = c.details.iter();
         match details.next() {
             Some(d) => out.push(format!("{head}  {d}")),
@@ -255,7 +255,7 @@ pub(crate) fn surface_table(changes: &[ToolChange]) -> String {
         let details: Vec<String> = c.details.iter().map(|d| md_cell(d)).collect();
         s.push_str(&format!(
             "| {} | {kind} | {} |\n",
-            md_code(&c.tool),
+            md_code(&c.shown()),
             details.join("<br>")
         ));
     }

@@ -1411,3 +1411,226 @@ fn check_sends_each_recorded_line_with_its_own_whitespace_and_terminator() {
         "the updated baseline holds the lines as they were framed"
     );
 }
+
+// --- the tool surface of a side that listed no tools ---------------------------------------
+
+/// A line server whose `tools/list` answers after `arg` seconds (the list of `add` and
+/// `echo`), and whose calls answer at once.
+const SLOW_LIST: &str = r#"
+import time
+def answer(m, arg):
+    if m["method"] == "tools/list":
+        time.sleep(float(arg))
+        return {"tools": [
+            {"name": "add", "inputSchema": {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}, "c": {"type": "number"}}, "required": ["a", "b"]}},
+            {"name": "echo", "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
+    return {"content": [{"type": "text", "text": "5"}]}
+"#;
+
+/// A side that never got a `tools/list` answer (it timed out live; the recording was cut off
+/// after the request) or never asked for one announced no tools: its tool surface is unknown,
+/// not empty. Check said every tool was removed when the live `tools/list` timed out, and diff
+/// said so of a cut-off tape, or of a session that did not list tools (and "added" the other
+/// way round).
+#[test]
+fn a_side_that_listed_no_tools_has_no_tool_surface_change() {
+    let dir = tmp();
+    let [a, _, _] = structural_tapes(dir.path());
+    // The live tools/list comes after --timeout: a missing response, and no tool removed.
+    let (r, out) = check(
+        &a,
+        &["--timeout", "1"],
+        &line_server("slow", SLOW_LIST, "3"),
+        &[],
+    );
+    assert_eq!(
+        ex(&r, "tools/list", None).status,
+        Status::Missing,
+        "{}",
+        out.console()
+    );
+    assert!(
+        r.tool_surface.is_empty(),
+        "{:#?}\n{}",
+        r.tool_surface,
+        out.console()
+    );
+    assert!(!out.stderr.contains("removed"), "{}", out.console());
+    // Answered in time, the same tools: nothing to say either; the control.
+    let (r, out) = check(&a, &[], &line_server("slow", SLOW_LIST, "0"), &[]);
+    assert!(r.tool_surface.is_empty(), "{}", out.console());
+
+    // B: A cut off after its tools/list request (no answer, no closing line).
+    let cut = dir.path().join("cut.jsonl");
+    let lines: Vec<String> = std::fs::read_to_string(&a)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let list_request = lines
+        .iter()
+        .position(|l| l.contains(r#""method":"tools/list""#))
+        .expect("a tools/list request");
+    std::fs::write(&cut, lines[..=list_request].join("\n") + "\n").unwrap();
+    // C: the same session without tools/list.
+    let unlisted = dir.path().join("unlisted.jsonl");
+    let msgs: Vec<(&str, Value)> = init_pair(1)
+        .into_iter()
+        .chain(call_pair(3, "add", json!({"a": 2, "b": 3}), json!("5")))
+        .collect();
+    write_tape(&unlisted, &msgs, true);
+    for (x, y) in [(&a, &cut), (&cut, &a), (&a, &unlisted), (&unlisted, &a)] {
+        let (r, out) = diff_json(x, y, &[]);
+        assert!(
+            r.tool_surface.is_empty(),
+            "{} → {}: {:#?}\n{}",
+            x.display(),
+            y.display(),
+            r.tool_surface,
+            out.console()
+        );
+    }
+    // The tools/list only one side made is said all the same: structural drift.
+    diff_cmd(&a, &unlisted, &[])
+        .status(2)
+        .stdout_contains("only in A\n  line 5  tools/list");
+}
+
+/// A line server that exits (code 3) at its first `tools/call`, unanswered.
+const CRASH_ON_CALL: &str = r#"
+def answer(m, arg):
+    if m["method"] == "tools/call":
+        sys.exit(3)
+    return {}
+"#;
+
+/// The gate's reason counts what failed as the summary counts it: missing responses are not
+/// regressions. A server that crashed said "0 regressions   1 missing" and then "gate failed:
+/// 1 regression".
+#[test]
+fn the_gate_names_missing_responses_as_missing_not_as_regressions() {
+    let (_dir, tape) = tmp_tape("crash.jsonl");
+    let msgs: Vec<(&str, Value)> = init_pair(1)
+        .into_iter()
+        .map(|(d, mut m)| {
+            if d == "s2c" {
+                m["result"]["serverInfo"]["name"] = json!("crash");
+            }
+            (d, m)
+        })
+        .chain(call_pair(2, "add", json!({"a": 2, "b": 3}), json!("5")))
+        .collect();
+    write_tape(&tape, &msgs, true);
+    let server = line_server("crash", CRASH_ON_CALL, "");
+    let out = check_cmd(&tape, &[], &server, &[]).status(1);
+    assert_contains(&out.stdout, "1 pass   0 regressions   1 missing");
+    assert_contains(
+        &out.stdout,
+        "gate failed: 1 missing response (the default gate: any regression fails; --min-grade sets another)",
+    );
+    let md = tape.with_file_name("report.md");
+    check_cmd(
+        &tape,
+        &["--fail-on-regression", "--markdown", md.to_str().unwrap()],
+        &server,
+        &[],
+    )
+    .status(1)
+    .stdout_contains("gate failed: 1 missing response (--fail-on-regression)");
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(!md.contains("1 regression"), "{md}");
+}
+
+// --- tapes of several servers ----------------------------------------------------------------
+
+/// A closed tape of two stdio servers, `files` and `search` (as an agent run tapes its MCP
+/// servers): each lists one tool and answers one call of it, `files` first; `search` answers
+/// `search_answer`, and lists `search_tools`.
+fn two_server_tape(path: &Path, search_answer: &str, search_tools: Value) {
+    let mut lines = vec![
+        json!({"type": "header", "format": "mcptape", "version": 1, "minor": 0, "created": "2026-01-01T00:00:00Z", "tool": "test"}),
+        json!({"type": "server", "server": "files", "transport": "stdio", "command": ["files-server"], "t_us": 0}),
+        json!({"type": "server", "server": "search", "transport": "stdio", "command": ["search-server"], "t_us": 0}),
+    ];
+    let files = [
+        list_pair(1, json!([echo_tool()])),
+        call_pair(2, "echo", json!({"text": "hi"}), json!("hi")),
+    ];
+    let search = [
+        list_pair(1, search_tools),
+        call_pair(2, "find", json!({"q": "tape"}), json!(search_answer)),
+    ];
+    let mut seq = 0;
+    for (server, pairs) in [("files", files), ("search", search)] {
+        for (dir, m) in pairs.into_iter().flatten() {
+            seq += 1;
+            let kind = if m.get("method").is_some() {
+                "request"
+            } else {
+                "response"
+            };
+            let mut line = json!({"type": "msg", "seq": seq, "t_us": seq * 10, "server": server, "dir": dir, "kind": kind, "id": m["id"], "msg": m});
+            if let Some(method) = m.get("method") {
+                line["method"] = method.clone();
+            }
+            lines.push(line);
+        }
+    }
+    lines.push(json!({"type": "end", "t_us": 1000, "messages": seq, "exchanges": seq / 2}));
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
+fn find_tool(required: &[&str]) -> Value {
+    json!({"name": "find", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}, "limit": {"type": "integer"}}, "required": required}})
+}
+
+/// diff compares every server of a multi-server tape, each with the server of its label on
+/// the other tape: the second server's drift was not looked at, and two tapes whose `search`
+/// server answered differently and narrowed its tool were "same: … agree on all 2 exchanges".
+#[test]
+fn diff_compares_every_server_of_a_multi_server_tape() {
+    let dir = tmp();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    two_server_tape(&a, "3 hits", json!([find_tool(&["q"])]));
+    two_server_tape(&b, "4 hits", json!([find_tool(&["q"])]));
+    diff_cmd(&a, &a, &[]).status(0).stdout_is(&format!(
+        "same: {} and {} agree on all 4 exchanges\n",
+        s(&a),
+        s(&a)
+    ));
+    let (r, out) = diff_json(&a, &b, &[]);
+    assert_eq!(
+        (out.code(), r.verdict),
+        (1, Verdict::OutputDrift),
+        "{}",
+        out.console()
+    );
+    assert_eq!(r.compared, 4);
+    assert_eq!(r.drifts.len(), 1, "{r:#?}");
+    assert_eq!(r.drifts[0].exchange.server.as_deref(), Some("search"));
+    assert_eq!(r.drifts[0].exchange.target.as_deref(), Some("find"));
+    assert_eq!(r.drifts[0].exchange.line, 10);
+    diff_cmd(&a, &b, &[]).status(1).stdout_contains(
+        "first drift: server search: tools/call find {\"q\":\"tape\"}  (A line 10, B line 10)",
+    );
+
+    // The search server's tool narrowed: structural, and said of that server.
+    let c = dir.path().join("c.jsonl");
+    two_server_tape(&c, "3 hits", json!([find_tool(&["q", "limit"])]));
+    let (r, out) = diff_json(&a, &c, &[]);
+    assert_eq!(
+        (out.code(), r.verdict),
+        (2, Verdict::StructuralDrift),
+        "{}",
+        out.console()
+    );
+    let find = surface(&r, "find");
+    assert_eq!(
+        (find.kind, find.server.as_deref()),
+        (SurfaceKind::Narrowed, Some("search"))
+    );
+    diff_cmd(&a, &c, &[])
+        .status(2)
+        .stdout_contains("narrowed  search: find");
+}

@@ -52,6 +52,8 @@ pub enum SurfaceKind {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExchangeRef {
+    #[serde(default)]
+    pub server: Option<String>,
     pub method: String,
     pub target: Option<String>,
     pub arguments: Option<Value>,
@@ -71,6 +73,8 @@ pub struct Change {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolChange {
+    #[serde(default)]
+    pub server: Option<String>,
     pub tool: String,
     pub kind: SurfaceKind,
     pub details: Vec<String>,
