@@ -116,15 +116,16 @@ fn write_options(redact: &super::RedactArgs, sign: &super::SignArgs) -> Result<W
 /// tape lost lines or could not replace the tape that was there, and the server exited 0 (so a
 /// failing tape never passes silently).
 fn report(out: mcptape::record::RecordOutcome) -> i32 {
+    use super::plural;
     let raw = if out.end.raw > 0 {
-        format!(", {} non-JSON lines", out.end.raw)
+        format!(", {}", plural(out.end.raw, "non-JSON line"))
     } else {
         String::new()
     };
     crate::diag!(
-        "mcptape: recorded {} messages ({} exchanges{raw}) to {}",
-        out.end.messages,
-        out.end.exchanges,
+        "mcptape: recorded {} ({}{raw}) to {}",
+        plural(out.end.messages, "message"),
+        plural(out.end.exchanges, "exchange"),
         out.tape.display()
     );
     if out.dropped > 0 {

@@ -232,7 +232,7 @@ fn server_stderr_passes_through_and_its_exit_code_is_ours() {
     assert_eq!(r, json!({"jsonrpc":"2.0","id":1,"result":{}}));
     let (status, stderr) = wait_exit(c);
     assert_server_exit_passed_on(status, &stderr, 3, "server says: oops\n");
-    assert_contains(&stderr, "mcptape: recorded 2 messages (1 exchanges)");
+    assert_contains(&stderr, "mcptape: recorded 2 messages (1 exchange)");
     let end = end_line(&tape);
     assert_eq!(end["exit"], json!({"code": 3}));
     assert_eq!(end["exchanges"], 1);
@@ -353,7 +353,7 @@ sys.exit(3)"#
     let (status, stderr) = wait_exit(c);
     assert_eq!(status.code(), Some(3), "{stderr}");
     assert!(!stderr.contains("internal error"), "{stderr}");
-    assert_contains(&stderr, "mcptape: recorded 2 messages (1 exchanges)");
+    assert_contains(&stderr, "mcptape: recorded 2 messages (1 exchange)");
     assert_eq!(end_line(&tape)["exit"], json!({"code": 3}));
     Mt::new(["verify"]).arg(&tape).run().success();
 }

@@ -116,7 +116,7 @@ fn a_server_that_exits_before_the_handshake_leaves_a_closed_tape_and_its_exit_co
     c.wait_exit(Duration::from_secs(30));
     let (status, stderr) = c.finish();
     assert_server_exit_passed_on(status, &stderr, 3, "fatal: no API key");
-    assert_contains(&stderr, "mcptape: recorded 1 messages");
+    assert_contains(&stderr, "mcptape: recorded 1 message (");
     let msgs = tape_msgs(&tape);
     assert_eq!(msgs.len(), 1);
     assert_eq!(
