@@ -1,5 +1,6 @@
 //! `mcptape diff`: two recordings, aligned by content, down to the first call that drifted.
 
+use crate::compare::server_messages::MessageCount;
 use crate::compare::surface::{SurfaceKind, ToolChange};
 use crate::compare::{compare_tapes_drift, ExchangeComparison, ExchangeRef, Normalizer, Outcome};
 use crate::tape::reader::merge_skipped;
@@ -50,6 +51,11 @@ pub struct DiffReport {
     pub only_in_b: Vec<ExchangeRef>,
     /// How the tools listed changed from A to B.
     pub tool_surface: Vec<ToolChange>,
+    /// The server's requests and notifications whose number differs from A to B, by method
+    /// (`recorded`: A's, `observed`: B's). Not in the verdict: log and progress messages vary
+    /// in number with timing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_messages: Vec<MessageCount>,
     /// Agent runs: the first model request that diverged (absent when neither tape has model
     /// calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -225,6 +231,7 @@ pub fn diff_with(
         only_in_a,
         only_in_b,
         tool_surface,
+        server_messages,
     } = found;
     let cmp_tool_surface = tool_surface;
     let structural = !only_in_a.is_empty()
@@ -260,6 +267,7 @@ pub fn diff_with(
         only_in_a,
         only_in_b,
         tool_surface: cmp_tool_surface,
+        server_messages,
         model,
         skipped_lines_a: merge_skipped(skipped_lines_a, model_skipped_a),
         skipped_lines_b: merge_skipped(skipped_lines_b, model_skipped_b),
@@ -275,6 +283,7 @@ struct Found {
     only_in_a: Vec<ExchangeRef>,
     only_in_b: Vec<ExchangeRef>,
     tool_surface: Vec<ToolChange>,
+    server_messages: Vec<MessageCount>,
 }
 
 impl Found {
@@ -305,6 +314,11 @@ impl Found {
             .extend(cmp.tool_surface.into_iter().map(|mut t| {
                 t.server = label.map(str::to_string);
                 t
+            }));
+        self.server_messages
+            .extend(cmp.server_messages.into_iter().map(|mut c| {
+                c.server = label.map(str::to_string);
+                c
             }));
     }
 }

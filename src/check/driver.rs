@@ -5,6 +5,7 @@
 //! wire is also written to an observed tape, which becomes the new baseline.
 
 use super::observe::Observer;
+use crate::compare::server_messages;
 use crate::record::recorder::{server_ended, spawn_and_tape, StartError};
 use crate::record::Recorder;
 use crate::tape::index::{Exchange, MsgMeta};
@@ -224,6 +225,19 @@ pub(crate) fn drive(
         run.server_gone();
     }
     run.wait_for(|r| r.pending.is_empty(), None);
+    // The server's messages recorded after the last client message are waited for, as a
+    // notification is (up to `NOTIFICATION_WAIT`, a request too: nothing the client sends waits
+    // on them), so that one merely late is not counted as not sent; then the counts by method
+    // of what was recorded and what came.
+    needs.add(&causes, usize::MAX);
+    run.wait_for_server_within(&mut needs, NOTIFICATION_WAIT.min(timeout));
+    let mut recorded = std::collections::BTreeMap::new();
+    for (_, method, _) in &causes.msgs {
+        *recorded.entry(method.clone()).or_default() += 1;
+    }
+    let observed = run.seen.iter().map(|(m, n)| (m.clone(), *n)).collect();
+    run.observer
+        .server_messages(server_messages::differing(&recorded, &observed));
     (std::mem::take(&mut run.missing), run.gone)
 }
 
@@ -476,14 +490,19 @@ impl Run<'_> {
     /// Waits until the live server has sent what `needs` names: for a server request up to the
     /// request timeout, for notifications only up to `NOTIFICATION_WAIT`.
     fn wait_for_server(&mut self, needs: &mut Needs) {
-        if needs.met(&self.seen) {
-            return;
-        }
         let limit = if needs.awaits_request(&self.seen) {
             self.timeout
         } else {
             NOTIFICATION_WAIT.min(self.timeout)
         };
+        self.wait_for_server_within(needs, limit);
+    }
+
+    /// [`Run::wait_for_server`], for at most `limit`.
+    fn wait_for_server_within(&mut self, needs: &mut Needs, limit: Duration) {
+        if needs.met(&self.seen) {
+            return;
+        }
         let until = Instant::now() + limit;
         let needs_ref = &*needs;
         self.wait_for(|r| r.gone || needs_ref.met(&r.seen), Some(until));

@@ -211,6 +211,7 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
         exchanges,
         regressions,
         tool_surface: cmp.tool_surface,
+        server_messages: cmp.server_messages,
         latency: cfg.latency.clone(),
         gate: Gate {
             min_grade: cfg.min_grade,

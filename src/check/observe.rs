@@ -4,6 +4,7 @@
 //! Each live answer belongs to the baseline exchange whose request the driver sent for it: the
 //! pairing `compare_tapes` finds by content is, for a check, the pairing by what was sent.
 
+use crate::compare::server_messages::MessageCount;
 use crate::compare::tapes::{
     answer_bytes, body_of, compare_answers, exchange_ref, known_tools, latency, listed_tools,
     one_marker_key, surface_changes, tools_list_exchanges, TapeComparison,
@@ -38,6 +39,8 @@ pub(crate) struct Observer {
     tools: Vec<(usize, Value)>,
     /// How many live `tools/list` answers came (results or errors).
     tools_answered: usize,
+    /// The server's requests and notifications whose number differs live, by method.
+    server_messages: Vec<MessageCount>,
 }
 
 impl Observer {
@@ -59,6 +62,7 @@ impl Observer {
             seen,
             tools: Vec::new(),
             tools_answered: 0,
+            server_messages: Vec::new(),
         }
     }
 
@@ -95,6 +99,12 @@ impl Observer {
             }
         }
         self.seen[ex] = Seen::Answered(c, latency_us);
+    }
+
+    /// The server's requests and notifications whose number differs from the recording's, by
+    /// method, as the driver counted them at the end of the run.
+    pub(crate) fn server_messages(&mut self, counts: Vec<MessageCount>) {
+        self.server_messages = counts;
     }
 
     /// Every exchange of the baseline with how it fared live, as `compare_tapes` of the
@@ -137,6 +147,7 @@ impl Observer {
             exchanges,
             only_in_other: Vec::new(),
             tool_surface: surface_changes(listed_tools(base).as_ref(), live_tools.as_ref()),
+            server_messages: self.server_messages,
         }
     }
 }

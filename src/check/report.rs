@@ -152,6 +152,11 @@ pub struct CheckReport {
     pub regressions: BTreeMap<ChangeKind, usize>,
     /// How the tools listed changed from the recording to the live server.
     pub tool_surface: Vec<ToolChange>,
+    /// The server's requests and notifications whose number differs live, by method
+    /// (`recorded`, `observed`: live). Not graded: log and progress messages vary in number
+    /// with timing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_messages: Vec<crate::compare::server_messages::MessageCount>,
     /// The latency rule applied; None without `--compare-latency`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencyRule>,

@@ -2,6 +2,7 @@
 
 pub mod diff_values;
 pub mod normalize;
+pub mod server_messages;
 pub mod surface;
 
 pub use diff_values::{Change, ChangeKind};

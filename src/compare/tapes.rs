@@ -4,6 +4,7 @@
 
 use super::diff_values::{changes_with, Change, ChangeKind};
 use super::normalize::Normalizer;
+use super::server_messages;
 use super::surface::{self, ToolChange};
 use crate::tape::TapeIndex;
 use crate::wire::params::{params_of, MatchKey};
@@ -101,6 +102,8 @@ pub(crate) struct TapeComparison {
     pub only_in_other: Vec<ExchangeRef>,
     /// How the tools listed changed from the first tape to the second.
     pub tool_surface: Vec<ToolChange>,
+    /// The server's requests and notifications whose number differs, by method.
+    pub server_messages: Vec<super::server_messages::MessageCount>,
 }
 
 /// The answer body as compared: `{"result": …}` or `{"error": …}`; `None` without an answer.
@@ -250,6 +253,10 @@ fn compare(
             exchanges,
             only_in_other,
             tool_surface,
+            server_messages: server_messages::differing(
+                &server_messages::counts_of(a),
+                &server_messages::counts_of(b),
+            ),
         },
         same,
     )

@@ -153,6 +153,11 @@ pub fn check_console(r: &CheckReport, color: bool) -> String {
         out.push(st.bold("tool surface"));
         out.extend(surface_lines(&r.tool_surface, "  ", st));
     }
+    let messages = super::message_lines(&r.server_messages, "recorded", "live", "grade", st);
+    if !messages.is_empty() {
+        out.push(String::new());
+        out.extend(messages);
+    }
     out.extend(console_slower(r, st));
     out.extend(console_ending(r, st));
     let mut s = out.join("\n");
@@ -328,7 +333,12 @@ pub fn check_markdown(r: &CheckReport) -> String {
         s.push_str(&surface_table(&r.tool_surface));
         s.push('\n');
     }
-
+    s.push_str(&super::md_message_list(
+        &r.server_messages,
+        "recorded",
+        "live",
+        "grade",
+    ));
     md_slower(r, &mut s);
     md_ending(r, &mut s);
     s
@@ -681,6 +691,12 @@ pub(crate) mod tests {
                 (ChangeKind::StructureChange, 1),
                 (ChangeKind::ValueChange, 1),
             ]),
+            server_messages: vec![crate::compare::server_messages::MessageCount {
+                server: None,
+                method: "notifications/tools/list_changed".into(),
+                recorded: 1,
+                observed: 0,
+            }],
             tool_surface: vec![
                 ToolChange {
                     server: None,
@@ -734,6 +750,7 @@ pub(crate) mod tests {
             exchanges,
             regressions: BTreeMap::new(),
             tool_surface: vec![],
+            server_messages: vec![],
             latency: None,
             gate: Gate {
                 min_grade: Some(Grade::B),
@@ -817,6 +834,12 @@ pub(crate) mod tests {
         );
         assert!(s.contains("slower (over 2× and 50 ms)\n  line 11  12 ms → 180 ms  tools/call add {\"a\":2,\"b\":2}\n"), "{s}");
         assert!(
+            s.contains(
+                "\n\nserver messages, in number (not in the grade)\n  notifications/tools/list_changed: 1 recorded, 0 live\n"
+            ),
+            "{s}"
+        );
+        assert!(
             s.ends_with("\n\ngate failed: grade D is below --min-grade B\n"),
             "{s}"
         );
@@ -890,6 +913,10 @@ pub(crate) mod tests {
         );
         assert!(
             s.contains("| line 11: `tools/call add {\"a\":2,\"b\":2}` | 12 ms | 180 ms |\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("### Server messages, in number (not in the grade)\n\n- `notifications/tools/list_changed`: 1 recorded, 0 live\n"),
             "{s}"
         );
         assert!(

@@ -153,7 +153,7 @@ fn diff_text_body(r: &DiffReport, all: bool, color: bool) -> String {
             }
         });
         let what: Vec<String> = exchanges.into_iter().chain(model).collect();
-        return format!(
+        let mut same = format!(
             "{}: {} and {} agree on {}\n",
             st.bold_green("same"),
             r.a,
@@ -164,6 +164,11 @@ fn diff_text_body(r: &DiffReport, all: bool, color: bool) -> String {
                 what.join(" and ")
             }
         );
+        for l in message_lines(r, st) {
+            same.push_str(&l);
+            same.push('\n');
+        }
+        return same;
     }
     let mut out: Vec<String> = Vec::new();
     let word = verdict_word(r.verdict);
@@ -235,6 +240,11 @@ fn diff_text_body(r: &DiffReport, all: bool, color: bool) -> String {
         });
         out.extend(surface_lines(&r.tool_surface, "  ", st));
     }
+    let messages = message_lines(r, st);
+    if !messages.is_empty() {
+        out.push(String::new());
+        out.extend(messages);
+    }
     let model = model_lines(r);
     if !model.is_empty() {
         out.push(String::new());
@@ -243,6 +253,11 @@ fn diff_text_body(r: &DiffReport, all: bool, color: bool) -> String {
     let mut s = out.join("\n");
     s.push('\n');
     s
+}
+
+/// The server's messages whose number differs from A to B ([`super::message_lines`]).
+fn message_lines(r: &DiffReport, st: Style) -> Vec<String> {
+    super::message_lines(&r.server_messages, "in A", "in B", "verdict", st)
 }
 
 fn ref_lines(refs: &[ExchangeRef], st: Style) -> Vec<String> {
@@ -287,6 +302,7 @@ fn diff_markdown_body(r: &DiffReport) -> String {
         counts_line(r)
     );
     if same {
+        s.push_str(&md_messages(r));
         return s;
     }
     if !r.drifts.is_empty() {
@@ -366,6 +382,7 @@ fn diff_markdown_body(r: &DiffReport) -> String {
         s.push_str(&surface_table(&r.tool_surface));
         s.push('\n');
     }
+    s.push_str(&md_messages(r));
     let model = model_lines(r);
     if !model.is_empty() {
         s.push_str("\n### Model calls\n\n");
@@ -376,6 +393,11 @@ fn diff_markdown_body(r: &DiffReport) -> String {
     s.truncate(s.trim_end().len());
     s.push('\n');
     s
+}
+
+/// Markdown: the server messages whose number differs from A to B.
+fn md_messages(r: &DiffReport) -> String {
+    super::md_message_list(&r.server_messages, "in A", "in B", "verdict")
 }
 
 /// A line of text safe in a Markdown list item (code spans for paths and values).
@@ -483,6 +505,7 @@ mod tests {
             ],
             only_in_a: vec![eref(20, "gone", json!({"q": "x|y"}))],
             only_in_b: vec![],
+            server_messages: vec![],
             model: None,
             skipped_lines_a: vec![],
             skipped_lines_b: vec![],
@@ -553,6 +576,7 @@ tool surface
             drifts: vec![],
             only_in_a: vec![],
             only_in_b: vec![],
+            server_messages: vec![],
             model: None,
             skipped_lines_a: vec![],
             skipped_lines_b: vec![],
@@ -562,6 +586,25 @@ tool surface
             diff_text(&r, false, false),
             "same: a.jsonl and b.jsonl agree on all 12 exchanges\n"
         );
+        // Server messages whose number differs are said, and leave the verdict alone.
+        let quieter = DiffReport {
+            server_messages: vec![crate::compare::server_messages::MessageCount {
+                server: None,
+                method: "notifications/message".into(),
+                recorded: 4,
+                observed: 2,
+            }],
+            ..r.clone()
+        };
+        assert_eq!(
+            diff_text(&quieter, false, false),
+            "same: a.jsonl and b.jsonl agree on all 12 exchanges\n\
+             server messages, in number (not in the verdict)\n  \
+             notifications/message: 4 in A, 2 in B\n"
+        );
+        assert!(diff_markdown(&quieter).contains(
+            "### Server messages, in number (not in the verdict)\n\n- `notifications/message`"
+        ));
         let run = DiffReport {
             model: Some(crate::diff::ModelDiff {
                 calls_a: 2,

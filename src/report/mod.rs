@@ -12,6 +12,7 @@ pub mod html;
 pub use check::{check_badge, check_console, check_junit, check_markdown};
 pub use diff::{diff_markdown, diff_text};
 
+use crate::compare::server_messages::{self, MessageCount};
 use crate::compare::surface::{SurfaceKind, ToolChange};
 use crate::compare::{Change, ChangeKind};
 use crate::wire::canonical::short_pair;
@@ -213,6 +214,56 @@ pub(crate) fn surface_kind(k: SurfaceKind) -> &'static str {
 /// Breaking for callers: a tool removed or a schema narrowed.
 pub(crate) fn surface_breaking(k: SurfaceKind) -> bool {
     matches!(k, SurfaceKind::Removed | SurfaceKind::Narrowed)
+}
+
+/// The server's requests and notifications whose number differs between the two sides, under
+/// a title that says they are not in the `what` (a diff's verdict, a check's grade); nothing
+/// when none differs. `first` and `other` name the sides: `in A`/`in B`, `recorded`/`live`.
+pub(crate) fn message_lines(
+    counts: &[MessageCount],
+    first: &str,
+    other: &str,
+    what: &str,
+    st: Style,
+) -> Vec<String> {
+    if counts.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![st.bold_yellow(&format!("server messages, in number (not in the {what})"))];
+    out.extend(
+        counts
+            .iter()
+            .map(|c| format!("  {}", server_messages::describe(c, first, other))),
+    );
+    out
+}
+
+/// Markdown: [`message_lines`] as a section; empty when none differs.
+pub(crate) fn md_message_list(
+    counts: &[MessageCount],
+    first: &str,
+    other: &str,
+    what: &str,
+) -> String {
+    if counts.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("### Server messages, in number (not in the {what})\n\n");
+    for c in counts {
+        let server = c
+            .server
+            .as_ref()
+            .map(|l| format!("server {}: ", md_code(l)))
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "- {server}{}: {} {first}, {} {other}\n",
+            md_code(&c.method),
+            c.recorded,
+            c.observed
+        ));
+    }
+    s.push('\n');
+    s
 }
 
 /// Tool-surface lines: `kind  tool  detail`, further details aligned under the first.

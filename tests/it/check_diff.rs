@@ -1634,3 +1634,101 @@ fn diff_compares_every_server_of_a_multi_server_tape() {
         .status(2)
         .stdout_contains("narrowed  search: find");
 }
+
+/// A stdio server that logs `LOGS` messages (`notifications/message`) before each tool answer,
+/// and says its tools changed (`notifications/tools/list_changed`) after the handshake unless
+/// `QUIET_LIST=1`: two builds of it answer every call alike and differ in what else they say.
+const CHATTY_SERVER: &str = r#"
+import json, os, sys
+logs = int(os.environ.get("LOGS", "2"))
+def out(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    method, i = m.get("method"), m.get("id")
+    if method == "initialize":
+        out({"jsonrpc": "2.0", "id": i, "result": {"protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": True}, "logging": {}}, "serverInfo": {"name": "chatty", "version": "1"}}})
+    elif method == "notifications/initialized":
+        if os.environ.get("QUIET_LIST") != "1":
+            out({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    elif method == "tools/call":
+        for n in range(logs):
+            out({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "step %d" % n}})
+        out({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "done " + str(m["params"]["arguments"]["n"])}]}})
+"#;
+
+/// A session with [`CHATTY_SERVER`] recorded to `tape`, its build chosen by `env`: the
+/// handshake, then two calls, each once its answer came.
+fn chatty_session(tape: &Path, env: &[(&str, &str)]) {
+    let server = crate::record::py(CHATTY_SERVER, &[]);
+    let mut c = crate::record::record_mt(tape, &[], &server)
+        .envs(env)
+        .spawn();
+    c.initialize();
+    for n in 1..=2 {
+        let r = c.call(
+            n,
+            "tools/call",
+            json!({"name": "work", "arguments": {"n": n}}),
+        );
+        assert_eq!(r["result"]["content"][0]["text"], format!("done {n}"));
+    }
+    c.finish();
+}
+
+/// check and diff compare answers; a build that answers alike but sends fewer log messages and
+/// no longer says its tools changed was graded A and "same" without a word (the doc even said
+/// the comparison reports it). Now both say how many of each method the server sent on each
+/// side, outside the grade and the verdict: log and progress messages vary with timing.
+#[test]
+fn server_messages_that_differ_in_number_are_reported_beside_the_grade_and_the_verdict() {
+    let dir = tmp();
+    let (chatty, quiet) = (
+        dir.path().join("chatty.jsonl"),
+        dir.path().join("quiet.jsonl"),
+    );
+    chatty_session(&chatty, &[]);
+    let quieter = [("LOGS", "1"), ("QUIET_LIST", "1")];
+    chatty_session(&quiet, &quieter);
+    let expected = |first: u64| {
+        vec![
+            MessageCount {
+                server: None,
+                method: "notifications/message".into(),
+                recorded: 4,
+                observed: first,
+            },
+            MessageCount {
+                server: None,
+                method: "notifications/tools/list_changed".into(),
+                recorded: 1,
+                observed: 0,
+            },
+        ]
+    };
+
+    // check: the quieter build answers every call as recorded.
+    let server = crate::record::py(CHATTY_SERVER, &[]);
+    let (r, out) = check(&chatty, &[], &server, &quieter);
+    assert_eq!((out.code(), r.grade), (0, Grade::A), "{}", out.console());
+    assert_eq!(r.server_messages, expected(2), "{}", out.console());
+    check_cmd(&chatty, &[], &server, &quieter).status(0).stdout_contains(
+        "server messages, in number (not in the grade)\n  notifications/message: 4 recorded, 2 live\n  notifications/tools/list_changed: 1 recorded, 0 live\n",
+    );
+    // The same build: nothing to say.
+    let (r, out) = check(&chatty, &[], &server, &[]);
+    assert!(r.server_messages.is_empty(), "{}", out.console());
+
+    // diff: the same answers, so "same" (exit 0), and the counts beside it.
+    let (r, out) = diff_json(&chatty, &quiet, &[]);
+    assert_eq!(
+        (out.code(), r.verdict),
+        (0, Verdict::Same),
+        "{}",
+        out.console()
+    );
+    assert_eq!(r.server_messages, expected(2));
+    diff_cmd(&chatty, &quiet, &[]).status(0).stdout_contains(
+        "agree on all 3 exchanges\nserver messages, in number (not in the verdict)\n  notifications/message: 4 in A, 2 in B\n",
+    );
+}

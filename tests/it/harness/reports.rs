@@ -80,6 +80,17 @@ pub struct ToolChange {
     pub details: Vec<String>,
 }
 
+/// A method whose server messages differ in number between the two sides.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageCount {
+    #[serde(default)]
+    pub server: Option<String>,
+    pub method: String,
+    pub recorded: u64,
+    pub observed: u64,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Dimensions {
@@ -140,6 +151,8 @@ pub struct CheckReport {
     pub exchanges: Vec<CheckedExchange>,
     pub regressions: BTreeMap<ChangeKind, usize>,
     pub tool_surface: Vec<ToolChange>,
+    #[serde(default)]
+    pub server_messages: Vec<MessageCount>,
     pub latency: Option<LatencyRule>,
     pub gate: Gate,
     pub run_error: Option<String>,
@@ -211,6 +224,8 @@ pub struct DiffReport {
     pub only_in_a: Vec<ExchangeRef>,
     pub only_in_b: Vec<ExchangeRef>,
     pub tool_surface: Vec<ToolChange>,
+    #[serde(default)]
+    pub server_messages: Vec<MessageCount>,
     #[serde(default)]
     pub skipped_lines_a: Vec<BadLine>,
     #[serde(default)]
