@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 pub struct CheckConfig {
     /// The baseline tape.
     pub tape: PathBuf,
+    /// Which MCP server of a multi-server tape to replay, by label (`--server`); None: the
+    /// first.
+    pub server: Option<String>,
     /// The server to start (stdio)…
     pub command: Vec<String>,
     /// …or the URL of a running Streamable HTTP server.
@@ -63,6 +66,7 @@ impl CheckConfig {
     pub fn new(tape: PathBuf, command: Vec<String>) -> CheckConfig {
         CheckConfig {
             tape,
+            server: None,
             command,
             url: None,
             timeout: Duration::from_secs(30),
@@ -93,6 +97,23 @@ pub enum CheckError {
     /// The redaction rules do not compile.
     #[error(transparent)]
     Rules(#[from] crate::redact::RuleError),
+    /// `--server` names no MCP server of the tape: a label it does not have, or its model API
+    /// (exit 64). Said before any server is started.
+    #[error("{0}")]
+    Server(String),
+    /// `--update` on a tape that holds more than the server checked: the live session would
+    /// replace the whole tape, the other servers' lines and the model traffic with it
+    /// (exit 64). Said before any server is started; the tape is not touched.
+    #[error("--update would replace all of {} with the live session of server {server}, and the tape also holds {others}, which would be lost: refused. Check without --update, or keep a baseline of {server} on a tape of its own (mcptape record --tape TAPE -- <server command>) and update that", path.display())]
+    UpdateWouldLose {
+        /// The baseline.
+        path: PathBuf,
+        /// The server checked.
+        server: String,
+        /// What else the tape holds, said for humans ("server fixture and the model API
+        /// model").
+        others: String,
+    },
     /// `--update` could not replace the baseline (exit 74).
     #[error("updating the baseline {}", path.display())]
     Update {
@@ -111,6 +132,7 @@ impl crate::exit::Coded for CheckError {
             CheckError::Drive(d) => d.exit_code(),
             CheckError::Rules(r) => r.exit_code(),
             CheckError::Update { .. } => crate::exit::IO_ERR,
+            CheckError::Server(_) | CheckError::UpdateWouldLose { .. } => crate::exit::USAGE,
         }
     }
 }
@@ -119,7 +141,12 @@ impl crate::exit::Coded for CheckError {
 /// returns warnings for humans (a torn baseline, markers sent unfilled).
 pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), CheckError> {
     let started = Instant::now();
-    let base = Arc::new(TapeIndex::load_with(&cfg.tape, None, cfg.read)?);
+    let base = Arc::new(TapeIndex::load_with(
+        &cfg.tape,
+        cfg.server.as_deref(),
+        cfg.read,
+    )?);
+    let (server_label, other_servers) = servers_checked(&base, cfg)?;
     let warnings: Vec<String> = base
         .warnings
         .iter()
@@ -204,6 +231,8 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
     let mut report = CheckReport {
         tape: cfg.tape.display().to_string(),
         server: cfg.url.clone().unwrap_or_else(|| shell_words(&cfg.command)),
+        server_label,
+        other_servers,
         grade,
         score,
         capped,
@@ -240,6 +269,69 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
         report.updated_backup = Some(updated?.display().to_string());
     }
     Ok((report, warnings))
+}
+
+/// Which server of the tape is checked, refusing what cannot be (before any server starts):
+/// a `--server` label the tape does not have (as play and show refuse it), its model API, and
+/// `--update` on a tape holding more than the server checked. Returns the label checked and
+/// the tape's other MCP servers when it holds several (for the report), else `(None, [])`.
+fn servers_checked(
+    base: &TapeIndex,
+    cfg: &CheckConfig,
+) -> Result<(Option<String>, Vec<String>), CheckError> {
+    let declared = &base.servers;
+    if let Some(why) =
+        crate::tape::format::unknown_server(cfg.server.as_deref(), declared, !base.msgs.is_empty())
+    {
+        return Err(CheckError::Server(why));
+    }
+    let mcp: Vec<&str> = declared
+        .iter()
+        .filter(|d| d.is_mcp())
+        .map(|d| d.server.as_str())
+        .collect();
+    let checked = base.server.as_str();
+    if declared.iter().any(|d| d.server == checked && !d.is_mcp()) {
+        let has = if mcp.is_empty() {
+            "this tape has none".to_string()
+        } else {
+            format!("this tape has: {}", mcp.join(", "))
+        };
+        return Err(CheckError::Server(format!(
+            "{checked} is the model API of an agent run, not an MCP server: check replays an MCP server's conversation ({has})"
+        )));
+    }
+    let others: Vec<String> = mcp
+        .iter()
+        .filter(|&&l| l != checked)
+        .map(|l| l.to_string())
+        .collect();
+    if cfg.update {
+        let models: Vec<&str> = declared
+            .iter()
+            .filter(|d| !d.is_mcp())
+            .map(|d| d.server.as_str())
+            .collect();
+        let mut parts = Vec::new();
+        if !others.is_empty() {
+            let s = if others.len() == 1 { "" } else { "s" };
+            parts.push(format!("server{s} {}", others.join(", ")));
+        }
+        if !models.is_empty() {
+            parts.push(format!("the model API {}", models.join(", ")));
+        }
+        if !parts.is_empty() {
+            return Err(CheckError::UpdateWouldLose {
+                path: cfg.tape.clone(),
+                server: checked.to_string(),
+                others: parts.join(" and "),
+            });
+        }
+    }
+    if others.is_empty() {
+        return Ok((None, Vec::new()));
+    }
+    Ok((Some(checked.to_string()), others))
 }
 
 /// Each compared exchange with its status: the same, a regression, or missing (no answer, or

@@ -138,6 +138,15 @@ pub struct CheckReport {
     pub tape: String,
     /// The server checked (command line or URL).
     pub server: String,
+    /// The label of the tape's server whose conversation was replayed, when the tape holds
+    /// several MCP servers (an agent run's): the first, or the one `--server` named. Absent for
+    /// a tape of one MCP server (its model API, if any, is not one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_label: Option<String>,
+    /// The tape's other MCP servers, not checked (`--server LABEL` checks one), when it holds
+    /// several; absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_servers: Vec<String>,
     /// The grade the score earned (after the missing-response cap).
     pub grade: Grade,
     /// 0–100, one decimal.

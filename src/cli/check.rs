@@ -22,6 +22,10 @@ pub struct Args {
     /// The baseline tape (name, path, or s3://BUCKET/KEY).
     #[arg(value_name = "TAPE")]
     tape: String,
+    /// Which MCP server of a multi-server tape (an agent run's) to replay, by label (default:
+    /// the first; the model API is not one).
+    #[arg(long, value_name = "LABEL")]
+    server: Option<String>,
     /// Seconds each request may take before it counts as a missing response.
     #[arg(long, value_name = "SECS", default_value = "30", value_parser = super::parse_positive_secs)]
     timeout: Duration,
@@ -138,6 +142,7 @@ pub fn run(a: Args) -> Result<i32> {
         fills.push(mcptape::check::fill::Fill::parse(f).map_err(usage)?);
     }
     let mut cfg = CheckConfig::new(tape, a.command);
+    cfg.server = a.server.clone();
     cfg.url = a.url;
     cfg.timeout = a.timeout;
     cfg.normalizer = a.norm.normalizer()?;
@@ -160,6 +165,15 @@ pub fn run(a: Args) -> Result<i32> {
     }
     if let Some(e) = &report.internal_error {
         crate::diag!("{e}");
+    }
+    // The first server of several was checked without being asked for: say which, and what
+    // else the tape holds.
+    if let (None, Some(label)) = (&a.server, &report.server_label) {
+        crate::diag!(
+            "mcptape check: checked server {label}, the first MCP server of {}; it also holds {} (--server LABEL checks another)",
+            report.tape,
+            report.other_servers.join(", ")
+        );
     }
     let json_to_stdout = a.json.as_deref().is_some_and(|p| p.as_os_str() == "-");
     let console_is_tty = if json_to_stdout {

@@ -283,17 +283,10 @@ fn known_server(
     declared: &[mcptape::tape::ServerDecl],
     has_messages: bool,
 ) -> anyhow::Result<()> {
-    let Some(label) = asked else { return Ok(()) };
-    if has_messages || declared.iter().any(|s| s.server == label) {
-        return Ok(());
+    match mcptape::tape::format::unknown_server(asked, declared, has_messages) {
+        None => Ok(()),
+        Some(why) => Err(UsageError(why).into()),
     }
-    let labels: Vec<&str> = declared.iter().map(|s| s.server.as_str()).collect();
-    let has = if labels.is_empty() {
-        "this tape declares no servers".to_string()
-    } else {
-        format!("this tape has: {}", labels.join(", "))
-    };
-    Err(UsageError(format!("no server labelled {label}; {has}")).into())
 }
 
 /// Parses a number of seconds (fractions allowed) for duration options.

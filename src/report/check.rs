@@ -170,9 +170,13 @@ fn console_summary(r: &CheckReport, st: Style) -> Vec<String> {
     let c = counts(r);
     let mut out: Vec<String> = Vec::new();
     out.push(format!(
-        "{} {} against {} {}",
+        "{} {}{} against {} {}",
         st.bold("check"),
         r.tape,
+        r.server_label
+            .as_ref()
+            .map(|l| format!(" server {l}"))
+            .unwrap_or_default(),
         r.server,
         st.dim(&format!(
             "({}, {})",
@@ -355,8 +359,12 @@ fn md_summary(r: &CheckReport) -> String {
         r.score
     );
     s.push_str(&format!(
-        "{} against {}: {}, {} pass, {}, {} missing ({}).\n\n",
+        "{}{} against {}: {}, {} pass, {}, {} missing ({}).\n\n",
         md_code(&r.tape),
+        r.server_label
+            .as_ref()
+            .map(|l| format!(" server {}", md_code(l)))
+            .unwrap_or_default(),
         md_code(&r.server),
         plural(r.exchanges.len(), "exchange", "exchanges"),
         c.pass,
@@ -364,6 +372,13 @@ fn md_summary(r: &CheckReport) -> String {
         c.missing,
         ms(r.duration_ms.saturating_mul(1000)),
     ));
+    if !r.other_servers.is_empty() {
+        let others: Vec<String> = r.other_servers.iter().map(|l| md_code(l)).collect();
+        s.push_str(&format!(
+            "The tape's other MCP servers were not checked: {} (`--server LABEL` checks one).\n\n",
+            others.join(", ")
+        ));
+    }
     let d = &r.dimensions;
     s.push_str("| Dimension | Weight | Score |\n| --- | ---: | ---: |\n");
     for (name, w, v) in [
@@ -681,6 +696,8 @@ pub(crate) mod tests {
         CheckReport {
             tape: "demo.jsonl".into(),
             server: "node server.js".into(),
+            server_label: None,
+            other_servers: Vec::new(),
             grade,
             score,
             capped,
@@ -738,6 +755,8 @@ pub(crate) mod tests {
         CheckReport {
             tape: "t.jsonl".into(),
             server: "srv".into(),
+            server_label: None,
+            other_servers: Vec::new(),
             grade: Grade::A,
             score: 100.0,
             capped: false,
@@ -784,6 +803,37 @@ pub(crate) mod tests {
         assert_eq!(failed.exit_code(), crate::exit::SOFTWARE);
         // Not in the report's JSON: the exit code tells it.
         assert!(!serde_json::to_string(&failed).unwrap().contains("internal"));
+    }
+
+    /// A check of one server of a multi-server tape names it in the console's first line and
+    /// the Markdown summary (which also lists the servers not checked), and in the JSON; a
+    /// tape of one server's report has neither field.
+    #[test]
+    fn the_server_of_a_multi_server_tape_is_named() {
+        let plain = serde_json::to_value(sample()).unwrap();
+        assert!(plain.get("server_label").is_none() && plain.get("other_servers").is_none());
+        let mut r = sample();
+        r.server_label = Some("search".into());
+        r.other_servers = vec!["files".into(), "web".into()];
+        let console = check_console(&r, false);
+        assert_eq!(
+            console.lines().next(),
+            Some("check demo.jsonl server search against node server.js (5 exchanges, 1.25 s)")
+        );
+        let md = check_markdown(&r);
+        assert!(
+            md.contains("`demo.jsonl` server `search` against `node server.js`: 5 exchanges"),
+            "{md}"
+        );
+        assert!(
+            md.contains("The tape's other MCP servers were not checked: `files`, `web` (`--server LABEL` checks one)."),
+            "{md}"
+        );
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["server_label"], "search");
+        assert_eq!(json["other_servers"], serde_json::json!(["files", "web"]));
+        let back: CheckReport = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
     }
 
     #[test]

@@ -72,7 +72,34 @@ pub struct ServerDecl {
     pub t_us: u64,
 }
 
+/// Why `--server LABEL` names no server of a tape: `asked` is neither declared (`declared`)
+/// nor on any of the messages read for it (`has_messages`). None when the tape has it, or no
+/// label was asked. What play, show, prune and check refuse such a label with (exit 64):
+/// `no server labelled nope; this tape has: a, b`.
+pub fn unknown_server(
+    asked: Option<&str>,
+    declared: &[ServerDecl],
+    has_messages: bool,
+) -> Option<String> {
+    let label = asked?;
+    if has_messages || declared.iter().any(|s| s.server == label) {
+        return None;
+    }
+    let labels: Vec<&str> = declared.iter().map(|s| s.server.as_str()).collect();
+    let has = if labels.is_empty() {
+        "this tape declares no servers".to_string()
+    } else {
+        format!("this tape has: {}", labels.join(", "))
+    };
+    Some(format!("no server labelled {label}; {has}"))
+}
+
 impl ServerDecl {
+    /// An MCP server (stdio or HTTP), not the model API of an agent run.
+    pub fn is_mcp(&self) -> bool {
+        self.transport != MODEL_API
+    }
+
     /// A stdio server labelled `server`, started with `command`, declared at the start.
     pub fn stdio(server: &str, command: Vec<String>) -> ServerDecl {
         ServerDecl {

@@ -1732,3 +1732,234 @@ fn server_messages_that_differ_in_number_are_reported_beside_the_grade_and_the_v
         "agree on all 3 exchanges\nserver messages, in number (not in the verdict)\n  notifications/message: 4 in A, 2 in B\n",
     );
 }
+
+// --- check: one server of a multi-server tape ------------------------------------------------
+
+/// A stand-in agent (stdlib Python) reading its MCP config as Claude Code does (`--mcp-config
+/// FILE`, the `mcpServers` shape): it starts each server in turn, in the config's order,
+/// initializes it, makes the calls `calls` (argv[3], JSON: label → [[method, params], …]) lists
+/// for its label, closes its stdin and waits for it to exit.
+const TWO_SERVER_AGENT: &str = r#"
+import json, subprocess, sys
+cfg = json.load(open(sys.argv[sys.argv.index("--mcp-config") + 1]))
+calls = json.loads(sys.argv[sys.argv.index("--calls") + 1])
+for label, s in cfg["mcpServers"].items():
+    p = subprocess.Popen([s["command"]] + list(s.get("args") or []), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
+    def rpc(i, method, params):
+        p.stdin.write((json.dumps({"jsonrpc": "2.0", "id": i, "method": method,
+                                   "params": params}) + "\n").encode())
+        p.stdin.flush()
+        while True:
+            line = p.stdout.readline()
+            if not line:
+                raise SystemExit(f"{label} closed its stdout at request {i}")
+            m = json.loads(line)
+            if m.get("id") == i and ("result" in m or "error" in m):
+                return m
+    rpc(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": "standin-agent", "version": "1"}})
+    p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+    p.stdin.flush()
+    for i, (method, params) in enumerate(calls.get(label, []), start=1):
+        rpc(i, method, params)
+    p.stdin.close()
+    p.wait()
+"#;
+
+/// An agent run's tape (`mcptape run` of the stand-in agent above): two MCP servers,
+/// `everything` (server-everything, first: `echo`) and `fixture` (the Python SDK fixture
+/// server: `add` 2 + 3), each labelled by its config name, and the run's model API declared.
+fn agent_run_tape(dir: &Path) -> PathBuf {
+    let agent = dir.join("agent.py");
+    std::fs::write(&agent, TWO_SERVER_AGENT).unwrap();
+    let (e, f) = (everything(), py_server());
+    let cfg = dir.join("mcp.json");
+    let servers = json!({"mcpServers": {
+        "everything": {"command": e[0], "args": e[1..]},
+        "fixture": {"command": f[0], "args": f[1..]},
+    }});
+    std::fs::write(&cfg, servers.to_string()).unwrap();
+    let calls = json!({
+        "everything": [["tools/call", {"name": "echo", "arguments": {"message": "hi"}}]],
+        "fixture": [["tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}}]],
+    });
+    let tape = dir.join("run.jsonl");
+    Mt::new(["run", "--tape"])
+        .arg(&tape)
+        .arg("--")
+        .arg(python())
+        .arg(&agent)
+        .arg("--mcp-config")
+        .arg(&cfg)
+        .arg("--calls")
+        .arg(calls.to_string())
+        .dir(dir)
+        .timeout(Duration::from_secs(120))
+        .run()
+        .success();
+    // Both servers are on it, in that order, and the model API.
+    let doc: Value = Mt::new(["show", "--json"])
+        .arg(&tape)
+        .run()
+        .success()
+        .json();
+    let labels: Vec<(&str, &str)> = doc["servers"]
+        .as_array()
+        .expect("servers")
+        .iter()
+        .map(|d| {
+            (
+                d["server"].as_str().unwrap(),
+                d["transport"].as_str().unwrap(),
+            )
+        })
+        .filter(|(_, t)| *t == "stdio")
+        .collect();
+    assert_eq!(
+        labels,
+        [("everything", "stdio"), ("fixture", "stdio")],
+        "{}",
+        pretty(&doc["servers"])
+    );
+    tape
+}
+
+/// `check --server LABEL` replays that server's conversation of a multi-server tape: the
+/// second server of an agent run's tape, against the same build, is graded A on its own
+/// exchanges (and the report names it); against a build that changed `add`'s answer, the
+/// regression is that call. check replayed the first server whatever was asked (there was no
+/// `--server`: a usage error).
+#[test]
+fn check_server_replays_the_second_server_of_an_agent_run_tape() {
+    let dir = tmp();
+    let tape = agent_run_tape(dir.path());
+
+    let (r, out) = check(&tape, &["--server", "fixture"], &py_server(), &[]);
+    let out = out.success();
+    assert_eq!(r.grade, Grade::A, "{}", out.console());
+    assert_eq!(
+        r.exchanges.len(),
+        2,
+        "initialize and add: {:#?}",
+        r.exchanges
+    );
+    assert_eq!(ex(&r, "tools/call", Some("add")).status, Status::Pass);
+    assert_eq!(r.server_label.as_deref(), Some("fixture"));
+    assert_eq!(r.other_servers, ["everything"]);
+    assert_contains(
+        &out.stderr,
+        &format!("check {} server fixture against ", s(&tape)),
+    );
+    // Asked for, so no note about the others.
+    assert!(!out.stderr.contains("--server LABEL"), "{}", out.console());
+
+    let (r, out) = check(&tape, &["--server", "fixture"], &py_server(), DRIFT);
+    let out = out.status(1);
+    assert_eq!(r.regression_count(), 1, "{}", out.console());
+    let add = ex(&r, "tools/call", Some("add"));
+    assert_eq!(add.status, Status::Regression);
+    let c = assert_change(add, ChangeKind::ValueChange, "$.result.content[0].text");
+    assert_eq!(
+        (c.recorded, c.observed),
+        (Some(json!("5")), Some(json!("6")))
+    );
+    check_cmd(&tape, &["--server", "fixture"], &py_server(), DRIFT)
+        .status(1)
+        .stdout_contains("tools/call add {\"a\":2,\"b\":3}");
+}
+
+/// A label the tape does not have is refused as play and show refuse it (exit 64, the labels
+/// it has listed), before any server is started; the model API is no MCP server to check.
+#[test]
+fn check_server_refuses_a_label_the_tape_does_not_have() {
+    let dir = tmp();
+    let tape = agent_run_tape(dir.path());
+    let marker = dir.path().join("started");
+    let server = vec![
+        "sh".to_string(),
+        "-c".to_string(),
+        format!("touch {}; exec \"$@\"", s(&marker)),
+        "sh".to_string(),
+    ]
+    .into_iter()
+    .chain(py_server())
+    .collect::<Vec<_>>();
+    let out = check_cmd(&tape, &["--server", "nope"], &server, &[]).status(64);
+    assert_contains(&out.stderr, "no server labelled nope; this tape has: ");
+    for label in ["everything", "fixture"] {
+        assert_contains(&out.stderr, label);
+    }
+    let out = check_cmd(&tape, &["--server", "model"], &server, &[]).status(64);
+    assert_contains(&out.stderr, "model");
+    assert_contains(&out.stderr, "not an MCP server");
+    assert!(!marker.exists(), "no server was started");
+}
+
+/// Without `--server`, check replays the first MCP server of a tape of several, as before, and
+/// says so: which one it checked, which others the tape holds, and `--server`. A tape of one
+/// server gets no such note.
+#[test]
+fn check_of_a_multi_server_tape_without_server_names_the_server_checked_and_the_others() {
+    let dir = tmp();
+    let tape = agent_run_tape(dir.path());
+    let (r, out) = check(&tape, &[], &everything(), &[]);
+    let out = out.success();
+    assert_eq!(r.grade, Grade::A, "{}", out.console());
+    assert_eq!(ex(&r, "tools/call", Some("echo")).status, Status::Pass);
+    assert_eq!(r.server_label.as_deref(), Some("everything"));
+    assert_eq!(r.other_servers, ["fixture"]);
+    assert_contains(
+        &out.stderr,
+        &format!(
+            "mcptape check: checked server everything, the first MCP server of {}; it also holds fixture (--server LABEL checks another)",
+            s(&tape)
+        ),
+    );
+
+    let single = dir.path().join("single.jsonl");
+    record_py(&single, &[tool("add", json!({"a": 2, "b": 3}))]);
+    let (r, out) = check(&single, &[], &py_server(), &[]);
+    let out = out.success();
+    assert_eq!((r.server_label, r.other_servers.len()), (None, 0));
+    assert!(!out.stderr.contains("--server"), "{}", out.console());
+}
+
+/// `check --update` on a tape of several servers would have replaced the whole tape with the
+/// live session of the one server checked: the agent run's other server and its model traffic
+/// gone from it (kept only in TAPE.bak). It is refused (exit 64), with `--server` or without,
+/// before a server is started, and the tape is left as it was.
+#[test]
+fn check_update_refuses_a_tape_of_several_servers_and_keeps_it_whole() {
+    let dir = tmp();
+    let tape = agent_run_tape(dir.path());
+    let before = std::fs::read(&tape).unwrap();
+    for flags in [&["--update", "--server", "fixture"][..], &["--update"][..]] {
+        let out = check_cmd(&tape, flags, &py_server(), &[]).status(64);
+        assert_contains(&out.stderr, "--update");
+        assert_contains(&out.stderr, "everything");
+        assert_contains(&out.stderr, "fixture");
+        assert_eq!(
+            std::fs::read(&tape).unwrap(),
+            before,
+            "{flags:?}: the tape unchanged"
+        );
+        assert!(
+            !dir.path().join("run.jsonl.bak").exists(),
+            "{flags:?}: no backup made"
+        );
+    }
+    // Every server's lines are still there (read back through show).
+    for label in ["everything", "fixture"] {
+        let doc: Value = Mt::new(["show", "--json", "--server", label])
+            .arg(&tape)
+            .run()
+            .success()
+            .json();
+        assert!(
+            doc["messages"].as_array().is_some_and(|m| m.len() >= 4),
+            "{label}: {}",
+            pretty(&doc["messages"])
+        );
+    }
+}

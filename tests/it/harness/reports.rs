@@ -144,6 +144,9 @@ pub struct ExitInfo {
 pub struct CheckReport {
     pub tape: String,
     pub server: String,
+    pub server_label: Option<String>,
+    #[serde(default)]
+    pub other_servers: Vec<String>,
     pub grade: Grade,
     pub score: f64,
     pub capped: bool,
