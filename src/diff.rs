@@ -175,8 +175,8 @@ fn model_diff(
     })
 }
 
-/// Compares two recordings (every MCP server of each, by label, when a tape holds several): the report, and the tapes'
-/// reader warnings, each prefixed with its tape's path.
+/// Compares two recordings (every MCP server of each, by label, when a tape holds several):
+/// the report, and the tapes' reader warnings, each prefixed with its tape's path.
 pub fn diff(
     a_path: &Path,
     b_path: &Path,
@@ -233,19 +233,15 @@ pub fn diff_with(
         tool_surface,
         server_messages,
     } = found;
-    let cmp_tool_surface = tool_surface;
     let structural = !only_in_a.is_empty()
         || !only_in_b.is_empty()
-        || cmp_tool_surface.iter().any(|t| {
+        || tool_surface.iter().any(|t| {
             matches!(
                 t.kind,
                 SurfaceKind::Added | SurfaceKind::Removed | SurfaceKind::Narrowed
             )
         });
-    let output = !drifts.is_empty()
-        || cmp_tool_surface
-            .iter()
-            .any(|t| t.kind == SurfaceKind::Widened);
+    let output = !drifts.is_empty() || tool_surface.iter().any(|t| t.kind == SurfaceKind::Widened);
     let model = model_diff(calls_a, calls_b);
     let model_structural = model.as_ref().is_some_and(|m| m.calls_a != m.calls_b);
     let model_output = model.as_ref().is_some_and(|m| m.first.is_some());
@@ -266,7 +262,7 @@ pub fn diff_with(
         drifts,
         only_in_a,
         only_in_b,
-        tool_surface: cmp_tool_surface,
+        tool_surface,
         server_messages,
         model,
         skipped_lines_a: merge_skipped(skipped_lines_a, model_skipped_a),
@@ -328,7 +324,7 @@ fn mcp_servers(index: &TapeIndex) -> impl Iterator<Item = &str> {
     index
         .servers
         .iter()
-        .filter(|d| d.transport != crate::tape::format::MODEL_API)
+        .filter(|d| d.is_mcp())
         .map(|d| d.server.as_str())
 }
 

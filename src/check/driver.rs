@@ -248,8 +248,8 @@ const SETTLE_MAX: Duration = Duration::from_secs(1);
 
 /// A recorded notification that does not come live is waited for at most this long (a server
 /// request, up to the request timeout): a new build may send fewer progress or log messages
-/// (notifications are not compared); waiting for each the full timeout would only slow the
-/// check.
+/// (the report counts them, outside the grade); waiting for each the full timeout would only
+/// slow the check.
 const NOTIFICATION_WAIT: Duration = Duration::from_secs(2);
 
 /// The server-initiated messages of the recording that the live side can see arrive, in
