@@ -211,7 +211,7 @@ pub fn diff_with(
         Some(labels) => {
             for label in labels {
                 let side = |path: &Path, idx: &TapeIndex| -> Result<Option<TapeIndex>, TapeError> {
-                    if !mcp_servers(idx).any(|l| l == label) {
+                    if !mcp_servers(idx).contains(&label.as_str()) {
                         return Ok(None);
                     }
                     TapeIndex::load_with(path, Some(&label), read).map(Some)
@@ -319,24 +319,30 @@ impl Found {
     }
 }
 
-/// The labels of a tape's MCP servers (a model API is not one), in order.
-fn mcp_servers(index: &TapeIndex) -> impl Iterator<Item = &str> {
-    index
+/// The labels of a tape's MCP servers (a model API is not one), in order. A tape that declares
+/// none (written by hand, or by an older tool) holds the one its messages are labelled with.
+fn mcp_servers(index: &TapeIndex) -> Vec<&str> {
+    let declared: Vec<&str> = index
         .servers
         .iter()
         .filter(|d| d.is_mcp())
         .map(|d| d.server.as_str())
+        .collect();
+    if declared.is_empty() && !index.msgs.is_empty() {
+        return vec![index.server.as_str()];
+    }
+    declared
 }
 
 /// The server labels to compare one by one (A's in order, then those only B has), or `None`
 /// when neither tape holds more than one MCP server: then the two are compared whatever their
 /// labels, as a recording of one server is.
 fn server_pairs(a: &TapeIndex, b: &TapeIndex) -> Option<Vec<String>> {
-    if mcp_servers(a).count() <= 1 && mcp_servers(b).count() <= 1 {
+    if mcp_servers(a).len() <= 1 && mcp_servers(b).len() <= 1 {
         return None;
     }
     let mut labels: Vec<String> = Vec::new();
-    for l in mcp_servers(a).chain(mcp_servers(b)) {
+    for l in mcp_servers(a).into_iter().chain(mcp_servers(b)) {
         if !labels.iter().any(|x| x == l) {
             labels.push(l.to_string());
         }

@@ -16,7 +16,7 @@ use crate::wire::params::params_of;
 use crate::wire::rewrite::{with_id, RawObject};
 use crate::wire::{classify, Dir, Frame, Framer, Kind};
 use serde_json::Value;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::{ChildStdin, ExitStatus};
@@ -153,6 +153,12 @@ pub(crate) trait Live {
         let _ = meta;
         true
     }
+    /// Whether the server messages this side sees can be counted against those `base` recorded
+    /// (and seen) by method.
+    fn counts_comparable(&self, base: &TapeIndex) -> bool {
+        let _ = base;
+        true
+    }
 }
 
 /// Drives the baseline's client side through `live`, which reports answers on `inbox`, keeping
@@ -162,7 +168,8 @@ pub(crate) trait Live {
 /// answer to a server request, the pause the recording had (up to `SETTLE_MAX`: the server may
 /// act on the answer without saying so). Requests that overlapped in the recording are sent
 /// without waiting for each other. The live server's multi-round-trip state is carried into
-/// retries; requests time out. Returns (missing, whether the server went away).
+/// retries; requests time out. Returns (missing, whether the server went away, the server
+/// messages' counts).
 pub(crate) fn drive(
     base: &TapeIndex,
     live: &mut dyn Live,
@@ -170,7 +177,7 @@ pub(crate) fn drive(
     timeout: Duration,
     filler: &super::fill::Filler,
     observer: &mut Observer,
-) -> (HashMap<usize, String>, bool) {
+) -> (HashMap<usize, String>, bool, ServerCounts) {
     let causes = Causes::of(base, &*live);
     let mut run = Run {
         base,
@@ -225,20 +232,57 @@ pub(crate) fn drive(
         run.server_gone();
     }
     run.wait_for(|r| r.pending.is_empty(), None);
-    // The server's messages recorded after the last client message are waited for, as a
-    // notification is (up to `NOTIFICATION_WAIT`, a request too: nothing the client sends waits
-    // on them), so that one merely late is not counted as not sent; then the counts by method
-    // of what was recorded and what came.
-    needs.add(&causes, usize::MAX);
-    run.wait_for_server_within(&mut needs, NOTIFICATION_WAIT.min(timeout));
-    let mut recorded = std::collections::BTreeMap::new();
+    let comparable = run.live.counts_comparable(base);
+    let mut recorded = BTreeMap::new();
     for (_, method, _) in &causes.msgs {
         *recorded.entry(method.clone()).or_default() += 1;
     }
-    let observed = run.seen.iter().map(|(m, n)| (m.clone(), *n)).collect();
-    run.observer
-        .server_messages(server_messages::differing(&recorded, &observed));
-    (std::mem::take(&mut run.missing), run.gone)
+    let Run {
+        missing,
+        gone,
+        seen,
+        inbox,
+        ..
+    } = run;
+    let counts = ServerCounts {
+        recorded,
+        seen,
+        inbox,
+        comparable,
+    };
+    (missing, gone, counts)
+}
+
+/// The server's requests and notifications by method, recorded and seen live, for the report
+/// ([`server_messages`]). Counted once the run is over and the server has said all it will:
+/// a server may say something as its stdin closes (after `drive`), which the recording holds
+/// too; what came then is still in `inbox`.
+pub(crate) struct ServerCounts {
+    recorded: BTreeMap<String, u64>,
+    seen: HashMap<String, u64>,
+    inbox: mpsc::Receiver<Event>,
+    /// Whether the two sides can be counted alike (not a stdio tape against an HTTP server,
+    /// which sends a request's messages on its answer stream and the rest on a GET stream
+    /// check does not open).
+    comparable: bool,
+}
+
+impl ServerCounts {
+    /// The methods whose counts differ, the server messages still in the inbox taken in.
+    pub(crate) fn differing(mut self) -> Vec<server_messages::MessageCount> {
+        if !self.comparable {
+            return Vec::new();
+        }
+        while let Ok(event) = self.inbox.try_recv() {
+            if let Event::Seen(msgs) = event {
+                for (m, _) in msgs {
+                    *self.seen.entry(m).or_default() += 1;
+                }
+            }
+        }
+        let observed = self.seen.into_iter().collect();
+        server_messages::differing(&self.recorded, &observed)
+    }
 }
 
 /// After the client's answer to a server request, the recorded pause before its next message is
@@ -404,7 +448,7 @@ pub(crate) fn drive_stdio(
         out: Vec::new(),
         framer: Framer::new(usize::MAX),
     };
-    let (missing, gone) = drive(base, &mut live, inbox, cfg.timeout, &cfg.filler, observer);
+    let (missing, gone, counts) = drive(base, &mut live, inbox, cfg.timeout, &cfg.filler, observer);
     let run_error = gone.then(|| "the server's output ended before the session did".to_string());
 
     // Close the server's stdin and give it the grace period to exit.
@@ -416,6 +460,8 @@ pub(crate) fn drive_stdio(
     while !reader.is_finished() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }
+    // Counted now: what the server said as its stdin closed has come, as it was recorded.
+    observer.server_messages(counts.differing());
     if let (Some(tape), Some(path)) = (tape, &cfg.observed_tape) {
         tape.close(exit.clone(), "mcptape check finished".into())
             .map_err(|cause| tape_err(path, cause))?;
@@ -490,19 +536,14 @@ impl Run<'_> {
     /// Waits until the live server has sent what `needs` names: for a server request up to the
     /// request timeout, for notifications only up to `NOTIFICATION_WAIT`.
     fn wait_for_server(&mut self, needs: &mut Needs) {
+        if needs.met(&self.seen) {
+            return;
+        }
         let limit = if needs.awaits_request(&self.seen) {
             self.timeout
         } else {
             NOTIFICATION_WAIT.min(self.timeout)
         };
-        self.wait_for_server_within(needs, limit);
-    }
-
-    /// [`Run::wait_for_server`], for at most `limit`.
-    fn wait_for_server_within(&mut self, needs: &mut Needs, limit: Duration) {
-        if needs.met(&self.seen) {
-            return;
-        }
         let until = Instant::now() + limit;
         let needs_ref = &*needs;
         self.wait_for(|r| r.gone || needs_ref.met(&r.seen), Some(until));

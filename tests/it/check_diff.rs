@@ -1581,6 +1581,38 @@ fn two_server_tape(path: &Path, search_answer: &str, search_tools: Value) {
     std::fs::write(path, text).unwrap();
 }
 
+/// A tape that declares no server (written by hand, or by an older tool) holds the one its
+/// messages are labelled with: diffed against a tape of several servers, it is compared with
+/// the server of that label. Its exchanges were dropped: "0 compared, …, 0 only in A".
+#[test]
+fn a_tape_that_declares_no_server_is_diffed_as_the_server_its_messages_name() {
+    let dir = tmp();
+    let (two, one) = (dir.path().join("two.jsonl"), dir.path().join("one.jsonl"));
+    two_server_tape(&two, "3 hits", json!([find_tool(&["q"])]));
+    let text = std::fs::read_to_string(&two).unwrap();
+    let kept: String = text
+        .lines()
+        .filter(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["type"] != "server" && v["server"] != "search"
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&one, kept).unwrap();
+    let (r, out) = diff_json(&one, &two, &[]);
+    assert_eq!(
+        (r.compared, r.only_in_a.len(), r.only_in_b.len()),
+        (2, 0, 2),
+        "{}",
+        out.console()
+    );
+    assert!(r.drifts.is_empty(), "{r:#?}");
+    assert!(r
+        .only_in_b
+        .iter()
+        .all(|e| e.server.as_deref() == Some("search")));
+}
+
 fn find_tool(required: &[&str]) -> Value {
     json!({"name": "find", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}, "limit": {"type": "integer"}}, "required": required}})
 }
@@ -1655,6 +1687,8 @@ for line in sys.stdin:
         for n in range(logs):
             out({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "step %d" % n}})
         out({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "done " + str(m["params"]["arguments"]["n"])}]}})
+if os.environ.get("BYE") == "1":
+    out({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "bye"}})
 "#;
 
 /// A session with [`CHATTY_SERVER`] recorded to `tape`, its build chosen by `env`: the
@@ -1674,6 +1708,39 @@ fn chatty_session(tape: &Path, env: &[(&str, &str)]) {
         assert_eq!(r["result"]["content"][0]["text"], format!("done {n}"));
     }
     c.finish();
+}
+
+/// A server that says something as its stdin closes (`BYE=1`), checked against the same build:
+/// nothing differs. The counts were taken before check closed the server's stdin, so the
+/// recorded goodbye was "1 recorded, 0 live" on every run, after a 2 s wait for it. And a
+/// stdio tape checked against the same server behind HTTP (`record --listen`): check sees only
+/// a request's answer stream there, the tape says nothing of streams, so nothing is counted.
+/// Every live log message was "0 recorded, N live".
+#[test]
+fn server_messages_are_counted_alike_at_the_servers_end_and_not_across_transports() {
+    let dir = tmp();
+    let bye = dir.path().join("bye.jsonl");
+    chatty_session(&bye, &[("BYE", "1")]);
+    assert_eq!(
+        tape_msgs(&bye)
+            .iter()
+            .filter(|m| m["msg"]["params"]["data"] == "bye")
+            .count(),
+        1,
+        "the goodbye is on the tape"
+    );
+    let server = crate::record::py(CHATTY_SERVER, &[]);
+    let (r, out) = check(&bye, &[], &server, &[("BYE", "1")]);
+    assert_eq!(r.grade, Grade::A, "{}", out.console());
+    assert!(r.server_messages.is_empty(), "{}", out.console());
+
+    let chatty = dir.path().join("chatty.jsonl");
+    chatty_session(&chatty, &[]);
+    let bridge = Served::bridge(&dir.path().join("bridge.jsonl"), &server);
+    let (r, out) = check(&chatty, &["--url", &bridge.url], &[], &[]);
+    bridge.stop();
+    assert_eq!(r.grade, Grade::A, "{}", out.console());
+    assert!(r.server_messages.is_empty(), "{}", out.console());
 }
 
 /// check and diff compare answers; a build that answers alike but sends fewer log messages and
