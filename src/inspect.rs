@@ -378,11 +378,11 @@ pub fn show_table(doc: &ShowDoc) -> String {
             };
             let _ = writeln!(
                 out,
-                "ended    after {:.3} s: {}{exit}; {} messages, {} exchanges",
+                "ended    after {:.3} s: {}{exit}; {}, {}",
                 e.t_us as f64 / 1e6,
                 e.reason.as_deref().unwrap_or("-"),
-                e.messages,
-                e.exchanges
+                counted(e.messages, "message"),
+                counted(e.exchanges, "exchange")
             );
         }
         None => {
@@ -502,4 +502,9 @@ pub fn ls_in(dir: &Path) -> std::io::Result<Vec<Result<TapeSummary, TapeError>>>
         .map(|p| summarize(p))
         .filter(|r| !matches!(r, Err(TapeError::NotATape { .. })))
         .collect())
+}
+
+/// `n` and what is counted, in the plural unless `n` is 1.
+fn counted(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }

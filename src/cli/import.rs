@@ -74,10 +74,10 @@ pub fn run(a: Args) -> Result<i32> {
         }
     };
     crate::diag!(
-        "mcptape import: {format} {} -> {at}: {} messages, {} exchanges",
+        "mcptape import: {format} {} -> {at}: {}, {}",
         path.display(),
-        w.messages,
-        w.exchanges
+        super::plural(w.messages as u64, "message"),
+        super::plural(w.exchanges as u64, "exchange")
     );
     Ok(mcptape::exit::OK)
 }

@@ -122,9 +122,9 @@ pub fn redact(a: RedactCmdArgs) -> Result<i32> {
         )
     };
     crate::diag!(
-        "mcptape: redacted {} of {} messages; wrote {} with a fresh hash chain{skipped}{backup}",
+        "mcptape: redacted {} of {}; wrote {} with a fresh hash chain{skipped}{backup}",
         out.redacted,
-        out.messages,
+        super::plural(out.messages as u64, "message"),
         out.output
     );
     Ok(mcptape::exit::OK)

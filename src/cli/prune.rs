@@ -81,10 +81,10 @@ pub fn run(a: Args) -> Result<i32> {
         String::new()
     };
     crate::diag!(
-        "mcptape prune: dropped {} of {} exchanges ({} lines){handshake}; {kept} kept; wrote {} with a fresh hash chain; the original is kept as {}",
+        "mcptape prune: dropped {} of {} ({}){handshake}; {kept} kept; wrote {} with a fresh hash chain; the original is kept as {}",
         out.exchanges,
-        index.exchanges.len(),
-        out.lines,
+        super::plural(index.exchanges.len() as u64, "exchange"),
+        super::plural(out.lines as u64, "line"),
         path.display(),
         out.backup.display()
     );

@@ -152,13 +152,13 @@ pub fn run_cmd(a: Args) -> Result<i32> {
         Mode::Record => {
             let end = out.end.unwrap_or_default();
             crate::diag!(
-                "mcptape run: {} {}; {}{} and {servers} on {} ({} messages)",
+                "mcptape run: {} {}; {}{} and {servers} on {} ({})",
                 out.agent.name(),
                 exited,
                 super::plural(out.model_calls, "model call"),
                 setup_beside(out.setup_calls),
                 cfg.tape.display(),
-                end.messages
+                super::plural(end.messages, "message")
             );
             if out.model_calls == 0 && out.agent.model_pointed() {
                 crate::diag!(

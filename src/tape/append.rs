@@ -48,12 +48,15 @@ pub enum AppendError {
         /// The tape.
         path: PathBuf,
     },
-    /// Another process is writing it (a recording still going on, another append): cutting its
-    /// closing line off under that writer would break both.
-    #[error("{}: the tape is being written or read by another process (a recording still going on, or `mcptape push` uploading it?); append when it is done, or to another tape (--append-to)", path.display())]
+    /// Another process is writing it (a recording still going on, another append), or reading
+    /// it whole (`mcptape push` uploading it): cutting its closing line off under either would
+    /// break it.
+    #[error("{}: the tape is being {} by another process ({}); append when it is done, or to another tape (--append-to)", path.display(), if *read { "read" } else { "written" }, if *read { "`mcptape push` uploading it?" } else { "a recording still going on?" })]
     Busy {
         /// The tape.
         path: PathBuf,
+        /// Only readers hold its lock (a reader's share of it can be taken).
+        read: bool,
     },
     /// It could not be opened for writing.
     #[error("could not open tape {} for appending", path.display())]
@@ -100,6 +103,7 @@ pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError
     super::sink::lock(&file).map_err(|e| match e.raw_os_error() {
         Some(libc::EWOULDBLOCK) => AppendError::Busy {
             path: path.to_path_buf(),
+            read: std::fs::File::open(path).is_ok_and(|f| super::sink::lock_shared(&f).is_ok()),
         },
         _ => io_err(e),
     })?;

@@ -325,10 +325,19 @@ mod tests {
         let b = place::open_unless_written(&path)
             .unwrap()
             .expect("readers share the lock");
-        assert!(matches!(
-            append::append(&path, WriteOptions::default()),
-            Err(append::AppendError::Busy { .. })
-        ));
+        let Err(refused) = append::append(&path, WriteOptions::default()) else {
+            panic!("appended to a tape being read");
+        };
+        assert!(
+            matches!(refused, append::AppendError::Busy { read: true, .. }),
+            "{refused}"
+        );
+        assert!(
+            refused
+                .to_string()
+                .contains("is being read by another process (`mcptape push`"),
+            "{refused}"
+        );
         let (_, beside) = place::open(&path).expect("a re-recording goes on beside a read");
         assert!(beside.is_some(), "a re-recording, beside the tape");
         drop((a, b));

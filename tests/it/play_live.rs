@@ -586,7 +586,7 @@ fn a_tape_still_being_recorded_is_not_appended_to() {
     let stderr = play.finish_with(0);
     assert_contains(
         &stderr,
-        "the tape is being written or read by another process",
+        "the tape is being written by another process (a recording still going on?)",
     );
     assert_contains(&stderr, "the live answers are served but not taped");
     add(&mut rec, 2, 2);
