@@ -267,21 +267,40 @@ class Quiet(BaseHTTPRequestHandler):
 /// What it ends with: handler `H` served, a thread per request, on the port in argv[1].
 const PY_HTTP_SERVE: &str = r#"
 ThreadingHTTPServer.daemon_threads = True
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+sys.stderr.write("%s%d\n" % (LISTENING, server.server_address[1]))
+sys.stderr.flush()
+server.serve_forever()
 "#;
 
+/// What a stdlib upstream says once it listens, before its port.
+const PY_LISTENING: &str = "mcptape-test-upstream listening on port ";
+
 /// A stdlib-Python HTTP upstream: `handler` defines class `H(Quiet)` (see PY_HTTP_PRELUDE);
-/// run as `python NAME.py PORT ARGS…` in `dir`, logging to `dir/NAME.log`. Returns it and its
-/// port, once it listens.
+/// run as `python NAME.py 0 ARGS…` in `dir`, logging to `dir/NAME.log`. Returns it and its
+/// port, once it listens. It binds a port of the kernel's choosing and says which: a port
+/// picked free beforehand could be taken by another test's server before it bound it (seen
+/// once in CI: the upstream died on the bind, the test's connect reached the other server, and
+/// the request through the proxy then met a refused connection).
 pub fn py_upstream(dir: &Path, name: &str, handler: &str, args: &[&str]) -> (Proc, u16) {
     let script = dir.join(format!("{name}.py"));
-    std::fs::write(&script, [PY_HTTP_PRELUDE, handler, PY_HTTP_SERVE].concat())
-        .expect("write upstream script");
-    listening(name, dir.join(format!("{name}.log")), |port| {
-        let mut c = Command::new(python());
-        c.arg(&script).arg(port.to_string()).args(args);
-        c
-    })
+    let listening_line = format!("LISTENING = {PY_LISTENING:?}\n");
+    std::fs::write(
+        &script,
+        [PY_HTTP_PRELUDE, &listening_line, handler, PY_HTTP_SERVE].concat(),
+    )
+    .expect("write upstream script");
+    let mut c = Command::new(python());
+    c.arg(&script).arg("0").args(args);
+    let mut p = Proc::spawn(name, c, dir.join(format!("{name}.log")));
+    p.wait_log(PY_LISTENING);
+    let log = p.log_text();
+    let port = log
+        .lines()
+        .find_map(|l| l.strip_prefix(PY_LISTENING))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name}: no port in its log:\n{log}"));
+    (p, port)
 }
 
 /// An upstream of [`py_upstream`] with `mcptape record --url` in front of it.
