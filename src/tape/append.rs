@@ -103,7 +103,7 @@ pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError
     super::sink::lock(&file).map_err(|e| match e.raw_os_error() {
         Some(libc::EWOULDBLOCK) => AppendError::Busy {
             path: path.to_path_buf(),
-            read: std::fs::File::open(path).is_ok_and(|f| super::sink::lock_shared(&f).is_ok()),
+            read: !super::place::being_written(path),
         },
         _ => io_err(e),
     })?;

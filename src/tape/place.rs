@@ -142,7 +142,7 @@ pub(crate) fn behind_link(path: &Path) -> io::Result<PathBuf> {
 /// Whether a live writer holds `path` (its lock, `sink::lock`): a recording still going on. A
 /// reader's share of the lock (`mcptape push` reading the tape) is no writer: a re-recording
 /// writes `TAPE.new` and renames it over the tape, which the reader's open file does not see.
-fn being_written(path: &Path) -> bool {
+pub(crate) fn being_written(path: &Path) -> bool {
     File::open(path).is_ok_and(|f| {
         super::sink::lock_shared(&f).is_err_and(|e| e.raw_os_error() == Some(libc::EWOULDBLOCK))
     })
@@ -152,7 +152,7 @@ fn being_written(path: &Path) -> bool {
 /// readers hold the lock (a reader's share of it takes: [`open_unless_written`]), of a
 /// recording while `mcptape push` uploads the tape.
 fn being_recorded(tape: &Path, into: &Path) -> io::Error {
-    if File::open(into).is_ok_and(|f| super::sink::lock_shared(&f).is_ok()) {
+    if !being_written(into) {
         return io::Error::other(format!(
             "{} is being read by another mcptape right now (`mcptape push` uploading it); record it once that is done, or to another tape",
             tape.display()

@@ -248,35 +248,34 @@ fn copy_forward(to: &mut [u8], from: &[u8]) {
 
 /// Takes the writer's lock on `file` (exclusive, without waiting): an error when another open
 /// of the file holds it.
-#[cfg(unix)]
 pub(crate) fn lock(file: &File) -> io::Result<()> {
-    use std::os::unix::io::AsRawFd;
-    // SAFETY: a valid descriptor; `flock` touches nothing else.
-    match unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } {
-        0 => Ok(()),
-        _ => Err(io::Error::last_os_error()),
-    }
-}
-
-#[cfg(not(unix))]
-pub(crate) fn lock(_file: &File) -> io::Result<()> {
-    Ok(())
+    flock_now(file, true)
 }
 
 /// Takes a reader's share of the writer's lock on `file` (without waiting): while it is held no
 /// writer takes the lock, and other readers still share it. An error when a writer holds it.
-#[cfg(unix)]
 pub(crate) fn lock_shared(file: &File) -> io::Result<()> {
+    flock_now(file, false)
+}
+
+/// `flock` without waiting, exclusive or shared.
+#[cfg(unix)]
+fn flock_now(file: &File, exclusive: bool) -> io::Result<()> {
     use std::os::unix::io::AsRawFd;
+    let how = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    };
     // SAFETY: a valid descriptor; `flock` touches nothing else.
-    match unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } {
+    match unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) } {
         0 => Ok(()),
         _ => Err(io::Error::last_os_error()),
     }
 }
 
 #[cfg(not(unix))]
-pub(crate) fn lock_shared(_file: &File) -> io::Result<()> {
+fn flock_now(_file: &File, _exclusive: bool) -> io::Result<()> {
     Ok(())
 }
 
