@@ -16,8 +16,10 @@ pub(crate) const WEIGHTS: Dimensions = Dimensions {
     structural_stability: 0.10,
 };
 
-/// The four dimensions over the graded exchanges; all 1.0 when there are none.
+/// The four dimensions over the graded exchanges (not those the recording has no answer
+/// for); all 1.0 when there are none.
 pub(crate) fn dimensions(exchanges: &[CheckedExchange]) -> Dimensions {
+    let exchanges: Vec<&CheckedExchange> = exchanges.iter().filter(|e| e.status.graded()).collect();
     let n = exchanges.len();
     if n == 0 {
         return Dimensions {

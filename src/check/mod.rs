@@ -216,16 +216,22 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
     }
     let cmp = observer.finish();
 
-    let exchanges = checked_exchanges(cmp.exchanges, &outcome.missing, cfg.latency.as_ref());
+    let skipped = base.skipped_lines();
+    let exchanges = checked_exchanges(
+        cmp.exchanges,
+        &outcome.missing,
+        cfg.latency.as_ref(),
+        &skipped,
+    );
     let dims = grade::dimensions(&exchanges);
     let score = grade::score(&dims);
     let any_missing = exchanges.iter().any(|e| e.status == Status::Missing);
     let (grade, capped) = grade::grade(score, any_missing);
     let regressions = regression_counts(&exchanges);
-    let failing = exchanges.iter().any(|e| e.status != Status::Pass);
+    let failing = exchanges.iter().any(|e| e.status.failed());
     // A baseline with no exchange checks nothing: that is no pass (a gate on a cut-off or empty
-    // tape graded A and passed).
-    let nothing_checked = exchanges.is_empty();
+    // tape graded A and passed). So does one with no recorded answer.
+    let nothing_checked = !exchanges.iter().any(|e| e.status.graded());
     let regressed = cfg.fail_on_regression && failing;
     let passed = !nothing_checked && !regressed && cfg.min_grade.is_none_or(|min| grade <= min);
     let mut report = CheckReport {
@@ -334,12 +340,16 @@ fn servers_checked(
     Ok((Some(checked.to_string()), others))
 }
 
-/// Each compared exchange with its status: the same, a regression, or missing (no answer, or
-/// one that came after the deadline), and whether it was slower than the latency rule allows.
+/// Each compared exchange with its status: the same, a regression, missing (no answer, or one
+/// that came after the deadline), or not on the tape (answered live, never in the recording),
+/// and whether it was slower than the latency rule allows. `skipped`: the baseline's lines
+/// skipped as malformed; a recorded answer may have been on one after its request, so such a
+/// request stays a regression rather than not on the tape.
 fn checked_exchanges(
     compared: Vec<crate::compare::ExchangeComparison>,
     missing: &std::collections::HashMap<usize, String>,
     latency: Option<&LatencyRule>,
+    skipped: &[crate::tape::BadLine],
 ) -> Vec<CheckedExchange> {
     let mut out = Vec::with_capacity(compared.len());
     for (i, e) in compared.into_iter().enumerate() {
@@ -350,6 +360,15 @@ fn checked_exchanges(
             && matches!(e.outcome, Outcome::Same | Outcome::Changed);
         let (status, changes, detail) = match e.outcome {
             Outcome::Same if !late => (Status::Pass, Vec::new(), None),
+            Outcome::Changed
+                if !late
+                    && unrecorded(&e.changes).is_some()
+                    && !skipped.iter().any(|b| b.line > e.exchange.line) =>
+            {
+                let answer = crate::wire::canonical::short(unrecorded(&e.changes), 120);
+                let detail = format!("the live server answered {answer}");
+                (Status::Unrecorded, Vec::new(), Some(detail))
+            }
             Outcome::Changed if !late => (Status::Regression, e.changes, None),
             _ => {
                 let detail = missing
@@ -383,6 +402,15 @@ fn checked_exchanges(
         });
     }
     out
+}
+
+/// The live answer, when the only change is that the recording has none (the exchange is
+/// then [`Status::Unrecorded`], not a regression).
+fn unrecorded(changes: &[Change]) -> Option<&serde_json::Value> {
+    match changes {
+        [c] if c.kind == ChangeKind::MissingResponse && c.recorded.is_none() => c.observed.as_ref(),
+        _ => None,
+    }
 }
 
 /// How many exchanges show each kind of change (an exchange counts once per kind).

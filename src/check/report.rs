@@ -74,6 +74,22 @@ pub enum Status {
     Regression,
     /// No answer: timeout, crash, or never sent because the server was gone.
     Missing,
+    /// The live server answered a request the recording has no answer for (it was cut off
+    /// after the request, or the recorded server never answered): nothing to compare with, so
+    /// neither graded nor failing the gate.
+    Unrecorded,
+}
+
+impl Status {
+    /// Whether this exchange counts against the server: a regression or a missing answer.
+    pub fn failed(self) -> bool {
+        matches!(self, Status::Regression | Status::Missing)
+    }
+
+    /// Whether this exchange is graded (all but the ones the recording has no answer for).
+    pub fn graded(self) -> bool {
+        self != Status::Unrecorded
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -206,11 +222,8 @@ impl CheckReport {
         }
     }
 
-    /// Exchanges that did not pass (regressions and missing answers).
+    /// Exchanges that failed (regressions and missing answers).
     pub fn regression_count(&self) -> usize {
-        self.exchanges
-            .iter()
-            .filter(|e| e.status != Status::Pass)
-            .count()
+        self.exchanges.iter().filter(|e| e.status.failed()).count()
     }
 }

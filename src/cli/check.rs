@@ -14,6 +14,8 @@ use std::time::Duration;
 /// Regression kinds: missing-response, error-status-change, structure-change, ordering-change,
 /// value-change. Score = 25 % responsiveness + 45 % match rate + 20 % error parity + 10 %
 /// structural stability; A ≥ 90, B ≥ 80, C ≥ 70, D ≥ 60, else F; a missing response caps at D.
+/// A request the tape has no answer for (a recording cut off after it) is reported as not on
+/// the tape, with the live answer, and not graded.
 ///
 /// Gates: --fail-on-regression and --min-grade; with neither, any regression fails.
 #[derive(clap::Args)]

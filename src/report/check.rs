@@ -15,6 +15,7 @@ struct Counts {
     pass: usize,
     regression: usize,
     missing: usize,
+    unrecorded: usize,
 }
 
 fn counts(r: &CheckReport) -> Counts {
@@ -23,6 +24,7 @@ fn counts(r: &CheckReport) -> Counts {
         pass: n(Status::Pass),
         regression: n(Status::Regression),
         missing: n(Status::Missing),
+        unrecorded: n(Status::Unrecorded),
     }
 }
 
@@ -57,6 +59,8 @@ fn gate_text(r: &CheckReport) -> (bool, Option<String>) {
     let mut why = Vec::new();
     if r.exchanges.is_empty() {
         why.push("nothing was checked: the baseline holds no exchange".to_string());
+    } else if counts(r).unrecorded == r.exchanges.len() {
+        why.push("nothing was checked: the baseline holds no answer to compare with".to_string());
     }
     if let Some(m) = g.min_grade {
         if r.grade > m {
@@ -148,6 +152,16 @@ pub fn check_console(r: &CheckReport, color: bool) -> String {
             out.extend(change_lines(&others, "    ", st, |_, s| st.red(s)));
         }
     }
+    let unrecorded: Vec<_> = with_status(r, Status::Unrecorded).collect();
+    if !unrecorded.is_empty() {
+        out.push(String::new());
+        out.push(st.bold_yellow(UNRECORDED_HEADING));
+        let lw = label_width(&unrecorded);
+        for e in unrecorded {
+            out.push(console_row(e, lw, st));
+            out.push(format!("    {}", st.dim(e.detail.as_deref().unwrap_or(""))));
+        }
+    }
     if !r.tool_surface.is_empty() {
         out.push(String::new());
         out.push(st.bold("tool surface"));
@@ -164,6 +178,9 @@ pub fn check_console(r: &CheckReport, color: bool) -> String {
     s.push('\n');
     s
 }
+
+/// The console section of the exchanges the recording has no answer for.
+const UNRECORDED_HEADING: &str = "not on the tape (the recording has no answer for it: not graded)";
 
 /// The head of the console report: what was checked, the grade and counts, the dimensions.
 fn console_summary(r: &CheckReport, st: Style) -> Vec<String> {
@@ -193,12 +210,20 @@ fn console_summary(r: &CheckReport, st: Style) -> Vec<String> {
         }
     };
     out.push(format!(
-        "{}  {:.1}/100   {}   {}   {}",
+        "{}  {:.1}/100   {}   {}   {}{}",
         grade_style(st, r.grade, &format!("grade {}", r.grade.as_str())),
         r.score,
         count(c.pass, "pass", "pass", false),
         count(c.regression, "regression", "regressions", true),
         count(c.missing, "missing", "missing", true),
+        if c.unrecorded > 0 {
+            format!(
+                "   {}",
+                st.yellow(&format!("{} not on the tape", c.unrecorded))
+            )
+        } else {
+            String::new()
+        },
     ));
     let d = &r.dimensions;
     out.push(st.dim(&format!(
@@ -211,13 +236,14 @@ fn console_summary(r: &CheckReport, st: Style) -> Vec<String> {
     if r.capped {
         out.push(st.yellow("  capped at D: a response is missing"));
     }
-    if c.regression == 0 && c.missing == 0 && !r.exchanges.is_empty() {
+    if c.regression == 0 && c.missing == 0 && c.pass > 0 {
+        let graded = if c.unrecorded > 0 { "graded " } else { "" };
         out.push(st.green(&format!(
             "  {} answered as recorded",
-            if r.exchanges.len() == 1 {
-                "the exchange".to_string()
+            if c.pass == 1 {
+                format!("the {graded}exchange")
             } else {
-                format!("all {} exchanges", r.exchanges.len())
+                format!("all {} {graded}exchanges", c.pass)
             }
         )));
     }
@@ -332,6 +358,7 @@ pub fn check_markdown(r: &CheckReport) -> String {
     let mut s = md_summary(r);
     md_regressions(r, &mut s);
     md_missing(r, &mut s);
+    md_unrecorded(r, &mut s);
     if !r.tool_surface.is_empty() {
         s.push_str("### Tool surface\n\n");
         s.push_str(&surface_table(&r.tool_surface));
@@ -359,7 +386,7 @@ fn md_summary(r: &CheckReport) -> String {
         r.score
     );
     s.push_str(&format!(
-        "{}{} against {}: {}, {} pass, {}, {} missing ({}).\n\n",
+        "{}{} against {}: {}, {} pass, {}, {} missing{} ({}).\n\n",
         md_code(&r.tape),
         r.server_label
             .as_ref()
@@ -370,6 +397,11 @@ fn md_summary(r: &CheckReport) -> String {
         c.pass,
         plural(c.regression, "regression", "regressions"),
         c.missing,
+        if c.unrecorded > 0 {
+            format!(", {} not on the tape", c.unrecorded)
+        } else {
+            String::new()
+        },
         ms(r.duration_ms.saturating_mul(1000)),
     ));
     if !r.other_servers.is_empty() {
@@ -463,6 +495,26 @@ fn md_missing(r: &CheckReport, s: &mut String) {
     }
 }
 
+/// The exchanges the recording has no answer for: the live answer, not graded.
+fn md_unrecorded(r: &CheckReport, s: &mut String) {
+    let rows: Vec<_> = with_status(r, Status::Unrecorded).collect();
+    if !rows.is_empty() {
+        s.push_str("### Not on the tape\n\nThe recording has no answer for these requests (it was cut off after them, or the recorded server never answered): not graded.\n\n| Exchange | Live |\n| --- | --- |\n");
+        for e in rows.iter().take(MD_MAX_ROWS) {
+            s.push_str(&format!(
+                "| line {}: {} | {} |\n",
+                e.exchange.line,
+                md_code(&e.exchange.describe(ARGS_WIDTH)),
+                md_cell(e.detail.as_deref().unwrap_or(""))
+            ));
+        }
+        if rows.len() > MD_MAX_ROWS {
+            s.push_str(&format!("\n…and {} more.\n", rows.len() - MD_MAX_ROWS));
+        }
+        s.push('\n');
+    }
+}
+
 /// The exchanges over the latency rule.
 fn md_slower(r: &CheckReport, s: &mut String) {
     let slow = slower(r);
@@ -521,7 +573,7 @@ fn md_ending(r: &CheckReport, s: &mut String) {
 }
 
 /// JUnit XML: one suite, a testcase per exchange; a regression is a failure, a missing response
-/// or a run error is an error.
+/// or a run error is an error, an exchange the recording has no answer for is skipped.
 pub fn check_junit(r: &CheckReport) -> String {
     let mut suite = TestSuite::new(format!("mcptape check {}", r.tape));
     suite.set_time(Duration::from_millis(r.duration_ms));
@@ -558,6 +610,14 @@ pub fn check_junit(r: &CheckReport) -> String {
                 let mut st = TestCaseStatus::non_success(NonSuccessKind::Error);
                 st.set_type(ChangeKind::MissingResponse.as_str())
                     .set_message(e.detail.as_deref().unwrap_or("no answer"));
+                st
+            }
+            Status::Unrecorded => {
+                let mut st = TestCaseStatus::skipped();
+                st.set_message("not on the tape: the recording has no answer for it");
+                if let Some(d) = &e.detail {
+                    st.set_description(d.as_str());
+                }
                 st
             }
         };

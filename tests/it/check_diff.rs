@@ -1541,6 +1541,98 @@ fn the_gate_names_missing_responses_as_missing_not_as_regressions() {
     assert!(!md.contains("1 regression"), "{md}");
 }
 
+/// A line server answering `tools/call add` with the sum of `a` and `b`.
+const ADDER: &str = r#"
+def answer(m, arg):
+    a = m["params"]["arguments"]
+    return {"content": [{"type": "text", "text": str(a["a"] + a["b"])}]}
+"#;
+
+/// A recording cut off after a request was sent (the recorder or the client killed, or the
+/// recorded server crashed on it) holds no answer to compare the live one with: that exchange is
+/// reported apart, "not on the tape", and neither graded nor failing the gate. It was a
+/// regression ("missing-response: (absent) → the answer"), grade B and exit 1, on every check of
+/// the very build that was recorded.
+#[test]
+fn a_request_the_recording_has_no_answer_for_is_not_graded() {
+    let (dir, tape) = tmp_tape("cut.jsonl");
+    let mut msgs: Vec<(&str, Value)> = init_pair(1)
+        .into_iter()
+        .chain(call_pair(2, "add", json!({"a": 2, "b": 3}), json!("5")))
+        .collect();
+    msgs.push((
+        "c2s",
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 1}}}),
+    ));
+    write_tape(&tape, &msgs, false);
+    let server = line_server("s", ADDER, "");
+    let (r, out) = check(&tape, &[], &server, &[]);
+    out.status(0);
+    assert_eq!(r.grade, Grade::A, "{r:#?}");
+    assert_eq!(r.score, 100.0);
+    assert!(r.gate.passed);
+    assert_eq!(r.regression_count(), 0, "{r:#?}");
+    assert!(r.regressions.is_empty(), "{:?}", r.regressions);
+    let cut = ex(&r, "tools/call", Some("add"));
+    assert_eq!(cut.status, Status::Pass);
+    let unanswered = r
+        .exchanges
+        .iter()
+        .find(|e| e.exchange.arguments == Some(json!({"a": 1, "b": 1})))
+        .expect("the unanswered call is in the report");
+    assert_eq!(unanswered.status, Status::Unrecorded, "{unanswered:#?}");
+    assert!(unanswered.changes.is_empty(), "{unanswered:#?}");
+
+    let md = dir.path().join("report.md");
+    let junit = dir.path().join("junit.xml");
+    let out = check_cmd(
+        &tape,
+        &[
+            "--markdown",
+            md.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+        &server,
+        &[],
+    )
+    .status(0);
+    assert_contains(
+        &out.stdout,
+        "grade A  100.0/100   2 pass   0 regressions   0 missing   1 not on the tape",
+    );
+    assert_contains(
+        &out.stdout,
+        "not on the tape (the recording has no answer for it: not graded)\n  line 7  tools/call add {\"a\":1,\"b\":1}\n    the live server answered {\"result\":{\"content\":[{\"text\":\"2\"",
+    );
+    assert_contains(&out.stdout, "all 2 graded exchanges answered as recorded");
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert_contains(&md, "### Not on the tape");
+    assert_contains(&md, "2 pass, 0 regressions, 0 missing, 1 not on the tape");
+    let junit = std::fs::read_to_string(&junit).unwrap();
+    assert_contains(
+        &junit,
+        "<skipped message=\"not on the tape: the recording has no answer for it\"",
+    );
+
+    // The live server silent on it too: that is what was recorded, a pass.
+    let (r, _) = check(&tape, &[], &line_server("s", CRASH_ON_THIRD, ""), &[]);
+    assert_eq!(r.grade, Grade::A, "{r:#?}");
+    assert!(
+        r.exchanges.iter().all(|e| e.status == Status::Pass),
+        "{r:#?}"
+    );
+}
+
+/// A line server answering `add` as [`ADDER`] does, and exiting at request id 3, unanswered.
+const CRASH_ON_THIRD: &str = r#"
+def answer(m, arg):
+    if m["id"] == 3:
+        sys.exit(3)
+    a = m["params"]["arguments"]
+    return {"content": [{"type": "text", "text": str(a["a"] + a["b"])}]}
+"#;
+
 // --- tapes of several servers ----------------------------------------------------------------
 
 /// A closed tape of two stdio servers, `files` and `search` (as an agent run tapes its MCP

@@ -520,6 +520,7 @@ pub fn mark_check(
         item.dr = Some(Drift {
             o: match e.status {
                 Status::Missing => "missing",
+                Status::Unrecorded => "not on the tape",
                 _ => "regression",
             }
             .into(),
