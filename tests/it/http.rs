@@ -2067,7 +2067,7 @@ fn a_compressing_upstream_is_asked_for_plain_answers_and_never_tapes_compressed_
 #[test]
 fn a_servers_redirect_to_its_own_path_is_followed_so_the_client_stays_on_the_recorder() {
     let dir = tmp();
-    let (_server, port) = listening("py server", dir.path().join("py.log"), py_server_http_cmd);
+    let (_server, port) = py_server_http_port(dir.path());
     let tape = dir.path().join("slash.jsonl");
     let rec = Served::record(&format!("http://127.0.0.1:{port}/mcp/"), &tape);
     assert!(rec.url.ends_with("/mcp/"), "{}", rec.url);
@@ -2618,14 +2618,17 @@ fn a_browser_client_runs_the_same_session_on_the_server_through_record_and_on_th
         "<!doctype html><title>client</title><body data-ready=\"1\"><p>an MCP client</p></body>",
     )
     .unwrap();
-    let (_site, site_port) = listening("page", dir.path().join("site.log"), |port| {
-        let mut c = std::process::Command::new("python3");
-        c.args(["-m", "http.server", "--bind", "127.0.0.1"])
-            .arg(port.to_string())
-            .arg("--directory")
-            .arg(&site);
-        c
-    });
+    // Port 0: the kernel's choice, which http.server prints (unbuffered, so it reaches the log).
+    let mut page = std::process::Command::new("python3");
+    page.args(["-u", "-m", "http.server", "--bind", "127.0.0.1", "0"])
+        .arg("--directory")
+        .arg(&site);
+    let (_site, site_port) = listening_on_0(
+        "page",
+        dir.path().join("site.log"),
+        page,
+        "Serving HTTP on 127.0.0.1 port ",
+    );
     let page = format!("http://127.0.0.1:{site_port}/index.html");
     let (_server, upstream) = everything_http(dir.path());
     let direct = browser_session(&page, &upstream);

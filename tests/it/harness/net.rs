@@ -1,6 +1,8 @@
 //! Processes that listen, and a raw HTTP/1.1 client to talk to them. Every server a test starts
-//! is on 127.0.0.1 and a free port, and is killed and reaped when its guard drops (also when the
-//! test fails).
+//! is on 127.0.0.1, on a port the kernel chose when the server bound it (the server says which),
+//! and is killed and reaped when its guard drops (also when the test fails). A port picked free
+//! beforehand and handed to a server is not used where that can be helped: tests run in
+//! parallel, and another test's server could take the port first (see [`listening_on_0`]).
 
 use super::{bin, peer, python, repo, s, text, tmp};
 use serde_json::Value;
@@ -91,6 +93,34 @@ impl Proc {
         }
     }
 
+    /// Waits until the log has a whole line with `said` followed by a port number, as a server
+    /// told to bind port 0 says which port it got (and listens by then); returns the port. Fails,
+    /// with the log, if the process exits first or does not say it within [`PATIENCE`].
+    pub fn wait_port(&mut self, said: &str) -> u16 {
+        let start = Instant::now();
+        loop {
+            if let Some(port) = said_port(&self.log_text(), said) {
+                return port;
+            }
+            if let Some(st) = self.died() {
+                panic!(
+                    "{} exited ({st}) before saying its port ({said:?}…); log {}:\n{}",
+                    self.name,
+                    self.log.display(),
+                    self.log_text()
+                );
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "{} never said its port ({said:?}…) within {PATIENCE:?}; log {}:\n{}",
+                self.name,
+                self.log.display(),
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits until the log holds `needle` (or the process dies, or 20 s pass).
     pub fn wait_log(&mut self, needle: &str) {
         let start = Instant::now();
@@ -152,6 +182,37 @@ impl Drop for Proc {
     }
 }
 
+/// The port in the first whole line (one ended by a newline) of `log` that holds `said` followed
+/// at once by digits.
+fn said_port(log: &str, said: &str) -> Option<u16> {
+    let whole = &log[..log.rfind('\n')? + 1];
+    whole.lines().find_map(|l| {
+        let rest = &l[l.find(said)? + said.len()..];
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        rest[..digits].parse().ok()
+    })
+}
+
+/// What the test servers of ours say once they listen, before the port they bound: the stdlib
+/// upstreams of [`py_upstream`], tests/peers/py_server.py and corpus_server.py over HTTP, and
+/// server-everything under tests/peers/loopback.js.
+pub const LISTENING_ON: &str = "mcptape-test-upstream listening on port ";
+
+/// Starts `cmd`, a server told to bind a loopback port of the kernel's choosing (port 0) that
+/// says which in its output (to `log`) with a line holding `said` and then the port, e.g.
+/// [`LISTENING_ON`]; returns it and the port once it said so. It listens by then, on a port
+/// nothing else had: a port picked free beforehand and handed to the server could be taken by
+/// another test's server before it bound it (seen in CI: the upstream died on the bind, the
+/// test's wait for the port was answered by the other server, and the test then met a refused
+/// connection). Fails, with the log, if the server exits first or does not say within 30 s.
+pub fn listening_on_0(name: &str, log: PathBuf, cmd: Command, said: &str) -> (Proc, u16) {
+    let mut p = Proc::spawn(name, cmd, log);
+    let port = p.wait_port(said);
+    (p, port)
+}
+
 /// A port nothing listens on right now (bound on loopback, then closed).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -170,10 +231,12 @@ pub fn listening(name: &str, log: PathBuf, cmd: impl FnOnce(u16) -> Command) -> 
     (p, port)
 }
 
-/// server-everything in an HTTP `mode` (`streamableHttp` or `sse`) on `port`: the real entry
-/// file behind node_modules/.bin/mcp-server-everything under the preload that keeps its
-/// listener on 127.0.0.1 (it binds all interfaces otherwise).
-pub fn everything_http_cmd(mode: &str, port: u16) -> Command {
+/// server-everything in an HTTP `mode` (`streamableHttp` or `sse`) on a port of the kernel's
+/// choosing (PORT=0): the real entry file behind node_modules/.bin/mcp-server-everything under
+/// the preload tests/peers/loopback.js, which keeps its listener on 127.0.0.1 (it binds all
+/// interfaces otherwise) and says the port it got with a line of [`LISTENING_ON`]
+/// (server-everything itself would say "port 0"). Start it with [`listening_on_0`].
+pub fn everything_http_cmd(mode: &str) -> Command {
     let entry = std::fs::canonicalize(peer("node_modules/.bin/mcp-server-everything"))
         .expect("resolve server-everything's entry file");
     let mut c = Command::new("node");
@@ -181,15 +244,16 @@ pub fn everything_http_cmd(mode: &str, port: u16) -> Command {
         .arg(peer("loopback.js"))
         .arg(entry)
         .arg(mode)
-        .env("PORT", port.to_string());
+        .env("PORT", "0");
     c
 }
 
-/// The Python SDK fixture server over Streamable HTTP on `port`.
-pub fn py_server_http_cmd(port: u16) -> Command {
+/// The Python SDK fixture server over Streamable HTTP on a port of the kernel's choosing
+/// (`--port 0`), which it says with a line of [`LISTENING_ON`]. Start it with
+/// [`listening_on_0`].
+pub fn py_server_http_cmd() -> Command {
     let mut c = Command::new(python());
-    c.arg(peer("py_server.py"))
-        .args(["--http", "--port", &port.to_string()]);
+    c.arg(peer("py_server.py")).args(["--http", "--port", "0"]);
     c
 }
 
@@ -264,27 +328,23 @@ class Quiet(BaseHTTPRequestHandler):
         return True
 "#;
 
-/// What it ends with: handler `H` served, a thread per request, on the port in argv[1].
+/// What it ends with: handler `H` served, a thread per request, on the port in argv[1] (0: one
+/// of the kernel's choosing), said on stderr with a line of [`LISTENING_ON`] once it listens.
 const PY_HTTP_SERVE: &str = r#"
 ThreadingHTTPServer.daemon_threads = True
 server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H)
-sys.stderr.write("%s%d\n" % (LISTENING, server.server_address[1]))
+sys.stderr.write("%s%d\n" % (LISTENING_ON, server.server_address[1]))
 sys.stderr.flush()
 server.serve_forever()
 "#;
 
-/// What a stdlib upstream says once it listens, before its port.
-const PY_LISTENING: &str = "mcptape-test-upstream listening on port ";
-
 /// A stdlib-Python HTTP upstream: `handler` defines class `H(Quiet)` (see PY_HTTP_PRELUDE);
 /// run as `python NAME.py 0 ARGS…` in `dir`, logging to `dir/NAME.log`. Returns it and its
-/// port, once it listens. It binds a port of the kernel's choosing and says which: a port
-/// picked free beforehand could be taken by another test's server before it bound it (seen
-/// once in CI: the upstream died on the bind, the test's connect reached the other server, and
-/// the request through the proxy then met a refused connection).
+/// port, once it listens: it binds a port of the kernel's choosing and says which (see
+/// [`listening_on_0`]).
 pub fn py_upstream(dir: &Path, name: &str, handler: &str, args: &[&str]) -> (Proc, u16) {
     let script = dir.join(format!("{name}.py"));
-    let listening_line = format!("LISTENING = {PY_LISTENING:?}\n");
+    let listening_line = format!("LISTENING_ON = {LISTENING_ON:?}\n");
     std::fs::write(
         &script,
         [PY_HTTP_PRELUDE, &listening_line, handler, PY_HTTP_SERVE].concat(),
@@ -292,15 +352,7 @@ pub fn py_upstream(dir: &Path, name: &str, handler: &str, args: &[&str]) -> (Pro
     .expect("write upstream script");
     let mut c = Command::new(python());
     c.arg(&script).arg("0").args(args);
-    let mut p = Proc::spawn(name, c, dir.join(format!("{name}.log")));
-    p.wait_log(PY_LISTENING);
-    let log = p.log_text();
-    let port = log
-        .lines()
-        .find_map(|l| l.strip_prefix(PY_LISTENING))
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name}: no port in its log:\n{log}"));
-    (p, port)
+    listening_on_0(name, dir.join(format!("{name}.log")), c, LISTENING_ON)
 }
 
 /// An upstream of [`py_upstream`] with `mcptape record --url` in front of it.
@@ -809,13 +861,14 @@ pub fn post(url: &str, msg: &Value) -> (u16, Vec<u8>) {
     (s.status, b)
 }
 
-/// server-everything in an HTTP `mode` on a free loopback port, its log in `dir`; returns it
-/// and its URL, `path` on it.
+/// server-everything in an HTTP `mode` on a loopback port of the kernel's choosing, its log in
+/// `dir`; returns it and its URL, `path` on it.
 pub fn everything_http_at(dir: &Path, mode: &str, path: &str) -> (Proc, String) {
-    let (p, port) = listening(
+    let (p, port) = listening_on_0(
         &format!("server-everything {mode}"),
         dir.join(format!("everything-{mode}.log")),
-        |port| everything_http_cmd(mode, port),
+        everything_http_cmd(mode),
+        LISTENING_ON,
     );
     (p, format!("http://127.0.0.1:{port}{path}"))
 }
@@ -838,25 +891,33 @@ pub fn reference_http_servers() -> [(&'static str, StartServer); 2] {
     ]
 }
 
-/// The Python SDK fixture server over Streamable HTTP; its URL is `http://…/mcp`.
-pub fn py_server_http(dir: &Path) -> (Proc, String) {
-    let (p, port) = listening(
+/// The Python SDK fixture server over Streamable HTTP, its log in `dir`: it and its port.
+pub fn py_server_http_port(dir: &Path) -> (Proc, u16) {
+    listening_on_0(
         "py_server --http",
         dir.join("py_server.log"),
-        py_server_http_cmd,
-    );
+        py_server_http_cmd(),
+        LISTENING_ON,
+    )
+}
+
+/// The Python SDK fixture server over Streamable HTTP; its URL is `http://…/mcp`.
+pub fn py_server_http(dir: &Path) -> (Proc, String) {
+    let (p, port) = py_server_http_port(dir);
     (p, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 /// The Python SDK fixture server over the HTTP+SSE transport (2024-11-05); its URL is
 /// `http://…/sse`.
 pub fn py_server_sse(dir: &Path) -> (Proc, String) {
-    let (p, port) = listening("py_server --sse", dir.join("py_server.log"), |port| {
-        let mut c = Command::new(python());
-        c.arg(peer("py_server.py"))
-            .args(["--sse", "--port", &port.to_string()]);
-        c
-    });
+    let mut c = Command::new(python());
+    c.arg(peer("py_server.py")).args(["--sse", "--port", "0"]);
+    let (p, port) = listening_on_0(
+        "py_server --sse",
+        dir.join("py_server.log"),
+        c,
+        LISTENING_ON,
+    );
     (p, format!("http://127.0.0.1:{port}/sse"))
 }
 
