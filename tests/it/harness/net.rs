@@ -9,6 +9,7 @@ use serde_json::Value;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -229,6 +230,81 @@ pub fn listening(name: &str, log: PathBuf, cmd: impl FnOnce(u16) -> Command) -> 
     let mut p = Proc::spawn(name, cmd(port), log);
     p.wait_listening(port);
     (p, port)
+}
+
+/// A loopback port held bound but not listening. A connection to it is refused, as to a port
+/// nothing listens on; unlike a port picked free and closed, it cannot be taken by another
+/// test's server while the guard lives: the kernel hands out no bound port for port 0, and a
+/// bind to it fails (for [`PortHold::on`], one without SO_REUSEADDR).
+pub struct PortHold {
+    _sock: OwnedFd,
+    pub port: u16,
+}
+
+impl PortHold {
+    /// A port of the kernel's choosing, held: nothing else can bind it.
+    pub fn any() -> PortHold {
+        PortHold::hold(0, false)
+    }
+
+    /// `port` held (fails if it is taken), for a server of ours to be started on again: the
+    /// socket has SO_REUSEADDR, so it binds despite the TIME_WAIT connections of the server that
+    /// was there, and a server that sets it too (Python's http.server and werkzeug do) can bind
+    /// the port while it is held. Drop the hold once that server listens.
+    pub fn on(port: u16) -> PortHold {
+        PortHold::hold(port, true)
+    }
+
+    fn hold(port: u16, reuse: bool) -> PortHold {
+        let os_err = std::io::Error::last_os_error;
+        // SAFETY: socket(2) with constant arguments; the descriptor is owned at once.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        assert!(fd >= 0, "socket: {}", os_err());
+        // SAFETY: fd is a descriptor just opened and owned by nothing else.
+        let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+        let len = |n: usize| libc::socklen_t::try_from(n).expect("a small length");
+        if reuse {
+            let one: libc::c_int = 1;
+            // SAFETY: setsockopt(2) with a pointer to a c_int and its size.
+            let set = unsafe {
+                libc::setsockopt(
+                    sock.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_REUSEADDR,
+                    std::ptr::from_ref(&one).cast(),
+                    len(std::mem::size_of::<libc::c_int>()),
+                )
+            };
+            assert_eq!(set, 0, "SO_REUSEADDR: {}", os_err());
+        }
+        // SAFETY: an all-zero sockaddr_in is valid; its fields are set below.
+        let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        addr.sin_family = libc::sa_family_t::try_from(libc::AF_INET).expect("AF_INET");
+        addr.sin_port = port.to_be();
+        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let mut size = len(std::mem::size_of::<libc::sockaddr_in>());
+        // SAFETY: bind(2) and getsockname(2) with a sockaddr_in and its size.
+        let bound = unsafe { libc::bind(sock.as_raw_fd(), std::ptr::from_ref(&addr).cast(), size) };
+        assert_eq!(bound, 0, "hold 127.0.0.1:{port}: {}", os_err());
+        // SAFETY: as above; the kernel writes at most `size` bytes.
+        let named = unsafe {
+            libc::getsockname(
+                sock.as_raw_fd(),
+                std::ptr::from_mut(&mut addr).cast(),
+                &mut size,
+            )
+        };
+        assert_eq!(named, 0, "getsockname: {}", os_err());
+        PortHold {
+            _sock: sock,
+            port: u16::from_be(addr.sin_port),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`, where a connection is refused.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
 }
 
 /// server-everything in an HTTP `mode` (`streamableHttp` or `sse`) on a port of the kernel's
