@@ -68,32 +68,6 @@ impl Proc {
         self.child().try_wait().expect("wait")
     }
 
-    /// Waits until something accepts on 127.0.0.1:`port`; fails if the process dies first.
-    pub fn wait_listening(&mut self, port: u16) {
-        let start = Instant::now();
-        loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return;
-            }
-            if let Some(st) = self.died() {
-                panic!(
-                    "{} exited ({st}) before listening on {port}; log {}:\n{}",
-                    self.name,
-                    self.log.display(),
-                    self.log_text()
-                );
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "{} never listened on {port}; log {}:\n{}",
-                self.name,
-                self.log.display(),
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
     /// Waits until the log has a whole line with `said` followed by a port number, as a server
     /// told to bind port 0 says which port it got (and listens by then); returns the port. Fails,
     /// with the log, if the process exits first or does not say it within [`PATIENCE`].
@@ -214,8 +188,9 @@ pub fn listening_on_0(name: &str, log: PathBuf, cmd: Command, said: &str) -> (Pr
     (p, port)
 }
 
-/// A port nothing listens on right now (bound on loopback, then closed).
-pub fn free_port() -> u16 {
+/// A loopback port picked free: bound with port 0, read, closed. Nothing keeps another process
+/// from taking it before it is used: see [`listening`], the one user.
+fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("bind 127.0.0.1:0")
         .local_addr()
@@ -223,13 +198,128 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Starts the server `cmd` builds for a free loopback port, output to `log`, and waits until it
-/// listens. Returns it and the port.
-pub fn listening(name: &str, log: PathBuf, cmd: impl FnOnce(u16) -> Command) -> (Proc, u16) {
-    let port = free_port();
-    let mut p = Proc::spawn(name, cmd(port), log);
-    p.wait_listening(port);
-    (p, port)
+/// How many times [`listening`] starts a server that lost its port to another process.
+const PORT_TRIES: usize = 5;
+
+/// For a server that takes a port but cannot say which one it bound (use [`listening_on_0`]
+/// for one that can): starts what `cmd` builds for a port picked free, output to `log`, and
+/// waits until the port is listened on by the process or one of its descendants (a socket in
+/// its descriptors), not by anything else. Another process can take the port between the pick
+/// and the server's bind: the server is then started again on another port (when it exited
+/// saying the address is in use, or the port is seen listened on by someone else), up to
+/// [`PORT_TRIES`] times. Returns it and the port. Waits a minute at most (the third-party
+/// servers started so may be slow to start; the deadline only ends a hung wait).
+pub fn listening(name: &str, log: PathBuf, mut cmd: impl FnMut(u16) -> Command) -> (Proc, u16) {
+    let mut lost = String::new();
+    for _ in 0..PORT_TRIES {
+        let port = free_port();
+        let mut p = Proc::spawn(name, cmd(port), log.clone());
+        let start = Instant::now();
+        let why = loop {
+            let listeners = listening_sockets(port);
+            if !listeners.is_empty() {
+                if process_tree(p.pid())
+                    .iter()
+                    .any(|pid| owns_a_socket(*pid, &listeners))
+                {
+                    return (p, port);
+                }
+                break "another process listens there";
+            }
+            if let Some(st) = p.died() {
+                let text = p.log_text();
+                let lower = text.to_ascii_lowercase();
+                let in_use = lower.contains("in use") || lower.contains("eaddrinuse");
+                assert!(
+                    in_use,
+                    "{name} exited ({st}) before listening on {port}; log {}:\n{text}",
+                    log.display()
+                );
+                break "it exited: the address was in use";
+            }
+            assert!(
+                start.elapsed() < PATIENCE * 2,
+                "{name} never listened on {port}; log {}:\n{}",
+                log.display(),
+                p.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        lost.push_str(&format!(
+            "\n--- port {port} lost ({why}); its log:\n{}",
+            p.log_text()
+        ));
+    }
+    panic!("{name} lost its port {PORT_TRIES} times:{lost}");
+}
+
+/// The inodes of the TCP sockets listening on `port` (any address, IPv4 or IPv6), from
+/// /proc/net/tcp and tcp6.
+fn listening_sockets(port: u16) -> Vec<String> {
+    const LISTEN: &str = "0A";
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let local_port = f
+                .get(1)
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if local_port == Some(port) && f.get(3) == Some(&LISTEN) {
+                if let Some(inode) = f.get(9) {
+                    inodes.push(inode.to_string());
+                }
+            }
+        }
+    }
+    inodes
+}
+
+/// Whether one of `pid`'s descriptors is one of the sockets `inodes`.
+fn owns_a_socket(pid: u32, inodes: &[String]) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|l| {
+            let l = l.to_string_lossy();
+            l.strip_prefix("socket:[")
+                .and_then(|r| r.strip_suffix(']'))
+                .is_some_and(|i| inodes.iter().any(|x| x == i))
+        })
+    })
+}
+
+/// `root` and its descendants, from /proc/PID/stat.
+fn process_tree(root: u32) -> Vec<u32> {
+    let mut parent = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `PID (COMM) STATE PPID …`; COMM may hold spaces and parentheses.
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent.push((pid, ppid));
+        }
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        tree.extend(parent.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    tree
 }
 
 /// A loopback port held bound but not listening. A connection to it is refused, as to a port
