@@ -10,7 +10,7 @@
 //! The suite and the Node 22 it needs are the pinned install in `scripts/conformance.d`
 //! (`./scripts/test` runs `npm ci` there): 0.1.16 for the legacy era (`--suite all`), and
 //! 0.2.0-alpha.11 (the alias package `conformance-2026`) for the 2026 era
-//! (`--requirements 2026-07-28`). Every server is on 127.0.0.1 and a free port; everything a test
+//! (`--requirements 2026-07-28`). Every server is on 127.0.0.1 and a port the kernel chose (it says which); everything a test
 //! starts is killed when it ends, pass or fail. Results stay in
 //! `target/tmp/conformance/<run>/{direct,record,play}/` for a look afterwards.
 
@@ -29,11 +29,11 @@ const SUITE_LIMIT: Duration = Duration::from_secs(90);
 
 #[derive(Clone, Copy, PartialEq)]
 enum Server {
-    /// `tests/peers/conformance_server.py --port P`: passes every scenario directly.
+    /// `tests/peers/conformance_server.py --port 0`: passes every scenario directly.
     Ours,
     /// server-everything `streamableHttp`, forced onto loopback.
     Everything,
-    /// The Python SDK fixture, `tests/peers/py_server.py --http --port P`.
+    /// The Python SDK fixture, `tests/peers/py_server.py --http --port 0`.
     PySdk,
 }
 
@@ -122,18 +122,19 @@ fn node22() -> PathBuf {
 
 // --- processes ---------------------------------------------------------------------------------
 
-/// Starts `server` on a free loopback port; returns it and its `http://127.0.0.1:P/mcp`.
+/// Starts `server` on a loopback port of the kernel's choosing (each says which); returns it
+/// and its `http://127.0.0.1:P/mcp`.
 fn start_server(server: Server, dir: &Path) -> (Proc, String) {
-    let (p, port) = listening(server.name(), dir.join("server.log"), |port| match server {
+    let (cmd, said) = match server {
         Server::Ours => {
             let mut c = Command::new(python());
-            c.arg(peer("conformance_server.py"))
-                .args(["--port", &port.to_string()]);
-            c
+            c.arg(peer("conformance_server.py")).args(["--port", "0"]);
+            (c, "listening http://127.0.0.1:")
         }
-        Server::PySdk => py_server_http_cmd(port),
-        Server::Everything => everything_http_cmd("streamableHttp", port),
-    });
+        Server::PySdk => (py_server_http_cmd(), LISTENING_ON),
+        Server::Everything => (everything_http_cmd("streamableHttp"), LISTENING_ON),
+    };
+    let (p, port) = listening_on_0(server.name(), dir.join("server.log"), cmd, said);
     (p, format!("http://127.0.0.1:{port}/mcp"))
 }
 

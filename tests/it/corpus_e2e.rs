@@ -13,7 +13,7 @@
 
 use crate::corpus::{leak_pieces, leaks, ordinary, secrets, views, Secret};
 use crate::harness::*;
-use crate::http::{free_port, http_open, post_headers, Proc, Served};
+use crate::http::{http_open, post_headers, Served};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -969,13 +969,14 @@ fn corpus_e2e_stdio_record_leaves_no_secret_on_the_tape() {
 fn corpus_e2e_record_url_leaves_no_secret_on_the_tape() {
     let det = detector();
     let setup = SecretsSetup::new(det.secrets, "http.jsonl");
-    let port = free_port();
     let mut cmd = Command::new(python());
-    cmd.arg(fixture())
-        .args(["http", &port.to_string()])
-        .arg(&setup.config);
-    let mut server = Proc::spawn("corpus_server http", cmd, setup.home.join("server.log"));
-    server.wait_listening(port);
+    cmd.arg(fixture()).args(["http", "0"]).arg(&setup.config);
+    let (server, port) = listening_on_0(
+        "corpus_server http",
+        setup.home.join("server.log"),
+        cmd,
+        LISTENING_ON,
+    );
     let upstream = format!("http://127.0.0.1:{port}/mcp");
 
     let rec = Served::record(&upstream, &setup.tape);

@@ -331,7 +331,8 @@ fn endpoint_gets_the_export_in_either_encoding_with_the_headers_given() {
 fn export_errors_say_what_and_exit_with_their_codes() {
     let dir = tmp();
     let tape = everything_tape(dir.path());
-    let port = free_port();
+    let nothing = PortHold::any(); // bound, not listening: connections are refused
+    let port = nothing.port;
     Mt::new(["export", "--otlp"])
         .arg(&tape)
         .args(["--endpoint", &format!("http://127.0.0.1:{port}")])

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 // The process guard, the URL-printing mcptape and the HTTP client are the harness's; corpus_e2e
 // takes them from here.
-pub(crate) use crate::harness::{free_port, http_open, post_headers, Proc, Served};
+pub(crate) use crate::harness::{http_open, post_headers, Proc, Served};
 
 /// A stdlib HTTP upstream for the edge cases. POST answers by JSON-RPC method:
 /// `edge/sse` a crafted SSE stream (heartbeat, priming event with id and retry, an event written
@@ -751,7 +751,8 @@ fn a_slow_header_connection_is_closed_after_the_header_timeout() {
 #[test]
 fn an_upstream_that_refuses_gives_502_with_the_request_id_and_is_taped() {
     let dir = tmp();
-    let port = free_port(); // nothing listens here
+    let nothing = PortHold::any(); // bound, not listening: connections are refused
+    let port = nothing.port;
     let upstream = format!("http://127.0.0.1:{port}/mcp");
     let tape = dir.path().join("refused.jsonl");
     let rec = Served::record(&upstream, &tape);
@@ -1125,7 +1126,8 @@ fn a_client_that_leaves_mid_stream_keeps_what_passed_and_the_proxy_goes_on() {
 #[test]
 fn sigint_right_after_the_url_stops_record_and_play_cleanly() {
     let dir = tmp();
-    let upstream = format!("http://127.0.0.1:{}/mcp", free_port());
+    let nothing = PortHold::any(); // never reached: record connects on the first request
+    let upstream = format!("{}/mcp", nothing.url());
     for round in 0..5 {
         let tape = dir.path().join(format!("early-{round}.jsonl"));
         let rec = Served::record(&upstream, &tape);
@@ -1424,12 +1426,9 @@ fn check_url_of_a_server_that_is_not_there_exits_69() {
         ],
         true,
     );
-    // A port nothing listens on: bound, then closed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let url = format!("http://127.0.0.1:{port}/mcp");
+    // A port nothing listens on (held bound, not listening: connections are refused).
+    let nothing = PortHold::any();
+    let url = format!("{}/mcp", nothing.url());
     let report = dir.path().join("report.json");
     let out = Mt::new(["check", &s(&tape), "--url", &url, "--json", &s(&report)])
         .run()
@@ -2067,7 +2066,7 @@ fn a_compressing_upstream_is_asked_for_plain_answers_and_never_tapes_compressed_
 #[test]
 fn a_servers_redirect_to_its_own_path_is_followed_so_the_client_stays_on_the_recorder() {
     let dir = tmp();
-    let (_server, port) = listening("py server", dir.path().join("py.log"), py_server_http_cmd);
+    let (_server, port) = py_server_http_port(dir.path());
     let tape = dir.path().join("slash.jsonl");
     let rec = Served::record(&format!("http://127.0.0.1:{port}/mcp/"), &tape);
     assert!(rec.url.ends_with("/mcp/"), "{}", rec.url);
@@ -2618,14 +2617,17 @@ fn a_browser_client_runs_the_same_session_on_the_server_through_record_and_on_th
         "<!doctype html><title>client</title><body data-ready=\"1\"><p>an MCP client</p></body>",
     )
     .unwrap();
-    let (_site, site_port) = listening("page", dir.path().join("site.log"), |port| {
-        let mut c = std::process::Command::new("python3");
-        c.args(["-m", "http.server", "--bind", "127.0.0.1"])
-            .arg(port.to_string())
-            .arg("--directory")
-            .arg(&site);
-        c
-    });
+    // Port 0: the kernel's choice, which http.server prints (unbuffered, so it reaches the log).
+    let mut page = std::process::Command::new("python3");
+    page.args(["-u", "-m", "http.server", "--bind", "127.0.0.1", "0"])
+        .arg("--directory")
+        .arg(&site);
+    let (_site, site_port) = listening_on_0(
+        "page",
+        dir.path().join("site.log"),
+        page,
+        "Serving HTTP on 127.0.0.1 port ",
+    );
     let page = format!("http://127.0.0.1:{site_port}/index.html");
     let (_server, upstream) = everything_http(dir.path());
     let direct = browser_session(&page, &upstream);

@@ -9,7 +9,7 @@ use crate::harness::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A program of the recorders' venv (`tests/recorders/.venv`, or `.venv-localab`).
 fn recorder(venv: &str, bin: &str) -> String {
@@ -332,15 +332,6 @@ fn mcp_replay_fixtures_play_back_all_but_notifications_server_requests_and_repea
     assert_eq!(got, want);
 }
 
-/// A port nothing listens on now (mcp-recorder takes a fixed `--port`).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn mcp_recorder_over_http_plays_back_what_the_client_saw() {
     // mcp-recorder is an HTTP proxy (its stdio target sits behind it): the client reaches it over
@@ -349,31 +340,27 @@ fn mcp_recorder_over_http_plays_back_what_the_client_saw() {
     // server's, which asks the client nothing.
     let dir = tmp();
     let file = dir.path().join("cassette.json");
-    let port = free_port();
-    let mut recorder_cmd = Command::new(recorder(".venv", "mcp-recorder"));
-    recorder_cmd
-        .args([
-            "record",
-            "--target-stdio",
-            &memory().join(" "),
-            "--port",
-            &port.to_string(),
-            "--output",
-            &s(&file),
-        ])
-        .env("MEMORY_FILE_PATH", dir.path().join("memory.jsonl"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let mut proxy = recorder_cmd.spawn().expect("mcp-recorder starts");
-    // Waiting for it to listen (not an assertion on time: the deadline only ends a hung wait).
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "mcp-recorder never listened on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    // It takes a fixed `--port` and does not say which it bound (port 0 would not do): a port
+    // picked free, checked to be listened on by this mcp-recorder (started again on another
+    // port if another process took it first).
+    let (mut proxy, port) = listening(
+        "mcp-recorder",
+        dir.path().join("mcp-recorder.log"),
+        |port| {
+            let mut c = Command::new(recorder(".venv", "mcp-recorder"));
+            c.args([
+                "record",
+                "--target-stdio",
+                &memory().join(" "),
+                "--port",
+                &port.to_string(),
+                "--output",
+                &s(&file),
+            ])
+            .env("MEMORY_FILE_PATH", dir.path().join("memory.jsonl"));
+            c
+        },
+    );
     let seen = py_ok(
         "memory",
         "legacy",
@@ -381,8 +368,12 @@ fn mcp_recorder_over_http_plays_back_what_the_client_saw() {
         "through mcp-recorder",
     );
     // It saves the cassette when interrupted (Ctrl-C).
-    unsafe { libc::kill(proxy.id() as i32, libc::SIGINT) };
-    assert!(proxy.wait().unwrap().success());
+    let st = proxy.stop(libc::SIGINT, Duration::from_secs(60));
+    assert!(
+        st.success(),
+        "mcp-recorder: {st}; log:\n{}",
+        proxy.log_text()
+    );
     let tape = dir.path().join("imported.jsonl");
     let err = import(&[&s(&file)], &tape);
     assert_contains(&err, "mcptape import: mcp-recorder ");

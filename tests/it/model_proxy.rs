@@ -322,7 +322,8 @@ fn re_recording_model_calls_replaces_the_tape_only_once_a_call_was_answered() {
     };
 
     // An upstream that is not there: the call fails (502), the tape stays.
-    let dead = proxy(&format!("http://127.0.0.1:{}", free_port()));
+    let nothing = PortHold::any(); // bound, not listening: connections are refused
+    let dead = proxy(&nothing.url());
     let (status, _) = http(
         &format!("{}/v1/messages", dead.url),
         "POST",

@@ -689,9 +689,12 @@ fn over_http_a_miss_goes_to_server_everything_over_http_and_to_the_memory_server
     });
 
     // The live server: server-everything over Streamable HTTP (on loopback).
-    let (_everything, port) = listening("everything", dir.path().join("e.log"), |p| {
-        everything_http_cmd("streamableHttp", p)
-    });
+    let (_everything, port) = listening_on_0(
+        "everything",
+        dir.path().join("e.log"),
+        everything_http_cmd("streamableHttp"),
+        LISTENING_ON,
+    );
     let live_url = format!("http://127.0.0.1:{port}/mcp");
     let play = play_listen(&tape, &["--on-miss", "live", "--url", &live_url]);
     let sid = http_session(&play.url);

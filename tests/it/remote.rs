@@ -1,6 +1,7 @@
 //! Tapes in object storage, against a real S3-compatible server on 127.0.0.1: moto in server
 //! mode (PyPI `moto[server]`, pinned in tests/peers/requirements-moto.txt, its own venv that
-//! ./scripts/test installs), started by each test on a free port. A real MCP server (the Python
+//! ./scripts/test installs), started by each test on a port of the kernel's choosing (werkzeug
+//! says which). A real MCP server (the Python
 //! SDK fixture) is recorded straight to `s3://`, listed, played from `s3://` to the official
 //! Python SDK client, checked from `s3://`; a second machine (an empty cache) reads the same
 //! tape while the first one's cache is not downloaded again (moto's request log counts the
@@ -41,15 +42,23 @@ fn moto_bin(name: &str) -> PathBuf {
 }
 
 impl Moto {
-    /// moto on a free port, its log in `dir`.
+    /// moto on a port of the kernel's choosing, its log in `dir`.
     fn start(dir: &Path, name: &str) -> Moto {
-        Moto::start_on(dir, name, free_port(), &[])
+        Moto::start_with(dir, name, &[])
     }
 
-    /// moto on `port` with `env` (e.g. INITIAL_NO_AUTH_ACTION_COUNT, which turns its checks of
+    /// [`Moto::start`] with `env` (e.g. INITIAL_NO_AUTH_ACTION_COUNT, which turns its checks of
     /// credentials on).
-    fn start_on(dir: &Path, name: &str, port: u16, env: &[(&str, &str)]) -> Moto {
-        Moto::spawn(dir, name, port, env, &[], None)
+    fn start_with(dir: &Path, name: &str, env: &[(&str, &str)]) -> Moto {
+        Moto::spawn(dir, name, 0, env, &[], None)
+    }
+
+    /// moto on the port `hold` keeps (for a moto that comes back where one was), bound while it
+    /// is held (werkzeug sets SO_REUSEADDR too); the hold ends once moto listens.
+    fn start_on(dir: &Path, name: &str, hold: PortHold) -> Moto {
+        let moto = Moto::spawn(dir, name, hold.port, &[], &[], None);
+        drop(hold);
+        moto
     }
 
     /// moto over TLS, with a certificate for 127.0.0.1 signed by a private CA made in `dir`
@@ -65,9 +74,11 @@ impl Moto {
         assert!(out.status.success(), "make_certs: {}", text(&out.stderr));
         let (cert, key) = (s(dir.join("server.pem")), s(dir.join("server.key")));
         let tls = ["-c", cert.as_str(), "-k", key.as_str()];
-        Moto::spawn(dir, name, free_port(), &[], &tls, Some(dir.join("ca.pem")))
+        Moto::spawn(dir, name, 0, &[], &tls, Some(dir.join("ca.pem")))
     }
 
+    /// moto_server on `port`, 0 for one of the kernel's choosing: werkzeug says the port it
+    /// listens on (` * Running on http://127.0.0.1:PORT`), which is read from its log.
     fn spawn(
         dir: &Path,
         name: &str,
@@ -83,8 +94,14 @@ impl Moto {
         for (k, v) in env {
             c.env(k, v);
         }
-        let mut proc = Proc::spawn(name, c, log.clone());
-        proc.wait_listening(port);
+        let scheme = if ca.is_some() { "https" } else { "http" };
+        let said = format!("Running on {scheme}://127.0.0.1:");
+        let (proc, bound) = listening_on_0(name, log.clone(), c, &said);
+        assert!(
+            port == 0 || bound == port,
+            "{name} listens on {bound}, not {port}"
+        );
+        let port = bound;
         Moto {
             _proc: proc,
             port,
@@ -550,12 +567,7 @@ fn a_recording_killed_mid_session_leaves_its_spool_and_push_uploads_it() {
 /// `mcptape push` on `m` against a moto that refuses every credential (started in `dir`):
 /// what it gave, exit 74.
 fn push_refused(dir: &Path, m: &Machine) -> Run {
-    let strict = Moto::start_on(
-        dir,
-        "moto-auth",
-        free_port(),
-        &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")],
-    );
+    let strict = Moto::start_with(dir, "moto-auth", &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]);
     m.mt(["push"])
         .env("AWS_ENDPOINT_URL", strict.endpoint())
         .run()
@@ -1053,8 +1065,8 @@ fn a_large_padded_local_tape_goes_up_in_parts_without_its_padding() {
 #[test]
 fn an_endpoint_gone_at_close_fails_with_74_keeps_the_spool_and_push_resumes_it() {
     let dir = tmp();
-    let port = free_port();
-    let moto = Moto::start_on(dir.path(), "moto", port, &[]);
+    let moto = Moto::start(dir.path(), "moto");
+    let port = moto.port;
     moto.bucket(BUCKET);
     let m = Machine::new(dir.path(), "a", &moto);
     let url = format!("s3://{BUCKET}/gone/echo.jsonl");
@@ -1065,8 +1077,11 @@ fn an_endpoint_gone_at_close_fails_with_74_keeps_the_spool_and_push_resumes_it()
         "tools/call",
         serde_json::json!({"name": "add", "arguments": {"a": 20, "b": 22}}),
     );
-    // The endpoint goes away before the client closes.
+    // The endpoint goes away before the client closes. Its port is held meanwhile (bound, not
+    // listening: connections are refused, and no other test's server can take it) for the moto
+    // that comes back on it.
     drop(moto);
+    let hold = PortHold::on(port);
     rec.close_stdin();
     let (status, err) = rec.finish();
     assert_eq!(status.code(), Some(74), "{err}");
@@ -1089,7 +1104,7 @@ fn an_endpoint_gone_at_close_fails_with_74_keeps_the_spool_and_push_resumes_it()
     assert_eq!(std::fs::read(&spool).unwrap(), recorded, "nothing lost");
 
     // The endpoint is back (a fresh moto on the same port): push uploads it.
-    let moto = Moto::start_on(dir.path(), "moto-again", port, &[]);
+    let moto = Moto::start_on(dir.path(), "moto-again", hold);
     moto.bucket(BUCKET);
     let pushed = m.mt(["push", &s(&spool)]).run().success();
     assert_contains(&pushed.stderr, &format!("mcptape: uploaded {url} ("));
@@ -1284,10 +1299,9 @@ fn bad_urls_missing_buckets_and_refused_credentials_are_clear_errors_naming_the_
 
     // Refused credentials (moto checking them), for reading, listing and uploading a local tape,
     // which stays as it was.
-    let strict = Moto::start_on(
+    let strict = Moto::start_with(
         dir.path(),
         "moto-auth",
-        free_port(),
         &[("INITIAL_NO_AUTH_ACTION_COUNT", "0")],
     );
     let url = format!("s3://{BUCKET}/t.jsonl");
@@ -1329,13 +1343,11 @@ fn bad_urls_missing_buckets_and_refused_credentials_are_clear_errors_naming_the_
     let r = m.mt(["push", &s(&local)]).run().status(64);
     assert_contains(&r.stderr, "not a spool");
 
-    // An endpoint that is not there.
+    // An endpoint that is not there (a port held bound, not listening: connections are refused).
+    let nothing = PortHold::any();
     let r = m
         .mt(["play", &url])
-        .env(
-            "AWS_ENDPOINT_URL",
-            format!("http://127.0.0.1:{}", free_port()),
-        )
+        .env("AWS_ENDPOINT_URL", nothing.url())
         .run()
         .status(69);
     assert_contains(
@@ -1368,10 +1380,9 @@ fn bad_urls_missing_buckets_and_refused_credentials_are_clear_errors_naming_the_
 fn a_profile_of_the_shared_aws_files_gives_the_keys_region_and_endpoint() {
     let dir = tmp();
     // moto checking credentials, after the 4 requests that make an IAM user with S3 rights.
-    let moto = Moto::start_on(
+    let moto = Moto::start_with(
         dir.path(),
         "moto-auth",
-        free_port(),
         &[("INITIAL_NO_AUTH_ACTION_COUNT", "4")],
     );
     let keys = moto.boto(

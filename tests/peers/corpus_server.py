@@ -10,6 +10,9 @@ Usage:
     python corpus_server.py stdio CONFIG [ARGS...]   # plain JSON-RPC over stdio, standard library only
     python corpus_server.py http PORT CONFIG         # the official SDK (MCPServer), Streamable HTTP on 127.0.0.1
 
+Over HTTP, PORT 0 binds a port of the kernel's choosing; once the socket listens the server says
+which on stderr: "mcptape-test-upstream listening on port N".
+
 CONFIG is a JSON file: {"texts": [str, ...], "answers": {tool name: raw JSON text of its result}}.
 ARGS after CONFIG are ignored (the tests put secrets on the command line, where mcptape records it).
 
@@ -181,8 +184,23 @@ def serve_http(port: int, cfg: dict) -> None:
     def blobs_resource() -> bytes:
         return b""
 
-    print(f"corpus_server: streamable HTTP on 127.0.0.1:{port}", file=sys.stderr, flush=True)
-    mcp.run("streamable-http", host="127.0.0.1", port=port)
+    import socket
+
+    import anyio
+    import uvicorn
+
+    # Bound here, not by MCPServer.run (which takes a port, not a socket), to say the port.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)  # connections queue from here on
+    port = sock.getsockname()[1]
+    print(f"corpus_server: streamable HTTP on 127.0.0.1:{port}", file=sys.stderr)
+    print(f"mcptape-test-upstream listening on port {port}", file=sys.stderr, flush=True)
+    config = uvicorn.Config(
+        mcp.streamable_http_app(host="127.0.0.1"), host="127.0.0.1", port=port, log_level=mcp.settings.log_level.lower()
+    )
+    anyio.run(uvicorn.Server(config).serve, [sock])
 
 
 def main() -> None:

@@ -8,6 +8,8 @@ the stateless 2026-07-28 era (``server/discover`` + per-request ``_meta``).
 Usage:
     python py_server.py                      # stdio (default)
     python py_server.py --http --port 8765   # streamable HTTP on 127.0.0.1:8765/mcp
+    python py_server.py --http --port 0      # a port of the kernel's choosing, said on stderr:
+                                             # "mcptape-test-upstream listening on port N"
 
 Everything this server answers is deterministic, except ``counter`` which deliberately returns
 1, 2, 3, ... per process, so identical repeated calls get different answers (a recorder replaying
@@ -217,18 +219,41 @@ def review(code: str, language: str = "python") -> str:
     return f"Please review this {language} code:\n\n{code}"
 
 
+LISTENING_ON = "mcptape-test-upstream listening on port "
+
+
+def serve_http(app, port: int, what: str) -> None:
+    """Serves the ASGI `app` on 127.0.0.1:`port` (0: a port of the kernel's choosing), saying on
+    stderr which port once the socket listens (connections queue from then on), with a line of
+    LISTENING_ON the tests read: a port picked free beforehand could be taken by another test's
+    server before this one bound it."""
+    import socket
+
+    import anyio
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    print(f"py_server: {what} on 127.0.0.1:{port}", file=sys.stderr)
+    print(f"{LISTENING_ON}{port}", file=sys.stderr, flush=True)
+    # As MCPServer.run would (it takes a port, not a socket).
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level=mcp.settings.log_level.lower())
+    anyio.run(uvicorn.Server(config).serve, [sock])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     parser.add_argument("--sse", action="store_true", help="serve the HTTP+SSE transport (2024-11-05)")
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--port", type=int, default=8765, help="with --http or --sse (0: the kernel's choice)")
     args = parser.parse_args()
     if args.sse:
-        print(f"py_server: HTTP+SSE on 127.0.0.1:{args.port}", file=sys.stderr)
-        mcp.run("sse", host="127.0.0.1", port=args.port)
+        serve_http(mcp.sse_app(host="127.0.0.1"), args.port, "HTTP+SSE")
     elif args.http:
-        print(f"py_server: streamable HTTP on 127.0.0.1:{args.port}", file=sys.stderr)
-        mcp.run("streamable-http", host="127.0.0.1", port=args.port)
+        serve_http(mcp.streamable_http_app(host="127.0.0.1"), args.port, "streamable HTTP")
     else:
         mcp.run()
 

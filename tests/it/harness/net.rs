@@ -1,12 +1,15 @@
 //! Processes that listen, and a raw HTTP/1.1 client to talk to them. Every server a test starts
-//! is on 127.0.0.1 and a free port, and is killed and reaped when its guard drops (also when the
-//! test fails).
+//! is on 127.0.0.1, on a port the kernel chose when the server bound it (the server says which),
+//! and is killed and reaped when its guard drops (also when the test fails). A port picked free
+//! beforehand and handed to a server is not used where that can be helped: tests run in
+//! parallel, and another test's server could take the port first (see [`listening_on_0`]).
 
 use super::{bin, peer, python, repo, s, text, tmp};
 use serde_json::Value;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -65,16 +68,18 @@ impl Proc {
         self.child().try_wait().expect("wait")
     }
 
-    /// Waits until something accepts on 127.0.0.1:`port`; fails if the process dies first.
-    pub fn wait_listening(&mut self, port: u16) {
+    /// Waits until the log has a whole line with `said` followed by a port number, as a server
+    /// told to bind port 0 says which port it got (and listens by then); returns the port. Fails,
+    /// with the log, if the process exits first or does not say it within [`PATIENCE`].
+    pub fn wait_port(&mut self, said: &str) -> u16 {
         let start = Instant::now();
         loop {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return;
+            if let Some(port) = said_port(&self.log_text(), said) {
+                return port;
             }
             if let Some(st) = self.died() {
                 panic!(
-                    "{} exited ({st}) before listening on {port}; log {}:\n{}",
+                    "{} exited ({st}) before saying its port ({said:?}…); log {}:\n{}",
                     self.name,
                     self.log.display(),
                     self.log_text()
@@ -82,12 +87,12 @@ impl Proc {
             }
             assert!(
                 start.elapsed() < PATIENCE,
-                "{} never listened on {port}; log {}:\n{}",
+                "{} never said its port ({said:?}…) within {PATIENCE:?}; log {}:\n{}",
                 self.name,
                 self.log.display(),
                 self.log_text()
             );
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -152,8 +157,40 @@ impl Drop for Proc {
     }
 }
 
-/// A port nothing listens on right now (bound on loopback, then closed).
-pub fn free_port() -> u16 {
+/// The port in the first whole line (one ended by a newline) of `log` that holds `said` followed
+/// at once by digits.
+fn said_port(log: &str, said: &str) -> Option<u16> {
+    let whole = &log[..log.rfind('\n')? + 1];
+    whole.lines().find_map(|l| {
+        let rest = &l[l.find(said)? + said.len()..];
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        rest[..digits].parse().ok()
+    })
+}
+
+/// What the test servers of ours say once they listen, before the port they bound: the stdlib
+/// upstreams of [`py_upstream`], tests/peers/py_server.py and corpus_server.py over HTTP, and
+/// server-everything under tests/peers/loopback.js.
+pub const LISTENING_ON: &str = "mcptape-test-upstream listening on port ";
+
+/// Starts `cmd`, a server told to bind a loopback port of the kernel's choosing (port 0) that
+/// says which in its output (to `log`) with a line holding `said` and then the port, e.g.
+/// [`LISTENING_ON`]; returns it and the port once it said so. It listens by then, on a port
+/// nothing else had: a port picked free beforehand and handed to the server could be taken by
+/// another test's server before it bound it (seen in CI: the upstream died on the bind, the
+/// test's wait for the port was answered by the other server, and the test then met a refused
+/// connection). Fails, with the log, if the server exits first or does not say within 30 s.
+pub fn listening_on_0(name: &str, log: PathBuf, cmd: Command, said: &str) -> (Proc, u16) {
+    let mut p = Proc::spawn(name, cmd, log);
+    let port = p.wait_port(said);
+    (p, port)
+}
+
+/// A loopback port picked free: bound with port 0, read, closed. Nothing keeps another process
+/// from taking it before it is used: see [`listening`], the one user.
+fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("bind 127.0.0.1:0")
         .local_addr()
@@ -161,19 +198,211 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Starts the server `cmd` builds for a free loopback port, output to `log`, and waits until it
-/// listens. Returns it and the port.
-pub fn listening(name: &str, log: PathBuf, cmd: impl FnOnce(u16) -> Command) -> (Proc, u16) {
-    let port = free_port();
-    let mut p = Proc::spawn(name, cmd(port), log);
-    p.wait_listening(port);
-    (p, port)
+/// How many times [`listening`] starts a server that lost its port to another process.
+const PORT_TRIES: usize = 5;
+
+/// For a server that takes a port but cannot say which one it bound (use [`listening_on_0`]
+/// for one that can): starts what `cmd` builds for a port picked free, output to `log`, and
+/// waits until the port is listened on by the process or one of its descendants (a socket in
+/// its descriptors), not by anything else. Another process can take the port between the pick
+/// and the server's bind: the server is then started again on another port (when it exited
+/// saying the address is in use, or the port is seen listened on by someone else), up to
+/// [`PORT_TRIES`] times. Returns it and the port. Waits a minute at most (the third-party
+/// servers started so may be slow to start; the deadline only ends a hung wait).
+pub fn listening(name: &str, log: PathBuf, mut cmd: impl FnMut(u16) -> Command) -> (Proc, u16) {
+    let mut lost = String::new();
+    for _ in 0..PORT_TRIES {
+        let port = free_port();
+        let mut p = Proc::spawn(name, cmd(port), log.clone());
+        let start = Instant::now();
+        let why = loop {
+            let listeners = listening_sockets(port);
+            if !listeners.is_empty() {
+                if process_tree(p.pid())
+                    .iter()
+                    .any(|pid| owns_a_socket(*pid, &listeners))
+                {
+                    return (p, port);
+                }
+                break "another process listens there";
+            }
+            if let Some(st) = p.died() {
+                let text = p.log_text();
+                let lower = text.to_ascii_lowercase();
+                let in_use = lower.contains("in use") || lower.contains("eaddrinuse");
+                assert!(
+                    in_use,
+                    "{name} exited ({st}) before listening on {port}; log {}:\n{text}",
+                    log.display()
+                );
+                break "it exited: the address was in use";
+            }
+            assert!(
+                start.elapsed() < PATIENCE * 2,
+                "{name} never listened on {port}; log {}:\n{}",
+                log.display(),
+                p.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        lost.push_str(&format!(
+            "\n--- port {port} lost ({why}); its log:\n{}",
+            p.log_text()
+        ));
+    }
+    panic!("{name} lost its port {PORT_TRIES} times:{lost}");
 }
 
-/// server-everything in an HTTP `mode` (`streamableHttp` or `sse`) on `port`: the real entry
-/// file behind node_modules/.bin/mcp-server-everything under the preload that keeps its
-/// listener on 127.0.0.1 (it binds all interfaces otherwise).
-pub fn everything_http_cmd(mode: &str, port: u16) -> Command {
+/// The inodes of the TCP sockets listening on `port` (any address, IPv4 or IPv6), from
+/// /proc/net/tcp and tcp6.
+fn listening_sockets(port: u16) -> Vec<String> {
+    const LISTEN: &str = "0A";
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let local_port = f
+                .get(1)
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if local_port == Some(port) && f.get(3) == Some(&LISTEN) {
+                if let Some(inode) = f.get(9) {
+                    inodes.push(inode.to_string());
+                }
+            }
+        }
+    }
+    inodes
+}
+
+/// Whether one of `pid`'s descriptors is one of the sockets `inodes`.
+fn owns_a_socket(pid: u32, inodes: &[String]) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|l| {
+            let l = l.to_string_lossy();
+            l.strip_prefix("socket:[")
+                .and_then(|r| r.strip_suffix(']'))
+                .is_some_and(|i| inodes.iter().any(|x| x == i))
+        })
+    })
+}
+
+/// `root` and its descendants, from /proc/PID/stat.
+fn process_tree(root: u32) -> Vec<u32> {
+    let mut parent = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `PID (COMM) STATE PPID …`; COMM may hold spaces and parentheses.
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parent.push((pid, ppid));
+        }
+    }
+    let mut tree = vec![root];
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        tree.extend(parent.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    tree
+}
+
+/// A loopback port held bound but not listening. A connection to it is refused, as to a port
+/// nothing listens on; unlike a port picked free and closed, it cannot be taken by another
+/// test's server while the guard lives: the kernel hands out no bound port for port 0, and a
+/// bind to it fails (for [`PortHold::on`], one without SO_REUSEADDR).
+pub struct PortHold {
+    _sock: OwnedFd,
+    pub port: u16,
+}
+
+impl PortHold {
+    /// A port of the kernel's choosing, held: nothing else can bind it.
+    pub fn any() -> PortHold {
+        PortHold::hold(0, false)
+    }
+
+    /// `port` held (fails if it is taken), for a server of ours to be started on again: the
+    /// socket has SO_REUSEADDR, so it binds despite the TIME_WAIT connections of the server that
+    /// was there, and a server that sets it too (Python's http.server and werkzeug do) can bind
+    /// the port while it is held. Drop the hold once that server listens.
+    pub fn on(port: u16) -> PortHold {
+        PortHold::hold(port, true)
+    }
+
+    fn hold(port: u16, reuse: bool) -> PortHold {
+        let os_err = std::io::Error::last_os_error;
+        // SAFETY: socket(2) with constant arguments; the descriptor is owned at once.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        assert!(fd >= 0, "socket: {}", os_err());
+        // SAFETY: fd is a descriptor just opened and owned by nothing else.
+        let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+        let len = |n: usize| libc::socklen_t::try_from(n).expect("a small length");
+        if reuse {
+            let one: libc::c_int = 1;
+            // SAFETY: setsockopt(2) with a pointer to a c_int and its size.
+            let set = unsafe {
+                libc::setsockopt(
+                    sock.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_REUSEADDR,
+                    std::ptr::from_ref(&one).cast(),
+                    len(std::mem::size_of::<libc::c_int>()),
+                )
+            };
+            assert_eq!(set, 0, "SO_REUSEADDR: {}", os_err());
+        }
+        // SAFETY: an all-zero sockaddr_in is valid; its fields are set below.
+        let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        addr.sin_family = libc::sa_family_t::try_from(libc::AF_INET).expect("AF_INET");
+        addr.sin_port = port.to_be();
+        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let mut size = len(std::mem::size_of::<libc::sockaddr_in>());
+        // SAFETY: bind(2) and getsockname(2) with a sockaddr_in and its size.
+        let bound = unsafe { libc::bind(sock.as_raw_fd(), std::ptr::from_ref(&addr).cast(), size) };
+        assert_eq!(bound, 0, "hold 127.0.0.1:{port}: {}", os_err());
+        // SAFETY: as above; the kernel writes at most `size` bytes.
+        let named = unsafe {
+            libc::getsockname(
+                sock.as_raw_fd(),
+                std::ptr::from_mut(&mut addr).cast(),
+                &mut size,
+            )
+        };
+        assert_eq!(named, 0, "getsockname: {}", os_err());
+        PortHold {
+            _sock: sock,
+            port: u16::from_be(addr.sin_port),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`, where a connection is refused.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// server-everything in an HTTP `mode` (`streamableHttp` or `sse`) on a port of the kernel's
+/// choosing (PORT=0): the real entry file behind node_modules/.bin/mcp-server-everything under
+/// the preload tests/peers/loopback.js, which keeps its listener on 127.0.0.1 (it binds all
+/// interfaces otherwise) and says the port it got with a line of [`LISTENING_ON`]
+/// (server-everything itself would say "port 0"). Start it with [`listening_on_0`].
+pub fn everything_http_cmd(mode: &str) -> Command {
     let entry = std::fs::canonicalize(peer("node_modules/.bin/mcp-server-everything"))
         .expect("resolve server-everything's entry file");
     let mut c = Command::new("node");
@@ -181,15 +410,16 @@ pub fn everything_http_cmd(mode: &str, port: u16) -> Command {
         .arg(peer("loopback.js"))
         .arg(entry)
         .arg(mode)
-        .env("PORT", port.to_string());
+        .env("PORT", "0");
     c
 }
 
-/// The Python SDK fixture server over Streamable HTTP on `port`.
-pub fn py_server_http_cmd(port: u16) -> Command {
+/// The Python SDK fixture server over Streamable HTTP on a port of the kernel's choosing
+/// (`--port 0`), which it says with a line of [`LISTENING_ON`]. Start it with
+/// [`listening_on_0`].
+pub fn py_server_http_cmd() -> Command {
     let mut c = Command::new(python());
-    c.arg(peer("py_server.py"))
-        .args(["--http", "--port", &port.to_string()]);
+    c.arg(peer("py_server.py")).args(["--http", "--port", "0"]);
     c
 }
 
@@ -264,27 +494,23 @@ class Quiet(BaseHTTPRequestHandler):
         return True
 "#;
 
-/// What it ends with: handler `H` served, a thread per request, on the port in argv[1].
+/// What it ends with: handler `H` served, a thread per request, on the port in argv[1] (0: one
+/// of the kernel's choosing), said on stderr with a line of [`LISTENING_ON`] once it listens.
 const PY_HTTP_SERVE: &str = r#"
 ThreadingHTTPServer.daemon_threads = True
 server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H)
-sys.stderr.write("%s%d\n" % (LISTENING, server.server_address[1]))
+sys.stderr.write("%s%d\n" % (LISTENING_ON, server.server_address[1]))
 sys.stderr.flush()
 server.serve_forever()
 "#;
 
-/// What a stdlib upstream says once it listens, before its port.
-const PY_LISTENING: &str = "mcptape-test-upstream listening on port ";
-
 /// A stdlib-Python HTTP upstream: `handler` defines class `H(Quiet)` (see PY_HTTP_PRELUDE);
 /// run as `python NAME.py 0 ARGS…` in `dir`, logging to `dir/NAME.log`. Returns it and its
-/// port, once it listens. It binds a port of the kernel's choosing and says which: a port
-/// picked free beforehand could be taken by another test's server before it bound it (seen
-/// once in CI: the upstream died on the bind, the test's connect reached the other server, and
-/// the request through the proxy then met a refused connection).
+/// port, once it listens: it binds a port of the kernel's choosing and says which (see
+/// [`listening_on_0`]).
 pub fn py_upstream(dir: &Path, name: &str, handler: &str, args: &[&str]) -> (Proc, u16) {
     let script = dir.join(format!("{name}.py"));
-    let listening_line = format!("LISTENING = {PY_LISTENING:?}\n");
+    let listening_line = format!("LISTENING_ON = {LISTENING_ON:?}\n");
     std::fs::write(
         &script,
         [PY_HTTP_PRELUDE, &listening_line, handler, PY_HTTP_SERVE].concat(),
@@ -292,15 +518,7 @@ pub fn py_upstream(dir: &Path, name: &str, handler: &str, args: &[&str]) -> (Pro
     .expect("write upstream script");
     let mut c = Command::new(python());
     c.arg(&script).arg("0").args(args);
-    let mut p = Proc::spawn(name, c, dir.join(format!("{name}.log")));
-    p.wait_log(PY_LISTENING);
-    let log = p.log_text();
-    let port = log
-        .lines()
-        .find_map(|l| l.strip_prefix(PY_LISTENING))
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("{name}: no port in its log:\n{log}"));
-    (p, port)
+    listening_on_0(name, dir.join(format!("{name}.log")), c, LISTENING_ON)
 }
 
 /// An upstream of [`py_upstream`] with `mcptape record --url` in front of it.
@@ -809,13 +1027,14 @@ pub fn post(url: &str, msg: &Value) -> (u16, Vec<u8>) {
     (s.status, b)
 }
 
-/// server-everything in an HTTP `mode` on a free loopback port, its log in `dir`; returns it
-/// and its URL, `path` on it.
+/// server-everything in an HTTP `mode` on a loopback port of the kernel's choosing, its log in
+/// `dir`; returns it and its URL, `path` on it.
 pub fn everything_http_at(dir: &Path, mode: &str, path: &str) -> (Proc, String) {
-    let (p, port) = listening(
+    let (p, port) = listening_on_0(
         &format!("server-everything {mode}"),
         dir.join(format!("everything-{mode}.log")),
-        |port| everything_http_cmd(mode, port),
+        everything_http_cmd(mode),
+        LISTENING_ON,
     );
     (p, format!("http://127.0.0.1:{port}{path}"))
 }
@@ -838,25 +1057,33 @@ pub fn reference_http_servers() -> [(&'static str, StartServer); 2] {
     ]
 }
 
-/// The Python SDK fixture server over Streamable HTTP; its URL is `http://…/mcp`.
-pub fn py_server_http(dir: &Path) -> (Proc, String) {
-    let (p, port) = listening(
+/// The Python SDK fixture server over Streamable HTTP, its log in `dir`: it and its port.
+pub fn py_server_http_port(dir: &Path) -> (Proc, u16) {
+    listening_on_0(
         "py_server --http",
         dir.join("py_server.log"),
-        py_server_http_cmd,
-    );
+        py_server_http_cmd(),
+        LISTENING_ON,
+    )
+}
+
+/// The Python SDK fixture server over Streamable HTTP; its URL is `http://…/mcp`.
+pub fn py_server_http(dir: &Path) -> (Proc, String) {
+    let (p, port) = py_server_http_port(dir);
     (p, format!("http://127.0.0.1:{port}/mcp"))
 }
 
 /// The Python SDK fixture server over the HTTP+SSE transport (2024-11-05); its URL is
 /// `http://…/sse`.
 pub fn py_server_sse(dir: &Path) -> (Proc, String) {
-    let (p, port) = listening("py_server --sse", dir.join("py_server.log"), |port| {
-        let mut c = Command::new(python());
-        c.arg(peer("py_server.py"))
-            .args(["--sse", "--port", &port.to_string()]);
-        c
-    });
+    let mut c = Command::new(python());
+    c.arg(peer("py_server.py")).args(["--sse", "--port", "0"]);
+    let (p, port) = listening_on_0(
+        "py_server --sse",
+        dir.join("py_server.log"),
+        c,
+        LISTENING_ON,
+    );
     (p, format!("http://127.0.0.1:{port}/sse"))
 }
 
