@@ -9,7 +9,6 @@ use serde_json::Value;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -327,7 +326,7 @@ fn process_tree(root: u32) -> Vec<u32> {
 /// test's server while the guard lives: the kernel hands out no bound port for port 0, and a
 /// bind to it fails (for [`PortHold::on`], one without SO_REUSEADDR).
 pub struct PortHold {
-    _sock: OwnedFd,
+    _sock: socket2::Socket,
     pub port: u16,
 }
 
@@ -346,49 +345,21 @@ impl PortHold {
     }
 
     fn hold(port: u16, reuse: bool) -> PortHold {
-        let os_err = std::io::Error::last_os_error;
-        // SAFETY: socket(2) with constant arguments; the descriptor is owned at once.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-        assert!(fd >= 0, "socket: {}", os_err());
-        // SAFETY: fd is a descriptor just opened and owned by nothing else.
-        let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-        let len = |n: usize| libc::socklen_t::try_from(n).expect("a small length");
+        use socket2::{Domain, Socket, Type};
+        let sock = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
         if reuse {
-            let one: libc::c_int = 1;
-            // SAFETY: setsockopt(2) with a pointer to a c_int and its size.
-            let set = unsafe {
-                libc::setsockopt(
-                    sock.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_REUSEADDR,
-                    std::ptr::from_ref(&one).cast(),
-                    len(std::mem::size_of::<libc::c_int>()),
-                )
-            };
-            assert_eq!(set, 0, "SO_REUSEADDR: {}", os_err());
+            sock.set_reuse_address(true).expect("SO_REUSEADDR");
         }
-        // SAFETY: an all-zero sockaddr_in is valid; its fields are set below.
-        let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-        addr.sin_family = libc::sa_family_t::try_from(libc::AF_INET).expect("AF_INET");
-        addr.sin_port = port.to_be();
-        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
-        let mut size = len(std::mem::size_of::<libc::sockaddr_in>());
-        // SAFETY: bind(2) and getsockname(2) with a sockaddr_in and its size.
-        let bound = unsafe { libc::bind(sock.as_raw_fd(), std::ptr::from_ref(&addr).cast(), size) };
-        assert_eq!(bound, 0, "hold 127.0.0.1:{port}: {}", os_err());
-        // SAFETY: as above; the kernel writes at most `size` bytes.
-        let named = unsafe {
-            libc::getsockname(
-                sock.as_raw_fd(),
-                std::ptr::from_mut(&mut addr).cast(),
-                &mut size,
-            )
-        };
-        assert_eq!(named, 0, "getsockname: {}", os_err());
-        PortHold {
-            _sock: sock,
-            port: u16::from_be(addr.sin_port),
-        }
+        let at = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        sock.bind(&at.into())
+            .unwrap_or_else(|e| panic!("hold 127.0.0.1:{port}: {e}"));
+        let port = sock
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .expect("the held port")
+            .port();
+        PortHold { _sock: sock, port }
     }
 
     /// `http://127.0.0.1:PORT`, where a connection is refused.
