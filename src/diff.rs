@@ -3,6 +3,7 @@
 use crate::compare::server_messages::MessageCount;
 use crate::compare::surface::{SurfaceKind, ToolChange};
 use crate::compare::{compare_tapes_drift, ExchangeComparison, ExchangeRef, Normalizer, Outcome};
+use crate::tape::index::TapeServers;
 use crate::tape::reader::merge_skipped;
 use crate::tape::{ReadOptions, TapeError, TapeIndex};
 use serde::{Deserialize, Serialize};
@@ -39,6 +40,13 @@ pub struct DiffReport {
     pub a: String,
     /// The second tape's path, as given.
     pub b: String,
+    /// `--server`: the label of A's server compared (only that one; absent: every MCP server,
+    /// by label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_a: Option<String>,
+    /// `--server`: the label of B's server compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_b: Option<String>,
     /// The overall answer.
     pub verdict: Verdict,
     /// Exchanges of A that found a counterpart in B.
@@ -175,53 +183,110 @@ fn model_diff(
     })
 }
 
+/// Why two tapes could not be diffed.
+#[derive(Debug, thiserror::Error)]
+pub enum DiffError {
+    /// A tape could not be read.
+    #[error(transparent)]
+    Tape(#[from] TapeError),
+    /// `--server` names no MCP server of a tape (a label a tape of several does not have, or
+    /// its model API), or is malformed (exit 64).
+    #[error("{0}")]
+    Server(String),
+}
+
+impl crate::exit::Coded for DiffError {
+    fn exit_code(&self) -> i32 {
+        match self {
+            DiffError::Tape(t) => t.exit_code(),
+            DiffError::Server(_) => crate::exit::USAGE,
+        }
+    }
+}
+
 /// Compares two recordings (every MCP server of each, by label, when a tape holds several):
 /// the report, and the tapes' reader warnings, each prefixed with its tape's path.
 pub fn diff(
     a_path: &Path,
     b_path: &Path,
     norm: &Normalizer,
-) -> Result<(DiffReport, Vec<String>), TapeError> {
-    diff_with(a_path, b_path, norm, ReadOptions::default())
+) -> Result<(DiffReport, Vec<String>), DiffError> {
+    let d = diff_with(a_path, b_path, norm, ReadOptions::default(), None)?;
+    Ok((d.report, d.warnings))
 }
 
-/// [`diff`], with how the tapes' malformed lines are treated (`--skip-bad-lines`).
+/// What [`diff_with`] found: the report, and what to say beside it on stderr.
+#[derive(Debug)]
+pub struct Diffed {
+    /// The report.
+    pub report: DiffReport,
+    /// The tapes' reader warnings, each prefixed with its tape's path, each said once.
+    pub warnings: Vec<String>,
+    /// Tapes compared server by server whose labels have nothing in common: that no call was
+    /// compared, and how `--server` compares one server of each.
+    pub hint: Option<String>,
+}
+
+/// [`diff`], with how the tapes' malformed lines are treated (`--skip-bad-lines`), and the one
+/// MCP server of each tape to compare (`--server`: `LABEL` or `A_LABEL:B_LABEL`), the model
+/// calls of agent runs then left out. Each tape is read once for its MCP servers, whatever
+/// their number (and once more for its model calls, without `--server`); a warning of a tape
+/// is said once, also when A and B are the same tape.
 pub fn diff_with(
     a_path: &Path,
     b_path: &Path,
     norm: &Normalizer,
     read: ReadOptions,
-) -> Result<(DiffReport, Vec<String>), TapeError> {
-    let a = TapeIndex::load_with(a_path, None, read)?;
-    let b = TapeIndex::load_with(b_path, None, read)?;
-    let (calls_a, model_skipped_a) = crate::model::calls::load_with(a_path, None, read)?;
-    let (calls_b, model_skipped_b) = crate::model::calls::load_with(b_path, None, read)?;
-    let mut warnings = Vec::new();
-    for (p, idx) in [(a_path, &a), (b_path, &b)] {
-        for w in &idx.warnings {
-            warnings.push(format!("{}: {w}", p.display()));
+    server: Option<&str>,
+) -> Result<Diffed, DiffError> {
+    let a = TapeIndex::load_every_with(a_path, read)?;
+    let b = TapeIndex::load_every_with(b_path, read)?;
+    let mut warnings: Vec<String> = Vec::new();
+    for (p, tape) in [(a_path, &a), (b_path, &b)] {
+        for w in &tape.warnings {
+            let w = format!("{}: {w}", p.display());
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
         }
     }
-    let (skipped_lines_a, skipped_lines_b) = (a.skipped_lines(), b.skipped_lines());
     let mut found = Found::default();
-    match server_pairs(&a, &b) {
-        // One server on each side (or none): the two, whatever their labels.
-        None => found.add(&a, &b, norm, None),
-        // Several: each server with the server of its label on the other tape.
-        Some(labels) => {
-            for label in labels {
-                let side = |path: &Path, idx: &TapeIndex| -> Result<Option<TapeIndex>, TapeError> {
-                    if !mcp_servers(idx).contains(&label.as_str()) {
-                        return Ok(None);
-                    }
-                    TapeIndex::load_with(path, Some(&label), read).map(Some)
-                };
-                match (side(a_path, &a)?, side(b_path, &b)?) {
-                    (Some(x), Some(y)) => found.add(&x, &y, norm, Some(&label)),
-                    (Some(x), None) => found.only_in_a.extend(refs(&x, &label)),
-                    (None, Some(y)) => found.only_in_b.extend(refs(&y, &label)),
+    let mut hint = None;
+    let (mut server_a, mut server_b) = (None, None);
+    let (mut calls_a, mut calls_b) = (Vec::new(), Vec::new());
+    let (mut model_skipped_a, mut model_skipped_b) = (Vec::new(), Vec::new());
+    match server {
+        // One server of each: the model calls are no server's, so not compared.
+        Some(spec) => {
+            let (la, lb) = asked_labels(spec, &a, &b)?;
+            let x = server_of(a_path, &a, &la)?;
+            let y = server_of(b_path, &b, &lb)?;
+            found.add(x, y, norm, None);
+            (server_a, server_b) = (Some(x.server.clone()), Some(y.server.clone()));
+        }
+        None => {
+            (calls_a, model_skipped_a) = crate::model::calls::load_with(a_path, None, read)?;
+            (calls_b, model_skipped_b) = crate::model::calls::load_with(b_path, None, read)?;
+            let (ma, mb) = (&a.indexes, &b.indexes);
+            if ma.len() <= 1 && mb.len() <= 1 {
+                // One server on each side (or none): the two, whatever their labels.
+                match (ma.first(), mb.first()) {
+                    (Some(x), Some(y)) => found.add(x, y, norm, None),
+                    (Some(x), None) => found.only_in_a.extend(refs(x, None)),
+                    (None, Some(y)) => found.only_in_b.extend(refs(y, None)),
                     (None, None) => {}
                 }
+            } else {
+                // Several: each server with the server of its label on the other tape.
+                for label in labels_of_both(&a, &b) {
+                    match (a.get(&label), b.get(&label)) {
+                        (Some(x), Some(y)) => found.add(x, y, norm, Some(&label)),
+                        (Some(x), None) => found.only_in_a.extend(refs(x, Some(&label))),
+                        (None, Some(y)) => found.only_in_b.extend(refs(y, Some(&label))),
+                        (None, None) => {}
+                    }
+                }
+                hint = no_label_in_common(a_path, &a, b_path, &b);
             }
         }
     }
@@ -257,6 +322,8 @@ pub fn diff_with(
     let report = DiffReport {
         a: a_path.display().to_string(),
         b: b_path.display().to_string(),
+        server_a,
+        server_b,
         verdict,
         compared,
         drifts,
@@ -265,10 +332,138 @@ pub fn diff_with(
         tool_surface,
         server_messages,
         model,
-        skipped_lines_a: merge_skipped(skipped_lines_a, model_skipped_a),
-        skipped_lines_b: merge_skipped(skipped_lines_b, model_skipped_b),
+        skipped_lines_a: merge_skipped(a.skipped_lines(), model_skipped_a),
+        skipped_lines_b: merge_skipped(b.skipped_lines(), model_skipped_b),
     };
-    Ok((report, warnings))
+    Ok(Diffed {
+        report,
+        warnings,
+        hint,
+    })
+}
+
+/// The labels `--server SPEC` asks for on A and on B: `LABEL` on both, or `A_LABEL:B_LABEL`
+/// apart (split at the first colon). A label that holds a colon itself is taken whole when
+/// either tape has a server of that label.
+fn asked_labels(
+    spec: &str,
+    a: &TapeServers,
+    b: &TapeServers,
+) -> Result<(String, String), DiffError> {
+    let has = |t: &TapeServers| t.get(spec).is_some() || t.servers.iter().any(|d| d.server == spec);
+    let pair = match spec.split_once(':') {
+        Some(pair) if !has(a) && !has(b) => pair,
+        _ => (spec, spec),
+    };
+    if pair.0.is_empty() || pair.1.is_empty() {
+        return Err(DiffError::Server(format!(
+            "--server {spec:?} names no server: --server LABEL compares the server of that label, --server A_LABEL:B_LABEL A's and B's apart"
+        )));
+    }
+    Ok((pair.0.to_string(), pair.1.to_string()))
+}
+
+/// The server of `tape` that `--server` compares: the one labelled `label` on a tape of several
+/// MCP servers, the only one on a tape of one (whatever its label, so that a plain recording
+/// of a server, labelled `default`, is compared with that server of an agent run). A label the
+/// tape does not have is refused as check, play and show refuse it, the tape named; so is its
+/// model API, and a tape with no MCP server at all.
+fn server_of<'t>(
+    path: &Path,
+    tape: &'t TapeServers,
+    label: &str,
+) -> Result<&'t TapeIndex, DiffError> {
+    let named = |why: String| DiffError::Server(format!("{}: {why}", path.display()));
+    let mcp: Vec<&str> = tape.indexes.iter().map(|i| i.server.as_str()).collect();
+    if tape
+        .servers
+        .iter()
+        .any(|d| d.server == label && !d.is_mcp())
+    {
+        let has = if mcp.is_empty() {
+            "this tape has none".to_string()
+        } else {
+            format!("this tape has: {}", mcp.join(", "))
+        };
+        return Err(named(format!(
+            "{label} is the model API of an agent run, not an MCP server: diff --server compares an MCP server's conversations ({has})"
+        )));
+    }
+    if let [only] = &tape.indexes[..] {
+        return Ok(only);
+    }
+    if let Some(index) = tape.get(label) {
+        return Ok(index);
+    }
+    Err(named(
+        crate::tape::format::unknown_server(Some(label), &tape.servers, false)
+            .unwrap_or_else(|| format!("no MCP server labelled {label}")),
+    ))
+}
+
+/// The server labels to compare one by one: A's in order, then those only B has.
+fn labels_of_both(a: &TapeServers, b: &TapeServers) -> Vec<String> {
+    let mut labels: Vec<String> = Vec::new();
+    for i in a.indexes.iter().chain(&b.indexes) {
+        if !labels.contains(&i.server) {
+            labels.push(i.server.clone());
+        }
+    }
+    labels
+}
+
+/// Tapes compared server by server whose labels have nothing in common, both holding MCP
+/// servers: no call was compared, every one is on one side only ([`Diffed::hint`]), and how to
+/// compare one server of each; `None` when a label is on both (or a tape has no MCP server:
+/// an agent run whose servers did not start is compared as it is).
+fn no_label_in_common(
+    a_path: &Path,
+    a: &TapeServers,
+    b_path: &Path,
+    b: &TapeServers,
+) -> Option<String> {
+    if a.indexes.is_empty()
+        || b.indexes.is_empty()
+        || a.indexes.iter().any(|i| b.get(&i.server).is_some())
+    {
+        return None;
+    }
+    let labels = |t: &TapeServers| {
+        t.indexes
+            .iter()
+            .map(|i| i.server.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let either = |t: &TapeServers| {
+        t.indexes
+            .iter()
+            .map(|i| i.server.as_str())
+            .collect::<Vec<_>>()
+            .join(" or ")
+    };
+    let how = match (a.indexes.len(), b.indexes.len()) {
+        (_, 1) => format!(
+            "--server LABEL ({}) compares that server of {} with the only one of {}",
+            either(a),
+            a_path.display(),
+            b_path.display()
+        ),
+        (1, _) => format!(
+            "--server LABEL ({}) compares the only server of {} with that server of {}",
+            either(b),
+            a_path.display(),
+            b_path.display()
+        ),
+        _ => "--server A_LABEL:B_LABEL compares A's server A_LABEL with B's B_LABEL".to_string(),
+    };
+    Some(format!(
+        "no MCP server label is on both tapes ({}: {}; {}: {}), so no call was compared: each server's calls are on one side only. {how}",
+        a_path.display(),
+        labels(a),
+        b_path.display(),
+        labels(b),
+    ))
 }
 
 /// What the comparisons of a diff's servers found, together.
@@ -319,43 +514,12 @@ impl Found {
     }
 }
 
-/// The labels of a tape's MCP servers (a model API is not one), in order. A tape that declares
-/// none (written by hand, or by an older tool) holds the one its messages are labelled with.
-fn mcp_servers(index: &TapeIndex) -> Vec<&str> {
-    let declared: Vec<&str> = index
-        .servers
-        .iter()
-        .filter(|d| d.is_mcp())
-        .map(|d| d.server.as_str())
-        .collect();
-    if declared.is_empty() && !index.msgs.is_empty() {
-        return vec![index.server.as_str()];
-    }
-    declared
-}
-
-/// The server labels to compare one by one (A's in order, then those only B has), or `None`
-/// when neither tape holds more than one MCP server: then the two are compared whatever their
-/// labels, as a recording of one server is.
-fn server_pairs(a: &TapeIndex, b: &TapeIndex) -> Option<Vec<String>> {
-    if mcp_servers(a).len() <= 1 && mcp_servers(b).len() <= 1 {
-        return None;
-    }
-    let mut labels: Vec<String> = Vec::new();
-    for l in mcp_servers(a).into_iter().chain(mcp_servers(b)) {
-        if !labels.iter().any(|x| x == l) {
-            labels.push(l.to_string());
-        }
-    }
-    Some(labels)
-}
-
-/// Every exchange of a server only one tape has, named with its label.
-fn refs(index: &TapeIndex, label: &str) -> Vec<ExchangeRef> {
+/// Every exchange of a server only one tape has (named with its label in a diff of several).
+fn refs(index: &TapeIndex, label: Option<&str>) -> Vec<ExchangeRef> {
     (0..index.exchanges.len())
         .map(|i| {
             let mut e = crate::compare::tapes::exchange_ref(index, i);
-            e.server = Some(label.to_string());
+            e.server = label.map(str::to_string);
             e
         })
         .collect()
@@ -511,5 +675,107 @@ mod tests {
         // The second model request, not the sixth call on the tape.
         assert_eq!((first.position, first.endpoint.as_str()), (2, "messages"));
         assert_eq!(first.changes[0].path, "$.messages[0].content");
+    }
+
+    /// A tape by hand: a stdio server per label (a model API for `model`), each answering a
+    /// `ping`.
+    fn labelled_tape(path: &std::path::Path, labels: &[&str]) {
+        let mut lines = vec![
+            json!({"type": "header", "format": "mcptape", "version": 1, "minor": 0, "created": "2026-01-01T00:00:00Z", "tool": "test"}),
+        ];
+        for l in labels {
+            let transport = if *l == "model" { "model_api" } else { "stdio" };
+            lines.push(json!({"type": "server", "server": l, "transport": transport, "t_us": 0}));
+        }
+        for (i, l) in labels.iter().filter(|l| **l != "model").enumerate() {
+            let seq = 2 * i as u64;
+            lines.push(json!({"type": "msg", "seq": seq + 1, "t_us": seq, "server": l, "dir": "c2s", "kind": "request", "id": 1, "method": "ping", "msg": {"jsonrpc": "2.0", "id": 1, "method": "ping"}}));
+            lines.push(json!({"type": "msg", "seq": seq + 2, "t_us": seq + 1, "server": l, "dir": "s2c", "kind": "response", "id": 1, "msg": {"jsonrpc": "2.0", "id": 1, "result": {}}}));
+        }
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn servers_of(path: &std::path::Path) -> super::TapeServers {
+        super::TapeIndex::load_every_with(path, super::ReadOptions::default()).unwrap()
+    }
+
+    /// `--server SPEC`: one label for both tapes, or `A_LABEL:B_LABEL` split at the first
+    /// colon, unless a tape has a server labelled with the whole of it; an empty side is
+    /// refused (exit 64), never taken for "any".
+    #[test]
+    fn server_spec_is_a_label_or_a_pair_of_labels() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+        labelled_tape(&a, &["fs", "web"]);
+        labelled_tape(&b, &["files", "web:search"]);
+        let (a, b) = (servers_of(&a), servers_of(&b));
+        let asked = |spec: &str| super::asked_labels(spec, &a, &b);
+        let pair = |x: &str, y: &str| (x.to_string(), y.to_string());
+        assert_eq!(asked("fs").unwrap(), pair("fs", "fs"));
+        assert_eq!(asked("fs:files").unwrap(), pair("fs", "files"));
+        assert_eq!(asked("web:web:search").unwrap(), pair("web", "web:search"));
+        assert_eq!(
+            asked("web:search").unwrap(),
+            pair("web:search", "web:search")
+        );
+        for spec in ["", "fs:", ":files"] {
+            let e = asked(spec).unwrap_err();
+            assert!(matches!(e, super::DiffError::Server(_)), "{spec:?}: {e}");
+            assert_eq!(crate::exit::Coded::exit_code(&e), crate::exit::USAGE);
+        }
+    }
+
+    /// Tapes compared server by server with no label in common get a hint naming `--server`
+    /// (and the labels to pick from, on the side of several); a label in common, or a side
+    /// without MCP servers (an agent run whose servers never started), gets none.
+    #[test]
+    fn tapes_with_no_label_in_common_get_a_hint_naming_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = |n: &str| dir.path().join(n);
+        labelled_tape(&path("run.jsonl"), &["model", "fs", "web"]);
+        labelled_tape(&path("rec.jsonl"), &["default"]);
+        labelled_tape(&path("other.jsonl"), &["files", "browser"]);
+        labelled_tape(&path("fs.jsonl"), &["fs"]);
+        labelled_tape(&path("none.jsonl"), &["model"]);
+        let norm = crate::compare::Normalizer::default();
+        let hint = |x: &str, y: &str| {
+            let d = super::diff_with(
+                &path(x),
+                &path(y),
+                &norm,
+                super::ReadOptions::default(),
+                None,
+            )
+            .unwrap();
+            d.hint
+        };
+        let h = hint("run.jsonl", "rec.jsonl").expect("a hint");
+        assert!(h.contains("(fs or web) compares that server of "), "{h}");
+        assert!(h.contains(": fs, web; "), "{h}");
+        let h = hint("rec.jsonl", "run.jsonl").expect("a hint");
+        assert!(
+            h.contains("(fs or web) compares the only server of "),
+            "{h}"
+        );
+        let h = hint("run.jsonl", "other.jsonl").expect("a hint");
+        assert!(h.contains("--server A_LABEL:B_LABEL"), "{h}");
+        assert_eq!(hint("run.jsonl", "fs.jsonl"), None);
+        assert_eq!(hint("run.jsonl", "none.jsonl"), None);
+        // Asked for one server, nothing to hint.
+        let d = super::diff_with(
+            &path("run.jsonl"),
+            &path("rec.jsonl"),
+            &norm,
+            super::ReadOptions::default(),
+            Some("web"),
+        )
+        .unwrap();
+        assert_eq!(d.hint, None);
+        assert_eq!(d.report.verdict, super::Verdict::Same);
+        assert_eq!(
+            (d.report.server_a.as_deref(), d.report.server_b.as_deref()),
+            (Some("web"), Some("default"))
+        );
     }
 }

@@ -36,6 +36,7 @@ fn coded(e: &(dyn std::error::Error + 'static)) -> Option<i32> {
         crate::compare::normalize::PathError,
         crate::record::RecordError,
         crate::check::CheckError,
+        crate::diff::DiffError,
         crate::check::driver::DriveError,
         crate::check::fill::FillError,
         crate::integrity::RedactError,

@@ -15,6 +15,13 @@ pub struct Args {
     /// The second tape (name, path, or s3://BUCKET/KEY).
     #[arg(value_name = "B")]
     b: String,
+    /// Compare only this MCP server: the one labelled LABEL on a tape of several (an agent
+    /// run's), the only one on a tape of one, whatever its label (a plain `mcptape record`
+    /// tape is labelled `default`). A_LABEL:B_LABEL names A's and B's apart (a label either
+    /// tape has is taken whole, colon and all). The model calls of agent runs are then not
+    /// compared. Default: every MCP server, each with the one of its label on the other tape.
+    #[arg(long, value_name = "LABEL|A_LABEL:B_LABEL")]
+    server: Option<String>,
     /// Show every drift, not just the first.
     #[arg(long)]
     all: bool,
@@ -38,9 +45,16 @@ pub fn run(a: Args) -> Result<i32> {
     let pa = super::remote::resolve(&a.a)?;
     let pb = super::remote::resolve(&a.b)?;
     let norm: Normalizer = a.norm.normalizer()?;
-    let (report, warnings) = mcptape::diff::diff_with(&pa, &pb, &norm, a.read.options())?;
+    let mcptape::diff::Diffed {
+        report,
+        warnings,
+        hint,
+    } = mcptape::diff::diff_with(&pa, &pb, &norm, a.read.options(), a.server.as_deref())?;
     for w in warnings {
         crate::diag!("mcptape: warning: {w}");
+    }
+    if let Some(hint) = hint {
+        crate::diag!("mcptape diff: {hint}");
     }
     let text = match a.format {
         Format::Text => {

@@ -241,8 +241,8 @@ pub(crate) fn plural(n: u64, what: &str) -> String {
     format!("{n} {what}{s}")
 }
 
-/// A malformed tape line stopped the command (also inside check's and redact's errors, which
-/// wrap the tape's transparently).
+/// A malformed tape line stopped the command (also inside check's, redact's and diff's errors,
+/// which wrap the tape's transparently).
 fn malformed_line(e: &anyhow::Error) -> bool {
     use mcptape::tape::TapeError;
     e.chain().any(|c| {
@@ -251,7 +251,10 @@ fn malformed_line(e: &anyhow::Error) -> bool {
                 Some(mcptape::check::CheckError::Tape(t)) => Some(t),
                 _ => match c.downcast_ref::<mcptape::integrity::RedactError>() {
                     Some(mcptape::integrity::RedactError::Tape(t)) => Some(t),
-                    _ => None,
+                    _ => match c.downcast_ref::<mcptape::diff::DiffError>() {
+                        Some(mcptape::diff::DiffError::Tape(t)) => Some(t),
+                        _ => None,
+                    },
                 },
             }
         });

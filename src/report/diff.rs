@@ -98,6 +98,23 @@ fn model_lines(r: &DiffReport) -> Vec<String> {
     out
 }
 
+/// A side as the reports name it: its path, and with `--server` the server compared
+/// (`run.jsonl server fixture`).
+fn side(path: &str, server: Option<&str>) -> String {
+    match server {
+        Some(label) => format!("{path} server {label}"),
+        None => path.to_string(),
+    }
+}
+
+/// [`side`] in Markdown: `` `run.jsonl` server `fixture` ``.
+fn md_side(path: &str, server: Option<&str>) -> String {
+    match server {
+        Some(label) => format!("{} server {}", md_code(path), md_code(label)),
+        None => md_code(path),
+    }
+}
+
 fn lines_of(d: &ExchangeComparison) -> String {
     match d.other_line {
         Some(b) => format!("A line {}, B line {b}", d.exchange.line),
@@ -156,8 +173,8 @@ fn diff_text_body(r: &DiffReport, all: bool, color: bool) -> String {
         let mut same = format!(
             "{}: {} and {} agree on {}\n",
             st.bold_green("same"),
-            r.a,
-            r.b,
+            side(&r.a, r.server_a.as_deref()),
+            side(&r.b, r.server_b.as_deref()),
             if what.is_empty() {
                 "everything (no exchanges)".to_string()
             } else {
@@ -179,9 +196,9 @@ fn diff_text_body(r: &DiffReport, all: bool, color: bool) -> String {
             Verdict::OutputDrift => st.bold_yellow(word),
             Verdict::StructuralDrift => st.bold_red(word),
         },
-        r.a,
+        side(&r.a, r.server_a.as_deref()),
         st.dim("→"),
-        r.b
+        side(&r.b, r.server_b.as_deref())
     ));
     out.push(format!("  {}", counts_line(r)));
 
@@ -297,8 +314,8 @@ fn diff_markdown_body(r: &DiffReport) -> String {
             Verdict::StructuralDrift => "❌",
         },
         verdict_word(r.verdict),
-        md_code(&r.a),
-        md_code(&r.b),
+        md_side(&r.a, r.server_a.as_deref()),
+        md_side(&r.b, r.server_b.as_deref()),
         counts_line(r)
     );
     if same {
@@ -496,6 +513,8 @@ mod tests {
         DiffReport {
             a: "a.jsonl".into(),
             b: "b.jsonl".into(),
+            server_a: None,
+            server_b: None,
             verdict: Verdict::StructuralDrift,
             compared: 12,
             drifts: vec![
@@ -571,6 +590,8 @@ tool surface
         let r = DiffReport {
             a: "a.jsonl".into(),
             b: "b.jsonl".into(),
+            server_a: None,
+            server_b: None,
             verdict: Verdict::Same,
             compared: 12,
             drifts: vec![],
@@ -641,6 +662,42 @@ tool surface
         let md = diff_markdown(&r);
         assert!(md.starts_with("## ✅ mcptape diff: same\n"), "{md}");
         assert!(!md.contains("###"), "{md}");
+    }
+
+    /// With `--server`, every rendering names the server compared on each side.
+    #[test]
+    fn the_servers_compared_are_named() {
+        let mut r = sample();
+        (r.server_a, r.server_b) = (Some("fixture".into()), Some("default".into()));
+        let text = diff_text(&r, false, false);
+        assert!(
+            text.starts_with("structural drift  a.jsonl server fixture → b.jsonl server default\n"),
+            "{text}"
+        );
+        assert!(
+            diff_markdown(&r)
+                .contains("`a.jsonl` server `fixture` → `b.jsonl` server `default`: 12 compared"),
+            "{}",
+            diff_markdown(&r)
+        );
+        let same = DiffReport {
+            verdict: Verdict::Same,
+            drifts: vec![],
+            only_in_a: vec![],
+            tool_surface: vec![],
+            ..r.clone()
+        };
+        assert_eq!(
+            diff_text(&same, false, false),
+            "same: a.jsonl server fixture and b.jsonl server default agree on all 12 exchanges\n"
+        );
+        let json = serde_json::to_value(&same).unwrap();
+        assert_eq!(
+            (&json["server_a"], &json["server_b"]),
+            (&json!("fixture"), &json!("default"))
+        );
+        let plain = serde_json::to_value(sample()).unwrap();
+        assert!(plain.get("server_a").is_none() && plain.get("server_b").is_none());
     }
 
     #[test]

@@ -682,87 +682,47 @@ impl TapeIndex {
         check_chain: bool,
         options: ReadOptions,
     ) -> Result<TapeIndex, TapeError> {
-        // A chain found whole before on exactly this file (`index_cache.rs`) is not hashed
-        // again; one checked whole here is noted for next time.
-        let check_chain = check_chain && !chain_noted_whole(path, options);
-        let stamp = check_chain
-            .then(|| super::index_cache::FileStamp::of(path))
-            .flatten();
-        let mut reader = TapeReader::open_with(path, options)?;
-        if !check_chain {
-            reader.skip_chain();
-        }
-        let header = reader.header().clone();
-        let mut servers = Vec::new();
-        let mut end = None;
-        let mut chosen: Option<String> = server.map(str::to_string);
-        let mut b = Builder::default();
-        loop {
-            let item = match reader.next_scanned()? {
-                None => break,
-                Some(item) => item,
-            };
-            let fields = match &item.entry {
-                ScannedEntry::Msg(m) => m.clone(),
-                ScannedEntry::Entry(Entry::Server(decl)) => {
-                    // The default is the first MCP server: a model API is not one.
-                    if chosen.is_none() && decl.transport != super::format::MODEL_API {
-                        chosen = Some(decl.server.clone());
-                    }
-                    servers.push(decl.clone());
-                    continue;
-                }
-                ScannedEntry::Entry(Entry::End(e)) => {
-                    end = Some(e.clone());
-                    continue;
-                }
-                ScannedEntry::Entry(Entry::Unknown) => {
-                    if let Some(ev) = http_event(item.raw) {
-                        if chosen.as_deref().is_none_or(|c| c == ev.server) {
-                            match ev.what.as_ref() {
-                                "http-error" => b.refusal(ev),
-                                "http-accepted" => b.accepted(ev),
-                                "http-options" => b.preflight(ev),
-                                "http-cors" => b.cors(ev),
-                                "http-get" | "http-delete" => b.get_or_delete(ev),
-                                "sse-priming" => b.priming(ev),
-                                _ => {}
-                            }
-                        }
-                    }
-                    continue;
-                }
-                ScannedEntry::Entry(Entry::Msg(m)) => match fields_of(item.raw, m) {
-                    Ok(fields) => fields,
-                    Err(message) => {
-                        let line = item.line;
-                        reader.bad_line(line, message)?;
-                        continue;
-                    }
-                },
-            };
-            let label = chosen.get_or_insert_with(|| fields.server.to_string());
-            if fields.server != label.as_str() {
-                continue;
-            }
-            b.add(&item, fields);
-        }
-        if let (Some(stamp), Chain::Linked(_) | Chain::Absent) = (&stamp, reader.chain()) {
-            super::index_cache::note_chain_held(path, stamp);
-        }
-        let warnings = reader.warnings().to_vec();
-        let server = chosen.unwrap_or_else(|| super::format::DEFAULT_SERVER.to_string());
+        let mut scan = scan(path, Pick::One(server), check_chain, options)?;
+        let (label, built) = scan.built.pop().unwrap_or_default();
+        Self::of_builder(path, &scan, label, built)
+    }
+
+    /// Reads the tape once and indexes the conversation of every MCP server on it, each as
+    /// [`load_with`](Self::load_with) indexes the one it is asked for (the chain checked, as
+    /// there). Nothing is read twice however many servers the tape holds, and the reader's
+    /// warnings come once, with the tape, not once per server.
+    pub fn load_every_with(path: &Path, options: ReadOptions) -> Result<TapeServers, TapeError> {
+        let mut scan = scan(path, Pick::Every, true, options)?;
+        let built = std::mem::take(&mut scan.built);
+        let indexes = built
+            .into_iter()
+            .map(|(label, b)| Self::of_builder(path, &scan, label, b))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(TapeServers {
+            servers: scan.servers,
+            warnings: scan.warnings,
+            indexes,
+        })
+    }
+
+    /// The index of one conversation a scan built, with the tape opened for reading bodies.
+    fn of_builder(
+        path: &Path,
+        scan: &Scan,
+        server: String,
+        b: Builder,
+    ) -> Result<TapeIndex, TapeError> {
         let file = File::open(path).map_err(|e| TapeError::Io {
             path: path.to_path_buf(),
             cause: e,
         })?;
         Ok(TapeIndex {
             path: path.to_path_buf(),
-            header,
-            servers,
+            header: scan.header.clone(),
+            servers: scan.servers.clone(),
             server,
-            end,
-            warnings,
+            end: scan.end.clone(),
+            warnings: scan.warnings.clone(),
             msgs: Arc::new(b.msgs),
             exchanges: Arc::new(b.exchanges),
             standalone: Arc::new(b.standalone),
@@ -856,6 +816,218 @@ impl TapeIndex {
     fn read_at(&self, offset: u64, len: u32) -> io::Result<Vec<u8>> {
         self.file.read_at(offset, len)
     }
+}
+
+/// A tape read once with the conversation of each of its MCP servers indexed
+/// ([`TapeIndex::load_every_with`]).
+pub struct TapeServers {
+    /// Every server the tape declares, in order (its model API too, which has no index here).
+    pub servers: Vec<ServerDecl>,
+    /// What the reader found worth saying, once for the tape (each index holds the same).
+    pub warnings: Vec<Warning>,
+    /// One index per MCP server: the servers declared, in their order, then the labels that
+    /// only message lines (or HTTP events) carry, in the order met.
+    pub indexes: Vec<TapeIndex>,
+}
+
+impl TapeServers {
+    /// The index of the server labelled `label`.
+    pub fn get(&self, label: &str) -> Option<&TapeIndex> {
+        self.indexes.iter().find(|i| i.server == label)
+    }
+
+    /// The lines skipped as malformed (`--skip-bad-lines`), in tape order.
+    pub fn skipped_lines(&self) -> Vec<BadLine> {
+        super::reader::skipped_lines(&self.warnings)
+    }
+}
+
+/// Which conversations one read of a tape indexes.
+#[derive(Clone, Copy)]
+enum Pick<'a> {
+    /// One server's: the label asked for, else the first MCP server declared, else the label
+    /// of the first message line.
+    One(Option<&'a str>),
+    /// Every MCP server's, each apart.
+    Every,
+}
+
+/// What one read of a tape found: its header, declarations, end and warnings, and the
+/// conversations picked, built ([`Pick`]).
+struct Scan {
+    header: Header,
+    servers: Vec<ServerDecl>,
+    end: Option<End>,
+    warnings: Vec<Warning>,
+    /// `Pick::One`: the one conversation. `Pick::Every`: one per label, declared servers
+    /// first; a declared model API's left out.
+    built: Vec<(String, Builder)>,
+}
+
+/// The conversations being built while the tape is read, by label.
+struct Conversations {
+    every: bool,
+    /// `Pick::One`: the label taken, once known.
+    chosen: Option<String>,
+    /// `Pick::One`: one builder, whose label is `chosen`. `Pick::Every`: one per label met.
+    built: Vec<(String, Builder)>,
+}
+
+impl Conversations {
+    fn new(pick: Pick<'_>) -> Conversations {
+        match pick {
+            Pick::One(server) => Conversations {
+                every: false,
+                chosen: server.map(str::to_string),
+                built: vec![(String::new(), Builder::default())],
+            },
+            Pick::Every => Conversations {
+                every: true,
+                chosen: None,
+                built: Vec::new(),
+            },
+        }
+    }
+
+    fn declared(&mut self, decl: &ServerDecl) {
+        if self.every {
+            self.of_label(&decl.server);
+        } else if self.chosen.is_none() && decl.is_mcp() {
+            // The default is the first MCP server: a model API is not one.
+            self.chosen = Some(decl.server.clone());
+        }
+    }
+
+    /// Where an HTTP event of server `label` goes (`Pick::One`: before a server is known, to
+    /// the one conversation).
+    fn for_event(&mut self, label: &str) -> Option<&mut Builder> {
+        if self.every {
+            return Some(self.of_label(label));
+        }
+        if self.chosen.as_deref().is_none_or(|c| c == label) {
+            return self.built.first_mut().map(|(_, b)| b);
+        }
+        None
+    }
+
+    /// Where a message line of server `label` goes (`Pick::One`: the first message's label is
+    /// taken when none is known yet).
+    fn for_msg(&mut self, label: &str) -> Option<&mut Builder> {
+        if self.every {
+            return Some(self.of_label(label));
+        }
+        let chosen = self.chosen.get_or_insert_with(|| label.to_string());
+        if chosen != label {
+            return None;
+        }
+        self.built.first_mut().map(|(_, b)| b)
+    }
+
+    fn of_label(&mut self, label: &str) -> &mut Builder {
+        let i = match self.built.iter().position(|(l, _)| l == label) {
+            Some(i) => i,
+            None => {
+                self.built.push((label.to_string(), Builder::default()));
+                self.built.len() - 1
+            }
+        };
+        &mut self.built[i].1
+    }
+
+    /// The conversations built, labelled; `servers`: the tape's declarations.
+    fn finish(self, servers: &[ServerDecl]) -> Vec<(String, Builder)> {
+        if self.every {
+            let model = |l: &str| servers.iter().any(|d| d.server == l && !d.is_mcp());
+            return self.built.into_iter().filter(|(l, _)| !model(l)).collect();
+        }
+        let label = self
+            .chosen
+            .unwrap_or_else(|| super::format::DEFAULT_SERVER.to_string());
+        self.built
+            .into_iter()
+            .take(1)
+            .map(|(_, b)| (label.clone(), b))
+            .collect()
+    }
+}
+
+/// Reads the tape once, indexing the conversations `pick` names.
+fn scan(
+    path: &Path,
+    pick: Pick<'_>,
+    check_chain: bool,
+    options: ReadOptions,
+) -> Result<Scan, TapeError> {
+    // A chain found whole before on exactly this file (`index_cache.rs`) is not hashed
+    // again; one checked whole here is noted for next time.
+    let check_chain = check_chain && !chain_noted_whole(path, options);
+    let stamp = check_chain
+        .then(|| super::index_cache::FileStamp::of(path))
+        .flatten();
+    let mut reader = TapeReader::open_with(path, options)?;
+    if !check_chain {
+        reader.skip_chain();
+    }
+    let header = reader.header().clone();
+    let mut servers = Vec::new();
+    let mut end = None;
+    let mut conv = Conversations::new(pick);
+    loop {
+        let item = match reader.next_scanned()? {
+            None => break,
+            Some(item) => item,
+        };
+        let fields = match &item.entry {
+            ScannedEntry::Msg(m) => m.clone(),
+            ScannedEntry::Entry(Entry::Server(decl)) => {
+                conv.declared(decl);
+                servers.push(decl.clone());
+                continue;
+            }
+            ScannedEntry::Entry(Entry::End(e)) => {
+                end = Some(e.clone());
+                continue;
+            }
+            ScannedEntry::Entry(Entry::Unknown) => {
+                if let Some(ev) = http_event(item.raw) {
+                    if let Some(b) = conv.for_event(&ev.server) {
+                        match ev.what.as_ref() {
+                            "http-error" => b.refusal(ev),
+                            "http-accepted" => b.accepted(ev),
+                            "http-options" => b.preflight(ev),
+                            "http-cors" => b.cors(ev),
+                            "http-get" | "http-delete" => b.get_or_delete(ev),
+                            "sse-priming" => b.priming(ev),
+                            _ => {}
+                        }
+                    }
+                }
+                continue;
+            }
+            ScannedEntry::Entry(Entry::Msg(m)) => match fields_of(item.raw, m) {
+                Ok(fields) => fields,
+                Err(message) => {
+                    let line = item.line;
+                    reader.bad_line(line, message)?;
+                    continue;
+                }
+            },
+        };
+        if let Some(b) = conv.for_msg(&fields.server) {
+            b.add(&item, fields);
+        }
+    }
+    if let (Some(stamp), Chain::Linked(_) | Chain::Absent) = (&stamp, reader.chain()) {
+        super::index_cache::note_chain_held(path, stamp);
+    }
+    let built = conv.finish(&servers);
+    Ok(Scan {
+        header,
+        warnings: reader.warnings().to_vec(),
+        servers,
+        end,
+        built,
+    })
 }
 
 /// Whether `path`'s hash chain was found whole before on exactly this file (`index_cache.rs`)
@@ -2250,5 +2422,101 @@ mod tests {
         chained_tape(&path, &[SERVER, REQ, &bad, REQ]);
         let err = TapeIndex::load(&path, None).err().expect("malformed");
         assert!(matches!(err, TapeError::Malformed { line: 4, .. }), "{err}");
+    }
+
+    /// One read of a tape of several servers indexes each as a load of its label alone does:
+    /// the servers declared in order (not the model API), then a label only lines carry; each
+    /// conversation's messages, exchanges, standalone messages, HTTP refusals and unserved
+    /// lines the same. The reader's warnings (here a torn last line, so not closed either) come once with the tape.
+    #[test]
+    fn every_server_of_a_tape_is_indexed_in_one_read_as_each_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let decl = |label: &str, transport: &str| {
+            format!(r#"{{"type":"server","server":"{label}","transport":"{transport}","t_us":0}}"#)
+        };
+        let msg = |seq: u64, label: &str, dir: &str, kind: &str, body: &str| {
+            let v: Value = serde_json::from_str(body).unwrap();
+            let mut line = serde_json::json!({"type": "msg", "seq": seq, "t_us": seq, "server": label, "dir": dir, "kind": kind, "msg": v});
+            if let Some(id) = v.get("id") {
+                line["id"] = id.clone();
+            }
+            if let Some(m) = v.get("method") {
+                line["method"] = m.clone();
+            }
+            line.to_string()
+        };
+        let call = |id: u64, tool: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}"}}}}"#
+            )
+        };
+        let answer = |id: u64| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+        let refused = r#"{"type":"event","t_us":9,"server":"web","what":"http-error","method":"POST","path":"/mcp","post":7,"request_id":2,"status":400,"body":"refused"}"#;
+        let web_req = r#"{"type":"msg","seq":6,"t_us":6,"server":"web","dir":"c2s","kind":"request","id":2,"method":"tools/call","msg":{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fetch"}},"http":{"method":"POST","path":"/mcp","post":7,"request_id":2}}"#;
+        let lines = [
+            decl("files", "stdio"),
+            decl("model", "model_api"),
+            decl("web", "streamable_http"),
+            msg(1, "files", "c2s", "request", &call(1, "read")),
+            msg(2, "web", "c2s", "request", &call(1, "fetch")),
+            msg(3, "files", "s2c", "response", &answer(1)),
+            msg(4, "extra", "c2s", "request", &call(1, "x")),
+            msg(
+                5,
+                "files",
+                "s2c",
+                "notification",
+                r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#,
+            ),
+            web_req.to_string(),
+            refused.to_string(),
+            msg(7, "web", "s2c", "response", &answer(1)),
+            msg(8, "files", "c2s", "request", &call(2, "read")),
+        ];
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        chained_tape(&path, &refs);
+        // A torn last line: a warning of the tape's, not of a server's.
+        let mut text = std::fs::read(&path).unwrap();
+        text.extend_from_slice(br#"{"type":"msg","seq":9,"#);
+        std::fs::write(&path, text).unwrap();
+
+        let every = TapeIndex::load_every_with(&path, ReadOptions::default()).unwrap();
+        let labels: Vec<&str> = every.indexes.iter().map(|i| i.server.as_str()).collect();
+        assert_eq!(labels, ["files", "web", "extra"]);
+        assert_eq!(every.servers.len(), 3);
+        assert!(
+            matches!(
+                every.warnings[..],
+                [Warning::TornLastLine { line: 14, .. }, Warning::NotClosed]
+            ),
+            "{:?}",
+            every.warnings
+        );
+        let json = |i: &TapeIndex| {
+            serde_json::json!({
+                "msgs": *i.msgs, "exchanges": *i.exchanges, "standalone": *i.standalone,
+                "http": i.http, "bad_lines": *i.bad_lines,
+            })
+        };
+        for label in labels {
+            let alone = TapeIndex::load_with(&path, Some(label), ReadOptions::default()).unwrap();
+            let one = every.get(label).unwrap();
+            assert!(!one.msgs.is_empty(), "{label}");
+            assert_eq!(json(one), json(&alone), "{label}");
+            assert_eq!(one.warnings, alone.warnings, "{label}");
+            assert_eq!(every.warnings, alone.warnings, "{label}");
+        }
+        let web = every.get("web").unwrap();
+        assert_eq!(
+            web.exchanges
+                .iter()
+                .filter_map(|e| e.refusal.as_ref())
+                .map(|r| r.status)
+                .collect::<Vec<_>>(),
+            [400]
+        );
+        assert_eq!(every.get("files").unwrap().exchanges.len(), 2);
+        assert!(every.get("model").is_none());
     }
 }

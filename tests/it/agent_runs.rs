@@ -1683,6 +1683,21 @@ fn two_agent_runs_diffed_name_the_first_model_request_that_diverged() {
 
     let same = diff(&again).success();
     assert_contains(&same.stdout, " exchanges and all 2 model requests");
+    // One MCP server compared, by its label: the model calls are left out then.
+    let server = Mt::new(["diff", "--server", "S"])
+        .arg(&a)
+        .arg(&again)
+        .run()
+        .success();
+    assert!(
+        server.stdout.starts_with(&format!(
+            "same: {} server S and {} server S agree on all ",
+            s(&a),
+            s(&again)
+        )) && !server.stdout.contains("model"),
+        "{}",
+        server.console()
+    );
 
     let changed = diff(&other).status(1);
     let line = changed

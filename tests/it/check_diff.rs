@@ -2122,3 +2122,269 @@ fn check_update_refuses_a_tape_of_several_servers_and_keeps_it_whole() {
         );
     }
 }
+
+// --- diff: one server of each tape ---------------------------------------------------------
+
+/// `mcptape record` of the fixture server (label `default`), driven as the stand-in agent of
+/// [`agent_run_tape`] drives its `fixture` server: the same handshake, then `add` 2 + 3; the
+/// build chosen by `env`.
+fn record_fixture_as_the_agent_does(tape: &Path, env: &[(&str, &str)]) {
+    let mut c = Mt::new(["record", "--tape"])
+        .arg(tape)
+        .arg("--")
+        .args(py_server())
+        .envs(env)
+        .spawn();
+    let init = c.call(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "standin-agent", "version": "1"}}),
+    );
+    assert!(init.get("result").is_some(), "handshake failed: {init}");
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let sum = c.call(
+        1,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+    );
+    assert!(sum.get("result").is_some(), "add failed: {sum}");
+    let (status, stderr) = c.finish();
+    assert!(status.success(), "record failed: {status:?}\n{stderr}");
+}
+
+/// `diff --server LABEL` compares one server of an agent run's tape (two MCP servers and the
+/// model API, by `mcptape run`) with a plain recording of that server (`mcptape record`, label
+/// `default`): the run's server of that label, the recording's only server whatever its label,
+/// in either order; the model calls are not compared; the reports name both servers. Without
+/// `--server` the labels had nothing in common and diff compared nothing ("structural drift",
+/// every call on one side only, not a word about why): it still says so, and on stderr how to
+/// ask for one server.
+#[test]
+fn diff_server_compares_one_server_of_an_agent_run_with_a_recording_of_it() {
+    let dir = tmp();
+    let run = agent_run_tape(dir.path());
+    let rec = dir.path().join("fixture.jsonl");
+    record_fixture_as_the_agent_does(&rec, &[]);
+    let (run_s, rec_s) = (s(&run), s(&rec));
+
+    let out = diff_cmd(&run, &rec, &[]).status(2);
+    assert_contains(
+        &out.stderr,
+        &format!(
+            "no MCP server label is on both tapes ({run_s}: everything, fixture; {rec_s}: default)"
+        ),
+    );
+    assert_contains(
+        &out.stderr,
+        &format!(
+            "--server LABEL (everything or fixture) compares that server of {run_s} with the only one of {rec_s}"
+        ),
+    );
+    // Every call still listed, on its side.
+    assert_contains(
+        &out.stdout,
+        "0 compared, 0 drifted, 4 only in A, 2 only in B",
+    );
+
+    diff_cmd(&run, &rec, &["--server", "fixture"])
+        .status(0)
+        .stdout_is(&format!(
+            "same: {run_s} server fixture and {rec_s} server default agree on all 2 exchanges\n"
+        ))
+        .stderr_is("");
+    let (r, out) = diff_json(&rec, &run, &["--server", "fixture"]);
+    assert_eq!(
+        (out.code(), r.verdict),
+        (0, Verdict::Same),
+        "{}",
+        out.console()
+    );
+    assert_eq!(
+        (r.server_a.as_deref(), r.server_b.as_deref(), r.compared),
+        (Some("default"), Some("fixture"), 2)
+    );
+    assert!(r.drifts.is_empty() && r.only_in_a.is_empty() && r.only_in_b.is_empty());
+
+    // The other server of the run is another conversation: its echo only in A, add only in B.
+    let (r, out) = diff_json(&run, &rec, &["--server", "everything"]);
+    assert_eq!(
+        (out.code(), r.verdict),
+        (2, Verdict::StructuralDrift),
+        "{}",
+        out.console()
+    );
+    assert_eq!(r.server_a.as_deref(), Some("everything"));
+    assert!(
+        r.only_in_a
+            .iter()
+            .any(|e| e.target.as_deref() == Some("echo"))
+            && r.only_in_b
+                .iter()
+                .any(|e| e.target.as_deref() == Some("add")),
+        "{r:#?}"
+    );
+
+    // A build that answers add differently: output drift, said of the server compared.
+    let drifted = dir.path().join("drifted.jsonl");
+    record_fixture_as_the_agent_does(&drifted, DRIFT);
+    let (r, out) = diff_json(&run, &drifted, &["--server", "fixture"]);
+    assert_eq!(
+        (out.code(), r.verdict),
+        (1, Verdict::OutputDrift),
+        "{}",
+        out.console()
+    );
+    assert_eq!(r.drifts.len(), 1, "{r:#?}");
+    assert_eq!(r.drifts[0].exchange.target.as_deref(), Some("add"));
+    let text = diff_cmd(&run, &drifted, &["--server", "fixture"]).status(1);
+    assert!(
+        text.stdout.starts_with(&format!(
+            "output drift  {run_s} server fixture → {} server default\n",
+            s(&drifted)
+        )),
+        "{}",
+        text.console()
+    );
+    assert_contains(
+        &text.stdout,
+        "first drift: tools/call add {\"a\":2,\"b\":3}",
+    );
+    let md = diff_cmd(
+        &run,
+        &drifted,
+        &["--server", "fixture", "--format", "markdown"],
+    )
+    .status(1);
+    assert_contains(
+        &md.stdout,
+        &format!(
+            "`{run_s}` server `fixture` → `{}` server `default`: 2 compared, 1 drifted",
+            s(&drifted)
+        ),
+    );
+}
+
+/// A label a tape of several servers does not have is refused as check, play and show refuse
+/// it (exit 64, the tape named, the labels it has listed); so is its model API, no MCP server.
+/// `A_LABEL:B_LABEL` with a side left empty is a usage error too.
+#[test]
+fn diff_server_refuses_a_label_a_tape_of_several_does_not_have() {
+    let dir = tmp();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    two_server_tape(&a, "3 hits", json!([find_tool(&["q"])]));
+    write_tape(
+        &b,
+        &call_pair(1, "find", json!({"q": "tape"}), json!("3 hits")),
+        true,
+    );
+    let out = diff_cmd(&a, &b, &["--server", "nope"]).status(64);
+    assert_contains(
+        &out.stderr,
+        &format!(
+            "{}: no server labelled nope; this tape has: files, search",
+            s(&a)
+        ),
+    );
+    assert!(out.stdout.is_empty(), "{}", out.console());
+    // B holds one server: whatever its label, it is the one; A's is refused, whichever side.
+    diff_cmd(&b, &a, &["--server", "nope"])
+        .status(64)
+        .stderr_contains(&format!("{}: no server labelled nope", s(&a)));
+
+    let run = dir.path().join("run.jsonl");
+    let mut text = std::fs::read_to_string(&a).unwrap();
+    text = text.replacen(
+        "\n",
+        "\n{\"type\":\"server\",\"server\":\"model\",\"transport\":\"model_api\",\"url\":\"http://127.0.0.1:1\",\"t_us\":0}\n",
+        1,
+    );
+    std::fs::write(&run, text).unwrap();
+    diff_cmd(&run, &b, &["--server", "model"])
+        .status(64)
+        .stderr_contains("model is the model API of an agent run, not an MCP server");
+
+    for spec in ["search:", ":search", ""] {
+        let out = diff_cmd(&a, &a, &["--server", spec]).status(64);
+        assert_contains(&out.stderr, "--server");
+        assert!(!out.stderr.contains("panicked"), "{}", out.console());
+    }
+}
+
+/// `--server A_LABEL:B_LABEL` compares a server of A with a server of B labelled otherwise (a
+/// server renamed between two runs); a label is a label though: `search` on both tapes is
+/// compared as one, and a label with a colon that a tape has is taken whole.
+#[test]
+fn diff_server_a_colon_b_compares_servers_labelled_apart() {
+    let dir = tmp();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    two_server_tape(&a, "3 hits", json!([find_tool(&["q"])]));
+    two_server_tape(&b, "4 hits", json!([find_tool(&["q"])]));
+    let renamed = std::fs::read_to_string(&b)
+        .unwrap()
+        .replace("\"server\":\"search\"", "\"server\":\"web:search\"");
+    std::fs::write(&b, renamed).unwrap();
+
+    let (r, out) = diff_json(&a, &b, &["--server", "search:web:search"]);
+    assert_eq!(
+        (out.code(), r.verdict),
+        (1, Verdict::OutputDrift),
+        "{}",
+        out.console()
+    );
+    assert_eq!(
+        (r.server_a.as_deref(), r.server_b.as_deref()),
+        (Some("search"), Some("web:search"))
+    );
+    assert_eq!((r.compared, r.drifts.len()), (2, 1), "{r:#?}");
+    assert_eq!(r.drifts[0].exchange.server, None, "the header names it");
+    diff_cmd(&a, &b, &["--server", "search:web:search"])
+        .status(1)
+        .stdout_contains(&format!(
+            "output drift  {} server search → {} server web:search\n",
+            s(&a),
+            s(&b)
+        ));
+    // `files` on both: the same.
+    diff_cmd(&a, &b, &["--server", "files"]).status(0);
+    // B's label with its colon, whole: A has none such.
+    diff_cmd(&b, &b, &["--server", "web:search"]).status(0);
+    diff_cmd(&a, &b, &["--server", "web:search"])
+        .status(64)
+        .stderr_contains(&format!("{}: no server labelled web:search", s(&a)));
+}
+
+/// A tape of several servers is read once, however many it holds: a damaged line is reported
+/// once for the tape, not once for each server nor lost with a server's reading, and once
+/// when the same tape is both A and B.
+#[test]
+fn a_warning_of_a_multi_server_tape_is_said_once() {
+    let dir = tmp();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    two_server_tape(&a, "3 hits", json!([find_tool(&["q"])]));
+    two_server_tape(&b, "3 hits", json!([find_tool(&["q"])]));
+    for tape in [&a, &b] {
+        // The `end` line torn: the recording was cut off.
+        let text = std::fs::read_to_string(tape).unwrap();
+        let cut = text.trim_end().rfind('\n').unwrap() + 20;
+        std::fs::write(tape, &text[..cut]).unwrap();
+    }
+    let out = diff_cmd(&a, &b, &[]).status(0);
+    for tape in [&a, &b] {
+        let of_tape = format!("mcptape: warning: {}: ", s(tape));
+        for what in ["line 12 is torn", "no closing line"] {
+            let said = out
+                .stderr
+                .lines()
+                .filter(|l| l.starts_with(&of_tape) && l.contains(what))
+                .count();
+            assert_eq!(said, 1, "{what}: {}", out.console());
+        }
+    }
+    let out = diff_cmd(&a, &a, &[]).status(0);
+    let said = |out: &Run, what: &str| out.stderr.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(said(&out, "line 12 is torn"), 1, "{}", out.console());
+    assert_eq!(said(&out, "no closing line"), 1, "{}", out.console());
+    let out = diff_cmd(&a, &b, &["--server", "search"]).status(0);
+    assert_eq!(said(&out, "line 12 is torn"), 2, "{}", out.console());
+}

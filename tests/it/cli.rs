@@ -567,7 +567,8 @@ fn show_numbers_rows_by_tape_line() {
     }
 }
 
-/// `--server LABEL` that the tape does not have is a usage error naming the labels it has.
+/// `--server LABEL` that the tape does not have is a usage error naming the labels it has (show,
+/// play, diff).
 #[test]
 fn an_unknown_server_label_names_the_ones_the_tape_has() {
     let (_dir, tape) = tmp_tape("two.jsonl");
@@ -587,6 +588,16 @@ fn an_unknown_server_label_names_the_ones_the_tape_has() {
             .status(64)
             .stderr_contains("no server labelled nope; this tape has: a, b");
     }
+    // diff names the tape as well: either may be the one without it.
+    Mt::new(["diff", "--server", "nope"])
+        .arg(&tape)
+        .arg(&tape)
+        .run()
+        .status(64)
+        .stderr_contains(&format!(
+            "{}: no server labelled nope; this tape has: a, b",
+            tape.display()
+        ));
     // A label it has still works.
     Mt::new(["show", "--server", "b"])
         .arg(&tape)

@@ -222,6 +222,11 @@ pub struct ExchangeComparison {
 pub struct DiffReport {
     pub a: String,
     pub b: String,
+    /// `--server`: the label of A's server compared, and B's.
+    #[serde(default)]
+    pub server_a: Option<String>,
+    #[serde(default)]
+    pub server_b: Option<String>,
     pub verdict: Verdict,
     pub compared: usize,
     pub drifts: Vec<ExchangeComparison>,
