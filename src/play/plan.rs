@@ -1,6 +1,6 @@
 //! What a play does to time and on purpose: `--pace`, `--latency`, `--faults` and the `--seed`
 //! every random choice is drawn from. A [`Plan`] is fixed for the whole play; each call gets a
-//! [`Verdict`] when it is matched — which fault (if any) it gets, which of its server requests
+//! `Verdict` when it is matched — which fault (if any) it gets, which of its server requests
 //! are skipped, how late its answer goes out. Choices are pure functions of the seed and the
 //! recorded exchange a call matched, so the same seed gives the same faults to the same calls,
 //! in whatever order they arrive and over stdio or HTTP alike.

@@ -2,7 +2,7 @@
 //! path and MCP headers, the POST's number, the answer's status and content type. Kept as
 //! fields, not a JSON map: building a map of owned keys and values for every message, then
 //! walking it to write the line, cost more than the rest of taping a small message but the
-//! hash. [`HttpFacts::to_map`] gives the map the tape line holds (events, SSE streams and
+//! hash. `HttpFacts::to_map` gives the map the tape line holds (events, SSE streams and
 //! the rare facts take that path); [`LineFacts::write_direct`] writes the same bytes without
 //! it.
 

@@ -2,9 +2,9 @@
 //!
 //! The S3 client is the `object_store` crate's (SigV4 signing, retries, multipart uploads,
 //! listing). Nothing here streams a tape over the network while it is read or written: a tape
-//! to read is fetched once into a local cache ([`fetch`]), keyed by the object's URL, ETag and
+//! to read is fetched once into a local cache ([`cache::fetch`]), keyed by the object's URL, ETag and
 //! size, so that an unchanged object is never downloaded twice and a changed one is; a tape to
-//! write is written to a local spool ([`spool`]) and uploaded when it is closed ([`upload`]),
+//! write is written to a local spool ([`spool`]) and uploaded when it is closed ([`Bucket::upload`]),
 //! in one PUT or, past [`MULTIPART_OVER`], as a multipart upload. A spool that was not uploaded
 //! (the process was killed, the endpoint was down) stays, with a small sidecar naming its
 //! target, for `mcptape push`.

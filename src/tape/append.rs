@@ -1,7 +1,7 @@
 //! Adding to a tape that is there (`play --on-miss live`): the tape is read once to find where
 //! its chain stands, its closing line is cut off, and the writer goes on from its last line,
 //! marking every line it adds `appended` and closing the tape again after every write (see
-//! [`TapeWriter::resume`]). The tape stays at its path throughout: no copy, no rename.
+//! `TapeWriter::resume`). The tape stays at its path throughout: no copy, no rename.
 
 use super::format::End;
 use super::writer::Resume;
