@@ -72,8 +72,9 @@ const EXIT_VERIFY: &str = "\
 Exit codes: 0 intact; 1 tampered, cut off, or a bad signature; 64 usage error; 66 tape not
 found.";
 const EXIT_REDACT: &str = "\
-Exit codes: 0 redacted; 64 usage error (a bad rule, a backup that is a link); 65 malformed tape;
-66 tape not found; 74 the tape could not be written.";
+Exit codes: 0 redacted; 64 usage error (a bad rule); 65 malformed tape; 66 tape not found; 74 the
+tape or its backup could not be written (a symbolic link at TAPE.bak or TAPE.redact-tmp is
+refused, not followed).";
 const EXIT_LINT: &str = "\
 Exit codes: 0 clean; 1 suspected secrets or format problems; 64 usage error; 66 tape not found.";
 const EXIT_SHOW: &str = "\

@@ -761,3 +761,44 @@ fn a_tape_that_is_a_fifo_is_read_once_by_verify_and_lint_and_refused_by_the_rest
         assert!(writer.wait().unwrap().success());
     }
 }
+
+/// The exit code a command's `--help` gives for what `says` names: the code that begins the
+/// clause of its "Exit codes:" text (clauses are separated by "; ") that holds `says`.
+fn help_code_for(cmd: &str, says: &str) -> Option<String> {
+    let help = Mt::new([cmd, "--help"]).run().success().stdout;
+    let codes = help.split("Exit codes:").nth(1)?;
+    let flat = codes.split_whitespace().collect::<Vec<_>>().join(" ");
+    flat.split("; ")
+        .find(|clause| clause.contains(says))
+        .and_then(|clause| clause.split(' ').next())
+        .map(str::to_string)
+}
+
+/// `redact --help` said a symbolic link at `TAPE.bak` exits 64 ("a backup that is a link");
+/// redact refuses it with 74, as `record` and `check --update` refuse a link at their backup
+/// (README: the tape could not be written or replaced). Its help now names the code it exits
+/// with.
+#[cfg(unix)]
+#[test]
+fn redact_help_gives_the_code_a_link_at_the_backup_exits_with() {
+    let dir = tmp();
+    Mt::new(["demo", "--dir"]).arg(dir.path()).run().success();
+    let tape = dir.path().join("demo.jsonl");
+    let before = std::fs::read(&tape).unwrap();
+    let victim = dir.path().join("victim");
+    std::os::unix::fs::symlink(&victim, dir.path().join("demo.jsonl.bak")).unwrap();
+    let out = Mt::new(["redact"])
+        .arg(&tape)
+        .run()
+        .stderr_contains("is a symbolic link; refusing to write through it");
+    assert!(!victim.exists(), "nothing written through the link");
+    assert!(
+        std::fs::read(&tape).unwrap() == before,
+        "the tape untouched"
+    );
+    assert_eq!(
+        help_code_for("redact", "link"),
+        Some(out.code().to_string()),
+        "`redact --help` gives another code for a link at TAPE.bak than redact exits with"
+    );
+}
