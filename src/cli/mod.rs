@@ -69,14 +69,15 @@ Exit codes: 0 uploaded (or nothing to upload); 64 usage error (a malformed URL, 
 not a spool and no URL, a tape still being written); 66 tape or bucket not found; 69 the store
 could not be reached, or refused the credentials; 74 an upload failed (the spool is kept).";
 const EXIT_VERIFY: &str = "\
-Exit codes: 0 intact; 1 tampered, cut off, or a bad signature; 64 usage error; 66 tape not
-found.";
+Exit codes: 0 intact; 1 tampered, cut off, or a bad signature (a malformed line too); 64 usage
+error; 65 not a tape, or a tape of a newer format version; 66 tape not found.";
 const EXIT_REDACT: &str = "\
 Exit codes: 0 redacted; 64 usage error (a bad rule); 65 malformed tape; 66 tape not found; 74 the
 tape or its backup could not be written (a symbolic link at TAPE.bak or TAPE.redact-tmp is
 refused, not followed).";
 const EXIT_LINT: &str = "\
-Exit codes: 0 clean; 1 suspected secrets or format problems; 64 usage error; 66 tape not found.";
+Exit codes: 0 clean; 1 suspected secrets or format problems (a malformed line too); 64 usage
+error; 65 not a tape, or a tape of a newer format version; 66 tape not found.";
 const EXIT_SHOW: &str = "\
 Exit codes: 0 shown; 64 usage error (an unknown --server); 65 malformed tape; 66 tape not found.";
 const EXIT_REPORT: &str = "\

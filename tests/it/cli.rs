@@ -802,3 +802,33 @@ fn redact_help_gives_the_code_a_link_at_the_backup_exits_with() {
         "`redact --help` gives another code for a link at TAPE.bak than redact exits with"
     );
 }
+
+/// `verify` and `lint` exit 65 for a file that is not a tape and for a tape of a newer format
+/// version, as every reader does; their `--help` left 65 out.
+#[test]
+fn verify_and_lint_exit_65_for_what_is_not_a_tape_and_say_so_in_their_help() {
+    let dir = tmp();
+    let not_a_tape = dir.path().join("nt.jsonl");
+    std::fs::write(&not_a_tape, "{\"hello\":1}\n").unwrap();
+    let future = dir.path().join("future.jsonl");
+    std::fs::write(&future, "{\"type\":\"header\",\"format\":\"mcptape\",\"version\":2,\"created\":\"x\",\"tool\":\"mcptape 9\"}\n").unwrap();
+    for cmd in ["verify", "lint"] {
+        Mt::new([cmd])
+            .arg(&not_a_tape)
+            .run()
+            .status(65)
+            .stderr_contains("not an mcptape tape");
+        Mt::new([cmd])
+            .arg(&future)
+            .run()
+            .status(65)
+            .stderr_contains("tape format version 2 is newer");
+        for says in ["not a tape", "newer format version"] {
+            assert_eq!(
+                help_code_for(cmd, says).as_deref(),
+                Some("65"),
+                "`{cmd} --help` gives no 65 for {says:?}"
+            );
+        }
+    }
+}
