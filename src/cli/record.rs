@@ -117,11 +117,27 @@ fn write_options(redact: &super::RedactArgs, sign: &super::SignArgs) -> Result<W
 /// failing tape never passes silently).
 fn report(out: mcptape::record::RecordOutcome) -> i32 {
     use super::plural;
-    let raw = if out.end.raw > 0 {
-        format!(", {}", plural(out.end.raw, "non-JSON line"))
-    } else {
-        String::new()
-    };
+    // The tape's `raw` counts every line that is no JSON-RPC message; each kind is named.
+    let kinds = out.raw_kinds;
+    let mut raw = String::new();
+    for (n, one, many) in [
+        (kinds.not_json, "non-JSON line", "non-JSON lines"),
+        (
+            kinds.invalid,
+            "JSON line that is not a JSON-RPC message",
+            "JSON lines that are not JSON-RPC messages",
+        ),
+        (
+            kinds.oversize,
+            "line over --max-message taped as its length and first bytes only",
+            "lines over --max-message taped as their length and first bytes only",
+        ),
+    ] {
+        if n > 0 {
+            let what = if n == 1 { one } else { many };
+            raw.push_str(&format!(", {n} {what}"));
+        }
+    }
     crate::diag!(
         "mcptape: recorded {} ({}{raw}) to {}",
         plural(out.end.messages, "message"),

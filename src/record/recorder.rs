@@ -8,7 +8,7 @@
 //! counted, and the closing line marks the tape incomplete.
 
 use crate::tape::writer::{LineFacts, ModelFacts};
-use crate::tape::{End, ExitInfo, Placed, ServerDecl, TapeWriter, WriteOptions};
+use crate::tape::{End, ExitInfo, Placed, RawKinds, ServerDecl, TapeWriter, WriteOptions};
 use crate::wire::classify::ClassifiedRef;
 use crate::wire::{Dir, Frame, Framer};
 use std::io;
@@ -101,6 +101,9 @@ pub struct Closed {
     pub write_failure: Option<(u64, String)>,
     /// What became of a tape that was there already (said on stderr when it closed).
     pub placed: Placed,
+    /// The lines counted in `end.raw`, by kind (none counted for a joined tape: its owner
+    /// closes it).
+    pub raw_kinds: RawKinds,
 }
 
 /// How a recording ended: what every transport's record function returns.
@@ -118,6 +121,8 @@ pub struct RecordOutcome {
     pub exit_code: i32,
     /// Tape lines that could not be written (disk full…), with the first error.
     pub write_failure: Option<(u64, String)>,
+    /// The lines counted in `end.raw`, by kind.
+    pub raw_kinds: RawKinds,
     /// Server messages for a GET stream no client opened, dropped past
     /// [`GET_BACKLOG`](crate::transport::http::GET_BACKLOG) (the bridge only). They are on
     /// the tape.
@@ -133,6 +138,7 @@ impl RecordOutcome {
             placed: closed.placed,
             exit_code,
             write_failure: closed.write_failure,
+            raw_kinds: closed.raw_kinds,
             dropped: 0,
         }
     }
@@ -330,6 +336,7 @@ impl Recorder {
                 },
                 write_failure: None,
                 placed: Placed::InPlace,
+                raw_kinds: RawKinds::default(),
             });
         }
         let writer = self
@@ -341,6 +348,7 @@ impl Recorder {
             .ok_or_else(|| io::Error::other("the tape was closed already"))?;
         let dropped = writer.dropped();
         let failure = writer.failure();
+        let raw_kinds = writer.raw_kinds();
         let finished = writer.finish(exit, Some(reason))?;
         Ok(Closed {
             tape: finished
@@ -350,6 +358,7 @@ impl Recorder {
             end: finished.end,
             write_failure: failure.map(|f| (dropped, f)),
             placed: finished.placed,
+            raw_kinds,
         })
     }
 

@@ -22,7 +22,7 @@ pub use format::{End, ExitInfo, Header, ServerDecl, DEFAULT_SERVER};
 pub use index::TapeIndex;
 pub use place::Placed;
 pub use reader::{BadLine, Chain, Entry, Item, ReadOptions, TapeError, TapeReader, Warning};
-pub use writer::{Finished, TapeWriter, WriteOptions};
+pub use writer::{Finished, RawKinds, TapeWriter, WriteOptions};
 
 #[cfg(test)]
 mod tests {

@@ -28,6 +28,21 @@ pub struct Finished {
     pub placed: Placed,
 }
 
+/// The message lines counted in the closing line's `raw` (those that are no JSON-RPC message),
+/// by kind: for a summary that names each for what it is. Not on the tape, which has the kind
+/// of every line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RawKinds {
+    /// Not JSON, or not UTF-8 (`not_json`): a banner a server prints on stdout.
+    pub not_json: u64,
+    /// JSON that is no JSON-RPC message (`invalid`): a number, `null`, an object without
+    /// `method`, `result` or `error`.
+    pub invalid: u64,
+    /// Longer than the recorder's `--max-message` (`oversize`): forwarded whole, taped as its
+    /// length and first bytes, JSON or not.
+    pub oversize: u64,
+}
+
 /// Buffer capacity kept between messages; anything larger is released after use.
 const KEEP_CAPACITY: usize = 1024 * 1024;
 
@@ -48,6 +63,8 @@ pub struct TapeWriter {
     seq: u64,
     pending: Vec<u8>,
     counts: End,
+    /// `counts.raw`, by kind.
+    raw_kinds: RawKinds,
     /// Requests still waiting for an answer, by id: `[client's, server's]`.
     open: [super::open_ids::OpenIds; 2],
     /// The first write error; once set, the tape is marked incomplete and writing stops.
@@ -294,6 +311,7 @@ impl TapeWriter {
             seq: 0,
             pending: Vec::with_capacity(64 * 1024),
             counts: End::default(),
+            raw_kinds: RawKinds::default(),
             open: Default::default(),
             failed: None,
             good_len: 0,
@@ -427,6 +445,7 @@ impl TapeWriter {
         let big = match frame {
             Frame::Oversize { len, head } => {
                 self.counts.raw += 1;
+                self.raw_kinds.oversize += 1;
                 push_oversize(&mut p, redactor, *len, head);
                 None
             }
@@ -442,10 +461,12 @@ impl TapeWriter {
                 let big = if c.kind.is_json() {
                     if c.kind == Kind::Invalid {
                         self.counts.raw += 1;
+                        self.raw_kinds.invalid += 1;
                     }
                     push_json_body(&mut p, redactor, line.bytes)
                 } else {
                     self.counts.raw += 1;
+                    self.raw_kinds.not_json += 1;
                     push_text_body(&mut p, redactor, line.bytes);
                     None
                 };
@@ -789,6 +810,12 @@ impl TapeWriter {
     /// Lines that could not be written.
     pub fn dropped(&self) -> u64 {
         self.dropped
+    }
+
+    /// The message lines this writer counted in `raw`, by kind (lines it appended, for a tape
+    /// it appends to).
+    pub fn raw_kinds(&self) -> RawKinds {
+        self.raw_kinds
     }
 
     /// Writes the closing line and syncs the file; over a tape that was there already, puts the

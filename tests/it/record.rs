@@ -917,6 +917,79 @@ fn messages_over_max_message_are_recorded_as_oversize_and_forwarded_intact() {
     assert_end_line(&lines[6], "messages", 4, 4);
 }
 
+/// A banner on stdout that is not JSON, a line that is JSON but no JSON-RPC message, then
+/// `initialize` and every `tools/call` answered (a call with a text of `argv[1]` bytes).
+const BANNER_AND_BIG_ANSWER: &str = r##"
+import sys, json
+sys.stdout.write("server banner: not json\n")
+sys.stdout.write('{"hello": 1}\n')
+sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    r = {}
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+             "serverInfo": {"name": "big", "version": "1"}}
+    elif m["method"] == "tools/call":
+        r = {"content": [{"type": "text", "text": "A" * int(sys.argv[1])}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
+    sys.stdout.flush()
+"##;
+
+/// record's summary called a JSON answer over `--max-message` a "non-JSON line" (its `raw`
+/// count is every line that is not a JSON-RPC message: not JSON, JSON but no message, and
+/// oversize). It names each for what it is; the tape's `end` line keeps `raw` as documented.
+#[test]
+fn the_summary_names_a_line_over_max_message_for_what_it_is() {
+    let (_dir, tape) = tmp_tape("big.jsonl");
+    let mut c = record(
+        &tape,
+        &["--max-message", "3000"],
+        &py(BANNER_AND_BIG_ANSWER, &["4000"]),
+    );
+    let banner = c.recv_raw(Duration::from_secs(30)).expect("the banner");
+    assert_eq!(banner, b"server banner: not json\n");
+    let hello = c.recv_raw(Duration::from_secs(30)).expect("the JSON line");
+    assert_eq!(hello, b"{\"hello\": 1}\n");
+    c.initialize();
+    let answer = c.call(1, "tools/call", json!({"name": "big", "arguments": {}}));
+    assert_eq!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::len),
+        Some(4000),
+        "forwarded whole"
+    );
+    let stderr = c.finish_with(0);
+    let summary = stderr
+        .lines()
+        .find(|l| l.starts_with("mcptape: recorded "))
+        .unwrap_or_else(|| panic!("no summary line:\n{stderr}"));
+    for says in [
+        "1 non-JSON line",
+        "1 JSON line that is not a JSON-RPC message",
+        "1 line over --max-message taped as its length and first bytes only",
+    ] {
+        assert!(summary.contains(says), "{says:?} not in: {summary}");
+    }
+    assert!(!summary.contains("non-JSON lines"), "{summary}");
+    let kinds: Vec<Value> = tape_msgs(&tape).iter().map(|m| m["kind"].clone()).collect();
+    for kind in ["not_json", "invalid", "oversize"] {
+        assert_eq!(
+            kinds.iter().filter(|k| *k == kind).count(),
+            1,
+            "{kind}: {kinds:?}"
+        );
+    }
+    let end = end_line(&tape);
+    assert_eq!(
+        end["raw"], 3,
+        "every line that is not a JSON-RPC message: {end}"
+    );
+}
+
 /// Reads `n` requests before answering any, then answers them last first.
 const REVERSE: &str = r##"
 import sys, json
