@@ -18,6 +18,9 @@ use std::time::Duration;
 /// the tape, with the live answer, and not graded.
 ///
 /// Gates: --fail-on-regression and --min-grade; with neither, any regression fails.
+///
+/// When the replay is over, the server's stdin is closed; still running 5 s later, it gets
+/// SIGTERM, then SIGKILL 2 s after that.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_CHECK, verbatim_doc_comment)]
 pub struct Args {

@@ -28,7 +28,8 @@ pub struct Args {
     /// `oversize` (length and first bytes).
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE, value_parser = super::parse_nonzero)]
     max_message: usize,
-    /// After the client closes stdin, seconds the server has to exit before SIGTERM (then SIGKILL).
+    /// After the client closes stdin (with --listen and a server command: after mcptape is
+    /// stopped), seconds the server has to exit before SIGTERM (then SIGKILL 2 s later).
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = super::parse_secs)]
     grace: Duration,
     #[command(flatten)]

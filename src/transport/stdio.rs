@@ -50,18 +50,31 @@ pub fn ignore_sigxfsz() {
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
 }
 
-/// After the server's stdin is closed: waits up to `grace` for it to exit, then kills it.
-/// An error when it could not be waited for (how it ended is then unknown: see [`lost_end`]).
+/// After the server's stdin is closed: waits up to `grace` for it to exit, then sends it
+/// SIGTERM (to its pid, as `record` over stdio does), waits up to [`TERM_TO_KILL`] more, then
+/// kills it (SIGKILL). For `check` and the bridge (`record --listen`); `record` over stdio
+/// does the same in its supervisor, forwarding signals meanwhile. An error when it could not
+/// be waited for (how it ended is then unknown: see [`lost_end`]).
 pub(crate) fn wait_with_grace(child: &mut Child, grace: Duration) -> io::Result<ExitStatus> {
-    let deadline = Instant::now() + grace;
+    if let Some(st) = wait_until(child, Instant::now() + grace)? {
+        return Ok(st);
+    }
+    // Not reaped yet, so the pid is still this child's (a zombie at worst).
+    signal(child.id(), libc::SIGTERM);
+    if let Some(st) = wait_until(child, Instant::now() + TERM_TO_KILL)? {
+        return Ok(st);
+    }
+    let _ = child.kill();
+    child.wait()
+}
+
+/// Waits for `child` to exit until `deadline`: its status, or None if it is still running.
+fn wait_until(child: &mut Child, deadline: Instant) -> io::Result<Option<ExitStatus>> {
     loop {
         match child.try_wait()? {
-            Some(st) => return Ok(st),
+            Some(st) => return Ok(Some(st)),
             None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            None => {
-                let _ = child.kill();
-                return child.wait();
-            }
+            None => return Ok(None),
         }
     }
 }
@@ -137,4 +150,41 @@ pub fn shell_words(cmd: &[String]) -> String {
 #[cfg(test)]
 pub(crate) fn child_exiting_3() -> std::process::Child {
     spawn(&["sh".into(), "-c".into(), "exit 3".into()]).expect("sh starts")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead as _;
+    use std::os::unix::process::ExitStatusExt as _;
+
+    /// `sh -c SCRIPT` started as a server is, once it has said `ready` on stdout (its traps
+    /// set), its stdin closed.
+    fn ready_child(script: &str) -> Child {
+        let mut child = spawn(&["sh".into(), "-c".into(), script.into()]).expect("sh starts");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout piped"))
+            .read_line(&mut line)
+            .expect("a line");
+        assert_eq!(line, "ready\n");
+        drop(child.stdin.take());
+        child
+    }
+
+    /// A server still running when the grace period ends gets SIGTERM, and how it answers
+    /// it is how it ended (`wait_with_grace` used to SIGKILL it at once).
+    #[test]
+    fn a_server_past_the_grace_gets_sigterm_first() {
+        let mut child = ready_child("trap 'kill $!; exit 7' TERM; echo ready; sleep 30 & wait");
+        let st = wait_with_grace(&mut child, Duration::ZERO).expect("waited");
+        assert_eq!((st.code(), st.signal()), (Some(7), None));
+    }
+
+    /// One that ignores SIGTERM is killed after it.
+    #[test]
+    fn a_server_that_ignores_sigterm_is_killed() {
+        let mut child = ready_child("trap '' TERM; echo ready; while :; do sleep 1; done");
+        let st = wait_with_grace(&mut child, Duration::ZERO).expect("waited");
+        assert_eq!((st.code(), st.signal()), (None, Some(libc::SIGKILL)));
+    }
 }

@@ -683,7 +683,7 @@ fn check_times_out_on_a_stalled_server_and_kills_it() {
         .run();
     assert!(
         start.elapsed() < Duration::from_secs(20),
-        "bounded: --timeout, then the 5 s grace, then SIGKILL ({:?})",
+        "bounded: --timeout, then the 5 s grace, then SIGTERM (SIGKILL 2 s later) ({:?})",
         start.elapsed()
     );
     let r: CheckReport = out.status(1).json();
@@ -693,6 +693,107 @@ fn check_times_out_on_a_stalled_server_and_kills_it() {
         .find(|e| e.exchange.method == "tools/call")
         .expect("the call is in the report");
     assert_eq!(call.status, Status::Missing, "{call:#?}");
+}
+
+/// `sh -c SCRIPT mcptape`: a server command whose script names the mcptape binary `$0`.
+fn sh_with_mcptape(script: &str) -> Vec<String> {
+    vec!["sh".into(), "-c".into(), script.into(), s(bin())]
+}
+
+/// The demo server that, once its stdin is closed, keeps running until SIGTERM, which it
+/// answers by saying so on stderr (in words the command line does not hold: check and the
+/// bridge print the command) and exiting 0 (its background `sleep` taken down with it, so
+/// that nothing is left holding stderr).
+const DEMO_UNTIL_SIGTERM: &str = r#"trap 'printf "server: %s handled\\n" TERM >&2; kill $! 2>/dev/null; exit 0' TERM
+"$0" demo-server
+sleep 30 &
+wait"#;
+
+/// check gave a server that outlived its grace period SIGKILL straight away (record gives
+/// SIGTERM first, then SIGKILL 2 s later): a server that cleans up on SIGTERM never could, and
+/// the report said `{"signal":9}`. Now the server gets SIGTERM after the grace, and its exit
+/// code is what the report shows.
+#[test]
+fn check_gives_a_server_that_outlives_the_grace_sigterm_before_sigkill() {
+    let dir = tmp();
+    Mt::new(["demo", "--dir"]).arg(dir.path()).run().success();
+    let out = Mt::new(["check"])
+        .arg(dir.path().join("demo.jsonl"))
+        .args(["--json", "-", "--"])
+        .args(sh_with_mcptape(DEMO_UNTIL_SIGTERM))
+        .run();
+    assert!(
+        out.stderr.contains("server: TERM handled"),
+        "the server was not sent SIGTERM:\n{}",
+        out.console()
+    );
+    let r: CheckReport = out.status(0).json();
+    assert_eq!(
+        r.server_exit,
+        Some(ExitInfo {
+            code: Some(0),
+            signal: None
+        })
+    );
+}
+
+/// `mcptape record` as the server under check, its own server ignoring EOF: check SIGKILLed
+/// the recorder after its grace period, which left its tape without a closing line. Given
+/// SIGTERM, the recorder forwards it to its server, closes its tape and exits 128+15.
+#[test]
+fn a_recorder_checked_as_the_server_closes_its_tape() {
+    let dir = tmp();
+    Mt::new(["demo", "--dir"]).arg(dir.path()).run().success();
+    let inner = dir.path().join("inner.jsonl");
+    let out = Mt::new(["check"])
+        .arg(dir.path().join("demo.jsonl"))
+        .args(["--json", "-", "--"])
+        .arg(bin())
+        .args(["record", "--grace", "30", "--tape"])
+        .arg(&inner)
+        .arg("--")
+        .args(sh_with_mcptape(r#""$0" demo-server; exec sleep 30"#))
+        .run();
+    let lines = tape_lines(&inner);
+    let end = lines.last().expect("tape lines");
+    assert_eq!(
+        end["type"],
+        "end",
+        "the recorder's tape has no closing line:\n{}",
+        out.console()
+    );
+    assert_eq!(end["exit"], json!({"signal": libc::SIGTERM}), "{end}");
+    assert_eq!(end["reason"], "SIGTERM forwarded to the server", "{end}");
+    assert!(end["exchanges"].as_u64() > Some(0), "{end}");
+    let r: CheckReport = out.status(0).json();
+    assert_eq!(
+        r.server_exit,
+        Some(ExitInfo {
+            code: Some(128 + libc::SIGTERM),
+            signal: None
+        })
+    );
+}
+
+/// `record --listen` (the bridge) stops its stdio server as check does: stdin closed, the grace
+/// period, then SIGTERM (it killed it with SIGKILL, and exited 137 with the tape saying
+/// `{"signal":9}`), then SIGKILL.
+#[test]
+fn the_bridge_gives_a_server_that_outlives_the_grace_sigterm_before_sigkill() {
+    let (_dir, tape) = tmp_tape("bridge.jsonl");
+    let server = sh(
+        r#"trap 'printf "server: %s handled\\n" TERM >&2; kill $! 2>/dev/null; exit 0' TERM
+cat >/dev/null
+sleep 30 &
+wait"#,
+    );
+    let bridge = Served::bridge(&tape, &server);
+    let stderr = bridge.stop();
+    assert_contains(&stderr, "server: TERM handled");
+    let lines = tape_lines(&tape);
+    let end = lines.last().expect("tape lines");
+    assert_eq!(end["type"], "end", "{end}");
+    assert_eq!(end["exit"], json!({"code": 0}), "{end}");
 }
 
 #[test]
