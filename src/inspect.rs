@@ -423,16 +423,18 @@ pub fn show_table(doc: &ShowDoc) -> String {
             .ttfb_us
             .map(|us| format!("{:.2} ms", us as f64 / 1000.0))
             .unwrap_or_default();
-        let _ = writeln!(
+        row(
             out,
-            "{:>5}  {:>8.3} s  {:^3}  {:12}  {:44}  {:>6}  {:>10}",
-            m.line,
-            m.t_us as f64 / 1e6,
-            "→←",
-            format!("model:{}", m.label),
-            m.describe(),
-            m.call,
-            ttfb
+            format_args!(
+                "{:>5}  {:>8.3} s  {:^3}  {:12}  {:44}  {:>6}  {:>10}",
+                m.line,
+                m.t_us as f64 / 1e6,
+                "→←",
+                format!("model:{}", m.label),
+                m.describe(),
+                m.call,
+                ttfb
+            ),
         );
     };
     for r in &doc.messages {
@@ -455,27 +457,39 @@ pub fn show_table(doc: &ShowDoc) -> String {
             .latency_us
             .map(|us| format!("{:.2} ms", us as f64 / 1000.0))
             .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            // The tape line, as every other message names a message (`tape line N`).
-            "{:>5}  {:>8.3} s  {:^3}  {:12}  {:44}  {:>6}  {:>10}",
-            r.line,
-            r.t_us as f64 / 1e6,
-            if r.appended {
-                format!("+{}", r.dir.arrow())
-            } else {
-                r.dir.arrow().to_string()
-            },
-            r.kind.as_str(),
-            truncate(&what, 44),
-            truncate(&id, 6),
-            latency
+        row(
+            &mut out,
+            format_args!(
+                // The tape line, as every other message names a message (`tape line N`).
+                "{:>5}  {:>8.3} s  {:^3}  {:12}  {:44}  {:>6}  {:>10}",
+                r.line,
+                r.t_us as f64 / 1e6,
+                if r.appended {
+                    format!("+{}", r.dir.arrow())
+                } else {
+                    r.dir.arrow().to_string()
+                },
+                r.kind.as_str(),
+                truncate(&what, 44),
+                truncate(&id, 6),
+                latency
+            ),
         );
     }
     for m in models {
         model_line(&mut out, m);
     }
     out
+}
+
+/// Appends a row of the table and its newline, without the padding of the columns left empty
+/// at its end (a row without a latency, or without an id either).
+fn row(out: &mut String, cells: std::fmt::Arguments<'_>) {
+    let start = out.len();
+    let _ = out.write_fmt(cells);
+    let end = start + out[start..].trim_end_matches(' ').len();
+    out.truncate(end);
+    out.push('\n');
 }
 
 /// `s` cut to `n` characters, the last one an ellipsis when cut.

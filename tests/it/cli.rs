@@ -832,3 +832,31 @@ fn verify_and_lint_exit_65_for_what_is_not_a_tape_and_say_so_in_their_help() {
         }
     }
 }
+
+/// `show`'s table padded every row to the LATENCY column, so a row without a latency (a
+/// notification, a request with no answer) ended in spaces.
+#[test]
+fn show_rows_end_without_trailing_spaces() {
+    let dir = tmp();
+    Mt::new(["demo", "--dir"]).arg(dir.path()).run().success();
+    let out = Mt::new(["show"])
+        .arg(dir.path().join("demo.jsonl"))
+        .run()
+        .success();
+    let rows: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("LINE"))
+        .collect();
+    assert!(
+        rows.iter().any(|r| r.contains("notification")),
+        "a row without a latency is shown:\n{}",
+        out.stdout
+    );
+    let padded: Vec<&&str> = rows.iter().filter(|r| r.ends_with(' ')).collect();
+    assert!(
+        padded.is_empty(),
+        "rows ending in spaces: {padded:#?}\n{}",
+        out.stdout
+    );
+}
