@@ -428,20 +428,15 @@ fn no_label_in_common(
     {
         return None;
     }
-    let labels = |t: &TapeServers| {
+    let joined = |t: &TapeServers, sep: &str| {
         t.indexes
             .iter()
             .map(|i| i.server.as_str())
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(sep)
     };
-    let either = |t: &TapeServers| {
-        t.indexes
-            .iter()
-            .map(|i| i.server.as_str())
-            .collect::<Vec<_>>()
-            .join(" or ")
-    };
+    let labels = |t: &TapeServers| joined(t, ", ");
+    let either = |t: &TapeServers| joined(t, " or ");
     let how = match (a.indexes.len(), b.indexes.len()) {
         (_, 1) => format!(
             "--server LABEL ({}) compares that server of {} with the only one of {}",

@@ -358,16 +358,17 @@ fn checked_exchanges(
         let late = missing.contains_key(&i)
             && e.latency_us.is_some()
             && matches!(e.outcome, Outcome::Same | Outcome::Changed);
+        // Answered live, unanswered in the recording (and not on a skipped line): what it said.
+        let live_only = unrecorded(&e.changes)
+            .filter(|_| !skipped.iter().any(|b| b.line > e.exchange.line))
+            .map(|v| {
+                let answer = crate::wire::canonical::short(Some(v), 120);
+                format!("the live server answered {answer}")
+            });
         let (status, changes, detail) = match e.outcome {
             Outcome::Same if !late => (Status::Pass, Vec::new(), None),
-            Outcome::Changed
-                if !late
-                    && unrecorded(&e.changes).is_some()
-                    && !skipped.iter().any(|b| b.line > e.exchange.line) =>
-            {
-                let answer = crate::wire::canonical::short(unrecorded(&e.changes), 120);
-                let detail = format!("the live server answered {answer}");
-                (Status::Unrecorded, Vec::new(), Some(detail))
+            Outcome::Changed if !late && live_only.is_some() => {
+                (Status::Unrecorded, Vec::new(), live_only)
             }
             Outcome::Changed if !late => (Status::Regression, e.changes, None),
             _ => {

@@ -477,42 +477,48 @@ fn md_regressions(r: &CheckReport, s: &mut String) {
 
 /// The missing responses' table.
 fn md_missing(r: &CheckReport, s: &mut String) {
-    let missing: Vec<_> = with_status(r, Status::Missing).collect();
-    if !missing.is_empty() {
-        s.push_str("### Missing responses\n\n| Exchange | Detail |\n| --- | --- |\n");
-        for e in missing.iter().take(MD_MAX_ROWS) {
-            s.push_str(&format!(
-                "| line {}: {} | {} |\n",
-                e.exchange.line,
-                md_code(&e.exchange.describe(ARGS_WIDTH)),
-                md_cell(e.detail.as_deref().unwrap_or("no answer"))
-            ));
-        }
-        if missing.len() > MD_MAX_ROWS {
-            s.push_str(&format!("\n…and {} more.\n", missing.len() - MD_MAX_ROWS));
-        }
-        s.push('\n');
-    }
+    md_detail_table(
+        r,
+        Status::Missing,
+        "### Missing responses\n\n| Exchange | Detail |\n",
+        "no answer",
+        s,
+    );
 }
 
 /// The exchanges the recording has no answer for: the live answer, not graded.
 fn md_unrecorded(r: &CheckReport, s: &mut String) {
-    let rows: Vec<_> = with_status(r, Status::Unrecorded).collect();
-    if !rows.is_empty() {
-        s.push_str("### Not on the tape\n\nThe recording has no answer for these requests (it was cut off after them, or the recorded server never answered): not graded.\n\n| Exchange | Live |\n| --- | --- |\n");
-        for e in rows.iter().take(MD_MAX_ROWS) {
-            s.push_str(&format!(
-                "| line {}: {} | {} |\n",
-                e.exchange.line,
-                md_code(&e.exchange.describe(ARGS_WIDTH)),
-                md_cell(e.detail.as_deref().unwrap_or(""))
-            ));
-        }
-        if rows.len() > MD_MAX_ROWS {
-            s.push_str(&format!("\n…and {} more.\n", rows.len() - MD_MAX_ROWS));
-        }
-        s.push('\n');
+    md_detail_table(
+        r,
+        Status::Unrecorded,
+        "### Not on the tape\n\nThe recording has no answer for these requests (it was cut off after them, or the recorded server never answered): not graded.\n\n| Exchange | Live |\n",
+        "",
+        s,
+    );
+}
+
+/// A table of the exchanges of `status` and their detail (`none` when they have none), at most
+/// `MD_MAX_ROWS` rows, under `head` (the heading and the table's header row); nothing when
+/// there are none.
+fn md_detail_table(r: &CheckReport, status: Status, head: &str, none: &str, s: &mut String) {
+    let rows: Vec<_> = with_status(r, status).collect();
+    if rows.is_empty() {
+        return;
     }
+    s.push_str(head);
+    s.push_str("| --- | --- |\n");
+    for e in rows.iter().take(MD_MAX_ROWS) {
+        s.push_str(&format!(
+            "| line {}: {} | {} |\n",
+            e.exchange.line,
+            md_code(&e.exchange.describe(ARGS_WIDTH)),
+            md_cell(e.detail.as_deref().unwrap_or(none))
+        ));
+    }
+    if rows.len() > MD_MAX_ROWS {
+        s.push_str(&format!("\n…and {} more.\n", rows.len() - MD_MAX_ROWS));
+    }
+    s.push('\n');
 }
 
 /// The exchanges over the latency rule.
