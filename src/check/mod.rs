@@ -217,11 +217,14 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
     let cmp = observer.finish();
 
     let skipped = base.skipped_lines();
+    let refused: Vec<usize> = crate::tape::refusals::SessionRefusals::of(&base)
+        .all()
+        .collect();
     let exchanges = checked_exchanges(
         cmp.exchanges,
         &outcome.missing,
         cfg.latency.as_ref(),
-        &skipped,
+        (&skipped, &refused),
     );
     let dims = grade::dimensions(&exchanges);
     let score = grade::score(&dims);
@@ -349,10 +352,25 @@ fn checked_exchanges(
     compared: Vec<crate::compare::ExchangeComparison>,
     missing: &std::collections::HashMap<usize, String>,
     latency: Option<&LatencyRule>,
-    skipped: &[crate::tape::BadLine],
+    (skipped, refused): (&[crate::tape::BadLine], &[usize]),
 ) -> Vec<CheckedExchange> {
     let mut out = Vec::with_capacity(compared.len());
     for (i, e) in compared.into_iter().enumerate() {
+        if refused.contains(&i) && e.outcome != Outcome::Same {
+            // Over HTTP the recording has only the server's refusal of the POST for its
+            // session (none named, or one it never gave); check sends it in its session.
+            let detail = "the recording has only the server's refusal of this POST for its session (none named, or one it never gave), and check sends it in its own session";
+            out.push(CheckedExchange {
+                exchange: e.exchange,
+                status: Status::Unrecorded,
+                changes: Vec::new(),
+                detail: Some(detail.into()),
+                recorded_latency_us: e.latency_us,
+                observed_latency_us: e.other_latency_us,
+                slower: false,
+            });
+            continue;
+        }
         // A request that timed out is missing whatever arrived after the deadline.
         // (Unless the recording had no answer either: then silence is what was recorded.)
         let late = missing.contains_key(&i)

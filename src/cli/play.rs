@@ -367,6 +367,12 @@ pub fn run(a: Args) -> Result<i32> {
             super::plural(report.unknown_session, "request")
         ));
     }
+    if report.no_session > 0 {
+        summary.push_str(&format!(
+            ", refused {} naming no session",
+            super::plural(report.no_session, "request")
+        ));
+    }
     if !report.injected.is_empty() {
         let n = report.injected.len();
         let s = if n == 1 { "" } else { "s" };

@@ -18,6 +18,10 @@ pub struct Near {
     pub seq: u64,
     /// Already served earlier in this session.
     pub used: bool,
+    /// Over HTTP: the recorded server refused it for its session (no session named, or one it
+    /// never gave), so it answers no request in a session.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub refused: bool,
     /// Differences, recorded (`left`) against asked (`right`).
     pub differences: Vec<Difference>,
     /// Redacted values on the tape that matched what was asked (wildcards, not differences).
@@ -34,6 +38,13 @@ pub enum MissReason {
     NoMatch,
     /// This exact call was recorded, but fewer times than asked: all its answers are used.
     AllUsed {
+        /// How many times it was recorded.
+        recorded: usize,
+    },
+    /// Over HTTP: this exact call was recorded, and every time the server refused it for its
+    /// session (no session named, or one it never gave): the tape has no answer to it in a
+    /// session.
+    RefusedForSession {
         /// How many times it was recorded.
         recorded: usize,
     },
@@ -197,6 +208,10 @@ impl Miss {
                 "no recorded answer for {what}: this call was recorded {recorded} time{} and every answer is used",
                 if *recorded == 1 { "" } else { "s" }
             ),
+            MissReason::RefusedForSession { recorded } => format!(
+                "no recorded answer for {what}: this call was recorded {recorded} time{}, and the server refused it each time for its session (no session named, or one it never gave)",
+                if *recorded == 1 { "" } else { "s" }
+            ),
             MissReason::NoMatch => {
                 let mut s = format!("no recorded answer for {what}");
                 if let Some(n) = self.nearest.first() {
@@ -241,7 +256,9 @@ impl Miss {
                     }
                 );
             }
-            MissReason::AllUsed { .. } | MissReason::NoMatch => {
+            MissReason::AllUsed { .. }
+            | MissReason::NoMatch
+            | MissReason::RefusedForSession { .. } => {
                 if matches!(self.reason, MissReason::AllUsed { .. }) {
                     let _ = writeln!(
                         s,
@@ -249,7 +266,11 @@ impl Miss {
                     );
                 }
                 for n in &self.nearest {
-                    let state = if n.used { "already used" } else { "unused" };
+                    let state = match (n.refused, n.used) {
+                        (true, _) => "refused for its session",
+                        (false, true) => "already used",
+                        (false, false) => "unused",
+                    };
                     if n.differences.is_empty() {
                         let _ =
                             writeln!(s, "  recorded at tape line {} ({state}): identical", n.line);

@@ -215,6 +215,8 @@ struct Player {
     own_error_session: bool,
     /// Play's own answers to requests come as an SSE stream of one event (see [`own_sse`]).
     own_sse: bool,
+    /// How the recorded server refused POSTs for their session.
+    refusals: crate::tape::refusals::SessionRefusals,
 }
 
 /// Serves until `shutdown` completes, then returns the combined report of every session;
@@ -267,6 +269,7 @@ pub async fn serve_http_on(
     let player = Arc::new(Player {
         own_error_session: own_error_session(&index),
         own_sse: own_sse(&index),
+        refusals: crate::tape::refusals::SessionRefusals::of(&index),
         warned: Default::default(),
         taken: Mutex::default(),
         standalone,
@@ -382,9 +385,12 @@ impl Player {
             let id = crate::transport::http::session_id();
             (self.open_session(&id, false), Some(id))
         } else {
+            if session_id.is_none() && self.needs_session(&c, &body) {
+                return self.sessionless();
+            }
             match (self.session(session_id.as_deref()), &session_id) {
                 (Some(s), _) => (s, None),
-                (None, named) => return self.no_such_session(named.as_deref().unwrap_or("")),
+                (None, named) => return self.no_such_post_session(named.as_deref().unwrap_or("")),
             }
         };
         let count = session.c2s.fetch_add(1, Ordering::Relaxed) + 1;
@@ -1037,9 +1043,7 @@ impl Player {
                 keep_line_ends: false,
                 bad_lines_used: Mutex::default(),
             }),
-            matcher: tokio::sync::Mutex::new(
-                Matcher::for_play(&self.index, &self.opts).sharing_warnings(self.warned.clone()),
-            ),
+            matcher: tokio::sync::Mutex::new(self.matcher()),
             c2s: AtomicU64::new(0),
             recorded: Mutex::new(None),
             next_standalone: Mutex::new(0),
@@ -1497,13 +1501,109 @@ impl Player {
         Some(session_as_recorded(resp, recorded.session, named))
     }
 
+    /// A new session's matcher: the exchanges the recorded server refused for their session
+    /// set aside (play answers such a POST before matching it).
+    fn matcher(&self) -> Matcher {
+        let mut m =
+            Matcher::for_play(&self.index, &self.opts).sharing_warnings(self.warned.clone());
+        if !self.legacy {
+            for ex in self.refusals.all() {
+                m.set_aside(ex);
+            }
+        }
+        m
+    }
+
+    /// Whether a POST naming no session is refused: the recorded server gave its clients
+    /// sessions and served no request outside one ([`SessionRefusals`]), and this is no
+    /// request of the stateless era (`server/discover`, a request whose `_meta` names its
+    /// protocol version), which a server of both eras serves without a session.
+    ///
+    /// [`SessionRefusals`]: crate::tape::refusals::SessionRefusals
+    fn needs_session(&self, c: &classify::Classified, body: &[u8]) -> bool {
+        static STATELESS_ERA: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+            std::sync::LazyLock::new(|| {
+                memchr::memmem::Finder::new("\"io.modelcontextprotocol/protocolVersion\"")
+            });
+        self.refusals.needs_session
+            && !self.legacy
+            && c.method.as_deref() != Some("server/discover")
+            && STATELESS_ERA.find(body).is_none()
+    }
+
+    /// The answer to a POST naming no session, to a server whose sessions need one: as the
+    /// recorded server answered one, else `400` as both reference servers do. Counted in the
+    /// summary.
+    fn sessionless(&self) -> Response<RespBody> {
+        self.done.lock().expect("done lock").0.no_session += 1;
+        if let Some(r) = self.refused_as_recorded(&self.refusals.missing, None) {
+            return r;
+        }
+        let message = "Bad Request: Mcp-Session-Id header is required: the recorded server gave \
+                       its clients sessions at initialize; initialize first (mcptape play)";
+        json_error(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// The answer to a POST naming a session play does not have: as the recorded server
+    /// answered a POST naming a session it never gave, when the tape says; else as
+    /// [`no_such_session`](Self::no_such_session) answers any request.
+    fn no_such_post_session(&self, named: &str) -> Response<RespBody> {
+        match self.refused_as_recorded(&self.refusals.unknown, Some(named)) {
+            Some(r) => {
+                self.done.lock().expect("done lock").0.unknown_session += 1;
+                r
+            }
+            None => self.no_such_session(named),
+        }
+    }
+
+    /// The recorded refusal of the first of `refused` (exchanges the server refused for their
+    /// session, one case), given again; the exchanges of the case count as used.
+    fn refused_as_recorded(
+        &self,
+        refused: &[usize],
+        named: Option<&str>,
+    ) -> Option<Response<RespBody>> {
+        let ex = &self.index.exchanges[*refused.first()?];
+        let (resp, carried) = match (&ex.refusal, ex.response) {
+            (Some(r), _) => (refusal_response(r), r.session),
+            (None, Some(a)) => {
+                let answer = &self.index.msgs[a];
+                let http = answer.http.as_deref()?;
+                let body = self.index.read_bytes(answer).ok()?;
+                let resp = recorded_response(
+                    http.status?,
+                    http.content_type.as_deref(),
+                    None,
+                    &String::from_utf8_lossy(&body),
+                );
+                (resp, http.with_session)
+            }
+            (None, None) => return None,
+        };
+        // A session id on the answer to a POST that named none is a new one (the Python SDK's
+        // server gives one it never keeps); on the answer to one that named a session, that.
+        use crate::tape::index::SessionSent;
+        let sent = match (carried, named) {
+            (false, _) => SessionSent::None,
+            (true, None) => SessionSent::Other,
+            (true, Some(_)) => SessionSent::Same,
+        };
+        let resp = session_as_recorded(resp, sent, named);
+        let mut done = self.done.lock().expect("done lock");
+        for &n in refused {
+            done.1[n] = true;
+        }
+        Some(resp)
+    }
+
     /// The answer to a request naming a session play does not have (deleted, expired, cut by
     /// a fault, or never given: play restarted). Both reference servers answer such a POST,
     /// GET and DELETE alike, with a JSON-RPC error: as the recorded server answered a GET or a
     /// DELETE naming a session it did not have, when the tape says (a refusal; a `405` is
-    /// none); else `404` "Session not found", as the spec asks. Counted in the summary.
-    /// (A request naming no session is served: a server may serve those beside its sessions,
-    /// as the Python SDK's serves 2026-07-28 requests.)
+    /// none); else `404` "Session not found", as the spec asks. Counted in the summary. (A
+    /// request naming no session is refused only where the tape shows its server needs one:
+    /// [`needs_session`](Self::needs_session).)
     fn no_such_session(&self, named: &str) -> Response<RespBody> {
         self.done.lock().expect("done lock").0.unknown_session += 1;
         let http = &self.index.http;

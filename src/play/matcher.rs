@@ -31,6 +31,8 @@ pub struct Matcher {
     /// Reused for the canonical text of each request's params.
     scratch: Vec<u8>,
     consumed: Vec<bool>,
+    /// Exchanges never to serve ([`set_aside`](Self::set_aside)): consumed, and explained so.
+    aside: Vec<usize>,
     /// Redacts what the client asked before it is shown in an explanation.
     display: Option<std::sync::Arc<crate::redact::Redactor>>,
     /// The id of the user's marker key, the tape's or not (for what warnings say).
@@ -255,6 +257,7 @@ impl Matcher {
             markers: HashMap::new(),
             ambiguous: Vec::new(),
             warned: None,
+            aside: Vec::new(),
         }
     }
 
@@ -415,6 +418,18 @@ impl Matcher {
         best(self.unused_of(index, method), prefer, index).map(|(_, ex)| ex)
     }
 
+    /// Never serves `ex`, nor counts it served: over HTTP, an exchange the recorded server
+    /// refused for its session, whose answer play gives such a request before matching it.
+    pub(crate) fn set_aside(&mut self, ex: usize) {
+        self.consumed[ex] = true;
+        self.aside.push(ex);
+        self.in_order = false;
+        if let Some(q) = self.by_key.get_mut(&self.policy.keys[ex]) {
+            q.retain(|&e| e != ex);
+        }
+        self.policy.set_aside(ex);
+    }
+
     /// Marks `ex` served when it was found another way than by its key's queue.
     pub(super) fn consume(&mut self, _index: &TapeIndex, ex: usize) {
         self.consumed[ex] = true;
@@ -456,8 +471,9 @@ impl Matcher {
 
     /// Recorded exchanges never served, in recorded order.
     pub(crate) fn unused(&self) -> Vec<usize> {
+        // One set aside was never served, though no request can take it.
         (0..self.consumed.len())
-            .filter(|&i| !self.consumed[i])
+            .filter(|&i| !self.consumed[i] || self.aside.contains(&i))
             .collect()
     }
 
@@ -637,7 +653,7 @@ impl Matcher {
         // Every recorded call is ranked by how many differences it has, none of them built yet;
         // only the nearest are spelled out below.
         let mut ranked: Vec<Ranked> = Vec::new();
-        let mut identical = 0;
+        let (mut identical, mut identical_aside) = (0, 0);
         for (g, group) in groups.iter_mut().enumerate() {
             // The exchanges of one key have the same view: one is read and compared for all
             // (an unreadable one, an oversize request, is passed over for the next).
@@ -648,6 +664,11 @@ impl Matcher {
             };
             if real == 0 {
                 identical += group.members.len();
+                identical_aside += group
+                    .members
+                    .iter()
+                    .filter(|e| self.aside.contains(e))
+                    .count();
             }
             // Within a key, the nearest are the unused before the used, then in recorded
             // order: no more than three of them can be among the three shown.
@@ -666,7 +687,10 @@ impl Matcher {
                 ranked.truncate(at + 3);
             }
         }
-        let reason = MissReason::of(method_recorded, identical);
+        let reason = match identical {
+            n if n > 0 && n == identical_aside => MissReason::RefusedForSession { recorded: n },
+            _ => MissReason::of(method_recorded, identical),
+        };
         // Nearest first: fewest differing paths, then unused before used, then recorded order.
         // Three at most are shown: the three first are found without sorting the rest.
         let nearest = |r: &Ranked| (r.real, r.used, r.seq);
@@ -701,6 +725,7 @@ impl Matcher {
                     line: index.msgs[index.exchanges[r.ex].request].line,
                     seq: r.seq,
                     used: r.used,
+                    refused: self.aside.contains(&r.ex),
                     differences,
                     wildcards: r.wildcards,
                 })
@@ -969,6 +994,7 @@ mod tests {
                     line: req.line,
                     seq: req.seq,
                     used: m.consumed[i],
+                    refused: m.aside.contains(&i),
                     differences: real,
                     wildcards: wild.len(),
                 })

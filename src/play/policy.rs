@@ -151,6 +151,16 @@ pub(crate) struct PolicyState {
 }
 
 impl PolicyState {
+    /// Takes `ex` out of what `--repeat` and `--match sequence` serve.
+    pub(crate) fn set_aside(&mut self, ex: usize) {
+        if let Some(again) = self.recorded.get_mut(&self.keys[ex]) {
+            again.retain(|&e| e != ex);
+        }
+        for list in &mut self.lists {
+            list.retain(|&e| e != ex);
+        }
+    }
+
     pub(crate) fn new(index: &TapeIndex, policy: Arc<MatchPolicy>) -> PolicyState {
         let keys: Vec<MatchKey> = index
             .exchanges

@@ -136,6 +136,9 @@ pub struct PlayReport {
     /// (deleted, expired, cut, or play restarted): refused as the server refused them, not
     /// misses.
     pub unknown_session: u64,
+    /// POSTs over Streamable HTTP naming no session, to a tape whose server gave sessions and
+    /// served no request outside one: refused as the server refused them, not misses.
+    pub no_session: u64,
     /// Requests matched to a recorded exchange whose server never answered (it died mid-call,
     /// or the tape was cut): the client got an error saying so.
     pub unanswered: u64,
@@ -1288,6 +1291,16 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
         out.before(meta).await;
         out.emit(no_answer(client_id, &message)).await;
         shared.report.lock().expect("report lock").too_large += 1;
+        return;
+    }
+    if meta.id != index.msgs[ex.request].id {
+        // An answer without the request's id: the server refused the POST before reading the
+        // request it carried (`"id": null`, no id, the Python SDK's `"server-error"`). It goes
+        // out as it was: the server never said the request's id.
+        if let Ok(bytes) = index.read_bytes(meta) {
+            emit_recorded(shared, out, meta, bytes).await;
+        }
+        shared.report.lock().expect("report lock").served += 1;
         return;
     }
     // Over stdio, what the server wrote around its JSON on the line (nearly always nothing).

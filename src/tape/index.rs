@@ -1392,6 +1392,17 @@ impl Builder {
         self.open_by_id.pop_front(scope, id)
     }
 
+    /// The open request POST `post` carried, no longer open by its id: it was answered by an
+    /// error without an id.
+    fn refused_post(&mut self, post: u64) -> Option<usize> {
+        let ex = *self.open_by_post.get(&post)?;
+        let req = &self.msgs[self.exchanges[ex].request];
+        if let Some(id) = req.id.clone() {
+            self.open_by_id.remove(scope_of(req), &id, ex);
+        }
+        Some(ex)
+    }
+
     /// A refusal without a JSON-RPC answer: the POSTed request it answers (by POST, else by id
     /// in the session) is answered by it; a refused GET or DELETE is kept for play.
     fn refusal(&mut self, ev: HttpEvent<'_>) {
@@ -1804,7 +1815,16 @@ impl Builder {
                 self.answered(scope, post, id)
             }
             _ => None,
-        };
+        }
+        .or_else(|| {
+            // An error that is the whole body of a POST's answer and answers no open request
+            // by its id (none, `null`, the Python SDK's `"server-error"`): the server refused
+            // the request the POST carried before reading it (no session named, an unknown
+            // one), and that is the request's answer. In an SSE stream it is a message during.
+            let whole_body = kind == Kind::Error && !m.http.sse;
+            post.filter(|_| whole_body)
+                .and_then(|p| self.refused_post(p))
+        });
         if let Some(ex) = answers {
             // Cheap first, exact second: only a candidate answer is parsed.
             static INPUT_REQUIRED: std::sync::LazyLock<memchr::memmem::Finder<'static>> =

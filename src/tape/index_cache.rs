@@ -143,9 +143,10 @@ struct Meta {
 /// server's CORS headers, `http-options` and `http-cors`; 15: the answers to GETs and DELETEs,
 /// `http-get` and `http-delete` with their `status`, by case, and whether the server sent the
 /// session id on its answers in a session; 16, 17: a field added to the HTTP summary and taken
-/// out again), so an entry written by a build of the same version
-/// before the change is not used.
-const INDEX_FORMAT: u32 = 17;
+/// out again; 18: an error without an id that is the body of a POST's answer answers the
+/// request that POST carried), so an entry written by a build of the same version before the
+/// change is not used.
+const INDEX_FORMAT: u32 = 18;
 
 /// This build: its version, and the match key of a probe, so that an entry whose keys another
 /// key function made (a build with another hash) is never used.

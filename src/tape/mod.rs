@@ -11,6 +11,7 @@ pub mod place;
 pub mod prune;
 pub(crate) mod read_ahead;
 pub mod reader;
+pub(crate) mod refusals;
 mod request_facts;
 pub(crate) mod scan;
 #[doc(hidden)]

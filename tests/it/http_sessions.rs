@@ -571,3 +571,115 @@ fn posts_to_a_session_the_server_does_not_have_are_refused_as_it_refused_them() 
         );
     }
 }
+
+/// In a session's company (one opened first), POSTs of `tools/list` at `url` naming no
+/// session and naming one the server never gave; then `tools/list` in the session. What the
+/// two got, and the session's answer (its JSON-RPC message).
+fn posts_outside_a_session(url: &str) -> (Vec<(&'static str, Seen)>, Value) {
+    let sid = open_session(url);
+    let version = ("MCP-Protocol-Version", "2025-06-18");
+    let list = req(5, "tools/list", json!({})).to_string();
+    let cases: [(&str, &[(&str, &str)]); 2] = [
+        ("POST naming no session", &[version]),
+        (
+            "POST naming a session never given",
+            &[version, ("Mcp-Session-Id", "no-such-session-0123")],
+        ),
+    ];
+    let seen = cases
+        .into_iter()
+        .map(|(what, h)| {
+            let s = http_open(url, "POST", &post_headers(h), list.as_bytes());
+            (what, seen_answer(s, &sid, false))
+        })
+        .collect();
+    let h = post_headers(&[version, ("Mcp-Session-Id", &sid)]);
+    let mut s = http_open(url, "POST", &h, list.as_bytes());
+    let mine = sse_messages(&s.body()).pop().unwrap_or(Value::Null);
+    (seen, mine)
+}
+
+/// A POST naming no session, or one the server never gave, is refused by both reference
+/// servers before they read the request: server-everything `400` with a JSON-RPC error of id
+/// `null` (no session) or none (unknown), the Python SDK's server `400` "Missing session ID" and
+/// `404` "Session not found" with the id `"server-error"` (seen with curl too). Recorded, those
+/// errors answer the request their POST carried, and play gives them again byte for byte,
+/// status and headers too; the same call in a session is not answered with them. On a tape
+/// whose server gave sessions and served no request outside one, a POST naming no session gets
+/// play's own `400`. Before: the recorded errors belonged to no request, play said the server
+/// "never answered" the request (`200`), and served a POST naming no session from the tape
+/// as if the server served requests without one.
+#[test]
+fn posts_naming_no_session_or_an_unknown_one_are_answered_as_the_server_answered_them() {
+    for (name, start) in reference_http_servers() {
+        let dir = tmp();
+        let (_server, upstream) = start(dir.path());
+        let (direct, direct_mine) = posts_outside_a_session(&upstream);
+        for (what, s) in &direct {
+            assert!(
+                matches!(s.0, 400 | 404) && json_rpc_error(s).is_some(),
+                "{name}: {what}: {s:?}"
+            );
+        }
+        assert!(
+            direct_mine["result"]["tools"].is_array(),
+            "{name}: {direct_mine}"
+        );
+        let tape = dir.path().join("outside.jsonl");
+        let rec = Served::record(&upstream, &tape);
+        let through = posts_outside_a_session(&rec.url);
+        rec.stop();
+        assert_eq!(through.0, direct, "{name}: through the recorder");
+        let play = Served::play(&tape);
+        let (played, played_mine) = posts_outside_a_session(&play.url);
+        let err = play.stop();
+        assert_eq!(played, direct, "{name}: from the tape; play said:\n{err}");
+        assert_eq!(
+            played_mine, through.1,
+            "{name}: in the session; play said:\n{err}"
+        );
+        assert!(
+            err.contains("refused 1 request naming no session")
+                && err.contains("refused 1 request naming a session play does not have")
+                && err.contains("every recorded exchange was used"),
+            "{name}: the summary: {err}"
+        );
+        // Checked against the same server, which check drives in its own session: the two
+        // refusals are not graded against its answers there (before: regressions).
+        let out = Mt::new(["check", &s(&tape), "--url", &upstream]).run();
+        assert_eq!(out.code(), 0, "{name}: {}", out.console());
+        assert!(
+            out.stdout.contains("0 regressions") && out.stdout.contains("2 not on the tape"),
+            "{name}: {}",
+            out.console()
+        );
+        // A tape of a session alone: the server gave sessions and served nothing outside one.
+        let tape = dir.path().join("session-only.jsonl");
+        let rec = Served::record(&upstream, &tape);
+        recorded_session(&rec.url);
+        rec.stop();
+        let play = Served::play(&tape);
+        let (played, played_mine) = posts_outside_a_session(&play.url);
+        let err = play.stop();
+        let no_session = &played[0].1;
+        assert_eq!(
+            (no_session.0, no_session.1.as_deref(), no_session.2),
+            (400, Some("application/json"), None),
+            "{name}: play's own answer: {played:#?}\nplay said:\n{err}"
+        );
+        assert!(
+            json_rpc_error(no_session).is_some_and(|e| e
+                .1
+                .starts_with("Bad Request: Mcp-Session-Id header is required")),
+            "{name}: {no_session:?}"
+        );
+        assert!(
+            played_mine["result"]["tools"].is_array(),
+            "{name}: in the session: {played_mine}\nplay said:\n{err}"
+        );
+        assert!(
+            err.contains("refused 1 request naming no session"),
+            "{name}: the summary: {err}"
+        );
+    }
+}
