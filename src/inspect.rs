@@ -17,7 +17,8 @@ pub struct TapeSummary {
     pub created: String,
     /// The first server declared, as a command line or URL; empty when none is.
     pub server: String,
-    /// Answered requests: the closing line's count, or an estimate (answers counted) without one.
+    /// Answered requests: the closing line's count, or without one, the count the writer would
+    /// have given it.
     pub exchanges: u64,
     /// Message lines, both directions, all servers.
     pub messages: u64,
@@ -34,14 +35,13 @@ pub(crate) fn summarize(path: &Path) -> Result<TapeSummary, TapeError> {
     let mut server = String::new();
     let mut end: Option<End> = None;
     let (mut messages, mut exchanges) = (0u64, 0u64);
+    let mut pairing = crate::tape::open_ids::Exchanges::default();
     while let Some(item) = r.next_item()? {
         match item.entry {
             crate::tape::Entry::Server(d) if server.is_empty() => server = describe_server(&d),
             crate::tape::Entry::Msg(m) => {
                 messages += 1;
-                if m.dir == Dir::S2C && matches!(m.kind, Kind::Response | Kind::Error) {
-                    exchanges += 1; // an estimate until the closing line gives the exact count
-                }
+                exchanges += u64::from(pairing.line(&m));
             }
             crate::tape::Entry::End(e) => end = Some(e),
             _ => {}

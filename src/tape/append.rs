@@ -123,14 +123,7 @@ pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError
     }
     let mut counts = End::default();
     // Without a closing line the counts are made from the lines, as the writer made them.
-    let mut open = [
-        super::open_ids::OpenIds::default(),
-        super::open_ids::OpenIds::default(),
-    ];
-    let side = |d: crate::wire::Dir| match d {
-        crate::wire::Dir::C2S => 0,
-        crate::wire::Dir::S2C => 1,
-    };
+    let mut pairing = super::open_ids::Exchanges::default();
     let mut last_line = 1u64;
     let mut old: Option<End> = None;
     let mut seq = 0;
@@ -151,17 +144,10 @@ pub fn append(path: &Path, opts: WriteOptions) -> Result<TapeWriter, AppendError
             }
             Entry::Msg(_) | Entry::Unknown => {
                 if let (Entry::Msg(m), None) = (&item.entry, &old) {
-                    use crate::wire::{Dir, Kind};
-                    let id = m.id.map(|id| id.get());
-                    match (m.kind, id) {
-                        (Kind::Request, Some(id)) => open[side(m.dir)].opened(id),
-                        (Kind::Response | Kind::Error, Some(id)) => {
-                            // The request went the other way; an exchange is a client's request answered.
-                            let was_open = open[1 - side(m.dir)].answered(id);
-                            counts.exchanges += u64::from(was_open && m.dir == Dir::S2C);
-                        }
-                        (Kind::Invalid | Kind::NotJson | Kind::Oversize, _) => counts.raw += 1,
-                        _ => {}
+                    use crate::wire::Kind;
+                    counts.exchanges += u64::from(pairing.line(m));
+                    if matches!(m.kind, Kind::Invalid | Kind::NotJson | Kind::Oversize) {
+                        counts.raw += 1;
                     }
                 }
                 if let Ok(p) = serde_json::from_slice::<Probe>(item.raw) {
@@ -440,6 +426,30 @@ mod tests {
         assert_eq!((end.messages, end.c2s, end.s2c), (2, 1, 1), "{end:?}");
         assert_eq!(index.exchanges.len(), 1);
         assert_eq!(index.msgs[1].seq, 2);
+    }
+
+    /// Appended to without its closing line, a tape's exchanges are counted from its lines as
+    /// the writer counts them: an answer too large to keep (`oversize`) closes its request when
+    /// its head gives the id.
+    #[test]
+    fn a_cut_tapes_oversize_answer_is_counted_as_the_writer_counts_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut w = pinged(&path);
+        let head = br#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"AAAA"#;
+        let over = Frame::Oversize {
+            len: 1 << 20,
+            head: head.to_vec(),
+        };
+        w.message(DEFAULT_SERVER, Dir::S2C, &over, Instant::now());
+        w.commit().unwrap();
+        drop(w); // killed: no closing line
+        let w = append(&path, WriteOptions::default()).unwrap();
+        let end = w.finish(None, None).unwrap().end;
+        assert!(end.incomplete, "{end:?}");
+        assert_eq!((end.messages, end.exchanges, end.raw), (2, 1, 1), "{end:?}");
+        let index = crate::tape::TapeIndex::load(&path, None).unwrap();
+        assert_eq!(index.exchanges[0].response, Some(1));
     }
 
     #[test]

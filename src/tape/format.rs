@@ -152,7 +152,8 @@ pub struct End {
     pub t_us: u64,
     /// Message lines written, both directions.
     pub messages: u64,
-    /// Requests of the client that the server answered.
+    /// Requests of the client that the server answered, an answer too large to keep
+    /// (`oversize`) among them when its head gives its id (see `open_ids::Exchanges`).
     pub exchanges: u64,
     /// Message lines from client to server.
     #[serde(default)]

@@ -1591,10 +1591,7 @@ impl Builder {
             meta.id = meta.id.take().or_else(|| h.id.clone());
             meta.method = meta.method.take().or_else(|| h.method.clone());
         }
-        let answer_id = head
-            .as_ref()
-            .filter(|h| h.answer)
-            .and_then(|h| h.id.as_deref());
+        let answer_id = head.as_ref().and_then(|h| h.answer_id());
         let json = match m.body {
             BodyText::Json(t) => Some(t),
             _ => None,

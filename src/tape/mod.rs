@@ -6,7 +6,7 @@ pub(crate) mod chain;
 pub mod format;
 pub mod index;
 mod index_cache;
-mod open_ids;
+pub(crate) mod open_ids;
 pub mod place;
 pub mod prune;
 pub(crate) mod read_ahead;
@@ -90,6 +90,45 @@ mod tests {
                 std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
                 0o600
             );
+        }
+    }
+
+    /// The closing line counts an exchange where the index pairs one, and so do the readers that
+    /// count a tape's lines: an answer over the size limit (`oversize`) whose id is in
+    /// its head is one; one whose id comes after its body pairs with nothing.
+    #[test]
+    fn writer_index_and_line_readers_count_an_oversize_answer_alike() {
+        let big = "A".repeat(2000);
+        let id_first = format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"t\":\"{big}\"}}}}\n");
+        let id_late = format!("{{\"result\":{{\"t\":\"{big}\"}},\"jsonrpc\":\"2.0\",\"id\":1}}\n");
+        for (answer, counted) in [(id_first, 1), (id_late, 0)] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.jsonl");
+            let session: &[(Dir, &[u8])] = &[
+                (
+                    Dir::C2S,
+                    b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\"}\n",
+                ),
+                (Dir::S2C, answer.as_bytes()),
+            ];
+            let end = write_session(&path, session);
+            assert_eq!((end.exchanges, end.raw), (counted, 1), "{answer:.40}");
+            let index = TapeIndex::load(&path, None).unwrap();
+            assert_eq!(index.msgs[1].kind, crate::wire::Kind::Oversize);
+            let paired = index.exchanges.iter().filter(|e| e.response.is_some());
+            assert_eq!(paired.count() as u64, counted, "{answer:.40}");
+
+            // Counted from the lines read back (`ls` on a tape without its closing line, an
+            // append to one), as the writer counted them.
+            let mut r = TapeReader::open(&path).unwrap();
+            let mut pairing = open_ids::Exchanges::default();
+            let mut from_lines = 0;
+            while let Some(item) = r.next_item().unwrap() {
+                if let Entry::Msg(m) = item.entry {
+                    from_lines += u64::from(pairing.line(&m));
+                }
+            }
+            assert_eq!(from_lines, counted, "{answer:.40}");
         }
     }
 

@@ -4,7 +4,74 @@
 //! request, and one lookup a message instead of two. In place, keying every id by its text
 //! cost about 0.2 µs a round trip (docs/performance.md, round ten).
 
+use crate::wire::{Dir, Kind};
 use std::collections::hash_map::{Entry, HashMap};
+
+/// The closing line's count of exchanges, made as the lines go by: a client's request that the
+/// server answered. The writer counts with it, and so does every reader that counts a tape's
+/// lines itself (one without its closing line), so that they all count as the writer does.
+#[derive(Debug, Default)]
+pub(crate) struct Exchanges {
+    /// Requests still waiting for an answer, by id: `[client's, server's]`.
+    open: [OpenIds; 2],
+}
+
+impl Exchanges {
+    /// A message of `kind` with id text `id` went `dir`: whether it answered a client's request
+    /// (one exchange more).
+    #[inline]
+    pub(crate) fn message(&mut self, dir: Dir, kind: Kind, id: Option<&str>) -> bool {
+        match (kind, id) {
+            (Kind::Request, Some(id)) => {
+                self.open[side(dir)].opened(id);
+                false
+            }
+            (Kind::Response | Kind::Error, Some(id)) => self.answer(dir, id),
+            _ => false,
+        }
+    }
+
+    /// An answer with id text `id` went `dir` (an `oversize` one's id read from its head, as
+    /// readers pair it): whether it answered a client's request.
+    pub(crate) fn answer(&mut self, dir: Dir, id: &str) -> bool {
+        // The request went the other way.
+        let was_open = self.open[1 - side(dir)].answered(id);
+        was_open && dir == Dir::S2C
+    }
+
+    /// A message line read back from a tape: whether it answered a client's request. An
+    /// `oversize` line answers by the id it carries, else by the one its head gives (as the
+    /// index pairs it).
+    pub(crate) fn line(&mut self, m: &super::format::MsgLine<'_>) -> bool {
+        let id = m.id.map(|id| id.get());
+        if m.kind != Kind::Oversize {
+            return self.message(m.dir, m.kind, id);
+        }
+        match id {
+            Some(id) => self.answer(m.dir, id),
+            None => oversize_answer_id(m).is_some_and(|id| self.answer(m.dir, &id)),
+        }
+    }
+}
+
+/// The id an `oversize` line's head (its `b64`) answers, when it is an answer's with the id
+/// before the body.
+fn oversize_answer_id(m: &super::format::MsgLine<'_>) -> Option<String> {
+    use base64::Engine as _;
+    let head = base64::engine::general_purpose::STANDARD
+        .decode(m.b64.as_deref()?.as_bytes())
+        .ok()?;
+    crate::wire::head_facts(&head)
+        .answer_id()
+        .map(str::to_owned)
+}
+
+fn side(d: Dir) -> usize {
+    match d {
+        Dir::C2S => 0,
+        Dir::S2C => 1,
+    }
+}
 
 /// Open requests of one direction, each id with how many requests carry it (a client may reuse
 /// an id; each answer closes one).

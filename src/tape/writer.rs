@@ -65,8 +65,8 @@ pub struct TapeWriter {
     counts: End,
     /// `counts.raw`, by kind.
     raw_kinds: RawKinds,
-    /// Requests still waiting for an answer, by id: `[client's, server's]`.
-    open: [super::open_ids::OpenIds; 2],
+    /// Which requests are still waiting for an answer: for `counts.exchanges`.
+    pairing: super::open_ids::Exchanges,
     /// The first write error; once set, the tape is marked incomplete and writing stops.
     failed: Option<io::Error>,
     /// Bytes of complete lines written so far.
@@ -312,7 +312,7 @@ impl TapeWriter {
             pending: Vec::with_capacity(64 * 1024),
             counts: End::default(),
             raw_kinds: RawKinds::default(),
-            open: Default::default(),
+            pairing: Default::default(),
             failed: None,
             good_len: 0,
             model_answers: 0,
@@ -446,7 +446,13 @@ impl TapeWriter {
             Frame::Oversize { len, head } => {
                 self.counts.raw += 1;
                 self.raw_kinds.oversize += 1;
-                push_oversize(&mut p, redactor, *len, head);
+                let taped = push_oversize(&mut p, redactor, *len, head);
+                // Readers pair an answer too large to keep by the id in its head as taped:
+                // counted here as they pair it, not when its id is past the head.
+                let facts = crate::wire::head_facts(&taped);
+                if let Some(id) = facts.answer_id() {
+                    self.counts.exchanges += u64::from(self.pairing.answer(dir, id));
+                }
                 None
             }
             Frame::Line(line) => {
@@ -470,7 +476,7 @@ impl TapeWriter {
                     push_text_body(&mut p, redactor, line.bytes);
                     None
                 };
-                self.track_exchange(dir, c.kind, c.id);
+                self.counts.exchanges += u64::from(self.pairing.message(dir, c.kind, c.id));
                 big
             }
         };
@@ -539,24 +545,6 @@ impl TapeWriter {
         chain::advance(&mut self.head, &[&self.pending[start..]]);
         self.pending.pop(); // the closing brace
         push_h(&mut self.pending, &self.head);
-    }
-
-    fn track_exchange(&mut self, dir: Dir, kind: Kind, id: Option<&str>) {
-        let side = |d: Dir| match d {
-            Dir::C2S => 0,
-            Dir::S2C => 1,
-        };
-        match (kind, id) {
-            (Kind::Request, Some(id)) => self.open[side(dir)].opened(id),
-            (Kind::Response | Kind::Error, Some(id)) => {
-                // The request went the other way.
-                let was_open = self.open[1 - side(dir)].answered(id);
-                if was_open && dir == Dir::S2C {
-                    self.counts.exchanges += 1;
-                }
-            }
-            _ => {}
-        }
     }
 
     /// Appends a transport event line (`{"type":"event","what":…}`): an HTTP stream opened, a
@@ -949,18 +937,24 @@ fn push_b64(p: &mut Vec<u8>, bytes: &[u8]) {
 
 /// An oversize message: its length and its head. The head is cut mid-message: it ends before
 /// anything a secret cut in two could be, and is redacted as text, since it cannot parse.
-fn push_oversize(p: &mut Vec<u8>, redactor: Option<&Redactor>, len: u64, head: &[u8]) {
+/// Returns the head as taped.
+fn push_oversize<'h>(
+    p: &mut Vec<u8>,
+    redactor: Option<&Redactor>,
+    len: u64,
+    head: &'h [u8],
+) -> std::borrow::Cow<'h, [u8]> {
     p.extend_from_slice(b"oversize\",\"len\":");
     p.extend_from_slice(itoa::Buffer::new().format(len).as_bytes());
-    let kept = redactor.map(|r| r.redact_head(head));
-    let head: &[u8] = match &kept {
+    let taped: std::borrow::Cow<'h, [u8]> = match redactor.map(|r| r.redact_head(head)) {
         Some((cut, rules)) => {
-            push_rules(p, rules);
-            cut
+            push_rules(p, &rules);
+            cut.into()
         }
-        None => head,
+        None => head.into(),
     };
-    push_b64(p, head);
+    push_b64(p, &taped);
+    taped
 }
 
 /// A line's kind (closing the `"kind":"` opened by the head), id, method and framing facts.

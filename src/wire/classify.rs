@@ -295,6 +295,14 @@ pub struct HeadFacts {
     pub answer: bool,
 }
 
+impl HeadFacts {
+    /// The id of the request this message answers, when the head says it is an answer and its
+    /// id comes before the body; else none (an id past the head is not guessed).
+    pub fn answer_id(&self) -> Option<&str> {
+        self.id.as_deref().filter(|_| self.answer)
+    }
+}
+
 /// Reads [`HeadFacts`] from `head`, the first bytes of a message; members after the first one
 /// it cannot read (a nested value, the end of the head) are not looked for.
 pub fn head_facts(head: &[u8]) -> HeadFacts {
@@ -344,14 +352,17 @@ mod tests {
         let answer = head_facts(br#"{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"te"#);
         assert_eq!(answer.id.as_deref(), Some("12"));
         assert!(answer.answer);
+        assert_eq!(answer.answer_id(), Some("12"));
         let request = head_facts(
             br#" { "jsonrpc" : "2.0", "method": "tools/call", "id": "a\"1", "params":{"q":"bbb"#,
         );
         assert_eq!(request.id.as_deref(), Some(r#""a\"1""#));
         assert_eq!(request.method.as_deref(), Some("tools/call"));
         assert!(!request.answer);
+        assert_eq!(request.answer_id(), None, "a request answers nothing");
         // The body first: the id is past the head, and is not guessed.
         let late = head_facts(br#"{"result":{"text":"x","id":3"#);
+        assert_eq!(late.answer_id(), None);
         assert_eq!((late.id, late.answer), (None, true));
         assert_eq!(head_facts(b"not json"), HeadFacts::default());
         // Cut right after a number: it may be the first digits of a longer one, so not read.

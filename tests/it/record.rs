@@ -990,6 +990,145 @@ fn the_summary_names_a_line_over_max_message_for_what_it_is() {
     );
 }
 
+/// Answers `initialize`, and every `tools/call` with a text of 5,000 bytes: the id before the
+/// result, or with `argv[1]` = `late-id`, the result first and the id after it.
+const BIG_ANSWER_ID_FIRST_OR_LATE: &str = r##"
+import sys, json
+late = sys.argv[1] == "late-id"
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    r = {}
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+             "serverInfo": {"name": "big", "version": "1"}}
+    elif m["method"] == "tools/call":
+        r = {"content": [{"type": "text", "text": "A" * 5000}]}
+    a = {"result": r, "jsonrpc": "2.0", "id": m["id"]} if late else {"jsonrpc": "2.0", "id": m["id"], "result": r}
+    sys.stdout.write(json.dumps(a) + "\n")
+    sys.stdout.flush()
+"##;
+
+/// Records `initialize` and one `tools/call` whose answer is over `--max-message` (taped as
+/// `oversize`), the server writing the answer's id `where_id` (`id-first`, `late-id`); returns
+/// the tape and record's summary line.
+fn record_an_oversize_answer(where_id: &str) -> (tempfile::TempDir, std::path::PathBuf, String) {
+    let (dir, tape) = tmp_tape("big.jsonl");
+    let server = py(BIG_ANSWER_ID_FIRST_OR_LATE, &[where_id]);
+    let mut c = record(&tape, &["--max-message", "3000"], &server);
+    c.initialize();
+    let answer = c.call(1, "tools/call", json!({"name": "big", "arguments": {}}));
+    assert_eq!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::len),
+        Some(5000),
+        "forwarded whole"
+    );
+    let stderr = c.finish_with(0);
+    let summary = stderr
+        .lines()
+        .find(|l| l.starts_with("mcptape: recorded "))
+        .unwrap_or_else(|| panic!("no summary line:\n{stderr}"))
+        .to_string();
+    let over = tape_msgs(&tape);
+    assert_eq!(over.last().unwrap()["kind"], "oversize", "{over:?}");
+    (dir, tape, summary)
+}
+
+/// What the readers say of the tape's `tools/call` answer: the number of exchanges `show
+/// --json` counts answered, whether it pairs the answer with the call (its row has the call's
+/// method and a latency), the calls `show --stats` counts unanswered, and `ls`'s count of a
+/// copy of the tape without its closing line (its estimate).
+fn readers_on_the_oversize_answer(tape: &Path) -> (usize, bool, u64, u64) {
+    let doc = show_json(tape);
+    let rows = doc["messages"].as_array().unwrap();
+    let answered = rows
+        .iter()
+        .filter(|r| r["dir"] == "s2c" && r.get("latency_us").is_some())
+        .count();
+    let over = rows.iter().find(|r| r["kind"] == "oversize").unwrap();
+    let paired = over["method"] == "tools/call" && over.get("latency_us").is_some();
+    let stats: Value = Mt::new(["show", "--stats", "--json"])
+        .arg(tape)
+        .run()
+        .success()
+        .json();
+    let call = stats["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["method"] == "tools/call")
+        .unwrap_or_else(|| panic!("no tools/call row: {stats}"));
+    let unanswered = call["unanswered"].as_u64().unwrap();
+    let open = tmp();
+    let lines = raw_lines(tape);
+    let mut cut = lines[..lines.len() - 1].join(&b'\n');
+    cut.push(b'\n');
+    std::fs::write(open.path().join("open.jsonl"), cut).unwrap();
+    let listed: Value = Mt::new(["ls", "--json"])
+        .arg(open.path())
+        .run()
+        .success()
+        .json();
+    let estimate = listed[0]["exchanges"].as_u64().unwrap();
+    (answered, paired, unanswered, estimate)
+}
+
+/// An answer over `--max-message` is on the tape (its length and first bytes) and readers pair
+/// it with its request by the id in its head; the closing line and record's summary counted no
+/// exchange for it (show said 2 exchanges answered where the end line said 1).
+#[test]
+fn an_answer_over_max_message_counts_as_an_exchange_for_writer_and_readers_alike() {
+    let (_dir, tape, summary) = record_an_oversize_answer("id-first");
+    assert_contains(&summary, "recorded 5 messages (2 exchanges, ");
+    assert_eq!(end_line(&tape)["exchanges"], 2);
+    assert_eq!(readers_on_the_oversize_answer(&tape), (2, true, 0, 2));
+    let verified = Mt::new(["verify"]).arg(&tape).run().success();
+    assert_contains(&verified.stdout, "intact");
+    // A tape closed as before, counting no exchange for the oversize answer, stays valid: no
+    // reader checks the count.
+    let old = tape.with_file_name("old.jsonl");
+    std::fs::write(&old, with_end_exchanges(&tape, 1)).unwrap();
+    assert_eq!(end_line(&old)["exchanges"], 1);
+    let verified = Mt::new(["verify"]).arg(&old).run().success();
+    assert_contains(&verified.stdout, "intact");
+    Mt::new(["lint"]).arg(&old).run().success();
+}
+
+/// The tape's bytes with its closing line's `exchanges` set to `n`, its chain hash made anew.
+fn with_end_exchanges(tape: &Path, n: u64) -> Vec<u8> {
+    use sha2::Digest as _;
+    let mut lines = raw_lines(tape);
+    let before: Value = serde_json::from_slice(&lines[lines.len() - 2]).unwrap();
+    let end = String::from_utf8(lines.pop().unwrap()).unwrap();
+    let end = regex::Regex::new(r#""exchanges":\d+"#)
+        .unwrap()
+        .replace(&end, format!(r#""exchanges":{n}"#).as_str())
+        .into_owned();
+    let at = end.rfind(r#","h":""#).expect("a chained end line");
+    let unhashed = format!("{}}}", &end[..at]);
+    let h = sha2::Sha256::new()
+        .chain_update(before["h"].as_str().unwrap())
+        .chain_update(&unhashed)
+        .finalize();
+    lines.push(format!("{},\"h\":\"{}\"}}", &end[..at], hex(&h)).into_bytes());
+    let mut bytes = lines.join(&b'\n');
+    bytes.push(b'\n');
+    bytes
+}
+
+/// An oversize answer whose id comes after its body (past the head kept) cannot be paired: no
+/// reader pairs it, and the writer does not count it.
+#[test]
+fn an_oversize_answer_whose_id_is_past_its_head_is_paired_by_no_one() {
+    let (_dir, tape, summary) = record_an_oversize_answer("late-id");
+    assert_contains(&summary, "recorded 5 messages (1 exchange, ");
+    assert_eq!(end_line(&tape)["exchanges"], 1);
+    assert_eq!(readers_on_the_oversize_answer(&tape), (1, false, 1, 1));
+}
+
 /// Reads `n` requests before answering any, then answers them last first.
 const REVERSE: &str = r##"
 import sys, json
