@@ -188,6 +188,8 @@ pub(crate) fn drive(
         inbox,
         next_id: 1,
         pending: HashMap::new(),
+        sent_ids: HashMap::new(),
+        grace: HashMap::new(),
         expired: HashMap::new(),
         done: vec![false; base.exchanges.len()],
         missing: HashMap::new(),
@@ -517,6 +519,12 @@ struct Run<'a> {
     next_id: u64,
     /// Live id → (baseline exchange, when sent).
     pending: HashMap<String, (usize, Instant)>,
+    /// Recorded request id (its text on the tape) → (baseline exchange, live id) of the latest
+    /// request sent with it: what a recorded `notifications/cancelled` names.
+    sent_ids: HashMap<String, (usize, String)>,
+    /// Live id → its deadline, for requests cancelled as recorded that the recording left
+    /// unanswered: silence is expected of them, so they are not waited for the full timeout.
+    grace: HashMap<String, Instant>,
     /// The same for requests that timed out: an answer that comes after all is still compared
     /// (it is graded missing, but its latency is reported, as the observed tape held it).
     expired: HashMap<String, (usize, Instant)>,
@@ -591,6 +599,10 @@ impl Run<'_> {
         }
         self.live.request(&id, out, &self.line_ends(meta));
         self.observer.sent(exchange);
+        if let Some(recorded) = &meta.id {
+            self.sent_ids
+                .insert(recorded.clone(), (exchange, id.clone()));
+        }
         self.pending.insert(id, (exchange, Instant::now()));
     }
 
@@ -600,8 +612,53 @@ impl Run<'_> {
         }
         let meta = &self.base.msgs[msg];
         if let Ok(bytes) = self.base.read_bytes(meta) {
+            let bytes = if meta.method.as_deref() == Some("notifications/cancelled") {
+                self.cancel_for_live(bytes)
+            } else {
+                bytes
+            };
             self.live.notification(&bytes, &self.line_ends(meta));
         }
+    }
+
+    /// A recorded `notifications/cancelled` made to name the live request: its `requestId` is
+    /// the recorded client's id, and requests go out with fresh ids, so as recorded it would
+    /// cancel whatever live request has that id (or none). A request cancelled so, whose
+    /// recording has no answer, is waited for only `NOTIFICATION_WAIT`: silence was recorded.
+    fn cancel_for_live(&mut self, bytes: Vec<u8>) -> Vec<u8> {
+        use crate::wire::rewrite::member_span;
+        let Ok(text) = std::str::from_utf8(&bytes) else {
+            return bytes;
+        };
+        let Some((ps, pe)) = member_span(text, "params") else {
+            return bytes;
+        };
+        let Some((rs, re)) = member_span(&text[ps..pe], "requestId") else {
+            return bytes;
+        };
+        let raw = &text[ps + rs..ps + re];
+        let found = self.sent_ids.get(raw).or_else(|| {
+            let id = serde_json::from_str::<Value>(raw).ok()?;
+            self.sent_ids.get(&canonical(&id))
+        });
+        let Some((exchange, live_id)) = found.cloned() else {
+            return bytes;
+        };
+        if self.base.exchanges[exchange].response.is_none() && self.pending.contains_key(&live_id) {
+            let until = Instant::now() + NOTIFICATION_WAIT.min(self.timeout);
+            self.grace.insert(live_id.clone(), until);
+        }
+        let mut out = Vec::with_capacity(bytes.len() + live_id.len());
+        out.extend_from_slice(&bytes[..ps + rs]);
+        out.extend_from_slice(live_id.as_bytes());
+        out.extend_from_slice(&bytes[ps + re..]);
+        out
+    }
+
+    /// When the live request `id`, sent at `sent`, times out.
+    fn deadline(&self, id: &str, sent: Instant) -> Instant {
+        let full = sent + self.timeout;
+        self.grace.get(id).map_or(full, |&g| g.min(full))
     }
 
     /// What the recorded client wrote around message `meta` on its line: a server may read its
@@ -639,8 +696,8 @@ impl Run<'_> {
             }
             let next_deadline = self
                 .pending
-                .values()
-                .map(|(_, at)| *at + self.timeout)
+                .iter()
+                .map(|(id, (_, at))| self.deadline(id, *at))
                 .chain(until)
                 .min();
             let event = match next_deadline {
@@ -686,14 +743,17 @@ impl Run<'_> {
                     let expired: Vec<String> = self
                         .pending
                         .iter()
-                        .filter(|(_, (_, at))| *at + self.timeout <= now)
+                        .filter(|(id, (_, at))| self.deadline(id, *at) <= now)
                         .map(|(id, _)| id.clone())
                         .collect();
                     for id in expired {
                         if let Some((ex, sent)) = self.pending.remove(&id) {
                             self.done[ex] = true;
-                            self.missing
-                                .insert(ex, format!("no answer within {:?}", self.timeout));
+                            // Cancelled and unanswered, as recorded: no answer is no miss.
+                            if self.grace.remove(&id).is_none() {
+                                self.missing
+                                    .insert(ex, format!("no answer within {:?}", self.timeout));
+                            }
                             self.expired.insert(id, (ex, sent));
                         }
                     }

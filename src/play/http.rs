@@ -494,7 +494,7 @@ impl Player {
         routing: u64,
     ) -> Answer {
         let params = crate::wire::params::params_of(body);
-        let token = crate::wire::params::progress_token(params.as_ref(), true);
+        let token = crate::wire::params::request_progress_token(body, params.as_ref());
         if let Some(live) = &session.shared.live {
             if method == "initialize" {
                 live.note_initialize(body);

@@ -1114,7 +1114,7 @@ async fn request<W: Write + Send + 'static>(
     let token = if shared.index.exchanges[ex].during.is_empty() {
         None
     } else {
-        crate::wire::params::progress_token(params.value(), true)
+        crate::wire::params::request_progress_token(bytes, params.value())
     };
     let waits = verdict.waits()
         || shared.index.exchanges[ex]

@@ -3,6 +3,7 @@
 //! It holds offsets into the tape file and match hashes, never copies of message bodies.
 
 use super::format::{End, Header, MsgLine, ServerDecl};
+use super::open_ids::id_key;
 use super::reader::{
     BadLine, Chain, Entry, ReadOptions, Scanned, ScannedEntry, TapeError, TapeReader, Warning,
 };
@@ -1249,9 +1250,10 @@ struct Builder {
     scratch: Scratch,
 }
 
-/// Open exchanges by scope and request id (its JSON text); a list, first in first out, because
-/// a client may (wrongly) reuse an id while an earlier request with it is still open. Looked up
-/// by the id's text as it stands on the line: no key is built for each answer.
+/// Open exchanges by scope and request id (its JSON text; a string written with escapes as
+/// `id_key` spells it); a list, first in first out, because a client may (wrongly) reuse an id
+/// while an earlier request with it is still open. Looked up by the id's text as it stands on
+/// the line: no key is built for an answer, but for the rare string id with an escape.
 #[derive(Default)]
 struct OpenById(FastMap<Scope, FastMap<String, Queue>>);
 
@@ -1299,6 +1301,7 @@ impl Queue {
 
 impl OpenById {
     fn push(&mut self, scope: Scope, id: &str, ex: usize) {
+        let id = &*id_key(id);
         let ids = self.0.entry(scope).or_default();
         match ids.get_mut(id) {
             Some(queue) => queue.push_back(ex),
@@ -1309,10 +1312,11 @@ impl OpenById {
     }
 
     fn front(&self, scope: Scope, id: &str) -> Option<usize> {
-        self.0.get(&scope)?.get(id)?.front()
+        self.0.get(&scope)?.get(&*id_key(id))?.front()
     }
 
     fn pop_front(&mut self, scope: Scope, id: &str) -> Option<usize> {
+        let id = &*id_key(id);
         let ids = self.0.get_mut(&scope)?;
         let (ex, empty) = ids.get_mut(id)?.pop_front();
         if empty {
@@ -1322,6 +1326,7 @@ impl OpenById {
     }
 
     fn remove(&mut self, scope: Scope, id: &str, ex: usize) {
+        let id = &*id_key(id);
         if let Some(ids) = self.0.get_mut(&scope) {
             if ids.get_mut(id).is_some_and(|queue| queue.remove(ex)) {
                 ids.remove(id);
@@ -1771,7 +1776,10 @@ impl Builder {
 
     /// The client's answer to a server request, inside an exchange or standalone.
     fn add_client_answer(&mut self, idx: usize, scope: Option<u32>, id: &str) {
-        match self.server_requests.remove(&(scope, id.to_string())) {
+        match self
+            .server_requests
+            .remove(&(scope, id_key(id).into_owned()))
+        {
             Some((Some(ex), req)) => {
                 self.exchanges[ex].client_answers.insert(req, idx);
             }
@@ -1871,7 +1879,7 @@ impl Builder {
         }
         if let (Kind::Request, Some(id)) = (kind, id) {
             self.server_requests
-                .insert((scope, id.to_string()), (ex, idx));
+                .insert((scope, id_key(id).into_owned()), (ex, idx));
         }
     }
 

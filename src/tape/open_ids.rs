@@ -87,6 +87,7 @@ pub(crate) struct OpenIds {
 impl OpenIds {
     /// A request with id text `id` went out.
     pub(crate) fn opened(&mut self, id: &str) {
+        let id = &*id_key(id);
         match int_id(id) {
             Some(n) => *self.ints.entry(n).or_insert(0) += 1,
             None => match self.texts.get_mut(id) {
@@ -100,6 +101,7 @@ impl OpenIds {
 
     /// An answer with id text `id` came back: whether it closed an open request.
     pub(crate) fn answered(&mut self, id: &str) -> bool {
+        let id = &*id_key(id);
         match int_id(id) {
             Some(n) => match self.ints.entry(n) {
                 Entry::Occupied(mut e) => {
@@ -122,6 +124,24 @@ impl OpenIds {
             },
         }
     }
+}
+
+/// The key an id text is paired by: the text itself, except that a string id spelled with
+/// escapes is keyed by its canonical spelling (escapes decoded, then written as serde_json
+/// writes a string). JSON-RPC answers carry the request's id *value*, and a server that parses
+/// and re-writes it spells a string its own way: a client's `"r-é"` comes back `"r-\u00e9"`
+/// from Python's `json`, `"a\/b"` comes back `"a/b"` from JavaScript; keyed by text, no
+/// answer of such a session was paired. Numbers stay keyed by their text (`1` and `1.0`
+/// differ, see [`int_id`]); a string that does not decode (a lone surrogate) too.
+pub(crate) fn id_key(id: &str) -> std::borrow::Cow<'_, str> {
+    if id.starts_with('"') && id.contains('\\') {
+        if let Ok(s) = serde_json::from_str::<String>(id) {
+            if let Ok(text) = serde_json::to_string(&s) {
+                return std::borrow::Cow::Owned(text);
+            }
+        }
+    }
+    std::borrow::Cow::Borrowed(id)
 }
 
 /// The value of an id text that is a JSON integer written the one way an `i64` is written
@@ -194,6 +214,20 @@ mod tests {
         ] {
             assert_eq!(int_id(text), want, "{text:?}");
         }
+    }
+
+    #[test]
+    fn a_string_id_is_paired_however_it_is_escaped() {
+        let mut open = OpenIds::default();
+        open.opened(r#""init-é""#);
+        open.opened(r#""a\/b""#);
+        assert!(open.answered(r#""init-\u00e9""#));
+        assert!(open.answered(r#""a/b""#));
+        assert!(!open.answered(r#""a/b""#));
+        // Numbers and undecodable strings keep their text.
+        assert_eq!(id_key("1.0"), "1.0");
+        assert_eq!(id_key(r#""\ud800""#), r#""\ud800""#);
+        assert_eq!(id_key(r#""\u0041\n""#), r#""A\n""#);
     }
 
     fn id_text() -> impl Strategy<Value = String> {

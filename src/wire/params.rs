@@ -94,6 +94,24 @@ pub(crate) fn target_of(method: Option<&str>, params: Option<&Value>) -> Option<
     params?.get(key)?.as_str().map(str::to_string)
 }
 
+/// The progress token of the client request `message` as the client wrote it: the exact text of
+/// its `params._meta.progressToken`, which play puts on the recorded progress notifications. The
+/// canonical text of a parsed value is no substitute: an integer beyond 64 bits is parsed into a
+/// stand-in (`wire::exact`), and escapes are re-spelled. Falls back to [`progress_token`] of
+/// `params` where the text cannot be followed (a duplicated key).
+pub(crate) fn request_progress_token(message: &[u8], params: Option<&Value>) -> Option<String> {
+    use super::rewrite::member_span;
+    let exact = std::str::from_utf8(message).ok().and_then(|text| {
+        let (ps, pe) = member_span(text, "params")?;
+        let params = &text[ps..pe];
+        let (ms, me) = member_span(params, "_meta")?;
+        let meta = &params[ms..me];
+        let (ts, te) = member_span(meta, "progressToken")?;
+        Some(meta[ts..te].to_string())
+    });
+    exact.or_else(|| progress_token(params, true))
+}
+
 /// A progress token, canonical JSON text: the request's `_meta.progressToken` (`in_meta`), or a
 /// progress notification's `progressToken`.
 pub(crate) fn progress_token(params: Option<&Value>, in_meta: bool) -> Option<String> {

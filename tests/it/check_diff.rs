@@ -2388,3 +2388,73 @@ fn a_warning_of_a_multi_server_tape_is_said_once() {
     let out = diff_cmd(&a, &b, &["--server", "search"]).status(0);
     assert_eq!(said(&out, "line 12 is torn"), 2, "{}", out.console());
 }
+
+/// A stdio server whose `tools/call` sleeps `arguments.s` seconds on a thread of its own and then
+/// answers, unless `notifications/cancelled` named its request first: then it answers nothing,
+/// as the TypeScript SDK's servers do.
+const CANCELLABLE: &str = r#"
+import sys, json, threading, time
+lock = threading.Lock()
+cancelled = set()
+def write(m):
+    with lock:
+        sys.stdout.write(json.dumps(m) + "\n")
+        sys.stdout.flush()
+def work(i, s):
+    time.sleep(s)
+    with lock:
+        if json.dumps(i) in cancelled:
+            return
+    write({"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "slept %s" % s}]}})
+for line in sys.stdin:
+    m = json.loads(line)
+    method = m.get("method")
+    if method == "notifications/cancelled":
+        with lock:
+            cancelled.add(json.dumps(m["params"]["requestId"]))
+    elif method == "initialize":
+        write({"jsonrpc": "2.0", "id": m["id"], "result": {"protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}}})
+    elif method == "tools/call":
+        threading.Thread(target=work, args=(m["id"], m["params"]["arguments"]["s"]), daemon=True).start()
+"#;
+
+/// A recorded `notifications/cancelled` names the recorded client's request id; check sends
+/// requests with fresh ids, so it must name the live request. It went out as recorded and
+/// cancelled another live request — the one that had the recorded id's number — which then went
+/// unanswered (grade D, "missing"), while the request the client had cancelled ran on. And a
+/// request cancelled and left unanswered in the recording is not waited for the whole timeout.
+#[test]
+fn check_cancels_the_live_request_the_recorded_client_cancelled() {
+    let (_dir, tape) = tmp_tape("cancel.jsonl");
+    let call = |id: i64, s: f64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "sleep", "arguments": {"s": s}}});
+    let mut msgs: Vec<(&str, Value)> = init_pair(0).to_vec();
+    msgs.extend([
+        ("c2s", call(1, 1.0)),
+        ("c2s", call(2, 6.0)),
+        (
+            "c2s",
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2, "reason": "user"}}),
+        ),
+        (
+            "s2c",
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "slept 1.0"}]}}),
+        ),
+    ]);
+    write_tape(&tape, &msgs, true);
+    let server = vec![python(), "-u".into(), "-c".into(), CANCELLABLE.into()];
+    let started = std::time::Instant::now();
+    let (r, out) = check(&tape, &["--timeout", "10"], &server, &[]);
+    let took = started.elapsed();
+    assert_eq!(r.grade, Grade::A, "{}", out.console());
+    assert!(
+        r.exchanges.iter().all(|e| e.status == Status::Pass),
+        "{}",
+        out.console()
+    );
+    assert!(
+        took < Duration::from_secs(8),
+        "took {took:?}: {}",
+        out.console()
+    );
+}

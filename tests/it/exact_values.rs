@@ -193,3 +193,68 @@ fn check_and_diff_see_a_change_in_an_integer_beyond_64_bits_inside_text_content(
     assert_eq!(changed.len(), 1, "{report}");
     assert_eq!(changed[0]["path"], path, "{report}");
 }
+
+/// A stdio server that sends one progress notification for the request's `_meta.progressToken`
+/// (as Python read it: a big integer kept exact) before each answer.
+const PROGRESS: &str = r##"
+import sys, json
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+             "serverInfo": {"name": "progress", "version": "1"}}
+    else:
+        tok = m.get("params", {}).get("_meta", {}).get("progressToken")
+        if tok is not None:
+            sys.stdout.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": tok, "progress": 1, "total": 2}}) + "\n")
+        r = {"content": [{"type": "text", "text": "done"}]}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}) + "\n")
+    sys.stdout.flush()
+"##;
+
+/// A `tools/call e` with this id and progress token (JSON text, as sent).
+fn call_with_token(id: &str, token: &str) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":"{id}","method":"tools/call","params":{{"name":"e","arguments":{{}},"_meta":{{"progressToken":{token}}}}}}}"#
+    )
+    .into_bytes()
+}
+
+/// The next line the peer writes, as text.
+fn next_line(c: &mut LineClient) -> String {
+    text(
+        &c.recv_raw(Duration::from_secs(30))
+            .expect("a line within 30 s"),
+    )
+}
+
+/// Play puts the client's progress token on the recorded progress notifications as the client
+/// wrote it: an integer beyond 64 bits went out as play's internal stand-in for it
+/// (`"\u0000int:123…"`), and an escaped string re-spelled.
+#[test]
+fn play_gives_progress_the_client_token_as_written() {
+    let (_dir, tape) = tmp_tape("progress.jsonl");
+    let server = vec![python(), "-u".into(), "-c".into(), PROGRESS.into()];
+    let mut c = record(&tape, &[], &server);
+    c.initialize();
+    let progress = ask_raw(&mut c, &call_with_token("r0", "7"));
+    assert_contains(&progress, r#""progressToken": 7"#);
+    next_line(&mut c);
+    let progress = ask_raw(&mut c, &call_with_token("r1", "8"));
+    assert_contains(&progress, r#""progressToken": 8"#);
+    next_line(&mut c);
+    c.finish_with(0);
+
+    let mut c = play(&tape);
+    let long = "123456789012345678901234567890";
+    let progress = ask_raw(&mut c, &call_with_token("a", long));
+    assert_contains(&progress, &format!(r#""progressToken": {long},"#));
+    let answer = next_line(&mut c);
+    assert_contains(&answer, r#""id": "a""#);
+    let progress = ask_raw(&mut c, &call_with_token("b", r#""p\u00e9""#));
+    assert_contains(&progress, r#""progressToken": "p\u00e9","#);
+    c.finish_with(0);
+}

@@ -1486,3 +1486,35 @@ fn hostile_tape_names_are_refused_by_every_command_before_anything_runs() {
         .stderr_contains("is a folder, not a tape");
     assert!(!marker.exists());
 }
+
+/// A server that parses a request and writes its answer spells a string id its own way: Python's
+/// `json` escapes non-ASCII (`"init-é"` comes back `"init-\u00e9"`), JavaScript drops needless
+/// escapes (`"a\/b"` comes back `"a/b"`). Same id value, so the same request: keyed by the id's
+/// text, none of this session's answers was paired — record counted 0 exchanges, and play
+/// answered every request "the recorded server never answered this request".
+#[test]
+fn string_ids_the_server_respells_are_paired_with_their_requests() {
+    let (_dir, tape) = tmp_tape("t.jsonl");
+    const OK: &str = r#"
+def answer(m, arg):
+    return {"content": [{"type": "text", "text": "ok"}]}
+"#;
+    let init = r#"{"jsonrpc":"2.0","id":"init-é","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}"#;
+    let call = r#"{"jsonrpc":"2.0","id":"a\/b","method":"tools/call","params":{"name":"e","arguments":{}}}"#;
+    let mut c = record(&tape, &[], &line_server("esc", OK, ""));
+    for l in [init, call] {
+        c.send_raw(format!("{l}\n").as_bytes());
+        let a = text(&c.recv_raw(Duration::from_secs(30)).expect("answer"));
+        assert!(a.contains("\"result\""), "{a}");
+    }
+    c.finish_with(0);
+    assert_eq!(end_of(&tape)["exchanges"], 2, "both answers paired");
+    let mut p = Mt::new(["play"]).arg(&tape).spawn();
+    for (l, id) in [(init, r#""id": "init-é""#), (call, r#""id": "a\/b""#)] {
+        p.send_raw(format!("{l}\n").as_bytes());
+        let a = text(&p.recv_raw(Duration::from_secs(30)).expect("answer"));
+        assert!(a.contains("\"result\"") && a.contains(id), "{a}");
+    }
+    let stderr = p.finish_with(0);
+    assert_contains(&stderr, "served 2, missed 0");
+}
