@@ -396,7 +396,7 @@ fn server_of<'t>(
         return Ok(index);
     }
     Err(named(
-        crate::tape::format::unknown_server(Some(label), &tape.servers, false)
+        crate::tape::format::unknown_server(Some(label), &tape.servers, false, false)
             .unwrap_or_else(|| format!("no MCP server labelled {label}")),
     ))
 }

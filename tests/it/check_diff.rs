@@ -2044,11 +2044,12 @@ fn check_server_refuses_a_label_the_tape_does_not_have() {
     .into_iter()
     .chain(py_server())
     .collect::<Vec<_>>();
+    // The MCP servers, not the model API: `--server model` is refused too (below).
     let out = check_cmd(&tape, &["--server", "nope"], &server, &[]).status(64);
-    assert_contains(&out.stderr, "no server labelled nope; this tape has: ");
-    for label in ["everything", "fixture"] {
-        assert_contains(&out.stderr, label);
-    }
+    assert_contains(
+        &out.stderr,
+        "no server labelled nope; this tape has: everything, fixture\n",
+    );
     let out = check_cmd(&tape, &["--server", "model"], &server, &[]).status(64);
     assert_contains(&out.stderr, "model");
     assert_contains(&out.stderr, "not an MCP server");
@@ -2303,6 +2304,13 @@ fn diff_server_refuses_a_label_a_tape_of_several_does_not_have() {
     diff_cmd(&run, &b, &["--server", "model"])
         .status(64)
         .stderr_contains("model is the model API of an agent run, not an MCP server");
+    // Nor is it listed among the labels diff takes.
+    diff_cmd(&run, &b, &["--server", "nope"])
+        .status(64)
+        .stderr_contains(&format!(
+            "{}: no server labelled nope; this tape has: files, search\n",
+            s(&run)
+        ));
 
     for spec in ["search:", ":search", ""] {
         let out = diff_cmd(&a, &a, &["--server", spec]).status(64);
