@@ -2319,6 +2319,66 @@ fn diff_server_refuses_a_label_a_tape_of_several_does_not_have() {
     }
 }
 
+/// `report TAPE --diff OTHER --server LABEL|A_LABEL:B_LABEL` marks what `diff --server` finds,
+/// the page naming both servers; it refuses what diff refuses, in the same words (exit 64),
+/// and gives diff's hint when the labels have nothing in common. report had no `--server`: an
+/// agent run's server could not be shown against a recording of it.
+#[test]
+fn report_diff_server_compares_one_server_as_diff_does() {
+    let dir = tmp();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    two_server_tape(&a, "3 hits", json!([find_tool(&["q"])]));
+    write_tape(
+        &b,
+        &call_pair(1, "find", json!({"q": "tape"}), json!("4 hits")),
+        true,
+    );
+    let report = |flags: &[&str]| {
+        Mt::new(["report", "-o", "-"])
+            .arg(&a)
+            .arg("--diff")
+            .arg(&b)
+            .args(flags)
+            .run()
+    };
+    let (d, _) = diff_json(&a, &b, &["--server", "search"]);
+    assert_eq!((d.compared, d.drifts.len()), (1, 1), "{d:#?}");
+    for spec in ["search", "search:default"] {
+        let page = report(&["--server", spec]).success();
+        assert_contains(
+            &page.stdout,
+            &format!(
+                "diff of server search against {} server default: structural drift · 1 compared · 1 drifted · 1 only here · 0 only there",
+                s(&b)
+            ),
+        );
+        assert!(!page.stderr.contains("--server"), "{}", page.stderr);
+    }
+    // Without it, no label in common: diff's note, naming --server.
+    let plain = report(&[]).success();
+    assert_contains(
+        &plain.stderr,
+        "mcptape report: no MCP server label is on both tapes",
+    );
+    assert_contains(
+        &plain.stderr,
+        "--server LABEL (files or search) compares that server of ",
+    );
+    // Refused as diff refuses it.
+    for spec in ["nope", "search:", "model"] {
+        let by_diff = diff_cmd(&a, &b, &["--server", spec]).status(64);
+        let by_report = report(&["--server", spec]).status(64);
+        assert_eq!(by_report.stderr, by_diff.stderr, "--server {spec:?}");
+        assert!(by_report.stdout.is_empty(), "{}", by_report.console());
+    }
+    // --server without --diff compares nothing: a usage error.
+    Mt::new(["report", "-o", "-", "--server", "search"])
+        .arg(&a)
+        .run()
+        .status(64)
+        .stderr_contains("--diff");
+}
+
 /// `--server A_LABEL:B_LABEL` compares a server of A with a server of B labelled otherwise (a
 /// server renamed between two runs); a label is a label though: `search` on both tapes is
 /// compared as one, and a label with a colon that a tape has is taken whole.
