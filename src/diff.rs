@@ -3,8 +3,8 @@
 use crate::compare::server_messages::MessageCount;
 use crate::compare::surface::{SurfaceKind, ToolChange};
 use crate::compare::{compare_tapes_drift, ExchangeComparison, ExchangeRef, Normalizer, Outcome};
+use crate::model::calls::{is_model_line, Gather};
 use crate::tape::index::TapeServers;
-use crate::tape::reader::merge_skipped;
 use crate::tape::{ReadOptions, TapeError, TapeIndex};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -229,9 +229,9 @@ pub struct Diffed {
 
 /// [`diff`], with how the tapes' malformed lines are treated (`--skip-bad-lines`), and the one
 /// MCP server of each tape to compare (`--server`: `LABEL` or `A_LABEL:B_LABEL`), the model
-/// calls of agent runs then left out. Each tape is read once for its MCP servers, whatever
-/// their number (and once more for its model calls, without `--server`); a warning of a tape
-/// is said once, also when A and B are the same tape.
+/// calls of agent runs then left out. Each tape is read once, for its MCP servers whatever
+/// their number and for its model calls; a warning of a tape is said once, also when A and B
+/// are the same tape.
 pub fn diff_with(
     a_path: &Path,
     b_path: &Path,
@@ -239,8 +239,23 @@ pub fn diff_with(
     read: ReadOptions,
     server: Option<&str>,
 ) -> Result<Diffed, DiffError> {
-    let a = TapeIndex::load_every_with(a_path, read)?;
-    let b = TapeIndex::load_every_with(b_path, read)?;
+    // Without --server the model calls are compared too: gathered in the same read.
+    let load = |path: &Path| match server {
+        Some(_) => TapeIndex::load_every_with(path, read).map(|t| (t, Vec::new())),
+        None => {
+            let mut calls = Gather::new(None);
+            let tape = TapeIndex::load_every_with_lines(path, read, &mut |line, raw| {
+                if is_model_line(raw) {
+                    calls.line(line, raw)
+                } else {
+                    Ok(())
+                }
+            })?;
+            Ok((tape, calls.finish()))
+        }
+    };
+    let (a, calls_a) = load(a_path)?;
+    let (b, calls_b) = load(b_path)?;
     let mut warnings: Vec<String> = Vec::new();
     for (p, tape) in [(a_path, &a), (b_path, &b)] {
         for w in &tape.warnings {
@@ -253,8 +268,6 @@ pub fn diff_with(
     let mut found = Found::default();
     let mut hint = None;
     let (mut server_a, mut server_b) = (None, None);
-    let (mut calls_a, mut calls_b) = (Vec::new(), Vec::new());
-    let (mut model_skipped_a, mut model_skipped_b) = (Vec::new(), Vec::new());
     match server {
         // One server of each: the model calls are no server's, so not compared.
         Some(spec) => {
@@ -265,8 +278,6 @@ pub fn diff_with(
             (server_a, server_b) = (Some(x.server.clone()), Some(y.server.clone()));
         }
         None => {
-            (calls_a, model_skipped_a) = crate::model::calls::load_with(a_path, None, read)?;
-            (calls_b, model_skipped_b) = crate::model::calls::load_with(b_path, None, read)?;
             let (ma, mb) = (&a.indexes, &b.indexes);
             if ma.len() <= 1 && mb.len() <= 1 {
                 // One server on each side (or none): the two, whatever their labels.
@@ -332,8 +343,8 @@ pub fn diff_with(
         tool_surface,
         server_messages,
         model,
-        skipped_lines_a: merge_skipped(a.skipped_lines(), model_skipped_a),
-        skipped_lines_b: merge_skipped(b.skipped_lines(), model_skipped_b),
+        skipped_lines_a: a.skipped_lines(),
+        skipped_lines_b: b.skipped_lines(),
     };
     Ok(Diffed {
         report,
@@ -396,7 +407,7 @@ fn server_of<'t>(
         return Ok(index);
     }
     Err(named(
-        crate::tape::format::unknown_server(Some(label), &tape.servers, false)
+        crate::tape::format::unknown_server(Some(label), &tape.servers, false, false)
             .unwrap_or_else(|| format!("no MCP server labelled {label}")),
     ))
 }
@@ -606,6 +617,36 @@ mod tests {
         assert_eq!(first.position, 2);
         assert_eq!(first.changes[0].path, "$.messages[0].content");
         assert_eq!((first.line_a, first.line_b), (Some(5), Some(5)));
+    }
+
+    /// A model line that does not read is a bad line of the one read diff makes of a tape, as
+    /// it was of the second read, for the model calls alone: the diff refused (exit 65), or,
+    /// with `--skip-bad-lines`, the line skipped, reported, and the other calls compared.
+    #[test]
+    fn a_model_line_that_does_not_read_is_a_bad_line_of_the_one_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.jsonl");
+        run_tape(&a, &[ask("hi", "s1")]);
+        let text = std::fs::read_to_string(&a).unwrap();
+        let (head, end) = text.trim_end().rsplit_once('\n').unwrap();
+        let bad = head.lines().count() as u64 + 1;
+        std::fs::write(
+            &a,
+            format!("{head}\n{{\"type\":\"model\",\"server\":7}}\n{end}\n"),
+        )
+        .unwrap();
+        let norm = crate::compare::Normalizer::default();
+        let e = super::diff(&a, &a, &norm).unwrap_err();
+        assert!(matches!(e, super::DiffError::Tape(_)), "{e}");
+        assert_eq!(crate::exit::Coded::exit_code(&e), 65, "{e}");
+        let skip = super::ReadOptions {
+            skip_bad_lines: true,
+            ..super::ReadOptions::default()
+        };
+        let d = super::diff_with(&a, &a, &norm, skip, None).unwrap();
+        let skipped: Vec<u64> = d.report.skipped_lines_a.iter().map(|b| b.line).collect();
+        assert_eq!(skipped, [bad]);
+        assert_eq!(d.report.model.map(|m| m.calls_a), Some(1));
     }
 
     /// Code Assist's setup calls (Gemini CLI signed in with Google) are counted apart from the

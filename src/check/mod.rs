@@ -289,9 +289,13 @@ fn servers_checked(
     cfg: &CheckConfig,
 ) -> Result<(Option<String>, Vec<String>), CheckError> {
     let declared = &base.servers;
-    if let Some(why) =
-        crate::tape::format::unknown_server(cfg.server.as_deref(), declared, !base.msgs.is_empty())
-    {
+    // The model API is refused below: not one to list.
+    if let Some(why) = crate::tape::format::unknown_server(
+        cfg.server.as_deref(),
+        declared,
+        !base.msgs.is_empty(),
+        false,
+    ) {
         return Err(CheckError::Server(why));
     }
     let mcp: Vec<&str> = declared

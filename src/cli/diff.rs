@@ -1,5 +1,6 @@
 use anyhow::Result;
 use mcptape::compare::Normalizer;
+use std::path::Path;
 
 /// Compare two recordings: exchanges aligned by content (reordered or parallel calls are not
 /// drift), answers compared after normalization, down to the first call that drifted.
@@ -15,13 +16,8 @@ pub struct Args {
     /// The second tape (name, path, or s3://BUCKET/KEY).
     #[arg(value_name = "B")]
     b: String,
-    /// Compare only this MCP server: the one labelled LABEL on a tape of several (an agent
-    /// run's), the only one on a tape of one, whatever its label (a plain `mcptape record`
-    /// tape is labelled `default`). A_LABEL:B_LABEL names A's and B's apart (a label either
-    /// tape has is taken whole, colon and all). The model calls of agent runs are then not
-    /// compared. Default: every MCP server, each with the one of its label on the other tape.
-    #[arg(long, value_name = "LABEL|A_LABEL:B_LABEL")]
-    server: Option<String>,
+    #[command(flatten)]
+    server: ServerArg,
     /// Show every drift, not just the first.
     #[arg(long)]
     all: bool,
@@ -32,6 +28,47 @@ pub struct Args {
     norm: super::check::NormArgs,
     #[command(flatten)]
     read: super::ReadArgs,
+}
+
+/// `--server` of `diff`, and of `report --diff`: which MCP server of each tape is compared.
+#[derive(clap::Args)]
+pub struct ServerArg {
+    /// Compare only this MCP server: the one labelled LABEL on a tape of several (an agent
+    /// run's), the only one on a tape of one, whatever its label (a plain `mcptape record`
+    /// tape is labelled `default`). A_LABEL:B_LABEL names A's and B's apart (a label either
+    /// tape has is taken whole, colon and all). The model calls of agent runs are then not
+    /// compared. Default: every MCP server, each with the one of its label on the other tape.
+    #[arg(long, value_name = "LABEL|A_LABEL:B_LABEL")]
+    server: Option<String>,
+}
+
+/// Diffs `pa` against `pb` as `mcptape diff` does (`--server`, refused as diff refuses it),
+/// saying on stderr the tapes' warnings, but `said`'s (a tape whose warnings `command` has
+/// said already), and the hint when the tapes have no server label in common.
+pub(super) fn diffed(
+    pa: &Path,
+    pb: &Path,
+    norm: &Normalizer,
+    read: mcptape::tape::ReadOptions,
+    server: &ServerArg,
+    command: &str,
+    said: Option<&Path>,
+) -> Result<mcptape::diff::DiffReport> {
+    let mcptape::diff::Diffed {
+        report,
+        warnings,
+        hint,
+    } = mcptape::diff::diff_with(pa, pb, norm, read, server.server.as_deref())?;
+    let said = said.map(|p| format!("{}: ", p.display()));
+    for w in warnings {
+        if !said.as_deref().is_some_and(|p| w.starts_with(p)) {
+            crate::diag!("mcptape: warning: {w}");
+        }
+    }
+    if let Some(hint) = hint {
+        crate::diag!("mcptape {command}: {hint}");
+    }
+    Ok(report)
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -45,17 +82,7 @@ pub fn run(a: Args) -> Result<i32> {
     let pa = super::remote::resolve(&a.a)?;
     let pb = super::remote::resolve(&a.b)?;
     let norm: Normalizer = a.norm.normalizer()?;
-    let mcptape::diff::Diffed {
-        report,
-        warnings,
-        hint,
-    } = mcptape::diff::diff_with(&pa, &pb, &norm, a.read.options(), a.server.as_deref())?;
-    for w in warnings {
-        crate::diag!("mcptape: warning: {w}");
-    }
-    if let Some(hint) = hint {
-        crate::diag!("mcptape diff: {hint}");
-    }
+    let report = diffed(&pa, &pb, &norm, a.read.options(), &a.server, "diff", None)?;
     let text = match a.format {
         Format::Text => {
             use std::io::IsTerminal;

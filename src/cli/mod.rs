@@ -282,13 +282,15 @@ fn warn_tape(path: &std::path::Path, warnings: &[mcptape::tape::Warning]) {
 }
 
 /// Refuses (exit 64) a `--server LABEL` the tape does not have: neither declared nor on any of
-/// the messages read for it.
+/// the messages read for it; the labels listed are the MCP servers', and the model APIs' too
+/// where the command takes one (`model_api`).
 fn known_server(
     asked: Option<&str>,
     declared: &[mcptape::tape::ServerDecl],
     has_messages: bool,
+    model_api: bool,
 ) -> anyhow::Result<()> {
-    match mcptape::tape::format::unknown_server(asked, declared, has_messages) {
+    match mcptape::tape::format::unknown_server(asked, declared, has_messages, model_api) {
         None => Ok(()),
         Some(why) => Err(UsageError(why).into()),
     }

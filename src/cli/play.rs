@@ -171,7 +171,12 @@ pub fn run(a: Args) -> Result<i32> {
                 super::warn_tape(&warn_path, &[w]);
             }
         })?;
-    super::known_server(a.server.as_deref(), &index.servers, !index.msgs.is_empty())?;
+    super::known_server(
+        a.server.as_deref(),
+        &index.servers,
+        !index.msgs.is_empty(),
+        false,
+    )?;
     super::warn_tape(&path, &index.warnings);
     let skipped = index.skipped_lines();
     let refuse = |why: String| mcptape::play::PlayError::Unchecked {

@@ -52,7 +52,7 @@ pub fn run(a: Args) -> Result<i32> {
         .into());
     }
     let index = TapeIndex::load(&path, Some(&server))?;
-    super::known_server(Some(&server), &index.servers, !index.msgs.is_empty())?;
+    super::known_server(Some(&server), &index.servers, !index.msgs.is_empty(), false)?;
     let doomed: BTreeSet<usize> = match &a.unused {
         Some(f) => usage::resolve(&index, f, &reports[0].1.unused)?,
         None => {

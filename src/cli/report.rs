@@ -7,9 +7,11 @@ use std::path::PathBuf;
 /// request and answer), the per-tool statistics. It needs no network: open it from disk.
 ///
 /// With --check REPORT.json (from `mcptape check --json FILE`) or --diff OTHER, the exchanges
-/// that drifted are marked and their differences shown side by side.
+/// that drifted are marked and their differences shown side by side. --diff OTHER --server
+/// LABEL compares one MCP server of each tape, as `mcptape diff --server` does.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_REPORT, verbatim_doc_comment)]
+#[command(mut_arg("server", |a| a.requires("diff")))]
 pub struct Args {
     /// Tape name, path, or s3://BUCKET/KEY.
     #[arg(value_name = "TAPE")]
@@ -24,6 +26,9 @@ pub struct Args {
     /// Mark how TAPE drifted from OTHER (as `mcptape diff TAPE OTHER`), OTHER's answers beside.
     #[arg(long, value_name = "OTHER")]
     diff: Option<String>,
+    // With --diff only (`requires` above), as `mcptape diff --server`.
+    #[command(flatten)]
+    server: super::diff::ServerArg,
     #[command(flatten)]
     norm: super::check::NormArgs,
 }
@@ -43,13 +48,16 @@ pub fn run(a: Args) -> Result<i32> {
     }
     if let Some(other) = &a.diff {
         let other = super::remote::resolve(other)?;
-        let (report, warnings) = mcptape::diff::diff(&path, &other, &norm)?;
-        for w in warnings
-            .iter()
-            .filter(|w| !w.starts_with(&path.display().to_string()))
-        {
-            crate::diag!("mcptape: warning: {w}");
-        }
+        // TAPE's warnings were said as it was read for the page.
+        let report = super::diff::diffed(
+            &path,
+            &other,
+            &norm,
+            Default::default(),
+            &a.server,
+            "report",
+            Some(&path),
+        )?;
         html::mark_diff(&mut data, &report, &other)?;
     }
     let page = html::render(&data);

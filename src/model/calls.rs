@@ -169,30 +169,53 @@ pub fn load_with(
     options: crate::tape::ReadOptions,
 ) -> Result<(Vec<Call>, Vec<crate::tape::BadLine>), TapeError> {
     let mut r = TapeReader::open_with(path, options)?;
-    let mut calls: Vec<Call> = Vec::new();
-    let mut starts: std::collections::HashMap<(String, u64), (usize, u64)> = Default::default();
+    let mut calls = Gather::new(server);
     while let Some(item) = r.next_item()? {
         if !matches!(item.entry, Entry::Unknown) || !is_model_line(item.raw) {
             continue;
         }
-        let l: Line<'_> = match serde_json::from_slice(item.raw) {
-            Ok(l) => l,
-            Err(e) => {
-                let (line, message) = (
-                    item.line,
-                    crate::tape::reader::json_problem(
-                        "a model line that does not read",
-                        &e,
-                        item.raw,
-                    ),
-                );
-                r.bad_line(line, message)?;
-                continue;
-            }
-        };
-        if server.is_some_and(|s| s != l.server) {
-            continue;
+        let line = item.line;
+        if let Err(message) = calls.line(line, item.raw) {
+            r.bad_line(line, message)?;
         }
+    }
+    Ok((
+        calls.finish(),
+        crate::tape::reader::skipped_lines(r.warnings()),
+    ))
+}
+
+/// The model calls of a tape, put together line by line as the tape is read: by [`load_with`],
+/// or by a read that indexes the tape's MCP servers at the same time (diff), so that the tape
+/// is read once for both.
+#[derive(Debug, Default)]
+pub(crate) struct Gather {
+    /// Only this label's calls (any label when `None`).
+    server: Option<String>,
+    calls: Vec<Call>,
+    /// Each call's place in `calls` and its request's time, by label and number.
+    starts: std::collections::HashMap<(String, u64), (usize, u64)>,
+}
+
+impl Gather {
+    /// Gathers the calls of label `server` (any label when `None`).
+    pub(crate) fn new(server: Option<&str>) -> Gather {
+        Gather {
+            server: server.map(str::to_string),
+            ..Gather::default()
+        }
+    }
+
+    /// Tape line `line`, a model line ([`is_model_line`]): why it does not read, if it does
+    /// not (a bad line for the reader to refuse or skip).
+    pub(crate) fn line(&mut self, line: u64, raw: &[u8]) -> Result<(), String> {
+        let l: Line<'_> = serde_json::from_slice(raw).map_err(|e| {
+            crate::tape::reader::json_problem("a model line that does not read", &e, raw)
+        })?;
+        if self.server.as_deref().is_some_and(|s| s != l.server) {
+            return Ok(());
+        }
+        let calls = &mut self.calls;
         let key = (l.server.to_string(), l.call);
         if l.part == "request" {
             let http = l.http.clone().unwrap_or(Value::Null);
@@ -202,10 +225,10 @@ pub fn load_with(
                     .unwrap_or("")
                     .to_string()
             };
-            starts.insert(key, (calls.len(), l.t_us));
+            self.starts.insert(key, (calls.len(), l.t_us));
             calls.push(Call {
                 n: l.call,
-                line: item.line,
+                line,
                 label: l.server.to_string(),
                 t_us: l.t_us,
                 provider: Provider::from_name(l.provider.as_deref().unwrap_or("")),
@@ -224,10 +247,10 @@ pub fn load_with(
                 summary: Value::Null,
                 answer_line: None,
             });
-            continue;
+            return Ok(());
         }
-        let Some(&(at, t0)) = starts.get(&key) else {
-            continue; // a part of a call whose request is not on the tape (cut at the start)
+        let Some(&(at, t0)) = self.starts.get(&key) else {
+            return Ok(()); // a part of a call whose request is not on the tape (cut at the start)
         };
         let call = &mut calls[at];
         match l.part.as_ref() {
@@ -242,7 +265,7 @@ pub fn load_with(
                 call.ttfb_us = l.ttfb_us;
                 call.total_us = l.total_us.or(call.total_us);
                 call.body = l.body();
-                call.answer_line = Some(item.line);
+                call.answer_line = Some(line);
                 if let Some(s) = l.summary {
                     call.summary = s;
                 }
@@ -264,8 +287,13 @@ pub fn load_with(
             }
             _ => {}
         }
+        Ok(())
     }
-    Ok((calls, crate::tape::reader::skipped_lines(r.warnings())))
+
+    /// The calls gathered, in tape order.
+    pub(crate) fn finish(self) -> Vec<Call> {
+        self.calls
+    }
 }
 
 #[cfg(test)]

@@ -74,22 +74,29 @@ pub struct ServerDecl {
 
 /// Why `--server LABEL` names no server of a tape: `asked` is neither declared (`declared`)
 /// nor on any of the messages read for it (`has_messages`). None when the tape has it, or no
-/// label was asked. What play, show, prune and check refuse such a label with (exit 64):
-/// `no server labelled nope; this tape has: a, b`.
+/// label was asked. What play, show, prune, check and diff refuse such a label with (exit 64):
+/// `no server labelled nope; this tape has: a, b`, listing the labels their `--server` takes:
+/// the MCP servers, and the model APIs too where `model_api` (show, whose model calls are by
+/// label); a label the command would refuse is no help there.
 pub fn unknown_server(
     asked: Option<&str>,
     declared: &[ServerDecl],
     has_messages: bool,
+    model_api: bool,
 ) -> Option<String> {
     let label = asked?;
     if has_messages || declared.iter().any(|s| s.server == label) {
         return None;
     }
-    let labels: Vec<&str> = declared.iter().map(|s| s.server.as_str()).collect();
-    let has = if labels.is_empty() {
-        "this tape declares no servers".to_string()
-    } else {
-        format!("this tape has: {}", labels.join(", "))
+    let labels: Vec<&str> = declared
+        .iter()
+        .filter(|s| model_api || s.is_mcp())
+        .map(|s| s.server.as_str())
+        .collect();
+    let has = match (labels.is_empty(), declared.is_empty()) {
+        (false, _) => format!("this tape has: {}", labels.join(", ")),
+        (true, true) => "this tape declares no servers".to_string(),
+        (true, false) => "this tape has no MCP server".to_string(),
     };
     Some(format!("no server labelled {label}; {has}"))
 }

@@ -683,7 +683,7 @@ impl TapeIndex {
         check_chain: bool,
         options: ReadOptions,
     ) -> Result<TapeIndex, TapeError> {
-        let mut scan = scan(path, Pick::One(server), check_chain, options)?;
+        let mut scan = scan(path, Pick::One(server), check_chain, options, None)?;
         let (label, built) = scan.built.pop().unwrap_or_default();
         Self::of_builder(path, &scan, label, built)
     }
@@ -693,7 +693,26 @@ impl TapeIndex {
     /// there). Nothing is read twice however many servers the tape holds, and the reader's
     /// warnings come once, with the tape, not once per server.
     pub fn load_every_with(path: &Path, options: ReadOptions) -> Result<TapeServers, TapeError> {
-        let mut scan = scan(path, Pick::Every, true, options)?;
+        let scan = scan(path, Pick::Every, true, options, None)?;
+        Self::every_of(path, scan)
+    }
+
+    /// [`load_every_with`](Self::load_every_with), handing `other` each line of a type the
+    /// index does not read (an agent run's model lines among them) in the same read: a reader
+    /// of such lines (diff's of model calls) needs no read of its own. `Err` from `other` is
+    /// why the line does not read: a bad line, refused or skipped (`--skip-bad-lines`), its
+    /// warning said with the tape's.
+    pub fn load_every_with_lines(
+        path: &Path,
+        options: ReadOptions,
+        other: &mut OtherLine<'_>,
+    ) -> Result<TapeServers, TapeError> {
+        let scan = scan(path, Pick::Every, true, options, Some(other))?;
+        Self::every_of(path, scan)
+    }
+
+    /// The indexes of every conversation a `Pick::Every` scan built.
+    fn every_of(path: &Path, mut scan: Scan) -> Result<TapeServers, TapeError> {
         let built = std::mem::take(&mut scan.built);
         let indexes = built
             .into_iter()
@@ -843,6 +862,10 @@ impl TapeServers {
     }
 }
 
+/// What [`TapeIndex::load_every_with_lines`] hands a line the index does not read: its number
+/// and bytes; `Err` says why it does not read.
+pub type OtherLine<'a> = dyn FnMut(u64, &[u8]) -> Result<(), String> + 'a;
+
 /// Which conversations one read of a tape indexes.
 #[derive(Clone, Copy)]
 enum Pick<'a> {
@@ -952,12 +975,14 @@ impl Conversations {
     }
 }
 
-/// Reads the tape once, indexing the conversations `pick` names.
+/// Reads the tape once, indexing the conversations `pick` names, and handing `other` the lines
+/// of other types ([`TapeIndex::load_every_with_lines`]).
 fn scan(
     path: &Path,
     pick: Pick<'_>,
     check_chain: bool,
     options: ReadOptions,
+    mut other: Option<&mut OtherLine<'_>>,
 ) -> Result<Scan, TapeError> {
     // A chain found whole before on exactly this file (`index_cache.rs`) is not hashed
     // again; one checked whole here is noted for next time.
@@ -990,6 +1015,13 @@ fn scan(
                 continue;
             }
             ScannedEntry::Entry(Entry::Unknown) => {
+                if let Some(read) = other.as_mut() {
+                    let line = item.line;
+                    if let Err(message) = read(line, item.raw) {
+                        reader.bad_line(line, message)?;
+                        continue;
+                    }
+                }
                 if let Some(ev) = http_event(item.raw) {
                     if let Some(b) = conv.for_event(&ev.server) {
                         match ev.what.as_ref() {

@@ -1680,10 +1680,25 @@ fn two_agent_runs_diffed_name_the_first_model_request_that_diverged() {
     );
     let codex = record(Agent::Codex, "codex.jsonl", PROMPT);
     let diff = |b: &Path| Mt::new(["diff"]).arg(&a).arg(b).run();
+    // The model calls as the JSON report has them, the exit code `code`.
+    let model = |b: &Path, flags: &[&str], code: i32| {
+        let r: DiffReport = Mt::new(["diff", "--format", "json"])
+            .args(flags)
+            .arg(&a)
+            .arg(b)
+            .run()
+            .status(code)
+            .json();
+        r.model
+    };
+    let text_of = |v: &Option<Value>| v.as_ref().map(Value::to_string).unwrap_or_default();
 
+    let same = model(&again, &[], 0).expect("the model calls compared");
+    assert_eq!((same.calls_a, same.calls_b, &same.first), (2, 2, &None));
     let same = diff(&again).success();
     assert_contains(&same.stdout, " exchanges and all 2 model requests");
     // One MCP server compared, by its label: the model calls are left out then.
+    assert_eq!(model(&again, &["--server", "S"], 0), None);
     let server = Mt::new(["diff", "--server", "S"])
         .arg(&a)
         .arg(&again)
@@ -1699,6 +1714,26 @@ fn two_agent_runs_diffed_name_the_first_model_request_that_diverged() {
         server.console()
     );
 
+    // The first request: the prompt, A's and B's.
+    let m = model(&other, &[], 1).expect("the model calls compared");
+    assert_eq!((m.calls_a, m.calls_b), (2, 2), "{m:#?}");
+    let first = m.first.expect("a model request that diverged");
+    assert_eq!(
+        (first.position, first.endpoint.as_str(), &first.endpoint_b),
+        (1, "messages", &None),
+        "{first:#?}"
+    );
+    assert!(
+        first.line_a.is_some() && first.line_b.is_some(),
+        "{first:#?}"
+    );
+    assert!(
+        first
+            .changes
+            .iter()
+            .any(|c| text_of(&c.recorded).contains("once") && text_of(&c.observed).contains("now")),
+        "the text that differs, both sides: {first:#?}"
+    );
     let changed = diff(&other).status(1);
     let line = changed
         .stdout
@@ -1706,16 +1741,22 @@ fn two_agent_runs_diffed_name_the_first_model_request_that_diverged() {
         .find(|l| l.starts_with("first model request that diverged: call 1 (messages), A line "))
         .unwrap_or_else(|| panic!("the first model request named:\n{}", changed.stdout));
     assert_contains(line, "(2 model calls in A, 2 in B)");
-    assert!(
-        changed.stdout.contains("once") && changed.stdout.contains("now"),
-        "the text that differs, both sides:\n{}",
-        changed.stdout
-    );
 
     // Their MCP sides differ too (another protocol version, another tool surface): exit 2.
-    let across = diff(&codex).status(2);
+    let first = model(&codex, &[], 2)
+        .and_then(|m| m.first)
+        .expect("a model request that diverged");
+    assert_eq!(
+        (
+            first.position,
+            first.endpoint.as_str(),
+            first.endpoint_b.as_deref()
+        ),
+        (1, "messages", Some("responses")),
+        "{first:#?}"
+    );
     assert_contains(
-        &across.stdout,
+        &diff(&codex).status(2).stdout,
         "first model request that diverged: call 1 (messages in A, responses in B), A line ",
     );
     drop(fake);

@@ -2044,11 +2044,12 @@ fn check_server_refuses_a_label_the_tape_does_not_have() {
     .into_iter()
     .chain(py_server())
     .collect::<Vec<_>>();
+    // The MCP servers, not the model API: `--server model` is refused too (below).
     let out = check_cmd(&tape, &["--server", "nope"], &server, &[]).status(64);
-    assert_contains(&out.stderr, "no server labelled nope; this tape has: ");
-    for label in ["everything", "fixture"] {
-        assert_contains(&out.stderr, label);
-    }
+    assert_contains(
+        &out.stderr,
+        "no server labelled nope; this tape has: everything, fixture\n",
+    );
     let out = check_cmd(&tape, &["--server", "model"], &server, &[]).status(64);
     assert_contains(&out.stderr, "model");
     assert_contains(&out.stderr, "not an MCP server");
@@ -2303,12 +2304,79 @@ fn diff_server_refuses_a_label_a_tape_of_several_does_not_have() {
     diff_cmd(&run, &b, &["--server", "model"])
         .status(64)
         .stderr_contains("model is the model API of an agent run, not an MCP server");
+    // Nor is it listed among the labels diff takes.
+    diff_cmd(&run, &b, &["--server", "nope"])
+        .status(64)
+        .stderr_contains(&format!(
+            "{}: no server labelled nope; this tape has: files, search\n",
+            s(&run)
+        ));
 
     for spec in ["search:", ":search", ""] {
         let out = diff_cmd(&a, &a, &["--server", spec]).status(64);
         assert_contains(&out.stderr, "--server");
         assert!(!out.stderr.contains("panicked"), "{}", out.console());
     }
+}
+
+/// `report TAPE --diff OTHER --server LABEL|A_LABEL:B_LABEL` marks what `diff --server` finds,
+/// the page naming both servers; it refuses what diff refuses, in the same words (exit 64),
+/// and gives diff's hint when the labels have nothing in common. report had no `--server`: an
+/// agent run's server could not be shown against a recording of it.
+#[test]
+fn report_diff_server_compares_one_server_as_diff_does() {
+    let dir = tmp();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    two_server_tape(&a, "3 hits", json!([find_tool(&["q"])]));
+    write_tape(
+        &b,
+        &call_pair(1, "find", json!({"q": "tape"}), json!("4 hits")),
+        true,
+    );
+    let report = |flags: &[&str]| {
+        Mt::new(["report", "-o", "-"])
+            .arg(&a)
+            .arg("--diff")
+            .arg(&b)
+            .args(flags)
+            .run()
+    };
+    let (d, _) = diff_json(&a, &b, &["--server", "search"]);
+    assert_eq!((d.compared, d.drifts.len()), (1, 1), "{d:#?}");
+    for spec in ["search", "search:default"] {
+        let page = report(&["--server", spec]).success();
+        assert_contains(
+            &page.stdout,
+            &format!(
+                "diff of server search against {} server default: structural drift · 1 compared · 1 drifted · 1 only here · 0 only there",
+                s(&b)
+            ),
+        );
+        assert!(!page.stderr.contains("--server"), "{}", page.stderr);
+    }
+    // Without it, no label in common: diff's note, naming --server.
+    let plain = report(&[]).success();
+    assert_contains(
+        &plain.stderr,
+        "mcptape report: no MCP server label is on both tapes",
+    );
+    assert_contains(
+        &plain.stderr,
+        "--server LABEL (files or search) compares that server of ",
+    );
+    // Refused as diff refuses it.
+    for spec in ["nope", "search:", "model"] {
+        let by_diff = diff_cmd(&a, &b, &["--server", spec]).status(64);
+        let by_report = report(&["--server", spec]).status(64);
+        assert_eq!(by_report.stderr, by_diff.stderr, "--server {spec:?}");
+        assert!(by_report.stdout.is_empty(), "{}", by_report.console());
+    }
+    // --server without --diff compares nothing: a usage error.
+    Mt::new(["report", "-o", "-", "--server", "search"])
+        .arg(&a)
+        .run()
+        .status(64)
+        .stderr_contains("--diff");
 }
 
 /// `--server A_LABEL:B_LABEL` compares a server of A with a server of B labelled otherwise (a

@@ -576,26 +576,35 @@ fn an_unknown_server_label_names_the_ones_the_tape_has() {
         r#"{"type":"header","format":"mcptape","version":1,"minor":0,"created":"2026-01-01T00:00:00Z","tool":"test"}"#,
         r#"{"type":"server","server":"a","transport":"stdio","command":["x"],"t_us":0}"#,
         r#"{"type":"server","server":"b","transport":"stdio","command":["y"],"t_us":0}"#,
+        r#"{"type":"server","server":"model","transport":"model_api","url":"http://127.0.0.1:1","t_us":0}"#,
         r#"{"type":"msg","seq":1,"t_us":0,"server":"a","dir":"c2s","kind":"request","id":1,"method":"ping","msg":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#,
         r#"{"type":"msg","seq":2,"t_us":5,"server":"a","dir":"s2c","kind":"response","id":1,"msg":{"jsonrpc":"2.0","id":1,"result":{}}}"#,
     ];
     std::fs::write(&tape, lines.join("\n") + "\n").unwrap();
-    for command in ["show", "play"] {
-        Mt::new([command, "--server", "nope"])
+    // The labels each command's --server takes: show's model calls are by label (and
+    // `show --stats --server model` has that label's rows), play serves an MCP server.
+    for (command, has) in [
+        (&["show"][..], "a, b, model"),
+        (&["show", "--stats"][..], "a, b, model"),
+        (&["play"][..], "a, b"),
+    ] {
+        Mt::new(command)
+            .args(["--server", "nope"])
             .arg(&tape)
             .timeout(Duration::from_secs(20))
             .run()
             .status(64)
-            .stderr_contains("no server labelled nope; this tape has: a, b");
+            .stderr_contains(&format!("no server labelled nope; this tape has: {has}\n"));
     }
-    // diff names the tape as well: either may be the one without it.
+    // diff names the tape as well: either may be the one without it; like check, it refuses
+    // the model API, so does not list it.
     Mt::new(["diff", "--server", "nope"])
         .arg(&tape)
         .arg(&tape)
         .run()
         .status(64)
         .stderr_contains(&format!(
-            "{}: no server labelled nope; this tape has: a, b",
+            "{}: no server labelled nope; this tape has: a, b\n",
             tape.display()
         ));
     // A label it has still works.

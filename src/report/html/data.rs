@@ -619,11 +619,15 @@ pub fn mark_diff(data: &mut ReportData, report: &DiffReport, b: &Path) -> Result
         crate::diff::Verdict::OutputDrift => "output drift",
         crate::diff::Verdict::StructuralDrift => "structural drift",
     };
+    // `--server`: the one server of each compared, named (the page holds all of TAPE's).
+    let against = match (&report.server_a, &report.server_b) {
+        (Some(a), Some(b)) => format!("diff of server {a} against {} server {b}", report.b),
+        _ => format!("diff against {}", report.b),
+    };
     data.drift = Some(DriftSummary {
         source: "diff",
         title: format!(
-            "diff against {}: {verdict} · {} compared · {} drifted · {} only here · {} only there",
-            report.b,
+            "{against}: {verdict} · {} compared · {} drifted · {} only here · {} only there",
             report.compared,
             report.drifts.len(),
             report.only_in_a.len(),

@@ -235,10 +235,46 @@ pub struct DiffReport {
     pub tool_surface: Vec<ToolChange>,
     #[serde(default)]
     pub server_messages: Vec<MessageCount>,
+    /// Agent runs: how their model calls compare (absent without model calls, or with
+    /// `--server`).
+    #[serde(default)]
+    pub model: Option<ModelDiff>,
     #[serde(default)]
     pub skipped_lines_a: Vec<BadLine>,
     #[serde(default)]
     pub skipped_lines_b: Vec<BadLine>,
+}
+
+/// [`DiffReport::model`].
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelDiff {
+    pub calls_a: usize,
+    pub calls_b: usize,
+    /// Code Assist's setup calls, counted apart.
+    #[serde(default)]
+    pub setup_a: usize,
+    #[serde(default)]
+    pub setup_b: usize,
+    /// The first model request the runs disagree on.
+    #[serde(default)]
+    pub first: Option<ModelDivergence>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelDivergence {
+    /// 1-based, among the model calls.
+    pub position: usize,
+    #[serde(default)]
+    pub line_a: Option<u64>,
+    #[serde(default)]
+    pub line_b: Option<u64>,
+    pub endpoint: String,
+    /// B's endpoint, when another API.
+    #[serde(default)]
+    pub endpoint_b: Option<String>,
+    pub changes: Vec<Change>,
 }
 
 // --- play --unused-report --------------------------------------------------------------------
