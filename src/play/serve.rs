@@ -1293,7 +1293,8 @@ pub(crate) async fn serve_exchange_with<O: Sink + ?Sized>(
         shared.report.lock().expect("report lock").too_large += 1;
         return;
     }
-    if meta.id != index.msgs[ex.request].id {
+    let request_id = index.msgs[ex.request].id.as_deref();
+    if !crate::tape::open_ids::same_id(meta.id.as_deref(), request_id) {
         // An answer without the request's id: the server refused the POST before reading the
         // request it carried (`"id": null`, no id, the Python SDK's `"server-error"`). It goes
         // out as it was: the server never said the request's id.

@@ -126,6 +126,16 @@ impl OpenIds {
     }
 }
 
+/// Whether two id texts (`None`: no id) name the same id, as answers are paired with requests
+/// (see [`id_key`]).
+pub(crate) fn same_id(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a == b || id_key(a) == id_key(b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
 /// The key an id text is paired by: the text itself, except that a string id spelled with
 /// escapes is keyed by its canonical spelling (escapes decoded, then written as serde_json
 /// writes a string). JSON-RPC answers carry the request's id *value*, and a server that parses
@@ -214,6 +224,16 @@ mod tests {
         ] {
             assert_eq!(int_id(text), want, "{text:?}");
         }
+    }
+
+    #[test]
+    fn same_id_is_the_pairing_rule() {
+        assert!(same_id(Some(r#""r-é""#), Some(r#""r-\u00e9""#)));
+        assert!(same_id(Some(r#""a\/b""#), Some(r#""a/b""#)));
+        assert!(!same_id(Some("1"), Some("1.0")));
+        assert!(!same_id(Some("1"), None));
+        assert!(!same_id(None, Some(r#""server-error""#)));
+        assert!(same_id(None, None));
     }
 
     #[test]

@@ -41,6 +41,10 @@ impl SessionRefusals {
             .filter_map(|ex| ex.session)
             .collect();
         let mut out = SessionRefusals::default();
+        if given.is_empty() {
+            // A server that gives no sessions refuses a POST for another reason.
+            return out;
+        }
         let mut served_without = false;
         for (n, ex) in index.exchanges.iter().enumerate() {
             let Some(http) = index.msgs[ex.request].http.as_deref() else {
@@ -56,7 +60,7 @@ impl SessionRefusals {
                 _ => {}
             }
         }
-        out.needs_session = !given.is_empty() && !served_without;
+        out.needs_session = !served_without;
         out
     }
 }
@@ -73,5 +77,6 @@ fn refused(index: &TapeIndex, ex: &crate::tape::index::Exchange) -> bool {
         return false;
     };
     let status = answer.http.as_deref().and_then(|h| h.status);
-    answer.id != index.msgs[ex.request].id && status.is_some_and(failed)
+    let request_id = index.msgs[ex.request].id.as_deref();
+    !super::open_ids::same_id(answer.id.as_deref(), request_id) && status.is_some_and(failed)
 }
