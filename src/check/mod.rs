@@ -347,6 +347,9 @@ fn servers_checked(
     Ok((Some(checked.to_string()), others))
 }
 
+/// Why an exchange the recorded server refused for its session is not graded.
+const REFUSED_FOR_SESSION: &str = "the recording has only the server's refusal of this POST for its session (none named, or one it never gave), and check sends it in its own session";
+
 /// Each compared exchange with its status: the same, a regression, missing (no answer, or one
 /// that came after the deadline), or not on the tape (answered live, never in the recording),
 /// and whether it was slower than the latency rule allows. `skipped`: the baseline's lines
@@ -360,21 +363,6 @@ fn checked_exchanges(
 ) -> Vec<CheckedExchange> {
     let mut out = Vec::with_capacity(compared.len());
     for (i, e) in compared.into_iter().enumerate() {
-        if refused.contains(&i) && e.outcome != Outcome::Same {
-            // Over HTTP the recording has only the server's refusal of the POST for its
-            // session (none named, or one it never gave); check sends it in its session.
-            let detail = "the recording has only the server's refusal of this POST for its session (none named, or one it never gave), and check sends it in its own session";
-            out.push(CheckedExchange {
-                exchange: e.exchange,
-                status: Status::Unrecorded,
-                changes: Vec::new(),
-                detail: Some(detail.into()),
-                recorded_latency_us: e.latency_us,
-                observed_latency_us: e.other_latency_us,
-                slower: false,
-            });
-            continue;
-        }
         // A request that timed out is missing whatever arrived after the deadline.
         // (Unless the recording had no answer either: then silence is what was recorded.)
         let late = missing.contains_key(&i)
@@ -388,6 +376,13 @@ fn checked_exchanges(
                 format!("the live server answered {answer}")
             });
         let (status, changes, detail) = match e.outcome {
+            // Over HTTP the recording has only the server's refusal of the POST for its
+            // session (none named, or one it never gave); check sends it in its own session.
+            _ if e.outcome != Outcome::Same && refused.contains(&i) => (
+                Status::Unrecorded,
+                Vec::new(),
+                Some(REFUSED_FOR_SESSION.into()),
+            ),
             Outcome::Same if !late => (Status::Pass, Vec::new(), None),
             Outcome::Changed if !late && live_only.is_some() => {
                 (Status::Unrecorded, Vec::new(), live_only)
@@ -408,7 +403,7 @@ fn checked_exchanges(
             }
         };
         let slower = match (latency, e.latency_us, e.other_latency_us) {
-            (Some(rule), Some(rec), Some(obs)) => {
+            (Some(rule), Some(rec), Some(obs)) if status.graded() => {
                 obs as f64 > rule.factor * rec as f64
                     && (obs as f64 - rec as f64) / 1000.0 > rule.floor_ms
             }

@@ -1521,14 +1521,10 @@ impl Player {
     ///
     /// [`SessionRefusals`]: crate::tape::refusals::SessionRefusals
     fn needs_session(&self, c: &classify::Classified, body: &[u8]) -> bool {
-        static STATELESS_ERA: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-            std::sync::LazyLock::new(|| {
-                memchr::memmem::Finder::new("\"io.modelcontextprotocol/protocolVersion\"")
-            });
         self.refusals.needs_session
             && !self.legacy
             && c.method.as_deref() != Some("server/discover")
-            && STATELESS_ERA.find(body).is_none()
+            && memchr::memmem::find(body, br#""io.modelcontextprotocol/protocolVersion""#).is_none()
     }
 
     /// The answer to a POST naming no session, to a server whose sessions need one: as the

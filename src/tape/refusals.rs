@@ -26,9 +26,7 @@ impl SessionRefusals {
     pub(crate) fn all(&self) -> impl Iterator<Item = usize> + '_ {
         self.missing.iter().chain(&self.unknown).copied()
     }
-}
 
-impl SessionRefusals {
     /// Read from `index`; nothing for a tape recorded over stdio.
     pub(crate) fn of(index: &TapeIndex) -> SessionRefusals {
         let method = |ex: &crate::tape::index::Exchange| index.msgs[ex.request].method.as_deref();
