@@ -147,11 +147,25 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
         cfg.read,
     )?);
     let (server_label, other_servers) = servers_checked(&base, cfg)?;
-    let warnings: Vec<String> = base
+    let mut warnings: Vec<String> = base
         .warnings
         .iter()
         .map(|w| format!("{}: {w}", cfg.tape.display()))
         .collect();
+    // A recorded client batch (2025-03-26 only) is not sent: the live session would differ
+    // from the recorded one in what it carried, so the user is told, not left to wonder why
+    // a `notifications/initialized` inside one never reached the server.
+    for m in base
+        .msgs
+        .iter()
+        .filter(|m| m.dir == crate::wire::Dir::C2S && m.kind == crate::wire::Kind::Batch)
+    {
+        warnings.push(format!(
+            "{}: line {}: the client's JSON-RPC batch is not sent to the live server (check sends one message at a time; batches were removed from MCP in 2025-06-18), so nothing in it is checked",
+            cfg.tape.display(),
+            m.line
+        ));
+    }
     // The observed session is taped only to become the new baseline (`--update`): answers are
     // compared as they arrive, not read back from it.
     let observed_path = cfg.update.then(|| {
@@ -207,7 +221,6 @@ pub async fn check(cfg: &CheckConfig) -> Result<(CheckReport, Vec<String>), Chec
             driving.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))?
         }
     };
-    let mut warnings = warnings;
     for rule in filler.unfilled() {
         let name = rule.strip_prefix("key:").unwrap_or(&rule);
         warnings.push(format!(

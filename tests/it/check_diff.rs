@@ -1412,6 +1412,49 @@ fn check_sends_each_recorded_line_with_its_own_whitespace_and_terminator() {
     );
 }
 
+/// A client batch on the tape (2025-03-26 allowed them) is not sent by `check`, which sends one
+/// message at a time, and check says so, naming the line: it was skipped without a word, so a
+/// `notifications/initialized` inside one silently never reached the live server.
+#[test]
+fn check_names_a_recorded_client_batch_it_does_not_send() {
+    let dir = tmp();
+    let tape = dir.path().join("batch.jsonl");
+    let (recorded_log, checked_log) = (
+        dir.path().join("recorded.log"),
+        dir.path().join("checked.log"),
+    );
+    let server = |log: &Path| crate::record::py(STDIN_LOG, &[&s(log)]);
+    let batch: &[u8] = b"[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"},{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\"}]\n";
+    let mut c = crate::record::record(&tape, &[], &server(&recorded_log));
+    c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-03-26\",\"capabilities\":{},\"clientInfo\":{\"name\":\"batch\",\"version\":\"1\"}}}\n");
+    c.recv_raw(Duration::from_secs(30))
+        .expect("initialize answered");
+    c.send_raw(batch);
+    c.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n");
+    c.recv_raw(Duration::from_secs(30))
+        .expect("tools/list answered");
+    c.finish_with(0);
+    assert!(
+        text(&std::fs::read(&recorded_log).unwrap()).contains(&text(batch)),
+        "record forwarded the batch"
+    );
+    let line = tape_lines(&tape)
+        .iter()
+        .position(|l| l["kind"] == "batch")
+        .expect("the batch is on the tape")
+        + 1;
+    check_cmd(&tape, &[], &server(&checked_log), &[])
+        .success()
+        .stderr_contains(&format!(
+            "line {line}: the client's JSON-RPC batch is not sent to the live server"
+        ));
+    let sent = text(&std::fs::read(&checked_log).unwrap());
+    assert!(
+        !sent.contains("notifications/initialized") && sent.contains("tools/list"),
+        "check sent the rest and not the batch: {sent}"
+    );
+}
+
 // --- the tool surface of a side that listed no tools ---------------------------------------
 
 /// A line server whose `tools/list` answers after `arg` seconds (the list of `add` and
