@@ -165,6 +165,10 @@ fn priming_event(p: &crate::tape::index::SsePriming) -> Vec<u8> {
 #[derive(Default)]
 struct GetStream {
     tx: Option<mpsc::Sender<Bytes>>,
+    /// The stream a GET opened, from the moment it was answered (`tx` is set only once the
+    /// backlog is out): weak, so that it keeps no stream open; a second GET while it lives
+    /// is refused, as the reference servers refuse it.
+    opened: Option<mpsc::WeakSender<Bytes>>,
     /// Events waiting for a GET stream, framed.
     waiting: crate::transport::http::Backlog<Bytes>,
 }
@@ -1393,6 +1397,13 @@ impl Player {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string)
         };
+        // A GET resuming a stream (`Last-Event-ID`) replays its events: both reference servers
+        // serve it before they look for an open stream.
+        if *req.method() == Method::GET && last_event().is_none() {
+            if let Some(r) = self.second_stream(session_id.as_deref()) {
+                return r;
+            }
+        }
         if matches!(*req.method(), Method::GET | Method::DELETE) {
             let recorded = self.as_recorded(req.method(), session_id.as_deref(), last_event());
             if let Some(r) = recorded {
@@ -1452,6 +1463,33 @@ impl Player {
                 "mcptape play: POST, GET or DELETE",
             ),
         }
+    }
+
+    /// A GET naming a session whose GET stream is still open: refused `409 Conflict`, as the
+    /// recorded server refused one (`conflict`), else as the TypeScript and Python SDKs'
+    /// servers do. Play used to hand the new GET the session's stream, leaving the first one
+    /// open and silent, where the real server refuses the second. A GET that names no session
+    /// (a stateless server's), or resumes one, is never refused this way.
+    fn second_stream(&self, named: Option<&str>) -> Option<Response<RespBody>> {
+        let s = self.session(Some(named?))?;
+        let open = s
+            .get
+            .lock()
+            .expect("get lock")
+            .opened
+            .as_ref()
+            .and_then(mpsc::WeakSender::upgrade)
+            .is_some_and(|tx| !tx.is_closed());
+        if !open {
+            return None;
+        }
+        Some(match &self.index.http.get.conflict {
+            Some(r) => session_as_recorded(answer_response(r), r.session, named),
+            None => json_error(
+                StatusCode::CONFLICT,
+                "Conflict: Only one SSE stream is allowed per session",
+            ),
+        })
     }
 
     /// A GET or a DELETE answered as the recorded server answered one of the same case
@@ -1618,6 +1656,7 @@ impl Player {
     /// Opens session `s`'s GET stream: what waits for it first, then its messages as they come.
     fn get_stream(&self, s: Arc<Session>, last_event: Option<String>) -> Response<RespBody> {
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        s.get.lock().expect("get lock").opened = Some(tx.downgrade());
         // A stream the recording resumed (`Last-Event-ID`): the rest of that exchange first,
         // then the session's own messages.
         let resume = last_event.and_then(|id| s.take_resume(&id));

@@ -256,8 +256,24 @@ impl Proxy {
     ) {
         let mut parser = SseParser::new(self.max_message);
         let mut broke = None;
+        // A client that hangs up on a quiet stream is seen at once, not at the next event:
+        // the upstream connection is dropped with it, so the server sees the stream end as it
+        // would without mcptape (a reference server refuses a second GET stream of a session
+        // with `409` while it thinks the first is open).
+        let gone = tx.closed();
+        tokio::pin!(gone);
         loop {
-            let data = match body.next().await {
+            let next = tokio::select! {
+                biased;
+                next = body.next() => next,
+                // Cancel-safe enough: a read cut short loses bytes of a stream that is being
+                // dropped anyway.
+                () = &mut gone => {
+                    self.tape_event("client-gone", json!({ "stream": facts.get("stream") }));
+                    return;
+                }
+            };
+            let data = match next {
                 Some(Ok(d)) => d,
                 Some(Err(e)) => {
                     let why = format!("the SSE stream broke: {e}");

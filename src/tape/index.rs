@@ -335,6 +335,11 @@ pub struct SessionAnswers {
     /// A request that named a session the server did not have (never given on the tape, or
     /// deleted).
     pub unknown: Option<HttpAnswer>,
+    /// A GET refused `409 Conflict` in a session the server had: the TypeScript and Python
+    /// SDKs' servers allow one GET stream a session and refuse a second while the first is
+    /// open. Kept apart from `open`, which says how a GET opening the stream is answered.
+    #[serde(default)]
+    pub conflict: Option<HttpAnswer>,
 }
 
 impl SessionAnswers {
@@ -1554,6 +1559,10 @@ impl Builder {
         } else {
             &mut self.http.get
         };
+        if !delete && status == 409 && case == Some(true) {
+            answers.conflict.get_or_insert(answer);
+            return;
+        }
         answers.slot_mut(case).get_or_insert(answer);
     }
 
@@ -2171,6 +2180,12 @@ mod tests {
                 Some(s1),
                 &format!(r#","status":200,"content_type":"text/event-stream","session":"{s1}""#),
             ),
+            // A second GET while the stream was open: kept apart from the stream's answer.
+            ev(
+                "http-get",
+                Some(s1),
+                r#","status":409,"content_type":"application/json","body":"one stream""#,
+            ),
             ev(
                 "http-delete",
                 None,
@@ -2216,6 +2231,7 @@ mod tests {
                     r#"{"error":"Session not found"}"#,
                     SessionSent::None
                 )),
+                conflict: Some(answer(409, json, "one stream", SessionSent::None)),
             }
         );
         assert_eq!(
@@ -2224,6 +2240,7 @@ mod tests {
                 missing: Some(answer(400, json, "missing", SessionSent::Other)),
                 open: Some(answer(200, json, "", SessionSent::Same)),
                 unknown: Some(answer(404, None, "again", SessionSent::None)),
+                conflict: None,
             }
         );
         assert!(http.session_on_answers);

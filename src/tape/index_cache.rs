@@ -144,9 +144,10 @@ struct Meta {
 /// `http-get` and `http-delete` with their `status`, by case, and whether the server sent the
 /// session id on its answers in a session; 16, 17: a field added to the HTTP summary and taken
 /// out again; 18: an error without an id that is the body of a POST's answer answers the
-/// request that POST carried, and a string id pairs by its value however escaped), so an entry written by a build of the same version before the
+/// request that POST carried, and a string id pairs by its value however escaped; 19: a GET
+/// refused `409 Conflict` in a session the server had is kept apart), so an entry written by a build of the same version before the
 /// change is not used.
-const INDEX_FORMAT: u32 = 18;
+const INDEX_FORMAT: u32 = 19;
 
 /// This build: its version, and the match key of a probe, so that an entry whose keys another
 /// key function made (a build with another hash) is never used.

@@ -367,6 +367,86 @@ fn get_and_delete_are_answered_as_each_reference_server_answered_them() {
     }
 }
 
+/// In a new session at `url`: the session's GET stream, a second GET while it is open, and a
+/// GET after the first was hung up (retried for up to 5 s while the server has not yet seen
+/// the hang-up). What the second and the third got.
+fn second_get_stream(url: &str) -> (Seen, Seen) {
+    let sid = open_session(url);
+    let h = [
+        ("Mcp-Session-Id", sid.as_str()),
+        ("MCP-Protocol-Version", "2025-06-18"),
+        ("Accept", "text/event-stream"),
+    ];
+    let first = http_open(url, "GET", &h, b"");
+    assert_eq!(first.status, 200, "the session's GET stream at {url}");
+    let second = seen_answer(http_open(url, "GET", &h, b""), &sid, false);
+    first.hang_up();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let third = loop {
+        let s = http_open(url, "GET", &h, b"");
+        let stream = s.status == 200;
+        let seen = seen_answer(s, &sid, stream);
+        if seen.0 != 409 || std::time::Instant::now() > until {
+            break seen;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    (second, third)
+}
+
+/// Both reference servers allow one GET stream a session: a second GET while the first is open
+/// is refused `409 Conflict` with a JSON-RPC error, and once the first is gone a GET opens the
+/// stream again. Play answers the same: the recorded `409` when the tape has one, else its own
+/// (before, play gave the second GET the session's stream and left the first open and silent).
+#[test]
+fn a_second_get_stream_in_a_session_is_refused_as_the_reference_servers_refuse_it() {
+    for (name, start) in reference_http_servers() {
+        let dir = tmp();
+        let (_server, upstream) = start(dir.path());
+        let (second, third) = second_get_stream(&upstream);
+        assert_eq!(second.0, 409, "{name}: {second:?}");
+        assert!(
+            second
+                .1
+                .as_deref()
+                .is_some_and(|c| c.starts_with("application/json"))
+                && second
+                    .3
+                    .contains("Only one SSE stream is allowed per session"),
+            "{name}: {second:?}"
+        );
+        assert_eq!(
+            third.0, 200,
+            "{name}: a GET after the first hung up: {third:?}"
+        );
+        let direct = (second, third);
+        let tape = dir.path().join("second-get.jsonl");
+        let rec = Served::record(&upstream, &tape);
+        let recorded = second_get_stream(&rec.url);
+        rec.stop();
+        assert_eq!(recorded, direct, "{name}: through record --url");
+        let play = Served::play(&tape);
+        let played = second_get_stream(&play.url);
+        let err = play.stop();
+        assert_eq!(played, direct, "{name}: from the tape; play said:\n{err}");
+        // A tape on which no client opened a second stream: play's own 409.
+        let plain = dir.path().join("one-get.jsonl");
+        let rec = Served::record(&upstream, &plain);
+        gets_and_deletes(&rec.url);
+        rec.stop();
+        let play = Served::play(&plain);
+        let (own, again) = second_get_stream(&play.url);
+        let err = play.stop();
+        assert_eq!(own.0, 409, "{name}: play's own; play said:\n{err}");
+        assert!(
+            own.1.as_deref() == Some("application/json")
+                && own.3.contains("Only one SSE stream is allowed per session"),
+            "{name}: {own:?}"
+        );
+        assert_eq!(again.0, 200, "{name}: {again:?}");
+    }
+}
+
 /// A bad POST: JSON cut short.
 const CUT_SHORT: &[u8] = b"[1,2";
 
