@@ -424,7 +424,7 @@ pub fn lint(
             }
             Err(e) => return Err(e),
         };
-        let stored = item.raw.strip_suffix(b"\n").unwrap_or(item.raw);
+        let stored = item.stored();
         shape.check(item.line, &item.entry, &mut problems);
         let (_, found) = redact_line(redactor, stored, &item.entry);
         let seq = match &item.entry {
@@ -619,7 +619,7 @@ pub fn redact_tape(
         buf.extend_from_slice(format!(",\"h\":\"{head}\"}}\n").as_bytes());
     };
     while let Some(item) = r.next_item()? {
-        let stored = item.raw.strip_suffix(b"\n").unwrap_or(item.raw);
+        let stored = item.stored();
         let without_h = chain::split_h(stored)
             .map(|(w, _)| w)
             .unwrap_or_else(|| stored.to_vec());

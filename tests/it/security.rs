@@ -1255,6 +1255,83 @@ fn redact_takes_secrets_out_of_an_existing_tape_and_lint_finds_them() {
     c.finish_with(0);
 }
 
+/// A tape whose lines end in CRLF (a checkout by git with `core.autocrlf` on Windows) reads,
+/// verifies and plays as written; `redact` and `prune` rewrite it, and must find each line's
+/// `h` before its CR: else the old `h` stayed in the line with the new one glued after it, a
+/// tape no command reads (`TAMPERED at line 2`, and play refused it: exit 65).
+#[test]
+fn redact_and_prune_rewrite_a_tape_with_crlf_line_ends() {
+    let dir = tmp();
+    let home = dir.path();
+    let tape = home.join("t.jsonl");
+    record_small(home, &tape, &["--no-default-redaction"], &[]);
+    let lines = lines_of(&tape);
+    std::fs::write(
+        &tape,
+        lines.iter().map(|l| format!("{l}\r\n")).collect::<String>(),
+    )
+    .unwrap();
+    let (code, said) = verify(home, &tape, &[], &[]);
+    assert_eq!(code, 0, "read as written: {said}");
+
+    // redact: the city is the secret; every other byte of every line stays (the chain aside).
+    let out = home.join("redacted.jsonl");
+    mt(
+        home,
+        &["redact", &s(&tape), "--redact", "city", "-o", &s(&out)],
+    )
+    .run()
+    .success();
+    let (code, said) = verify(home, &out, &[], &[]);
+    assert_eq!(code, 0, "{said}");
+    let marker = regex::Regex::new(r#"\[REDACTED:key:city:[0-9a-f]{8}\]"#).unwrap();
+    let unredacted: Vec<String> = strip_chain(&lines_of(&out))
+        .iter()
+        .map(|l| {
+            let l = l.replace(r#","redacted":["key:city"]"#, "");
+            marker.replace_all(&l, "Lisbon").into_owned()
+        })
+        .collect();
+    assert_eq!(unredacted, strip_chain(&lines), "only the city changed");
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .contains("[REDACTED:key:city:"));
+    // Served: the marker is a wildcard for the city the client sends.
+    let mut c = play_in(home, &out);
+    c.initialize();
+    let r = c.call(
+        1,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"city": "Lisbon"}}),
+    );
+    assert!(r.get("result").is_some(), "{r}");
+    c.finish_with(0);
+
+    // prune: a run that used only the handshake; its report names the request's link in the
+    // chain (it was left out: the tape could not be told from another), and the pruned tape
+    // verifies.
+    let report = home.join("unused.json");
+    let mut c = mt(home, &["play", &s(&tape), "--unused-report", &s(&report)]).spawn();
+    c.initialize();
+    c.finish_with(0);
+    let unused = unused_report(&report).unused;
+    assert_eq!(unused.len(), 1, "{unused:?}");
+    assert_eq!(
+        unused[0].h.as_ref().map(String::len),
+        Some(64),
+        "{unused:?}"
+    );
+    mt(home, &["prune", &s(&tape), "--unused", &s(&report)])
+        .run()
+        .success();
+    let (code, said) = verify(home, &tape, &[], &[]);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        !std::fs::read_to_string(&tape).unwrap().contains("Lisbon"),
+        "the call is pruned"
+    );
+}
+
 // --- 7: warnings on a broken chain -------------------------------------------------------------
 
 #[test]
