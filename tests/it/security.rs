@@ -1332,6 +1332,70 @@ fn redact_and_prune_rewrite_a_tape_with_crlf_line_ends() {
     );
 }
 
+/// `redact` of a signed tape signs the new one again with the key `verify` takes
+/// (`$MCPTAPE_SIGNING_KEY`, `--key-file`), as `prune` and `play --on-miss live` do: the command
+/// `lint` suggests has no `--sign`, and a redacted tape that a CI verifies with its key failed
+/// (`NOT SIGNED, though a key was given`). Without a key it says the signature is gone.
+#[test]
+fn redact_keeps_a_signed_tape_signed_or_says_it_cannot() {
+    let dir = tmp();
+    let home = dir.path();
+    let (key, tape) = signed_tape(home);
+    let key_file = ["--key-file", &s(&key)];
+    let warning = "was signed; the redacted tape is not";
+
+    let by_file = home.join("by-file.jsonl");
+    mt(
+        home,
+        &["redact", &s(&tape), "--redact", "city", "-o", &s(&by_file)],
+    )
+    .args(key_file)
+    .run()
+    .success();
+    let by_env = home.join("by-env.jsonl");
+    let run = mt(
+        home,
+        &["redact", &s(&tape), "--redact", "city", "-o", &s(&by_env)],
+    )
+    .env("MCPTAPE_SIGNING_KEY", SIGNING_KEY)
+    .run()
+    .success();
+    assert!(!run.stderr.contains(warning), "{}", run.console());
+    for t in [&by_file, &by_env] {
+        let (code, said) = verify(home, t, &key_file, &[]);
+        assert_eq!(code, 0, "{said}");
+        assert_contains(&said, "signature valid");
+        assert!(std::fs::read_to_string(t)
+            .unwrap()
+            .contains("[REDACTED:key:city:"));
+    }
+
+    // No key: redacted all the same, and said.
+    let unsigned = home.join("unsigned.jsonl");
+    mt(home, &["redact", &s(&tape), "-o", &s(&unsigned)])
+        .run()
+        .success()
+        .stderr_contains(&format!("{} {warning}", tape.display()));
+    let (code, said) = verify(home, &unsigned, &key_file, &[]);
+    assert_eq!(code, 1, "{said}");
+    assert_contains(&said, "NOT SIGNED");
+
+    // A key at hand signs only a tape that was signed (--sign signs any).
+    let plain = small_tape(home);
+    let out = home.join("plain-redacted.jsonl");
+    let run = mt(home, &["redact", &s(&plain), "-o", &s(&out)])
+        .env("MCPTAPE_SIGNING_KEY", SIGNING_KEY)
+        .run()
+        .success();
+    assert!(!run.stderr.contains(warning), "{}", run.console());
+    assert_contains(&verify(home, &out, &[], &[]).1, "; not signed");
+    mt(home, &["redact", &s(&plain), "--sign", "-o", &s(&out)])
+        .args(key_file)
+        .run()
+        .success();
+    assert_contains(&verify(home, &out, &key_file, &[]).1, "signature valid");
+}
+
 // --- 7: warnings on a broken chain -------------------------------------------------------------
 
 #[test]
