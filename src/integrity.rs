@@ -424,7 +424,7 @@ pub fn lint(
             }
             Err(e) => return Err(e),
         };
-        let stored = item.raw.strip_suffix(b"\n").unwrap_or(item.raw);
+        let stored = item.stored();
         shape.check(item.line, &item.entry, &mut problems);
         let (_, found) = redact_line(redactor, stored, &item.entry);
         let seq = match &item.entry {
@@ -567,16 +567,29 @@ pub struct RedactOutcome {
     pub backup: Option<String>,
     /// Malformed lines left out of the new tape (`--skip-bad-lines`).
     pub skipped_lines: Vec<crate::tape::BadLine>,
+    /// The tape was signed and the new one is not: there was no key to sign it again.
+    pub signature_dropped: bool,
+}
+
+/// How `redact` signs the tape it writes.
+#[derive(Debug, Clone, Copy)]
+pub enum Signing<'a> {
+    /// Sign it with this key (`--sign`), whether the tape was signed or not.
+    Always(&'a [u8]),
+    /// Sign it again with this key (the one `verify` would take) only where the tape was
+    /// signed: a signed tape stays signed, as `prune` and `play --on-miss live` keep it; with
+    /// no key, its signature is dropped and the outcome says so.
+    Keep(Option<&'a [u8]>),
 }
 
 /// Applies the redactor to every message of a tape and writes it anew with a fresh hash chain
-/// (signed with `signing_key` if given). Without `out`, the tape is replaced atomically (written
+/// (signed as `signing` says). Without `out`, the tape is replaced atomically (written
 /// beside it, then renamed) and the original kept as `TAPE.bak`.
 pub fn redact_tape(
     path: &Path,
     out: Option<&Path>,
     redactor: &Redactor,
-    signing_key: Option<&[u8]>,
+    signing: Signing<'_>,
     read: ReadOptions,
 ) -> Result<RedactOutcome, RedactError> {
     // Rewritten in place through a symbolic link: the file it leads to is replaced, the link
@@ -613,13 +626,14 @@ pub fn redact_tape(
     let mut head = chain::start(&buf);
     buf.push(b'\n');
     let (mut messages, mut redacted) = (0u64, 0u64);
+    let mut signature_dropped = false;
     let seal = |line: &[u8], buf: &mut Vec<u8>, head: &mut String| {
         *head = chain::link(head, line);
         buf.extend_from_slice(&line[..line.len() - 1]);
         buf.extend_from_slice(format!(",\"h\":\"{head}\"}}\n").as_bytes());
     };
     while let Some(item) = r.next_item()? {
-        let stored = item.raw.strip_suffix(b"\n").unwrap_or(item.raw);
+        let stored = item.stored();
         let without_h = chain::split_h(stored)
             .map(|(w, _)| w)
             .unwrap_or_else(|| stored.to_vec());
@@ -627,8 +641,13 @@ pub fn redact_tape(
             Entry::End(e) => {
                 let mut e = e.clone();
                 e.head = Some(head.clone());
+                let key = match signing {
+                    Signing::Always(k) => Some(k),
+                    Signing::Keep(k) => k.filter(|_| e.sig.is_some()),
+                };
+                signature_dropped = e.sig.is_some() && key.is_none();
                 e.sig = None;
-                e.sig = signing_key.map(|k| chain::sign(k, &head, &e));
+                e.sig = key.map(|k| chain::sign(k, &head, &e));
                 serde_json::to_vec(&OwnedLine::End(&e)).expect("tape records serialize")
             }
             entry => {
@@ -676,6 +695,7 @@ pub fn redact_tape(
         output: target.display().to_string(),
         backup,
         skipped_lines: crate::tape::reader::skipped_lines(r.warnings()),
+        signature_dropped,
     })
 }
 
@@ -751,7 +771,7 @@ mod tests {
             "{found:?}"
         );
         assert!(found.iter().any(|f| f.path == "$.url"), "{found:?}");
-        redact_tape(&path, None, &r, None, ReadOptions::default()).unwrap();
+        redact_tape(&path, None, &r, Signing::Keep(None), ReadOptions::default()).unwrap();
         let raw = std::fs::read_to_string(&path).unwrap();
         assert!(!raw.contains(KEY), "{raw}");
         for line in raw.lines() {

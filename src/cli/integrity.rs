@@ -25,7 +25,8 @@ pub struct VerifyArgs {
 
 /// Take secrets out of an existing tape with the redaction rules (built-in, .mcptape/config.toml,
 /// --redact), and write it anew with a fresh hash chain. In place by default (atomically, the
-/// original kept as TAPE.bak), or to -o OUT.
+/// original kept as TAPE.bak), or to -o OUT. A signed tape is signed again with the key verify
+/// takes (--key-file, else $MCPTAPE_SIGNING_KEY); with none, a warning says it is not.
 #[derive(clap::Args)]
 #[command(after_help = super::EXIT_REDACT, verbatim_doc_comment)]
 pub struct RedactCmdArgs {
@@ -98,14 +99,23 @@ pub fn redact(a: RedactCmdArgs) -> Result<i32> {
     };
     let cfg = a.rules.config()?;
     let redactor = mcptape::redact::Redactor::new(&cfg)?;
-    let key = a.sign.signing_key()?;
+    // Without --sign, the key verify would take ($MCPTAPE_SIGNING_KEY, --key-file) signs a
+    // signed tape again: the lint that suggested this command must not cost the signature.
+    let key = a.sign.key(false)?;
+    let signing = match key.as_deref() {
+        Some(k) if a.sign.sign => integrity::Signing::Always(k),
+        k => integrity::Signing::Keep(k),
+    };
     let out = integrity::redact_tape(
         &path,
         a.output.as_deref(),
         &redactor,
-        key.as_deref(),
+        signing,
         a.read.options(),
     )?;
+    if out.signature_dropped {
+        crate::diag!("mcptape redact: warning: {} was signed; the redacted tape is not (set MCPTAPE_SIGNING_KEY or give --key-file to sign it again)", path.display());
+    }
     for b in &out.skipped_lines {
         super::warn_tape(&path, &[mcptape::tape::Warning::SkippedLine(b.clone())]);
     }

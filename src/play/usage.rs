@@ -135,7 +135,7 @@ fn links(
         if !wanted.contains(&item.line) || !matches!(item.entry, Entry::Msg(_)) {
             continue;
         }
-        let stored = item.raw.strip_suffix(b"\n").unwrap_or(item.raw);
+        let stored = item.stored();
         if let Some((_, h)) = crate::tape::chain::locate_h(stored) {
             out.insert(item.line, h.to_string());
         }

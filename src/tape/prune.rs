@@ -187,7 +187,7 @@ pub fn prune(
     out.write_all(b"\n").map_err(werr)?;
     let (mut gone, mut c2s, mut s2c, mut raw) = (0usize, 0u64, 0u64, 0u64);
     while let Some(item) = r.next_item()? {
-        let stored = item.raw.strip_suffix(b"\n").unwrap_or(item.raw);
+        let stored = item.stored();
         let keep = match &item.entry {
             Entry::Msg(m) if lines.contains(&item.line) && m.server == index.server => {
                 match m.dir {

@@ -202,6 +202,21 @@ pub struct Item<'a> {
     pub line: u64,
 }
 
+impl Item<'_> {
+    /// The line without its terminator, `\n` or `\r\n`: what its hash covers (with its `h`).
+    /// A tape checked out with CRLF line ends (git's `core.autocrlf` on Windows) reads as it
+    /// was written, and a command that rewrites it must find each line's `h` at its end.
+    pub fn stored(&self) -> &[u8] {
+        stored(self.raw)
+    }
+}
+
+/// `raw` without its line terminator, `\n` or `\r\n` (see [`Item::stored`]).
+pub(crate) fn stored(raw: &[u8]) -> &[u8] {
+    let line = raw.strip_suffix(b"\n").unwrap_or(raw);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
 /// Reads a tape line by line, after its header, checking the hash chain as it goes.
 pub struct TapeReader {
     input: BufReader<File>,
@@ -301,8 +316,7 @@ impl TapeReader {
         }
         // Tapes from format 1.1 on are chained from their header line.
         let chain = if header.chained() {
-            let h = head.strip_suffix(b"\n").unwrap_or(head);
-            Chain::Linked(super::chain::start(h.strip_suffix(b"\r").unwrap_or(h)))
+            Chain::Linked(super::chain::start(stored(head)))
         } else {
             Chain::Absent
         };
@@ -816,8 +830,7 @@ fn msg_entry(buf: &[u8]) -> Result<Entry<'_>, String> {
 }
 
 fn advance_chain(chain: &mut Chain, raw: &[u8], line: u64, warnings: &mut Vec<Warning>) {
-    let stored = raw.strip_suffix(b"\n").unwrap_or(raw);
-    let stored = stored.strip_suffix(b"\r").unwrap_or(stored);
+    let stored = stored(raw);
     let located = super::chain::locate_h(stored);
     match (&mut *chain, located) {
         (Chain::Broken(_), _) | (Chain::Absent, None) => return,

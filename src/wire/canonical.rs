@@ -265,10 +265,12 @@ pub(crate) fn child_path(parent: &str, key: &str) -> String {
 }
 
 /// A short one-line rendering of a value for humans: long values are cut with an ellipsis.
+/// Integers beyond 64 bits and lone surrogates are shown as the tape has them
+/// ([`super::exact::display`]).
 pub(crate) fn short(v: Option<&Value>, max: usize) -> String {
     let s = match v {
         None => return "(absent)".into(),
-        Some(v) => canonical(v),
+        Some(v) => super::exact::display(v),
     };
     if s.chars().count() <= max {
         s
@@ -338,7 +340,7 @@ pub(crate) fn short_pair(a: Option<&Value>, b: Option<&Value>, max: usize) -> (S
     let (Some(x), Some(y)) = (a, b) else {
         return (short(a, max), short(b, max));
     };
-    let (sx, sy) = (canonical(x), canonical(y));
+    let (sx, sy) = (super::exact::display(x), super::exact::display(y));
     let (xc, yc): (Vec<char>, Vec<char>) = (sx.chars().collect(), sy.chars().collect());
     if (xc.len() <= max && yc.len() <= max) || xc == yc {
         return (short(a, max), short(b, max));

@@ -135,6 +135,92 @@ pub(crate) fn from_str<T: serde::de::DeserializeOwned>(s: &str) -> serde_json::R
     from_slice(s.as_bytes())
 }
 
+/// `v` as one line of JSON for people (messages, reports): its text as `serde_json` writes it,
+/// with each stand-in of [`exact_text`] written back as the tape has it: an integer beyond 64
+/// bits as its digits, not as a string starting with NUL (`"\u0000int:123…"` would tell of a
+/// string where the tape has a number); a lone surrogate as its escape (`\ud800`).
+pub(crate) fn display(v: &serde_json::Value) -> String {
+    let mut out = String::new();
+    display_into(v, &mut out);
+    out
+}
+
+fn display_into(v: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => display_str(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                display_into(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(members) => {
+            out.push('{');
+            for (i, (k, item)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                display_str(k, out);
+                out.push(':');
+                display_into(item, out);
+            }
+            out.push('}');
+        }
+        other => out.push_str(&serde_json::to_string(other).expect("a Value serializes")),
+    }
+}
+
+/// A string (or key) as JSON text, its stand-ins written back (see [`display`]).
+fn display_str(s: &str, out: &mut String) {
+    if let Some(digits) = s.strip_prefix(INT_STAND_IN) {
+        let unsigned = digits.strip_prefix('-').unwrap_or(digits);
+        if !unsigned.is_empty() && unsigned.bytes().all(|c| c.is_ascii_digit()) {
+            out.push_str(digits);
+            return;
+        }
+    }
+    let text = serde_json::to_string(s).expect("a string serializes");
+    if !s.contains('\0') {
+        out.push_str(&text);
+        return;
+    }
+    // A lone surrogate's stand-in (NUL, a backslash, `u`, four hex digits) as serde_json
+    // writes it; escapes are read left to right, so an escaped backslash is never taken for one.
+    const STAND_IN: &str = "\\u0000\\\\u";
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let hex = rest.get(STAND_IN.len()..STAND_IN.len() + 4);
+        if rest.starts_with(STAND_IN)
+            && hex.is_some_and(|h| h.bytes().all(|c| c.is_ascii_hexdigit()))
+        {
+            out.push_str("\\u");
+            out.push_str(hex.unwrap_or_default());
+            rest = &rest[STAND_IN.len() + 4..];
+        } else {
+            // `\uXXXX`: six characters; any other escape: two.
+            let n = if rest.as_bytes().get(1) == Some(&b'u') {
+                6
+            } else {
+                2
+            };
+            let n = n.min(rest.len());
+            out.push_str(&rest[..n]);
+            rest = &rest[n..];
+        }
+    }
+    out.push_str(rest);
+}
+
+/// What a big integer's stand-in starts with: NUL, then `int:`.
+const INT_STAND_IN: &str = "\u{0}int:";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,6 +270,28 @@ mod tests {
         assert_eq!(v(r#""\\ud800""#), json!("\\ud800"));
         // Keys too.
         assert_ne!(v(r#"{"\ud800":1}"#), v(r#"{"\udbff":1}"#));
+    }
+
+    #[test]
+    fn stand_ins_are_shown_as_the_tape_has_them() {
+        let shown = |s: &str| display(&v(s));
+        assert_eq!(
+            shown(r#"{"big":123456789012345678901234567890,"neg":-18446744073709551617}"#),
+            r#"{"big":123456789012345678901234567890,"neg":-18446744073709551617}"#
+        );
+        assert_eq!(
+            shown(r#"["a\ud800b",{"\udbff":1}]"#),
+            r#"["a\ud800b",{"\udbff":1}]"#
+        );
+        // Ordinary text, escapes and an escaped backslash before `u0000` are as serde writes them.
+        for s in [
+            r#"{"a":"x\"y\\z\n","n":2.5,"t":[true,null]}"#,
+            r#""\\u0000\\\\ud800""#,
+            r#""\u0000 \\u0000\\ud800""#,
+            r#""\u0000int:1x""#,
+        ] {
+            assert_eq!(shown(s), serde_json::to_string(&v(s)).unwrap(), "{s}");
+        }
     }
 
     #[test]

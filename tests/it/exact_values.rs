@@ -258,3 +258,40 @@ fn play_gives_progress_the_client_token_as_written() {
     assert_contains(&progress, r#""progressToken": "p\u00e9","#);
     c.finish_with(0);
 }
+
+/// What people read — diff's changes, play's miss explained — shows an integer beyond 64 bits
+/// and a lone surrogate as the tape has them: they are compared by stand-ins, which were shown
+/// (`"\u0000int:18446744073709551617"`, a string with a NUL where the tape has a number).
+#[test]
+fn messages_show_integers_beyond_64_bits_and_lone_surrogates_as_written() {
+    let dir = tmp();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    let long = "123456789012345678901234567890";
+    let args = [format!(r#"{{"n":{long}}}"#)];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    record_calls(&a, r#"{"n":18446744073709551617,"q":"\ud800"}"#, &args);
+    record_calls(&b, r#"{"n":18446744073709551616,"q":"\udbff"}"#, &args);
+    let diff = Mt::new(["diff", "--all"]).arg(&a).arg(&b).run().status(1);
+    for want in [
+        "$.result.extra.n  18446744073709551617  →  18446744073709551616",
+        r#"$.result.extra.q  "\ud800"  "#,
+        r#"→  "\udbff""#,
+        &format!(r#"tools/call e {{"n":{long}}}"#),
+    ] {
+        assert_contains(&diff.stdout, want);
+    }
+    let mut c = play(&a);
+    let miss = ask_raw(
+        &mut c,
+        &call("x", r#"{"n":123456789012345678901234567891}"#, false),
+    );
+    assert!(miss.contains("\"error\""), "{miss}");
+    let stderr = c.finish_with(1);
+    assert_contains(
+        &stderr,
+        &format!("$.arguments.n recorded {long} asked 123456789012345678901234567891"),
+    );
+    for out in [&diff.stdout, &stderr] {
+        assert!(!out.contains("int:") && !out.contains(r"\u0000"), "{out}");
+    }
+}

@@ -1255,6 +1255,147 @@ fn redact_takes_secrets_out_of_an_existing_tape_and_lint_finds_them() {
     c.finish_with(0);
 }
 
+/// A tape whose lines end in CRLF (a checkout by git with `core.autocrlf` on Windows) reads,
+/// verifies and plays as written; `redact` and `prune` rewrite it, and must find each line's
+/// `h` before its CR: else the old `h` stayed in the line with the new one glued after it, a
+/// tape no command reads (`TAMPERED at line 2`, and play refused it: exit 65).
+#[test]
+fn redact_and_prune_rewrite_a_tape_with_crlf_line_ends() {
+    let dir = tmp();
+    let home = dir.path();
+    let tape = home.join("t.jsonl");
+    record_small(home, &tape, &["--no-default-redaction"], &[]);
+    let lines = lines_of(&tape);
+    std::fs::write(
+        &tape,
+        lines.iter().map(|l| format!("{l}\r\n")).collect::<String>(),
+    )
+    .unwrap();
+    let (code, said) = verify(home, &tape, &[], &[]);
+    assert_eq!(code, 0, "read as written: {said}");
+
+    // redact: the city is the secret; every other byte of every line stays (the chain aside).
+    let out = home.join("redacted.jsonl");
+    mt(
+        home,
+        &["redact", &s(&tape), "--redact", "city", "-o", &s(&out)],
+    )
+    .run()
+    .success();
+    let (code, said) = verify(home, &out, &[], &[]);
+    assert_eq!(code, 0, "{said}");
+    let marker = regex::Regex::new(r#"\[REDACTED:key:city:[0-9a-f]{8}\]"#).unwrap();
+    let unredacted: Vec<String> = strip_chain(&lines_of(&out))
+        .iter()
+        .map(|l| {
+            let l = l.replace(r#","redacted":["key:city"]"#, "");
+            marker.replace_all(&l, "Lisbon").into_owned()
+        })
+        .collect();
+    assert_eq!(unredacted, strip_chain(&lines), "only the city changed");
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .contains("[REDACTED:key:city:"));
+    // Served: the marker is a wildcard for the city the client sends.
+    let mut c = play_in(home, &out);
+    c.initialize();
+    let r = c.call(
+        1,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"city": "Lisbon"}}),
+    );
+    assert!(r.get("result").is_some(), "{r}");
+    c.finish_with(0);
+
+    // prune: a run that used only the handshake; its report names the request's link in the
+    // chain (it was left out: the tape could not be told from another), and the pruned tape
+    // verifies.
+    let report = home.join("unused.json");
+    let mut c = mt(home, &["play", &s(&tape), "--unused-report", &s(&report)]).spawn();
+    c.initialize();
+    c.finish_with(0);
+    let unused = unused_report(&report).unused;
+    assert_eq!(unused.len(), 1, "{unused:?}");
+    assert_eq!(
+        unused[0].h.as_ref().map(String::len),
+        Some(64),
+        "{unused:?}"
+    );
+    mt(home, &["prune", &s(&tape), "--unused", &s(&report)])
+        .run()
+        .success();
+    let (code, said) = verify(home, &tape, &[], &[]);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        !std::fs::read_to_string(&tape).unwrap().contains("Lisbon"),
+        "the call is pruned"
+    );
+}
+
+/// `redact` of a signed tape signs the new one again with the key `verify` takes
+/// (`$MCPTAPE_SIGNING_KEY`, `--key-file`), as `prune` and `play --on-miss live` do: the command
+/// `lint` suggests has no `--sign`, and a redacted tape that a CI verifies with its key failed
+/// (`NOT SIGNED, though a key was given`). Without a key it says the signature is gone.
+#[test]
+fn redact_keeps_a_signed_tape_signed_or_says_it_cannot() {
+    let dir = tmp();
+    let home = dir.path();
+    let (key, tape) = signed_tape(home);
+    let key_file = ["--key-file", &s(&key)];
+    let warning = "was signed; the redacted tape is not";
+
+    let by_file = home.join("by-file.jsonl");
+    mt(
+        home,
+        &["redact", &s(&tape), "--redact", "city", "-o", &s(&by_file)],
+    )
+    .args(key_file)
+    .run()
+    .success();
+    let by_env = home.join("by-env.jsonl");
+    let run = mt(
+        home,
+        &["redact", &s(&tape), "--redact", "city", "-o", &s(&by_env)],
+    )
+    .env("MCPTAPE_SIGNING_KEY", SIGNING_KEY)
+    .run()
+    .success();
+    assert!(!run.stderr.contains(warning), "{}", run.console());
+    for t in [&by_file, &by_env] {
+        let (code, said) = verify(home, t, &key_file, &[]);
+        assert_eq!(code, 0, "{said}");
+        assert_contains(&said, "signature valid");
+        assert!(std::fs::read_to_string(t)
+            .unwrap()
+            .contains("[REDACTED:key:city:"));
+    }
+
+    // No key: redacted all the same, and said.
+    let unsigned = home.join("unsigned.jsonl");
+    mt(home, &["redact", &s(&tape), "-o", &s(&unsigned)])
+        .run()
+        .success()
+        .stderr_contains(&format!("{} {warning}", tape.display()));
+    let (code, said) = verify(home, &unsigned, &key_file, &[]);
+    assert_eq!(code, 1, "{said}");
+    assert_contains(&said, "NOT SIGNED");
+
+    // A key at hand signs only a tape that was signed (--sign signs any).
+    let plain = small_tape(home);
+    let out = home.join("plain-redacted.jsonl");
+    let run = mt(home, &["redact", &s(&plain), "-o", &s(&out)])
+        .env("MCPTAPE_SIGNING_KEY", SIGNING_KEY)
+        .run()
+        .success();
+    assert!(!run.stderr.contains(warning), "{}", run.console());
+    assert_contains(&verify(home, &out, &[], &[]).1, "; not signed");
+    mt(home, &["redact", &s(&plain), "--sign", "-o", &s(&out)])
+        .args(key_file)
+        .run()
+        .success();
+    assert_contains(&verify(home, &out, &key_file, &[]).1, "signature valid");
+}
+
 // --- 7: warnings on a broken chain -------------------------------------------------------------
 
 #[test]
