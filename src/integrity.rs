@@ -569,6 +569,9 @@ pub struct RedactOutcome {
     pub skipped_lines: Vec<crate::tape::BadLine>,
     /// The tape was signed and the new one is not: there was no key to sign it again.
     pub signature_dropped: bool,
+    /// The tape's last line was torn (a recording cut off mid-write): it is not copied, and
+    /// the warning says so.
+    pub torn_last_line: Option<crate::tape::Warning>,
 }
 
 /// How `redact` signs the tape it writes.
@@ -696,6 +699,11 @@ pub fn redact_tape(
         backup,
         skipped_lines: crate::tape::reader::skipped_lines(r.warnings()),
         signature_dropped,
+        torn_last_line: r
+            .warnings()
+            .iter()
+            .find(|w| matches!(w, crate::tape::Warning::TornLastLine { .. }))
+            .cloned(),
     })
 }
 

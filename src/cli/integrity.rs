@@ -119,6 +119,16 @@ pub fn redact(a: RedactCmdArgs) -> Result<i32> {
     for b in &out.skipped_lines {
         super::warn_tape(&path, &[mcptape::tape::Warning::SkippedLine(b.clone())]);
     }
+    // A torn last line is left out (it is no tape line): said, not dropped without a word.
+    if let Some(w) = &out.torn_last_line {
+        super::warn_tape(&path, std::slice::from_ref(w));
+    }
+    let torn = match &out.torn_last_line {
+        Some(mcptape::tape::Warning::TornLastLine { line, .. }) => {
+            format!("; its torn last line {line} is not copied")
+        }
+        _ => String::new(),
+    };
     let backup = out
         .backup
         .map(|b| format!("; the original is kept as {b}"))
@@ -132,7 +142,7 @@ pub fn redact(a: RedactCmdArgs) -> Result<i32> {
         )
     };
     crate::diag!(
-        "mcptape: redacted {} of {}; wrote {} with a fresh hash chain{skipped}{backup}",
+        "mcptape: redacted {} of {}; wrote {} with a fresh hash chain{skipped}{torn}{backup}",
         out.redacted,
         super::plural(out.messages as u64, "message"),
         out.output

@@ -1396,6 +1396,35 @@ fn redact_keeps_a_signed_tape_signed_or_says_it_cannot() {
     assert_contains(&verify(home, &out, &key_file, &[]).1, "signature valid");
 }
 
+/// A tape whose last line is torn (its recorder killed mid-write) is redacted up to the line
+/// before, and redact says the torn line is not copied: it was left out without a word, where
+/// `lint` of the same tape names it.
+#[test]
+fn redact_says_it_leaves_out_a_torn_last_line() {
+    let dir = tmp();
+    let home = dir.path();
+    let plain = small_tape(home);
+    let bytes = std::fs::read(&plain).unwrap();
+    let torn = home.join("torn.jsonl");
+    std::fs::write(&torn, &bytes[..bytes.len() - 20]).unwrap();
+    let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+    let out = home.join("redacted.jsonl");
+    mt(home, &["redact", &s(&torn), "-o", &s(&out)])
+        .run()
+        .success()
+        .stderr_contains(&format!("line {lines} is torn"))
+        .stderr_contains(&format!("its torn last line {lines} is not copied"));
+    assert_eq!(
+        std::fs::read(&out)
+            .unwrap()
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count(),
+        lines - 1,
+        "every whole line copied"
+    );
+}
+
 // --- 7: warnings on a broken chain -------------------------------------------------------------
 
 #[test]
