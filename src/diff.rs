@@ -386,19 +386,13 @@ fn server_of<'t>(
 ) -> Result<&'t TapeIndex, DiffError> {
     let named = |why: String| DiffError::Server(format!("{}: {why}", path.display()));
     let mcp: Vec<&str> = tape.indexes.iter().map(|i| i.server.as_str()).collect();
-    if tape
-        .servers
-        .iter()
-        .any(|d| d.server == label && !d.is_mcp())
-    {
-        let has = if mcp.is_empty() {
-            "this tape has none".to_string()
-        } else {
-            format!("this tape has: {}", mcp.join(", "))
-        };
-        return Err(named(format!(
-            "{label} is the model API of an agent run, not an MCP server: diff --server compares an MCP server's conversations ({has})"
-        )));
+    if let Some(why) = crate::tape::format::model_api_refusal(
+        label,
+        &tape.servers,
+        &mcp,
+        "diff --server compares an MCP server's conversations",
+    ) {
+        return Err(named(why));
     }
     if let [only] = &tape.indexes[..] {
         return Ok(only);

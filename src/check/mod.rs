@@ -304,15 +304,13 @@ fn servers_checked(
         .map(|d| d.server.as_str())
         .collect();
     let checked = base.server.as_str();
-    if declared.iter().any(|d| d.server == checked && !d.is_mcp()) {
-        let has = if mcp.is_empty() {
-            "this tape has none".to_string()
-        } else {
-            format!("this tape has: {}", mcp.join(", "))
-        };
-        return Err(CheckError::Server(format!(
-            "{checked} is the model API of an agent run, not an MCP server: check replays an MCP server's conversation ({has})"
-        )));
+    if let Some(why) = crate::tape::format::model_api_refusal(
+        checked,
+        declared,
+        &mcp,
+        "check replays an MCP server's conversation",
+    ) {
+        return Err(CheckError::Server(why));
     }
     let others: Vec<String> = mcp
         .iter()

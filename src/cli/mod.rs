@@ -296,6 +296,22 @@ fn known_server(
     }
 }
 
+/// Refuses (exit 64) an index of a model API (`--server model` on an agent run's tape): its
+/// calls are no MCP conversation, and served or pruned it would be an empty one. `does`: what
+/// the command does with an MCP server; `then`: what to use instead, if anything.
+fn mcp_server(index: &mcptape::tape::TapeIndex, does: &str, then: &str) -> anyhow::Result<()> {
+    let mcp: Vec<&str> = index
+        .servers
+        .iter()
+        .filter(|d| d.is_mcp())
+        .map(|d| d.server.as_str())
+        .collect();
+    match mcptape::tape::format::model_api_refusal(&index.server, &index.servers, &mcp, does) {
+        None => Ok(()),
+        Some(why) => Err(UsageError(format!("{why}{then}")).into()),
+    }
+}
+
 /// Parses a number of seconds (fractions allowed) for duration options.
 fn parse_secs(s: &str) -> Result<std::time::Duration, String> {
     let v: f64 = s

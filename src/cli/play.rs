@@ -177,6 +177,11 @@ pub fn run(a: Args) -> Result<i32> {
         !index.msgs.is_empty(),
         false,
     )?;
+    super::mcp_server(
+        &index,
+        "play serves an MCP server's conversation",
+        "; its model calls are played back by `mcptape model-proxy --playback` or `mcptape run --playback`",
+    )?;
     super::warn_tape(&path, &index.warnings);
     let skipped = index.skipped_lines();
     let refuse = |why: String| mcptape::play::PlayError::Unchecked {

@@ -101,6 +101,30 @@ pub fn unknown_server(
     Some(format!("no server labelled {label}; {has}"))
 }
 
+/// Why `label` is refused where an MCP server is asked for (check, diff, play, prune): it is a
+/// model API the tape declares, whose calls are no MCP conversation. `does`: what the command
+/// does with the MCP server it takes; `mcp`: the MCP servers it could take instead. None when
+/// `label` is no model API of the tape. `{label} is the model API of an agent run, not an MCP
+/// server: {does} (this tape has: a, b)`.
+pub fn model_api_refusal(
+    label: &str,
+    declared: &[ServerDecl],
+    mcp: &[&str],
+    does: &str,
+) -> Option<String> {
+    if !declared.iter().any(|d| d.server == label && !d.is_mcp()) {
+        return None;
+    }
+    let has = if mcp.is_empty() {
+        "this tape has no MCP server".to_string()
+    } else {
+        format!("this tape has: {}", mcp.join(", "))
+    };
+    Some(format!(
+        "{label} is the model API of an agent run, not an MCP server: {does} ({has})"
+    ))
+}
+
 impl ServerDecl {
     /// An MCP server (stdio or HTTP), not the model API of an agent run.
     pub fn is_mcp(&self) -> bool {
