@@ -385,7 +385,9 @@ fn server_of<'t>(
     label: &str,
 ) -> Result<&'t TapeIndex, DiffError> {
     let named = |why: String| DiffError::Server(format!("{}: {why}", path.display()));
-    let mcp: Vec<&str> = tape.indexes.iter().map(|i| i.server.as_str()).collect();
+    // The labels diff --server takes: those of its MCP servers' conversations.
+    let labels: Vec<String> = tape.indexes.iter().map(|i| i.server.clone()).collect();
+    let mcp: Vec<&str> = labels.iter().map(String::as_str).collect();
     if let Some(why) = crate::tape::format::model_api_refusal(
         label,
         &tape.servers,
@@ -401,7 +403,7 @@ fn server_of<'t>(
         return Ok(index);
     }
     Err(named(
-        crate::tape::format::unknown_server(Some(label), &tape.servers, false, false)
+        crate::tape::format::unknown_server(Some(label), &tape.servers, &labels, false)
             .unwrap_or_else(|| format!("no MCP server labelled {label}")),
     ))
 }

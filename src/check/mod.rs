@@ -290,19 +290,12 @@ fn servers_checked(
 ) -> Result<(Option<String>, Vec<String>), CheckError> {
     let declared = &base.servers;
     // The model API is refused below: not one to list.
-    if let Some(why) = crate::tape::format::unknown_server(
-        cfg.server.as_deref(),
-        declared,
-        !base.msgs.is_empty(),
-        false,
-    ) {
+    if let Some(why) =
+        crate::tape::format::unknown_server(cfg.server.as_deref(), declared, &base.labels, false)
+    {
         return Err(CheckError::Server(why));
     }
-    let mcp: Vec<&str> = declared
-        .iter()
-        .filter(|d| d.is_mcp())
-        .map(|d| d.server.as_str())
-        .collect();
+    let mcp = crate::tape::format::mcp_labels(declared, &base.labels);
     let checked = base.server.as_str();
     if let Some(why) = crate::tape::format::model_api_refusal(
         checked,
