@@ -626,7 +626,7 @@ fn append_to_another_tape_leaves_the_played_one_untouched() {
 /// `--append-to` a tape that was there adds the played server's misses under the played label,
 /// which that tape does not declare: its label is then on message lines only. `--server` takes
 /// it, and a label the tape has not is refused listing it beside the declared one, by play,
-/// show, check, diff, prune and report --diff alike.
+/// show, check, diff, prune and report --diff alike; the HTML report shows its conversation.
 #[test]
 fn a_label_appended_to_another_tape_is_listed_where_server_is_refused() {
     let dir = tmp();
@@ -702,6 +702,11 @@ fn a_label_appended_to_another_tape_is_listed_where_server_is_refused() {
         .run()
         .status(64)
         .stderr_contains(&named);
+    // Its HTML report shows both conversations, a lane each.
+    let page = Mt::new(["report", "-o", "-"]).arg(&other).run().success();
+    for label in ["notes", "default"] {
+        assert_contains(&page.stdout, &format!("{{\"label\":\"{label}\","));
+    }
     let report = dir.path().join("nope.json");
     let doc = json!({"format": "mcptape-unused-report", "version": 1, "tape": s(&other),
                      "server": "nope", "exchanges": 0, "unused": [], "used": []});
