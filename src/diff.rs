@@ -3,7 +3,7 @@
 use crate::compare::server_messages::MessageCount;
 use crate::compare::surface::{SurfaceKind, ToolChange};
 use crate::compare::{compare_tapes_drift, ExchangeComparison, ExchangeRef, Normalizer, Outcome};
-use crate::model::calls::{is_model_line, Gather};
+use crate::model::calls::Call;
 use crate::tape::index::TapeServers;
 use crate::tape::{ReadOptions, TapeError, TapeIndex};
 use serde::{Deserialize, Serialize};
@@ -126,22 +126,18 @@ pub struct ModelDivergence {
 
 /// The first model request two runs disagree on, or `None` when neither has model calls.
 /// Code Assist's setup calls are counted, not compared.
-fn model_diff(
-    ca: Vec<crate::model::calls::Call>,
-    cb: Vec<crate::model::calls::Call>,
-) -> Option<ModelDiff> {
+fn model_diff(ca: &[Call], cb: &[Call]) -> Option<ModelDiff> {
     if ca.is_empty() && cb.is_empty() {
         return None;
     }
-    let setup =
-        |c: &crate::model::calls::Call| crate::model::provider::is_code_assist_setup(&c.endpoint);
+    let setup = |c: &Call| crate::model::provider::is_code_assist_setup(&c.endpoint);
     let (setup_a, setup_b) = (
         ca.iter().filter(|c| setup(c)).count(),
         cb.iter().filter(|c| setup(c)).count(),
     );
-    let ca: Vec<_> = ca.into_iter().filter(|c| !setup(c)).collect();
-    let cb: Vec<_> = cb.into_iter().filter(|c| !setup(c)).collect();
-    let canon = |c: &crate::model::calls::Call| {
+    let ca: Vec<&Call> = ca.iter().filter(|c| !setup(c)).collect();
+    let cb: Vec<&Call> = cb.iter().filter(|c| !setup(c)).collect();
+    let canon = |c: &Call| {
         let mut v = crate::model::volatile::canonical(&c.request).unwrap_or_else(|| {
             serde_json::Value::String(String::from_utf8_lossy(&c.request).into())
         });
@@ -240,24 +236,50 @@ pub fn diff_with(
     server: Option<&str>,
 ) -> Result<Diffed, DiffError> {
     // Without --server the model calls are compared too: gathered in the same read.
-    let load = |path: &Path| match server {
-        Some(_) => TapeIndex::load_every_with(path, read).map(|t| (t, Vec::new())),
-        None => {
-            let mut calls = Gather::new(None);
-            let tape = TapeIndex::load_every_with_lines(path, read, &mut |line, raw| {
-                if is_model_line(raw) {
-                    calls.line(line, raw)
-                } else {
-                    Ok(())
-                }
-            })?;
-            Ok((tape, calls.finish()))
-        }
-    };
+    let load = |path: &Path| crate::model::calls::load_every(path, read, server.is_none());
     let (a, calls_a) = load(a_path)?;
     let (b, calls_b) = load(b_path)?;
+    diff_read(
+        Side {
+            path: a_path,
+            servers: &a,
+            calls: &calls_a,
+        },
+        Side {
+            path: b_path,
+            servers: &b,
+            calls: &calls_b,
+        },
+        norm,
+        server,
+    )
+}
+
+/// One tape of a diff, read ([`crate::model::calls::load_every`]): where it is, the
+/// conversations of its MCP servers, and its model calls (none read is none compared).
+#[derive(Clone, Copy)]
+pub struct Side<'a> {
+    /// The tape's path.
+    pub path: &'a Path,
+    /// Its MCP servers' conversations.
+    pub servers: &'a TapeServers,
+    /// Its model calls: compared without `server`, left aside with it.
+    pub calls: &'a [Call],
+}
+
+/// [`diff_with`] of tapes read already: the HTML report's (`report --diff`), which shows what it
+/// read of A, and B's answers beside, without reading either again.
+pub fn diff_read(
+    a: Side<'_>,
+    b: Side<'_>,
+    norm: &Normalizer,
+    server: Option<&str>,
+) -> Result<Diffed, DiffError> {
+    let (a_path, b_path) = (a.path, b.path);
+    let (calls_a, calls_b) = (a.calls, b.calls);
+    let (a, b) = (a.servers, b.servers);
     let mut warnings: Vec<String> = Vec::new();
-    for (p, tape) in [(a_path, &a), (b_path, &b)] {
+    for (p, tape) in [(a_path, a), (b_path, b)] {
         for w in &tape.warnings {
             let w = format!("{}: {w}", p.display());
             if !warnings.contains(&w) {
@@ -271,9 +293,9 @@ pub fn diff_with(
     match server {
         // One server of each: the model calls are no server's, so not compared.
         Some(spec) => {
-            let (la, lb) = asked_labels(spec, &a, &b)?;
-            let x = server_of(a_path, &a, &la)?;
-            let y = server_of(b_path, &b, &lb)?;
+            let (la, lb) = asked_labels(spec, a, b)?;
+            let x = server_of(a_path, a, &la)?;
+            let y = server_of(b_path, b, &lb)?;
             found.add(x, y, norm, None);
             (server_a, server_b) = (Some(x.server.clone()), Some(y.server.clone()));
         }
@@ -289,7 +311,7 @@ pub fn diff_with(
                 }
             } else {
                 // Several: each server with the server of its label on the other tape.
-                for label in labels_of_both(&a, &b) {
+                for label in labels_of_both(a, b) {
                     match (a.get(&label), b.get(&label)) {
                         (Some(x), Some(y)) => found.add(x, y, norm, Some(&label)),
                         (Some(x), None) => found.only_in_a.extend(refs(x, Some(&label))),
@@ -297,7 +319,7 @@ pub fn diff_with(
                         (None, None) => {}
                     }
                 }
-                hint = no_label_in_common(a_path, &a, b_path, &b);
+                hint = no_label_in_common(a_path, a, b_path, b);
             }
         }
     }
@@ -318,7 +340,11 @@ pub fn diff_with(
             )
         });
     let output = !drifts.is_empty() || tool_surface.iter().any(|t| t.kind == SurfaceKind::Widened);
-    let model = model_diff(calls_a, calls_b);
+    // One server of each (`server`): the model calls are no server's, so not compared.
+    let model = match server {
+        None => model_diff(calls_a, calls_b),
+        Some(_) => None,
+    };
     let model_structural = model.as_ref().is_some_and(|m| m.calls_a != m.calls_b);
     let model_output = model.as_ref().is_some_and(|m| m.first.is_some());
     let structural = structural || model_structural;
@@ -385,20 +411,16 @@ fn server_of<'t>(
     label: &str,
 ) -> Result<&'t TapeIndex, DiffError> {
     let named = |why: String| DiffError::Server(format!("{}: {why}", path.display()));
-    let mcp: Vec<&str> = tape.indexes.iter().map(|i| i.server.as_str()).collect();
-    if tape
-        .servers
-        .iter()
-        .any(|d| d.server == label && !d.is_mcp())
-    {
-        let has = if mcp.is_empty() {
-            "this tape has none".to_string()
-        } else {
-            format!("this tape has: {}", mcp.join(", "))
-        };
-        return Err(named(format!(
-            "{label} is the model API of an agent run, not an MCP server: diff --server compares an MCP server's conversations ({has})"
-        )));
+    // The labels diff --server takes: those of its MCP servers' conversations.
+    let labels: Vec<String> = tape.indexes.iter().map(|i| i.server.clone()).collect();
+    let mcp: Vec<&str> = labels.iter().map(String::as_str).collect();
+    if let Some(why) = crate::tape::format::model_api_refusal(
+        label,
+        &tape.servers,
+        &mcp,
+        "diff --server compares an MCP server's conversations",
+    ) {
+        return Err(named(why));
     }
     if let [only] = &tape.indexes[..] {
         return Ok(only);
@@ -407,7 +429,7 @@ fn server_of<'t>(
         return Ok(index);
     }
     Err(named(
-        crate::tape::format::unknown_server(Some(label), &tape.servers, false, false)
+        crate::tape::format::unknown_server(Some(label), &tape.servers, &labels, false)
             .unwrap_or_else(|| format!("no MCP server labelled {label}")),
     ))
 }

@@ -159,6 +159,9 @@ pub struct ShowDoc {
     pub header: Header,
     /// Every server it declares.
     pub servers: Vec<ServerDecl>,
+    /// The labels of its message lines (not printed: for checking a `--server` asked).
+    #[serde(skip)]
+    pub labels: Vec<String>,
     /// Its closing line; None when the recording did not end cleanly.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end: Option<End>,
@@ -328,6 +331,7 @@ pub fn show(
         tape: path.to_path_buf(),
         header: index.header.clone(),
         servers: index.servers.clone(),
+        labels: index.labels.clone(),
         end: index.end.clone(),
         warnings: index.warnings.iter().map(|w| w.to_string()).collect(),
         skipped_lines: crate::tape::reader::merge_skipped(index.skipped_lines(), model_skipped),

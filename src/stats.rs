@@ -118,6 +118,10 @@ pub struct StatsDoc {
     /// The servers the tape declares (not printed: for checking a `--server` asked).
     #[serde(skip)]
     pub declared: Vec<crate::tape::ServerDecl>,
+    /// The labels of its message lines, then of the rows (model calls by label among them):
+    /// not printed, for checking a `--server` asked.
+    #[serde(skip)]
+    pub labels: Vec<String>,
 }
 
 /// The tape's statistics: every MCP server on it (or only `server`), and its model calls (all
@@ -126,8 +130,10 @@ pub fn tape_stats(path: &Path, server: Option<&str>) -> Result<StatsDoc, TapeErr
     let mut samples = Vec::new();
     let mut order = Vec::new();
     let mut declared = Vec::new();
+    let mut labels = Vec::new();
     for index in indexes(path, server)? {
         declared.clone_from(&index.servers);
+        labels.clone_from(&index.labels);
         order.push(index.server.clone());
         samples.extend(mcp_samples(&index));
     }
@@ -137,10 +143,13 @@ pub fn tape_stats(path: &Path, server: Option<&str>) -> Result<StatsDoc, TapeErr
         }
         samples.push(model_sample(&call));
     }
+    let rows = tally(&samples, &order);
+    labels.extend(rows.iter().map(|r| r.server.clone()));
     Ok(StatsDoc {
         tape: path.to_path_buf(),
-        rows: tally(&samples, &order),
+        rows,
         declared,
+        labels,
     })
 }
 

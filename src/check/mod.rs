@@ -303,29 +303,20 @@ fn servers_checked(
 ) -> Result<(Option<String>, Vec<String>), CheckError> {
     let declared = &base.servers;
     // The model API is refused below: not one to list.
-    if let Some(why) = crate::tape::format::unknown_server(
-        cfg.server.as_deref(),
-        declared,
-        !base.msgs.is_empty(),
-        false,
-    ) {
+    if let Some(why) =
+        crate::tape::format::unknown_server(cfg.server.as_deref(), declared, &base.labels, false)
+    {
         return Err(CheckError::Server(why));
     }
-    let mcp: Vec<&str> = declared
-        .iter()
-        .filter(|d| d.is_mcp())
-        .map(|d| d.server.as_str())
-        .collect();
+    let mcp = crate::tape::format::mcp_labels(declared, &base.labels);
     let checked = base.server.as_str();
-    if declared.iter().any(|d| d.server == checked && !d.is_mcp()) {
-        let has = if mcp.is_empty() {
-            "this tape has none".to_string()
-        } else {
-            format!("this tape has: {}", mcp.join(", "))
-        };
-        return Err(CheckError::Server(format!(
-            "{checked} is the model API of an agent run, not an MCP server: check replays an MCP server's conversation ({has})"
-        )));
+    if let Some(why) = crate::tape::format::model_api_refusal(
+        checked,
+        declared,
+        &mcp,
+        "check replays an MCP server's conversation",
+    ) {
+        return Err(CheckError::Server(why));
     }
     let others: Vec<String> = mcp
         .iter()

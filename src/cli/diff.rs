@@ -39,26 +39,44 @@ pub struct ServerArg {
     /// tape has is taken whole, colon and all). The model calls of agent runs are then not
     /// compared. Default: every MCP server, each with the one of its label on the other tape.
     #[arg(long, value_name = "LABEL|A_LABEL:B_LABEL")]
-    server: Option<String>,
+    pub(super) server: Option<String>,
 }
 
 /// Diffs `pa` against `pb` as `mcptape diff` does (`--server`, refused as diff refuses it),
-/// saying on stderr the tapes' warnings, but `said`'s (a tape whose warnings `command` has
-/// said already), and the hint when the tapes have no server label in common.
-pub(super) fn diffed(
+/// saying on stderr the tapes' warnings and the hint when the tapes have no server label in
+/// common.
+fn diffed(
     pa: &Path,
     pb: &Path,
     norm: &Normalizer,
     read: mcptape::tape::ReadOptions,
     server: &ServerArg,
-    command: &str,
-    said: Option<&Path>,
 ) -> Result<mcptape::diff::DiffReport> {
+    let d = mcptape::diff::diff_with(pa, pb, norm, read, server.server.as_deref())?;
+    Ok(told(d, "diff", None))
+}
+
+/// [`diffed`] of tapes `command` has read already (`report --diff`: A, read for the page, whose
+/// warnings it has said).
+pub(super) fn diffed_read(
+    a: mcptape::diff::Side<'_>,
+    b: mcptape::diff::Side<'_>,
+    norm: &Normalizer,
+    server: &ServerArg,
+    command: &str,
+) -> Result<mcptape::diff::DiffReport> {
+    let d = mcptape::diff::diff_read(a, b, norm, server.server.as_deref())?;
+    Ok(told(d, command, Some(a.path)))
+}
+
+/// The report of a diff, its tapes' warnings said on stderr but `said`'s (a tape whose warnings
+/// `command` has said already), and the hint when the tapes have no server label in common.
+fn told(d: mcptape::diff::Diffed, command: &str, said: Option<&Path>) -> mcptape::diff::DiffReport {
     let mcptape::diff::Diffed {
         report,
         warnings,
         hint,
-    } = mcptape::diff::diff_with(pa, pb, norm, read, server.server.as_deref())?;
+    } = d;
     let said = said.map(|p| format!("{}: ", p.display()));
     for w in warnings {
         if !said.as_deref().is_some_and(|p| w.starts_with(p)) {
@@ -68,7 +86,7 @@ pub(super) fn diffed(
     if let Some(hint) = hint {
         crate::diag!("mcptape {command}: {hint}");
     }
-    Ok(report)
+    report
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -82,7 +100,7 @@ pub fn run(a: Args) -> Result<i32> {
     let pa = super::remote::resolve(&a.a)?;
     let pb = super::remote::resolve(&a.b)?;
     let norm: Normalizer = a.norm.normalizer()?;
-    let report = diffed(&pa, &pb, &norm, a.read.options(), &a.server, "diff", None)?;
+    let report = diffed(&pa, &pb, &norm, a.read.options(), &a.server)?;
     let text = match a.format {
         Format::Text => {
             use std::io::IsTerminal;

@@ -88,12 +88,7 @@ pub fn show(a: ShowArgs) -> Result<i32> {
     let path = super::remote::resolve(&a.tape)?;
     if a.stats {
         let doc = mcptape::stats::tape_stats(&path, a.server.as_deref())?;
-        super::known_server(
-            a.server.as_deref(),
-            &doc.declared,
-            !doc.rows.is_empty(),
-            true,
-        )?;
+        super::known_server(a.server.as_deref(), &doc.declared, &doc.labels, true)?;
         if a.json {
             super::stdout(&format!("{}\n", serde_json::to_string_pretty(&doc)?))?;
         } else {
@@ -105,12 +100,7 @@ pub fn show(a: ShowArgs) -> Result<i32> {
     for b in &doc.skipped_lines {
         super::warn_tape(&path, &[mcptape::tape::Warning::SkippedLine(b.clone())]);
     }
-    super::known_server(
-        a.server.as_deref(),
-        &doc.servers,
-        !doc.messages.is_empty(),
-        true,
-    )?;
+    super::known_server(a.server.as_deref(), &doc.servers, &doc.labels, true)?;
     if a.json {
         super::stdout(&format!("{}\n", serde_json::to_string_pretty(&doc)?))?;
     } else {

@@ -282,17 +282,28 @@ fn warn_tape(path: &std::path::Path, warnings: &[mcptape::tape::Warning]) {
 }
 
 /// Refuses (exit 64) a `--server LABEL` the tape does not have: neither declared nor on any of
-/// the messages read for it; the labels listed are the MCP servers', and the model APIs' too
+/// its lines read (`labels`); the labels listed are the MCP servers', and the model APIs' too
 /// where the command takes one (`model_api`).
 fn known_server(
     asked: Option<&str>,
     declared: &[mcptape::tape::ServerDecl],
-    has_messages: bool,
+    labels: &[String],
     model_api: bool,
 ) -> anyhow::Result<()> {
-    match mcptape::tape::format::unknown_server(asked, declared, has_messages, model_api) {
+    match mcptape::tape::format::unknown_server(asked, declared, labels, model_api) {
         None => Ok(()),
         Some(why) => Err(UsageError(why).into()),
+    }
+}
+
+/// Refuses (exit 64) an index of a model API (`--server model` on an agent run's tape): its
+/// calls are no MCP conversation, and served or pruned it would be an empty one. `does`: what
+/// the command does with an MCP server; `then`: what to use instead, if anything.
+fn mcp_server(index: &mcptape::tape::TapeIndex, does: &str, then: &str) -> anyhow::Result<()> {
+    let mcp = mcptape::tape::format::mcp_labels(&index.servers, &index.labels);
+    match mcptape::tape::format::model_api_refusal(&index.server, &index.servers, &mcp, does) {
+        None => Ok(()),
+        Some(why) => Err(UsageError(format!("{why}{then}")).into()),
     }
 }
 

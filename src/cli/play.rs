@@ -171,11 +171,11 @@ pub fn run(a: Args) -> Result<i32> {
                 super::warn_tape(&warn_path, &[w]);
             }
         })?;
-    super::known_server(
-        a.server.as_deref(),
-        &index.servers,
-        !index.msgs.is_empty(),
-        false,
+    super::known_server(a.server.as_deref(), &index.servers, &index.labels, false)?;
+    super::mcp_server(
+        &index,
+        "play serves an MCP server's conversation",
+        "; its model calls are played back by `mcptape model-proxy --playback` or `mcptape run --playback`",
     )?;
     super::warn_tape(&path, &index.warnings);
     let skipped = index.skipped_lines();

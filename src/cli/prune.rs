@@ -52,7 +52,8 @@ pub fn run(a: Args) -> Result<i32> {
         .into());
     }
     let index = TapeIndex::load(&path, Some(&server))?;
-    super::known_server(Some(&server), &index.servers, !index.msgs.is_empty(), false)?;
+    super::known_server(Some(&server), &index.servers, &index.labels, false)?;
+    super::mcp_server(&index, "prune drops an MCP server's exchanges", "")?;
     let doomed: BTreeSet<usize> = match &a.unused {
         Some(f) => usage::resolve(&index, f, &reports[0].1.unused)?,
         None => {

@@ -38,7 +38,10 @@ pub fn run(a: Args) -> Result<i32> {
     // usage error either way, before anything is read or written.
     let norm = a.norm.normalizer()?;
     let path = super::remote::resolve(&a.tape)?;
-    let mut data = html::gather(&path)?;
+    // TAPE is read once, its model calls with it: for the page, and for --diff's comparison.
+    let read = mcptape::tape::ReadOptions::default();
+    let (tape, calls) = mcptape::model::calls::load_every(&path, read, true)?;
+    let mut data = html::gather_read(&path, &tape, &calls);
     for w in &data.warnings {
         crate::diag!("mcptape: warning: {}: {w}", path.display());
     }
@@ -48,18 +51,25 @@ pub fn run(a: Args) -> Result<i32> {
     }
     if let Some(other) = &a.diff {
         let other = super::remote::resolve(other)?;
-        // TAPE's warnings were said as it was read for the page.
-        let report = super::diff::diffed(
-            &path,
-            &other,
+        // OTHER once too: its model calls only where they are compared (without --server).
+        let (b, b_calls) =
+            mcptape::model::calls::load_every(&other, read, a.server.server.is_none())?;
+        let side = |path, servers, calls| mcptape::diff::Side {
+            path,
+            servers,
+            calls,
+        };
+        let report = super::diff::diffed_read(
+            side(&path, &tape, &calls),
+            side(&other, &b, &b_calls),
             &norm,
-            Default::default(),
             &a.server,
             "report",
-            Some(&path),
         )?;
-        html::mark_diff(&mut data, &report, &other)?;
+        html::mark_diff(&mut data, &report, &b);
     }
+    // What was read is in the page's data now.
+    drop((tape, calls));
     let page = html::render(&data);
     let out = a.output.unwrap_or_else(|| {
         let stem = path

@@ -2,7 +2,8 @@
 //! events (or whole body) and how it ended, from the `model` lines of one label.
 
 use super::provider::Provider;
-use crate::tape::{Entry, TapeError, TapeReader};
+use crate::tape::index::TapeServers;
+use crate::tape::{Entry, TapeError, TapeIndex, TapeReader};
 use crate::transport::sse;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -183,6 +184,29 @@ pub fn load_with(
         calls.finish(),
         crate::tape::reader::skipped_lines(r.warnings()),
     ))
+}
+
+/// Reads the tape at `path` once for both: the conversation of each MCP server on it
+/// ([`TapeIndex::load_every_with`]) and, with `calls`, its model calls (any label), gathered in
+/// the same pass; without, model lines are passed over unparsed (so one that does not read is
+/// no bad line). What diff and the HTML report read a tape with.
+pub fn load_every(
+    path: &Path,
+    options: crate::tape::ReadOptions,
+    calls: bool,
+) -> Result<(TapeServers, Vec<Call>), TapeError> {
+    if !calls {
+        return TapeIndex::load_every_with(path, options).map(|t| (t, Vec::new()));
+    }
+    let mut gather = Gather::new(None);
+    let tape = TapeIndex::load_every_with_lines(path, options, &mut |line, raw| {
+        if is_model_line(raw) {
+            gather.line(line, raw)
+        } else {
+            Ok(())
+        }
+    })?;
+    Ok((tape, gather.finish()))
 }
 
 /// The model calls of a tape, put together line by line as the tape is read: by [`load_with`],

@@ -73,32 +73,82 @@ pub struct ServerDecl {
 }
 
 /// Why `--server LABEL` names no server of a tape: `asked` is neither declared (`declared`)
-/// nor on any of the messages read for it (`has_messages`). None when the tape has it, or no
-/// label was asked. What play, show, prune, check and diff refuse such a label with (exit 64):
+/// nor on any of its lines read (`labels`: the labels of its message lines, and where the
+/// command takes model calls by label, theirs). None when the tape has it, or no label was
+/// asked. What play, show, prune, check and diff refuse such a label with (exit 64):
 /// `no server labelled nope; this tape has: a, b`, listing the labels their `--server` takes:
-/// the MCP servers, and the model APIs too where `model_api` (show, whose model calls are by
-/// label); a label the command would refuse is no help there.
+/// the MCP servers ([`mcp_labels`]), and the model APIs too where `model_api` (show, whose
+/// model calls are by label); a label the command would refuse is no help there.
 pub fn unknown_server(
     asked: Option<&str>,
     declared: &[ServerDecl],
-    has_messages: bool,
+    labels: &[String],
     model_api: bool,
 ) -> Option<String> {
     let label = asked?;
-    if has_messages || declared.iter().any(|s| s.server == label) {
+    if labels.iter().any(|l| l == label) || declared.iter().any(|s| s.server == label) {
         return None;
     }
-    let labels: Vec<&str> = declared
-        .iter()
-        .filter(|s| model_api || s.is_mcp())
-        .map(|s| s.server.as_str())
-        .collect();
-    let has = match (labels.is_empty(), declared.is_empty()) {
-        (false, _) => format!("this tape has: {}", labels.join(", ")),
-        (true, true) => "this tape declares no servers".to_string(),
-        (true, false) => "this tape has no MCP server".to_string(),
+    let listed = labels_of(declared, labels, model_api);
+    let has = if !listed.is_empty() {
+        format!("this tape has: {}", listed.join(", "))
+    } else if model_api {
+        "this tape has no server".to_string()
+    } else {
+        "this tape has no MCP server".to_string()
     };
     Some(format!("no server labelled {label}; {has}"))
+}
+
+/// The labels of a tape's MCP servers, the ones `--server` takes where an MCP server is asked
+/// for: those declared (`declared`, a model API left out), then those only its message lines
+/// carry (`labels`, in the order met).
+pub fn mcp_labels<'a>(declared: &'a [ServerDecl], labels: &'a [String]) -> Vec<&'a str> {
+    labels_of(declared, labels, false)
+}
+
+/// The servers declared (their model APIs too where `model_api`), then the labels only message
+/// lines carry.
+fn labels_of<'a>(
+    declared: &'a [ServerDecl],
+    labels: &'a [String],
+    model_api: bool,
+) -> Vec<&'a str> {
+    let mut listed: Vec<&str> = declared
+        .iter()
+        .filter(|d| model_api || d.is_mcp())
+        .map(|d| d.server.as_str())
+        .collect();
+    for l in labels {
+        if !declared.iter().any(|d| d.server == *l) && !listed.contains(&l.as_str()) {
+            listed.push(l);
+        }
+    }
+    listed
+}
+
+/// Why `label` is refused where an MCP server is asked for (check, diff, play, prune): it is a
+/// model API the tape declares, whose calls are no MCP conversation. `does`: what the command
+/// does with the MCP server it takes; `mcp`: the MCP servers it could take instead
+/// ([`mcp_labels`]). None when `label` is no model API of the tape. `{label} is the model API
+/// of an agent run, not an MCP server: {does} (this tape has: a, b)`.
+pub fn model_api_refusal(
+    label: &str,
+    declared: &[ServerDecl],
+    mcp: &[&str],
+    does: &str,
+) -> Option<String> {
+    if !declared.iter().any(|d| d.server == label && !d.is_mcp()) {
+        return None;
+    }
+    let has = if mcp.is_empty() {
+        "this tape has no MCP server".to_string()
+    } else {
+        format!("this tape has: {}", mcp.join(", "))
+    };
+    Some(format!(
+        "{label} is the model API of an agent run, not an MCP server: {does} ({has})"
+    ))
 }
 
 impl ServerDecl {

@@ -436,6 +436,11 @@ pub struct TapeIndex {
     pub header: Header,
     /// Every server the tape declares, in order (not only the one indexed).
     pub servers: Vec<ServerDecl>,
+    /// Every label the tape's message lines carry, in the order met (not only the one indexed):
+    /// with `servers`, the labels `--server` takes. A label may be on message lines only, not
+    /// declared: added by `play --on-miss live --append-to` to a tape of another server, or a
+    /// tape written by hand or by an older tool.
+    pub labels: Vec<String>,
     /// The server label this index covers.
     pub server: String,
     /// The closing line; None when the recording did not end cleanly.
@@ -670,6 +675,7 @@ impl TapeIndex {
             path: path.to_path_buf(),
             header: p.header,
             servers: p.servers,
+            labels: p.labels,
             server: p.server,
             end: p.end,
             warnings: p.warnings,
@@ -745,6 +751,7 @@ impl TapeIndex {
             path: path.to_path_buf(),
             header: scan.header.clone(),
             servers: scan.servers.clone(),
+            labels: scan.labels.clone(),
             server,
             end: scan.end.clone(),
             warnings: scan.warnings.clone(),
@@ -886,6 +893,8 @@ enum Pick<'a> {
 struct Scan {
     header: Header,
     servers: Vec<ServerDecl>,
+    /// The labels of the message lines, in the order met.
+    labels: Vec<String>,
     end: Option<End>,
     warnings: Vec<Warning>,
     /// `Pick::One`: the one conversation. `Pick::Every`: one per label, declared servers
@@ -1001,6 +1010,7 @@ fn scan(
     }
     let header = reader.header().clone();
     let mut servers = Vec::new();
+    let mut labels: Vec<String> = Vec::new();
     let mut end = None;
     let mut conv = Conversations::new(pick);
     loop {
@@ -1051,6 +1061,11 @@ fn scan(
                 }
             },
         };
+        // Nearly every line has the label of the line before: one comparison.
+        let label = &*fields.server;
+        if labels.last().map(String::as_str) != Some(label) && !labels.iter().any(|l| l == label) {
+            labels.push(fields.server.to_string());
+        }
         if let Some(b) = conv.for_msg(&fields.server) {
             b.add(&item, fields);
         }
@@ -1063,6 +1078,7 @@ fn scan(
         header,
         warnings: reader.warnings().to_vec(),
         servers,
+        labels,
         end,
         built,
     })

@@ -79,6 +79,7 @@ impl Stamp {
 pub(crate) struct Parts {
     pub header: Header,
     pub servers: Vec<ServerDecl>,
+    pub labels: Vec<String>,
     pub server: String,
     pub end: Option<End>,
     pub warnings: Vec<Warning>,
@@ -118,6 +119,7 @@ struct StoredRef<'a> {
 struct Meta {
     header: Header,
     servers: Vec<ServerDecl>,
+    labels: Vec<String>,
     server: String,
     end: Option<End>,
     warnings: Vec<Warning>,
@@ -145,9 +147,10 @@ struct Meta {
 /// session id on its answers in a session; 16, 17: a field added to the HTTP summary and taken
 /// out again; 18: an error without an id that is the body of a POST's answer answers the
 /// request that POST carried, and a string id pairs by its value however escaped; 19: a GET
-/// refused `409 Conflict` in a session the server had is kept apart), so an entry written by a build of the same version before the
-/// change is not used.
-const INDEX_FORMAT: u32 = 19;
+/// refused `409 Conflict` in a session the server had is kept apart; 20: the labels of every
+/// message line, the other servers' too), so an entry written by a build of the same version
+/// before the change is not used.
+const INDEX_FORMAT: u32 = 20;
 
 /// This build: its version, and the match key of a probe, so that an entry whose keys another
 /// key function made (a build with another hash) is never used.
@@ -231,6 +234,7 @@ fn load_in(dir: &Path, tape: &Path, server: Option<&str>) -> Option<Parts> {
     Some(Parts {
         header: meta.header,
         servers: meta.servers,
+        labels: meta.labels,
         server: meta.server,
         end: meta.end,
         warnings: meta.warnings,
@@ -333,6 +337,7 @@ fn pending_in(
         meta: Meta {
             header: index.header.clone(),
             servers: index.servers.clone(),
+            labels: index.labels.clone(),
             server: index.server.clone(),
             end: index.end.clone(),
             warnings: index.warnings.clone(),

@@ -2099,6 +2099,41 @@ fn check_server_refuses_a_label_the_tape_does_not_have() {
     assert!(!marker.exists(), "no server was started");
 }
 
+/// `play --server model` on an agent run's tape is refused as check and diff refuse it (exit
+/// 64, the MCP servers listed), pointing at what plays model calls back, rather than serving
+/// an empty conversation; a client's request gets no answer from it.
+#[test]
+fn play_refuses_the_model_api_of_an_agent_run() {
+    let dir = tmp();
+    let tape = agent_run_tape(dir.path());
+    let out = Mt::new(["play", "--server", "model"])
+        .arg(&tape)
+        .stdin(format!("{}\n", req(1, "tools/list", json!({}))))
+        .run()
+        .status(64);
+    assert_contains(
+        &out.stderr,
+        "model is the model API of an agent run, not an MCP server: play serves an MCP server's conversation (this tape has: everything, fixture); its model calls are played back by `mcptape model-proxy --playback` or `mcptape run --playback`\n",
+    );
+    assert!(out.stdout.is_empty(), "{}", out.console());
+    assert!(!out.stderr.contains("served"), "{}", out.console());
+
+    // Nor is there anything of it to prune: a report said to be of its play is refused, the
+    // tape left as it was.
+    let report = dir.path().join("model.json");
+    let doc = json!({"format": "mcptape-unused-report", "version": 1, "tape": s(&tape),
+                     "server": "model", "exchanges": 0, "unused": [], "used": []});
+    std::fs::write(&report, doc.to_string()).unwrap();
+    let before = std::fs::read(&tape).unwrap();
+    Mt::new(["prune"])
+        .arg(&tape)
+        .args(["--unused", &s(&report)])
+        .run()
+        .status(64)
+        .stderr_contains("model is the model API of an agent run, not an MCP server: prune drops an MCP server's exchanges (this tape has: everything, fixture)\n");
+    assert_eq!(std::fs::read(&tape).unwrap(), before);
+}
+
 /// Without `--server`, check replays the first MCP server of a tape of several, as before, and
 /// says so: which one it checked, which others the tape holds, and `--server`. A tape of one
 /// server gets no such note.

@@ -612,6 +612,35 @@ fn an_unknown_server_label_names_the_ones_the_tape_has() {
         .arg(&tape)
         .run()
         .success();
+
+    // A tape that declares no server (written by hand, or by an older tool) has the labels of
+    // its message lines: those are listed, not "declares no servers".
+    let bare = tape.with_file_name("bare.jsonl");
+    let lines = [
+        lines[0],
+        lines[4],
+        lines[5],
+        r#"{"type":"msg","seq":3,"t_us":9,"server":"b","dir":"c2s","kind":"request","id":1,"method":"ping","msg":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#,
+    ];
+    std::fs::write(&bare, lines.join("\n") + "\n").unwrap();
+    for command in [&["show"][..], &["show", "--stats"], &["play"]] {
+        Mt::new(command)
+            .args(["--server", "nope"])
+            .arg(&bare)
+            .timeout(Duration::from_secs(20))
+            .run()
+            .status(64)
+            .stderr_contains("no server labelled nope; this tape has: a, b\n");
+    }
+    Mt::new(["diff", "--server", "nope"])
+        .arg(&bare)
+        .arg(&bare)
+        .run()
+        .status(64)
+        .stderr_contains(&format!(
+            "{}: no server labelled nope; this tape has: a, b\n",
+            bare.display()
+        ));
 }
 
 /// `ls DIR` lists the tapes kept in any folder, in the same table; other `.jsonl` files there

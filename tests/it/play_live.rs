@@ -623,6 +623,102 @@ fn append_to_another_tape_leaves_the_played_one_untouched() {
     assert_eq!(msgs[0]["msg"]["params"]["name"], "create_entities");
 }
 
+/// `--append-to` a tape that was there adds the played server's misses under the played label,
+/// which that tape does not declare: its label is then on message lines only. `--server` takes
+/// it, and a label the tape has not is refused listing it beside the declared one, by play,
+/// show, check, diff, prune and report --diff alike; the HTML report shows its conversation.
+#[test]
+fn a_label_appended_to_another_tape_is_listed_where_server_is_refused() {
+    let dir = tmp();
+    let played = record_memory(dir.path());
+    let (server, env) = memory_in(dir.path());
+    let other = dir.path().join("notes.jsonl");
+    let mut argv = record_cmd(&other, &server);
+    argv.splice(2..2, ["--label".to_string(), "notes".to_string()]);
+    let mut cmd = command(&argv);
+    for (k, v) in &env {
+        cmd.env(k, v);
+    }
+    let mut c = LineClient::spawn_cmd(cmd);
+    handshake(&mut c, json!({}));
+    c.call(1, "tools/call", call("read_graph", json!({})));
+    c.finish_with(0);
+
+    let mut c = play_live_env(
+        &played,
+        &["--on-miss", "live", "--append-to", &s(&other)],
+        &server,
+        &env,
+    );
+    handshake(&mut c, json!({}));
+    c.call(3, "tools/call", call("create_entities", entities("noted")));
+    c.finish_with(0);
+    assert_verifies(&other);
+    let lines = tape_lines(&other);
+    let declared: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "server")
+        .map(|l| &l["server"])
+        .collect();
+    assert_eq!(declared, [&json!("notes")], "{lines:#?}");
+    assert!(
+        tape_msgs(&other).iter().any(|m| m["server"] == "default"),
+        "{lines:#?}"
+    );
+
+    let has = "no server labelled nope; this tape has: notes, default\n";
+    let named = format!("{}: {has}", other.display());
+    Mt::new(["show", "--server", "default"])
+        .arg(&other)
+        .run()
+        .success()
+        .stdout_contains("create_entities");
+    for command in [&["play"][..], &["show"], &["show", "--stats"]] {
+        Mt::new(command)
+            .args(["--server", "nope"])
+            .arg(&other)
+            .run()
+            .status(64)
+            .stderr_contains(has);
+    }
+    Mt::new(["check", "--server", "nope"])
+        .arg(&other)
+        .arg("--")
+        .args(&server)
+        .run()
+        .status(64)
+        .stderr_contains(has);
+    Mt::new(["diff", "--server", "nope"])
+        .arg(&other)
+        .arg(&other)
+        .run()
+        .status(64)
+        .stderr_contains(&named);
+    Mt::new(["report", "--server", "nope", "-o"])
+        .arg(dir.path().join("page.html"))
+        .arg(&other)
+        .arg("--diff")
+        .arg(&other)
+        .run()
+        .status(64)
+        .stderr_contains(&named);
+    // Its HTML report shows both conversations, a lane each.
+    let page = Mt::new(["report", "-o", "-"]).arg(&other).run().success();
+    for label in ["notes", "default"] {
+        assert_contains(&page.stdout, &format!("{{\"label\":\"{label}\","));
+    }
+    let report = dir.path().join("nope.json");
+    let doc = json!({"format": "mcptape-unused-report", "version": 1, "tape": s(&other),
+                     "server": "nope", "exchanges": 0, "unused": [], "used": []});
+    std::fs::write(&report, doc.to_string()).unwrap();
+    Mt::new(["prune", "--unused"])
+        .arg(&report)
+        .arg(&other)
+        .run()
+        .status(64)
+        .stderr_contains(has);
+}
+
 // --- over HTTP -------------------------------------------------------------------------------
 
 /// `mcptape play TAPE --listen 127.0.0.1:0 ARGS…`.

@@ -9,7 +9,8 @@ use crate::diff::DiffReport;
 use crate::model::calls::Call;
 use crate::stats::{self, RowKind, Sample, StatsRow};
 use crate::tape::format::MODEL_API;
-use crate::tape::{TapeError, TapeIndex};
+use crate::tape::index::TapeServers;
+use crate::tape::{ReadOptions, TapeError, TapeIndex};
 use crate::wire::params::{params_of, target_of};
 use crate::wire::Kind;
 use serde::Serialize;
@@ -402,17 +403,23 @@ fn model_item(c: &Call, lane: usize) -> Item {
     }
 }
 
-/// Everything the report shows of the tape at `path`.
+/// Everything the report shows of the tape at `path`, read once, model calls included.
 pub fn gather(path: &Path) -> Result<ReportData, ReportError> {
-    let indexes = stats::indexes(path, None)?;
-    let calls = crate::model::calls::load(path, None)?;
+    let (tape, calls) = crate::model::calls::load_every(path, ReadOptions::default(), true)?;
+    Ok(gather_read(path, &tape, &calls))
+}
+
+/// [`gather`] of the tape at `path` read already ([`crate::model::calls::load_every`], its
+/// model calls included): `report --diff` reads it once, for the page and the diff.
+pub fn gather_read(path: &Path, tape: &TapeServers, calls: &[Call]) -> ReportData {
+    let indexes = &tape.indexes;
     let first = indexes.first();
     let mut lanes = Vec::new();
     let mut items = Vec::new();
     let mut samples = Vec::new();
     let mut warnings = Vec::new();
     let mut end_us = 0;
-    for index in &indexes {
+    for index in indexes {
         let desc = index
             .servers
             .iter()
@@ -428,14 +435,12 @@ pub fn gather(path: &Path) -> Result<ReportData, ReportError> {
         end_us = end_us.max(index.end.as_ref().map_or(0, |e| e.t_us));
         end_us = end_us.max(index.msgs.last().map_or(0, |m| m.t_us));
     }
-    if let Some(index) = first {
-        warnings.extend(index.warnings.iter().map(|w| w.to_string()));
-    }
-    for c in &calls {
+    warnings.extend(tape.warnings.iter().map(|w| w.to_string()));
+    for c in calls {
         let lane = match lanes.iter().position(|l| l.label == c.label) {
             Some(n) => n,
             None => {
-                let decl = first.and_then(|i| i.servers.iter().find(|d| d.server == c.label));
+                let decl = tape.servers.iter().find(|d| d.server == c.label);
                 lanes.push(Lane {
                     label: c.label.clone(),
                     transport: MODEL_API.into(),
@@ -456,7 +461,7 @@ pub fn gather(path: &Path) -> Result<ReportData, ReportError> {
         Some(i) => (i.header.tool.clone(), i.header.created.clone()),
         None => (String::new(), String::new()),
     };
-    Ok(ReportData {
+    ReportData {
         v: 1,
         tape: path.display().to_string(),
         created,
@@ -471,7 +476,7 @@ pub fn gather(path: &Path) -> Result<ReportData, ReportError> {
         stats: stats::tally(&samples, &order),
         warnings,
         drift: None,
-    })
+    }
 }
 
 fn changes_of(c: &[Change]) -> Vec<DriftChange> {
@@ -550,9 +555,10 @@ pub fn mark_check(
     Ok(())
 }
 
-/// Marks what `diff` found between this tape (A) and `b`, whose answers are shown beside.
-pub fn mark_diff(data: &mut ReportData, report: &DiffReport, b: &Path) -> Result<(), ReportError> {
-    let b_indexes = stats::indexes(b, None)?;
+/// Marks what `diff` found between this tape (A) and B, whose answers are shown beside: `b`, B's
+/// servers as the diff read them.
+pub fn mark_diff(data: &mut ReportData, report: &DiffReport, b: &TapeServers) {
+    let b_indexes = &b.indexes;
     // B's answers by their request's tape line.
     let mut in_b: HashMap<u64, (usize, usize)> = HashMap::new();
     for (n, idx) in b_indexes.iter().enumerate() {
@@ -639,5 +645,4 @@ pub fn mark_diff(data: &mut ReportData, report: &DiffReport, b: &Path) -> Result
             .map(|r| format!("{} (line {})", r.describe(60), r.line))
             .collect(),
     });
-    Ok(())
 }

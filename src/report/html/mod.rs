@@ -10,7 +10,9 @@
 
 pub mod data;
 
-pub use data::{gather, mark_check, mark_diff, read_check_report, ReportData, ReportError};
+pub use data::{
+    gather, gather_read, mark_check, mark_diff, read_check_report, ReportData, ReportError,
+};
 
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
