@@ -1,4 +1,5 @@
 use anyhow::Result;
+use mcptape::play::serve::UNUSED_DESCRIBED;
 use mcptape::play::{serve, ServeOptions};
 use mcptape::tape::{TapeIndex, Warning};
 use mcptape::wire::DEFAULT_MAX_MESSAGE;
@@ -393,11 +394,11 @@ pub fn run(a: Args) -> Result<i32> {
         let n = report.unused.len();
         let s = if n == 1 { "" } else { "s" };
         crate::diag!("{summary}; {n} recorded exchange{s} never used:");
-        for u in report.unused.iter().take(20) {
+        for u in report.unused.iter().take(UNUSED_DESCRIBED) {
             crate::diag!("  tape line {:>5}  {}", u.line, u.what);
         }
-        if report.unused.len() > 20 {
-            crate::diag!("  … and {} more", report.unused.len() - 20);
+        if report.unused.len() > UNUSED_DESCRIBED {
+            crate::diag!("  … and {} more", report.unused.len() - UNUSED_DESCRIBED);
         }
     }
     a.matching.write_report(&played.0, &played.1, &report)?;

@@ -1099,12 +1099,10 @@ impl Player {
         }
         total.unused = (0..used.len())
             .filter(|&i| !used[i])
-            .map(|i| {
+            .enumerate()
+            .map(|(nth, i)| {
                 let req = &self.index.msgs[self.index.exchanges[i].request];
-                super::serve::Unused {
-                    line: req.line,
-                    what: self.index.describe_request(req),
-                }
+                super::serve::Unused::of(nth, &self.index, req, self.opts.display.as_deref())
             })
             .collect();
         total

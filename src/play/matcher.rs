@@ -5,7 +5,7 @@
 use super::explain::{Miss, MissReason, Near};
 use crate::tape::index::Exchange;
 use crate::tape::TapeIndex;
-use crate::wire::canonical::{count_differences, differences, match_key_halves};
+use crate::wire::canonical::{count_differences, differences, differences_shown, match_key_halves};
 use crate::wire::params::MatchKey;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -480,14 +480,7 @@ impl Matcher {
     /// What the client asked, as an explanation shows it: it may hold the client's secrets, and
     /// explanations go to stderr and back to the client, so it is redacted (and compared so).
     fn shown(&self, asked: Value) -> Value {
-        match &self.display {
-            Some(r) => {
-                let mut wrapped = serde_json::json!({ "params": asked });
-                r.redact_value(&mut wrapped, &mut Vec::new());
-                wrapped["params"].take()
-            }
-            None => asked,
-        }
+        shown_params(self.display.as_deref(), asked)
     }
 
     /// The tape as miss explanations see it, built at a session's first miss.
@@ -638,7 +631,10 @@ impl Matcher {
     }
 
     fn explain(&mut self, index: &TapeIndex, method: &str, asked: Value) -> Miss {
-        let asked = self.shown(asked);
+        // Compared as asked, as the tape is matched (markers on it are wildcards), and shown
+        // with the display rules: comparing the shown request, a tape recorded without
+        // redaction differed from it at every secret, equal or not.
+        let shown = self.shown(asked.clone());
         // Taken out while it is read, and put back.
         self.miss_index(index);
         let mut misses = self.misses.take().expect("just built");
@@ -714,13 +710,19 @@ impl Matcher {
                         &read
                     }
                 };
-                let differences = differences(view, &asked)
-                    .into_iter()
-                    .filter(|d| match (&d.left, &d.right) {
-                        (Some(l), Some(r)) => !wild(l, r),
-                        _ => true,
-                    })
-                    .collect();
+                let differences = match &self.display {
+                    Some(_) => {
+                        let view_shown = self.shown(view.clone());
+                        differences_shown(view, &asked, [&view_shown, &shown], &wild)
+                    }
+                    None => differences(view, &asked)
+                        .into_iter()
+                        .filter(|d| match (&d.left, &d.right) {
+                            (Some(l), Some(r)) => !wild(l, r),
+                            _ => true,
+                        })
+                        .collect(),
+                };
                 Some(Near {
                     line: index.msgs[index.exchanges[r.ex].request].line,
                     seq: r.seq,
@@ -736,7 +738,7 @@ impl Matcher {
         self.misses = Some(misses);
         Miss {
             method: method.to_string(),
-            asked,
+            asked: shown,
             reason,
             nearest: near,
             recorded_methods,
@@ -744,6 +746,19 @@ impl Matcher {
             ignored,
             skipped_lines: index.skipped_lines().iter().map(|b| b.line).collect(),
         }
+    }
+}
+
+/// A request's params as play shows them to humans and clients (explanations, the unused
+/// list): redacted by the display rules `display`, if any.
+pub(crate) fn shown_params(display: Option<&crate::redact::Redactor>, params: Value) -> Value {
+    match display {
+        Some(r) => {
+            let mut wrapped = serde_json::json!({ "params": params });
+            r.redact_value(&mut wrapped, &mut Vec::new());
+            wrapped["params"].take()
+        }
+        None => params,
     }
 }
 
@@ -964,7 +979,7 @@ mod tests {
     /// The miss explanation as it was made before the miss index: every recorded request of
     /// the method read and compared in full at each miss.
     fn explain_reference(m: &Matcher, index: &TapeIndex, method: &str, asked: Value) -> Miss {
-        let asked = m.shown(asked);
+        let shown = m.shown(asked.clone());
         let mut same_method = Vec::new();
         let mut methods: BTreeMap<String, usize> = BTreeMap::new();
         for (i, ex) in index.exchanges.iter().enumerate() {
@@ -981,22 +996,27 @@ mod tests {
                 let req = &index.msgs[index.exchanges[i].request];
                 let recorded = m.recorded_view(index, i)?;
                 // Redacted values on the tape match anything: not differences.
-                let (wild, real): (Vec<_>, Vec<_>) = differences(&recorded, &asked)
+                let wild = |l: &Value, r: &Value| {
+                    l.as_str().is_some_and(crate::redact::has_marker)
+                        && crate::redact::wildcard_eq(l, r)
+                };
+                let wild_places = differences(&recorded, &asked)
                     .into_iter()
-                    .partition(|d| match (&d.left, &d.right) {
-                        (Some(l), Some(r)) => {
-                            l.as_str().is_some_and(crate::redact::has_marker)
-                                && crate::redact::wildcard_eq(l, r)
-                        }
+                    .filter(|d| match (&d.left, &d.right) {
+                        (Some(l), Some(r)) => wild(l, r),
                         _ => false,
-                    });
+                    })
+                    .count();
+                // Compared as asked, shown with the display rules.
+                let recorded_shown = m.shown(recorded.clone());
+                let real = differences_shown(&recorded, &asked, [&recorded_shown, &shown], &wild);
                 Some(Near {
                     line: req.line,
                     seq: req.seq,
                     used: m.consumed[i],
                     refused: m.aside.contains(&i),
                     differences: real,
-                    wildcards: wild.len(),
+                    wildcards: wild_places,
                 })
             })
             .collect();
@@ -1011,7 +1031,7 @@ mod tests {
         let (matcher, ignored) = m.described();
         Miss {
             method: method.to_string(),
-            asked,
+            asked: shown,
             reason,
             nearest: near,
             recorded_methods: methods.into_iter().collect(),

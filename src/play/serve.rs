@@ -346,8 +346,33 @@ fn count_markers(text: &str) -> u64 {
 pub struct Unused {
     /// Tape line of its request.
     pub line: u64,
-    /// Method, target and arguments in short.
+    /// Method, target and arguments in short, as play shows them (its display rules); empty
+    /// past the first [`UNUSED_DESCRIBED`] (each is read from the tape and redacted).
     pub what: String,
+}
+
+/// How many unused exchanges play's exit report describes, in tape order (the rest counted).
+pub const UNUSED_DESCRIBED: usize = 20;
+
+impl Unused {
+    /// The `nth` exchange left unused, its request `req`: described while `nth` is among the
+    /// first [`UNUSED_DESCRIBED`].
+    pub(crate) fn of(
+        nth: usize,
+        index: &TapeIndex,
+        req: &MsgMeta,
+        display: Option<&crate::redact::Redactor>,
+    ) -> Unused {
+        let what = if nth < UNUSED_DESCRIBED {
+            index.describe_request_shown(req, |p| super::matcher::shown_params(display, p))
+        } else {
+            String::new()
+        };
+        Unused {
+            line: req.line,
+            what,
+        }
+    }
 }
 
 pub(crate) struct Shared {
@@ -848,12 +873,10 @@ impl<W: Write + Send + 'static> Loop<W> {
         let unused: Vec<Unused> = matcher
             .unused()
             .into_iter()
-            .map(|ex| {
+            .enumerate()
+            .map(|(nth, ex)| {
                 let req = &shared.index.msgs[shared.index.exchanges[ex].request];
-                Unused {
-                    line: req.line,
-                    what: shared.index.describe_request(req),
-                }
+                Unused::of(nth, &shared.index, req, shared.opts.display.as_deref())
             })
             .collect();
         let shared = match Arc::try_unwrap(shared) {

@@ -831,9 +831,23 @@ impl TapeIndex {
     /// The request is read and its params parsed once (play's exit report describes every
     /// exchange a session left unused: on a big tape, thousands).
     pub(crate) fn describe_request(&self, req: &MsgMeta) -> String {
+        self.describe_request_shown(req, |p| p)
+    }
+
+    /// [`describe_request`](Self::describe_request), its params as `shown` shows them (play's
+    /// display rules: a tape recorded without redaction holds the client's secrets).
+    pub(crate) fn describe_request_shown(
+        &self,
+        req: &MsgMeta,
+        shown: impl FnOnce(serde_json::Value) -> serde_json::Value,
+    ) -> String {
         let method = req.method.as_deref().unwrap_or("?");
         let mut s = method.to_string();
-        let params = self.read_bytes(req).ok().and_then(|text| params_of(&text));
+        let params = self
+            .read_bytes(req)
+            .ok()
+            .and_then(|text| params_of(&text))
+            .map(shown);
         if let Some(t) = target_of(req.method.as_deref(), params.as_ref()) {
             s.push(' ');
             s.push_str(&t);

@@ -203,6 +203,83 @@ fn diff_into(path: String, left: Option<&Value>, right: Option<&Value>, out: &mu
     }
 }
 
+/// [`differences`] of `left` and `right` but for those `skip` (given both values) passes
+/// over, each value given as it stands at the same place of `shown`: the two with secrets
+/// redacted for display. A miss explanation compares what was asked as it was asked (equal
+/// secrets are no difference) and shows neither side's secrets. A place the shown values do
+/// not have (a key redacted, a value redacted whole) is shown as `[REDACTED]`, its key too.
+pub(crate) fn differences_shown(
+    left: &Value,
+    right: &Value,
+    shown: [&Value; 2],
+    skip: &impl Fn(&Value, &Value) -> bool,
+) -> Vec<Difference> {
+    let mut out = Vec::new();
+    diff_shown_into(
+        "$".to_string(),
+        [Some(left), Some(right)],
+        shown.map(Some),
+        skip,
+        &mut out,
+    );
+    out
+}
+
+const HIDDEN: &str = "[REDACTED]";
+
+fn diff_shown_into(
+    path: String,
+    raw: [Option<&Value>; 2],
+    shown: [Option<&Value>; 2],
+    skip: &impl Fn(&Value, &Value) -> bool,
+    out: &mut Vec<Difference>,
+) {
+    match raw {
+        [Some(Value::Object(a)), Some(Value::Object(b))] => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for k in keys {
+                let child = shown.map(|v| v.and_then(|v| v.get(k.as_str())));
+                let key = if child.iter().any(Option::is_some) {
+                    k.as_str()
+                } else {
+                    HIDDEN
+                };
+                diff_shown_into(
+                    child_path(&path, key),
+                    [a.get(k), b.get(k)],
+                    child,
+                    skip,
+                    out,
+                );
+            }
+        }
+        [Some(Value::Array(a)), Some(Value::Array(b))] => {
+            for i in 0..a.len().max(b.len()) {
+                let child = shown.map(|v| v.and_then(|v| v.get(i)));
+                diff_shown_into(
+                    format!("{path}[{i}]"),
+                    [a.get(i), b.get(i)],
+                    child,
+                    skip,
+                    out,
+                );
+            }
+        }
+        [a, b] if a == b => {}
+        [Some(a), Some(b)] if skip(a, b) => {}
+        [a, b] => {
+            let show = |raw: Option<&Value>, shown: Option<&Value>| {
+                raw.map(|_| shown.cloned().unwrap_or_else(|| Value::from(HIDDEN)))
+            };
+            out.push(Difference {
+                path,
+                left: show(a, shown[0]),
+                right: show(b, shown[1]),
+            });
+        }
+    }
+}
+
 /// How many of the differences [`differences`] finds between `left` and `right` are `wild`
 /// (given both values) and how many are not, as `(real, wild)`, with none of them built: what a
 /// miss explanation ranks every recorded call by before it spells out the nearest.
@@ -441,6 +518,52 @@ mod tests {
 
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn differences_shown_compare_the_raw_values_and_show_the_shown_ones() {
+        let recorded = json!({"arguments": {"key": "sk-1", "city": "Lisbon", "sk-2": 1}});
+        let asked = json!({"arguments": {"key": "sk-1", "city": "Porto", "sk-2": 2}});
+        // As a redactor shows them: the key's value and the secret-looking key redacted.
+        let shown_rec = json!({"arguments": {"key": "[R:a]", "city": "Lisbon", "[R:k]": 1}});
+        let shown_asked = json!({"arguments": {"key": "[R:a]", "city": "Porto", "[R:k]": 2}});
+        let d = differences_shown(&recorded, &asked, [&shown_rec, &shown_asked], &|_, _| false);
+        let got: Vec<(&str, Option<&Value>, Option<&Value>)> = d
+            .iter()
+            .map(|d| (d.path.as_str(), d.left.as_ref(), d.right.as_ref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "$.arguments.city",
+                    Some(&json!("Lisbon")),
+                    Some(&json!("Porto"))
+                ),
+                (
+                    "$.arguments['[REDACTED]']",
+                    Some(&json!("[REDACTED]")),
+                    Some(&json!("[REDACTED]"))
+                ),
+            ]
+        );
+        // A secret that differs is a difference, shown redacted; `skip` passes places over.
+        let asked = json!({"arguments": {"key": "sk-9", "city": "Lisbon", "sk-2": 1}});
+        let shown_asked = json!({"arguments": {"key": "[R:b]", "city": "Lisbon", "[R:k]": 1}});
+        let d = differences_shown(&recorded, &asked, [&shown_rec, &shown_asked], &|_, _| false);
+        assert_eq!(d.len(), 1);
+        assert_eq!(
+            (d[0].path.as_str(), d[0].left.clone(), d[0].right.clone()),
+            (
+                "$.arguments.key",
+                Some(json!("[R:a]")),
+                Some(json!("[R:b]"))
+            )
+        );
+        let d = differences_shown(&recorded, &asked, [&shown_rec, &shown_asked], &|l, _| {
+            l == "sk-1"
+        });
+        assert!(d.is_empty(), "{d:?}");
+    }
 
     #[test]
     fn canonical_ignores_key_order_and_whitespace() {

@@ -781,6 +781,68 @@ fn a_redacted_tape_plays_for_a_client_sending_real_secrets() {
     assert_contains(&stderr, "matched as wildcards");
 }
 
+/// On a tape recorded with `--no-default-redaction`, a miss explanation compares what was asked
+/// as it was asked: the same secrets as recorded are no difference, different ones are one,
+/// and neither side's secret is shown (stderr, or the error the client gets).
+#[test]
+fn a_miss_on_an_unredacted_tape_compares_secrets_as_asked_and_shows_none() {
+    let dir = tmp();
+    let tape = dir.path().join("plain.jsonl");
+    let secrets = |key: &str, city: &str| json!({"name": "echo", "arguments": {"city": city, "api_key": key, "token": "tok-plain-4242"}});
+    let c = spawn_record(
+        dir.path(),
+        &s(&tape),
+        &["--no-default-redaction"],
+        &server(dir.path(), &json!({})),
+        &[],
+    );
+    drive(
+        c,
+        0,
+        &[("tools/call", secrets("sk-recorded-key-1234", "Lisbon"))],
+    );
+    assert!(haystack(&tape).contains("sk-recorded-key-1234"));
+
+    // The same secrets, another city: one difference, the city.
+    let mut c = play_in(dir.path(), &tape);
+    c.initialize();
+    let r = c.call(21, "tools/call", secrets("sk-recorded-key-1234", "Porto"));
+    let near = &r["error"]["data"]["mcptape"]["nearest"][0];
+    let paths: Vec<&str> = near["differences"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|d| d["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["$.arguments.city"], "{r}");
+    // Another key, the same city: the key differs, shown without either secret.
+    let r2 = c.call(22, "tools/call", secrets("sk-asked-other-5678", "Lisbon"));
+    let near2 = &r2["error"]["data"]["mcptape"]["nearest"][0];
+    let paths: Vec<&str> = near2["differences"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r2}"))
+        .iter()
+        .map(|d| d["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["$.arguments.api_key"], "{r2}");
+    let stderr = c.finish_with(1);
+    assert_contains(&stderr, "$.arguments.city");
+    assert_contains(&stderr, "$.arguments.api_key");
+    for secret in [
+        "sk-recorded-key-1234",
+        "sk-asked-other-5678",
+        "tok-plain-4242",
+    ] {
+        assert!(!stderr.contains(secret), "{secret} on stderr:\n{stderr}");
+        for r in [&r, &r2] {
+            assert!(
+                !r.to_string().contains(secret),
+                "{secret} in the error: {r}"
+            );
+        }
+    }
+}
+
 // --- 5: tampering ------------------------------------------------------------------------------
 
 /// A small clean session (no startup line): initialize, echo {"city": "Lisbon"}.
