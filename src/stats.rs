@@ -125,54 +125,47 @@ pub struct StatsDoc {
 }
 
 /// The tape's statistics: every MCP server on it (or only `server`), and its model calls (all
-/// labels, or only `server`'s).
+/// labels, or only `server`'s). The tape is read once for all of them: every server's
+/// conversation, the labels only message lines carry (an appended live server's) among them,
+/// and the model calls.
 pub fn tape_stats(path: &Path, server: Option<&str>) -> Result<StatsDoc, TapeError> {
+    let (tape, calls) =
+        crate::model::calls::load_every(path, crate::tape::ReadOptions::default(), true)?;
     let mut samples = Vec::new();
     let mut order = Vec::new();
-    let mut declared = Vec::new();
-    let mut labels = Vec::new();
-    for index in indexes(path, server)? {
-        declared.clone_from(&index.servers);
-        labels.clone_from(&index.labels);
+    for index in &tape.indexes {
+        if server.is_some_and(|s| s != index.server) {
+            continue;
+        }
+        // A tape of model calls only has no MCP conversation to count.
+        let declared_mcp = tape
+            .servers
+            .iter()
+            .any(|d| d.server == index.server && d.transport != MODEL_API);
+        if index.msgs.is_empty() && !declared_mcp {
+            continue;
+        }
         order.push(index.server.clone());
-        samples.extend(mcp_samples(&index));
+        samples.extend(mcp_samples(index));
     }
-    for call in crate::model::calls::load(path, server)? {
+    for call in calls {
+        if server.is_some_and(|s| s != call.label) {
+            continue;
+        }
         if !order.contains(&call.label) {
             order.push(call.label.clone());
         }
         samples.push(model_sample(&call));
     }
     let rows = tally(&samples, &order);
+    let mut labels: Vec<String> = tape.indexes.iter().map(|i| i.server.clone()).collect();
     labels.extend(rows.iter().map(|r| r.server.clone()));
     Ok(StatsDoc {
         tape: path.to_path_buf(),
         rows,
-        declared,
+        declared: tape.servers,
         labels,
     })
-}
-
-/// The index of each MCP server on the tape (model APIs are not ones), in the order declared;
-/// only `server`'s when given. A tape that declares none gets the index of its first server.
-pub fn indexes(path: &Path, server: Option<&str>) -> Result<Vec<TapeIndex>, TapeError> {
-    let first = TapeIndex::load(path, server)?;
-    if server.is_some() {
-        return Ok(vec![first]);
-    }
-    let others: Vec<String> = first
-        .servers
-        .iter()
-        .filter(|d| d.transport != MODEL_API && d.server != first.server)
-        .map(|d| d.server.clone())
-        .collect();
-    let mut out = vec![first];
-    for label in others {
-        out.push(TapeIndex::load(path, Some(&label))?);
-    }
-    // A tape of model calls only has no MCP conversation to count.
-    out.retain(|i| !i.msgs.is_empty() || i.servers.iter().any(|d| d.server == i.server));
-    Ok(out)
 }
 
 /// A message's size as taped: its bytes for a JSON body, its string literal for a non-JSON

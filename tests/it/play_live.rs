@@ -673,6 +673,24 @@ fn a_label_appended_to_another_tape_is_listed_where_server_is_refused() {
         .run()
         .success()
         .stdout_contains("create_entities");
+    // Its statistics count both: the label only message lines carry is a server of the tape.
+    let stats: Value = Mt::new(["show", "--stats", "--json"])
+        .arg(&other)
+        .run()
+        .success()
+        .json();
+    let rows: Vec<(&str, &str)> = stats["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["method"] == "tools/call")
+        .map(|r| (r["server"].as_str().unwrap(), r["target"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        rows,
+        [("notes", "read_graph"), ("default", "create_entities")],
+        "{stats:#}"
+    );
     for command in [&["play"][..], &["show"], &["show", "--stats"]] {
         Mt::new(command)
             .args(["--server", "nope"])
