@@ -130,15 +130,29 @@ fn labels_of<'a>(
 /// Why `label` is refused where an MCP server is asked for (check, diff, play, prune): it is a
 /// model API the tape declares, whose calls are no MCP conversation. `does`: what the command
 /// does with the MCP server it takes; `mcp`: the MCP servers it could take instead
-/// ([`mcp_labels`]). None when `label` is no model API of the tape. `{label} is the model API
-/// of an agent run, not an MCP server: {does} (this tape has: a, b)`.
+/// ([`mcp_labels`]). Also refused: a label the tape does not declare (the default taken when
+/// none is asked) on a tape whose only server is a model API. None when `label` is no model
+/// API of the tape. `{label} is the model API of an agent run, not an MCP server: {does} (this
+/// tape has: a, b)`.
 pub fn model_api_refusal(
     label: &str,
     declared: &[ServerDecl],
     mcp: &[&str],
     does: &str,
 ) -> Option<String> {
-    if !declared.iter().any(|d| d.server == label && !d.is_mcp()) {
+    let model_apis: Vec<&str> = declared
+        .iter()
+        .filter(|d| !d.is_mcp())
+        .map(|d| d.server.as_str())
+        .collect();
+    // No label asked, on a tape of model calls only: the default picked is no server at all.
+    if mcp.is_empty() && !model_apis.is_empty() && !declared.iter().any(|d| d.server == label) {
+        return Some(format!(
+            "this tape has no MCP server, only the model API of an agent run ({}): {does}",
+            model_apis.join(", ")
+        ));
+    }
+    if !model_apis.contains(&label) {
         return None;
     }
     let has = if mcp.is_empty() {

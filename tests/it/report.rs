@@ -182,6 +182,31 @@ fn show_stats_has_model_calls_as_rows_of_their_own() {
         "the slowest call's total time, from the tape"
     );
     assert!(r.answer_bytes.total > 0);
+
+    // A tape of model calls alone has no MCP server to serve, check or prune: without
+    // `--server`, these are refused (exit 64) rather than taking an empty `default`.
+    let no_mcp = "this tape has no MCP server, only the model API of an agent run (model): ";
+    let out = Mt::new(["play"])
+        .arg(&tape)
+        .stdin(format!(
+            "{}\n",
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+        ))
+        .run()
+        .status(64);
+    assert_contains(
+        &out.stderr,
+        &format!("{no_mcp}play serves an MCP server's conversation; its model calls are played back by `mcptape model-proxy --playback`"),
+    );
+    assert!(out.stdout.is_empty(), "{}", out.console());
+    Mt::new(["check"])
+        .arg(&tape)
+        .args(["--", "true"])
+        .run()
+        .status(64)
+        .stderr_contains(&format!(
+            "{no_mcp}check replays an MCP server's conversation"
+        ));
 }
 
 /// `mcptape report TAPE -o OUT EXTRA…`, which must succeed (a debug build given 10 minutes:
