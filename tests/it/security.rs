@@ -803,28 +803,24 @@ fn a_miss_on_an_unredacted_tape_compares_secrets_as_asked_and_shows_none() {
     );
     assert!(haystack(&tape).contains("sk-recorded-key-1234"));
 
+    // The paths where the nearest recorded call differs, from the error the client got.
+    let differing = |r: &Value| -> Vec<String> {
+        let near = &r["error"]["data"]["mcptape"]["nearest"][0];
+        near["differences"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|d| d["path"].as_str().unwrap().to_string())
+            .collect()
+    };
     // The same secrets, another city: one difference, the city.
     let mut c = play_in(dir.path(), &tape);
     c.initialize();
     let r = c.call(21, "tools/call", secrets("sk-recorded-key-1234", "Porto"));
-    let near = &r["error"]["data"]["mcptape"]["nearest"][0];
-    let paths: Vec<&str> = near["differences"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{r}"))
-        .iter()
-        .map(|d| d["path"].as_str().unwrap())
-        .collect();
-    assert_eq!(paths, ["$.arguments.city"], "{r}");
+    assert_eq!(differing(&r), ["$.arguments.city"], "{r}");
     // Another key, the same city: the key differs, shown without either secret.
     let r2 = c.call(22, "tools/call", secrets("sk-asked-other-5678", "Lisbon"));
-    let near2 = &r2["error"]["data"]["mcptape"]["nearest"][0];
-    let paths: Vec<&str> = near2["differences"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{r2}"))
-        .iter()
-        .map(|d| d["path"].as_str().unwrap())
-        .collect();
-    assert_eq!(paths, ["$.arguments.api_key"], "{r2}");
+    assert_eq!(differing(&r2), ["$.arguments.api_key"], "{r2}");
     let stderr = c.finish_with(1);
     assert_contains(&stderr, "$.arguments.city");
     assert_contains(&stderr, "$.arguments.api_key");
