@@ -144,6 +144,41 @@ enum OnMiss {
 }
 
 pub fn run(a: Args) -> Result<i32> {
+    run_as(a, Caller::Play)
+}
+
+/// The command play runs for: its hints for a tape that `--on-miss live` cannot append to name
+/// what that command can do instead.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// `mcptape play`: another tape (`--append-to`).
+    Play,
+    /// `mcptape vcr --mode new`, which has no `--append-to`: play without appending
+    /// (`--mode once`).
+    Vcr,
+}
+
+impl Caller {
+    /// What to do instead of appending to a tape that cannot be appended to, as the end of a
+    /// sentence.
+    fn elsewhere(self) -> &'static str {
+        match self {
+            Caller::Play => "name another tape with --append-to",
+            Caller::Vcr => "play it without appending (--mode once)",
+        }
+    }
+
+    /// The option that makes play append.
+    fn appending(self) -> &'static str {
+        match self {
+            Caller::Play => "--on-miss live",
+            Caller::Vcr => "--mode new",
+        }
+    }
+}
+
+/// [`run`], for `caller`.
+pub fn run_as(a: Args, caller: Caller) -> Result<i32> {
     a.matching.check_report_path()?;
     // `--on-miss live` appends to the tape played: an s3:// tape is then played from a spool,
     // uploaded when play ends if something was appended.
@@ -221,7 +256,7 @@ pub fn run(a: Args) -> Result<i32> {
         "",
     );
     let display = std::sync::Arc::new(mcptape::redact::Redactor::new(&rules)?);
-    let live = live_config(&a, &path, &index, &display)?;
+    let live = live_config(&a, &path, &index, &display, caller)?;
     let mut opts = ServeOptions::with_display(Some(display));
     opts.marker_key_id = user_key_id;
     opts.lenient = a.lenient;
@@ -455,6 +490,7 @@ fn live_config(
     path: &std::path::Path,
     index: &TapeIndex,
     display: &Arc<mcptape::redact::Redactor>,
+    caller: Caller,
 ) -> Result<Option<Arc<mcptape::play::LiveConfig>>> {
     use mcptape::play::select::Selection;
     use mcptape::play::{LiveConfig, LiveTape, LiveTarget};
@@ -498,9 +534,17 @@ fn live_config(
             None => {
                 // Checked now, not at the first miss: appending to this tape must be possible.
                 if !index.header.chained() {
+                    let again = match caller {
+                        Caller::Play => "",
+                        Caller::Vcr => {
+                            ", or record it again with --mode all (the old tape kept as .bak)"
+                        }
+                    };
                     return Err(super::UsageError(format!(
-                        "{}: --on-miss live cannot append to a tape without a hash chain (format 1.0); name another tape with --append-to",
-                        path.display()
+                        "{}: {} cannot append to a tape without a hash chain (format 1.0); {}{again}",
+                        path.display(),
+                        caller.appending(),
+                        caller.elsewhere()
                     ))
                     .into());
                 }
@@ -512,8 +556,9 @@ fn live_config(
             .map(|k| k.into_encoded_bytes());
         if at == path && key.is_none() && index.end.as_ref().is_some_and(|e| e.sig.is_some()) {
             return Err(super::UsageError(format!(
-                "{}: the tape is signed: set MCPTAPE_SIGNING_KEY to sign it again after appending, or name another tape with --append-to",
-                path.display()
+                "{}: the tape is signed: set MCPTAPE_SIGNING_KEY to sign it again after appending, or {}",
+                path.display(),
+                caller.elsewhere()
             ))
             .into());
         }
@@ -521,7 +566,7 @@ fn live_config(
             redactor: Some(display.clone()),
             signing_key: key,
         };
-        Some(LiveTape::new(at, write, &index.server))
+        Some(LiveTape::new(at, write, &index.server).elsewhere(caller.elsewhere()))
     } else {
         None
     };

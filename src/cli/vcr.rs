@@ -109,23 +109,30 @@ pub fn run(a: Args) -> Result<i32> {
             Ok(mcptape::exit::NO_INPUT)
         }
         // Parsed by the commands' own parsers: each keeps its defaults and checks in one place.
+        // The tape goes where no parser takes it for an option, whatever it starts with (a tape
+        // `-x.jsonl`): `--tape=TAPE` for record, after `--` for play.
         Action::Record => {
-            let mut argv = vec!["record".to_string(), "--tape".into(), tape, "--".into()];
+            let mut argv = vec!["record".to_string(), format!("--tape={tape}"), "--".into()];
             argv.extend(a.command);
             super::record::run(parse::<super::record::Args>(argv)?)
         }
         Action::Play { live } => {
-            let mut argv = vec!["play".to_string(), tape];
+            let mut argv = vec!["play".to_string()];
             if live {
-                argv.extend(["--on-miss".into(), "live".into(), "--".into()]);
+                argv.extend(["--on-miss".into(), "live".into()]);
+            }
+            argv.extend(["--".into(), tape]);
+            if live {
                 argv.extend(a.command);
             }
-            super::play::run(parse::<super::play::Args>(argv)?)
+            super::play::run_as(parse::<super::play::Args>(argv)?, super::play::Caller::Vcr)
         }
     }
 }
 
-/// A command's arguments from an argument list, by its own parser.
+/// A command's arguments from an argument list, by its own parser. Its error is clap's first
+/// line without clap's `error: ` (main prints `mcptape: error: ` before it); clap's usage and
+/// tips after it are of the command line built here, not the one the user typed.
 fn parse<A: clap::Args>(argv: Vec<String>) -> Result<A> {
     #[derive(clap::Parser)]
     struct One<A: clap::Args> {
@@ -133,6 +140,31 @@ fn parse<A: clap::Args>(argv: Vec<String>) -> Result<A> {
         args: A,
     }
     use clap::Parser as _;
-    let one = One::<A>::try_parse_from(argv).map_err(|e| super::UsageError(e.to_string()))?;
+    let one = One::<A>::try_parse_from(argv).map_err(|e| super::UsageError(clap_message(&e)))?;
     Ok(one.args)
+}
+
+/// What a clap error says, as one line without clap's own `error: ` prefix.
+fn clap_message(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    first
+        .strip_prefix("error: ")
+        .unwrap_or(first)
+        .trim()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_clap_error_is_said_once_without_its_prefix_or_usage() {
+        let argv = ["record", "--tape", "-x.jsonl", "--", "server"];
+        let Err(e) = super::parse::<super::super::record::Args>(argv.map(String::from).to_vec())
+        else {
+            panic!("parsed");
+        };
+        let message = e.to_string();
+        assert_eq!(message, "unexpected argument '-x' found");
+    }
 }

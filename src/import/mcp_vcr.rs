@@ -5,6 +5,7 @@
 //! one `{"t", "dir", "payload"}` a line. `t` is milliseconds since the session started.
 
 use super::json::{self, Members};
+use super::yaml::Node;
 use super::{malformed, ImportError, Imported, Msg, Probe};
 use crate::tape::DEFAULT_SERVER;
 use crate::wire::Dir;
@@ -22,12 +23,13 @@ pub(super) fn sniff(p: &Probe<'_>) -> bool {
         return false; // deeper than serde_yaml reads, and slow to find so with it
     }
     yaml_doc(p.text).is_ok_and(|d| {
-        d.get("meta").is_some_and(Value::is_object)
-            && d.get("messages").is_some_and(Value::is_array)
+        d.get("meta").is_some_and(Node::is_object)
+            && d.get("messages").and_then(Node::as_array).is_some()
     })
 }
 
-fn yaml_doc(text: &str) -> Result<Value, serde_yaml::Error> {
+/// The YAML document, its integers kept exactly (see [`super::yaml`]).
+fn yaml_doc(text: &str) -> Result<Node, serde_yaml::Error> {
     serde_yaml::from_str(text)
 }
 
@@ -230,8 +232,17 @@ fn yaml_msgs(path: &Path, text: &str) -> Result<(Value, Vec<Msg>), ImportError> 
             format!("{e}; expected an mcp-vcr YAML transcript (meta, messages)"),
         )
     })?;
-    let meta = doc.get("meta").cloned().unwrap_or(Value::Null);
-    let Some(items) = doc.get("messages").and_then(Value::as_array) else {
+    if doc.has_huge_float() {
+        if let Some(line) = super::yaml::huge_int_line(text) {
+            return Err(malformed(
+                path,
+                format!("line {line}"),
+                "an integer beyond 128 bits, which mcptape's YAML reader cannot keep exactly (it would be another number); the transcript in NDJSON (mcp-vcr --format ndjson) keeps every number as written",
+            ));
+        }
+    }
+    let meta = doc.get("meta").map_or(Value::Null, Node::to_value);
+    let Some(items) = doc.get("messages").and_then(Node::as_array) else {
         return Err(malformed(
             path,
             "the whole file",
@@ -248,13 +259,12 @@ fn yaml_msgs(path: &Path, text: &str) -> Result<(Value, Vec<Msg>), ImportError> 
                 "no \"payload\" object (the JSON-RPC message)",
             ));
         };
-        let line = serde_json::to_string(payload).expect("a Value serializes");
         msgs.push(message(
             path,
             &at,
-            m.get("t").and_then(Value::as_u64),
-            m.get("dir").and_then(Value::as_str),
-            line,
+            m.get("t").and_then(Node::as_u64),
+            m.get("dir").and_then(Node::as_str),
+            payload.to_json(),
         )?);
     }
     Ok((meta, msgs))

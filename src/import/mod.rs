@@ -14,6 +14,7 @@ mod mcp_rec;
 mod mcp_recorder;
 mod mcp_replay;
 mod mcp_vcr;
+mod yaml;
 
 use crate::tape::{ServerDecl, TapeWriter, WriteOptions};
 use crate::wire::{Dir, Frame, Line};
@@ -352,8 +353,11 @@ pub fn write_tape(
         source: e,
     };
     let mut w = TapeWriter::create(out, opts).map_err(io)?;
+    // Every line is at the recording's time, never the import's: the servers and the import
+    // event at its start, the closing line at its last message (docs/import.md, Timing).
     for decl in &imported.servers {
-        w.declare_server(decl.clone()).map_err(io)?;
+        w.declare_server_at(decl.clone(), w.at_offset(0))
+            .map_err(io)?;
     }
     let label = imported
         .servers
@@ -391,7 +395,8 @@ pub fn write_tape(
         w.commit().map_err(io)?;
     }
     let reason = format!("imported from {} {}", format.name(), source.display());
-    let done = w.finish(None, Some(reason)).map_err(io)?;
+    let end = w.at_offset(last);
+    let done = w.finish_at(None, Some(reason), end).map_err(io)?;
     Ok(Written {
         messages: done.end.messages,
         exchanges: done.end.exchanges,

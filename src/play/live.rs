@@ -108,6 +108,8 @@ pub struct LiveTape {
     write: WriteOptions,
     label: String,
     state: Mutex<TapeState>,
+    /// What to do when the tape cannot be appended to, said after why (the end of a sentence).
+    elsewhere: String,
     /// Exchanges appended.
     pub appended: AtomicU64,
 }
@@ -134,8 +136,18 @@ impl LiveTape {
             write,
             label: label.to_string(),
             state: Mutex::new(TapeState::Unopened),
+            elsewhere: "append to another tape".into(),
             appended: AtomicU64::new(0),
         }
+    }
+
+    /// Says `what` (the end of a sentence: `name another tape with --append-to`) when the tape
+    /// turns out not to take appended lines ([`AppendError::or_else`]).
+    ///
+    /// [`AppendError::or_else`]: crate::tape::append::AppendError::or_else
+    pub fn elsewhere(mut self, what: &str) -> LiveTape {
+        self.elsewhere = what.to_string();
+        self
     }
 
     /// The tape's path.
@@ -149,7 +161,14 @@ impl LiveTape {
             *state = match self.open(target) {
                 Ok(r) => TapeState::Open(r),
                 Err(e) => {
-                    crate::diag!("mcptape play: --on-miss live: {e:#}; the live answers are served but not taped");
+                    let or = match e
+                        .downcast_ref::<crate::tape::append::AppendError>()
+                        .and_then(|a| a.or_else())
+                    {
+                        Some(join) => format!("{join}{}", self.elsewhere),
+                        None => String::new(),
+                    };
+                    crate::diag!("mcptape play: --on-miss live: {e:#}{or}; the live answers are served but not taped");
                     TapeState::Failed
                 }
             };

@@ -17,14 +17,14 @@ pub enum AppendError {
     #[error(transparent)]
     Read(#[from] TapeError),
     /// It has no hash chain (format 1.0): appended lines could not be chained to it.
-    #[error("{}: cannot append to a tape without a hash chain (format 1.0); append to another tape (--append-to)", path.display())]
+    #[error("{}: cannot append to a tape without a hash chain (format 1.0)", path.display())]
     Unchained {
         /// The tape.
         path: PathBuf,
     },
     /// Its chain breaks: appending would chain new lines to a tape that is no longer what was
     /// written.
-    #[error("{}: cannot append: the hash chain breaks at line {line} (`mcptape verify` tells more); append to another tape (--append-to)", path.display())]
+    #[error("{}: cannot append: the hash chain breaks at line {line} (`mcptape verify` tells more)", path.display())]
     Broken {
         /// The tape.
         path: PathBuf,
@@ -33,7 +33,7 @@ pub enum AppendError {
     },
     /// Bytes follow its closing line (`verify`: tampered): appending would cut them off with the
     /// closing line, and the evidence with them.
-    #[error("{}: cannot append: line {line} holds {bytes} bytes after the closing line (`mcptape verify` tells more); look at them, remove them if they are not wanted (the tape then verifies again), or append to another tape (--append-to)", path.display())]
+    #[error("{}: cannot append: line {line} holds {bytes} bytes after the closing line (`mcptape verify` tells more); look at them, remove them if they are not wanted (the tape then verifies again)", path.display())]
     AfterEnd {
         /// The tape.
         path: PathBuf,
@@ -43,7 +43,7 @@ pub enum AppendError {
         bytes: usize,
     },
     /// It is signed and no key was given to sign it again.
-    #[error("{}: the tape is signed: set MCPTAPE_SIGNING_KEY to sign it again after appending, or append to another tape (--append-to)", path.display())]
+    #[error("{}: the tape is signed: set MCPTAPE_SIGNING_KEY to sign it again after appending", path.display())]
     Signed {
         /// The tape.
         path: PathBuf,
@@ -51,7 +51,7 @@ pub enum AppendError {
     /// Another process is writing it (a recording still going on, another append), or reading
     /// it whole (`mcptape push` uploading it): cutting its closing line off under either would
     /// break it.
-    #[error("{}: the tape is being {} by another process ({}); append when it is done, or to another tape (--append-to)", path.display(), if *read { "read" } else { "written" }, if *read { "`mcptape push` uploading it?" } else { "a recording still going on?" })]
+    #[error("{}: the tape is being {} by another process ({}); append when it is done", path.display(), if *read { "read" } else { "written" }, if *read { "`mcptape push` uploading it?" } else { "a recording still going on?" })]
     Busy {
         /// The tape.
         path: PathBuf,
@@ -67,6 +67,24 @@ pub enum AppendError {
         #[source]
         cause: io::Error,
     },
+}
+
+impl AppendError {
+    /// When the tape refused to be appended to as it is (no chain, a broken one, bytes after
+    /// the closing line, a signature and no key, another process at it), what joins this error
+    /// to the caller's words on what else can be done — which depend on the command (`play
+    /// --append-to OTHER`, `vcr --mode once`), so the error itself does not say it: `"; "`
+    /// after a fact, `", or "` after the error's own advice. `None`: the tape could not be
+    /// read or opened.
+    pub fn or_else(&self) -> Option<&'static str> {
+        match self {
+            AppendError::Read(_) | AppendError::Io { .. } => None,
+            AppendError::Unchained { .. } | AppendError::Broken { .. } => Some("; "),
+            AppendError::AfterEnd { .. }
+            | AppendError::Signed { .. }
+            | AppendError::Busy { .. } => Some(", or "),
+        }
+    }
 }
 
 impl crate::exit::Coded for AppendError {

@@ -98,6 +98,9 @@ pub struct TapeWriter {
     t_base_us: u64,
     /// Set when adding to a tape that was closed already (`super::append`).
     appending: Option<Appending>,
+    /// The closing line's time when it is known from elsewhere ([`TapeWriter::finish_at`]);
+    /// `None`: when it is written.
+    closes_at: Option<Instant>,
 }
 
 /// Adding to a tape that is there: every line is marked `appended`, and the tape is closed
@@ -329,6 +332,7 @@ impl TapeWriter {
             unreported: None,
             t_base_us: 0,
             appending: None,
+            closes_at: None,
         }
     }
 
@@ -390,8 +394,14 @@ impl TapeWriter {
 
     /// Declares a server. Its command line and URL go through the redactor like everything
     /// else on the tape (`--api-key sk-…`, `https://user:pass@host/?token=…`).
-    pub fn declare_server(&mut self, mut decl: ServerDecl) -> io::Result<()> {
-        decl.t_us = self.elapsed_us(Instant::now());
+    pub fn declare_server(&mut self, decl: ServerDecl) -> io::Result<()> {
+        self.declare_server_at(decl, Instant::now())
+    }
+
+    /// [`TapeWriter::declare_server`] at `at` (see [`TapeWriter::at_offset`]): for a server
+    /// whose time is known from elsewhere (`mcptape import`: the recording's start).
+    pub fn declare_server_at(&mut self, mut decl: ServerDecl, at: Instant) -> io::Result<()> {
+        decl.t_us = self.elapsed_us(at);
         if let Some(r) = &self.redactor {
             decl.command = decl.command.map(|argv| r.redact_argv(&argv));
             decl.url = decl.url.map(|u| r.redact_url(&u));
@@ -690,7 +700,7 @@ impl TapeWriter {
     /// tape keeps its recording's exit and reason, and says what was added.
     fn closing_line(&self, exit: Option<ExitInfo>, reason: Option<String>) -> End {
         let mut end = self.counts.clone();
-        end.t_us = self.elapsed_us(Instant::now());
+        end.t_us = self.elapsed_us(self.closes_at.unwrap_or_else(Instant::now));
         end.exit = exit;
         end.reason = reason;
         if let Some(a) = &self.appending {
@@ -839,6 +849,19 @@ impl TapeWriter {
                 })
             }
         }
+    }
+
+    /// [`TapeWriter::finish`], the closing line at `at` rather than now (see
+    /// [`TapeWriter::at_offset`]): for a tape whose times are known from elsewhere
+    /// (`mcptape import` closes it at the recording's last message).
+    pub fn finish_at(
+        mut self,
+        exit: Option<ExitInfo>,
+        reason: Option<String>,
+        at: Instant,
+    ) -> io::Result<Finished> {
+        self.closes_at = Some(at);
+        self.finish(exit, reason)
     }
 
     /// The closing line, written and synced.

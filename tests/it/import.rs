@@ -607,3 +607,143 @@ fn a_file_saved_with_a_byte_order_mark_imports_as_without_and_utf16_is_refused()
         }
     }
 }
+
+/// An mcp-vcr YAML transcript with integers beyond 64 bits (a tool's argument and result,
+/// negative too) imports them as the same numbers on the tape, digit for digit, as the NDJSON
+/// transcript of the same session does: they were refused, `messages[0].payload…: JSON number
+/// out of range`, and auto-detection did not know the file. One beyond 128 bits, which the
+/// YAML reader can only make a float of, is refused naming the file and the line (exit 65).
+#[test]
+fn yaml_integers_beyond_64_bits_are_kept_as_the_numbers_on_the_wire() {
+    let dir = tmp();
+    let big = "12345678901234567890123";
+    let neg = "-98765432109876543210";
+    let request = format!(
+        r#"{{"id":1,"jsonrpc":"2.0","method":"tools/call","params":{{"arguments":{{"n":{big}}},"name":"add"}}}}"#
+    );
+    let response = format!(
+        r#"{{"id":1,"jsonrpc":"2.0","result":{{"content":[{{"text":"x","type":"text"}}],"sum":{neg}}}}}"#
+    );
+    let yaml = format!(
+        "meta:\n  version: 1\nmessages:\n- dir: c2s\n  payload:\n    id: 1\n    jsonrpc: '2.0'\n    method: tools/call\n    params:\n      arguments:\n        n: {big}\n      name: add\n  t: 0\n- dir: s2c\n  payload: {{id: 1, jsonrpc: '2.0', result: {{content: [{{text: x, type: text}}], sum: {neg}}}}}\n  t: 5\n"
+    );
+    let ndjson = format!(
+        "{{\"_type\": \"meta\"}}\n{{\"t\": 0, \"dir\": \"c2s\", \"payload\": {request}}}\n{{\"t\": 5, \"dir\": \"s2c\", \"payload\": {response}}}\n"
+    );
+    // The messages as the tape holds them, byte for byte.
+    let wire = |tape: &Path| -> Vec<String> {
+        raw_lines(tape)
+            .iter()
+            .map(|l| text(l))
+            .filter(|l| l.starts_with(r#"{"type":"msg""#))
+            .map(|l| {
+                let from = l.find(r#""msg":"#).expect("a msg") + r#""msg":"#.len();
+                let to = l.rfind(r#","h":"#).expect("an h");
+                l[from..to].to_string()
+            })
+            .collect()
+    };
+    let file = dir.path().join("session.yaml");
+    std::fs::write(&file, &yaml).unwrap();
+    let lines = dir.path().join("session.ndjson");
+    std::fs::write(&lines, &ndjson).unwrap();
+    let from_ndjson = dir.path().join("ndjson.jsonl");
+    import(&["mcp-vcr", &s(&lines)], &from_ndjson);
+    assert_eq!(wire(&from_ndjson), [request.clone(), response.clone()]);
+    for how in ["mcp-vcr", "auto"] {
+        let tape = dir.path().join(format!("yaml-{how}.jsonl"));
+        let err = import(&[how, &s(&file)], &tape);
+        assert_contains(&err, "mcptape import: mcp-vcr ");
+        assert_eq!(wire(&tape), [request.clone(), response.clone()], "{how}");
+    }
+
+    let huge = "340282366920938463463374607431768211456"; // 2^128
+    let beyond = dir.path().join("beyond.yaml");
+    std::fs::write(&beyond, yaml.replace(big, huge)).unwrap();
+    let tape = dir.path().join("never.jsonl");
+    for how in ["mcp-vcr", "auto"] {
+        Mt::new(["import", how])
+            .arg(&beyond)
+            .arg("-o")
+            .arg(&tape)
+            .run()
+            .status(65)
+            .stderr_contains(&format!(
+                "{}: line 11: an integer beyond 128 bits, which mcptape's YAML reader cannot keep exactly",
+                s(&beyond)
+            ));
+        assert!(!tape.exists());
+    }
+    // A float that large is a float, as it was.
+    let float = dir.path().join("float.yaml");
+    std::fs::write(&float, yaml.replace(big, "1.0e+40")).unwrap();
+    let tape = dir.path().join("float.jsonl");
+    import(&["mcp-vcr", &s(&float)], &tape);
+    assert_contains(&wire(&tape)[0], r#""arguments":{"n":1e+40}"#);
+}
+
+/// Every line of an imported tape is at the recording's time, whatever the format: the server
+/// lines and the `import` event at its start (0), the closing line at its last message. The
+/// closing line (and the server lines) were at the import's own time: microseconds into
+/// writing the tape, so a tape of a 7-second session ended at `t_us` ~200, before its own
+/// messages. Each format is read by its own file and written by the one `write_tape`.
+#[test]
+fn an_imported_tape_ends_at_its_last_message_not_at_the_import() {
+    let dir = tmp();
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let pong = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+    let files = [
+        (
+            "mcp-cassette",
+            "cassette.json",
+            format!(
+                r#"{{"format_version": 3, "recorded_at": "2026-01-01T00:00:00Z", "messages": [
+            {{"seq": 0, "t_offset_ms": 0, "sender": "client", "kind": "request", "payload": {ping}}},
+            {{"seq": 1, "t_offset_ms": 7000, "sender": "server", "kind": "response", "payload": {pong}}}]}}"#
+            ),
+        ),
+        (
+            "mcp-rec",
+            "session.jsonl",
+            format!("{{\"ts\": 1767225600, \"dir\": \"client->server\", \"msg\": {ping}}}\n{{\"ts\": 1767225607, \"dir\": \"server->client\", \"msg\": {pong}}}\n"),
+        ),
+        (
+            "mcp-vcr",
+            "session.ndjson",
+            format!("{{\"_type\": \"meta\"}}\n{{\"t\": 0, \"dir\": \"c2s\", \"payload\": {ping}}}\n{{\"t\": 7000, \"dir\": \"s2c\", \"payload\": {pong}}}\n"),
+        ),
+        (
+            "mcp-vcr",
+            "session.yaml",
+            format!("meta:\n  version: 1\nmessages:\n- dir: c2s\n  payload: {ping}\n  t: 0\n- dir: s2c\n  payload: {pong}\n  t: 7000\n"),
+        ),
+    ];
+    for (format, name, body) in files {
+        let file = dir.path().join(name);
+        std::fs::write(&file, body).unwrap();
+        let tape = dir.path().join(format!("{name}.jsonl"));
+        import(&[format, &s(&file)], &tape);
+        let lines = tape_lines(&tape);
+        let times: Vec<(String, u64)> = lines[1..]
+            .iter()
+            .map(|l| {
+                let what = l["what"].as_str().or(l["dir"].as_str()).unwrap_or("");
+                (
+                    format!("{} {what}", l["type"].as_str().unwrap()),
+                    l["t_us"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        let want: Vec<(String, u64)> = [
+            ("server ", 0),
+            ("event import", 0),
+            ("msg c2s", 0),
+            ("msg s2c", 7_000_000),
+            ("end ", 7_000_000),
+        ]
+        .iter()
+        .map(|(w, t)| (w.to_string(), *t))
+        .collect();
+        assert_eq!(times, want, "{name}");
+    }
+}

@@ -1328,3 +1328,141 @@ fn a_2026_miss_goes_to_the_python_server_after_a_discovery_that_is_not_taped() {
         .iter()
         .all(|m| m["method"] != "server/discover"));
 }
+
+/// Stdin for a session of the demo server: the handshake, then `add` of each pair.
+fn adds(pairs: &[(i64, i64)]) -> String {
+    let mut lines = vec![
+        req(0, "initialize", init_params()),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ];
+    for (i, (a, b)) in pairs.iter().enumerate() {
+        let id = i as i64 + 1;
+        lines.push(req(id, "tools/call", call("add", json!({"a": a, "b": b}))));
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// A tape path that starts with `-`, given as `--tape=-x.jsonl` (clap's `=` form: a value,
+/// whatever it starts with), is a file of that name, as for `record --tape=-x.jsonl` and
+/// `play -- -x.jsonl`. vcr handed it on to record's and play's parsers as a separate word,
+/// which they took for an option: exit 64, and the error said `error:` twice
+/// (`mcptape: error: error: unexpected argument '-x' found`, with the usage of a command line
+/// the user never typed).
+#[test]
+fn vcr_takes_a_tape_path_that_starts_with_a_dash_in_every_mode() {
+    let dir = tmp();
+    let server = demo_server("healthy");
+    let vcr_run = |mode: &str, pairs: &[(i64, i64)]| {
+        let run = Mt::new(["vcr", "--mode", mode, "--tape=-x.jsonl", "--"])
+            .args(&server)
+            .dir(dir.path())
+            .stdin(adds(pairs))
+            .run();
+        assert!(!run.stderr.contains("error: error:"), "{}", run.console());
+        run.success()
+    };
+    vcr_run("once", &[(1, 1)])
+        .stdout_contains(r#""text":"2""#)
+        .stderr_contains("-x.jsonl: no tape there yet: recording it")
+        .stderr_contains("recorded 5 messages (2 exchanges) to -x.jsonl");
+    let tape = dir.path().join("-x.jsonl");
+    assert_eq!(tape_msgs(&tape).len(), 5);
+    vcr_run("once", &[(1, 1)])
+        .stdout_contains(r#""text":"2""#)
+        .stderr_contains("playing it strictly, the server is not started");
+    vcr_run("new", &[(1, 1), (40, 2)])
+        .stdout_contains(r#""text":"42""#)
+        .stderr_contains("appended 1 exchange from the live server to -x.jsonl");
+    assert_eq!(appended(&tape), 2);
+    assert_verifies(&tape);
+}
+
+/// `vcr --mode new` over a tape it cannot append to (signed and no key; no hash chain; one
+/// that breaks, found at the first miss) said what `play` can do — `name another tape with
+/// --append-to` — but vcr has no `--append-to`. It names what vcr can do: set the key, play
+/// the tape without appending (`--mode once`), record it again (`--mode all`). `play` still
+/// names `--append-to`.
+#[test]
+fn vcr_new_over_a_tape_it_cannot_append_to_names_what_vcr_can_do() {
+    let dir = tmp();
+    let server = demo_server("healthy");
+    let vcr_new = |tape: &Path| {
+        Mt::new(["vcr", "--mode", "new", "--tape"])
+            .arg(tape)
+            .arg("--")
+            .args(&server)
+            .stdin(adds(&[(1, 1), (40, 2)]))
+            .run()
+    };
+    let play_new = |tape: &Path| {
+        Mt::new(["play", "--on-miss", "live"])
+            .arg(tape)
+            .arg("--")
+            .args(&server)
+            .stdin(adds(&[(1, 1), (40, 2)]))
+            .run()
+    };
+    let no_append_to =
+        |run: &Run| assert!(!run.stderr.contains("--append-to"), "{}", run.console());
+
+    let signed = dir.path().join("signed.jsonl");
+    Mt::new(["record", "--sign", "--tape"])
+        .arg(&signed)
+        .arg("--")
+        .args(&server)
+        .env("MCPTAPE_SIGNING_KEY", "a signing key for the test")
+        .stdin(adds(&[(1, 1)]))
+        .run()
+        .success();
+    let run = vcr_new(&signed).status(64).stderr_contains(&format!(
+        "mcptape: error: {}: the tape is signed: set MCPTAPE_SIGNING_KEY to sign it again after appending, or play it without appending (--mode once)",
+        s(&signed)
+    ));
+    no_append_to(&run);
+    assert_eq!(run.stderr.matches("error:").count(), 1, "{}", run.console());
+    play_new(&signed).status(64).stderr_contains(
+        "the tape is signed: set MCPTAPE_SIGNING_KEY to sign it again after appending, or name another tape with --append-to",
+    );
+
+    let unchained = dir.path().join("unchained.jsonl");
+    write_tape(
+        &unchained,
+        &[(
+            "c2s",
+            req(1, "tools/call", call("add", json!({"a": 1, "b": 1}))),
+        )],
+        true,
+    );
+    let run = vcr_new(&unchained).status(64).stderr_contains(&format!(
+        "{}: --mode new cannot append to a tape without a hash chain (format 1.0); play it without appending (--mode once), or record it again with --mode all (the old tape kept as .bak)",
+        s(&unchained)
+    ));
+    no_append_to(&run);
+    play_new(&unchained).status(64).stderr_contains(
+        "--on-miss live cannot append to a tape without a hash chain (format 1.0); name another tape with --append-to",
+    );
+
+    // A chain that breaks is found when the first miss opens the tape: the live answer is
+    // served, not taped.
+    let broken = dir.path().join("broken.jsonl");
+    Mt::new(["record", "--tape"])
+        .arg(&broken)
+        .arg("--")
+        .args(&server)
+        .stdin(adds(&[(1, 1)]))
+        .run()
+        .success();
+    let text = std::fs::read_to_string(&broken).unwrap();
+    let edited = text.replacen(r#""text":"2""#, r#""text":"3""#, 1);
+    assert_ne!(edited, text);
+    std::fs::write(&broken, &edited).unwrap();
+    let run = vcr_new(&broken)
+        .success()
+        .stdout_contains(r#""text":"42""#)
+        .stderr_contains("(`mcptape verify` tells more); play it without appending (--mode once); the live answers are served but not taped");
+    no_append_to(&run);
+    play_new(&broken)
+        .success()
+        .stderr_contains("(`mcptape verify` tells more); name another tape with --append-to; the live answers are served but not taped");
+    assert_eq!(std::fs::read_to_string(&broken).unwrap(), edited);
+}
