@@ -529,34 +529,7 @@ fn deeply_nested_yaml_is_refused_at_once_not_parsed_in_quadratic_time() {
 #[test]
 fn a_file_saved_with_a_byte_order_mark_imports_as_without_and_utf16_is_refused() {
     let dir = tmp();
-    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
-    let pong = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
-    let files = [
-        (
-            "mcp-cassette",
-            "cassette.json",
-            format!(
-                r#"{{"format_version": 3, "recorded_at": "2026-01-01T00:00:00Z", "messages": [
-            {{"seq": 0, "t_offset_ms": 0, "sender": "client", "kind": "request", "payload": {ping}}},
-            {{"seq": 1, "t_offset_ms": 5, "sender": "server", "kind": "response", "payload": {pong}}}]}}"#
-            ),
-        ),
-        (
-            "mcp-rec",
-            "session.jsonl",
-            format!("{{\"ts\": 1767225600, \"dir\": \"client->server\", \"msg\": {ping}}}\n{{\"ts\": 1767225600.005, \"dir\": \"server->client\", \"msg\": {pong}}}\n"),
-        ),
-        (
-            "mcp-vcr",
-            "session.ndjson",
-            format!("{{\"_type\": \"meta\"}}\n{{\"t\": 0, \"dir\": \"c2s\", \"payload\": {ping}}}\n{{\"t\": 5, \"dir\": \"s2c\", \"payload\": {pong}}}\n"),
-        ),
-        (
-            "mcp-vcr",
-            "session.yaml",
-            format!("meta:\n  version: 1\nmessages:\n- dir: c2s\n  payload: {ping}\n  t: 0\n- dir: s2c\n  payload: {pong}\n  t: 5\n"),
-        ),
-    ];
+    let files = ping_pong_files(5);
     // The wire messages of a tape, with their direction and time.
     let msgs = |tape: &Path| -> Vec<Value> {
         tape_msgs(tape)
@@ -690,34 +663,7 @@ fn yaml_integers_beyond_64_bits_are_kept_as_the_numbers_on_the_wire() {
 #[test]
 fn an_imported_tape_ends_at_its_last_message_not_at_the_import() {
     let dir = tmp();
-    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
-    let pong = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
-    let files = [
-        (
-            "mcp-cassette",
-            "cassette.json",
-            format!(
-                r#"{{"format_version": 3, "recorded_at": "2026-01-01T00:00:00Z", "messages": [
-            {{"seq": 0, "t_offset_ms": 0, "sender": "client", "kind": "request", "payload": {ping}}},
-            {{"seq": 1, "t_offset_ms": 7000, "sender": "server", "kind": "response", "payload": {pong}}}]}}"#
-            ),
-        ),
-        (
-            "mcp-rec",
-            "session.jsonl",
-            format!("{{\"ts\": 1767225600, \"dir\": \"client->server\", \"msg\": {ping}}}\n{{\"ts\": 1767225607, \"dir\": \"server->client\", \"msg\": {pong}}}\n"),
-        ),
-        (
-            "mcp-vcr",
-            "session.ndjson",
-            format!("{{\"_type\": \"meta\"}}\n{{\"t\": 0, \"dir\": \"c2s\", \"payload\": {ping}}}\n{{\"t\": 7000, \"dir\": \"s2c\", \"payload\": {pong}}}\n"),
-        ),
-        (
-            "mcp-vcr",
-            "session.yaml",
-            format!("meta:\n  version: 1\nmessages:\n- dir: c2s\n  payload: {ping}\n  t: 0\n- dir: s2c\n  payload: {pong}\n  t: 7000\n"),
-        ),
-    ];
+    let files = ping_pong_files(7000);
     for (format, name, body) in files {
         let file = dir.path().join(name);
         std::fs::write(&file, body).unwrap();
@@ -746,4 +692,38 @@ fn an_imported_tape_ends_at_its_last_message_not_at_the_import() {
         .collect();
         assert_eq!(times, want, "{name}");
     }
+}
+
+/// A ping answered `ms` milliseconds later, as each recorder writes it (format, file name,
+/// text): mcp-cassette, mcp-rec, mcp-vcr's NDJSON and its YAML.
+fn ping_pong_files(ms: u64) -> [(&'static str, &'static str, String); 4] {
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let pong = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+    let ts = format!("{}.{:03}", 1767225600 + ms / 1000, ms % 1000);
+    [
+        (
+            "mcp-cassette",
+            "cassette.json",
+            format!(
+                r#"{{"format_version": 3, "recorded_at": "2026-01-01T00:00:00Z", "messages": [
+            {{"seq": 0, "t_offset_ms": 0, "sender": "client", "kind": "request", "payload": {ping}}},
+            {{"seq": 1, "t_offset_ms": {ms}, "sender": "server", "kind": "response", "payload": {pong}}}]}}"#
+            ),
+        ),
+        (
+            "mcp-rec",
+            "session.jsonl",
+            format!("{{\"ts\": 1767225600, \"dir\": \"client->server\", \"msg\": {ping}}}\n{{\"ts\": {ts}, \"dir\": \"server->client\", \"msg\": {pong}}}\n"),
+        ),
+        (
+            "mcp-vcr",
+            "session.ndjson",
+            format!("{{\"_type\": \"meta\"}}\n{{\"t\": 0, \"dir\": \"c2s\", \"payload\": {ping}}}\n{{\"t\": {ms}, \"dir\": \"s2c\", \"payload\": {pong}}}\n"),
+        ),
+        (
+            "mcp-vcr",
+            "session.yaml",
+            format!("meta:\n  version: 1\nmessages:\n- dir: c2s\n  payload: {ping}\n  t: 0\n- dir: s2c\n  payload: {pong}\n  t: {ms}\n"),
+        ),
+    ]
 }
